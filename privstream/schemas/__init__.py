@@ -1,0 +1,1 @@
+"""Wire formats: pydantic models of every message and release, and their JSON Schemas."""
