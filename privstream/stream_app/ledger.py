@@ -1,0 +1,745 @@
+"""The privacy ledger: a durable, multi-process-safe, write-ahead record of every private release.
+
+Every release is charged here *before* it is published (DESIGN.md §4). One call,
+:meth:`SqliteLedger.charge`, checks the stream's budget, spends it and stores the release
+bytes (the outbox) in one SQLite transaction. A (stream, window, mechanism) key is charged at
+most once: charging it again returns the stored charge and its stored bytes, so a replay after a
+crash or a rebalance re-publishes the same bytes instead of drawing fresh noise.
+
+>>> ledger = SqliteLedger.open(":memory:", budgets={"s1": (1.0, 1e-6)})
+>>> c = ledger.charge("s1", "w0", "laplace", 0.3, 0.0, b"release-0")
+>>> again = ledger.charge("s1", "w0", "laplace", 0.3, 0.0, b"fresh noise")  # idempotent
+>>> (again.entry_id == c.entry_id, again.release)
+(True, b'release-0')
+>>> ledger.spent("s1"), ledger.remaining("s1")
+(PrivacyCost(epsilon=0.3, delta=0.0), PrivacyCost(epsilon=0.7, delta=1e-06))
+>>> [e.entry_id for e in ledger.unpublished()] == [c.entry_id]
+True
+>>> ledger.mark_published(c.entry_id)
+>>> ledger.unpublished()
+[]
+>>> ledger.charge("s1", "w1", "laplace", 0.8, 0.0, b"release-1")  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+privstream.stream_app.ledger.BudgetExhaustedError: stream 's1': refusing to charge window 'w1' ...
+>>> ledger.refusals("s1")
+1
+
+**Accounting.** The ledger is a plain additive budget: a stream's spend is the sum of its charges
+(basic sequential composition), compared against the stream's (epsilon, delta) budget. It does no
+accounting theory: the caller decides what each window costs. For count windows at the example
+level, disjoint windows compose in parallel (the privacy loss is the max over windows, not the
+sum), so charging every window against one total budget is conservative; a tighter accountant
+(advanced composition, RDP/PLD) can be layered on top by the caller choosing the per-window cost.
+
+**Exact arithmetic.** Numbers are read as the shortest decimal that round-trips the float
+(``0.1`` means 1/10) and summed as exact rationals, so ten charges of 0.1 spend exactly 1.0 and
+``0.1 + 0.2`` fits a budget of ``0.3``; float rounding can neither refuse a legal spend nor let
+an illegal one through.
+
+**Budget changes between runs.** The configured budget is the limit; what was spent is never
+reset. :meth:`SqliteLedger.set_budget` (or ``budgets=`` on open) replaces the stored limit, records
+the change in an audit table and keeps the spend; a budget lowered below the spend leaves the
+stream exhausted (every new charge is refused, idempotent replays still return their stored
+release).
+
+**First start vs. restart.** A missing or invalid ledger file is an error, never a fresh budget:
+``SqliteLedger.open(path)`` raises :class:`LedgerMissingError` if the file does not exist and
+:class:`LedgerCorruptError` if it is not a valid ledger. Creating one is explicit:
+``create_if_missing=True``, which the service's settings should set only for a deliberate first
+start (and the parent directory must exist, so an unmounted volume is an error, not a new ledger).
+
+**Processes and threads.** Several processes may share one file (WAL mode, ``BEGIN IMMEDIATE``
+write transactions, a busy timeout, ``synchronous=FULL``). One :class:`SqliteLedger` may be used from
+several threads (calls are serialised); calls block on disk I/O (an fsync per write), so async
+code should call them through ``asyncio.to_thread``. ``":memory:"`` gives a private, non-durable
+ledger with exactly the same code (for tests and offline runs).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from decimal import Decimal
+from fractions import Fraction
+from pathlib import Path
+from types import TracebackType
+from typing import NamedTuple, Protocol, Self, runtime_checkable
+
+__all__ = [
+    "APPLICATION_ID",
+    "SCHEMA_VERSION",
+    "BudgetExhaustedError",
+    "Charge",
+    "LedgerBusyError",
+    "LedgerCorruptError",
+    "LedgerError",
+    "LedgerMissingError",
+    "PrivacyCost",
+    "PrivacyLedger",
+    "SqliteLedger",
+    "UnknownEntryError",
+    "UnknownStreamError",
+]
+
+log = logging.getLogger(__name__)
+
+#: ``PRAGMA application_id`` of a privstream ledger file (ASCII "PSLG"), so that another
+#: application's SQLite file is never mistaken for a ledger.
+APPLICATION_ID = 0x50534C47
+#: ``PRAGMA user_version`` of the schema this module reads and writes.
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE streams (
+    stream_id      TEXT PRIMARY KEY,
+    -- budgets and spends are exact rationals as text ("3/10"), see _exact()
+    epsilon_budget TEXT NOT NULL,
+    delta_budget   TEXT NOT NULL,
+    epsilon_spent  TEXT NOT NULL,
+    delta_spent    TEXT NOT NULL
+);
+CREATE TABLE charges (
+    entry_id     INTEGER PRIMARY KEY AUTOINCREMENT,  -- AUTOINCREMENT: ids are never reused
+    stream_id    TEXT NOT NULL REFERENCES streams (stream_id),
+    window_id    TEXT NOT NULL,
+    mechanism    TEXT NOT NULL,
+    epsilon      TEXT NOT NULL,
+    delta        TEXT NOT NULL,
+    release      BLOB NOT NULL,
+    charged_at   TEXT NOT NULL,
+    published_at TEXT,
+    UNIQUE (stream_id, window_id, mechanism)
+);
+CREATE INDEX charges_outbox ON charges (entry_id) WHERE published_at IS NULL;
+CREATE TABLE refusals (
+    refusal_id INTEGER PRIMARY KEY,
+    stream_id  TEXT NOT NULL REFERENCES streams (stream_id),
+    window_id  TEXT NOT NULL,
+    mechanism  TEXT NOT NULL,
+    epsilon    TEXT NOT NULL,
+    delta      TEXT NOT NULL,
+    refused_at TEXT NOT NULL
+);
+CREATE INDEX refusals_by_stream ON refusals (stream_id);
+CREATE TABLE budget_changes (
+    change_id      INTEGER PRIMARY KEY,
+    stream_id      TEXT NOT NULL REFERENCES streams (stream_id),
+    epsilon_budget TEXT NOT NULL,
+    delta_budget   TEXT NOT NULL,
+    changed_at     TEXT NOT NULL
+);
+"""
+_TABLES = frozenset({"streams", "charges", "refusals", "budget_changes"})
+_CHARGE_COLUMNS = (
+    "entry_id, stream_id, window_id, mechanism, epsilon, delta, release, charged_at, published_at"
+)
+
+
+# --------------------------------------------------------------------------- errors
+
+
+class LedgerError(Exception):
+    """Base class of every error the ledger raises (no sqlite3 exception escapes it)."""
+
+
+class LedgerMissingError(LedgerError):
+    """The ledger file does not exist and creating it was not requested."""
+
+
+class LedgerCorruptError(LedgerError):
+    """The file is not a valid privstream ledger (garbage, foreign schema, wrong version, damage)."""
+
+
+class LedgerBusyError(LedgerError):
+    """Another process held the ledger's write lock for longer than the busy timeout."""
+
+
+class UnknownStreamError(LedgerError):
+    """The stream has no budget in the ledger (configure one with ``set_budget``)."""
+
+
+class UnknownEntryError(LedgerError):
+    """No charge has this entry id."""
+
+
+class BudgetExhaustedError(LedgerError):
+    """A charge was refused: it would exceed the stream's epsilon or delta budget.
+
+    The refusal is recorded in the ledger (see :meth:`SqliteLedger.refusals`) before this is raised.
+    """
+
+    def __init__(
+        self,
+        stream_id: str,
+        window_id: str,
+        mechanism: str,
+        requested: PrivacyCost,
+        spent: PrivacyCost,
+        budget: PrivacyCost,
+    ) -> None:
+        self.stream_id = stream_id
+        self.window_id = window_id
+        self.mechanism = mechanism
+        self.requested = requested
+        self.spent = spent
+        self.budget = budget
+        super().__init__(
+            f"stream {stream_id!r}: refusing to charge window {window_id!r} (mechanism {mechanism!r}) "
+            f"epsilon={requested.epsilon:g}, delta={requested.delta:g}: it would exceed the stream's "
+            f"budget (spent epsilon={spent.epsilon:g} of {budget.epsilon:g}, "
+            f"delta={spent.delta:g} of {budget.delta:g})"
+        )
+
+
+# --------------------------------------------------------------------------- values
+
+
+class PrivacyCost(NamedTuple):
+    """An (epsilon, delta) pair: a charge's cost, a stream's spend, budget or remainder."""
+
+    epsilon: float
+    delta: float
+
+
+@dataclass(frozen=True, slots=True)
+class Charge:
+    """One charged release: its ledger entry (``entry_id`` goes into the release certificate)."""
+
+    entry_id: int
+    stream_id: str
+    window_id: str
+    mechanism: str
+    epsilon: float
+    delta: float
+    release: bytes
+    charged_at: datetime
+    published_at: datetime | None
+
+    @property
+    def cost(self) -> PrivacyCost:
+        return PrivacyCost(self.epsilon, self.delta)
+
+    @property
+    def published(self) -> bool:
+        return self.published_at is not None
+
+
+@runtime_checkable
+class PrivacyLedger(Protocol):
+    """What the agents need from a privacy ledger (no storage types leak through it).
+
+    ``charge`` is the write-ahead step: it must be called, and must succeed, before a release is
+    published; it is idempotent per (stream_id, window_id, mechanism) and always returns the
+    bytes to publish (the stored ones if the key was charged before).
+    """
+
+    def charge(
+        self,
+        stream_id: str,
+        window_id: str,
+        mechanism: str,
+        epsilon: float,
+        delta: float,
+        release_bytes: bytes,
+    ) -> Charge: ...
+
+    def lookup(self, stream_id: str, window_id: str, mechanism: str) -> Charge | None: ...
+
+    def mark_published(self, entry_id: int) -> None: ...
+
+    def unpublished(self, stream_id: str | None = None) -> list[Charge]: ...
+
+    def spent(self, stream_id: str) -> PrivacyCost: ...
+
+    def remaining(self, stream_id: str) -> PrivacyCost: ...
+
+    def entries(self, stream_id: str) -> list[Charge]: ...
+
+    def refusals(self, stream_id: str) -> int: ...
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _exact(value: float, name: str, *, upper: Fraction | None = None) -> Fraction:
+    """The exact rational a user means by ``value``: floats by their shortest decimal repr.
+
+    >>> _exact(0.1, "epsilon") + _exact(0.2, "epsilon") == _exact(0.3, "epsilon")
+    True
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float | Fraction | Decimal):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
+    if isinstance(value, float | Decimal) and not math.isfinite(value):
+        raise ValueError(f"{name} must be finite, got {value}")
+    # repr() of a float is the shortest decimal that round-trips: 0.1 -> "0.1" -> 1/10.
+    exact = Fraction(repr(value)) if isinstance(value, float) else Fraction(value)
+    if exact < 0 or (upper is not None and exact > upper):
+        bound = f"in [0, {upper}]" if upper is not None else ">= 0"
+        raise ValueError(f"{name} must be {bound}, got {value}")
+    return exact
+
+
+def _check_name(value: str, name: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise TypeError(f"{name} must be a non-empty str, got {value!r}")
+    return value
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+def _cost(epsilon: str, delta: str) -> PrivacyCost:
+    return PrivacyCost(float(Fraction(epsilon)), float(Fraction(delta)))
+
+
+def _to_charge(row: tuple) -> Charge:
+    entry_id, stream_id, window_id, mechanism, epsilon, delta, release, charged_at, published_at = row
+    return Charge(
+        entry_id=entry_id,
+        stream_id=stream_id,
+        window_id=window_id,
+        mechanism=mechanism,
+        epsilon=float(Fraction(epsilon)),
+        delta=float(Fraction(delta)),
+        release=bytes(release),
+        charged_at=datetime.fromisoformat(charged_at),
+        published_at=None if published_at is None else datetime.fromisoformat(published_at),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Stream:
+    epsilon_budget: Fraction
+    delta_budget: Fraction
+    epsilon_spent: Fraction
+    delta_spent: Fraction
+
+    @property
+    def budget(self) -> PrivacyCost:
+        return PrivacyCost(float(self.epsilon_budget), float(self.delta_budget))
+
+    @property
+    def spent(self) -> PrivacyCost:
+        return PrivacyCost(float(self.epsilon_spent), float(self.delta_spent))
+
+    @property
+    def remaining(self) -> PrivacyCost:
+        # A budget lowered below the spend leaves nothing, not a negative remainder.
+        return PrivacyCost(
+            float(max(self.epsilon_budget - self.epsilon_spent, 0)),
+            float(max(self.delta_budget - self.delta_spent, 0)),
+        )
+
+    def allows(self, epsilon: Fraction, delta: Fraction) -> bool:
+        return (
+            self.epsilon_spent + epsilon <= self.epsilon_budget
+            and self.delta_spent + delta <= self.delta_budget
+        )
+
+
+# --------------------------------------------------------------------------- the SQLite ledger
+
+
+class SqliteLedger:
+    """The privacy ledger in one SQLite file; implements :class:`PrivacyLedger`.
+
+    Build it with :meth:`open` (the constructor takes an already-validated connection).
+    """
+
+    def __init__(self, connection: sqlite3.Connection, path: str) -> None:
+        self._conn = connection
+        self._path = path
+        # One connection per instance; the lock serialises threads sharing it. Processes are
+        # serialised by SQLite's own write lock (BEGIN IMMEDIATE).
+        self._lock = threading.RLock()
+
+    # ----------------------------------------------------------------- opening
+
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        create_if_missing: bool = False,
+        budgets: Mapping[str, tuple[float, float]] | None = None,
+        busy_timeout: float = 10.0,
+    ) -> SqliteLedger:
+        """Open the ledger at ``path`` (``":memory:"`` for a private in-memory one).
+
+        ``create_if_missing`` must be passed explicitly to create a new ledger; otherwise a missing
+        file raises :class:`LedgerMissingError`. A file that is not a valid ledger raises
+        :class:`LedgerCorruptError` (never a reset). ``budgets`` maps stream ids to
+        (epsilon_budget, delta_budget) and is applied with :meth:`set_budget`. ``busy_timeout`` is
+        how long, in seconds, to wait for another process's write lock.
+        """
+        memory = os.fspath(path) == ":memory:"
+        display = ":memory:" if memory else str(Path(path).absolute())
+        if memory:
+            target = ":memory:"
+        else:
+            file = Path(display)
+            if not file.exists():
+                if not create_if_missing:
+                    raise LedgerMissingError(
+                        f"privacy ledger {display} does not exist; refusing to start with a fresh budget "
+                        "(pass create_if_missing=True only when creating the ledger is intended)"
+                    )
+                if not file.parent.is_dir():
+                    raise LedgerMissingError(
+                        f"cannot create privacy ledger {display}: directory {file.parent} does not exist"
+                    )
+            # mode=rw never creates the file, closing the race between the check above and here.
+            target = f"{file.as_uri()}?mode={'rwc' if create_if_missing else 'rw'}"
+        try:
+            conn = sqlite3.connect(
+                target, uri=True, timeout=busy_timeout, isolation_level=None, check_same_thread=False
+            )
+        except sqlite3.Error as exc:
+            if not memory and not Path(display).exists():
+                raise LedgerMissingError(f"privacy ledger {display} does not exist") from exc
+            raise LedgerError(f"cannot open privacy ledger {display}: {exc}") from exc
+        ledger = cls(conn, display)
+        try:
+            ledger._prepare(create=create_if_missing or memory, busy_timeout=busy_timeout)
+            if budgets:
+                with ledger._write() as cur:
+                    for stream_id, (epsilon_budget, delta_budget) in budgets.items():
+                        ledger._set_budget(cur, stream_id, epsilon_budget, delta_budget)
+        except BaseException:
+            conn.close()
+            raise
+        return ledger
+
+    def _prepare(self, *, create: bool, busy_timeout: float) -> None:
+        """Validate (or, if allowed and empty, initialise) the file and set the connection up."""
+        try:
+            self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+            self._conn.execute("PRAGMA foreign_keys = ON")
+            # Validate before the first write: a foreign or damaged file must not be modified.
+            if self._is_empty():
+                if not create:
+                    raise LedgerCorruptError(
+                        f"{self._path} is an empty database, not an initialised privacy ledger "
+                        "(pass create_if_missing=True to initialise it)"
+                    )
+            else:
+                self._validate()
+            mode = self._conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if mode.lower() not in ("wal", "memory"):
+                raise LedgerError(f"{self._path}: cannot enable WAL mode (journal_mode is {mode!r})")
+            self._conn.execute("PRAGMA synchronous = FULL")
+        except sqlite3.Error as exc:
+            raise self._translate(exc) from exc
+        if create:
+            with self._write() as cur:
+                # Re-check under the write lock: another process may have initialised it meanwhile.
+                if self._is_empty():
+                    # Not executescript(): it would COMMIT and leave our transaction.
+                    for statement in _SCHEMA.split(";"):
+                        if statement.strip():
+                            cur.execute(statement)
+                    cur.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+                    cur.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            self._validate()
+
+    def _is_empty(self) -> bool:
+        (objects,) = self._conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return objects == 0 and self._pragma("application_id") == 0 and self._pragma("user_version") == 0
+
+    def _pragma(self, name: str) -> int:
+        return int(self._conn.execute(f"PRAGMA {name}").fetchone()[0])
+
+    def _validate(self) -> None:
+        try:
+            app_id = self._pragma("application_id")
+            if app_id != APPLICATION_ID:
+                raise LedgerCorruptError(
+                    f"{self._path} is not a privstream privacy ledger "
+                    f"(application_id {app_id:#x}, expected {APPLICATION_ID:#x})"
+                )
+            version = self._pragma("user_version")
+            if version != SCHEMA_VERSION:
+                raise LedgerCorruptError(
+                    f"{self._path} has ledger schema version {version}; this privstream reads version "
+                    f"{SCHEMA_VERSION}"
+                )
+            tables = {row[0] for row in self._conn.execute("SELECT name FROM sqlite_master")}
+            if missing := _TABLES - tables:
+                raise LedgerCorruptError(f"{self._path} lacks ledger tables {sorted(missing)}")
+            problems = [row[0] for row in self._conn.execute("PRAGMA quick_check")]
+            if problems != ["ok"]:
+                raise LedgerCorruptError(f"{self._path} failed its integrity check: {problems[:5]}")
+        except sqlite3.Error as exc:
+            raise self._translate(exc) from exc
+
+    # ----------------------------------------------------------------- transactions
+
+    def _translate(self, exc: sqlite3.Error) -> LedgerError:
+        """Map a sqlite3 error to a ledger error naming the file."""
+        name = getattr(exc, "sqlite_errorname", "") or ""
+        if name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")):
+            return LedgerCorruptError(f"{self._path} is not a valid privacy ledger: {exc}")
+        if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
+            return LedgerBusyError(f"{self._path}: the ledger stayed locked by another process: {exc}")
+        return LedgerError(f"{self._path}: {exc}")
+
+    @contextmanager
+    def _transaction(self, begin: str) -> Iterator[sqlite3.Cursor]:
+        with self._lock:
+            try:
+                cur = self._conn.cursor()
+                cur.execute(begin)
+                try:
+                    yield cur
+                except BaseException:
+                    cur.execute("ROLLBACK")
+                    raise
+                cur.execute("COMMIT")
+            except sqlite3.Error as exc:
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
+                raise self._translate(exc) from exc
+
+    def _write(self) -> AbstractContextManager[sqlite3.Cursor]:
+        # IMMEDIATE takes the write lock up front, so the budget read and the spend are one
+        # atomic step across processes (and the busy timeout applies to taking the lock).
+        return self._transaction("BEGIN IMMEDIATE")
+
+    def _read(self) -> AbstractContextManager[sqlite3.Cursor]:
+        # A read transaction sees one consistent snapshot across its statements.
+        return self._transaction("BEGIN DEFERRED")
+
+    # ----------------------------------------------------------------- budgets
+
+    def set_budget(self, stream_id: str, epsilon_budget: float, delta_budget: float) -> None:
+        """Set a stream's (epsilon, delta) budget; what it has spent is kept.
+
+        A budget lowered below the spend leaves the stream exhausted. Each change is recorded.
+
+        >>> ledger = SqliteLedger.open(":memory:")
+        >>> ledger.set_budget("s", 1.0, 0.0)
+        >>> _ = ledger.charge("s", "w0", "laplace", 0.6, 0.0, b"r")
+        >>> ledger.set_budget("s", 0.5, 0.0)
+        >>> ledger.spent("s"), ledger.remaining("s")
+        (PrivacyCost(epsilon=0.6, delta=0.0), PrivacyCost(epsilon=0.0, delta=0.0))
+        """
+        with self._write() as cur:
+            self._set_budget(cur, stream_id, epsilon_budget, delta_budget)
+
+    def _set_budget(
+        self, cur: sqlite3.Cursor, stream_id: str, epsilon_budget: float, delta_budget: float
+    ) -> None:
+        _check_name(stream_id, "stream_id")
+        eps = _exact(epsilon_budget, "epsilon_budget")
+        delta = _exact(delta_budget, "delta_budget", upper=Fraction(1))
+        old = self._stream(cur, stream_id, required=False)
+        if old is None:
+            cur.execute("INSERT INTO streams VALUES (?, ?, ?, '0', '0')", (stream_id, str(eps), str(delta)))
+        elif (old.epsilon_budget, old.delta_budget) == (eps, delta):
+            return  # a restart with the same configuration changes nothing
+        else:
+            cur.execute(
+                "UPDATE streams SET epsilon_budget = ?, delta_budget = ? WHERE stream_id = ?",
+                (str(eps), str(delta), stream_id),
+            )
+            log.warning(
+                "privacy budget of stream %r changed from %s to %s (spent so far %s is kept)",
+                stream_id,
+                old.budget,
+                (float(eps), float(delta)),
+                old.spent,
+            )
+            if old.epsilon_spent > eps or old.delta_spent > delta:
+                log.warning("stream %r has spent more than its new budget: it is exhausted", stream_id)
+        cur.execute(
+            "INSERT INTO budget_changes (stream_id, epsilon_budget, delta_budget, changed_at) "
+            "VALUES (?, ?, ?, ?)",
+            (stream_id, str(eps), str(delta), _now()),
+        )
+
+    def _stream(self, cur: sqlite3.Cursor, stream_id: str, *, required: bool = True) -> _Stream | None:
+        row = cur.execute(
+            "SELECT epsilon_budget, delta_budget, epsilon_spent, delta_spent FROM streams "
+            "WHERE stream_id = ?",
+            (stream_id,),
+        ).fetchone()
+        if row is None:
+            if required:
+                raise UnknownStreamError(
+                    f"stream {stream_id!r} has no privacy budget in {self._path} (set one with set_budget)"
+                )
+            return None
+        return _Stream(*(Fraction(v) for v in row))
+
+    def _known_stream(self, cur: sqlite3.Cursor, stream_id: str) -> _Stream:
+        stream = self._stream(cur, stream_id)
+        assert stream is not None  # required=True raised otherwise
+        return stream
+
+    def streams(self) -> list[str]:
+        """The ids of the streams that have a budget, sorted."""
+        with self._read() as cur:
+            return [row[0] for row in cur.execute("SELECT stream_id FROM streams ORDER BY stream_id")]
+
+    def budget(self, stream_id: str) -> PrivacyCost:
+        """The stream's configured (epsilon, delta) budget."""
+        with self._read() as cur:
+            return self._known_stream(cur, stream_id).budget
+
+    def spent(self, stream_id: str) -> PrivacyCost:
+        """The sum of the stream's charges (basic composition)."""
+        with self._read() as cur:
+            return self._known_stream(cur, stream_id).spent
+
+    def remaining(self, stream_id: str) -> PrivacyCost:
+        """Budget minus spend, never negative (0 once a lowered budget is below the spend)."""
+        with self._read() as cur:
+            return self._known_stream(cur, stream_id).remaining
+
+    def refusals(self, stream_id: str) -> int:
+        """How many charges of the stream were refused for lack of budget (for a metric)."""
+        with self._read() as cur:
+            self._known_stream(cur, stream_id)
+            (count,) = cur.execute(
+                "SELECT count(*) FROM refusals WHERE stream_id = ?", (stream_id,)
+            ).fetchone()
+            return int(count)
+
+    # ----------------------------------------------------------------- charges
+
+    def charge(
+        self,
+        stream_id: str,
+        window_id: str,
+        mechanism: str,
+        epsilon: float,
+        delta: float,
+        release_bytes: bytes,
+    ) -> Charge:
+        """Atomically check and spend the stream's budget and store the release (write-ahead).
+
+        If the (stream_id, window_id, mechanism) key was charged before, nothing is spent and the
+        stored charge, with its stored release bytes, is returned; publish ``result.release``,
+        not the bytes passed in. Raises :class:`BudgetExhaustedError` (after recording the
+        refusal) if the spend would exceed the stream's epsilon or delta budget.
+        """
+        key = (
+            _check_name(stream_id, "stream_id"),
+            _check_name(window_id, "window_id"),
+            _check_name(mechanism, "mechanism"),
+        )
+        eps = _exact(epsilon, "epsilon")
+        dlt = _exact(delta, "delta", upper=Fraction(1))
+        if not isinstance(release_bytes, bytes | bytearray | memoryview):
+            raise TypeError(f"release_bytes must be bytes, got {type(release_bytes).__name__}")
+        release = bytes(release_bytes)
+        with self._write() as cur:
+            existing = self._lookup(cur, *key)
+            if existing is not None:
+                if existing.cost != (float(eps), float(dlt)):
+                    log.warning(
+                        "ledger key %r was charged %s before; asked again with %s: returning the "
+                        "stored charge, nothing spent",
+                        key,
+                        existing.cost,
+                        (float(eps), float(dlt)),
+                    )
+                return existing
+            stream = self._known_stream(cur, stream_id)
+            now = _now()
+            if not stream.allows(eps, dlt):
+                # Recorded in the same committed transaction; raised once the refusal is durable.
+                cur.execute(
+                    "INSERT INTO refusals (stream_id, window_id, mechanism, epsilon, delta, refused_at) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    (*key, str(eps), str(dlt), now),
+                )
+                refusal = BudgetExhaustedError(
+                    *key, PrivacyCost(float(eps), float(dlt)), stream.spent, stream.budget
+                )
+            else:
+                cur.execute(
+                    "INSERT INTO charges (stream_id, window_id, mechanism, epsilon, delta, release, "
+                    "charged_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (*key, str(eps), str(dlt), release, now),
+                )
+                entry_id = cur.lastrowid
+                cur.execute(
+                    "UPDATE streams SET epsilon_spent = ?, delta_spent = ? WHERE stream_id = ?",
+                    (str(stream.epsilon_spent + eps), str(stream.delta_spent + dlt), stream_id),
+                )
+                return _to_charge((entry_id, *key, str(eps), str(dlt), release, now, None))
+        raise refusal
+
+    def _lookup(self, cur: sqlite3.Cursor, stream_id: str, window_id: str, mechanism: str) -> Charge | None:
+        row = cur.execute(
+            f"SELECT {_CHARGE_COLUMNS} FROM charges WHERE stream_id = ? AND window_id = ? AND mechanism = ?",
+            (stream_id, window_id, mechanism),
+        ).fetchone()
+        return None if row is None else _to_charge(row)
+
+    def lookup(self, stream_id: str, window_id: str, mechanism: str) -> Charge | None:
+        """The charge stored under this key, if any (lets an agent skip recomputing a release)."""
+        with self._read() as cur:
+            return self._lookup(cur, stream_id, window_id, mechanism)
+
+    def mark_published(self, entry_id: int) -> None:
+        """Record that the entry's release was published (idempotent; the first time is kept)."""
+        with self._write() as cur:
+            cur.execute(
+                "UPDATE charges SET published_at = coalesce(published_at, ?) WHERE entry_id = ?",
+                (_now(), entry_id),
+            )
+            if cur.rowcount == 0:
+                raise UnknownEntryError(f"no ledger entry {entry_id!r} in {self._path}")
+
+    def unpublished(self, stream_id: str | None = None) -> list[Charge]:
+        """The outbox: charges whose release is stored but not yet marked published, oldest first."""
+        where = "published_at IS NULL" + ("" if stream_id is None else " AND stream_id = ?")
+        params = () if stream_id is None else (stream_id,)
+        with self._read() as cur:
+            rows = cur.execute(
+                f"SELECT {_CHARGE_COLUMNS} FROM charges WHERE {where} ORDER BY entry_id", params
+            ).fetchall()
+        return [_to_charge(row) for row in rows]
+
+    def entries(self, stream_id: str) -> list[Charge]:
+        """All charges of the stream, oldest first."""
+        with self._read() as cur:
+            self._known_stream(cur, stream_id)
+            rows = cur.execute(
+                f"SELECT {_CHARGE_COLUMNS} FROM charges WHERE stream_id = ? ORDER BY entry_id",
+                (stream_id,),
+            ).fetchall()
+        return [_to_charge(row) for row in rows]
+
+    # ----------------------------------------------------------------- lifetime
+
+    @property
+    def path(self) -> str:
+        """The absolute path of the ledger file (or ``":memory:"``)."""
+        return self._path
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"SqliteLedger({self._path!r})"
