@@ -361,6 +361,7 @@ class SqliteLedger:
         # One connection per instance; the lock serialises threads sharing it. Processes are
         # serialised by SQLite's own write lock (BEGIN IMMEDIATE).
         self._lock = threading.RLock()
+        self._closed = False
 
     # ----------------------------------------------------------------- opening
 
@@ -495,18 +496,19 @@ class SqliteLedger:
     @contextmanager
     def _transaction(self, begin: str) -> Iterator[sqlite3.Cursor]:
         with self._lock:
+            if self._closed:
+                raise LedgerError(f"{self._path}: the ledger is closed")
             try:
                 cur = self._conn.cursor()
                 cur.execute(begin)
                 try:
                     yield cur
+                    cur.execute("COMMIT")
                 except BaseException:
-                    cur.execute("ROLLBACK")
+                    if self._conn.in_transaction:
+                        self._conn.execute("ROLLBACK")
                     raise
-                cur.execute("COMMIT")
             except sqlite3.Error as exc:
-                if self._conn.in_transaction:
-                    self._conn.execute("ROLLBACK")
                 raise self._translate(exc) from exc
 
     def _write(self) -> AbstractContextManager[sqlite3.Cursor]:
@@ -730,7 +732,9 @@ class SqliteLedger:
         return self._path
 
     def close(self) -> None:
+        """Close the connection (idempotent); later calls raise :class:`LedgerError`."""
         with self._lock:
+            self._closed = True
             self._conn.close()
 
     def __enter__(self) -> Self:
