@@ -1,0 +1,102 @@
+"""Several processes charging one ledger file at once never overspend or double-charge a key."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import random
+from pathlib import Path
+
+from privstream.stream_app.ledger import BudgetExhaustedError, SqliteLedger
+
+PROCESSES = 4
+ATTEMPTS = 60  # per process
+EPSILON = 0.1
+BUDGET = 15.0
+ALLOWED = 150  # the budget allows exactly this many charges of EPSILON (the ledger sums decimals exactly)
+
+
+def _charge_windows(path: str, windows: list[str], start, results) -> None:  # pragma: no cover - child
+    """Child process: charge each window, checking after every step that the spend stays in budget."""
+    try:
+        results.put(_charge_in_child(path, windows, start))
+    except BaseException as exc:  # report it: the parent must not wait for a result that never comes
+        results.put(exc)
+
+
+def _charge_in_child(path: str, windows: list[str], start) -> tuple[list[tuple[str, int]], int, bool]:
+    with SqliteLedger.open(path) as ledger:
+        start.wait()  # a barrier: all children start charging together, once all are ready
+        charged: list[tuple[str, int]] = []
+        refused = 0
+        overspent = False
+        for window in windows:
+            try:
+                charge = ledger.charge("s", window, "laplace", EPSILON, 0.0, f"release {window}".encode())
+                charged.append((window, charge.entry_id))
+            except BudgetExhaustedError:
+                refused += 1
+            overspent |= ledger.spent("s").epsilon > BUDGET
+    return charged, refused, overspent
+
+
+def _run(path: Path, windows_per_process: list[list[str]]) -> list[tuple[list[tuple[str, int]], int, bool]]:
+    ctx = mp.get_context("spawn")
+    start = ctx.Barrier(len(windows_per_process))
+    results = ctx.Queue()
+    children = [
+        ctx.Process(target=_charge_windows, args=(str(path), windows, start, results))
+        for windows in windows_per_process
+    ]
+    for child in children:
+        child.start()
+    # Read before joining: a child blocks on exit until its queued result is consumed.
+    outcomes = [results.get(timeout=60) for _ in children]
+    for child in children:
+        child.join(timeout=60)
+    errors = [outcome for outcome in outcomes if isinstance(outcome, BaseException)]
+    assert not errors
+    assert [child.exitcode for child in children] == [0] * len(children)
+    return outcomes
+
+
+def test_concurrent_distinct_windows_spend_exactly_the_budget(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.sqlite3"
+    SqliteLedger.open(path, create_if_missing=True, budgets={"s": (BUDGET, 0.0)}).close()
+    windows = [[f"p{p}-w{i}" for i in range(ATTEMPTS)] for p in range(PROCESSES)]
+
+    outcomes = _run(path, windows)
+
+    charged = [item for successes, _, _ in outcomes for item in successes]
+    assert len(charged) == ALLOWED
+    assert sum(refused for _, refused, _ in outcomes) == PROCESSES * ATTEMPTS - ALLOWED
+    assert not any(overspent for _, _, overspent in outcomes)
+    with SqliteLedger.open(path) as ledger:
+        entries = ledger.entries("s")
+        assert sorted((c.window_id, c.entry_id) for c in entries) == sorted(charged)
+        assert len({(c.window_id, c.mechanism) for c in entries}) == ALLOWED
+        assert len({c.entry_id for c in entries}) == ALLOWED
+        assert ledger.spent("s") == (BUDGET, 0.0)
+        assert ledger.remaining("s") == (0.0, 0.0)
+        assert ledger.refusals("s") == PROCESSES * ATTEMPTS - ALLOWED
+        assert all(c.release == f"release {c.window_id}".encode() for c in entries)
+
+
+def test_concurrent_charges_of_the_same_windows_charge_each_once(tmp_path: Path) -> None:
+    # Every process replays the same windows (as after a rebalance), each in its own order.
+    path = tmp_path / "ledger.sqlite3"
+    SqliteLedger.open(path, create_if_missing=True, budgets={"s": (BUDGET, 0.0)}).close()
+    shared = [f"w{i}" for i in range(ATTEMPTS)]  # fewer than ALLOWED: all must succeed
+    orders = [random.Random(p).sample(shared, len(shared)) for p in range(PROCESSES)]
+
+    outcomes = _run(path, orders)
+
+    assert all(refused == 0 and not overspent for _, refused, overspent in outcomes)
+    with SqliteLedger.open(path) as ledger:
+        entries = ledger.entries("s")
+        assert sorted(c.window_id for c in entries) == sorted(shared)
+        # Every process got the same entry for the same window: one charge per key.
+        by_window = {c.window_id: c.entry_id for c in entries}
+        for successes, _, _ in outcomes:
+            assert dict(successes) == by_window
+        assert ledger.spent("s").epsilon == ATTEMPTS * EPSILON
+        assert len(ledger.unpublished()) == ATTEMPTS
