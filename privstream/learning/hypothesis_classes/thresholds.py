@@ -1,0 +1,164 @@
+"""``thresholds:N``: ``h_t(x) = 1[x >= t]`` for ``t = 0..N`` on ``{0..N-1}`` (N+1 functions).
+
+Version spaces are intervals of cuts ``t in [lo, hi]`` (a chain), so everything is O(1)
+integer arithmetic on Python ints (exact for any N), and the batch SOA is a prefix max/min.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from privstream.learning.errors import StateError
+from privstream.learning.hypotheses import Hypothesis, hypothesis_from_runs
+from privstream.learning.hypothesis_classes._vector import UINT64_MAX, soa_rule
+from privstream.learning.hypothesis_classes.base import HypothesisClass, VersionSpace, floor_log2
+
+
+def threshold_hypothesis(n: int, t: int) -> Hypothesis:
+    """The function ``1[x >= t]`` on ``{0..n-1}`` (``t = 0``: all ones, ``t = n``: all zeros)."""
+    if t <= 0:
+        return hypothesis_from_runs(n, 1, ())
+    if t >= n:
+        return hypothesis_from_runs(n, 0, ())
+    return hypothesis_from_runs(n, 0, (t,))
+
+
+def chain_predict(x: int, lo: int, size: int, tie: int) -> int:
+    """SOA on a chain of ``size`` cuts starting at ``lo``: ``x`` is labelled 1 by the first ``c1``.
+
+    ``c1 = #{t in [lo, lo+size) : t <= x}``; both sides are chains, so their Ldims are
+    ``floor(log2)`` of their sizes and the comparison is one of bit lengths.
+    """
+    c1 = x - lo + 1
+    if c1 <= 0:
+        return 0 if size else tie
+    if c1 >= size:
+        return 1 if size else tie
+    a, b = c1.bit_length(), (size - c1).bit_length()
+    return 1 if a > b else 0 if a < b else tie
+
+
+class ThresholdVersionSpace(VersionSpace):
+    """The cuts ``t`` with ``lo <= t <= hi`` (never empty)."""
+
+    __slots__ = ("hi", "lo", "n")
+
+    def __init__(self, n: int, lo: int, hi: int) -> None:
+        self.n, self.lo, self.hi = n, lo, hi
+
+    def size(self) -> int:
+        return self.hi - self.lo + 1
+
+    def ldim(self) -> int:
+        return floor_log2(self.hi - self.lo + 1)
+
+    def soa_predict(self, x: int, tie: int) -> int:
+        return chain_predict(x, self.lo, self.hi - self.lo + 1, tie)
+
+    def update(self, x: int, y: int) -> bool:
+        if y:  # h_t(x) = 1  <=>  t <= x
+            if x < self.lo:
+                return False
+            if x < self.hi:
+                self.hi = x
+        else:  # t > x
+            if x >= self.hi:
+                return False
+            if x >= self.lo:
+                self.lo = x + 1
+        return True
+
+    def soa_predictor(self, tie: int) -> Hypothesis:
+        # The prediction is monotone in x (c1 grows, c0 shrinks), so it is the threshold at
+        # the first point predicted 1; find it by binary search over [lo - 1, hi].
+        size = self.hi - self.lo + 1
+        left, right = max(self.lo - 1, 0), min(self.hi, self.n)  # pred(right) = 1 or right = n
+        while left < right:
+            mid = (left + right) // 2
+            if chain_predict(mid, self.lo, size, tie):
+                right = mid
+            else:
+                left = mid + 1
+        return threshold_hypothesis(self.n, left)
+
+    def copy(self) -> ThresholdVersionSpace:
+        return ThresholdVersionSpace(self.n, self.lo, self.hi)
+
+    def to_state(self) -> dict[str, Any]:
+        return {"lo": self.lo, "hi": self.hi}
+
+    def soa_batch(self, xs: np.ndarray, ys: np.ndarray, tie: int) -> tuple[np.ndarray, int]:
+        if self.n > UINT64_MAX - 1 or xs.dtype == object:
+            return super().soa_batch(xs, ys, tie)
+        x = xs.astype(np.uint64)
+        pos = ys.astype(bool)
+        # State after each prefix: lo = max(x+1 over negatives), hi = min(x over positives).
+        lo_after = np.maximum.accumulate(np.where(pos, np.uint64(0), x + np.uint64(1)))
+        hi_after = np.minimum.accumulate(np.where(pos, x, np.uint64(self.n)))
+        np.maximum(lo_after, np.uint64(self.lo), out=lo_after)
+        np.minimum(hi_after, np.uint64(self.hi), out=hi_after)
+        bad = np.flatnonzero(lo_after > hi_after)
+        k = int(bad[0]) if bad.size else x.shape[0]
+        lo_before = np.concatenate(([np.uint64(self.lo)], lo_after[: k - 1])) if k else lo_after[:0]
+        hi_before = np.concatenate(([np.uint64(self.hi)], hi_after[: k - 1])) if k else hi_after[:0]
+        xk = x[:k]
+        size = hi_before - lo_before + np.uint64(1)
+        c1 = np.where(xk + np.uint64(1) > lo_before, xk + np.uint64(1) - lo_before, np.uint64(0))
+        np.minimum(c1, size, out=c1)
+        preds = soa_rule(c1, size - c1, tie)
+        if k:
+            self.lo, self.hi = int(lo_after[k - 1]), int(hi_after[k - 1])
+        return preds, k
+
+
+class Thresholds(HypothesisClass):
+    """``thresholds:N``.
+
+    Closed forms (``N >= 1``), checked against the exact matrix computation in the tests:
+
+    * Ldim = ``floor(log2(N+1))``: a version space is a chain of K consecutive cuts; a query
+      splits it into chains of sizes a and K-a, so ``L(K) = max_a 1 + min(L(a), L(K-a))
+      = 1 + L(floor(K/2))`` with ``L(1) = 0``, i.e. ``L(K) = floor(log2 K)``.
+    * VC = 1: one point is shattered (cuts 0 and N); two points ``x < x'`` cannot get
+      ``(1, 0)`` since thresholds are monotone.
+    * Tdim = N: points ``x_j = j-1`` and ``h_i = h_{i-1}`` give ``h_i(x_j) = 1 iff i <= j``,
+      and there are only N points.
+    * Dual: the column of x is ``t -> 1[t <= x]``; the N columns are distinct and nested,
+      a chain of N functions, so dual Ldim = ``floor(log2 N)`` and dual VC = ``min(1, N-1)``.
+    """
+
+    def __init__(self, n: int) -> None:
+        self.domain_size = n
+        self.size = n + 1
+        self.spec = f"thresholds:{n}"
+
+    def version_space(self) -> ThresholdVersionSpace:
+        return ThresholdVersionSpace(self.domain_size, 0, self.domain_size)
+
+    def version_space_from_state(self, state: dict[str, Any]) -> ThresholdVersionSpace:
+        lo, hi = state.get("lo"), state.get("hi")
+        if type(lo) is not int or type(hi) is not int or not 0 <= lo <= hi <= self.domain_size:
+            raise StateError(f"bad thresholds version space {state!r} for {self.spec}")
+        return ThresholdVersionSpace(self.domain_size, lo, hi)
+
+    def hypothesis(self, index: int) -> Hypothesis:
+        if not 0 <= index < self.size:
+            raise IndexError(index)
+        return threshold_hypothesis(self.domain_size, index)
+
+    def littlestone(self) -> int:
+        return floor_log2(self.domain_size + 1)
+
+    def vc(self) -> int:
+        return 1
+
+    def threshold(self) -> int:
+        return self.domain_size
+
+    def dual_littlestone(self) -> int:
+        return floor_log2(self.domain_size)
+
+    def dual_vc(self) -> int:
+        return min(1, self.domain_size - 1)
