@@ -1,1 +1,27 @@
-"""Wire formats: pydantic models of every message and release, and their JSON Schemas."""
+"""Wire formats: pydantic models of every message and release, and their JSON Schemas.
+
+``python -m privstream.schemas.export DIR`` writes the JSON Schemas; the committed copies live
+in ``privstream/schemas/json/`` and a test keeps them equal to the models.
+"""
+
+from privstream.schemas.examples import SCHEMA_VERSION, Example, normalise_label
+from privstream.schemas.predictions import Prediction
+from privstream.schemas.releases import Certificate, HypothesisRelease, WindowInfo
+
+#: Every published or consumed model, by the file name of its JSON Schema.
+MODELS = {
+    "example": Example,
+    "prediction": Prediction,
+    "hypothesis_release": HypothesisRelease,
+}
+
+__all__ = [
+    "MODELS",
+    "SCHEMA_VERSION",
+    "Certificate",
+    "Example",
+    "HypothesisRelease",
+    "Prediction",
+    "WindowInfo",
+    "normalise_label",
+]

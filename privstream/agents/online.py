@@ -1,0 +1,79 @@
+"""The online side: one Standard Optimal Algorithm per stream, predicting before learning.
+
+Examples are keyed by ``stream_id``, so a stream's examples arrive in order on one partition
+and its SOA lives on the worker that owns that partition.
+
+Replays are harmless on realizable streams: the SOA is consistent with every example it has
+learned, so an example delivered twice (at-least-once) is predicted correctly the second time
+and leaves the version space unchanged.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from privstream.agents.interfaces import IngestMetrics
+from privstream.learning.hypothesis_classes import HypothesisClass
+from privstream.learning.soa import SOA
+from privstream.schemas import Example, Prediction
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class OnlineStream:
+    """What the online agent needs to know of a configured stream."""
+
+    stream_id: str
+    hypothesis_class: HypothesisClass
+    tie: int = 1
+
+
+class OnlineLearners:
+    """Per-stream SOA state; :meth:`learn` is the whole online step for one example."""
+
+    def __init__(self, streams: Mapping[str, OnlineStream], metrics: IngestMetrics):
+        self._metrics = metrics
+        self._soas: dict[str, SOA] = {}
+        for stream_id, stream in streams.items():
+            soa = SOA(stream.hypothesis_class, tie=stream.tie)
+            self._soas[stream_id] = soa
+            metrics.mistake_bound(stream_id, soa.mistake_bound)
+
+    def soa(self, stream_id: str) -> SOA:
+        return self._soas[stream_id]
+
+    def learn(self, example: Example, partition: int = -1, offset: int = -1) -> Prediction:
+        """Predict ``example.y`` from ``example.x``, then learn the true label."""
+        soa = self._soas[example.stream_id]
+        was_realizable, mistakes_before = soa.realizable, soa.mistakes
+        prediction = soa.learn_one(example.x, example.y)
+        mistake = soa.mistakes > mistakes_before
+        if was_realizable and not soa.realizable:
+            log.warning(
+                "stream %s is not realizable by its class %s: no hypothesis agrees with all of its "
+                "%d examples; the SOA keeps serving with the papers' pointwise extension",
+                example.stream_id, soa.hypothesis_class.spec, soa.examples_seen,
+            )
+        if mistake and soa.mistakes == soa.mistake_bound + 1:
+            log.warning(
+                "stream %s made %d mistakes, more than its mistake bound %d (the Littlestone "
+                "dimension): it is not realizable by %s",
+                example.stream_id, soa.mistakes, soa.mistake_bound, soa.hypothesis_class.spec,
+            )
+        self._metrics.learned(example.stream_id, mistake, soa.mistakes, soa.realizable)
+        return Prediction(
+            stream_id=example.stream_id,
+            x=example.x,
+            y=example.y,
+            prediction=prediction,
+            mistake=mistake,
+            mistakes=soa.mistakes,
+            mistake_bound=soa.mistake_bound,
+            realizable=soa.realizable and soa.mistakes <= soa.mistake_bound,
+            source_partition=partition,
+            source_offset=offset,
+            example_id=example.id,
+        )

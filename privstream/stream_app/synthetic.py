@@ -1,0 +1,86 @@
+"""Synthetic streams for the demo, the ``produce`` command and the tests.
+
+A random target hypothesis of the class labels uniformly random points of its domain; with
+``label_noise > 0`` each label is flipped independently, which makes the stream (almost
+surely) non-realizable. Not a privacy mechanism: nothing here is released.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from privstream.learning.hypotheses import Hypothesis
+from privstream.learning.hypothesis_classes import HypothesisClass, parse_class_spec
+
+
+def random_target(hclass: HypothesisClass, rng: np.random.Generator) -> Hypothesis:
+    """A member of ``hclass`` chosen uniformly at random."""
+    return hclass.hypothesis(_uniform(rng, 0, hclass.size))
+
+
+def _uniform(rng: np.random.Generator, low: int, high: int) -> int:
+    """Uniform integer in ``[low, high)`` for Python ints of any size."""
+    span = high - low
+    if span <= 0:
+        return low
+    if span <= 2**63:
+        return low + int(rng.integers(0, span, dtype=np.uint64)) if span > 1 else low
+    bits = span.bit_length()
+    while True:  # rejection sampling on random bits keeps it exactly uniform
+        value = int.from_bytes(rng.bytes((bits + 7) // 8), "little") & ((1 << bits) - 1)
+        if value < span:
+            return low + value
+
+
+@dataclass(frozen=True)
+class SyntheticBatch:
+    target: Hypothesis
+    xs: np.ndarray
+    ys: np.ndarray
+
+    def messages(self, stream_id: str) -> Iterator[dict[str, Any]]:
+        """The examples as ``Example`` JSON objects."""
+        for x, y in zip(self.xs.tolist(), self.ys.tolist(), strict=True):
+            yield {"stream_id": stream_id, "x": int(x), "y": int(y)}
+
+
+def synthetic_examples(
+    class_spec: str, n: int, label_noise: float = 0.0, seed: int | None = None
+) -> SyntheticBatch:
+    """``n`` examples labelled by a random target of ``class_spec``."""
+    if not 0.0 <= label_noise <= 1.0:
+        raise ValueError(f"label noise must be a probability in [0, 1], got {label_noise}")
+    if n < 0:
+        raise ValueError(f"the number of examples must be >= 0, got {n}")
+    hclass = parse_class_spec(class_spec)
+    rng = np.random.default_rng(seed)
+    target = random_target(hclass, rng)
+    domain = hclass.domain_size
+    if domain <= 2**63:
+        xs = rng.integers(0, domain, size=n, dtype=np.uint64)
+        xs = xs.astype(np.int64) if domain <= 2**62 else xs.astype(object)
+    else:
+        xs = np.array([_uniform(rng, 0, domain) for _ in range(n)], dtype=object)
+    ys = np.asarray(target.predict(xs), dtype=np.uint8)
+    if label_noise > 0:
+        flips = rng.random(n) < label_noise
+        ys = ys ^ flips.astype(np.uint8)
+    return SyntheticBatch(target, xs, ys)
+
+
+def malformed_messages(count: int, stream_id: str) -> list[bytes]:
+    """``count`` invalid messages cycling through every rejection reason (for demos and tests)."""
+    kinds = [
+        b"{not json",
+        json.dumps({"stream_id": stream_id, "y": 1}).encode(),  # missing x
+        json.dumps({"stream_id": stream_id, "x": "seven", "y": 1}).encode(),  # wrong type
+        json.dumps({"stream_id": stream_id, "x": 1, "y": 2}).encode(),  # bad label
+        json.dumps({"stream_id": stream_id, "x": -1, "y": 1}).encode(),  # outside the domain
+        json.dumps({"stream_id": "no-such-stream", "x": 1, "y": 1}).encode(),  # unknown stream
+    ]
+    return [kinds[i % len(kinds)] for i in range(count)]

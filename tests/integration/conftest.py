@@ -1,0 +1,117 @@
+"""Live tests: a real embedded broker and the worker as a subprocess, unique names per test."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from aiokafka import AIOKafkaConsumer
+
+from privstream.stream_app.broker import EmbeddedBroker, free_port
+from privstream.stream_app.demo import WorkerProcess, fetch_json
+from privstream.stream_app.settings import Settings
+
+RECV_TIMEOUT = 120.0  # a cold group join on the embedded broker takes 5-30 s
+
+
+def process_gone(pid: int) -> bool:
+    """True when the process has exited (a zombie waiting to be reaped counts as exited)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1][0]
+    except FileNotFoundError:
+        return True
+    return state in "ZX"
+
+
+def children_of(pid: int) -> list[int]:
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except FileNotFoundError:
+        return []
+    return [int(p) for p in text.split()]
+
+
+@pytest.fixture(scope="session")
+def broker() -> Iterator[EmbeddedBroker]:
+    external = os.environ.get("PRIVSTREAM_KAFKA_BOOTSTRAP")
+    if external:  # the same tests run against Apache Kafka when one is configured
+        class External:
+            bootstrap = external
+            pid = None
+
+        yield External()  # type: ignore[misc]
+        return
+    with EmbeddedBroker() as b:
+        yield b
+
+
+@pytest.fixture
+def unique_settings(broker, tmp_path) -> Settings:
+    run = uuid.uuid4().hex[:10]
+    return Settings(
+        app_id=f"privstream-it-{run}",
+        topic_prefix=f"it-{run}.",
+        kafka_bootstrap=broker.bootstrap,
+        web_port=free_port(),
+        data_dir=tmp_path / "data",
+        topic_partitions=2,
+        kafka_session_timeout_seconds=10,
+        _env_file=None,
+    )
+
+
+def wait_until(predicate, timeout: float, interval: float = 0.25, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def start_worker(settings: Settings, tmp_path: Path) -> WorkerProcess:
+    worker = WorkerProcess(settings, tmp_path / f"worker-{settings.web_port}.log").start()
+    try:
+        wait_until(lambda: not worker.alive() or fetch_json(f"{worker.base_url}/healthz") is not None,
+                   60, what="worker web")
+        assert worker.alive()
+    except AssertionError:
+        worker.stop()
+        raise AssertionError("worker did not start:\n" + worker.log_path.read_text()[-3000:]) from None
+    return worker
+
+
+async def consume_all(settings: Settings, topic: str, expected: int, timeout: float = RECV_TIMEOUT):
+    """Read ``expected`` records from ``topic`` (from the beginning), or fail after ``timeout``."""
+    consumer = AIOKafkaConsumer(
+        topic,
+        bootstrap_servers=settings.kafka_bootstrap,
+        group_id=f"reader-{uuid.uuid4().hex}",
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+    )
+    await consumer.start()
+    records = []
+    try:
+        deadline = time.monotonic() + timeout
+        while len(records) < expected and time.monotonic() < deadline:
+            batch = await consumer.getmany(timeout_ms=500, max_records=5000)
+            for messages in batch.values():
+                records.extend(messages)
+        # Anything beyond what we expect is a bug too (e.g. a duplicate): drain briefly.
+        batch = await consumer.getmany(timeout_ms=1000)
+        for messages in batch.values():
+            records.extend(messages)
+    finally:
+        await consumer.stop()
+    return records
+
+
+def run(coro):
+    return asyncio.run(coro)

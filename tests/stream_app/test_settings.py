@@ -1,0 +1,106 @@
+"""Settings: sources and their priority, validation errors, and faust's env isolation."""
+
+import json
+
+import pytest
+from pydantic import ValidationError
+
+from privstream.stream_app.cli import main
+from privstream.stream_app.settings import Settings
+
+STREAMS = [{"name": "clicks", "hypothesis_class": "thresholds:1024"}]
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch):
+    import os
+
+    for key in list(os.environ):
+        if key.startswith("PRIVSTREAM_"):
+            monkeypatch.delenv(key)
+
+
+def test_defaults():
+    s = Settings()
+    assert s.kafka_bootstrap is None
+    assert s.web_host == "127.0.0.1"
+    assert s.topic("examples.dlq") == "examples.dlq"
+
+
+def test_environment_with_json_streams(monkeypatch):
+    monkeypatch.setenv("PRIVSTREAM_KAFKA_BOOTSTRAP", "kafka://broker:9092, other:9093")
+    monkeypatch.setenv("PRIVSTREAM_STREAMS", json.dumps(STREAMS))
+    monkeypatch.setenv("PRIVSTREAM_TOPIC_PREFIX", "t1.")
+    s = Settings()
+    assert s.kafka_bootstrap == "broker:9092,other:9093"
+    assert s.streams[0].name == "clicks"
+    assert s.topic("examples") == "t1.examples"
+
+
+def test_priority_kwargs_over_env_over_file(tmp_path, monkeypatch):
+    config = tmp_path / "privstream.toml"
+    config.write_text('app_id = "from-file"\nweb_port = 7000\ntopic_partitions = 8\n')
+    monkeypatch.setenv("PRIVSTREAM_CONFIG_FILE", str(config))
+    monkeypatch.setenv("PRIVSTREAM_WEB_PORT", "7001")
+    s = Settings(topic_partitions=2)
+    assert (s.app_id, s.web_port, s.topic_partitions) == ("from-file", 7001, 2)
+
+
+def test_json_config_file(tmp_path):
+    config = tmp_path / "c.json"
+    config.write_text(json.dumps({"streams": STREAMS}))
+    assert Settings(config_file=config).streams[0].hypothesis_class == "thresholds:1024"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"web_port": 0}, "web_port"),
+        ({"kafka_bootstrap": "no-port"}, "host:port"),
+        ({"streams": [{"name": "a", "hypothesis_class": "thresholds:0"}]}, "hypothesis_class"),
+        ({"streams": [{"name": "a", "hypothesis_class": "nonsense:5"}]}, "hypothesis_class"),
+        ({"streams": STREAMS * 2}, "unique"),
+        ({"streams": [{"name": "a", "hypothesis_class": "thresholds:8", "typo": 1}]}, "typo"),
+        ({"kafka_security_protocol": "SASL_SSL"}, "kafka_sasl_mechanism"),
+        ({"no_such_setting": 1}, "no_such_setting"),
+    ],
+)
+def test_invalid_settings_are_clear_errors(kwargs, message):
+    with pytest.raises(ValidationError, match=message):
+        Settings(**kwargs)
+
+
+def test_bad_config_file_is_a_clear_error(tmp_path):
+    bad = tmp_path / "c.toml"
+    bad.write_text("this is = = not toml")
+    with pytest.raises(ValueError, match="not valid"):
+        Settings(config_file=bad)
+    with pytest.raises(FileNotFoundError):
+        Settings(config_file=tmp_path / "missing.toml")
+
+
+def test_to_env_round_trips(monkeypatch):
+    s = Settings(app_id="x1", kafka_bootstrap="h:1", streams=STREAMS, topic_prefix="p.")
+    for key, value in s.to_env().items():
+        monkeypatch.setenv(key, value)
+    assert Settings() == s
+
+
+def test_faust_unprefixed_environment_cannot_override(monkeypatch):
+    """faust reads WEB_PORT and friends from the environment; ours must win."""
+    from privstream.stream_app.service import build_app
+
+    monkeypatch.setenv("WEB_PORT", "7777")
+    monkeypatch.setenv("BROKER_URL", "kafka://elsewhere:1")
+    app = build_app(Settings(kafka_bootstrap="127.0.0.1:19092", web_port=6123))
+    assert app.conf.web_port == 6123
+    assert str(app.conf.broker[0]) == "kafka://127.0.0.1:19092"
+    assert app.conf.processing_guarantee.value == "at_least_once"
+
+
+def test_cli_reports_bad_settings_in_one_line(monkeypatch, capsys, tmp_path):
+    monkeypatch.setenv("PRIVSTREAM_WEB_PORT", "not-a-port")
+    assert main(["produce", "--stream", "s", "--file", str(tmp_path / "x.csv")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("privstream produce: error: invalid settings: web_port")
+    assert "\n" not in err
