@@ -60,9 +60,11 @@ from __future__ import annotations
 
 import logging
 import math
+import numbers
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
@@ -275,12 +277,16 @@ def _exact(value: float, name: str, *, upper: Fraction | None = None) -> Fractio
     >>> _exact(0.1, "epsilon") + _exact(0.2, "epsilon") == _exact(0.3, "epsilon")
     True
     """
-    if isinstance(value, bool) or not isinstance(value, int | float | Fraction | Decimal):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real | Decimal):
         raise TypeError(f"{name} must be a number, got {type(value).__name__}")
-    if isinstance(value, float | Decimal) and not math.isfinite(value):
-        raise ValueError(f"{name} must be finite, got {value}")
-    # repr() of a float is the shortest decimal that round-trips: 0.1 -> "0.1" -> 1/10.
-    exact = Fraction(repr(value)) if isinstance(value, float) else Fraction(value)
+    if isinstance(value, numbers.Rational):  # int, Fraction, numpy integers: already exact
+        exact = Fraction(value.numerator, value.denominator)
+    else:
+        if not math.isfinite(value):
+            raise ValueError(f"{name} must be finite, got {value}")
+        # float.__repr__ is the shortest decimal that round-trips (0.1 -> "0.1" -> 1/10); it is
+        # called unbound so float subclasses (numpy.float64) do not bring their own repr.
+        exact = Fraction(value) if isinstance(value, Decimal) else Fraction(float.__repr__(float(value)))
     if exact < 0 or (upper is not None and exact > upper):
         bound = f"in [0, {upper}]" if upper is not None else ">= 0"
         raise ValueError(f"{name} must be {bound}, got {value}")
@@ -295,10 +301,6 @@ def _check_name(value: str, name: str) -> str:
 
 def _now() -> str:
     return datetime.now(UTC).isoformat()
-
-
-def _cost(epsilon: str, delta: str) -> PrivacyCost:
-    return PrivacyCost(float(Fraction(epsilon)), float(Fraction(delta)))
 
 
 def _to_charge(row: tuple) -> Charge:
@@ -355,9 +357,10 @@ class SqliteLedger:
     Build it with :meth:`open` (the constructor takes an already-validated connection).
     """
 
-    def __init__(self, connection: sqlite3.Connection, path: str) -> None:
+    def __init__(self, connection: sqlite3.Connection, path: str, busy_timeout: float = 10.0) -> None:
         self._conn = connection
         self._path = path
+        self._busy_timeout = busy_timeout
         # One connection per instance; the lock serialises threads sharing it. Processes are
         # serialised by SQLite's own write lock (BEGIN IMMEDIATE).
         self._lock = threading.RLock()
@@ -408,9 +411,9 @@ class SqliteLedger:
             if not memory and not Path(display).exists():
                 raise LedgerMissingError(f"privacy ledger {display} does not exist") from exc
             raise LedgerError(f"cannot open privacy ledger {display}: {exc}") from exc
-        ledger = cls(conn, display)
+        ledger = cls(conn, display, busy_timeout)
         try:
-            ledger._prepare(create=create_if_missing or memory, busy_timeout=busy_timeout)
+            ledger._prepare(create=create_if_missing or memory)
             if budgets:
                 with ledger._write() as cur:
                     for stream_id, (epsilon_budget, delta_budget) in budgets.items():
@@ -420,27 +423,29 @@ class SqliteLedger:
             raise
         return ledger
 
-    def _prepare(self, *, create: bool, busy_timeout: float) -> None:
-        """Validate (or, if allowed and empty, initialise) the file and set the connection up."""
+    def _prepare(self, *, create: bool) -> None:
+        """Validate (or, if allowed and empty, initialise) the file and set the connection up.
+
+        The busy timeout is already set: ``sqlite3.connect(timeout=...)`` installs it.
+        """
         try:
-            self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
             self._conn.execute("PRAGMA foreign_keys = ON")
             # Validate before the first write: a foreign or damaged file must not be modified.
-            if self._is_empty():
-                if not create:
-                    raise LedgerCorruptError(
-                        f"{self._path} is an empty database, not an initialised privacy ledger "
-                        "(pass create_if_missing=True to initialise it)"
-                    )
-            else:
+            empty = self._is_empty()
+            if empty and not create:
+                raise LedgerCorruptError(
+                    f"{self._path} is an empty database, not an initialised privacy ledger "
+                    "(pass create_if_missing=True to initialise it)"
+                )
+            if not empty:
                 self._validate()
-            mode = self._conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            mode = self._enable_wal()
             if mode.lower() not in ("wal", "memory"):
                 raise LedgerError(f"{self._path}: cannot enable WAL mode (journal_mode is {mode!r})")
             self._conn.execute("PRAGMA synchronous = FULL")
         except sqlite3.Error as exc:
             raise self._translate(exc) from exc
-        if create:
+        if empty:
             with self._write() as cur:
                 # Re-check under the write lock: another process may have initialised it meanwhile.
                 if self._is_empty():
@@ -451,6 +456,23 @@ class SqliteLedger:
                     cur.execute(f"PRAGMA application_id = {APPLICATION_ID}")
                     cur.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             self._validate()
+
+    def _enable_wal(self) -> str:
+        """Switch the file to WAL mode (persistent; a no-op once done) and return the journal mode."""
+        # Converting a new file to WAL needs an exclusive lock, and SQLite answers SQLITE_BUSY at once,
+        # without its busy handler, when waiting could deadlock (several workers creating the same
+        # ledger at once). So retry here, with backoff, up to the busy timeout.
+        deadline = time.monotonic() + self._busy_timeout
+        delay = 0.001
+        while True:
+            try:
+                return str(self._conn.execute("PRAGMA journal_mode = WAL").fetchone()[0])
+            except sqlite3.OperationalError as exc:
+                busy = (getattr(exc, "sqlite_errorname", "") or "").startswith("SQLITE_BUSY")
+                if not busy or time.monotonic() >= deadline:
+                    raise
+                time.sleep(delay)
+                delay = min(2 * delay, 0.05)
 
     def _is_empty(self) -> bool:
         (objects,) = self._conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
@@ -543,7 +565,7 @@ class SqliteLedger:
         _check_name(stream_id, "stream_id")
         eps = _exact(epsilon_budget, "epsilon_budget")
         delta = _exact(delta_budget, "delta_budget", upper=Fraction(1))
-        old = self._stream(cur, stream_id, required=False)
+        old = self._find_stream(cur, stream_id)
         if old is None:
             cur.execute("INSERT INTO streams VALUES (?, ?, ?, '0', '0')", (stream_id, str(eps), str(delta)))
         elif (old.epsilon_budget, old.delta_budget) == (eps, delta):
@@ -568,23 +590,21 @@ class SqliteLedger:
             (stream_id, str(eps), str(delta), _now()),
         )
 
-    def _stream(self, cur: sqlite3.Cursor, stream_id: str, *, required: bool = True) -> _Stream | None:
+    @staticmethod
+    def _find_stream(cur: sqlite3.Cursor, stream_id: str) -> _Stream | None:
         row = cur.execute(
             "SELECT epsilon_budget, delta_budget, epsilon_spent, delta_spent FROM streams "
             "WHERE stream_id = ?",
             (stream_id,),
         ).fetchone()
-        if row is None:
-            if required:
-                raise UnknownStreamError(
-                    f"stream {stream_id!r} has no privacy budget in {self._path} (set one with set_budget)"
-                )
-            return None
-        return _Stream(*(Fraction(v) for v in row))
+        return None if row is None else _Stream(*(Fraction(v) for v in row))
 
-    def _known_stream(self, cur: sqlite3.Cursor, stream_id: str) -> _Stream:
-        stream = self._stream(cur, stream_id)
-        assert stream is not None  # required=True raised otherwise
+    def _stream(self, cur: sqlite3.Cursor, stream_id: str) -> _Stream:
+        stream = self._find_stream(cur, stream_id)
+        if stream is None:
+            raise UnknownStreamError(
+                f"stream {stream_id!r} has no privacy budget in {self._path} (set one with set_budget)"
+            )
         return stream
 
     def streams(self) -> list[str]:
@@ -595,22 +615,22 @@ class SqliteLedger:
     def budget(self, stream_id: str) -> PrivacyCost:
         """The stream's configured (epsilon, delta) budget."""
         with self._read() as cur:
-            return self._known_stream(cur, stream_id).budget
+            return self._stream(cur, stream_id).budget
 
     def spent(self, stream_id: str) -> PrivacyCost:
         """The sum of the stream's charges (basic composition)."""
         with self._read() as cur:
-            return self._known_stream(cur, stream_id).spent
+            return self._stream(cur, stream_id).spent
 
     def remaining(self, stream_id: str) -> PrivacyCost:
         """Budget minus spend, never negative (0 once a lowered budget is below the spend)."""
         with self._read() as cur:
-            return self._known_stream(cur, stream_id).remaining
+            return self._stream(cur, stream_id).remaining
 
     def refusals(self, stream_id: str) -> int:
         """How many charges of the stream were refused for lack of budget (for a metric)."""
         with self._read() as cur:
-            self._known_stream(cur, stream_id)
+            self._stream(cur, stream_id)
             (count,) = cur.execute(
                 "SELECT count(*) FROM refusals WHERE stream_id = ?", (stream_id,)
             ).fetchone()
@@ -656,7 +676,7 @@ class SqliteLedger:
                         (float(eps), float(dlt)),
                     )
                 return existing
-            stream = self._known_stream(cur, stream_id)
+            stream = self._stream(cur, stream_id)
             now = _now()
             if not stream.allows(eps, dlt):
                 # Recorded in the same committed transaction; raised once the refusal is durable.
@@ -717,7 +737,7 @@ class SqliteLedger:
     def entries(self, stream_id: str) -> list[Charge]:
         """All charges of the stream, oldest first."""
         with self._read() as cur:
-            self._known_stream(cur, stream_id)
+            self._stream(cur, stream_id)
             rows = cur.execute(
                 f"SELECT {_CHARGE_COLUMNS} FROM charges WHERE stream_id = ? ORDER BY entry_id",
                 (stream_id,),

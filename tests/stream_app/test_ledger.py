@@ -5,8 +5,11 @@ from __future__ import annotations
 import doctest
 import sqlite3
 from concurrent.futures import ThreadPoolExecutor
+from decimal import Decimal
+from fractions import Fraction
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from privstream.stream_app import ledger as ledger_module
@@ -158,6 +161,14 @@ def test_spent_and_remaining_are_exact_decimal_sums(path: Path) -> None:
         # A zero-cost charge still fits a budget that is spent exactly.
         ledger.charge("b", "free", "identity", 0, 0, b"r")
         assert len(ledger.entries("b")) == 11
+
+
+def test_exact_and_numpy_numbers_are_accepted(ledger: SqliteLedger) -> None:
+    ledger.charge("s1", "w0", "laplace", Fraction(1, 10), Decimal("1e-6"), b"r")
+    ledger.charge("s1", "w1", "laplace", np.float64(0.2), np.int64(0), b"r")
+    ledger.charge("s1", "w2", "laplace", 0, 0, b"r")
+    assert ledger.spent("s1") == (0.3, 1e-6)
+    assert all(type(c.epsilon) is float for c in ledger.entries("s1"))
 
 
 def test_streams_are_accounted_separately(ledger: SqliteLedger) -> None:

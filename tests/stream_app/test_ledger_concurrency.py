@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import random
+import sqlite3
 from pathlib import Path
 
 from privstream.stream_app.ledger import BudgetExhaustedError, SqliteLedger
@@ -15,17 +16,19 @@ BUDGET = 15.0
 ALLOWED = 150  # the budget allows exactly this many charges of EPSILON (the ledger sums decimals exactly)
 
 
-def _charge_windows(path: str, windows: list[str], start, results) -> None:  # pragma: no cover - child
+def _charge_windows(path: str, windows: list[str], start, results, create: bool) -> None:  # pragma: no cover
     """Child process: charge each window, checking after every step that the spend stays in budget."""
     try:
-        results.put(_charge_in_child(path, windows, start))
+        results.put(_charge_in_child(path, windows, start, create))
     except BaseException as exc:  # report it: the parent must not wait for a result that never comes
         results.put(exc)
 
 
-def _charge_in_child(path: str, windows: list[str], start) -> tuple[list[tuple[str, int]], int, bool]:
-    with SqliteLedger.open(path) as ledger:
-        start.wait()  # a barrier: all children start charging together, once all are ready
+def _charge_in_child(
+    path: str, windows: list[str], start, create: bool
+) -> tuple[list[tuple[str, int]], int, bool]:
+    start.wait()  # a barrier: all children open and charge together, once all are ready
+    with SqliteLedger.open(path, create_if_missing=create, budgets={"s": (BUDGET, 0.0)}) as ledger:
         charged: list[tuple[str, int]] = []
         refused = 0
         overspent = False
@@ -39,12 +42,14 @@ def _charge_in_child(path: str, windows: list[str], start) -> tuple[list[tuple[s
     return charged, refused, overspent
 
 
-def _run(path: Path, windows_per_process: list[list[str]]) -> list[tuple[list[tuple[str, int]], int, bool]]:
+def _run(
+    path: Path, windows_per_process: list[list[str]], *, create: bool = False
+) -> list[tuple[list[tuple[str, int]], int, bool]]:
     ctx = mp.get_context("spawn")
     start = ctx.Barrier(len(windows_per_process))
     results = ctx.Queue()
     children = [
-        ctx.Process(target=_charge_windows, args=(str(path), windows, start, results))
+        ctx.Process(target=_charge_windows, args=(str(path), windows, start, results, create))
         for windows in windows_per_process
     ]
     for child in children:
@@ -100,3 +105,19 @@ def test_concurrent_charges_of_the_same_windows_charge_each_once(tmp_path: Path)
             assert dict(successes) == by_window
         assert ledger.spent("s").epsilon == ATTEMPTS * EPSILON
         assert len(ledger.unpublished()) == ATTEMPTS
+
+
+def test_workers_creating_the_ledger_at_once_share_one_ledger(tmp_path: Path) -> None:
+    # A first start of several workers, all allowed to create the ledger, with the same budgets.
+    path = tmp_path / "ledger.sqlite3"
+    windows = [[f"p{p}-w{i}" for i in range(5)] for p in range(PROCESSES)]
+
+    outcomes = _run(path, windows, create=True)
+
+    assert all(len(charged) == 5 and refused == 0 for charged, refused, _ in outcomes)
+    with SqliteLedger.open(path) as ledger:
+        assert len(ledger.entries("s")) == 5 * PROCESSES
+        assert ledger.spent("s").epsilon == 5 * PROCESSES * EPSILON
+    with sqlite3.connect(path) as raw:  # the budget was recorded once, not once per worker
+        assert raw.execute("SELECT count(*) FROM budget_changes").fetchone() == (1,)
+    raw.close()
