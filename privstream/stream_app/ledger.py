@@ -503,6 +503,26 @@ class SqliteLedger:
                 raise LedgerCorruptError(f"{self._path} failed its integrity check: {problems[:5]}")
         except sqlite3.Error as exc:
             raise self._translate(exc) from exc
+        self._check_spend_matches_charges()
+
+    def _check_spend_matches_charges(self) -> None:
+        """Each stream's stored spend must equal the sum of its charges (the one invariant a
+        hand-edited or damaged file could break without SQLite noticing)."""
+        with self._read() as cur:  # one snapshot: other processes may be charging meanwhile
+            sums: dict[str, tuple[Fraction, Fraction]] = {}
+            for stream_id, epsilon, delta in cur.execute("SELECT stream_id, epsilon, delta FROM charges"):
+                eps_sum, delta_sum = sums.get(stream_id, (Fraction(0), Fraction(0)))
+                sums[stream_id] = (eps_sum + Fraction(epsilon), delta_sum + Fraction(delta))
+            stored = cur.execute("SELECT stream_id, epsilon_spent, delta_spent FROM streams").fetchall()
+        for stream_id, epsilon_spent, delta_spent in stored:
+            expected = sums.pop(stream_id, (Fraction(0), Fraction(0)))
+            if (Fraction(epsilon_spent), Fraction(delta_spent)) != expected:
+                raise LedgerCorruptError(
+                    f"{self._path}: stream {stream_id!r} records a spend of ({epsilon_spent}, {delta_spent}) "
+                    f"but its charges sum to ({expected[0]}, {expected[1]})"
+                )
+        if sums:
+            raise LedgerCorruptError(f"{self._path}: charges of unknown streams {sorted(sums)}")
 
     # ----------------------------------------------------------------- transactions
 

@@ -400,6 +400,17 @@ def test_missing_ledger_tables_are_corrupt(path: Path) -> None:
         SqliteLedger.open(path)
 
 
+def test_a_spend_that_disagrees_with_the_charges_is_corrupt(path: Path) -> None:
+    _make_ledger_with_entries(path, n=3)
+    with sqlite3.connect(path) as raw:  # someone "resets" the budget by hand
+        raw.execute("UPDATE streams SET epsilon_spent = '0'")
+    raw.close()
+    with pytest.raises(
+        LedgerCorruptError, match=r"'s1' records a spend of \(0, 0\) but its charges sum to \(3, 0\)"
+    ):
+        SqliteLedger.open(path)
+
+
 def test_damaged_pages_fail_the_integrity_check(path: Path) -> None:
     _make_ledger_with_entries(path)
     data = bytearray(path.read_bytes())
