@@ -21,7 +21,7 @@ True
 >>> ledger.charge("s1", "w1", "laplace", 0.8, 0.0, b"release-1")  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
-privstream.stream_app.ledger.BudgetExhaustedError: stream 's1': refusing to charge window 'w1' ...
+privstream.agents.ledger_port.BudgetExhaustedError: stream 's1': refusing to charge window 'w1' ...
 >>> ledger.refusals("s1")
 1
 
@@ -73,7 +73,20 @@ from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
 from types import TracebackType
-from typing import NamedTuple, Protocol, Self, runtime_checkable
+from typing import Self
+
+from privstream.agents.ledger_port import (
+    BudgetExhaustedError,
+    Charge,
+    LedgerBusyError,
+    LedgerCorruptError,
+    LedgerError,
+    LedgerMissingError,
+    PrivacyCost,
+    PrivacyLedger,
+    UnknownEntryError,
+    UnknownStreamError,
+)
 
 __all__ = [
     "APPLICATION_ID",
@@ -143,129 +156,6 @@ _TABLES = frozenset({"streams", "charges", "refusals", "budget_changes"})
 _CHARGE_COLUMNS = (
     "entry_id, stream_id, window_id, mechanism, epsilon, delta, release, charged_at, published_at"
 )
-
-
-# --------------------------------------------------------------------------- errors
-
-
-class LedgerError(Exception):
-    """Base class of every error the ledger raises (no sqlite3 exception escapes it)."""
-
-
-class LedgerMissingError(LedgerError):
-    """The ledger file does not exist and creating it was not requested."""
-
-
-class LedgerCorruptError(LedgerError):
-    """The file is not a valid privstream ledger (garbage, foreign schema, wrong version, damage)."""
-
-
-class LedgerBusyError(LedgerError):
-    """Another process held the ledger's write lock for longer than the busy timeout."""
-
-
-class UnknownStreamError(LedgerError):
-    """The stream has no budget in the ledger (configure one with ``set_budget``)."""
-
-
-class UnknownEntryError(LedgerError):
-    """No charge has this entry id."""
-
-
-class BudgetExhaustedError(LedgerError):
-    """A charge was refused: it would exceed the stream's epsilon or delta budget.
-
-    The refusal is recorded in the ledger (see :meth:`SqliteLedger.refusals`) before this is raised.
-    """
-
-    def __init__(
-        self,
-        stream_id: str,
-        window_id: str,
-        mechanism: str,
-        requested: PrivacyCost,
-        spent: PrivacyCost,
-        budget: PrivacyCost,
-    ) -> None:
-        self.stream_id = stream_id
-        self.window_id = window_id
-        self.mechanism = mechanism
-        self.requested = requested
-        self.spent = spent
-        self.budget = budget
-        super().__init__(
-            f"stream {stream_id!r}: refusing to charge window {window_id!r} (mechanism {mechanism!r}) "
-            f"epsilon={requested.epsilon:g}, delta={requested.delta:g}: it would exceed the stream's "
-            f"budget (spent epsilon={spent.epsilon:g} of {budget.epsilon:g}, "
-            f"delta={spent.delta:g} of {budget.delta:g})"
-        )
-
-
-# --------------------------------------------------------------------------- values
-
-
-class PrivacyCost(NamedTuple):
-    """An (epsilon, delta) pair: a charge's cost, a stream's spend, budget or remainder."""
-
-    epsilon: float
-    delta: float
-
-
-@dataclass(frozen=True, slots=True)
-class Charge:
-    """One charged release: its ledger entry (``entry_id`` goes into the release certificate)."""
-
-    entry_id: int
-    stream_id: str
-    window_id: str
-    mechanism: str
-    epsilon: float
-    delta: float
-    release: bytes
-    charged_at: datetime
-    published_at: datetime | None
-
-    @property
-    def cost(self) -> PrivacyCost:
-        return PrivacyCost(self.epsilon, self.delta)
-
-    @property
-    def published(self) -> bool:
-        return self.published_at is not None
-
-
-@runtime_checkable
-class PrivacyLedger(Protocol):
-    """What the agents need from a privacy ledger (no storage types leak through it).
-
-    ``charge`` is the write-ahead step: it must be called, and must succeed, before a release is
-    published; it is idempotent per (stream_id, window_id, mechanism) and always returns the
-    bytes to publish (the stored ones if the key was charged before).
-    """
-
-    def charge(
-        self,
-        stream_id: str,
-        window_id: str,
-        mechanism: str,
-        epsilon: float,
-        delta: float,
-        release_bytes: bytes,
-    ) -> Charge: ...
-
-    def lookup(self, stream_id: str, window_id: str, mechanism: str) -> Charge | None: ...
-
-    def mark_published(self, entry_id: int) -> None: ...
-
-    def unpublished(self, stream_id: str | None = None) -> list[Charge]: ...
-
-    def spent(self, stream_id: str) -> PrivacyCost: ...
-
-    def remaining(self, stream_id: str) -> PrivacyCost: ...
-
-    def entries(self, stream_id: str) -> list[Charge]: ...
-
-    def refusals(self, stream_id: str) -> int: ...
 
 
 # --------------------------------------------------------------------------- helpers
