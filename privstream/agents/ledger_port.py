@@ -6,6 +6,7 @@ the agents depend only on what is here (DESIGN.md §2: agents never import the s
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import NamedTuple, Protocol, runtime_checkable
@@ -13,6 +14,7 @@ from typing import NamedTuple, Protocol, runtime_checkable
 __all__ = [
     "BudgetExhaustedError",
     "Charge",
+    "ChargeReceipt",
     "LedgerBusyError",
     "LedgerCorruptError",
     "LedgerError",
@@ -113,6 +115,14 @@ class Charge:
         return self.published_at is not None
 
 
+@dataclass(frozen=True, slots=True)
+class ChargeReceipt:
+    """What a release learns while being charged: its ledger entry and the budget left after it."""
+
+    entry_id: int
+    remaining: PrivacyCost
+
+
 @runtime_checkable
 class PrivacyLedger(Protocol):
     """What the agents need from a privacy ledger (no storage types leak through it).
@@ -129,7 +139,7 @@ class PrivacyLedger(Protocol):
         mechanism: str,
         epsilon: float,
         delta: float,
-        release_bytes: bytes,
+        release_bytes: bytes | Callable[[ChargeReceipt], bytes],
     ) -> Charge: ...
 
     def lookup(self, stream_id: str, window_id: str, mechanism: str) -> Charge | None: ...

@@ -65,7 +65,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -78,6 +78,7 @@ from typing import Self
 from privstream.agents.ledger_port import (
     BudgetExhaustedError,
     Charge,
+    ChargeReceipt,
     LedgerBusyError,
     LedgerCorruptError,
     LedgerError,
@@ -93,6 +94,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "BudgetExhaustedError",
     "Charge",
+    "ChargeReceipt",
     "LedgerBusyError",
     "LedgerCorruptError",
     "LedgerError",
@@ -555,7 +557,7 @@ class SqliteLedger:
         mechanism: str,
         epsilon: float,
         delta: float,
-        release_bytes: bytes,
+        release_bytes: bytes | Callable[[ChargeReceipt], bytes],
     ) -> Charge:
         """Atomically check and spend the stream's budget and store the release (write-ahead).
 
@@ -563,6 +565,10 @@ class SqliteLedger:
         stored charge, with its stored release bytes, is returned; publish ``result.release``,
         not the bytes passed in. Raises :class:`BudgetExhaustedError` (after recording the
         refusal) if the spend would exceed the stream's epsilon or delta budget.
+
+        ``release_bytes`` may be a function of the :class:`ChargeReceipt` (entry id and budget left
+        after this charge), called inside the transaction, so a release's certificate can state
+        both exactly.
         """
         key = (
             _check_name(stream_id, "stream_id"),
@@ -571,9 +577,8 @@ class SqliteLedger:
         )
         eps = _exact(epsilon, "epsilon")
         dlt = _exact(delta, "delta", upper=Fraction(1))
-        if not isinstance(release_bytes, bytes | bytearray | memoryview):
+        if not (callable(release_bytes) or isinstance(release_bytes, bytes | bytearray | memoryview)):
             raise TypeError(f"release_bytes must be bytes, got {type(release_bytes).__name__}")
-        release = bytes(release_bytes)
         with self._write() as cur:
             existing = self._lookup(cur, *key)
             if existing is not None:
@@ -602,9 +607,19 @@ class SqliteLedger:
                 cur.execute(
                     "INSERT INTO charges (stream_id, window_id, mechanism, epsilon, delta, release, "
                     "charged_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (*key, str(eps), str(dlt), release, now),
+                    (*key, str(eps), str(dlt), b"", now),
                 )
                 entry_id = cur.lastrowid
+                if callable(release_bytes):
+                    left = PrivacyCost(
+                        float(stream.epsilon_budget - stream.epsilon_spent - eps),
+                        float(stream.delta_budget - stream.delta_spent - dlt),
+                    )
+                    release_bytes = release_bytes(ChargeReceipt(entry_id, left))
+                    if not isinstance(release_bytes, bytes | bytearray | memoryview):
+                        raise TypeError("the release function must return bytes")
+                release = bytes(release_bytes)
+                cur.execute("UPDATE charges SET release = ? WHERE entry_id = ?", (release, entry_id))
                 cur.execute(
                     "UPDATE streams SET epsilon_spent = ?, delta_spent = ? WHERE stream_id = ?",
                     (str(stream.epsilon_spent + eps), str(stream.delta_spent + dlt), stream_id),

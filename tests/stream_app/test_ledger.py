@@ -459,3 +459,24 @@ def test_a_closed_ledger_raises_a_ledger_error(path: Path) -> None:
     ledger.close()
     with pytest.raises(LedgerError):
         ledger.spent("s1")
+
+
+def test_release_built_from_its_receipt_states_entry_and_remaining_budget():
+    """A release may be a function of its charge, so its certificate can name both exactly."""
+    from privstream.stream_app.ledger import ChargeReceipt
+
+    ledger = SqliteLedger.open(":memory:", budgets={"s": (1.0, 0.0)})
+    seen: list[ChargeReceipt] = []
+
+    def release(receipt: ChargeReceipt) -> bytes:
+        seen.append(receipt)
+        return f"entry={receipt.entry_id} left={receipt.remaining.epsilon:.2f}".encode()
+
+    first = ledger.charge("s", "w0", "m", 0.25, 0.0, release)
+    second = ledger.charge("s", "w1", "m", 0.25, 0.0, release)
+    assert first.release == f"entry={first.entry_id} left=0.75".encode()
+    assert second.release == f"entry={second.entry_id} left=0.50".encode()
+    # A replay of a charged key neither calls the function again nor changes the bytes.
+    assert ledger.charge("s", "w0", "m", 0.25, 0.0, release).release == first.release
+    assert len(seen) == 2
+    assert ledger.lookup("s", "w1", "m").release == second.release
