@@ -125,80 +125,102 @@ class BitsetClass:
 
     # -- VC dimension ---------------------------------------------------------------------------
     def vc(self, max_work: int = 10**7) -> int:
-        """Largest shattered set, grown level by level (shattered sets are downward closed).
+        """Largest shattered set: for ``target = 1, 2, ...`` search for a shattered set of that size.
 
-        A shattered set is kept as its ``2^k`` cells (masks of hypotheses per label pattern);
-        adding x splits every cell by ``col[x]``, and all halves must be nonempty.
+        A partial set of size j is kept as its ``2^j`` cells (hypothesis masks per label
+        pattern); adding x splits every cell by ``col[x]``. Shattered sets are downward closed,
+        so the first target with no shattered set ends the search, and a partial set of size j
+        can only grow to ``target`` if every cell holds ``>= 2^(target - j)`` hypotheses
+        (strong pruning near ``log2 |H|``). ``VC <= Ldim`` stops the search early.
         """
         cols = self.split_columns
-        if self.full == 0:
-            return 0
-        level: list[tuple[int, list[int]]] = [(-1, [self.full])]  # (last index, cells)
-        dim, work = 0, 0
-        while level:
-            nxt = []
-            for last, cells in level:
-                for j in range(last + 1, len(cols)):
-                    c = cols[j]
-                    work += len(cells)
-                    if work > max_work:
-                        raise TooExpensiveError(
-                            f"VC dimension search exceeded {max_work} cell operations")
-                    new = []
-                    for cell in cells:
-                        a = cell & c
-                        if a == 0 or a == cell:
-                            break
-                        new.append(a)
-                        new.append(cell ^ a)
-                    else:
-                        nxt.append((j, new))
-            if nxt:
-                dim += 1
-            level = nxt
+        upper = min(self.ldim(self.full), len(cols)) if self.full else 0
+        work = 0
+
+        def exists(target: int, start: int, cells: list[int], size: int) -> bool:
+            nonlocal work
+            if size == target:
+                return True
+            need = 1 << (target - size - 1)  # each half of each cell must still hold this many
+            for j in range(start, len(cols) - (target - size) + 1):
+                c = cols[j]
+                work += len(cells)
+                if work > max_work:
+                    raise TooExpensiveError(f"VC dimension search exceeded {max_work} cell operations")
+                new = []
+                for cell in cells:
+                    a = cell & c
+                    if a.bit_count() < need or (cell ^ a).bit_count() < need:
+                        break
+                    new.append(a)
+                    new.append(cell ^ a)
+                else:
+                    if exists(target, j + 1, new, size + 1):
+                        return True
+            return False
+
+        dim = 0
+        while dim < upper and exists(dim + 1, 0, [self.full], 0):
+            dim += 1
         return dim
 
     # -- threshold dimension --------------------------------------------------------------------
-    def threshold_dim(self, max_nodes: int = 2 * 10**5) -> int:
+    def threshold_dim(self, max_nodes: int = 10**5, max_pairs: int = 20_000) -> int:
         """Largest k with points ``x_1..x_k`` and ``h_1..h_k``, ``h_i(x_j) = 1 iff i <= j``.
 
-        Depth-first over point sequences. After choosing ``x_1..x_m`` we keep the sets
-        ``S_i = {h : 0 on x_1..x_{i-1}, 1 on x_i..x_m}`` (all must be nonempty) and ``Z``, the
-        hypotheses 0 on all chosen points; choosing ``x_{m+1}`` intersects every ``S_i`` with
-        ``col`` and adds ``S_{m+1} = Z & col``. Bounded by the number of distinct columns and by
-        ``Tdim < 2^(Ldim+1)`` (blm_almm.md §1.5: ``Ldim >= floor(log2 Tdim)``).
+        A witness is a sequence of pairs ``p_i = (h_i, x_i)`` with ``h_i(x_i) = 1`` such that
+        ``p_i -> p_j`` for all ``i < j``, where ``p -> q`` means ``h_p(x_q) = 1`` and
+        ``h_q(x_p) = 0``. Depth-first search appends a pair from the candidates (the pairs that
+        every chosen pair points to) and intersects the candidates with its successors; each
+        chain is generated in its one valid order. Bounded by the number of distinct points
+        among the candidates and by ``Tdim < 2^(Ldim+1)`` (blm_almm.md §1.5).
         """
-        cols = self.split_columns
-        if self.full == 0:
+        nbytes = (self.num_hypotheses + 7) // 8
+        m = np.stack([
+            np.unpackbits(np.frombuffer(col.to_bytes(nbytes, "little"), dtype=np.uint8),
+                          bitorder="little", count=self.num_hypotheses).astype(bool)
+            for col in self.columns], axis=1)
+        m = np.unique(m, axis=1)  # equal columns are interchangeable
+        hs, xs = np.nonzero(m)
+        if hs.size == 0:
             return 0
-        best = 1 if any(self.columns) else 0
-        bound = min(len(cols), (1 << (self.ldim(self.full) + 1)) - 1)
-        nodes = 0
+        if hs.size > max_pairs:
+            raise TooExpensiveError(
+                f"threshold-dimension search needs {hs.size} (h, x) pairs (limit {max_pairs})")
+        # succ[p, q] = h_p(x_q) and not h_q(x_p)
+        fwd = m[hs][:, xs]
+        succ_rows = np.packbits(fwd & ~fwd.T, axis=1, bitorder="little")
+        succ = [int.from_bytes(r.tobytes(), "little") for r in succ_rows]
+        x_masks = [0] * m.shape[1]
+        for p, x in enumerate(xs.tolist()):
+            x_masks[x] |= 1 << p
+        bound = min(m.shape[1], (1 << (self.ldim(self.full) + 1)) - 1)
+        best, nodes = 1, 0
 
-        def dfs(sets: list[int], zero: int, used: frozenset[int]) -> None:
+        def distinct_points(cand: int) -> int:
+            return sum(1 for xm in x_masks if cand & xm)
+
+        def dfs(cand: int, depth: int) -> None:
             nonlocal best, nodes
-            if best >= bound:
-                return
-            m = len(sets)
-            if m + (len(cols) - len(used)) <= best:
-                return
-            for j, c in enumerate(cols):
-                if j in used:
-                    continue
-                new_last = zero & c
-                if not new_last:
-                    continue
-                new_sets = [s & c for s in sets]
-                if not all(new_sets):
-                    continue
+            order = []
+            c = cand
+            while c:
+                low = c & -c
+                p = low.bit_length() - 1
+                order.append(((succ[p] & cand).bit_count(), p))
+                c ^= low
+            order.sort(reverse=True)
+            for _, p in order:
+                if depth + distinct_points(cand) <= best or best >= bound:
+                    return
                 nodes += 1
                 if nodes > max_nodes:
                     raise TooExpensiveError(f"threshold-dimension search exceeded {max_nodes} nodes")
-                new_sets.append(new_last)
-                best = max(best, m + 1)
-                dfs(new_sets, zero & ~c, used | {j})
-                if best >= bound:
-                    return
+                nxt = cand & succ[p]
+                best = max(best, depth + 1)
+                if nxt:
+                    dfs(nxt, depth + 1)
+                cand &= ~(1 << p)  # chains through p are done
 
-        dfs([], self.full, frozenset())
+        dfs((1 << len(succ)) - 1, 0)
         return best
