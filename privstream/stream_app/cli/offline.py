@@ -1,0 +1,99 @@
+"""Offline commands: ``dims`` (dimensions of a class) and ``online`` (the SOA over a file)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+CLASS_HELP = "thresholds:N, points:N, intervals:N (N like 1024, 2^32) or a .npy/.csv class file"
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    dims = subparsers.add_parser("dims", help="Littlestone, VC, threshold and dual dimensions of a class")
+    dims.add_argument("hclass", metavar="CLASS", help=CLASS_HELP)
+    dims.add_argument("--json", action="store_true", help="print one JSON object")
+    dims.add_argument("--witness", action="store_true",
+                      help="also print a shattered mistake tree of depth Ldim (finite or small classes)")
+    dims.set_defaults(handler=run_dims)
+
+    online = subparsers.add_parser("online", help="run the SOA over a file of labelled examples")
+    online.add_argument("hclass", metavar="CLASS", help=CLASS_HELP)
+    online.add_argument("--examples", required=True, metavar="FILE",
+                        help="CSV with header x,y or JSON lines with fields x and y")
+    online.add_argument("--tie", type=int, choices=(0, 1), default=1, help="SOA tie rule (default 1)")
+    online.add_argument("--json", action="store_true", help="print one JSON object")
+    online.set_defaults(handler=run_online)
+
+
+def run_dims(args: argparse.Namespace) -> int:
+    from privstream.learning.dimensions import all_dimensions, witness_tree
+    from privstream.learning.hypothesis_classes import FiniteClass, parse_class_spec
+
+    cls = parse_class_spec(args.hclass)
+    out = all_dimensions(cls)
+    if args.witness:
+        if isinstance(cls, FiniteClass):
+            out["witness"] = witness_tree(cls)
+        elif cls.size * cls.domain_size <= 10**6:
+            out["witness"] = witness_tree(FiniteClass(cls.matrix(), spec=cls.spec))
+        else:
+            out["witness"] = None
+            reason = "witness trees are built from the truth table, which is too large here"
+            out.setdefault("reasons", {})["witness"] = reason
+    if args.json:
+        print(json.dumps(out))
+        return 0
+    print(f"class:            {out['class']}")
+    print(f"size:             {out['size']}")
+    print(f"domain:           {out['domain']}")
+    for key in ("littlestone", "vc", "threshold", "dual_littlestone", "dual_vc"):
+        value = out[key]
+        shown = value if value is not None else f"unknown ({out['reasons'][key]})"
+        print(f"{key + ':':<17} {shown}")
+    if args.witness:
+        print(f"witness:          {json.dumps(out['witness'])}")
+    return 0
+
+
+def run_online(args: argparse.Namespace) -> int:
+    from privstream.learning.hypothesis_classes import parse_class_spec
+    from privstream.learning.soa import SOA
+    from privstream.stream_app.example_files import read_examples
+
+    cls = parse_class_spec(args.hclass)
+    xs, ys = read_examples(args.examples)
+    soa = SOA(cls, tie=args.tie)
+    soa.learn_many(xs, ys)
+    out: dict[str, Any] = {
+        "class": cls.spec,
+        "tie": soa.tie,
+        "examples": soa.examples_seen,
+        "mistakes": soa.mistakes,
+        "mistake_bound": soa.mistake_bound,
+        "realizable": soa.realizable,
+        "final_predictor": soa.predictor().to_dict(),
+    }
+    if args.json:
+        print(json.dumps(out))
+        return 0
+    verdict = "yes" if soa.realizable else "no (extended SOA: frozen predictor patched pointwise)"
+    print(f"class:           {out['class']}")
+    print(f"examples:        {out['examples']}")
+    print(f"mistakes:        {out['mistakes']} (bound {out['mistake_bound']})")
+    print(f"realizable:      {verdict}")
+    print(f"final predictor: {_describe(out['final_predictor'])}")
+    return 0
+
+
+def _describe(h: dict[str, Any]) -> str:
+    if h["kind"] == "runs":
+        if not h["changes"]:
+            return f"constant {h['first']} on [0, {h['domain']})"
+        return f"{h['first']} at 0, flips at {', '.join(map(str, h['changes'][:20]))}" + (
+            " ..." if len(h["changes"]) > 20 else "")
+    from privstream.learning.hypotheses import hypothesis_from_dict
+
+    table = hypothesis_from_dict(h).truth_table()
+    shown = "".join("1" if v else "0" for v in table[:128].tolist())
+    return f"labels of 0..{min(h['domain'], 128) - 1}: {shown}" + (" ..." if h["domain"] > 128 else "")

@@ -1,0 +1,109 @@
+"""Reading labelled examples from files: CSV with a header row, or JSON lines.
+
+Shared by the CLI commands that take ``--examples`` / ``--file``. Labels may be written 0/1,
+-1/+1 or true/false (one convention per file) and come back as 0/1.
+
+>>> import pathlib, tempfile
+>>> p = pathlib.Path(tempfile.mkdtemp()) / "ex.csv"
+>>> _ = p.write_text("x,y\\n3,1\\n5,-1\\n")
+>>> xs, ys = read_examples(p)
+>>> xs.tolist(), ys.tolist()
+([3, 5], [1, 0])
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+INT64_MAX = 2**63 - 1
+_LABELS = {"1": 1, "+1": 1, "true": 1, "0": 0, "false": 0, "-1": 0}
+
+
+class ExampleFileError(ValueError):
+    """An example file that cannot be read as labelled examples (message names file and line)."""
+
+
+def read_examples(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
+    """Read ``(xs, ys)`` from a CSV file (header row naming ``x`` and ``y``) or JSON lines.
+
+    ``xs`` is ``int64`` when every point fits, else ``object`` (exact Python ints); ``ys`` is
+    ``uint8`` 0/1. The format is chosen by extension (``.csv``; ``.jsonl``/``.ndjson``/``.json``)
+    or, for other names, by whether the first non-blank character is ``{``.
+    """
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ExampleFileError(f"{p}: not a UTF-8 text file") from None
+    suffix = p.suffix.lower()
+    if suffix in (".jsonl", ".ndjson", ".json") or (suffix != ".csv" and text.lstrip().startswith("{")):
+        rows = _json_lines(p, text)
+    else:
+        rows = _csv_rows(p, text)
+    xs_list: list[int] = []
+    ys_list: list[int] = []
+    conventions: set[str] = set()
+    for where, x, y in rows:
+        xs_list.append(_point(p, where, x))
+        label, convention = _label(p, where, y)
+        ys_list.append(label)
+        if convention:
+            conventions.add(convention)
+    if len(conventions) > 1:
+        raise ExampleFileError(f"{p}: labels mix the 0/1 and -1/+1 conventions (both 0 and -1 appear)")
+    big = any(x > INT64_MAX for x in xs_list)
+    xs = np.array(xs_list, dtype=object) if big else np.array(xs_list, dtype=np.int64)
+    return xs, np.array(ys_list, dtype=np.uint8)
+
+
+def _csv_rows(p: Path, text: str) -> list[tuple[str, Any, Any]]:
+    lines = [(i, line) for i, line in enumerate(text.splitlines(), start=1) if line.strip()]
+    if not lines:
+        return []
+    header = [h.strip().lower() for h in next(csv.reader([lines[0][1]]))]
+    if "x" not in header or "y" not in header:
+        raise ExampleFileError(f"{p}: line {lines[0][0]}: the CSV needs a header row naming columns x and y")
+    ix, iy = header.index("x"), header.index("y")
+    out = []
+    for lineno, line in lines[1:]:
+        cells = next(csv.reader([line]))
+        if len(cells) != len(header):
+            raise ExampleFileError(f"{p}: line {lineno}: {len(cells)} fields, the header has {len(header)}")
+        out.append((f"line {lineno}", cells[ix].strip(), cells[iy].strip()))
+    return out
+
+
+def _json_lines(p: Path, text: str) -> list[tuple[str, Any, Any]]:
+    out = []
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ExampleFileError(f"{p}: line {lineno}: not JSON ({exc.msg})") from None
+        if not isinstance(obj, dict) or "x" not in obj or "y" not in obj:
+            raise ExampleFileError(f"{p}: line {lineno}: each line must be a JSON object with fields x and y")
+        out.append((f"line {lineno}", obj["x"], obj["y"]))
+    return out
+
+
+def _point(p: Path, where: str, x: Any) -> int:
+    if isinstance(x, str) and x.isascii() and x.isdigit():
+        return int(x)
+    if type(x) is int and x >= 0:
+        return x
+    raise ExampleFileError(f"{p}: {where}: x = {x!r} is not a non-negative integer")
+
+
+def _label(p: Path, where: str, y: Any) -> tuple[int, str | None]:
+    key = str(y).strip().lower() if isinstance(y, str | bool) else (str(y) if type(y) is int else None)
+    if key in _LABELS:
+        convention = "0/1" if key == "0" else "-1/+1" if key == "-1" else None
+        return _LABELS[key], convention
+    raise ExampleFileError(f"{p}: {where}: label y = {y!r} is not 0/1, -1/+1 or true/false")
