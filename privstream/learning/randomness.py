@@ -229,6 +229,7 @@ def _positive_fraction(x: object, what: str) -> Fraction:
 # -- certified bounds on exp(-gamma) -----------------------------------------------------------
 
 
+@lru_cache(maxsize=1 << 16)
 def exp_neg_bounds(gamma: Fraction, bits: int) -> tuple[int, int]:
     """Integers (lo, hi) with lo/2**bits <= exp(-gamma) <= hi/2**bits, for rational gamma >= 0.
 

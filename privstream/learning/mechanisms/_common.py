@@ -1,0 +1,66 @@
+"""Shared parameter validation and the mechanism base class."""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from fractions import Fraction
+from numbers import Rational, Real
+from typing import ClassVar
+
+from privstream.learning.accounting import PrivacyGuarantee
+from privstream.learning.privacy_errors import PrivacyParameterError
+from privstream.learning.randomness import RandomSource, resolve
+
+__all__ = ["Mechanism", "exact_real", "positive_int", "positive_real", "probability"]
+
+
+def exact_real(x: object, name: str) -> Fraction:
+    """The exact rational value of a finite real (int, Fraction or float; floats are dyadic)."""
+    if isinstance(x, bool) or not isinstance(x, Real):
+        raise PrivacyParameterError(f"{name} must be a real number, got {x!r}")
+    if isinstance(x, Rational):
+        return Fraction(x.numerator, x.denominator)
+    f = float(x)
+    if not math.isfinite(f):
+        raise PrivacyParameterError(f"{name} must be finite, got {x!r}")
+    return Fraction(f)
+
+
+def positive_real(x: object, name: str) -> Fraction:
+    """Exact value of a finite real > 0."""
+    f = exact_real(x, name)
+    if f <= 0:
+        raise PrivacyParameterError(f"{name} must be > 0, got {x!r}")
+    return f
+
+
+def positive_int(x: object, name: str) -> int:
+    if isinstance(x, bool) or not isinstance(x, int) or x < 1:
+        raise PrivacyParameterError(f"{name} must be an int >= 1, got {x!r}")
+    return x
+
+
+def probability(x: object, name: str) -> float:
+    """A delta-like parameter in the open interval (0, 1)."""
+    f = exact_real(x, name)
+    if not 0 < f < 1:
+        raise PrivacyParameterError(f"{name} must be in (0, 1), got {x!r}")
+    return float(f)
+
+
+class Mechanism(ABC):
+    """A randomized release with a privacy map.
+
+    Every mechanism draws only from its :class:`RandomSource` (default: the OS CSPRNG) and states
+    its guarantee per release through :meth:`guarantee`.
+    """
+
+    name: ClassVar[str]
+
+    def __init__(self, rng: RandomSource | None) -> None:
+        self.rng = resolve(rng)
+
+    @abstractmethod
+    def guarantee(self) -> PrivacyGuarantee:
+        """The privacy guarantee of one release (replace-one neighbours)."""
