@@ -76,8 +76,8 @@ def as_labels(ys: object, length: int | None = None) -> np.ndarray:
     if length is not None and arr.shape[0] != length:
         raise LabelError(f"{arr.shape[0]} labels for {length} points")
     if arr.dtype == bool:
-        return arr.astype(np.uint8)
-    if arr.size and (arr.dtype.kind not in "iu" or not np.isin(arr, (0, 1)).all()):
+        return arr.astype(np.uint8, copy=False)
+    if arr.size and (arr.dtype.kind not in "iu" or arr.min() < 0 or arr.max() > 1):
         bad = next((y for y in arr.tolist() if y not in (0, 1) or isinstance(y, float)), arr[0])
         raise LabelError(f"label {bad!r} is not 0 or 1")
-    return arr.astype(np.uint8)
+    return arr.astype(np.uint8, copy=False)

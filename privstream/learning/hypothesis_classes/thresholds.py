@@ -12,7 +12,7 @@ import numpy as np
 
 from privstream.learning.errors import StateError
 from privstream.learning.hypotheses import Hypothesis, hypothesis_from_runs
-from privstream.learning.hypothesis_classes._vector import UINT64_MAX, soa_rule
+from privstream.learning.hypothesis_classes._vector import CHUNK, FLOAT_EXACT, UINT64_MAX, soa_rule
 from privstream.learning.hypothesis_classes.base import HypothesisClass, VersionSpace, floor_log2
 
 
@@ -92,24 +92,53 @@ class ThresholdVersionSpace(VersionSpace):
     def soa_batch(self, xs: np.ndarray, ys: np.ndarray, tie: int) -> tuple[np.ndarray, int]:
         if self.n > UINT64_MAX - 1 or xs.dtype == object:
             return super().soa_batch(xs, ys, tie)
+        # Chunks that stay in cache; each continues from the state the previous one left.
+        preds = np.empty(xs.shape[0], dtype=np.uint8)
+        for start in range(0, xs.shape[0], CHUNK):
+            chunk = xs[start : start + CHUNK]
+            p, k = self._batch_chunk(chunk, ys[start : start + CHUNK], tie)
+            preds[start : start + k] = p
+            if k < chunk.shape[0]:
+                return preds[: start + k], start + k
+        return preds, xs.shape[0]
+
+    def _batch_chunk(self, xs: np.ndarray, ys: np.ndarray, tie: int) -> tuple[np.ndarray, int]:
+        # Wrapping uint64 arithmetic: branch-free selects with bit masks, in place where possible.
+        one, n = np.uint64(1), np.uint64(self.n)
         x = xs.astype(np.uint64)
-        pos = ys.astype(bool)
+        mask = ys.astype(np.uint64)
+        mask -= one  # all ones for a negative example, 0 for a positive
         # State after each prefix: lo = max(x+1 over negatives), hi = min(x over positives).
-        lo_after = np.maximum.accumulate(np.where(pos, np.uint64(0), x + np.uint64(1)))
-        hi_after = np.minimum.accumulate(np.where(pos, x, np.uint64(self.n)))
+        lo_after = x + one
+        lo_after &= mask
+        np.maximum.accumulate(lo_after, out=lo_after)
         np.maximum(lo_after, np.uint64(self.lo), out=lo_after)
+        np.invert(mask, out=mask)  # now all ones for a positive example
+        hi_after = x - n
+        hi_after &= mask
+        hi_after += n
+        np.minimum.accumulate(hi_after, out=hi_after)
         np.minimum(hi_after, np.uint64(self.hi), out=hi_after)
-        bad = np.flatnonzero(lo_after > hi_after)
-        k = int(bad[0]) if bad.size else x.shape[0]
-        lo_before = np.concatenate(([np.uint64(self.lo)], lo_after[: k - 1])) if k else lo_after[:0]
-        hi_before = np.concatenate(([np.uint64(self.hi)], hi_after[: k - 1])) if k else hi_after[:0]
-        xk = x[:k]
-        size = hi_before - lo_before + np.uint64(1)
-        c1 = np.where(xk + np.uint64(1) > lo_before, xk + np.uint64(1) - lo_before, np.uint64(0))
+        broken = lo_after > hi_after
+        k = int(broken.argmax()) if broken.any() else x.shape[0]
+        if k == 0:
+            return np.zeros(0, dtype=np.uint8), 0
+        lo_b = mask[:k]  # reuse: the state before each example
+        lo_b[0], lo_b[1:] = self.lo, lo_after[: k - 1]
+        size = np.empty(k, dtype=np.uint64)
+        size[0], size[1:] = self.hi, hi_after[: k - 1]
+        size -= lo_b
+        size += one
+        # c1 = #{cuts t in [lo, hi] : t <= x} = clip(x + 1 - lo, 0, size)
+        c1 = x[:k]
+        c1 += one
+        below = c1 <= lo_b
+        c1 -= lo_b
+        c1[below] = 0
         np.minimum(c1, size, out=c1)
-        preds = soa_rule(c1, size - c1, tie)
-        if k:
-            self.lo, self.hi = int(lo_after[k - 1]), int(hi_after[k - 1])
+        size -= c1  # now c0
+        preds = soa_rule(c1, size, tie, exact_in_float=self.n < FLOAT_EXACT - 1)
+        self.lo, self.hi = int(lo_after[k - 1]), int(hi_after[k - 1])
         return preds, k
 
 
