@@ -7,13 +7,14 @@ collaborators; this module never imports the service.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from privstream.agents.interfaces import IngestMetrics
 from privstream.agents.online import OnlineLearners
 from privstream.agents.progress import Progress
 from privstream.agents.validation import ExampleValidator, Invalid
+from privstream.schemas import Example
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +40,7 @@ def register_ingest_agent(
     learners: OnlineLearners,
     metrics: IngestMetrics,
     progress: Progress,
+    on_valid: Callable[[Example, int, int, float | None], None] | None = None,
 ) -> Any:
     """Define the ``ingest`` agent on ``app`` (a ``faust.App``); returns the agent.
 
@@ -63,6 +65,8 @@ def register_ingest_agent(
                 metrics.dead_lettered()
             else:
                 prediction = learners.learn(result, message.partition, message.offset)
+                if on_valid is not None:  # the private side: buffer it in its window
+                    on_valid(result, message.partition, message.offset, message.timestamp)
                 await predictions.send(
                     key=result.stream_id.encode(), value=prediction.model_dump_json().encode()
                 )

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, NamedTuple, Protocol
+
+import numpy as np
 
 
 class IngestMetrics(Protocol):
@@ -17,3 +19,61 @@ class IngestMetrics(Protocol):
     def learned(self, stream_id: str, mistake: bool, mistakes: int, realizable: bool) -> None: ...
 
     def mistake_bound(self, stream_id: str, bound: int) -> None: ...
+
+
+class WindowData(NamedTuple):
+    """A window's examples in compact numpy form (never a list of objects)."""
+
+    xs: np.ndarray  # int64 (object for domains beyond int64)
+    ys: np.ndarray  # uint8, 0/1
+    users: np.ndarray  # object: user ids or None
+    seqs: np.ndarray  # int64: the examples' sequence numbers in the stream (arrival order)
+
+
+class StateStore(Protocol):
+    """Durable per-stream state: window buffers and SOA snapshots (the service uses SQLite).
+
+    ``append`` is idempotent per Kafka position, so a replay (at-least-once) stores nothing new
+    and an example keeps its sequence number for ever: window ids are deterministic.
+    """
+
+    generation: str  # random id of this store; part of every window id (a new store, new ids)
+
+    def append(
+        self, stream_id: str, partition: int, offset: int, x: int, y: int, user: str | None,
+        time_window: int | None,
+    ) -> int | None:
+        """Store an example; its sequence number in the stream, or None if stored before."""
+        ...
+
+    def next_seq(self, stream_id: str) -> int: ...
+
+    def count_window(self, stream_id: str, start: int, end: int) -> WindowData: ...
+
+    def time_window(self, stream_id: str, index: int) -> WindowData: ...
+
+    def pending_time_windows(self, stream_id: str) -> list[int]: ...
+
+    def mark_closed(self, stream_id: str, window_id: str, outcome: str) -> None:
+        """Record the window as done (released, refused or failed) and drop its examples."""
+        ...
+
+    def closed_windows(self, stream_id: str) -> dict[str, str]: ...
+
+    def save_soa(self, stream_id: str, state: dict[str, Any]) -> None: ...
+
+    def load_soa(self, stream_id: str) -> dict[str, Any] | None: ...
+
+
+class ReleaseMetrics(Protocol):
+    """What the release agent reports."""
+
+    def released(self, stream_id: str, epsilon_spent: float, epsilon_remaining: float) -> None: ...
+
+    def refused(self, stream_id: str, epsilon_spent: float, epsilon_remaining: float) -> None: ...
+
+    def learner_failed(self, stream_id: str) -> None: ...
+
+    def learner_ran(self, learner: str, seconds: float, window_size: int) -> None: ...
+
+    def late_example(self, stream_id: str) -> None: ...

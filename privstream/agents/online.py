@@ -6,6 +6,13 @@ and its SOA lives on the worker that owns that partition.
 Replays are harmless on realizable streams: the SOA is consistent with every example it has
 learned, so an example delivered twice (at-least-once) is predicted correctly the second time
 and leaves the version space unchanged.
+
+Durability: with a :class:`StateStore`, the SOA's state is saved whenever an example changes
+it (a mistake, or a smaller version space) before the example is acknowledged. Examples that
+change nothing are not saved, and need not be: so a worker that crashes and restarts, or takes
+over a stream's partition, continues with exactly the SOA it had (only ``examples_seen`` may
+lag behind by examples that changed nothing). On a realizable stream changes are rare (at most
+Ldim mistakes; the version space shrinks less and less often), so this costs little.
 """
 
 from __future__ import annotations
@@ -14,7 +21,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from privstream.agents.interfaces import IngestMetrics
+from privstream.agents.interfaces import IngestMetrics, StateStore
 from privstream.learning.hypothesis_classes import HypothesisClass
 from privstream.learning.soa import SOA
 from privstream.schemas import Example, Prediction
@@ -34,13 +41,29 @@ class OnlineStream:
 class OnlineLearners:
     """Per-stream SOA state; :meth:`learn` is the whole online step for one example."""
 
-    def __init__(self, streams: Mapping[str, OnlineStream], metrics: IngestMetrics):
+    def __init__(
+        self, streams: Mapping[str, OnlineStream], metrics: IngestMetrics, store: StateStore | None = None
+    ):
+        self._streams = dict(streams)
         self._metrics = metrics
+        self._store = store
         self._soas: dict[str, SOA] = {}
-        for stream_id, stream in streams.items():
-            soa = SOA(stream.hypothesis_class, tie=stream.tie)
-            self._soas[stream_id] = soa
+        self.reload()
+        for stream_id, soa in self._soas.items():
             metrics.mistake_bound(stream_id, soa.mistake_bound)
+
+    def reload(self) -> None:
+        """(Re)load every stream's SOA from the store: at start, and when partitions move."""
+        for stream_id, stream in self._streams.items():
+            snapshot = self._store.load_soa(stream_id) if self._store else None
+            if snapshot is None:
+                self._soas[stream_id] = SOA(stream.hypothesis_class, tie=stream.tie)
+                continue
+            try:
+                self._soas[stream_id] = SOA.from_state_dict(stream.hypothesis_class, snapshot)
+            except ValueError as exc:  # e.g. the stream's class was changed in the settings
+                log.warning("stream %s: ignoring its saved SOA state (%s); starting afresh", stream_id, exc)
+                self._soas[stream_id] = SOA(stream.hypothesis_class, tie=stream.tie)
 
     def soa(self, stream_id: str) -> SOA:
         return self._soas[stream_id]
@@ -49,8 +72,11 @@ class OnlineLearners:
         """Predict ``example.y`` from ``example.x``, then learn the true label."""
         soa = self._soas[example.stream_id]
         was_realizable, mistakes_before = soa.realizable, soa.mistakes
+        size_before = soa.version_space_size
         prediction = soa.learn_one(example.x, example.y)
         mistake = soa.mistakes > mistakes_before
+        if self._store is not None and (mistake or soa.version_space_size != size_before):
+            self._store.save_soa(example.stream_id, soa.state_dict())
         if was_realizable and not soa.realizable:
             log.warning(
                 "stream %s is not realizable by its class %s: no hypothesis agrees with all of its "

@@ -44,8 +44,11 @@ class ExampleValidator:
     is outside that stream's domain.
     """
 
-    def __init__(self, domain_checks: Mapping[str, Callable[[int], None]]):
+    def __init__(
+        self, domain_checks: Mapping[str, Callable[[int], None]], user_level: frozenset[str] = frozenset()
+    ):
         self._domain_checks = dict(domain_checks)
+        self._user_level = user_level  # streams whose privacy unit is the user: user_id required
 
     def validate(self, raw: bytes | None) -> Example | Invalid:
         if raw is None:
@@ -63,6 +66,8 @@ class ExampleValidator:
             check(example.x)
         except ValueError as exc:
             return Invalid("out_of_domain", str(exc))
+        if example.user_id is None and example.stream_id in self._user_level:
+            return Invalid("missing_field", "user_id: required by the stream's user-level privacy")
         return example
 
 

@@ -42,14 +42,20 @@ class Certificate(BaseModel):
     privacy_unit: PrivacyUnit = "example"
     user_contribution_bound: int | None = Field(default=None, ge=1)
     window: WindowInfo | None = None
-    sample_size: int = Field(ge=0, description="n, public under replace-one neighbouring")
-    ledger_entry_id: str | None = None
+    sample_size: int | None = Field(
+        default=None, ge=0, description="n; null under add-remove-one, where n itself is private"
+    )
+    ledger_entry_id: str | None = Field(default=None, description="the charge in the privacy ledger")
+    composition: Literal["sequential"] = Field(
+        default="sequential", description="how the stream's releases add up against its budget"
+    )
     epsilon_budget_remaining: float | None = None
     delta_budget_remaining: float | None = None
     parameters: dict[str, Any] = Field(default_factory=dict)
     proper: bool = Field(description="whether the hypothesis is a member of the class")
-    accuracy_guarantee_holds: bool = Field(
-        description="whether the sample size meets the learner's theorem for (alpha, beta)"
+    accuracy_guarantee_holds: bool | None = Field(
+        description="whether the sample size meets the learner's theorem for (alpha, beta); "
+        "null when n is private (time windows): even this one bit would depend on it"
     )
     theorem_sample_size: int | None = Field(
         default=None, description="the n the accuracy theorem needs at these parameters"

@@ -24,7 +24,8 @@ from typing import Any
 
 from privstream.stream_app.broker import EmbeddedBroker, die_with_parent, free_port
 from privstream.stream_app.kafka_io import ensure_topics, produce_json
-from privstream.stream_app.settings import Settings, StreamConfig
+from privstream.stream_app.sdk import Release
+from privstream.stream_app.settings import ReleaseConfig, Settings, StreamConfig, WindowConfig
 from privstream.stream_app.synthetic import malformed_messages, synthetic_examples
 
 DEMO_STREAM = "demo"
@@ -63,7 +64,15 @@ class WorkerProcess:
         return self
 
     def status(self) -> dict[str, Any] | None:
-        return fetch_json(f"{self.base_url}/status")
+        """Online figures (/status) with the demo stream's budget figures merged in."""
+        status = fetch_json(f"{self.base_url}/status")
+        if status is not None:
+            status["budget"] = fetch_json(f"{self.base_url}/streams/{DEMO_STREAM}/budget")
+        return status
+
+    def latest_release(self) -> Release | None:
+        data = fetch_json(f"{self.base_url}/streams/{DEMO_STREAM}/releases/latest")
+        return None if data is None or "error" in data else Release.from_json(data)
 
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
@@ -110,10 +119,13 @@ class ProgressView:
                 self._first_progress = (now, done)
             t0, n0 = self._first_progress
             rate = (done - n0) / (now - t0) if now > t0 else 0.0
+            budget = status.get("budget") or {}
             line = (
                 f"examples {done}/{self.total}  mistakes {s.get('mistakes', 0)}/{s.get('mistake_bound', '?')}"
                 f" (bound)  realizable {'yes' if s.get('realizable', True) else 'NO'}  "
-                f"invalid {status.get('invalid', 0)}  releases 0  {rate:,.0f} ex/s"
+                f"invalid {status.get('invalid', 0)}  releases {budget.get('releases', 0)} "
+                f"(ε {budget.get('epsilon_spent', 0):g}/{budget.get('epsilon_budget', 0):g})"
+                f"  {rate:,.0f} ex/s"
             )
         if line == self._last_line and not self.tty:
             return
@@ -134,9 +146,22 @@ class Demo:
                 "app_id": f"privstream-demo-{run_id}",
                 "topic_prefix": f"demo-{run_id}.",
                 "web_port": free_port(),
-                "streams": [StreamConfig(name=DEMO_STREAM, hypothesis_class=args.class_spec)],
+                "streams": [
+                    StreamConfig(
+                        name=DEMO_STREAM,
+                        hypothesis_class=args.class_spec,
+                        release=ReleaseConfig(
+                            window=WindowConfig(size=args.window),
+                            epsilon=args.epsilon,
+                            epsilon_budget=args.epsilon_budget,
+                        ),
+                    )
+                ],
+                "ledger_create_if_missing": True,  # the demo's ledger lives in a fresh temporary folder
             }
         )
+        # Windows that close: each is released or, once the budget is spent, refused.
+        self.expected_windows = args.examples // args.window
 
     def run(self) -> dict[str, Any]:
         args = self.args
@@ -146,6 +171,7 @@ class Demo:
         with contextlib.ExitStack() as stack:
             workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="privstream-demo-")))
             settings = self.settings.model_copy(update={"data_dir": workdir / "data"})
+            (workdir / "data").mkdir()
             if settings.kafka_bootstrap is None:
                 broker = stack.enter_context(EmbeddedBroker(log_path=workdir / "broker.log"))
                 settings = settings.model_copy(update={"kafka_bootstrap": broker.bootstrap})
@@ -155,14 +181,24 @@ class Demo:
             stack.callback(worker.stop)
             print(f"worker (pid {worker.process.pid}) at {worker.base_url}; "
                   f"stream '{DEMO_STREAM}' of class {args.class_spec}", file=sys.stderr)
+            print("watch the releases in another terminal: "
+                  f"PRIVSTREAM_KAFKA_BOOTSTRAP={settings.kafka_bootstrap} "
+                  f"PRIVSTREAM_TOPIC_PREFIX={settings.topic_prefix} privstream subscribe {DEMO_STREAM}",
+                  file=sys.stderr)
             records = [(DEMO_STREAM, m) for m in batch.messages(DEMO_STREAM)]
             records += [(DEMO_STREAM, raw) for raw in malformed_messages(args.invalid, DEMO_STREAM)]
             status = asyncio.run(self._produce_and_watch(settings, worker, records))
+            latest = worker.latest_release()
             exit_status = worker.stop()
             if exit_status not in (0, None):
                 print(f"worker exited with status {exit_status}; its log:\n"
                       + (workdir / "worker.log").read_text()[-4000:], file=sys.stderr)
         stream = (status or {}).get("streams", {}).get(DEMO_STREAM, {})
+        budget = (status or {}).get("budget") or {}
+        error = None
+        if latest is not None:  # fresh data from the demo's target, never seen by the learner
+            fresh = synthetic_examples(args.class_spec, 10_000, 0.0, seed=None, target=batch.target)
+            error = latest.error_on(fresh.xs, fresh.ys)
         return {
             "examples": args.examples,
             "processed": stream.get("examples", 0),
@@ -170,7 +206,11 @@ class Demo:
             "mistake_bound": stream.get("mistake_bound"),
             "realizable": stream.get("realizable"),
             "invalid": (status or {}).get("invalid", 0),
-            "releases": 0,
+            "releases": budget.get("releases", 0),
+            "refusals": budget.get("refusals", 0),
+            "epsilon_spent": budget.get("epsilon_spent", 0.0),
+            "epsilon_budget": budget.get("epsilon_budget", args.epsilon_budget),
+            "last_release_error": error,
             "hypothesis_class": args.class_spec,
             "label_noise": args.label_noise,
         }
@@ -189,7 +229,10 @@ class Demo:
             view.show(status)
             if producer.done():
                 producer.result()  # re-raise a producer error
-                if status is not None and status["handled"] >= len(records):
+                budget = (status or {}).get("budget") or {}
+                windows_done = budget.get("releases", 0) + budget.get("refusals", 0)
+                if status is not None and status["handled"] >= len(records) \
+                        and windows_done >= self.expected_windows:
                     break
             await asyncio.sleep(0.25)
         else:

@@ -669,6 +669,17 @@ class SqliteLedger:
             ).fetchall()
         return [_to_charge(row) for row in rows]
 
+    def latest_published(self, stream_id: str) -> Charge | None:
+        """The stream's most recently charged release that was confirmed published."""
+        with self._read() as cur:
+            self._stream(cur, stream_id)
+            row = cur.execute(
+                f"SELECT {_CHARGE_COLUMNS} FROM charges WHERE stream_id = ? AND published_at IS NOT NULL "
+                "ORDER BY entry_id DESC LIMIT 1",
+                (stream_id,),
+            ).fetchone()
+        return None if row is None else _to_charge(row)
+
     # ----------------------------------------------------------------- lifetime
 
     @property

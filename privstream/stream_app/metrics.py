@@ -8,16 +8,21 @@ from __future__ import annotations
 
 import time
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from privstream import __version__
 from privstream.agents.validation import INVALID_REASONS
 
 
 class ServiceMetrics:
-    """The service's metrics; implements :class:`privstream.agents.interfaces.IngestMetrics`."""
+    """The service's metrics; implements the agents' ``IngestMetrics`` and ``ReleaseMetrics``."""
 
-    def __init__(self, stream_ids: list[str], registry: CollectorRegistry | None = None):
+    def __init__(
+        self,
+        stream_ids: list[str],
+        registry: CollectorRegistry | None = None,
+        release_streams: dict[str, tuple[float, str]] | None = None,
+    ):
         self.registry = registry or CollectorRegistry(auto_describe=True)
         r = self.registry
         self.build_info = Gauge("privstream_build_info", "Build information (value is 1).",
@@ -45,6 +50,45 @@ class ServiceMetrics:
         self.last_progress = Gauge(
             "privstream_last_progress_timestamp_seconds",
             "Unix time at which the agents last finished a message.", registry=r)
+        # --- private releases (labels: configured streams with releases, configured learners) ---
+        self.releases = Counter(
+            "privstream_releases_total", "Private releases published.", ["stream"], registry=r)
+        self.refusals = Counter(
+            "privstream_release_refusals_total",
+            "Windows not released because the stream's privacy budget is spent.", ["stream"], registry=r)
+        self.release_failures = Counter(
+            "privstream_release_failures_total", "Windows whose learner or publication failed.",
+            ["stream"], registry=r)
+        self.late_examples = Counter(
+            "privstream_late_examples_total",
+            "Examples that arrived after their time window was released (kept by the SOA only).",
+            ["stream"], registry=r)
+        self.epsilon_spent = Gauge(
+            "privstream_privacy_epsilon_spent", "ε spent by the stream's releases (ledger).",
+            ["stream"], registry=r)
+        self.epsilon_remaining = Gauge(
+            "privstream_privacy_epsilon_remaining", "ε left in the stream's budget (ledger).",
+            ["stream"], registry=r)
+        self.budget_exhausted = Gauge(
+            "privstream_privacy_budget_exhausted", "1 once a release was refused for lack of budget.",
+            ["stream"], registry=r)
+        self.last_release = Gauge(
+            "privstream_last_release_timestamp_seconds", "Unix time of the stream's last release.",
+            ["stream"], registry=r)
+        self.learner_seconds = Histogram(
+            "privstream_learner_run_seconds", "Time a private learner took on one window.", ["learner"],
+            buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300), registry=r)
+        self.window_size = Histogram(
+            "privstream_window_size_examples", "Examples in a window handed to a learner.", ["learner"],
+            buckets=(10, 100, 500, 1000, 2000, 5000, 10_000, 50_000, 100_000, 1_000_000), registry=r)
+        for stream, (remaining, learner) in (release_streams or {}).items():
+            for child in (self.releases, self.refusals, self.release_failures, self.late_examples):
+                child.labels(stream=stream)
+            self.epsilon_spent.labels(stream=stream).set(0)
+            self.epsilon_remaining.labels(stream=stream).set(remaining)
+            self.budget_exhausted.labels(stream=stream).set(0)
+            self.learner_seconds.labels(learner=learner)
+            self.window_size.labels(learner=learner)
         # Plain totals for /status and /healthz (prometheus_client keeps its values private).
         self.received_count = 0
         self.invalid_counts = dict.fromkeys(INVALID_REASONS, 0)
@@ -78,6 +122,31 @@ class ServiceMetrics:
 
     def mistake_bound(self, stream_id: str, bound: int) -> None:
         self.soa_mistake_bound.labels(stream=stream_id).set(bound)
+
+    # --- ReleaseMetrics ----------------------------------------------------------------------
+    def released(self, stream_id: str, epsilon_spent: float, epsilon_remaining: float) -> None:
+        self.releases.labels(stream=stream_id).inc()
+        self.last_release.labels(stream=stream_id).set(time.time())
+        self.budget(stream_id, epsilon_spent, epsilon_remaining)
+
+    def refused(self, stream_id: str, epsilon_spent: float, epsilon_remaining: float) -> None:
+        self.refusals.labels(stream=stream_id).inc()
+        self.budget_exhausted.labels(stream=stream_id).set(1)
+        self.budget(stream_id, epsilon_spent, epsilon_remaining)
+
+    def budget(self, stream_id: str, epsilon_spent: float, epsilon_remaining: float) -> None:
+        self.epsilon_spent.labels(stream=stream_id).set(epsilon_spent)
+        self.epsilon_remaining.labels(stream=stream_id).set(epsilon_remaining)
+
+    def learner_failed(self, stream_id: str) -> None:
+        self.release_failures.labels(stream=stream_id).inc()
+
+    def learner_ran(self, learner: str, seconds: float, window_size: int) -> None:
+        self.learner_seconds.labels(learner=learner).observe(seconds)
+        self.window_size.labels(learner=learner).observe(window_size)
+
+    def late_example(self, stream_id: str) -> None:
+        self.late_examples.labels(stream=stream_id).inc()
 
     def exposition(self) -> bytes:
         """The registry in the Prometheus text format."""

@@ -12,14 +12,19 @@ from typing import Any
 
 import faust
 
+from privstream import __version__
 from privstream.agents.ingest import register_ingest_agent
 from privstream.agents.online import OnlineLearners, OnlineStream
 from privstream.agents.progress import Progress
+from privstream.agents.releases import ReleaseAgent, ReleasePolicy
 from privstream.agents.validation import ExampleValidator
-from privstream.learning.hypothesis_classes import parse_class_spec
+from privstream.learning.hypothesis_classes import HypothesisClass, parse_class_spec
+from privstream.learning.private_learners import make_learner
 from privstream.stream_app import web
+from privstream.stream_app.ledger import SqliteLedger
 from privstream.stream_app.metrics import ServiceMetrics
-from privstream.stream_app.settings import FAUST_ENV_PREFIX, Settings
+from privstream.stream_app.settings import FAUST_ENV_PREFIX, ReleaseConfig, Settings
+from privstream.stream_app.state_store import SqliteStateStore
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +39,9 @@ class Service:
     metrics: ServiceMetrics
     learners: OnlineLearners
     progress: Progress
+    store: SqliteStateStore
+    ledger: SqliteLedger | None = None
+    releases: ReleaseAgent | None = None
 
 
 def faust_broker_url(bootstrap: str) -> str:
@@ -103,13 +111,48 @@ def build_app(settings: Settings) -> faust.App:
     )
 
 
+def release_policy(stream_id: str, hclass: HypothesisClass, config: ReleaseConfig) -> ReleasePolicy:
+    """The release agent's policy for a stream, with its learner built from the settings."""
+    params = dict(config.learner_params)
+    alpha, beta = float(params.pop("alpha", 0.25)), float(params.pop("beta", 0.25))
+    return ReleasePolicy(
+        stream_id=stream_id,
+        hypothesis_class=hclass,
+        learner=make_learner(config.learner, **params),
+        epsilon=config.epsilon,
+        delta=config.delta,
+        alpha=alpha,
+        beta=beta,
+        window_kind=config.window.kind,
+        window_size=config.window.size,
+        window_seconds=config.window.seconds,
+        allowed_lateness_seconds=config.window.allowed_lateness_seconds,
+        privacy_unit=config.privacy_unit,
+        user_contribution_bound=config.user_contribution_bound,
+    )
+
+
+def open_ledger(settings: Settings) -> SqliteLedger | None:
+    """The privacy ledger with every releasing stream's budget, or None if nothing is released."""
+    budgets = {
+        s.name: (s.release.epsilon_budget, s.release.delta_budget) for s in settings.streams if s.release
+    }
+    if not budgets:
+        return None
+    path = settings.resolved_ledger_path
+    if settings.ledger_create_if_missing:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    return SqliteLedger.open(path, create_if_missing=settings.ledger_create_if_missing, budgets=budgets)
+
+
 def build_service(settings: Settings) -> Service:
     """Build the app and register the agents and web pages on it."""
+    ledger = open_ledger(settings)  # first: a missing or corrupt ledger stops the worker at once
     app = build_app(settings)
     raw = {"key_serializer": "raw", "value_serializer": "raw"}
     topics = {
         name: app.topic(settings.topic(name), partitions=settings.topic_partitions, **raw)
-        for name in ("examples", "examples.dlq", "predictions")
+        for name in ("examples", "examples.dlq", "predictions", "hypotheses")
     }
     streams = {
         s.name: OnlineStream(s.name, parse_class_spec(s.hypothesis_class), s.soa_tie)
@@ -117,10 +160,32 @@ def build_service(settings: Settings) -> Service:
     }
     if not streams:
         log.warning("no streams are configured: every example will go to the dead-letter topic")
-    metrics = ServiceMetrics(list(streams))
-    learners = OnlineLearners(streams, metrics)
+    policies = {
+        s.name: release_policy(s.name, streams[s.name].hypothesis_class, s.release)
+        for s in settings.streams if s.release
+    }
+    metrics = ServiceMetrics(
+        list(streams),
+        release_streams={
+            sid: (ledger.remaining(sid).epsilon if ledger else 0.0, p.learner.name)
+            for sid, p in policies.items()
+        },
+    )
+    store = SqliteStateStore(settings.resolved_state_path)
+    learners = OnlineLearners(streams, metrics, store)
     progress = Progress()
-    validator = ExampleValidator({sid: s.hypothesis_class.check_point for sid, s in streams.items()})
+    releases = None
+    if policies:
+        assert ledger is not None
+        for sid in policies:
+            metrics.budget(sid, ledger.spent(sid).epsilon, ledger.remaining(sid).epsilon)
+        releases = ReleaseAgent(
+            policies, store, ledger, publisher(topics["hypotheses"]), metrics, library_version=__version__
+        )
+    user_level = frozenset(sid for sid, p in policies.items() if p.privacy_unit == "user")
+    validator = ExampleValidator(
+        {sid: s.hypothesis_class.check_point for sid, s in streams.items()}, user_level=user_level
+    )
     register_ingest_agent(
         app,
         source=topics["examples"],
@@ -130,7 +195,34 @@ def build_service(settings: Settings) -> Service:
         learners=learners,
         metrics=metrics,
         progress=progress,
+        on_valid=releases.observe if releases else None,
     )
-    service = Service(settings, app, topics, metrics, learners, progress)
+
+    @app.on_partitions_assigned.connect
+    async def _reload_state(app: Any, assigned: Any, **kwargs: Any) -> None:
+        # A stream may have been served by another worker meanwhile: continue from its state.
+        learners.reload()
+
+    if releases is not None:
+        @app.timer(60.0)
+        async def _replay_outbox() -> None:
+            # Publications that failed (a Kafka hiccup) are retried from the ledger's outbox.
+            await releases.replay_outbox()
+
+    service = Service(settings, app, topics, metrics, learners, progress, store, ledger, releases)
     web.register_pages(service)
     return service
+
+
+def publisher(topic: Any) -> Any:
+    """Publish a release's bytes to the public topic and wait until Kafka has them."""
+
+    async def publish(stream_id: str, release: bytes) -> None:
+        # force=True: send now, not attached to the event being processed (which may be acked
+        # before this background task runs); awaiting the result waits for the broker's ack.
+        pending = await topic.send(
+            key=stream_id.encode(), value=release, headers=[("schema_version", b"1")], force=True
+        )
+        await pending
+
+    return publish

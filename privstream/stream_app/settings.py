@@ -33,17 +33,76 @@ CONFIG_FILE_ENV = f"{ENV_PREFIX}CONFIG_FILE"
 FAUST_ENV_PREFIX = f"{ENV_PREFIX}FAUST_"
 
 #: The logical topics of the service; their Kafka names are ``topic_prefix + name``.
-TOPIC_NAMES = ("examples", "examples.dlq", "predictions")
+TOPIC_NAMES = ("examples", "examples.dlq", "predictions", "hypotheses")
+
+
+class WindowConfig(BaseModel):
+    """How examples are grouped for private releases.
+
+    ``count`` windows (the default) hold ``size`` consecutive examples of the stream: n is public
+    and neighbouring windows differ by replacing one example. ``time`` windows hold the examples
+    whose event time falls in ``[k*seconds, (k+1)*seconds)``; they close once an example more than
+    ``allowed_lateness_seconds`` past their end arrives; their size is private (add/remove-one).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["count", "time"] = "count"
+    size: int = Field(default=2000, ge=1, le=10_000_000, description="examples per count window")
+    seconds: float | None = Field(default=None, gt=0, description="length of a time window")
+    allowed_lateness_seconds: float = Field(default=0.0, ge=0)
+
+    @model_validator(mode="after")
+    def _time_needs_length(self) -> WindowConfig:
+        if self.kind == "time" and self.seconds is None:
+            raise ValueError("a time window needs 'seconds'")
+        return self
+
+
+class ReleaseConfig(BaseModel):
+    """A stream's private releases: the window, the learner, and the privacy parameters."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    learner: str = Field(default="generic", description="private learner, e.g. 'generic'")
+    learner_params: dict[str, Any] = Field(default_factory=dict, description="e.g. alpha, beta")
+    window: WindowConfig = Field(default_factory=WindowConfig)
+    epsilon: float = Field(gt=0, le=100, description="ε of each release")
+    delta: float = Field(default=0.0, ge=0, lt=1, description="δ of each release")
+    epsilon_budget: float = Field(gt=0, description="total ε the stream may spend (sequential composition)")
+    delta_budget: float = Field(default=0.0, ge=0, lt=1)
+    privacy_unit: Literal["example", "user"] = "example"
+    user_contribution_bound: int | None = Field(
+        default=None, ge=1, description="with privacy_unit=user: examples kept per user and window"
+    )
+    on_budget_exhausted: Literal["stop"] = Field(
+        default="stop", description="stop releasing (the online SOA keeps serving)"
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ReleaseConfig:
+        if self.privacy_unit == "user" and self.user_contribution_bound is None:
+            raise ValueError("privacy_unit 'user' needs user_contribution_bound")
+        if self.privacy_unit == "example" and self.user_contribution_bound is not None:
+            raise ValueError("user_contribution_bound applies only to privacy_unit 'user'")
+        if self.delta > self.delta_budget:
+            raise ValueError(f"delta {self.delta} per release exceeds delta_budget {self.delta_budget}")
+        if self.epsilon > self.epsilon_budget:
+            raise ValueError(
+                f"epsilon {self.epsilon} per release exceeds epsilon_budget {self.epsilon_budget}"
+            )
+        return self
 
 
 class StreamConfig(BaseModel):
-    """One named learning task: its hypothesis class and (later) its private-release parameters."""
+    """One named learning task: its hypothesis class, its SOA, and its private releases."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:-]+$")
     hypothesis_class: str = Field(description="class spec, e.g. 'thresholds:65536', or a .npy/.csv path")
     soa_tie: Literal[0, 1] = Field(default=1, description="the SOA's prediction when both labels tie")
+    release: ReleaseConfig | None = Field(default=None, description="private releases; none if unset")
 
     @field_validator("hypothesis_class")
     @classmethod
@@ -89,6 +148,17 @@ class Settings(BaseSettings):
 
     # --- state and logging ----------------------------------------------------------------------
     data_dir: Path = Field(default=Path("var"), description="local state: faust data, ledger")
+    ledger_path: Path | None = Field(
+        default=None, description="the privacy ledger (SQLite); default data_dir/ledger.sqlite3"
+    )
+    ledger_create_if_missing: bool = Field(
+        default=False,
+        description="create the ledger if it does not exist (first start only: a missing ledger "
+        "is otherwise an error, never a silently reset budget)",
+    )
+    state_path: Path | None = Field(
+        default=None, description="window buffers and SOA snapshots (SQLite); default data_dir/state.sqlite3"
+    )
     log_level: Literal["debug", "info", "warning", "error"] = "info"
 
     # --- streams --------------------------------------------------------------------------------
@@ -131,6 +201,14 @@ class Settings(BaseSettings):
         if name not in TOPIC_NAMES:
             raise KeyError(f"unknown topic {name!r}; known: {', '.join(TOPIC_NAMES)}")
         return f"{self.topic_prefix}{name}"
+
+    @property
+    def resolved_ledger_path(self) -> Path:
+        return self.ledger_path or self.data_dir / "ledger.sqlite3"
+
+    @property
+    def resolved_state_path(self) -> Path:
+        return self.state_path or self.data_dir / "state.sqlite3"
 
     def stream(self, name: str) -> StreamConfig | None:
         return next((s for s in self.streams if s.name == name), None)

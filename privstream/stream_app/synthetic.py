@@ -50,16 +50,17 @@ class SyntheticBatch:
 
 
 def synthetic_examples(
-    class_spec: str, n: int, label_noise: float = 0.0, seed: int | None = None
+    class_spec: str, n: int, label_noise: float = 0.0, seed: int | None = None,
+    target: Hypothesis | None = None,
 ) -> SyntheticBatch:
-    """``n`` examples labelled by a random target of ``class_spec``."""
+    """``n`` examples labelled by ``target`` (default: a random member of ``class_spec``)."""
     if not 0.0 <= label_noise <= 1.0:
         raise ValueError(f"label noise must be a probability in [0, 1], got {label_noise}")
     if n < 0:
         raise ValueError(f"the number of examples must be >= 0, got {n}")
     hclass = parse_class_spec(class_spec)
     rng = np.random.default_rng(seed)
-    target = random_target(hclass, rng)
+    target = target if target is not None else random_target(hclass, rng)
     domain = hclass.domain_size
     if domain <= 2**63:
         xs = rng.integers(0, domain, size=n, dtype=np.uint64)

@@ -1,7 +1,9 @@
-"""The worker's web pages: ``/metrics``, ``/healthz``, ``/readyz`` and ``/status``.
+"""The worker's web pages.
 
-``/status`` is for operators and the demo's live view (trusted zone: it shows raw mistake
-counts, which are not differentially private).
+Public (what any subscriber may see): ``/streams``, ``/streams/{id}/releases/latest``,
+``/streams/{id}/budget``: configuration, ledger figures and published releases only.
+Operators (trusted zone: raw counts, not differentially private): ``/status``, ``/metrics``.
+Probes: ``/healthz``, ``/readyz``.
 """
 
 from __future__ import annotations
@@ -67,8 +69,69 @@ def status(service: Service) -> dict[str, Any]:
     }
 
 
+def budget(service: Service, stream_id: str) -> dict[str, Any] | None:
+    """The stream's budget figures from the ledger (public: the ledger holds only DP releases)."""
+    config = service.settings.stream(stream_id)
+    if config is None or config.release is None or service.ledger is None:
+        return None
+    ledger = service.ledger
+    spent, remaining = ledger.spent(stream_id), ledger.remaining(stream_id)
+    return {
+        "stream_id": stream_id,
+        "epsilon_budget": config.release.epsilon_budget,
+        "delta_budget": config.release.delta_budget,
+        "epsilon_spent": spent.epsilon,
+        "delta_spent": spent.delta,
+        "epsilon_remaining": remaining.epsilon,
+        "delta_remaining": remaining.delta,
+        "releases": len(ledger.entries(stream_id)),
+        "refusals": ledger.refusals(stream_id),
+        "exhausted": remaining.epsilon < config.release.epsilon or remaining.delta < config.release.delta,
+        "composition": "sequential",
+    }
+
+
+def streams_overview(service: Service) -> list[dict[str, Any]]:
+    out = []
+    for stream in service.settings.streams:
+        entry: dict[str, Any] = {
+            "stream_id": stream.name,
+            "hypothesis_class": stream.hypothesis_class,
+            "release": stream.release.model_dump(mode="json") if stream.release else None,
+        }
+        figures = budget(service, stream.name)
+        if figures is not None:
+            entry["status"] = "budget exhausted: not releasing" if figures["exhausted"] else "releasing"
+            entry["budget"] = figures
+        else:
+            entry["status"] = "online only"
+        out.append(entry)
+    return out
+
+
 def register_pages(service: Service) -> None:
     app = service.app
+
+    @app.page("/streams")
+    async def streams_page(web: Any, request: Any) -> Any:
+        return web.json({"streams": streams_overview(service)})
+
+    @app.page("/streams/{stream_id}/budget")
+    async def budget_page(web: Any, request: Any, stream_id: str) -> Any:
+        figures = budget(service, stream_id)
+        if figures is None:
+            return web.json({"error": f"stream {stream_id!r} has no private releases"}, status=404)
+        return web.json(figures)
+
+    @app.page("/streams/{stream_id}/releases/latest")
+    async def latest_release_page(web: Any, request: Any, stream_id: str) -> Any:
+        if budget(service, stream_id) is None:
+            return web.json({"error": f"stream {stream_id!r} has no private releases"}, status=404)
+        assert service.ledger is not None
+        charge = service.ledger.latest_published(stream_id)
+        if charge is None:
+            return web.json({"error": f"stream {stream_id!r} has no release yet"}, status=404)
+        return web.bytes(charge.release, content_type="application/json")
 
     @app.page("/metrics")
     async def metrics_page(web: Any, request: Any) -> Any:

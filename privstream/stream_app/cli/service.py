@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import signal
@@ -56,6 +57,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     produce.add_argument("--seed", type=int, help="seed of the synthetic source")
     produce.set_defaults(handler=run_produce)
 
+    subscribe = subparsers.add_parser("subscribe", help="print a stream's private releases as they arrive")
+    _add_config(subscribe)
+    subscribe.add_argument("stream", help="stream_id")
+    subscribe.add_argument("--latest", action="store_true", help="only releases published from now on")
+    subscribe.add_argument("--count", type=int, help="stop after this many releases")
+    subscribe.add_argument("--timeout", type=float, help="stop after this many seconds")
+    subscribe.add_argument("--json", action="store_true", help="one release JSON per line")
+    subscribe.set_defaults(handler=run_subscribe)
+
     demo = subparsers.add_parser("demo", help="run everything on this machine: broker, worker, producer")
     _add_config(demo)
     demo.add_argument("--examples", type=int, default=20_000, help="examples to send (default 20000)")
@@ -64,6 +74,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     demo.add_argument("--label-noise", type=float, default=0.0,
                       help="flip each label with probability P (P > 0 makes the stream non-realizable)")
     demo.add_argument("--invalid", type=int, default=0, help="also send this many malformed messages")
+    demo.add_argument("--window", type=int, default=2000, help="examples per private release (2000)")
+    demo.add_argument("--epsilon", type=float, default=1.0, help="ε of each release (1.0)")
+    demo.add_argument("--epsilon-budget", type=float, default=10.0, help="the stream's total ε (10)")
     demo.add_argument("--seed", type=int, help="seed of the synthetic target and examples")
     demo.add_argument("--timeout", type=float, default=300.0, help="give up after this many seconds")
     demo.add_argument("--json", action="store_true", help="print one JSON summary line at the end")
@@ -145,6 +158,33 @@ def run_produce(args: argparse.Namespace) -> int:
     asyncio.run(ensure_topics(settings))
     sent = asyncio.run(produce_json(settings, settings.topic("examples"), records))
     print(json.dumps({"sent": sent, "topic": settings.topic("examples")}))
+    return 0
+
+
+def run_subscribe(args: argparse.Namespace) -> int:
+    from privstream.stream_app.sdk import subscribe
+
+    settings = load_settings(args)
+    if settings.kafka_bootstrap is None:
+        raise ValueError("set PRIVSTREAM_KAFKA_BOOTSTRAP (the demo prints the embedded broker's address)")
+
+    async def follow() -> int:
+        received = 0
+        async for release in subscribe(args.stream, settings=settings, from_beginning=not args.latest):
+            received += 1
+            if args.json:
+                print(release.to_json(), flush=True)
+            else:
+                c = release.certificate
+                print(f"release {c.ledger_entry_id} of {release.stream_id}: {release.model.hypothesis} "
+                      f"(ε={c.epsilon:g}, δ={c.delta:g}, n={c.sample_size}, "
+                      f"ε left={c.epsilon_budget_remaining:g})", flush=True)
+            if args.count is not None and received >= args.count:
+                break
+        return received
+
+    with contextlib.suppress(TimeoutError):  # --timeout ends a subscription normally
+        asyncio.run(asyncio.wait_for(follow(), args.timeout) if args.timeout else follow())
     return 0
 
 

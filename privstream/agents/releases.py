@@ -1,0 +1,366 @@
+"""The release agent: windows of examples -> a private learner -> the ledger -> the public topic.
+
+For each stream with a release configuration, every valid example is appended to the durable
+state store; when a window closes, a background task
+
+1. returns early if the ledger already holds this window's release (a replay: it re-publishes the
+   stored bytes if they were not confirmed published; nothing is recomputed with fresh noise);
+2. refuses, records the refusal in the ledger and stops releasing when the budget is spent;
+3. runs the learner off the event loop (an executor), so ingestion and the SOA keep flowing;
+4. charges the ledger and stores the release bytes in one transaction (write-ahead), then
+   publishes exactly those bytes and marks them published.
+
+Nothing computed from raw examples without a charged mechanism leaves this module.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Coroutine
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from functools import partial
+from typing import Any
+
+from privstream.agents.interfaces import ReleaseMetrics, StateStore, WindowData
+from privstream.agents.ledger_port import BudgetExhaustedError, ChargeReceipt, PrivacyLedger
+from privstream.agents.windows import (
+    bound_contributions,
+    count_window_id,
+    count_window_index,
+    time_window_id,
+    time_window_index,
+    user_level_parameters,
+)
+from privstream.learning.hypothesis_classes import HypothesisClass
+from privstream.learning.private_learners import LearnerResult, PrivateLearner
+from privstream.schemas import Certificate, Example, HypothesisRelease, WindowInfo
+
+log = logging.getLogger(__name__)
+
+Publisher = Callable[[str, bytes], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class ReleasePolicy:
+    """Everything the agent needs to release one stream privately."""
+
+    stream_id: str
+    hypothesis_class: HypothesisClass
+    learner: PrivateLearner
+    epsilon: float
+    delta: float
+    alpha: float = 0.25
+    beta: float = 0.25
+    window_kind: str = "count"
+    window_size: int = 2000
+    window_seconds: float | None = None
+    allowed_lateness_seconds: float = 0.0
+    privacy_unit: str = "example"
+    user_contribution_bound: int | None = None
+
+    @property
+    def mechanism_key(self) -> str:
+        """The ledger's mechanism key: one charge per (stream, window, learner)."""
+        return f"learner:{self.learner.name}"
+
+    @property
+    def neighbouring_relation(self) -> str:
+        # Count windows have a public size: neighbours replace one example. A time window's size
+        # depends on the data, so neighbours add or remove one (DESIGN.md §3).
+        return "replace-one" if self.window_kind == "count" else "add-remove-one"
+
+
+@dataclass
+class _StreamState:
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    recovered: bool = False
+    exhausted: bool = False
+    watermark: float = float("-inf")  # highest event time seen (time windows)
+    last_closed_time_window: int | None = None
+    releases: int = 0
+    last_release: bytes | None = None
+    scheduled: set[str] = field(default_factory=set)
+
+
+class ReleaseAgent:
+    """Accumulates windows and releases them; one instance per worker."""
+
+    def __init__(
+        self,
+        policies: dict[str, ReleasePolicy],
+        store: StateStore,
+        ledger: PrivacyLedger,
+        publish: Publisher,
+        metrics: ReleaseMetrics,
+        *,
+        library_version: str,
+        executor: Executor | None = None,
+        rng_factory: Callable[[str], Any] | None = None,
+    ):
+        self.policies = policies
+        self.store = store
+        self.ledger = ledger
+        self._publish = publish
+        self.metrics = metrics
+        self.library_version = library_version
+        self.executor = executor
+        # Tests inject seeded generators; production passes None: the learner's secure default.
+        self._rng_factory = rng_factory
+        self._streams = {sid: _StreamState() for sid in policies}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # --- intake -----------------------------------------------------------------------------
+    def observe(self, example: Example, partition: int, offset: int, timestamp: float | None) -> None:
+        """Buffer a valid example of a stream with releases; schedule windows that closed."""
+        policy = self.policies.get(example.stream_id)
+        if policy is None:
+            return
+        state = self._streams[example.stream_id]
+        if not state.recovered:
+            state.recovered = True
+            self._spawn(self._recover(policy))
+        if policy.window_kind == "count":
+            seq = self.store.append(example.stream_id, partition, offset, example.x, example.y,
+                                    example.user_id, None)
+            if seq is not None and (seq + 1) % policy.window_size == 0:
+                index = count_window_index(seq, policy.window_size)
+                self._schedule(state, count_window_id(self.store.generation, index, policy.window_size),
+                               self._release_count(policy, index))
+            return
+        event_time = example.event_time or datetime.fromtimestamp(timestamp or time.time(), UTC)
+        assert policy.window_seconds is not None
+        index = time_window_index(event_time, policy.window_seconds)
+        if state.last_closed_time_window is not None and index <= state.last_closed_time_window:
+            self.metrics.late_example(example.stream_id)  # its window was released already
+            return
+        self.store.append(example.stream_id, partition, offset, example.x, example.y, example.user_id, index)
+        state.watermark = max(state.watermark, event_time.timestamp())
+        self._close_time_windows(policy, state)
+
+    def _close_time_windows(self, policy: ReleasePolicy, state: _StreamState) -> None:
+        assert policy.window_seconds is not None
+        for index in self.store.pending_time_windows(policy.stream_id):
+            end = (index + 1) * policy.window_seconds
+            if end + policy.allowed_lateness_seconds > state.watermark:
+                break
+            last = state.last_closed_time_window
+            state.last_closed_time_window = index if last is None else max(last, index)
+            self._schedule(state, time_window_id(index, policy.window_seconds),
+                           self._release_time(policy, index))
+
+    def _schedule(self, state: _StreamState, window_id: str, coro: Coroutine[Any, Any, None]) -> None:
+        """Release a window once per run (recovery and the live trigger may both ask)."""
+        if window_id in state.scheduled:
+            coro.close()
+            return
+        state.scheduled.add(window_id)
+        self._spawn(coro)
+
+    def _spawn(self, coro: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def drain(self) -> None:
+        """Wait for the release tasks in flight (tests; graceful shutdown)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    # --- recovery -----------------------------------------------------------------------------
+    async def _recover(self, policy: ReleasePolicy) -> None:
+        """On first sight of a stream: publish its outbox, release windows that closed before a crash."""
+        await self.replay_outbox(policy.stream_id)
+        if policy.window_kind != "count":
+            return
+        size = policy.window_size
+        closed = set(self.store.closed_windows(policy.stream_id))
+        complete = self.store.next_seq(policy.stream_id) // size
+        for index in range(complete):
+            if count_window_id(self.store.generation, index, size) in closed:
+                continue
+            window = self.store.count_window(policy.stream_id, index * size, (index + 1) * size)
+            if len(window.seqs) == size:
+                state = self._streams[policy.stream_id]
+                self._schedule(state, count_window_id(self.store.generation, index, size),
+                               self._release_count(policy, index))
+
+    async def replay_outbox(self, stream_id: str | None = None) -> int:
+        """Publish charged releases not confirmed published (after a crash); returns how many."""
+        pending = await asyncio.to_thread(self.ledger.unpublished, stream_id)
+        count = 0
+        for charge in pending:
+            if charge.stream_id not in self.policies:
+                continue
+            await self._publish(charge.stream_id, charge.release)
+            await asyncio.to_thread(self.ledger.mark_published, charge.entry_id)
+            log.info("re-published release %s of stream %s from the ledger's outbox",
+                     charge.entry_id, charge.stream_id)
+            count += 1
+        return count
+
+    # --- releasing ----------------------------------------------------------------------------
+    async def _release_count(self, policy: ReleasePolicy, index: int) -> None:
+        size = policy.window_size
+        window_id = count_window_id(self.store.generation, index, size)
+        info = WindowInfo(window_id=window_id, kind="count", start=index * size, end=(index + 1) * size)
+        await self._release(
+            policy, window_id, info,
+            load=lambda: self.store.count_window(policy.stream_id, index * size, (index + 1) * size),
+            close=lambda outcome: self.store.mark_closed(
+                policy.stream_id, window_id, outcome, seqs=(index * size, (index + 1) * size)),
+        )
+
+    async def _release_time(self, policy: ReleasePolicy, index: int) -> None:
+        assert policy.window_seconds is not None
+        window_id = time_window_id(index, policy.window_seconds)
+        start = datetime.fromtimestamp(index * policy.window_seconds, UTC)
+        end = datetime.fromtimestamp((index + 1) * policy.window_seconds, UTC)
+        await self._release(
+            policy, window_id, WindowInfo(window_id=window_id, kind="time", start=start, end=end),
+            load=lambda: self.store.time_window(policy.stream_id, index),
+            close=lambda outcome: self.store.mark_closed(
+                policy.stream_id, window_id, outcome, time_window=index),
+        )
+
+    async def _release(
+        self,
+        policy: ReleasePolicy,
+        window_id: str,
+        info: WindowInfo,
+        load: Callable[[], WindowData],
+        close: Callable[[str], None],
+    ) -> None:
+        stream_id = policy.stream_id
+        state = self._streams[stream_id]
+        async with state.lock:  # one release at a time per stream, in window order
+            try:
+                await self._release_locked(policy, state, window_id, info, load, close)
+            except Exception:
+                # A learner or publication failure must not kill the worker: log, count, surface.
+                log.exception("release of window %s of stream %s failed", window_id, stream_id)
+                self.metrics.learner_failed(stream_id)
+
+    async def _release_locked(
+        self,
+        policy: ReleasePolicy,
+        state: _StreamState,
+        window_id: str,
+        info: WindowInfo,
+        load: Callable[[], WindowData],
+        close: Callable[[str], None],
+    ) -> None:
+        stream_id, key = policy.stream_id, policy.mechanism_key
+        existing = await asyncio.to_thread(self.ledger.lookup, stream_id, window_id, key)
+        if existing is not None:  # released before a crash or by the partition's previous owner
+            if not existing.published:
+                await self._publish(stream_id, existing.release)
+                await asyncio.to_thread(self.ledger.mark_published, existing.entry_id)
+            await asyncio.to_thread(close, "released")
+            return
+        remaining = await asyncio.to_thread(self.ledger.remaining, stream_id)
+        if remaining.epsilon < policy.epsilon or remaining.delta < policy.delta:
+            await self._refuse(policy, state, window_id)
+            await asyncio.to_thread(close, "refused")
+            return
+
+        window = await asyncio.to_thread(load)
+        if policy.privacy_unit == "user":
+            assert policy.user_contribution_bound is not None
+            window = bound_contributions(window, policy.user_contribution_bound)
+            epsilon, delta = user_level_parameters(policy.epsilon, policy.delta,
+                                                   policy.user_contribution_bound)
+        else:
+            epsilon, delta = policy.epsilon, policy.delta
+        rng = self._rng_factory(window_id) if self._rng_factory else None
+        fit = partial(policy.learner.fit, policy.hypothesis_class, window.xs, window.ys,
+                      epsilon=epsilon, delta=delta, alpha=policy.alpha, beta=policy.beta, rng=rng)
+        started = time.perf_counter()
+        result = await asyncio.get_running_loop().run_in_executor(self.executor, fit)
+        self.metrics.learner_ran(policy.learner.name, time.perf_counter() - started, len(window.xs))
+
+        def release_bytes(receipt: ChargeReceipt) -> bytes:
+            return self._release_json(policy, result, info, receipt, randomness="seeded" if rng else "secure")
+
+        try:
+            charge = await asyncio.to_thread(
+                self.ledger.charge, stream_id, window_id, key, policy.epsilon, policy.delta, release_bytes
+            )
+        except BudgetExhaustedError:  # spent concurrently by another worker since the check
+            await self._refuse(policy, state, window_id, recorded=True)
+            await asyncio.to_thread(close, "refused")
+            return
+        await self._publish(stream_id, charge.release)
+        await asyncio.to_thread(self.ledger.mark_published, charge.entry_id)
+        await asyncio.to_thread(close, "released")
+        state.releases += 1
+        state.last_release = charge.release
+        spent = await asyncio.to_thread(self.ledger.spent, stream_id)
+        left = await asyncio.to_thread(self.ledger.remaining, stream_id)
+        self.metrics.released(stream_id, spent.epsilon, left.epsilon)
+        log.info("released window %s of stream %s (ledger entry %s, epsilon left %g)",
+                 window_id, stream_id, charge.entry_id, left.epsilon)
+
+    async def _refuse(self, policy: ReleasePolicy, state: _StreamState, window_id: str,
+                      recorded: bool = False) -> None:
+        stream_id = policy.stream_id
+        if not recorded:
+            try:  # the ledger records the refusal itself, durably, and raises
+                await asyncio.to_thread(self.ledger.charge, stream_id, window_id, policy.mechanism_key,
+                                        policy.epsilon, policy.delta, b"")
+            except BudgetExhaustedError:
+                pass
+            else:  # pragma: no cover - the check above saw too little budget; it cannot grow
+                raise RuntimeError("the ledger accepted a charge beyond the stream's budget")
+        if not state.exhausted:
+            state.exhausted = True
+            log.warning("stream %s: privacy budget exhausted; no more releases (the online SOA keeps "
+                        "serving)", stream_id)
+        spent = await asyncio.to_thread(self.ledger.spent, stream_id)
+        left = await asyncio.to_thread(self.ledger.remaining, stream_id)
+        self.metrics.refused(stream_id, spent.epsilon, left.epsilon)
+
+    def _release_json(
+        self,
+        policy: ReleasePolicy,
+        result: LearnerResult,
+        info: WindowInfo,
+        receipt: ChargeReceipt,
+        randomness: str,
+    ) -> bytes:
+        n_public = policy.window_kind == "count"
+        certificate = Certificate(
+            mechanism=result.mechanism,
+            epsilon=policy.epsilon,
+            delta=policy.delta,
+            neighbouring_relation=policy.neighbouring_relation,
+            privacy_unit=policy.privacy_unit,
+            user_contribution_bound=policy.user_contribution_bound,
+            window=info,
+            sample_size=result.sample_size if n_public else None,
+            ledger_entry_id=str(receipt.entry_id),
+            epsilon_budget_remaining=receipt.remaining.epsilon,
+            delta_budget_remaining=receipt.remaining.delta,
+            parameters={**result.parameters, "learner": policy.learner.name,
+                        "learner_epsilon": result.epsilon, "learner_delta": result.delta},
+            proper=result.proper,
+            accuracy_guarantee_holds=result.accuracy_guarantee_holds if n_public else None,
+            theorem_sample_size=result.theorem_sample_size,
+            randomness=randomness,
+            library_version=self.library_version,
+        )
+        release = HypothesisRelease(
+            stream_id=policy.stream_id,
+            hypothesis_class=policy.hypothesis_class.spec,
+            hypothesis=result.hypothesis.to_dict(),
+            certificate=certificate,
+        )
+        return release.model_dump_json().encode()
+
+    # --- status ---------------------------------------------------------------------------------
+    def stream_status(self, stream_id: str) -> dict[str, Any]:
+        state = self._streams[stream_id]
+        return {"releases_this_run": state.releases, "exhausted": state.exhausted}

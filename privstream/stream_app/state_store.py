@@ -1,0 +1,241 @@
+"""Durable per-stream state in SQLite: window buffers and SOA snapshots.
+
+Implements :class:`privstream.agents.interfaces.StateStore`. Every example of a stream with
+private releases is appended here, keyed by its Kafka position, so that
+
+* a replay after a crash or a rebalance (at-least-once delivery) stores nothing twice and an
+  example keeps its sequence number, which makes count-window ids deterministic (positions are
+  remembered per partition as a high-water mark, so a replay is recognised even after its window
+  was released and its examples dropped; a topic deleted and re-created needs a fresh store);
+* a window's examples survive a worker crash until the window is released (nothing lost);
+* several workers on one host can share the file (WAL, ``BEGIN IMMEDIATE``, busy timeout).
+
+Writes use ``synchronous=NORMAL`` in WAL mode: durable across a process crash (SIGKILL), the
+failure this guards against. An operating-system crash may lose the last transactions; the
+privacy ledger, not this store, is the place with ``synchronous=FULL``, because losing a
+buffered example costs a little accuracy while losing a charge would cost privacy.
+
+>>> store = SqliteStateStore(":memory:")
+>>> store.append("s", partition=0, offset=7, x=3, y=1, user=None, time_window=None)
+0
+>>> store.append("s", partition=0, offset=7, x=3, y=1, user=None, time_window=None) is None  # replay
+True
+>>> store.count_window("s", 0, 1).xs.tolist()
+[3]
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import sqlite3
+import threading
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from privstream.agents.interfaces import WindowData
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS stream_seq (stream_id TEXT PRIMARY KEY, next_seq INTEGER NOT NULL);
+-- The next Kafka offset expected per (stream, partition): a partition delivers in offset order,
+-- so anything below it was stored before (perhaps already released and dropped): a replay.
+CREATE TABLE IF NOT EXISTS positions (
+    stream_id TEXT NOT NULL, part INTEGER NOT NULL, next_offset INTEGER NOT NULL,
+    PRIMARY KEY (stream_id, part)
+);
+CREATE TABLE IF NOT EXISTS examples (
+    stream_id   TEXT NOT NULL,
+    seq         INTEGER NOT NULL,
+    part        INTEGER NOT NULL,
+    kafka_offset INTEGER NOT NULL,
+    x           INTEGER NOT NULL,
+    y           INTEGER NOT NULL,
+    user_id     TEXT,
+    time_window INTEGER,
+    PRIMARY KEY (stream_id, seq),
+    UNIQUE (stream_id, part, kafka_offset)
+);
+CREATE INDEX IF NOT EXISTS examples_by_time ON examples (stream_id, time_window)
+    WHERE time_window IS NOT NULL;
+CREATE TABLE IF NOT EXISTS windows (
+    stream_id TEXT NOT NULL,
+    window_id TEXT NOT NULL,
+    outcome   TEXT NOT NULL,
+    closed_at TEXT NOT NULL,
+    PRIMARY KEY (stream_id, window_id)
+);
+CREATE TABLE IF NOT EXISTS soa (stream_id TEXT PRIMARY KEY, state TEXT NOT NULL, updated_at TEXT NOT NULL);
+"""
+
+
+class StateStoreError(RuntimeError):
+    """The state file cannot be used (not a SQLite database, or locked for too long)."""
+
+
+class SqliteStateStore:
+    """The SQLite :class:`~privstream.agents.interfaces.StateStore`; thread-safe."""
+
+    def __init__(self, path: str | Path, busy_timeout: float = 30.0):
+        self.path = str(path)
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        try:
+            self._db = sqlite3.connect(self.path, timeout=busy_timeout, isolation_level=None,
+                                       check_same_thread=False)
+            self._db.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+            self._retry(lambda: self._db.execute("PRAGMA journal_mode = WAL"), busy_timeout)
+            self._db.execute("PRAGMA synchronous = NORMAL")
+            self._retry(lambda: self._db.executescript(_SCHEMA), busy_timeout)
+            self._retry(lambda: self._db.execute(
+                "INSERT OR IGNORE INTO meta (key, value) VALUES ('generation', ?)", (secrets.token_hex(4),)
+            ), busy_timeout)
+            row = self._db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
+            self.generation: str = row[0]
+        except sqlite3.DatabaseError as exc:
+            raise StateStoreError(f"state store {self.path} cannot be opened: {exc}") from exc
+
+    @staticmethod
+    def _retry(action: Any, timeout: float) -> Any:
+        """Run ``action``, retrying 'database is locked' (SQLite skips its busy handler for
+        some schema and journal-mode changes when several processes open a new file at once)."""
+        deadline = time.monotonic() + timeout
+        delay = 0.01
+        while True:
+            try:
+                return action()
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 0.5)
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    # --- examples ------------------------------------------------------------------------------
+    def append(
+        self, stream_id: str, partition: int, offset: int, x: int, y: int, user: str | None,
+        time_window: int | None,
+    ) -> int | None:
+        with self._lock:
+            db = self._db
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                row = db.execute(
+                    "SELECT next_offset FROM positions WHERE stream_id = ? AND part = ?",
+                    (stream_id, partition),
+                ).fetchone()
+                if row is not None and offset < row[0]:
+                    db.execute("COMMIT")
+                    return None
+                db.execute(
+                    "INSERT INTO positions VALUES (?, ?, ?) ON CONFLICT (stream_id, part) "
+                    "DO UPDATE SET next_offset = excluded.next_offset",
+                    (stream_id, partition, offset + 1),
+                )
+                seq = self._next_seq(stream_id)
+                db.execute(
+                    "INSERT INTO examples VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (stream_id, seq, partition, offset, int(x), int(y), user, time_window),
+                )
+                db.execute(
+                    "INSERT INTO stream_seq (stream_id, next_seq) VALUES (?, ?) "
+                    "ON CONFLICT (stream_id) DO UPDATE SET next_seq = excluded.next_seq",
+                    (stream_id, seq + 1),
+                )
+                db.execute("COMMIT")
+                return seq
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+
+    def _next_seq(self, stream_id: str) -> int:
+        row = self._db.execute("SELECT next_seq FROM stream_seq WHERE stream_id = ?", (stream_id,)).fetchone()
+        return 0 if row is None else int(row[0])
+
+    def next_seq(self, stream_id: str) -> int:
+        with self._lock:
+            return self._next_seq(stream_id)
+
+    def _window(self, where: str, params: tuple[Any, ...]) -> WindowData:
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT x, y, user_id, seq FROM examples WHERE {where} ORDER BY seq", params
+            ).fetchall()
+        if not rows:
+            empty = np.empty(0, dtype=np.int64)
+            return WindowData(empty, np.empty(0, dtype=np.uint8), np.empty(0, dtype=object), empty)
+        xs, ys, users, seqs = zip(*rows, strict=True)
+        return WindowData(
+            np.array(xs, dtype=np.int64),
+            np.array(ys, dtype=np.uint8),
+            np.array(users, dtype=object),
+            np.array(seqs, dtype=np.int64),
+        )
+
+    def count_window(self, stream_id: str, start: int, end: int) -> WindowData:
+        return self._window("stream_id = ? AND seq >= ? AND seq < ?", (stream_id, start, end))
+
+    def time_window(self, stream_id: str, index: int) -> WindowData:
+        return self._window("stream_id = ? AND time_window = ?", (stream_id, index))
+
+    def pending_time_windows(self, stream_id: str) -> list[int]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT DISTINCT time_window FROM examples WHERE stream_id = ? AND time_window IS NOT NULL "
+                "ORDER BY time_window", (stream_id,),
+            ).fetchall()
+        return [int(r[0]) for r in rows]
+
+    # --- windows -------------------------------------------------------------------------------
+    def mark_closed(
+        self, stream_id: str, window_id: str, outcome: str, *,
+        seqs: tuple[int, int] | None = None, time_window: int | None = None,
+    ) -> None:
+        """Record the window as done and drop its examples (they are no longer needed)."""
+        with self._lock:
+            db = self._db
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                db.execute(
+                    "INSERT OR IGNORE INTO windows VALUES (?, ?, ?, ?)",
+                    (stream_id, window_id, outcome, datetime.now(UTC).isoformat()),
+                )
+                if seqs is not None:
+                    db.execute("DELETE FROM examples WHERE stream_id = ? AND seq >= ? AND seq < ?",
+                               (stream_id, *seqs))
+                if time_window is not None:
+                    db.execute("DELETE FROM examples WHERE stream_id = ? AND time_window = ?",
+                               (stream_id, time_window))
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+
+    def closed_windows(self, stream_id: str) -> dict[str, str]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT window_id, outcome FROM windows WHERE stream_id = ?", (stream_id,)
+            ).fetchall()
+        return dict(rows)
+
+    # --- SOA snapshots ---------------------------------------------------------------------------
+    def save_soa(self, stream_id: str, state: dict[str, Any]) -> None:
+        with self._lock:
+            self._db.execute(
+                "INSERT INTO soa VALUES (?, ?, ?) ON CONFLICT (stream_id) DO UPDATE SET "
+                "state = excluded.state, updated_at = excluded.updated_at",
+                (stream_id, json.dumps(state), datetime.now(UTC).isoformat()),
+            )
+
+    def load_soa(self, stream_id: str) -> dict[str, Any] | None:
+        with self._lock:
+            row = self._db.execute("SELECT state FROM soa WHERE stream_id = ?", (stream_id,)).fetchone()
+        return None if row is None else json.loads(row[0])

@@ -1,0 +1,227 @@
+"""The release agent offline: windows, ledger, budget, crash recovery, failures, user level, time."""
+
+from __future__ import annotations
+
+import zlib
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import pytest
+
+from privstream.agents.releases import ReleaseAgent, ReleasePolicy
+from privstream.learning.hypothesis_classes import parse_class_spec
+from privstream.learning.private_learners import make_learner
+from privstream.learning.randomness import seeded
+from privstream.schemas import Example, HypothesisRelease
+from privstream.stream_app.ledger import SqliteLedger
+from privstream.stream_app.sdk import Release
+from privstream.stream_app.state_store import SqliteStateStore
+
+CLASS = parse_class_spec("thresholds:1024")
+TARGET = 600
+
+
+class RecordingMetrics:
+    def __init__(self):
+        self.events = Counter()
+        self.window_sizes = []
+
+    def released(self, stream_id, epsilon_spent, epsilon_remaining):
+        self.events["released"] += 1
+
+    def refused(self, stream_id, epsilon_spent, epsilon_remaining):
+        self.events["refused"] += 1
+
+    def learner_failed(self, stream_id):
+        self.events["failed"] += 1
+
+    def learner_ran(self, learner, seconds, window_size):
+        self.window_sizes.append(window_size)
+
+    def late_example(self, stream_id):
+        self.events["late"] += 1
+
+
+class Published:
+    def __init__(self, fail_times: int = 0):
+        self.messages: list[tuple[str, bytes]] = []
+        self.fail_times = fail_times
+
+    async def __call__(self, stream_id: str, release: bytes) -> None:
+        if self.fail_times:
+            self.fail_times -= 1
+            raise ConnectionError("broker unavailable")
+        self.messages.append((stream_id, release))
+
+    def releases(self):
+        return [HypothesisRelease.model_validate_json(b) for _, b in self.messages]
+
+
+def policy(**overrides):
+    values = dict(stream_id="s", hypothesis_class=CLASS, learner=make_learner("generic"), epsilon=1.0,
+                  delta=0.0, window_size=100)
+    values.update(overrides)
+    return ReleasePolicy(**values)
+
+
+def make_agent(policies, *, budget=(10.0, 0.0), ledger=None, store=None, publish=None, metrics=None):
+    ledger = ledger or SqliteLedger.open(":memory:", budgets={p: budget for p in policies})
+    store = store or SqliteStateStore(":memory:")
+    agent = ReleaseAgent(
+        policies, store, ledger, publish or Published(), metrics or RecordingMetrics(),
+        library_version="test", rng_factory=lambda window_id: seeded(zlib.crc32(window_id.encode())),
+    )
+    return agent
+
+
+def examples(n, start=0, seed=0, user=None):
+    rng = np.random.default_rng(seed)
+    xs = rng.integers(0, 1024, n)
+    return [
+        (Example(stream_id="s", x=int(x), y=int(x >= TARGET), user_id=user(i) if user else None),
+         0, start + i)
+        for i, x in enumerate(xs)
+    ]
+
+
+async def feed(agent, batch, timestamp=None):
+    for example, partition, offset in batch:
+        agent.observe(example, partition, offset, timestamp)
+    await agent.drain()
+
+
+async def test_count_windows_release_once_each_with_a_valid_certificate():
+    publish, metrics = Published(), RecordingMetrics()
+    agent = make_agent({"s": policy()}, publish=publish, metrics=metrics)
+    await feed(agent, examples(1050))
+    releases = publish.releases()
+    assert len(releases) == 10  # 1050 examples: ten full windows of 100, the rest still open
+    assert metrics.window_sizes == [100] * 10
+    entries = [r.certificate.ledger_entry_id for r in releases]
+    assert len(set(entries)) == 10
+    for i, release in enumerate(releases):
+        c = release.certificate
+        assert (c.epsilon, c.delta, c.sample_size) == (1.0, 0.0, 100)
+        assert c.neighbouring_relation == "replace-one" and c.privacy_unit == "example"
+        assert c.window.kind == "count" and (c.window.start, c.window.end) == (100 * i, 100 * (i + 1))
+        assert c.epsilon_budget_remaining == pytest.approx(10.0 - (i + 1))
+        assert c.proper is True and c.randomness == "seeded"
+        # The SDK reproduces the hypothesis: predict equals the released function.
+        sdk = Release.from_json(publish.messages[i][1])
+        xs = np.arange(1024)
+        assert np.array_equal(sdk.predict(xs), sdk.hypothesis.predict(xs))
+        assert sdk.predict(0) in (0, 1)
+    assert agent.ledger.spent("s").epsilon == pytest.approx(10.0)
+    assert all(c.published_at is not None for c in agent.ledger.entries("s"))
+
+
+async def test_replayed_examples_do_not_make_new_windows():
+    publish = Published()
+    agent = make_agent({"s": policy()}, publish=publish)
+    batch = examples(300)
+    await feed(agent, batch)
+    await feed(agent, batch)  # at-least-once: the same Kafka positions again
+    assert len(publish.messages) == 3
+    assert agent.store.next_seq("s") == 300
+
+
+async def test_budget_for_three_releases_gives_exactly_three_then_refusals():
+    publish, metrics = Published(), RecordingMetrics()
+    agent = make_agent({"s": policy()}, budget=(3.0, 0.0), publish=publish, metrics=metrics)
+    await feed(agent, examples(800))
+    assert len(publish.messages) == 3
+    assert metrics.events["refused"] == 5
+    assert agent.ledger.refusals("s") == 5
+    assert agent.ledger.spent("s").epsilon == pytest.approx(3.0)
+    assert agent.stream_status("s")["exhausted"] is True
+    # Refused windows are dropped from the store: memory stays bounded.
+    assert len(agent.store.count_window("s", 0, 800).xs) == 0
+
+
+async def test_crash_between_charge_and_publish_republishes_the_same_bytes_once():
+    ledger = SqliteLedger.open(":memory:", budgets={"s": (10.0, 0.0)})
+    store = SqliteStateStore(":memory:")
+    failing = Published(fail_times=1)  # the publication after the charge fails (a crash there)
+    agent = make_agent({"s": policy()}, ledger=ledger, store=store, publish=failing)
+    await feed(agent, examples(100))
+    assert failing.messages == []
+    assert len(ledger.unpublished("s")) == 1
+    stored = ledger.unpublished("s")[0].release
+
+    restarted = Published()  # a new worker on the same ledger and store
+    agent2 = make_agent({"s": policy()}, ledger=ledger, store=store, publish=restarted)
+    await feed(agent2, examples(1, start=100))  # first sight of the stream: recovery runs
+    assert [m for _, m in restarted.messages] == [stored]
+    assert ledger.unpublished("s") == []
+    assert len(ledger.entries("s")) == 1
+    assert ledger.spent("s").epsilon == pytest.approx(1.0)
+
+
+async def test_window_closed_before_a_crash_is_released_after_restart():
+    ledger = SqliteLedger.open(":memory:", budgets={"s": (10.0, 0.0)})
+    store = SqliteStateStore(":memory:")
+    for example, partition, offset in examples(100):  # stored, but the worker died before releasing
+        store.append("s", partition, offset, example.x, example.y, None, None)
+    publish = Published()
+    agent = make_agent({"s": policy()}, ledger=ledger, store=store, publish=publish)
+    await feed(agent, examples(1, start=100))
+    assert len(publish.messages) == 1
+    assert publish.releases()[0].certificate.sample_size == 100
+
+
+async def test_learner_failure_is_counted_and_the_next_window_still_releases():
+    class Flaky:
+        name = "flaky"
+
+        def __init__(self):
+            self.calls = 0
+            self.inner = make_learner("generic")
+
+        def fit(self, *args, **kwargs):
+            self.calls += 1
+            if self.calls == 1:
+                raise RuntimeError("learner bug")
+            return self.inner.fit(*args, **kwargs)
+
+    publish, metrics = Published(), RecordingMetrics()
+    agent = make_agent({"s": policy(learner=Flaky())}, publish=publish, metrics=metrics)
+    await feed(agent, examples(200))
+    assert metrics.events["failed"] == 1
+    assert len(publish.messages) == 1
+    assert agent.ledger.spent("s").epsilon == pytest.approx(1.0)  # a failed run is not charged
+
+
+async def test_user_level_bounds_contributions_and_scales_epsilon():
+    publish, metrics = Published(), RecordingMetrics()
+    p = policy(privacy_unit="user", user_contribution_bound=2)
+    agent = make_agent({"s": p}, publish=publish, metrics=metrics)
+    # 100 examples from 10 users (10 each): at most 2 per user reach the learner.
+    await feed(agent, examples(100, user=lambda i: f"u{i % 10}"))
+    assert metrics.window_sizes == [20]
+    c = publish.releases()[0].certificate
+    assert c.privacy_unit == "user" and c.user_contribution_bound == 2
+    assert c.epsilon == 1.0 and c.parameters["learner_epsilon"] == pytest.approx(0.5)
+
+
+async def test_time_windows_close_on_the_watermark_and_hide_n():
+    publish, metrics = Published(), RecordingMetrics()
+    p = policy(window_kind="time", window_seconds=60.0, allowed_lateness_seconds=10.0)
+    agent = make_agent({"s": p}, publish=publish, metrics=metrics)
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    batch = []
+    for i, (example, partition, offset) in enumerate(examples(90)):
+        moment = t0 + timedelta(seconds=i)  # 0..89 s: window 0 is [0, 60), window 1 is [60, 120)
+        batch.append((example.model_copy(update={"event_time": moment}), partition, offset))
+    await feed(agent, batch)
+    # The watermark (89 s) passed 60 + 10 s: window 0 closed; window 1 is still open.
+    assert len(publish.messages) == 1
+    c = publish.releases()[0].certificate
+    assert c.neighbouring_relation == "add-remove-one"
+    assert c.sample_size is None and c.accuracy_guarantee_holds is None
+    assert c.window.kind == "time"
+    # A late example for the released window is not learned privately.
+    late = examples(1, start=500)[0][0].model_copy(update={"event_time": t0 + timedelta(seconds=5)})
+    await feed(agent, [(late, 0, 500)])
+    assert metrics.events["late"] == 1
+    assert len(publish.messages) == 1
