@@ -13,6 +13,8 @@ from privstream.learning.private_learners.generic import (
     GenericLearner,
     generic_sample_size,
     level_probabilities,
+    output_law,
+    sample_hypothesis,
 )
 
 __all__ = [
@@ -26,4 +28,6 @@ __all__ = [
     "generic_sample_size",
     "level_probabilities",
     "make_learner",
+    "output_law",
+    "sample_hypothesis",
 ]

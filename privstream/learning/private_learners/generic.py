@@ -44,7 +44,14 @@ from privstream.learning.private_learners.base import (
 from privstream.learning.private_learners.blocks import ErrorLevels, error_levels
 from privstream.learning.randomness import RandomSource, resolve
 
-__all__ = ["MECHANISM", "GenericLearner", "generic_sample_size", "level_probabilities", "sample_hypothesis"]
+__all__ = [
+    "MECHANISM",
+    "GenericLearner",
+    "generic_sample_size",
+    "level_probabilities",
+    "output_law",
+    "sample_hypothesis",
+]
 
 MECHANISM = "generic-exponential"
 
@@ -96,6 +103,18 @@ def level_probabilities(levels: ErrorLevels, epsilon: float) -> list[float]:
     A hypothesis with ``e`` errors is released with probability ``level_probabilities[e] / c_e``.
     """
     return ExponentialMechanism(epsilon, 1).block_probabilities(_blocks(levels))
+
+
+def output_law(hclass: HypothesisClass, xs: np.ndarray, ys: np.ndarray, epsilon: float, *,
+               sensitivity: float = 1) -> dict[Hypothesis, float]:
+    """``P_S(h)`` for every h of a *small* class, from the blocks (``Pr[level e] / c_e``); no sampling.
+
+    The exact checks (tests, the audit's ``exact``) use it; ``sensitivity`` as in :func:`sample_hypothesis`.
+    """
+    points, labels = check_sample(hclass, xs, ys)
+    levels = error_levels(hclass, points, labels)
+    law = ExponentialMechanism(epsilon, sensitivity).block_probabilities(_blocks(levels))
+    return {levels.member(e, r): law[e] / c for e, c in levels.nonempty() for r in range(c)}
 
 
 def sample_hypothesis(levels: ErrorLevels, epsilon: float, rng: RandomSource, *,
