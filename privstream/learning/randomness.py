@@ -63,6 +63,10 @@ class RandomSource(ABC):
         """Exact uniform integer in [0, n) for any Python int n >= 1 (rejection on bits)."""
         if not isinstance(n, int) or isinstance(n, bool) or n < 1:
             raise PrivacyParameterError(f"uniform_int needs an int n >= 1, got {n!r}")
+        return self._below(n)
+
+    def _below(self, n: int) -> int:
+        # unchecked uniform_int for the samplers' hot loops (n >= 1 by construction)
         k = (n - 1).bit_length()
         while True:  # acceptance probability > 1/2 per round
             x = self.getrandbits(k)
@@ -74,7 +78,7 @@ class RandomSource(ABC):
         p = Fraction(p)
         if not 0 <= p <= 1:
             raise PrivacyParameterError(f"probability must be in [0, 1], got {p}")
-        return self.uniform_int(p.denominator) < p.numerator
+        return self._below(p.denominator) < p.numerator
 
     def bernoulli_exp(self, gamma: Fraction) -> bool:
         """Exact Bernoulli(exp(-gamma)) for rational gamma >= 0 (CKS20 Algorithm 1).
@@ -85,18 +89,20 @@ class RandomSource(ABC):
         gamma = Fraction(gamma)
         if gamma < 0:
             raise PrivacyParameterError(f"bernoulli_exp needs gamma >= 0, got {gamma}")
-        one = Fraction(1)
-        while gamma > 1:
-            if not self._bernoulli_exp_unit(one):
-                return False
-            gamma -= 1
-        return self._bernoulli_exp_unit(gamma)
+        return self._bernoulli_exp_ratio(gamma.numerator, gamma.denominator)
 
-    def _bernoulli_exp_unit(self, gamma: Fraction) -> bool:
-        # For gamma in [0, 1]: K = first k with Bernoulli(gamma/k) = 0; Pr[K odd] = exp(-gamma).
-        num, den = gamma.numerator, gamma.denominator
+    def _bernoulli_exp_ratio(self, num: int, den: int) -> bool:
+        # Bernoulli(exp(-num/den)) for num >= 0, den >= 1, without Fraction normalisation
+        while num > den:
+            if not self._bernoulli_exp_unit(1, 1):
+                return False
+            num -= den
+        return self._bernoulli_exp_unit(num, den)
+
+    def _bernoulli_exp_unit(self, num: int, den: int) -> bool:
+        # For gamma = num/den in [0, 1]: K = first k with Bernoulli(gamma/k) = 0; Pr[K odd] = e^-gamma.
         k = 1
-        while self.uniform_int(den * k) < num:
+        while self._below(den * k) < num:
             k += 1
         return k % 2 == 1
 
@@ -133,13 +139,12 @@ class RandomSource(ABC):
         """
         scale = _positive_fraction(scale, "discrete Laplace scale")
         t, s = scale.numerator, scale.denominator
-        one = Fraction(1)
         while True:
-            u = self.uniform_int(t)
-            if not self.bernoulli_exp(Fraction(u, t)):
+            u = self._below(t)
+            if not self._bernoulli_exp_unit(u, t):  # u/t < 1
                 continue
             v = 0
-            while self._bernoulli_exp_unit(one):
+            while self._bernoulli_exp_unit(1, 1):
                 v += 1
             y = (u + t * v) // s
             negative = self.getrandbits(1) == 1
@@ -154,21 +159,23 @@ class RandomSource(ABC):
         probability exp(-(|Y| - σ²/t)² / (2σ²)); expected rounds < 2 (CKS20 Thm 6).
         """
         sigma2 = _positive_fraction(sigma2, "discrete Gaussian variance")
-        t = math.isqrt(sigma2.numerator // sigma2.denominator) + 1
+        a, b = sigma2.numerator, sigma2.denominator
+        t = math.isqrt(a // b) + 1
         scale = Fraction(t)
-        shift = sigma2 / t
-        two_sigma2 = 2 * sigma2
+        # (|y| - σ²/t)² / (2σ²) = (|y|·b·t - a)² / (2·a·b·t²) with σ² = a/b
+        bt = b * t
+        den = 2 * a * bt * t
         while True:
             y = self.discrete_laplace(scale)
-            d = abs(y) - shift
-            if self.bernoulli_exp(d * d / two_sigma2):
+            d = abs(y) * bt - a
+            if self._bernoulli_exp_ratio(d * d, den):
                 return y
 
     def permutation(self, n: int) -> list[int]:
         """Uniform random permutation of range(n) (Fisher-Yates with exact uniform draws)."""
         order = list(range(n))
         for i in range(n - 1, 0, -1):
-            j = self.uniform_int(i + 1)
+            j = self._below(i + 1)
             order[i], order[j] = order[j], order[i]
         return order
 
@@ -217,6 +224,8 @@ def resolve(rng: RandomSource | None) -> RandomSource:
 
 
 def _positive_fraction(x: object, what: str) -> Fraction:
+    if type(x) is Fraction and x > 0:
+        return x
     try:
         f = Fraction(x)  # type: ignore[arg-type]
     except (TypeError, ValueError, OverflowError) as exc:
