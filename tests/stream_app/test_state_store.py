@@ -45,5 +45,5 @@ def test_state_survives_reopening_and_keeps_its_generation(tmp_path):
 def test_a_file_that_is_not_a_database_is_a_clear_error(tmp_path):
     path = tmp_path / "junk.sqlite3"
     path.write_bytes(b"this is not sqlite" * 100)
-    with pytest.raises(StateStoreError, match="junk.sqlite3"):
+    with pytest.raises(StateStoreError, match=r"junk\.sqlite3"):
         SqliteStateStore(path)

@@ -1,0 +1,224 @@
+"""Private releases end to end on the embedded broker: windows, budget, crash, two workers, audit
+of the public topic. Each test uses its own app id, consumer group and topics."""
+
+from __future__ import annotations
+
+import json
+import signal
+import urllib.request
+from collections import defaultdict
+
+import numpy as np
+import pytest
+from aiokafka.partitioner import murmur2
+
+from privstream.schemas import HypothesisRelease
+from privstream.stream_app.broker import free_port
+from privstream.stream_app.demo import fetch_json
+from privstream.stream_app.kafka_io import ensure_topics, produce_json
+from privstream.stream_app.ledger import SqliteLedger
+from privstream.stream_app.sdk import Release
+from privstream.stream_app.settings import ReleaseConfig, StreamConfig, WindowConfig
+from privstream.stream_app.synthetic import synthetic_examples
+
+from .conftest import consume_all, run, start_worker, wait_until
+
+pytestmark = pytest.mark.live
+
+CLASS = "thresholds:4096"
+
+
+def releasing_stream(name: str, window: int, epsilon: float, budget: float) -> StreamConfig:
+    return StreamConfig(
+        name=name,
+        hypothesis_class=CLASS,
+        release=ReleaseConfig(window=WindowConfig(size=window), epsilon=epsilon, epsilon_budget=budget),
+    )
+
+
+def stream_records(name: str, n: int, seed: int):
+    batch = synthetic_examples(CLASS, n, seed=seed)
+    return batch, [(name, m) for m in batch.messages(name)]
+
+
+def check_public_topic(records, ledger: SqliteLedger) -> dict[str, list[HypothesisRelease]]:
+    """Every message on the public topic is a charged release, byte for byte as in the ledger.
+
+    Returns the distinct releases per stream. A release may appear more than once (at-least-once
+    publication after a crash) but only as the identical bytes of one ledger entry.
+    """
+    by_entry: dict[str, bytes] = {}
+    streams: dict[str, list[HypothesisRelease]] = defaultdict(list)
+    for record in records:
+        release = HypothesisRelease.model_validate_json(record.value)  # nothing else is there
+        assert set(json.loads(record.value)) == {"schema_version", "stream_id", "hypothesis_class",
+                                                 "hypothesis", "certificate"}
+        entry = release.certificate.ledger_entry_id
+        assert entry is not None
+        if entry in by_entry:
+            assert by_entry[entry] == record.value
+            continue
+        by_entry[entry] = record.value
+        charges = {str(c.entry_id): c for c in ledger.entries(release.stream_id)}
+        assert charges[entry].release == record.value  # published bytes = the charged bytes
+        streams[release.stream_id].append(release)
+    return streams
+
+
+def test_windows_budget_refusals_and_public_topic(unique_settings, tmp_path):
+    settings = unique_settings.model_copy(update={
+        "streams": [releasing_stream("big", 2000, 0.5, 10.0), releasing_stream("small", 500, 1.0, 3.0)],
+        "ledger_create_if_missing": True,
+    })
+    run(ensure_topics(settings))
+    worker = start_worker(settings, tmp_path)
+    try:
+        big, big_records = stream_records("big", 20_000, seed=1)
+        _, small_records = stream_records("small", 3000, seed=2)
+        run(produce_json(settings, settings.topic("examples"), big_records + small_records))
+        wait_until(lambda: (fetch_json(f"{worker.base_url}/streams/small/budget") or {}).get("refusals") == 3
+                   and (fetch_json(f"{worker.base_url}/streams/big/budget") or {}).get("releases") == 10,
+                   180, what="10 + 3 releases and 3 refusals")
+        records = run(consume_all(settings, settings.topic("hypotheses"), 13))
+        ledger = SqliteLedger.open(settings.resolved_ledger_path)
+        streams = check_public_topic(records, ledger)
+
+        # 20,000 examples in windows of 2,000: exactly 10 releases, ε spent = 10 × 0.5.
+        assert len(streams["big"]) == 10
+        assert ledger.spent("big").epsilon == pytest.approx(5.0)
+        assert sum(r.certificate.epsilon for r in streams["big"]) == pytest.approx(5.0)
+        fresh = synthetic_examples(CLASS, 2000, seed=1, target=big.target)
+        for release in streams["big"]:
+            c = release.certificate
+            assert c.sample_size == 2000 and c.epsilon == 0.5 and c.randomness == "secure"
+            assert c.window.kind == "count" and c.window.end - c.window.start == 2000
+            sdk = Release(release)
+            # The SDK's predict reproduces the released function, scalar and vectorised.
+            assert [sdk.predict(int(x)) for x in fresh.xs[:50]] == list(sdk.predict(fresh.xs[:50]))
+            assert sdk.error_on(fresh.xs, fresh.ys) < 0.05
+        # A budget for 3 releases: exactly 3, then refusals, counted in the ledger and metrics.
+        assert len(streams["small"]) == 3
+        assert ledger.spent("small").epsilon == pytest.approx(3.0)
+        assert ledger.refusals("small") == 3
+        text = urllib.request.urlopen(f"{worker.base_url}/metrics").read().decode()
+        assert 'privstream_release_refusals_total{stream="small"} 3.0' in text
+        assert 'privstream_releases_total{stream="big"} 10.0' in text
+        assert 'privstream_privacy_budget_exhausted{stream="small"} 1.0' in text
+        # The stream keeps predicting online after its budget is gone.
+        status = fetch_json(f"{worker.base_url}/status")
+        assert status["streams"]["small"]["examples"] == 3000
+        overview = {s["stream_id"]: s for s in fetch_json(f"{worker.base_url}/streams")["streams"]}
+        assert overview["small"]["status"].startswith("budget exhausted")
+        latest = fetch_json(f"{worker.base_url}/streams/big/releases/latest")
+        assert latest["certificate"]["ledger_entry_id"] == streams["big"][-1].certificate.ledger_entry_id
+    finally:
+        assert worker.stop() == 0
+
+
+def test_sigkill_during_a_window_then_restart(unique_settings, tmp_path):
+    settings = unique_settings.model_copy(update={
+        "streams": [releasing_stream("s", 1000, 1.0, 100.0)],
+        "ledger_create_if_missing": True,
+    })
+    run(ensure_topics(settings))
+    worker = start_worker(settings, tmp_path)
+    _, records = stream_records("s", 6000, seed=3)
+    run(produce_json(settings, settings.topic("examples"), records))
+    budget_url = f"{worker.base_url}/streams/s/budget"
+    wait_until(lambda: (fetch_json(budget_url) or {}).get("releases", 0) >= 2, 120, what="two releases")
+    worker.process.send_signal(signal.SIGKILL)  # mid-stream: windows open, offsets uncommitted
+    worker.process.wait(10)
+
+    restarted = start_worker(settings.model_copy(update={"ledger_create_if_missing": False}), tmp_path)
+    try:
+        wait_until(lambda: (fetch_json(f"{restarted.base_url}/streams/s/budget") or {}).get("releases") == 6,
+                   180, what="all six windows released after the restart")
+        published = run(consume_all(settings, settings.topic("hypotheses"), 6))
+        ledger = SqliteLedger.open(settings.resolved_ledger_path)
+        streams = check_public_topic(published, ledger)
+        windows = [r.certificate.window.window_id for r in streams["s"]]
+        assert len(windows) == len(set(windows)) == 6  # no window released twice
+        assert len(ledger.entries("s")) == 6  # no window charged twice
+        assert ledger.spent("s").epsilon == pytest.approx(sum(r.certificate.epsilon for r in streams["s"]))
+        assert ledger.unpublished("s") == []
+    finally:
+        assert restarted.stop() == 0
+
+
+def names_on_distinct_partitions(partitions: int) -> list[str]:
+    """Stream names whose keys land on every partition (the producer's murmur2 partitioner)."""
+    chosen: dict[int, str] = {}
+    i = 0
+    while len(chosen) < partitions:
+        name = f"p{i}"
+        chosen.setdefault((murmur2(name.encode()) & 0x7FFFFFFF) % partitions, name)
+        i += 1
+    return [chosen[p] for p in range(partitions)]
+
+
+def test_two_workers_share_streams_by_partition(unique_settings, tmp_path):
+    names = names_on_distinct_partitions(4)
+    base = unique_settings.model_copy(update={
+        "topic_partitions": 4,
+        "streams": [releasing_stream(n, 1000, 1.0, 100.0) for n in names],
+        "ledger_create_if_missing": True,
+        "ledger_path": tmp_path / "shared" / "ledger.sqlite3",
+        "state_path": tmp_path / "shared" / "state.sqlite3",
+    })
+    (tmp_path / "shared").mkdir()
+    run(ensure_topics(base))
+    first = start_worker(base.model_copy(update={"data_dir": tmp_path / "w1"}), tmp_path)
+    second = start_worker(base.model_copy(update={"data_dir": tmp_path / "w2", "web_port": free_port()}),
+                          tmp_path)
+    try:
+        wait_until(lambda: all(fetch_json(f"{w.base_url}/readyz") == {"status": "ready", "reason": "ok"}
+                               for w in (first, second)), 120, what="both workers ready")
+        records = []
+        for i, name in enumerate(names):
+            records += stream_records(name, 2000, seed=10 + i)[1]
+        run(produce_json(base, base.topic("examples"), records))
+        ledger = SqliteLedger.open(base.resolved_ledger_path)
+        wait_until(lambda: all(len(ledger.entries(n)) == 2 for n in names), 180, what="2 releases per stream")
+        published = run(consume_all(base, base.topic("hypotheses"), 8))
+        streams = check_public_topic(published, ledger)
+        for name in names:
+            windows = [r.certificate.window.window_id for r in streams[name]]
+            assert len(windows) == len(set(windows)) == 2
+            assert ledger.spent(name).epsilon == pytest.approx(2.0)
+        handled = [fetch_json(f"{w.base_url}/status")["handled"] for w in (first, second)]
+        assert sum(handled) == len(records)
+        assert all(h > 0 for h in handled), f"one worker got no partition: {handled}"
+    finally:
+        assert first.stop() == 0
+        assert second.stop() == 0
+
+
+def test_subscribe_prints_releases(unique_settings, tmp_path):
+    """`privstream subscribe STREAM --json` prints each release as one JSON line."""
+    import os
+    import subprocess
+    import sys
+
+    settings = unique_settings.model_copy(update={
+        "streams": [releasing_stream("s", 500, 1.0, 10.0)], "ledger_create_if_missing": True,
+    })
+    run(ensure_topics(settings))
+    worker = start_worker(settings, tmp_path)
+    try:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PRIVSTREAM_")}
+        env.update(PRIVSTREAM_KAFKA_BOOTSTRAP=settings.kafka_bootstrap,
+                   PRIVSTREAM_TOPIC_PREFIX=settings.topic_prefix)
+        subscriber = subprocess.Popen(
+            [sys.executable, "-m", "privstream", "subscribe", "s", "--json", "--count", "2",
+             "--timeout", "150"],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        _, records = stream_records("s", 1000, seed=5)
+        run(produce_json(settings, settings.topic("examples"), records))
+        out, err = subscriber.communicate(timeout=170)
+        assert subscriber.returncode == 0, err
+        lines = [json.loads(line) for line in out.splitlines()]
+        assert len(lines) == 2
+        assert all(line["stream_id"] == "s" and line["certificate"]["epsilon"] == 1.0 for line in lines)
+        assert np.all([Release.from_json(line).predict(0) in (0, 1) for line in lines])
+    finally:
+        assert worker.stop() == 0
