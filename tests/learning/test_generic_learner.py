@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from privstream.learning.audit import AUDITABLE_MECHANISMS, privacy_loss, run_audit
 from privstream.learning.errors import DomainError, LabelError, LearningInputError
 from privstream.learning.hypotheses import hypothesis_from_dict
 from privstream.learning.hypothesis_classes import FiniteClass, HypothesisClass, parse_class_spec
-from privstream.learning.mechanisms import ExponentialMechanism
 from privstream.learning.privacy_errors import PrivacyParameterError
 from privstream.learning.private_learners import (
     GenericLearner,
@@ -24,6 +24,7 @@ from privstream.learning.private_learners import (
     error_levels,
     generic_sample_size,
     make_learner,
+    output_law,
 )
 from privstream.learning.private_learners import blocks as levels_module
 from privstream.learning.randomness import seeded
@@ -190,10 +191,7 @@ def test_sample_size_rejects_bad_class_size(bad) -> None:
 def exact_law(hclass: HypothesisClass, xs: np.ndarray, ys: np.ndarray, epsilon: float,
               sensitivity: float = 1) -> dict:
     """P(h) for every hypothesis, computed from the blocks: Pr[level e] / c_e (no sampling)."""
-    levels = error_levels(hclass, xs, ys)
-    law = ExponentialMechanism(epsilon, sensitivity).block_probabilities(
-        [(c, -e) for e, c in enumerate(levels.counts)])
-    return {levels.member(e, r): law[e] / c for e, c in levels.nonempty() for r in range(c)}
+    return output_law(hclass, xs, ys, epsilon, sensitivity=sensitivity)
 
 
 @pytest.mark.parametrize("kind", [*STRUCTURED, "finite"])
@@ -398,3 +396,29 @@ def test_intervals_refuse_too_many_distinct_points(monkeypatch) -> None:
     xs = np.arange(5, dtype=np.int64)
     with pytest.raises(LearningInputError, match="too many"):
         GenericLearner().fit(parse_class_spec("intervals:8"), xs, xs % 2, epsilon=1.0)
+
+
+# -- the empirical audit (helper harness: privstream.learning.audit) --------------------------
+
+
+def test_audit_registry_has_the_generic_learner_with_an_exact_worst_case() -> None:
+    import privstream.learning.private_learners.audit as generic_audit
+
+    spec = AUDITABLE_MECHANISMS["generic"]()
+    assert spec.build is not None and set(spec.broken) == {"sensitivity_understated", "no_noise"}
+    p, q = spec.exact()
+    eps = generic_audit.AUDIT_EPSILON
+    worst_case = math.log((8 * math.exp(eps / 2) + 1) / (8 * math.exp(-eps / 2) + 1))
+    assert privacy_loss(p, q) == pytest.approx(worst_case)
+    assert privacy_loss(p, q) <= eps
+
+
+def test_audit_passes_at_the_claimed_epsilon_and_catches_broken_variants() -> None:
+    import privstream.learning.private_learners.audit  # noqa: F401  (registers "generic")
+
+    spec = AUDITABLE_MECHANISMS["generic"]()
+    ok = run_audit(spec, samples=8000, seed=3)
+    assert ok.passed and 0.3 < ok.epsilon_lower_bound <= 1.0
+    understated = run_audit(spec, variant="sensitivity_understated", samples=8000, seed=4)
+    assert not understated.passed  # true loss on this pair ≈ 1.75 > the claimed 1
+    assert not run_audit(spec, variant="no_noise", samples=2000, seed=5).passed

@@ -20,6 +20,7 @@ from privstream import __version__
 COMMAND_MODULES: tuple[str, ...] = (
     "service",  # worker, broker, demo, produce
     "offline",  # dims, online
+    "private",  # learn, evaluate, audit
 )
 
 

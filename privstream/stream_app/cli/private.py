@@ -1,0 +1,221 @@
+"""Private-learning commands: ``learn`` (a private release from a file), ``evaluate``, ``audit``.
+
+``privstream learn`` prints exactly what the service publishes for a window: a
+:class:`~privstream.schemas.releases.HypothesisRelease` with its certificate (window kind "file").
+``privstream evaluate`` scores releases on labelled examples (trusted zone: the error is computed
+from raw data and is not private). ``privstream audit`` runs the empirical privacy audit of
+:mod:`privstream.learning.audit` on a registered mechanism or on a private learner.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import inspect
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+from privstream import __version__
+
+CLASS_HELP = "thresholds:N, points:N, intervals:N (N like 1024, 2^32) or a .npy/.csv class file"
+EXAMPLES_HELP = "CSV with header x,y or JSON lines with fields x and y"
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    learn = subparsers.add_parser("learn", help="run a private learner over a file; print the release")
+    learn.add_argument("hclass", metavar="CLASS", help=CLASS_HELP)
+    learn.add_argument("--examples", required=True, metavar="FILE", help=EXAMPLES_HELP)
+    learn.add_argument("--learner", default="generic", help="private learner (default: generic)")
+    learn.add_argument("--epsilon", type=float, required=True, help="privacy parameter ε of each run")
+    learn.add_argument("--delta", type=float, default=0.0, help="allowed δ (default 0; generic is pure DP)")
+    learn.add_argument("--alpha", type=float, default=0.25, help="target accuracy α (default 0.25)")
+    learn.add_argument("--beta", type=float, default=0.25, help="target confidence β (default 0.25)")
+    learn.add_argument("--seed", type=int,
+                       help="seeded randomness: reproducible and NOT private (experiments only)")
+    learn.add_argument("--runs", type=int, default=1, metavar="K",
+                       help="independent runs on the same data (experiments: total cost K·ε)")
+    learn.add_argument("--json", action="store_true", help="one release JSON object per line")
+    learn.set_defaults(handler=run_learn)
+
+    evaluate = subparsers.add_parser(
+        "evaluate", help="error of released hypotheses on labelled examples (not a private output)")
+    evaluate.add_argument("--release", required=True, metavar="FILE",
+                          help="file of release JSON lines (as printed by privstream learn --json)")
+    evaluate.add_argument("--examples", required=True, metavar="FILE", help=EXAMPLES_HELP)
+    evaluate.add_argument("--json", action="store_true", help="one JSON object per release")
+    evaluate.set_defaults(handler=run_evaluate)
+
+    audit = subparsers.add_parser(
+        "audit", help="empirical privacy audit: a lower confidence bound on ε (exit 1 if above the claim)")
+    audit.add_argument("mechanism", metavar="MECHANISM",
+                       help="a registered mechanism (e.g. exponential, laplace) or a learner (generic)")
+    audit.add_argument("--variant", help="audit a deliberately broken variant instead (positive control)")
+    audit.add_argument("--runs", type=int, metavar="N", help="runs per dataset (default: the mechanism's)")
+    audit.add_argument("--epsilon", type=float, help="claimed ε to audit at (mechanisms that take one)")
+    audit.add_argument("--seed", type=int, default=0, help="seed of the audit's randomness (default 0)")
+    audit.add_argument("--confidence", type=float, default=0.999,
+                       help="probability that the reported lower bound is valid (default 0.999)")
+    audit.add_argument("--json", action="store_true", help="print one JSON object")
+    audit.set_defaults(handler=run_audit_command)
+
+
+# -- learn ------------------------------------------------------------------------------------
+
+
+def _file_window_id(path: Path) -> str:
+    """Deterministic window id of a file: its stem and a digest of its bytes (replays reproduce it)."""
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    return f"file:{path.stem}:{digest}"
+
+
+def run_learn(args: argparse.Namespace) -> int:
+    from privstream.learning.hypothesis_classes import parse_class_spec
+    from privstream.learning.private_learners import make_learner
+    from privstream.learning.randomness import seeded
+    from privstream.schemas import Certificate, HypothesisRelease, WindowInfo
+    from privstream.stream_app.example_files import read_examples
+
+    if args.runs < 1:
+        raise ValueError(f"--runs must be at least 1, got {args.runs}")
+    hclass = parse_class_spec(args.hclass)
+    path = Path(args.examples)
+    xs, ys = read_examples(path)
+    learner = make_learner(args.learner)
+    rng = seeded(args.seed) if args.seed is not None else None  # None: a fresh secure source per run
+    if args.seed is not None:
+        print("privstream learn: note: --seed makes the release reproducible and NOT private; "
+              "use it only for experiments", file=sys.stderr)
+    if args.runs > 1:
+        print(f"privstream learn: note: {args.runs} runs on the same examples cost "
+              f"{args.runs} x epsilon = {args.runs * args.epsilon:g} in total (sequential composition)",
+              file=sys.stderr)
+    window = WindowInfo(window_id=_file_window_id(path), kind="file", start=0, end=int(xs.shape[0]))
+    for run in range(args.runs):
+        result = learner.fit(hclass, xs, ys, epsilon=args.epsilon, delta=args.delta, alpha=args.alpha,
+                             beta=args.beta, rng=rng)
+        parameters: dict[str, Any] = {**result.parameters, "learner": learner.name}
+        if args.runs > 1:
+            parameters["run"] = run
+        certificate = Certificate(
+            mechanism=result.mechanism, epsilon=result.epsilon, delta=result.delta,
+            neighbouring_relation="replace-one", privacy_unit="example", window=window,
+            sample_size=result.sample_size, parameters=parameters, proper=result.proper,
+            accuracy_guarantee_holds=result.accuracy_guarantee_holds,
+            theorem_sample_size=result.theorem_sample_size,
+            randomness="seeded" if args.seed is not None else "secure", library_version=__version__,
+        )
+        release = HypothesisRelease(stream_id=path.stem, hypothesis_class=hclass.spec,
+                                    hypothesis=result.hypothesis.to_dict(), certificate=certificate)
+        if args.json:
+            print(release.model_dump_json())
+            continue
+        guarantee = "holds" if result.accuracy_guarantee_holds else "does not hold"
+        print(f"hypothesis:  {json.dumps(release.hypothesis)}")
+        print(f"privacy:     ({result.epsilon:g}, {result.delta:g})-DP, replace-one, {result.mechanism}, "
+              f"{certificate.randomness} randomness")
+        print(f"accuracy:    theorem needs n = {result.theorem_sample_size}, have n = {result.sample_size}: "
+              f"guarantee {guarantee}")
+    return 0
+
+
+# -- evaluate ---------------------------------------------------------------------------------
+
+
+def _read_releases(path: Path) -> list[Any]:
+    from pydantic import ValidationError
+
+    from privstream.schemas import HypothesisRelease
+
+    releases = []
+    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            releases.append(HypothesisRelease.model_validate_json(line))
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"]) or "release"
+            raise ValueError(f"{path}: line {lineno}: not a release ({where}: {first['msg']})") from None
+    if not releases:
+        raise ValueError(f"{path}: no release in the file")
+    return releases
+
+
+def run_evaluate(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from privstream.learning.hypotheses import hypothesis_from_dict
+    from privstream.stream_app.example_files import read_examples
+
+    xs, ys = read_examples(args.examples)
+    for release in _read_releases(Path(args.release)):
+        h = hypothesis_from_dict(release.hypothesis)
+        n = int(xs.shape[0])
+        mistakes = int(np.count_nonzero(h.predict(xs) != ys)) if n else 0
+        error = mistakes / n if n else None
+        if args.json:
+            print(json.dumps({"error": error, "n": n, "mistakes": mistakes}))
+        else:
+            shown = "undefined (no examples)" if error is None else f"{error:.6g}"
+            print(f"{release.stream_id}: error {shown} ({mistakes} of {n})")
+    return 0
+
+
+# -- audit ------------------------------------------------------------------------------------
+
+
+def _audit_spec(name: str, epsilon: float | None) -> Any:
+    import privstream.learning.private_learners.audit  # noqa: F401  (registers the learners)
+    from privstream.learning.audit import AUDITABLE_MECHANISMS
+
+    factory = AUDITABLE_MECHANISMS.get(name)
+    if factory is None:
+        known = ", ".join(sorted(AUDITABLE_MECHANISMS))
+        raise ValueError(f"unknown mechanism {name!r}; auditable: {known}")
+    if epsilon is None:
+        return factory()
+    if "epsilon" not in inspect.signature(factory).parameters:
+        raise ValueError(f"{name} is audited at its fixed epsilon; --epsilon is not supported for it")
+    if not (math.isfinite(epsilon) and epsilon > 0):
+        raise ValueError(f"--epsilon must be a finite number > 0, got {epsilon}")
+    return factory(epsilon=epsilon)
+
+
+def _finite_or_none(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
+def run_audit_command(args: argparse.Namespace) -> int:
+    from privstream.learning.audit import privacy_loss, run_audit
+
+    spec = _audit_spec(args.mechanism, args.epsilon)
+    if args.variant is not None and args.variant not in spec.broken:
+        known = ", ".join(sorted(spec.broken))
+        raise ValueError(f"{spec.name} has no variant {args.variant!r}; known: {known}")
+    if args.runs is not None and args.runs < 4:
+        raise ValueError(f"--runs must be at least 4, got {args.runs}")
+    result = run_audit(spec, variant=args.variant, samples=args.runs, seed=args.seed,
+                       confidence=args.confidence)
+    exact = None
+    if spec.exact is not None and args.variant is None:
+        exact = _finite_or_none(privacy_loss(*spec.exact()))
+    if args.json:
+        print(json.dumps({
+            "mechanism": spec.name, "variant": args.variant, "description": spec.description,
+            "claimed_epsilon": result.claimed_epsilon, "claimed_delta": result.claimed_delta,
+            "epsilon_lower_bound": result.epsilon_lower_bound,
+            # null: infinite (an output seen under one dataset is impossible under the other)
+            "epsilon_estimate": _finite_or_none(result.epsilon_estimate),
+            "exceeds_claim": not result.passed, "passed": result.passed,
+            "exact_privacy_loss": exact, "runs_per_dataset": result.samples,
+            "confidence": result.confidence, "direction": result.direction,
+            "event_counts": list(result.counts), "seed": args.seed,
+        }))
+    else:
+        print(result.summary())
+        if exact is not None:
+            print(f"exact privacy loss on this pair: {exact:.4f}")
+    return 0 if result.passed else 1
