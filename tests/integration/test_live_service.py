@@ -174,7 +174,7 @@ def test_demo_json_summary():
     started = time.monotonic()
     out = subprocess.run(
         [sys.executable, "-m", "privstream", "demo", "--examples", "3000", "--json", "--seed", "3",
-         "--invalid", "12"],
+         "--invalid", "12", "--window", "500", "--epsilon", "0.5", "--epsilon-budget", "2"],
         capture_output=True, text=True, timeout=300, env={**_clean_env()},
     )
     assert out.returncode == 0, out.stderr[-3000:]
@@ -182,7 +182,10 @@ def test_demo_json_summary():
     assert summary["processed"] == summary["examples"] == 3000
     assert summary["mistakes"] <= summary["mistake_bound"] == 16  # floor(log2(65537))
     assert summary["invalid"] == 12
-    assert summary["releases"] == 0
+    # Six windows of 500 close; a budget of 2 at ε = 0.5 allows four releases, then refusals.
+    assert (summary["releases"], summary["refusals"]) == (4, 2)
+    assert summary["epsilon_spent"] == 2.0 == summary["epsilon_budget"]
+    assert 0 <= summary["last_release_error"] < 0.1
     assert time.monotonic() - started < 300
 
 
