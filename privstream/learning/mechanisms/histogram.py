@@ -32,6 +32,12 @@ __all__ = ["StableHistogram"]
 _BITS = 128  # precision of the certified threshold check
 
 
+def _float_up(x: Fraction) -> float:
+    """The least float >= x."""
+    f = float(x)
+    return f if Fraction(f) >= x else math.nextafter(f, math.inf)
+
+
 class StableHistogram(Mechanism):
     """(ε, δ)-DP release of the frequent values of a dataset, with noisy counts.
 
@@ -57,7 +63,7 @@ class StableHistogram(Mechanism):
         least = self._least_threshold(Fraction(self.delta))
         # ``threshold`` exists for audits of deliberately broken variants; a lower one is unsafe.
         self.threshold = least if threshold is None else int(threshold)
-        self.tight_delta = float(self._p_upper(self.threshold)) if self.threshold >= 2 else 1.0
+        self.tight_delta = _float_up(self._p_upper(self.threshold)) if self.threshold >= 2 else 1.0
 
     def guarantee(self) -> PrivacyGuarantee:
         return PrivacyGuarantee(epsilon=self.epsilon, delta=self.delta, mechanism=self.name)
