@@ -335,20 +335,23 @@ def _clip(lo: int, hi: int, per_unit: int = 1) -> Callable[[Any], Hashable]:
     return lambda x: min(max(math.floor(x * per_unit), lo), hi)
 
 
-# Exact laws (floats) of the integer noises, truncated where the omitted mass is < 1e-15.
+# Exact laws (floats) of the integer noises on a shared support [centres - reach, centres + reach],
+# truncated where the omitted mass is < 1e-15.
 
 
-def _dlap_law(scale: float, centre: int) -> dict[int, float]:
+def _dlap_law(scale: float, centre: int, centres: tuple[int, int]) -> dict[int, float]:
     q = math.exp(-1 / scale)
     reach = math.ceil(40 * scale) + 2
-    return {centre + z: (1 - q) / (1 + q) * q ** abs(z) for z in range(-reach, reach + 1)}
+    support = range(min(centres) - reach, max(centres) + reach + 1)
+    return {v: (1 - q) / (1 + q) * q ** abs(v - centre) for v in support}
 
 
-def _dgauss_law(variance: float, centre: int) -> dict[int, float]:
+def _dgauss_law(variance: float, centre: int, centres: tuple[int, int]) -> dict[int, float]:
     reach = math.ceil(9 * math.sqrt(variance)) + 2
     weights = {z: math.exp(-z * z / (2 * variance)) for z in range(-reach, reach + 1)}
     total = math.fsum(weights.values())
-    return {centre + z: w / total for z, w in weights.items()}
+    support = range(min(centres) - reach, max(centres) + reach + 1)
+    return {v: weights.get(v - centre, 0.0) / total for v in support}
 
 
 def _dlap_tail(scale: float, k: int) -> float:
@@ -379,7 +382,7 @@ def _laplace_spec(discrete: bool) -> AuditSpec:
 
     def exact() -> tuple[dict[Hashable, float], dict[Hashable, float]]:
         t = float(DiscreteLaplaceMechanism(eps, 1).scale)
-        return _dlap_law(t, 0), _dlap_law(t, 1)
+        return _dlap_law(t, 0, (0, 1)), _dlap_law(t, 1, (0, 1))
 
     return AuditSpec(
         name=name,
@@ -413,7 +416,7 @@ def _gaussian_spec(discrete: bool) -> AuditSpec:
 
     def exact() -> tuple[dict[Hashable, float], dict[Hashable, float]]:
         var = float(DiscreteGaussianMechanism(eps, delta, 1).variance)
-        return _dgauss_law(var, 0), _dgauss_law(var, 1)
+        return _dgauss_law(var, 0, (0, 1)), _dgauss_law(var, 1, (0, 1))
 
     return AuditSpec(
         name=name,
@@ -534,7 +537,7 @@ def _histogram_spec(kind: str) -> AuditSpec:
 
             def released(count: int) -> dict[int | None, float]:
                 law: dict[int | None, float] = {
-                    v: p for v, p in _dlap_law(t, count).items() if v >= h.threshold
+                    v: p for v, p in _dlap_law(t, count, (base - 1, base + 1)).items() if v >= h.threshold
                 }
                 law[None] = 1.0 - _dlap_tail(t, h.threshold - count)
                 return law
@@ -575,7 +578,7 @@ def _above_threshold_law(answers: Sequence[int], threshold: int, epsilon: float)
     m = AboveThreshold(threshold, epsilon)
     t_rho, t_nu = float(m.threshold_scale), float(m.query_scale)
     law: dict[Hashable, float] = {}
-    for r, p_r in _dlap_law(t_rho, 0).items():
+    for r, p_r in _dlap_law(t_rho, 0, (0, 0)).items():
         alive = p_r
         for i, a in enumerate(answers):
             top = _dlap_tail(t_nu, threshold + r - a)  # Pr[a + ν >= T + ρ]
