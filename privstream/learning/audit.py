@@ -517,7 +517,9 @@ def _histogram_spec(kind: str) -> AuditSpec:
 
     def factory(epsilon: float, threshold: int | None = None) -> MechanismFactory:
         def build(rng: RandomSource) -> Callable[[Any], Any]:
-            m = StableHistogram(epsilon, delta, rng=rng, threshold=threshold)
+            m = StableHistogram(epsilon, delta, rng=rng)
+            if threshold is not None:
+                m.threshold = threshold  # deliberately broken: the constructor refuses unsafe thresholds
             return m.release
 
         return build

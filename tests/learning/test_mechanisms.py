@@ -137,13 +137,12 @@ def test_histogram_threshold_is_the_least_safe_integer() -> None:
         with localcontext() as ctx:
             ctx.prec = 50
             q = (-Decimal(eps) / 2).exp()
-            bound = min(Decimal(delta), 1 - q)
 
             def p(threshold: int, q: Decimal = q) -> Decimal:
                 return q ** (threshold - 1) / (1 + q)
 
-            assert p(h.threshold) <= bound
-            assert h.threshold == 2 or p(h.threshold - 1) > bound
+            assert p(h.threshold) <= Decimal(delta)
+            assert h.threshold == 2 or p(h.threshold - 1) > Decimal(delta)
             assert Decimal(h.tight_delta) >= p(h.threshold)  # rounded up
             assert h.tight_delta == pytest.approx(float(p(h.threshold)), rel=1e-14)
         assert h.guarantee() == PrivacyGuarantee(eps, delta, mechanism="stable_histogram")
@@ -360,3 +359,68 @@ def test_above_threshold_frequencies_for_one_query() -> None:
     p_equal = sum(dlap_pmf(Fraction(2), z) * dlap_pmf(Fraction(4), z) for z in range(-200, 201))
     p = 0.5 + p_equal / 2
     assert abs(hits / n - p) < 4 * math.sqrt(p * (1 - p) / n)
+
+
+def test_histogram_rejects_unsafe_thresholds() -> None:
+    least = StableHistogram(1.0, 1e-6).threshold
+    assert StableHistogram(1.0, 1e-6, threshold=least + 5).threshold == least + 5  # safer is fine
+    with pytest.raises(PrivacyParameterError):
+        StableHistogram(1.0, 1e-6, threshold=least - 1)
+    with pytest.raises(PrivacyParameterError):
+        StableHistogram(1.0, 1e-6, threshold=2.5)  # type: ignore[arg-type]
+
+
+def histogram_law(h: StableHistogram, counts: dict[str, int]) -> dict[tuple, float]:
+    """Exact joint law of the released (key, value) pairs; noise tails below 1e-16 omitted."""
+    t = float(h.scale)
+    q = math.exp(-1 / t)
+    reach = math.ceil(37 * t)
+    per_key = []
+    for key, c in sorted(counts.items()):
+        if c == 0:
+            continue
+        law = {(key, v): (1 - q) / (1 + q) * q ** abs(v - c) for v in range(h.threshold, c + reach)}
+        law[None] = 1.0 - h.release_probability(c)
+        per_key.append(law)
+    joint: dict[tuple, float] = {(): 1.0}
+    for law in per_key:
+        joint = {
+            (*out, o) if o is not None else out: p * po for out, p in joint.items() for o, po in law.items()
+        }
+    return joint
+
+
+def worst_histogram_divergence(h: StableHistogram, keys: str) -> float:
+    """max over replace-one pairs of datasets of size 3 over ``keys`` of the hockey-stick divergence."""
+    vectors = [
+        dict(zip(keys, c, strict=True)) for c in itertools.product(range(4), repeat=len(keys)) if sum(c) == 3
+    ]
+    laws = {tuple(v.values()): histogram_law(h, v) for v in vectors}
+    factor = math.exp(h.epsilon)
+    worst = 0.0
+    for v in vectors:
+        for src, dst in itertools.permutations(keys, 2):
+            if v[src] == 0:
+                continue
+            w = dict(v)
+            w[src] -= 1
+            w[dst] += 1
+            p, q = laws[tuple(v.values())], laws[tuple(w.values())]
+            worst = max(worst, math.fsum(max(0.0, pv - factor * q.get(o, 0.0)) for o, pv in p.items()))
+    return worst
+
+
+@pytest.mark.parametrize(("eps", "delta", "keys"), [(2.0, 0.05, "abc"), (0.9, 0.39, "ab")])
+def test_stable_histogram_exact_privacy_on_all_small_neighbours(eps: float, delta: float, keys: str) -> None:
+    """Hockey-stick divergence <= δ for every replace-one pair of datasets of size 3.
+
+    (0.9, 0.39) is a case where p > 1 - e^{-ε/2}: the reverse direction of the proof is the one
+    that binds there. One threshold lower would not be (ε, δ)-DP: the check has teeth.
+    """
+    h = StableHistogram(eps, delta)
+    worst = worst_histogram_divergence(h, keys)
+    assert h.tight_delta <= delta
+    assert h.tight_delta - 1e-12 <= worst <= h.tight_delta + 1e-12  # attained by a singleton pair
+    lower = StableHistogram(eps, delta)
+    lower.threshold = h.threshold - 1  # deliberately unsafe
+    assert worst_histogram_divergence(lower, keys) > delta

@@ -5,14 +5,17 @@ value v that *occurs* (never the domain), noisy count ĉ_v = c_v + Z_v with Z_v 
 scale 2/ε; v is released, with ĉ_v, iff ĉ_v >= T. Absent values are never touched, so the domain
 may be infinite; the released key set is a subset of the occurring values.
 
-Privacy under replace-one neighbours (our proof, tighter than the spec's δ/4 + e^ε argument):
-a replacement a -> b changes two counts by one. (i) Bins occurring in both datasets: ℓ1 shift <= 2
-at scale 2/ε, so the common part is ε-DP. (ii) A bin occurring in one dataset only has count 1
-there and is released with probability p = Pr[1 + Z >= T] = q^{T-1}/(1+q), q = e^{-ε/2}. Splitting
-every event on that bin's release gives Pr[M(S) ∈ E] <= e^ε Pr[M(S') ∈ E] + p in both directions
-as long as 1/(1-p) <= e^{ε/2} (so conditioning on the bin's absence costs no more than the ε/2
-left over). The threshold T is the least integer >= 2 with p <= δ and p <= 1 - e^{-ε/2},
-verified with certified bounds on exp; :attr:`StableHistogram.tight_delta` is that p.
+Privacy under replace-one neighbours (our proof; tighter than the spec's δ/4 + e^ε argument).
+A replacement a -> b changes two counts by one. (i) Bins occurring in both datasets: ℓ1 shift
+<= 2 at scale 2/ε, so that part of the output is ε-DP (ε/2 per moved bin). (ii) A bin occurring in
+one dataset only has count 1 there and is released with probability p = Pr[1 + Z >= T] =
+q^{T-1}/(1+q), q = e^{-ε/2}. Write x for the probability that the common part lands in an event
+E' (outputs without that bin). From the dataset with the extra bin: Pr[E] <= p + e^{ε/2}·x' with
+x' the other side's probability, so δ = p. Towards it: Pr[E] <= e^{ε/2}·x while the other side
+has at least (1-p)·x, and e^{ε/2}·x - e^ε(1-p)·x <= p whenever p <= 1/(1+q), which holds for
+every T >= 2. Hence (ε, p)-DP, and T is the least integer >= 2 with p <= δ, verified with
+certified bounds on exp; :attr:`StableHistogram.tight_delta` is that p (rounded up). The
+exhaustive exact check in tests/learning/test_mechanisms.py confirms the bound is attained.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import ClassVar
 
 from privstream.learning.accounting import PrivacyGuarantee
 from privstream.learning.mechanisms._common import Mechanism, positive_real, probability
+from privstream.learning.privacy_errors import PrivacyParameterError
 from privstream.learning.randomness import RandomSource, exp_neg_bounds
 
 __all__ = ["StableHistogram"]
@@ -52,7 +56,12 @@ class StableHistogram(Mechanism):
     name: ClassVar[str] = "stable_histogram"
 
     def __init__(
-        self, epsilon: float, delta: float, *, rng: RandomSource | None = None, threshold: int | None = None
+        self,
+        epsilon: float,
+        delta: float,
+        *,
+        rng: RandomSource | None = None,
+        threshold: int | None = None,
     ) -> None:
         super().__init__(rng)
         eps = positive_real(epsilon, "epsilon")
@@ -61,9 +70,15 @@ class StableHistogram(Mechanism):
         self.scale: Fraction = 2 / eps  # discrete Laplace scale: two bins move by one each
         self._q_gamma = 1 / self.scale  # q = exp(-ε/2)
         least = self._least_threshold(Fraction(self.delta))
-        # ``threshold`` exists for audits of deliberately broken variants; a lower one is unsafe.
-        self.threshold = least if threshold is None else int(threshold)
-        self.tight_delta = _float_up(self._p_upper(self.threshold)) if self.threshold >= 2 else 1.0
+        if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, int)):
+            raise PrivacyParameterError(f"threshold must be an int, got {threshold!r}")
+        if threshold is not None and threshold < least:
+            raise PrivacyParameterError(
+                f"threshold {threshold} is below {least}, the least one that is ({epsilon}, {delta})-DP"
+            )
+        #: release iff noisy count >= threshold; a higher threshold than the least is allowed (safer)
+        self.threshold: int = least if threshold is None else threshold
+        self.tight_delta = _float_up(self._p_upper(self.threshold))
 
     def guarantee(self) -> PrivacyGuarantee:
         return PrivacyGuarantee(epsilon=self.epsilon, delta=self.delta, mechanism=self.name)
@@ -96,12 +111,10 @@ class StableHistogram(Mechanism):
         return Fraction(num_hi, (1 << _BITS) + q_lo)
 
     def _least_threshold(self, delta: Fraction) -> int:
-        one_minus_q_lo = Fraction((1 << _BITS) - exp_neg_bounds(self._q_gamma, _BITS)[1], 1 << _BITS)
-        bound = min(delta, one_minus_q_lo)
-        # float estimate of the solution of q^{T-1}/(1+q) = bound, then certified search
+        # float estimate of the solution of q^{T-1}/(1+q) = δ, then a certified search upwards
         t = float(self.scale)
-        guess = 1 + t * math.log(1 / (float(bound) * (1 + math.exp(-1 / t))))
+        guess = 1 + t * math.log(1 / (float(delta) * (1 + math.exp(-1 / t))))
         threshold = max(2, math.floor(guess) - 2)
-        while self._p_upper(threshold) > bound:
+        while self._p_upper(threshold) > delta:
             threshold += 1
         return threshold
