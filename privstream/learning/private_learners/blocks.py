@@ -106,7 +106,7 @@ class ErrorLevels:
 
 @dataclass(frozen=True)
 class _Summary:
-    """Distinct sample points ``vals`` (sorted) with their label counts; sizes' dtype for N."""
+    """The sample as its sorted distinct points ``vals`` with the label counts at each."""
 
     n: int
     ones_total: int
@@ -183,9 +183,7 @@ def _threshold_levels(hclass: Thresholds, s: _Summary) -> ErrorLevels:
 
 def _level_sums(errs: np.ndarray, sizes: np.ndarray, n: int) -> tuple[int, ...]:
     """``out[e] = Σ sizes[errs == e]`` exactly (sizes' total fits their dtype by construction)."""
-    acc = np.zeros(n + 1, dtype=sizes.dtype)
-    if sizes.dtype == object:
-        acc[:] = 0
+    acc = np.zeros(n + 1, dtype=sizes.dtype)  # object zeros are Python ints
     np.add.at(acc, errs, sizes)
     return tuple(int(c) for c in acc)
 

@@ -10,7 +10,9 @@ replacing one example changes each ``errors_S(h)`` by at most 1. So for neighbou
 every h, the numerator changes by a factor of at most ``e^{ε/2}`` and the normaliser by at most
 ``e^{ε/2}`` (each of its terms does), hence ``P_S(h) <= e^ε·P_{S'}(h)``; events are unions of
 outcomes. This holds for every sample (realizable or not) and every n, including n = 0 (the
-output is then uniform over H, which reveals nothing).
+output is then uniform over H, which reveals nothing). Adding or removing one example also
+changes each error count by at most 1, so the same ε holds under add/remove-one neighbours
+(time windows). The sampler is exact (no float softmax), so the bound is not eroded by rounding.
 
 **Exact and efficient sampling.** H is never enumerated: :func:`error_levels` gives the exact
 number ``c_e`` of hypotheses with ``e`` errors (``e = 0..n``; these counts may be astronomically

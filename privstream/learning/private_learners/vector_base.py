@@ -1,0 +1,235 @@
+"""The interface of private learners on feature VECTORS: :class:`VectorLearner`, :func:`make_vector_learner`.
+
+The finite-class learners of :mod:`~privstream.learning.private_learners.base` take integer domain
+points; the learners here take rows of real features ``X`` (shape ``(n, d)``) inside *public*
+feature bounds (shape ``(d, 2)``), never derived from the data.
+
+Privacy is stated under *replace-one* neighbours over rows (n is public; a replaced row may also
+change from labelled to unlabelled, so the number of labelled rows is private).
+
+* ``fit(X, y, *, epsilon, delta, bounds, rng=None) -> VectorLearnerResult``; ``y`` is 0/1 with
+  ``-1`` (integer arrays) or ``NaN`` (float arrays) marking unlabelled rows.
+* ``result.model`` is the *public* predictor: ``predict(X) -> uint8``, ``to_dict()`` (canonical
+  JSON: equal models give equal dicts) and :func:`vector_model_from_dict` to read it back. It is
+  a function of the mechanism's DP output only.
+* :data:`VECTOR_LEARNERS`: ``"bayes-consistent"`` and ``"semi-supervised"``.
+
+>>> sorted(VECTOR_LEARNERS)
+['bayes-consistent', 'semi-supervised']
+>>> make_vector_learner("bayes-consistent").name
+'bayes-consistent'
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from privstream.learning.errors import LabelError, LearningInputError
+from privstream.learning.randomness import RandomSource
+
+__all__ = [
+    "OUT_OF_BOUNDS_POLICIES",
+    "VECTOR_LEARNERS",
+    "VECTOR_MODELS",
+    "BoundsError",
+    "VectorLearner",
+    "VectorLearnerResult",
+    "VectorModel",
+    "check_bounds",
+    "check_features",
+    "is_vector_model_dict",
+    "make_vector_learner",
+    "split_labels",
+    "vector_model_from_dict",
+]
+
+#: What to do with feature values outside the public bounds: ``"clip"`` moves each coordinate to
+#: the nearest bound (a fixed per-row map, so privacy is unaffected); ``"reject"`` raises.
+OUT_OF_BOUNDS_POLICIES = ("clip", "reject")
+
+
+class BoundsError(LearningInputError):
+    """Missing or malformed public feature bounds, or a point outside them under ``reject``."""
+
+
+@runtime_checkable
+class VectorModel(Protocol):
+    """A released predictor on feature vectors (a function of DP outputs only)."""
+
+    kind: str
+
+    def predict(self, X: np.ndarray) -> np.ndarray: ...
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class VectorLearnerResult:
+    """One private release of a vector learner, with its guarantees (cf. ``LearnerResult``).
+
+    ``accuracy_guarantee_holds`` is ``None`` when deciding it would need a private quantity
+    (the number of labelled rows) or when the theorem gives no finite sample size (universal
+    consistency has no rate: [B Def 1.4]).
+    """
+
+    model: VectorModel
+    mechanism: str
+    epsilon: float
+    delta: float
+    proper: bool
+    sample_size: int
+    parameters: dict[str, Any]
+    theorem: str
+    guarantee: str
+    theorem_sample_size: int | None
+    accuracy_guarantee_holds: bool | None
+    diagnostics: dict[str, Any]
+
+
+@runtime_checkable
+class VectorLearner(Protocol):
+    """A differentially-private learner on feature vectors; all randomness from ``rng``.
+
+    ``rng=None`` means a fresh cryptographically secure source (production).
+    """
+
+    name: str
+
+    def fit(self, X: np.ndarray, y: np.ndarray, *, epsilon: float, delta: float = 0.0,
+            bounds: np.ndarray, rng: RandomSource | None = None) -> VectorLearnerResult: ...
+
+
+#: Learners by name -> ``"module:Factory"`` (imported on first use).
+VECTOR_LEARNERS: dict[str, str] = {
+    "bayes-consistent": "privstream.learning.consistent.pcl:BayesConsistentLearner",
+    "semi-supervised": "privstream.learning.consistent.semisupervised:SemiSupervisedLearner",
+}
+
+#: Released model kinds -> ``"module:Class"`` with a ``from_dict`` classmethod.
+VECTOR_MODELS: dict[str, str] = {
+    "grid-labels": "privstream.learning.consistent.pcl:GridLabelModel",
+    "stump": "privstream.learning.consistent.semisupervised:StumpModel",
+    "histogram-density": "privstream.learning.consistent.density:HistogramDensity",
+}
+
+
+def _load(target: str) -> Any:
+    module, _, attr = target.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def make_vector_learner(name: str, **params: Any) -> VectorLearner:
+    """The vector learner registered as ``name``, built with ``params``.
+
+    >>> make_vector_learner("svm")
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown vector learner 'svm'; known: bayes-consistent, semi-supervised
+    """
+    target = VECTOR_LEARNERS.get(name) if isinstance(name, str) else None
+    if target is None:
+        raise ValueError(f"unknown vector learner {name!r}; known: {', '.join(sorted(VECTOR_LEARNERS))}")
+    return _load(target)(**params)  # type: ignore[no-any-return]
+
+
+def is_vector_model_dict(d: object) -> bool:
+    """Whether ``d`` claims to be a serialised vector model (by its ``kind``)."""
+    return isinstance(d, Mapping) and d.get("kind") in VECTOR_MODELS
+
+
+def vector_model_from_dict(d: Mapping[str, Any]) -> VectorModel:
+    """Read back a model written by ``model.to_dict()``; raises ``HypothesisFormatError`` if malformed."""
+    from privstream.learning.errors import HypothesisFormatError
+
+    kind = d.get("kind") if isinstance(d, Mapping) else None
+    if kind not in VECTOR_MODELS:
+        raise HypothesisFormatError(f"unknown vector model kind {kind!r}")
+    return _load(VECTOR_MODELS[kind]).from_dict(d)  # type: ignore[no-any-return]
+
+
+# -- shared input validation ------------------------------------------------------------------
+
+
+def check_bounds(bounds: object, d: int | None = None) -> np.ndarray:
+    """Public bounds as a float ``(d, 2)`` array with finite ``lo < hi`` per feature.
+
+    >>> check_bounds([[0, 1], [-2, 2]]).tolist()
+    [[0.0, 1.0], [-2.0, 2.0]]
+    """
+    if bounds is None:
+        raise BoundsError("public feature bounds are required (never derived from the data)")
+    try:
+        b = np.array(bounds, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise BoundsError(f"bounds must be numbers [[lo, hi], ...], got {bounds!r}") from None
+    if b.ndim != 2 or b.shape[1] != 2 or b.shape[0] < 1:
+        raise BoundsError(f"bounds must have shape (d, 2), got {b.shape}")
+    if d is not None and b.shape[0] != d:
+        raise BoundsError(f"{b.shape[0]} bounds for {d} features")
+    if not np.all(np.isfinite(b)) or not np.all(b[:, 0] < b[:, 1]):
+        raise BoundsError("every bound must be finite with lo < hi")
+    return b
+
+
+def check_features(X: object, bounds: np.ndarray, policy: str = "clip") -> np.ndarray:
+    """``X`` as a float ``(n, d)`` array inside ``bounds`` (clipped, or rejected if outside)."""
+    if policy not in OUT_OF_BOUNDS_POLICIES:
+        raise ValueError(f"out_of_bounds must be one of {OUT_OF_BOUNDS_POLICIES}, got {policy!r}")
+    try:
+        arr = np.array(X, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise LearningInputError("features must be real numbers") from None
+    if arr.ndim != 2:
+        raise LearningInputError(f"features must have shape (n, d), got {arr.shape}")
+    if arr.shape[1] != bounds.shape[0]:
+        raise BoundsError(f"{bounds.shape[0]} bounds for {arr.shape[1]} features")
+    if not np.all(np.isfinite(arr)):
+        raise LearningInputError("features must be finite (no NaN or infinity)")
+    lo, hi = bounds[:, 0], bounds[:, 1]
+    outside = (arr < lo) | (arr > hi)
+    if outside.any():
+        if policy == "reject":
+            i, j = map(int, np.argwhere(outside)[0])
+            raise BoundsError(f"row {i}, feature {j}: {arr[i, j]!r} is outside the public bounds "
+                              f"[{lo[j]!r}, {hi[j]!r}]")
+        arr = np.clip(arr, lo, hi)
+    return arr
+
+
+def split_labels(y: object, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(labels uint8, labelled mask)``: 0/1 labels, with -1 or NaN marking unlabelled rows."""
+    arr = np.asarray(y)
+    if arr.ndim != 1 or arr.shape[0] != n:
+        raise LabelError(f"expected {n} labels in a 1-D array, got shape {arr.shape}")
+    if arr.dtype == bool:
+        return arr.astype(np.uint8), np.ones(n, dtype=bool)
+    if arr.dtype.kind == "f":
+        labelled = ~np.isnan(arr)
+        vals = arr[labelled]
+        if vals.size and not np.all((vals == 0) | (vals == 1)):
+            raise LabelError("labels must be 0, 1 or NaN (unlabelled)")
+        out = np.zeros(n, dtype=np.uint8)
+        out[labelled] = vals.astype(np.uint8)
+        return out, labelled
+    if arr.dtype.kind in "iu":
+        if arr.size and not np.all((arr == 0) | (arr == 1) | (arr == -1)):
+            raise LabelError("labels must be 0, 1 or -1 (unlabelled)")
+        labelled = arr != -1
+        return np.where(labelled, arr, 0).astype(np.uint8), labelled
+    raise LabelError(f"labels must be an integer or float array, got dtype {arr.dtype}")
+
+
+def finite_epsilon(epsilon: object) -> float:
+    """ε as a finite float > 0."""
+    from privstream.learning.private_learners.base import check_privacy_parameters
+
+    eps, _ = check_privacy_parameters(epsilon, 0.0)
+    if not math.isfinite(eps):  # pragma: no cover - check_privacy_parameters rejects it
+        raise ValueError("epsilon must be finite")
+    return eps
