@@ -83,10 +83,10 @@ LEARNERS: dict[str, str] = {
 def make_learner(name: str, **params: Any) -> PrivateLearner:
     """The learner registered as ``name``, built with ``params``.
 
-    >>> make_learner("svm")
+    >>> make_learner("svm")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    ValueError: unknown private learner 'svm'; known learners: generic
+    ValueError: unknown private learner 'svm'; known learners: generic...
     """
     target = LEARNERS.get(name) if isinstance(name, str) else None
     if target is None:
