@@ -628,6 +628,13 @@ def _above_threshold_spec() -> AuditSpec:
     )
 
 
+def _global_stability_spec(epsilon: float = 2.0) -> AuditSpec:
+    # imported lazily: the learner module imports this one
+    from privstream.learning.private_learners.global_stability import global_stability_audit_spec
+
+    return global_stability_audit_spec(epsilon)  # type: ignore[no-any-return]
+
+
 #: name -> factory of the :class:`AuditSpec` (built lazily; cheap).
 AUDITABLE_MECHANISMS: dict[str, Callable[[], AuditSpec]] = {
     "discrete_laplace": lambda: _laplace_spec(discrete=True),
@@ -639,4 +646,5 @@ AUDITABLE_MECHANISMS: dict[str, Callable[[], AuditSpec]] = {
     "stable_histogram_counts": lambda: _histogram_spec("counts"),
     "stable_histogram_singleton": lambda: _histogram_spec("singleton"),
     "above_threshold": _above_threshold_spec,
+    "global-stability": _global_stability_spec,
 }

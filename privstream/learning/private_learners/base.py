@@ -77,6 +77,8 @@ class PrivateLearner(Protocol):
 #: module imports no learner and later learners add one line here).
 LEARNERS: dict[str, str] = {
     "generic": "privstream.learning.private_learners.generic:GenericLearner",
+    "proper": "privstream.learning.private_learners.proper:ProperLearner",
+    "global-stability": "privstream.learning.private_learners.global_stability:GlobalStabilityLearner",
 }
 
 
