@@ -1,0 +1,145 @@
+"""Readers for the files under deploy/ and a small PromQL scanner, shared by the deploy tests.
+
+The scanner is not a PromQL parser: it removes what cannot hold a metric name (strings, label
+matchers, ranges, grouping clauses, function names, keywords) and returns the identifiers left.
+That is enough to check names; the syntax itself is checked by ``promtool`` where it is installed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+DEPLOY = ROOT / "deploy"
+COMPOSE = DEPLOY / "docker-compose.yml"
+DOCKERFILE = DEPLOY / "Dockerfile"
+DASHBOARD = DEPLOY / "grafana" / "dashboards" / "privstream.json"
+PROMETHEUS = DEPLOY / "prometheus" / "prometheus.yml"
+ALERTS = DEPLOY / "prometheus" / "alerts.yml"
+K8S = DEPLOY / "k8s"
+
+#: Grafana's variables, replaced by values that make the expression plain PromQL.
+GRAFANA_VARIABLES = {"$__rate_interval": "1m", "$__interval": "1m", "$__range": "1h", "$stream": ".*"}
+
+#: Metrics that do not come from privstream's /metrics, and where they come from.
+EXTERNAL_METRICS = {
+    "up": "Prometheus itself: 1 when the scrape of a target succeeded",
+    "kafka_consumergroup_lag": "the Kafka exporter (kafka-exporter service in deploy/docker-compose.yml)",
+}
+
+_KEYWORDS = {"and", "or", "unless", "by", "without", "on", "ignoring", "group_left", "group_right",
+             "bool", "offset", "atan2"}
+
+
+def load_yaml(path: Path) -> Any:
+    return yaml.safe_load(path.read_text())
+
+
+def load_yaml_all(path: Path) -> list[Any]:
+    return [doc for doc in yaml.safe_load_all(path.read_text()) if doc is not None]
+
+
+def k8s_documents() -> list[dict[str, Any]]:
+    """Every Kubernetes object under deploy/k8s (multi-document files included)."""
+    return [doc for path in sorted(K8S.glob("*.yaml")) for doc in load_yaml_all(path)]
+
+
+def dashboard() -> dict[str, Any]:
+    return json.loads(DASHBOARD.read_text())
+
+
+def dashboard_panels() -> Iterator[dict[str, Any]]:
+    """Panels, including those nested in collapsed rows."""
+    for panel in dashboard()["panels"]:
+        yield panel
+        yield from panel.get("panels", [])
+
+
+def dashboard_exprs() -> list[str]:
+    """Every PromQL expression of the dashboard (panel targets and template variable queries)."""
+    exprs = [t["expr"] for p in dashboard_panels() for t in p.get("targets", [])]
+    for variable in dashboard().get("templating", {}).get("list", []):
+        query = variable.get("query")
+        text = query.get("query") if isinstance(query, dict) else query
+        match = re.fullmatch(r"label_values\((.+),\s*\w+\)", text or "")
+        if match:
+            exprs.append(match.group(1))
+    return exprs
+
+
+def alert_rules() -> list[dict[str, Any]]:
+    return [rule for group in load_yaml(ALERTS)["groups"] for rule in group["rules"]]
+
+
+def plain_promql(expr: str) -> str:
+    """The expression with Grafana's variables replaced by constants."""
+    for name, value in GRAFANA_VARIABLES.items():
+        expr = expr.replace(name, value)
+    return expr
+
+
+def balanced(expr: str) -> bool:
+    """Parentheses, brackets and braces nest properly (outside string literals)."""
+    expr = re.sub(r'"(?:[^"\\]|\\.)*"', '""', expr)
+    pairs, stack = {")": "(", "]": "[", "}": "{"}, []
+    for ch in expr:
+        if ch in "([{":
+            stack.append(ch)
+        elif ch in pairs and (not stack or stack.pop() != pairs[ch]):
+            return False
+    return not stack
+
+
+def metric_names(expr: str) -> set[str]:
+    """The metric names an expression selects.
+
+    >>> sorted(metric_names('sum by (le) (rate(a_bucket{x="b c"}[5m])) / on (i) b_total > 0.5 and up'))
+    ['a_bucket', 'b_total', 'up']
+    """
+    text = plain_promql(expr)
+    text = re.sub(r'"(?:[^"\\]|\\.)*"', "", text)  # string literals
+    text = re.sub(r"\{[^}]*\}", "", text)  # label matchers
+    text = re.sub(r"\[[^\]]*\]", "", text)  # ranges and subqueries
+    text = re.sub(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", " ", text)
+    names = set()
+    for match in re.finditer(r"[A-Za-z_:][A-Za-z0-9_:]*", text):
+        name = match.group(0)
+        if re.match(r"\s*\(", text[match.end():]) or name in _KEYWORDS:
+            continue  # a function call or an operator keyword
+        before = text[match.start() - 1] if match.start() else " "
+        if before.isdigit() or before == ".":
+            continue  # the exponent or unit of a number (1e3, 5m)
+        names.add(name)
+    return names
+
+
+def referenceable_names(families: list[Any]) -> dict[str, str]:
+    """Names a query may select, mapped to their metric family, from parsed ``/metrics`` text.
+
+    Counters are selected as ``<name>_total``; histograms only through their ``_bucket``, ``_sum``
+    and ``_count`` series (never by the bare name); gauges by their name.
+    """
+    names: dict[str, str] = {}
+    for family in families:
+        if family.type == "counter":
+            names[f"{family.name}_total"] = family.name
+        elif family.type == "histogram":
+            for suffix in ("_bucket", "_sum", "_count"):
+                names[family.name + suffix] = family.name
+        else:
+            names[family.name] = family.name
+    return names
+
+
+def compose_env(service: dict[str, Any]) -> dict[str, str]:
+    """A compose service's environment as a dict (both the mapping and the list forms)."""
+    env = service.get("environment") or {}
+    if isinstance(env, list):
+        env = dict(item.split("=", 1) for item in env)
+    return {str(k): str(v) for k, v in env.items()}
