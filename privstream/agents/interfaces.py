@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, NamedTuple, Protocol
 
 import numpy as np
@@ -14,9 +15,9 @@ class IngestMetrics(Protocol):
 
     def invalid(self, reason: str) -> None: ...
 
-    def dead_lettered(self) -> None: ...
+    def dead_lettered(self, count: int = 1) -> None: ...
 
-    def learned(self, stream_id: str, mistake: bool, mistakes: int, realizable: bool) -> None: ...
+    def learned(self, stream_id: str, examples: int, new_mistakes: int, realizable: bool) -> None: ...
 
     def mistake_bound(self, stream_id: str, bound: int) -> None: ...
 
@@ -39,11 +40,11 @@ class StateStore(Protocol):
 
     generation: str  # random id of this store; part of every window id (a new store, new ids)
 
-    def append(
-        self, stream_id: str, partition: int, offset: int, x: int, y: int, user: str | None,
-        time_window: int | None,
-    ) -> int | None:
-        """Store an example; its sequence number in the stream, or None if stored before."""
+    def append_many(
+        self, stream_id: str, partition: int, rows: Sequence[tuple[int, int, int, str | None, int | None]]
+    ) -> list[int]:
+        """Store ``(offset, x, y, user, time_window)`` rows of one partition in offset order;
+        the sequence numbers of the rows stored (rows of messages stored before are skipped)."""
         ...
 
     def next_seq(self, stream_id: str) -> int: ...

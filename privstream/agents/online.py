@@ -21,10 +21,12 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import numpy as np
+
 from privstream.agents.interfaces import IngestMetrics, StateStore
 from privstream.learning.hypothesis_classes import HypothesisClass
 from privstream.learning.soa import SOA
-from privstream.schemas import Example, Prediction
+from privstream.schemas import PredictionBatch
 
 log = logging.getLogger(__name__)
 
@@ -68,38 +70,50 @@ class OnlineLearners:
     def soa(self, stream_id: str) -> SOA:
         return self._soas[stream_id]
 
-    def learn(self, example: Example, partition: int = -1, offset: int = -1) -> Prediction:
-        """Predict ``example.y`` from ``example.x``, then learn the true label."""
-        soa = self._soas[example.stream_id]
+    def learn_batch(
+        self,
+        stream_id: str,
+        partition: int,
+        offsets: list[int],
+        items: list[int],
+        xs: np.ndarray,
+        ys: np.ndarray,
+        ids: list[str | None] | None = None,
+    ) -> PredictionBatch:
+        """Predict each label before learning it, in order (the SOA's vectorised path)."""
+        soa = self._soas[stream_id]
         was_realizable, mistakes_before = soa.realizable, soa.mistakes
         size_before = soa.version_space_size
-        prediction = soa.learn_one(example.x, example.y)
-        mistake = soa.mistakes > mistakes_before
-        if self._store is not None and (mistake or soa.version_space_size != size_before):
-            self._store.save_soa(example.stream_id, soa.state_dict())
+        predictions = soa.learn_many(xs, ys)
+        new_mistakes = soa.mistakes - mistakes_before
+        if self._store is not None and (new_mistakes or soa.version_space_size != size_before):
+            # Saved before the batch's offsets are committed: a crash cannot lose a change.
+            self._store.save_soa(stream_id, soa.state_dict())
         if was_realizable and not soa.realizable:
             log.warning(
                 "stream %s is not realizable by its class %s: no hypothesis agrees with all of its "
                 "%d examples; the SOA keeps serving with the papers' pointwise extension",
-                example.stream_id, soa.hypothesis_class.spec, soa.examples_seen,
+                stream_id, soa.hypothesis_class.spec, soa.examples_seen,
             )
-        if mistake and soa.mistakes == soa.mistake_bound + 1:
+        if mistakes_before <= soa.mistake_bound < soa.mistakes:
             log.warning(
                 "stream %s made %d mistakes, more than its mistake bound %d (the Littlestone "
                 "dimension): it is not realizable by %s",
-                example.stream_id, soa.mistakes, soa.mistake_bound, soa.hypothesis_class.spec,
+                stream_id, soa.mistakes, soa.mistake_bound, soa.hypothesis_class.spec,
             )
-        self._metrics.learned(example.stream_id, mistake, soa.mistakes, soa.realizable)
-        return Prediction(
-            stream_id=example.stream_id,
-            x=example.x,
-            y=example.y,
-            prediction=prediction,
-            mistake=mistake,
+        realizable = soa.realizable and soa.mistakes <= soa.mistake_bound
+        self._metrics.learned(stream_id, len(xs), new_mistakes, realizable)
+        return PredictionBatch(
+            stream_id=stream_id,
+            source_partition=partition,
+            source_offsets=offsets,
+            source_items=items,
+            xs=xs.tolist(),
+            ys=ys.tolist(),
+            predictions=predictions.tolist(),
+            mistakes_before=mistakes_before,
             mistakes=soa.mistakes,
             mistake_bound=soa.mistake_bound,
-            realizable=soa.realizable and soa.mistakes <= soa.mistake_bound,
-            source_partition=partition,
-            source_offset=offset,
-            example_id=example.id,
+            realizable=realizable,
+            example_ids=ids if ids is not None and any(i is not None for i in ids) else None,
         )

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -37,7 +37,7 @@ from privstream.agents.windows import (
 )
 from privstream.learning.hypothesis_classes import HypothesisClass
 from privstream.learning.private_learners import LearnerResult, PrivateLearner
-from privstream.schemas import Certificate, Example, HypothesisRelease, WindowInfo
+from privstream.schemas import Certificate, HypothesisRelease, WindowInfo
 
 log = logging.getLogger(__name__)
 
@@ -114,31 +114,46 @@ class ReleaseAgent:
         self._tasks: set[asyncio.Task[None]] = set()
 
     # --- intake -----------------------------------------------------------------------------
-    def observe(self, example: Example, partition: int, offset: int, timestamp: float | None) -> None:
-        """Buffer a valid example of a stream with releases; schedule windows that closed."""
-        policy = self.policies.get(example.stream_id)
+    def observe_batch(
+        self,
+        stream_id: str,
+        partition: int,
+        offsets: Sequence[int],
+        xs: Sequence[int],
+        ys: Sequence[int],
+        users: Sequence[str | None],
+        event_times: Sequence[datetime | None],
+        stamps_ms: Sequence[int | None],
+    ) -> None:
+        """Buffer valid examples of one stream and partition (in offset order); schedule the
+        windows that closed. Examples of messages buffered before (replays) are skipped."""
+        policy = self.policies.get(stream_id)
         if policy is None:
             return
-        state = self._streams[example.stream_id]
+        state = self._streams[stream_id]
         if not state.recovered:
             state.recovered = True
             self._spawn(self._recover(policy))
         if policy.window_kind == "count":
-            seq = self.store.append(example.stream_id, partition, offset, example.x, example.y,
-                                    example.user_id, None)
-            if seq is not None and (seq + 1) % policy.window_size == 0:
-                index = count_window_index(seq, policy.window_size)
-                self._schedule(state, count_window_id(self.store.generation, index, policy.window_size),
-                               self._release_count(policy, index))
+            rows = [(o, x, y, u, None) for o, x, y, u in zip(offsets, xs, ys, users, strict=True)]
+            size = policy.window_size
+            for seq in self.store.append_many(stream_id, partition, rows):
+                if (seq + 1) % size == 0:
+                    index = count_window_index(seq, size)
+                    self._schedule(state, count_window_id(self.store.generation, index, size),
+                                   self._release_count(policy, index))
             return
-        event_time = example.event_time or datetime.fromtimestamp(timestamp or time.time(), UTC)
         assert policy.window_seconds is not None
-        index = time_window_index(event_time, policy.window_seconds)
-        if state.last_closed_time_window is not None and index <= state.last_closed_time_window:
-            self.metrics.late_example(example.stream_id)  # its window was released already
-            return
-        self.store.append(example.stream_id, partition, offset, example.x, example.y, example.user_id, index)
-        state.watermark = max(state.watermark, event_time.timestamp())
+        rows = []
+        for o, x, y, u, t, stamp in zip(offsets, xs, ys, users, event_times, stamps_ms, strict=True):
+            moment = t.timestamp() if t is not None else (stamp / 1000 if stamp is not None else time.time())
+            index = time_window_index(moment, policy.window_seconds)
+            if state.last_closed_time_window is not None and index <= state.last_closed_time_window:
+                self.metrics.late_example(stream_id)  # its window was released already
+                continue
+            state.watermark = max(state.watermark, moment)
+            rows.append((o, x, y, u, index))
+        self.store.append_many(stream_id, partition, rows)
         self._close_time_windows(policy, state)
 
     def _close_time_windows(self, policy: ReleasePolicy, state: _StreamState) -> None:

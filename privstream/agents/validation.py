@@ -1,8 +1,8 @@
 """Validation of raw input messages, inside the agent (never in a faust codec: codec errors
 can silently kill a consumer, faust-streaming #175).
 
-A message is either an :class:`Example` of a configured stream whose ``x`` lies in the stream's
-domain, or an :class:`Invalid` with a reason from the bounded set :data:`INVALID_REASONS`
+A message is either an example (or an ``ExampleBatch``) of a configured stream whose ``x`` lies in
+the stream's domain, or an :class:`Invalid` with a reason from the bounded set :data:`INVALID_REASONS`
 (which becomes a metric label and a dead-letter header).
 """
 
@@ -10,10 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
+from typing import NamedTuple
 
+import pydantic_core
 from pydantic import ValidationError
 
-from privstream.schemas import Example
+from privstream.schemas import Example, ExampleBatch
 
 #: Every reason a message can be rejected for; bounded, so safe as a Prometheus label.
 INVALID_REASONS = (
@@ -29,6 +32,21 @@ INVALID_REASONS = (
 MAX_MESSAGE_BYTES = 1_000_000
 
 
+class ValidExample(NamedTuple):
+    """A validated example, as the agents carry it (a tuple: ~30x cheaper than a pydantic object)."""
+
+    stream_id: str
+    x: int
+    y: int
+    user_id: str | None = None
+    event_time: datetime | None = None
+    id: str | None = None
+
+    @classmethod
+    def of(cls, example: Example) -> ValidExample:
+        return cls(example.stream_id, example.x, example.y, example.user_id, example.event_time, example.id)
+
+
 @dataclass(frozen=True, slots=True)
 class Invalid:
     """Why a message was rejected: a bounded ``reason`` and a human ``detail``."""
@@ -37,11 +55,22 @@ class Invalid:
     detail: str
 
 
+#: Labels the fast path maps without pydantic (the same mapping as ``normalise_label``).
+_FAST_LABELS: dict[object, int] = {0: 0, 1: 1, -1: 0}
+#: The keys an ``Example`` reads; a message with others (ignored by the schema) or with an
+#: ``event_time`` takes the full pydantic path.
+_FAST_KEYS = frozenset({"stream_id", "x", "y", "user_id", "id"})
+
+
 class ExampleValidator:
-    """Parses raw bytes into examples of known streams.
+    """Parses raw bytes into examples (or example batches) of known streams.
 
     ``domain_checks`` maps each stream id to a function that raises ``ValueError`` when ``x``
-    is outside that stream's domain.
+    is outside that stream's domain ``{0, ..., N-1}``.
+
+    The common message (``stream_id``, ``x``, ``y`` and optional short ``user_id``/``id``) is
+    checked by a fast path that accepts exactly what the pydantic model accepts and builds the
+    same ``Example``; anything else goes through pydantic, which also names what is wrong.
     """
 
     def __init__(
@@ -50,25 +79,58 @@ class ExampleValidator:
         self._domain_checks = dict(domain_checks)
         self._user_level = user_level  # streams whose privacy unit is the user: user_id required
 
-    def validate(self, raw: bytes | None) -> Example | Invalid:
+    def validate(self, raw: bytes | None) -> ValidExample | ExampleBatch | Invalid:
         if raw is None:
             return Invalid("invalid_json", "empty message (no value)")
         if len(raw) > MAX_MESSAGE_BYTES:
             return Invalid("invalid_json", f"message of {len(raw)} bytes exceeds {MAX_MESSAGE_BYTES}")
         try:
-            example = Example.model_validate_json(raw)
-        except ValidationError as exc:
-            return _classify(exc)
+            data = pydantic_core.from_json(raw, allow_inf_nan=False)
+        except ValueError:
+            data = None  # pydantic below reports the exact JSON error
+        example = self._fast(data) if type(data) is dict else None
+        if example is None:
+            is_batch = type(data) is dict and "xs" in data
+            try:
+                if is_batch:
+                    example = ExampleBatch.model_validate(data)
+                else:
+                    example = ValidExample.of(Example.model_validate_json(raw))
+            except ValidationError as exc:
+                return _classify(exc)
+        return self._check_stream(example)
+
+    def _fast(self, data: dict) -> ValidExample | None:
+        """The example pydantic would accept, or None when pydantic must decide."""
+        if not data.keys() <= _FAST_KEYS:
+            return None
+        stream_id, x, y = data.get("stream_id"), data.get("x"), data.get("y")
+        if type(stream_id) is not str or stream_id not in self._domain_checks or type(x) is not int or x < 0:
+            return None  # unknown streams, bad ids and bad x get pydantic's verdict and wording
+        label = _FAST_LABELS.get(y) if type(y) in (int, bool) else None
+        user_id, example_id = data.get("user_id"), data.get("id")
+        if label is None or not _short_or_none(user_id) or not _short_or_none(example_id):
+            return None
+        return ValidExample(stream_id, x, label, user_id, None, example_id)
+
+    def _check_stream(self, example: ValidExample | ExampleBatch) -> ValidExample | ExampleBatch | Invalid:
         check = self._domain_checks.get(example.stream_id)
         if check is None:
             return Invalid("unknown_stream", f"stream {example.stream_id!r} is not configured")
         try:
-            check(example.x)
+            # A domain is {0, ..., N-1} and x >= 0 is checked already: the largest x decides.
+            check(example.x if isinstance(example, ValidExample) else max(example.xs))
         except ValueError as exc:
             return Invalid("out_of_domain", str(exc))
-        if example.user_id is None and example.stream_id in self._user_level:
-            return Invalid("missing_field", "user_id: required by the stream's user-level privacy")
+        if example.stream_id in self._user_level:
+            users = [example.user_id] if isinstance(example, ValidExample) else (example.user_ids or [None])
+            if any(u is None for u in users):
+                return Invalid("missing_field", "user_id: required by the stream's user-level privacy")
         return example
+
+
+def _short_or_none(value: object) -> bool:
+    return value is None or (type(value) is str and len(value) <= 200)
 
 
 def _classify(exc: ValidationError) -> Invalid:
@@ -81,8 +143,8 @@ def _classify(exc: ValidationError) -> Invalid:
         return Invalid("invalid_json", detail)
     if kind == "missing":
         return Invalid("missing_field", detail)
-    if loc[:1] == ("y",) and kind == "value_error":
+    if loc[:1] in (("y",), ("ys",)) and kind == "value_error":
         return Invalid("invalid_label", detail)
-    if loc[:1] == ("x",) and kind in ("greater_than_equal", "less_than"):
+    if loc[:1] in (("x",), ("xs",)) and kind in ("greater_than_equal", "less_than"):
         return Invalid("out_of_domain", detail)
     return Invalid("wrong_type", detail)

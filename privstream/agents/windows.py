@@ -6,7 +6,6 @@ Pure functions; the release agent applies them to what the state store holds.
 from __future__ import annotations
 
 import math
-from datetime import datetime
 
 import numpy as np
 
@@ -27,9 +26,9 @@ def count_window_id(generation: str, index: int, size: int) -> str:
     return f"{generation}-c{size}-{index}"
 
 
-def time_window_index(event_time: datetime, seconds: float) -> int:
-    """The time window ``[k*seconds, (k+1)*seconds)`` (Unix time) holding ``event_time``."""
-    return math.floor(event_time.timestamp() / seconds)
+def time_window_index(moment: float, seconds: float) -> int:
+    """The time window ``[k*seconds, (k+1)*seconds)`` holding ``moment`` (Unix seconds)."""
+    return math.floor(moment / seconds)
 
 
 def time_window_id(index: int, seconds: float) -> str:

@@ -4,14 +4,16 @@
 in ``privstream/schemas/json/`` and a test keeps them equal to the models.
 """
 
-from privstream.schemas.examples import SCHEMA_VERSION, Example, normalise_label
-from privstream.schemas.predictions import Prediction
+from privstream.schemas.examples import SCHEMA_VERSION, Example, ExampleBatch, normalise_label
+from privstream.schemas.predictions import Prediction, PredictionBatch
 from privstream.schemas.releases import Certificate, HypothesisRelease, WindowInfo
 
 #: Every published or consumed model, by the file name of its JSON Schema.
 MODELS = {
     "example": Example,
+    "example_batch": ExampleBatch,
     "prediction": Prediction,
+    "prediction_batch": PredictionBatch,
     "hypothesis_release": HypothesisRelease,
 }
 
@@ -20,8 +22,10 @@ __all__ = [
     "SCHEMA_VERSION",
     "Certificate",
     "Example",
+    "ExampleBatch",
     "HypothesisRelease",
     "Prediction",
+    "PredictionBatch",
     "WindowInfo",
     "normalise_label",
 ]

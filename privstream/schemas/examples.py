@@ -13,7 +13,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator, model_validator
 
 SCHEMA_VERSION = 1
 
@@ -56,3 +56,38 @@ class Example(BaseModel):
         if value is not None and value.tzinfo is None:
             return value.replace(tzinfo=UTC)
         return value
+
+
+class ExampleBatch(BaseModel):
+    """Many examples of one stream in one message: what high-volume producers should send.
+
+    Columns of equal length; ``user_ids``, ``event_times`` and ``ids`` are optional columns.
+
+    >>> ExampleBatch.model_validate_json('{"stream_id": "s", "xs": [1, 2], "ys": [1, -1]}').ys
+    [1, 0]
+    """
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    stream_id: StreamId
+    xs: list[Annotated[StrictInt, Field(ge=0)]] = Field(min_length=1, max_length=100_000)
+    ys: list[int]
+    user_ids: list[str | None] | None = None
+    event_times: list[datetime | None] | None = None
+    ids: list[str | None] | None = None
+
+    @field_validator("ys", mode="before")
+    @classmethod
+    def _labels(cls, values: Any) -> Any:
+        if not isinstance(values, list):
+            return values
+        return [normalise_label(v) for v in values]
+
+    @model_validator(mode="after")
+    def _same_length(self) -> ExampleBatch:
+        n = len(self.xs)
+        for name in ("ys", "user_ids", "event_times", "ids"):
+            column = getattr(self, name)
+            if column is not None and len(column) != n:
+                raise ValueError(f"{name} has {len(column)} entries, xs has {n}")
+        return self

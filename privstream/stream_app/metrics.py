@@ -110,13 +110,13 @@ class ServiceMetrics:
         self.invalid_counts[reason] += 1
         self.last_progress.set(time.time())
 
-    def dead_lettered(self) -> None:
-        self.dead_letters.inc()
+    def dead_lettered(self, count: int = 1) -> None:
+        self.dead_letters.inc(count)
 
-    def learned(self, stream_id: str, mistake: bool, mistakes: int, realizable: bool) -> None:
-        self.examples_learned.labels(stream=stream_id).inc()
-        if mistake:
-            self.soa_mistakes.labels(stream=stream_id).inc()
+    def learned(self, stream_id: str, examples: int, new_mistakes: int, realizable: bool) -> None:
+        self.examples_learned.labels(stream=stream_id).inc(examples)
+        if new_mistakes:
+            self.soa_mistakes.labels(stream=stream_id).inc(new_mistakes)
         self.stream_realizable.labels(stream=stream_id).set(1 if realizable else 0)
         self.last_progress.set(time.time())
 

@@ -13,14 +13,15 @@ from typing import Any
 import faust
 
 from privstream import __version__
-from privstream.agents.ingest import register_ingest_agent
 from privstream.agents.online import OnlineLearners, OnlineStream
+from privstream.agents.pipeline import IngestPipeline
 from privstream.agents.progress import Progress
 from privstream.agents.releases import ReleaseAgent, ReleasePolicy
 from privstream.agents.validation import ExampleValidator
 from privstream.learning.hypothesis_classes import HypothesisClass, parse_class_spec
 from privstream.learning.private_learners import make_learner
 from privstream.stream_app import web
+from privstream.stream_app.ingest import IngestService
 from privstream.stream_app.ledger import SqliteLedger
 from privstream.stream_app.metrics import ServiceMetrics
 from privstream.stream_app.settings import FAUST_ENV_PREFIX, ReleaseConfig, Settings
@@ -35,7 +36,8 @@ class Service:
 
     settings: Settings
     app: faust.App
-    topics: dict[str, Any]
+    ingest: IngestService
+    pipeline: IngestPipeline
     metrics: ServiceMetrics
     learners: OnlineLearners
     progress: Progress
@@ -149,11 +151,6 @@ def build_service(settings: Settings) -> Service:
     """Build the app and register the agents and web pages on it."""
     ledger = open_ledger(settings)  # first: a missing or corrupt ledger stops the worker at once
     app = build_app(settings)
-    raw = {"key_serializer": "raw", "value_serializer": "raw"}
-    topics = {
-        name: app.topic(settings.topic(name), partitions=settings.topic_partitions, **raw)
-        for name in ("examples", "examples.dlq", "predictions", "hypotheses")
-    }
     streams = {
         s.name: OnlineStream(s.name, parse_class_spec(s.hypothesis_class), s.soa_tie)
         for s in settings.streams
@@ -174,34 +171,24 @@ def build_service(settings: Settings) -> Service:
     store = SqliteStateStore(settings.resolved_state_path)
     learners = OnlineLearners(streams, metrics, store)
     progress = Progress()
+    user_level = frozenset(sid for sid, p in policies.items() if p.privacy_unit == "user")
+    validator = ExampleValidator(
+        {sid: s.hypothesis_class.check_point for sid, s in streams.items()}, user_level=user_level
+    )
+    pipeline = IngestPipeline(validator, learners, metrics, progress)
+    # A stream may have been served by another worker meanwhile: continue from its saved state.
+    ingest = IngestService(settings, pipeline, on_assigned=learners.reload, loop=None)
+    app.service(ingest)
     releases = None
     if policies:
         assert ledger is not None
         for sid in policies:
             metrics.budget(sid, ledger.spent(sid).epsilon, ledger.remaining(sid).epsilon)
         releases = ReleaseAgent(
-            policies, store, ledger, publisher(topics["hypotheses"]), metrics, library_version=__version__
+            policies, store, ledger, publisher(ingest, settings.topic("hypotheses")), metrics,
+            library_version=__version__,
         )
-    user_level = frozenset(sid for sid, p in policies.items() if p.privacy_unit == "user")
-    validator = ExampleValidator(
-        {sid: s.hypothesis_class.check_point for sid, s in streams.items()}, user_level=user_level
-    )
-    register_ingest_agent(
-        app,
-        source=topics["examples"],
-        dead_letters=topics["examples.dlq"],
-        predictions=topics["predictions"],
-        validator=validator,
-        learners=learners,
-        metrics=metrics,
-        progress=progress,
-        on_valid=releases.observe if releases else None,
-    )
-
-    @app.on_partitions_assigned.connect
-    async def _reload_state(app: Any, assigned: Any, **kwargs: Any) -> None:
-        # A stream may have been served by another worker meanwhile: continue from its state.
-        learners.reload()
+        pipeline.releases = releases
 
     if releases is not None:
         @app.timer(60.0)
@@ -209,20 +196,15 @@ def build_service(settings: Settings) -> Service:
             # Publications that failed (a Kafka hiccup) are retried from the ledger's outbox.
             await releases.replay_outbox()
 
-    service = Service(settings, app, topics, metrics, learners, progress, store, ledger, releases)
+    service = Service(settings, app, ingest, pipeline, metrics, learners, progress, store, ledger, releases)
     web.register_pages(service)
     return service
 
 
-def publisher(topic: Any) -> Any:
+def publisher(ingest: IngestService, topic: str) -> Any:
     """Publish a release's bytes to the public topic and wait until Kafka has them."""
 
     async def publish(stream_id: str, release: bytes) -> None:
-        # force=True: send now, not attached to the event being processed (which may be acked
-        # before this background task runs); awaiting the result waits for the broker's ack.
-        pending = await topic.send(
-            key=stream_id.encode(), value=release, headers=[("schema_version", b"1")], force=True
-        )
-        await pending
+        await ingest.publish(topic, stream_id.encode(), release, [("schema_version", b"1")])
 
     return publish

@@ -31,6 +31,7 @@ import secrets
 import sqlite3
 import threading
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -53,12 +54,13 @@ CREATE TABLE IF NOT EXISTS examples (
     seq         INTEGER NOT NULL,
     part        INTEGER NOT NULL,
     kafka_offset INTEGER NOT NULL,
+    item        INTEGER NOT NULL,  -- position inside an ExampleBatch message (0 otherwise)
     x           INTEGER NOT NULL,
     y           INTEGER NOT NULL,
     user_id     TEXT,
     time_window INTEGER,
     PRIMARY KEY (stream_id, seq),
-    UNIQUE (stream_id, part, kafka_offset)
+    UNIQUE (stream_id, part, kafka_offset, item)
 );
 CREATE INDEX IF NOT EXISTS examples_by_time ON examples (stream_id, time_window)
     WHERE time_window IS NOT NULL;
@@ -124,6 +126,18 @@ class SqliteStateStore:
         self, stream_id: str, partition: int, offset: int, x: int, y: int, user: str | None,
         time_window: int | None,
     ) -> int | None:
+        """One example (see :meth:`append_many`); its sequence number, or None for a replay."""
+        seqs = self.append_many(stream_id, partition, [(offset, x, y, user, time_window)])
+        return seqs[0] if seqs else None
+
+    def append_many(
+        self, stream_id: str, partition: int, rows: Sequence[tuple[int, int, int, str | None, int | None]]
+    ) -> list[int]:
+        """Store ``(offset, x, y, user, time_window)`` rows of one partition, in offset order.
+
+        Rows from messages stored before (offset below the partition's high-water mark) are
+        skipped; the others get consecutive sequence numbers, returned in order. One transaction.
+        """
         with self._lock:
             db = self._db
             db.execute("BEGIN IMMEDIATE")
@@ -132,26 +146,32 @@ class SqliteStateStore:
                     "SELECT next_offset FROM positions WHERE stream_id = ? AND part = ?",
                     (stream_id, partition),
                 ).fetchone()
-                if row is not None and offset < row[0]:
+                low = -1 if row is None else row[0]
+                fresh = [r for r in rows if r[0] >= low]
+                if not fresh:
                     db.execute("COMMIT")
-                    return None
+                    return []
+                first = self._next_seq(stream_id)
+                values, item, previous = [], 0, None
+                for i, (offset, x, y, user, window) in enumerate(fresh):
+                    item = item + 1 if offset == previous else 0
+                    previous = offset
+                    values.append(
+                        (stream_id, first + i, partition, offset, item, int(x), int(y), user, window)
+                    )
+                db.executemany("INSERT INTO examples VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", values)
                 db.execute(
                     "INSERT INTO positions VALUES (?, ?, ?) ON CONFLICT (stream_id, part) "
                     "DO UPDATE SET next_offset = excluded.next_offset",
-                    (stream_id, partition, offset + 1),
-                )
-                seq = self._next_seq(stream_id)
-                db.execute(
-                    "INSERT INTO examples VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    (stream_id, seq, partition, offset, int(x), int(y), user, time_window),
+                    (stream_id, partition, fresh[-1][0] + 1),
                 )
                 db.execute(
                     "INSERT INTO stream_seq (stream_id, next_seq) VALUES (?, ?) "
                     "ON CONFLICT (stream_id) DO UPDATE SET next_seq = excluded.next_seq",
-                    (stream_id, seq + 1),
+                    (stream_id, first + len(fresh)),
                 )
                 db.execute("COMMIT")
-                return seq
+                return list(range(first, first + len(fresh)))
             except BaseException:
                 db.execute("ROLLBACK")
                 raise

@@ -8,6 +8,7 @@ Probes: ``/healthz``, ``/readyz``.
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CONTENT_TYPE_LATEST
@@ -17,32 +18,23 @@ if TYPE_CHECKING:
 
 
 def health(service: Service) -> tuple[bool, str]:
-    """Alive when the ingest agent runs and no received message has waited too long."""
-    app = service.app
-    agent = app.agents.get("ingest")
-    if agent is not None and agent.started:
-        for actor in agent._actors:  # a crashed agent leaves its actor task done
-            task = getattr(actor, "actor_task", None)
-            if task is not None and task.done():
-                return False, "the ingest agent stopped"
-    waiting = service.metrics.received_count > service.progress.handled
-    stalled_for = service.progress.seconds_since_progress()
-    if waiting and stalled_for > service.settings.stall_seconds:
-        return False, f"no message handled for {stalled_for:.0f} s while messages wait"
+    """Alive when the ingest consumer runs and no received message has waited too long."""
+    ingest = service.ingest
+    if ingest.crashed:
+        return False, f"the ingest consumer crashed: {ingest.crash_reason!r}"
+    started = ingest.batch_started
+    if started is not None and time.monotonic() - started > service.settings.stall_seconds:
+        return False, f"a batch polled {time.monotonic() - started:.0f} s ago is still not done"
     return True, "ok"
 
 
 def readiness(service: Service) -> tuple[bool, str]:
     """Ready when the worker has joined its group, is not rebalancing and recovery is done."""
-    app = service.app
-    if not app.producer.started:
-        return False, "producer not started"
-    if app.rebalancing:
-        return False, "rebalancing"
-    if not app.tables.recovery.completed.is_set():
-        return False, "table recovery in progress"
-    if not app.consumer.assignment():
-        return False, "no partitions assigned yet"
+    ingest = service.ingest
+    if ingest.producer is None or ingest.consumer is None:
+        return False, "starting"
+    if not ingest.assignment():
+        return False, "no partitions of the examples topic assigned yet"
     return True, "ok"
 
 

@@ -85,9 +85,14 @@ def examples(n, start=0, seed=0, user=None):
     ]
 
 
-async def feed(agent, batch, timestamp=None):
-    for example, partition, offset in batch:
-        agent.observe(example, partition, offset, timestamp)
+async def feed(agent, batch, chunk=37):
+    """Hand the examples to the agent in chunks, as the ingest pipeline does after each poll."""
+    for start in range(0, len(batch), chunk):
+        part = batch[start:start + chunk]
+        agent.observe_batch(
+            "s", part[0][1], [o for _, _, o in part], [e.x for e, _, _ in part], [e.y for e, _, _ in part],
+            [e.user_id for e, _, _ in part], [e.event_time for e, _, _ in part], [None] * len(part),
+        )
     await agent.drain()
 
 

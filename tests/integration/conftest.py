@@ -87,8 +87,17 @@ def start_worker(settings: Settings, tmp_path: Path) -> WorkerProcess:
     return worker
 
 
-async def consume_all(settings: Settings, topic: str, expected: int, timeout: float = RECV_TIMEOUT):
-    """Read ``expected`` records from ``topic`` (from the beginning), or fail after ``timeout``."""
+def prediction_count(record) -> int:
+    """How many examples' predictions a ``PredictionBatch`` record carries."""
+    import json
+
+    return len(json.loads(record.value)["xs"])
+
+
+async def consume_all(settings: Settings, topic: str, expected: int, timeout: float = RECV_TIMEOUT,
+                      weight=lambda record: 1):
+    """Read records from ``topic`` (from the beginning) until their total ``weight`` reaches
+    ``expected`` (by default: ``expected`` records), or until ``timeout``."""
     consumer = AIOKafkaConsumer(
         topic,
         bootstrap_servers=settings.kafka_bootstrap,
@@ -100,10 +109,12 @@ async def consume_all(settings: Settings, topic: str, expected: int, timeout: fl
     records = []
     try:
         deadline = time.monotonic() + timeout
-        while len(records) < expected and time.monotonic() < deadline:
+        total = 0
+        while total < expected and time.monotonic() < deadline:
             batch = await consumer.getmany(timeout_ms=500, max_records=5000)
             for messages in batch.values():
                 records.extend(messages)
+                total += sum(weight(m) for m in messages)
         # Anything beyond what we expect is a bug too (e.g. a duplicate): drain briefly.
         batch = await consumer.getmany(timeout_ms=1000)
         for messages in batch.values():

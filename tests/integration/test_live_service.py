@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import signal
 import subprocess
@@ -12,12 +13,21 @@ import urllib.request
 import numpy as np
 import pytest
 
+from privstream.schemas import PredictionBatch
 from privstream.stream_app.demo import fetch_json
 from privstream.stream_app.kafka_io import ensure_topics, produce_json
 from privstream.stream_app.settings import StreamConfig
 from privstream.stream_app.synthetic import synthetic_examples
 
-from .conftest import children_of, consume_all, process_gone, run, start_worker, wait_until
+from .conftest import (
+    children_of,
+    consume_all,
+    prediction_count,
+    process_gone,
+    run,
+    start_worker,
+    wait_until,
+)
 
 pytestmark = pytest.mark.live
 
@@ -81,20 +91,25 @@ def test_worker_end_to_end(unique_settings, matrix_class_file, tmp_path):
         records = valid + [("bad", raw) for raw, _ in invalid]
         run(produce_json(settings, settings.topic("examples"), records))
 
-        predictions = run(consume_all(settings, settings.topic("predictions"), N_VALID))
+        predictions = run(consume_all(settings, settings.topic("predictions"), N_VALID,
+                                      weight=prediction_count))
         dead = run(consume_all(settings, settings.topic("examples.dlq"), len(invalid)))
 
         # Every valid example got exactly one prediction, and no invalid one did.
-        got = [json.loads(r.value) for r in predictions]
-        assert sorted(p["example_id"] for p in got) == sorted(m["id"] for _, m in valid)
+        batches = [PredictionBatch.model_validate_json(r.value) for r in predictions]
+        ids = [i for b in batches for i in b.example_ids]
+        assert sorted(ids) == sorted(m["id"] for _, m in valid)
         bounds = {"thr": 10, "mat": 2}  # Ldim(thresholds:1024) = floor(log2 1025); at-most-2-ones: 2
         for stream, bound in bounds.items():
-            ours = [p for p in got if p["stream_id"] == stream]
-            assert {p["mistake_bound"] for p in ours} == {bound}
-            assert max(p["mistakes"] for p in ours) <= bound
-            assert sum(p["mistake"] for p in ours) == max(p["mistakes"] for p in ours)
-            assert all(p["realizable"] for p in ours)
-            assert all(p["prediction"] in (0, 1) for p in ours)
+            ours = [b for b in batches if b.stream_id == stream]
+            assert {b.mistake_bound for b in ours} == {bound}
+            assert max(b.mistakes for b in ours) <= bound
+            # The per-batch counts chain up: each batch starts where the previous one ended.
+            ours.sort(key=lambda b: b.mistakes_before)
+            assert ours[0].mistakes_before == 0
+            assert all(a.mistakes == b.mistakes_before for a, b in itertools.pairwise(ours))
+            assert all(b.realizable for b in ours)
+            assert all(p in (0, 1) for b in ours for p in b.predictions)
 
         # All 50 invalid messages are dead-lettered, with their reason and source in headers.
         assert len(dead) == len(invalid)
@@ -118,7 +133,7 @@ def test_worker_end_to_end(unique_settings, matrix_class_file, tmp_path):
             assert metric_value(text, "privstream_examples_invalid_total", reason=reason) == expected
         assert metric_value(text, "privstream_soa_mistake_bound", stream="thr") == 10
         mistakes = metric_value(text, "privstream_soa_mistakes_total", stream="thr")
-        assert mistakes == max(p["mistakes"] for p in got if p["stream_id"] == "thr")
+        assert mistakes == max(b.mistakes for b in batches if b.stream_id == "thr")
         for line in text.splitlines():
             if line and not line.startswith("#"):
                 assert line.startswith("privstream_"), line

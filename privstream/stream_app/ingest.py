@@ -1,0 +1,121 @@
+"""The hot path: a batch consumer of the ``examples`` topic, run as a service of the faust app.
+
+Measured on this machine (``benchmarks/bench_ingest.py``, streaming_notes.md §5): a faust agent
+that iterates one event at a time tops out near 4,000 events/s, while aiokafka's ``getmany``
+reads ~100,000 small messages/s; the per-event hand-off, not the learning, is the limit. So the
+examples topic is consumed here in batches, and faust keeps what it does well: the web server,
+timers and the worker's lifecycle.
+
+At-least-once, with offsets committed after processing: a batch is validated, learned and
+buffered (``IngestPipeline``), its predictions and dead letters are sent and acknowledged by the
+broker, its state is durable (the SOA and windows save before returning), and only then are its
+offsets committed. A crash anywhere before the commit replays the batch, which the SOA and the
+state store absorb without double counting.
+
+The consumer group is ``<app_id>.ingest`` (faust's own consumer keeps ``<app_id>``: the two use
+different assignors and must not share a group).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+import mode
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
+
+from privstream.agents.pipeline import IngestPipeline, RawRecord
+from privstream.stream_app.kafka_io import client_options
+from privstream.stream_app.settings import Settings
+
+log = logging.getLogger(__name__)
+
+MAX_RECORDS_PER_POLL = 5000
+
+
+class _Rebalance(ConsumerRebalanceListener):
+    def __init__(self, service: IngestService):
+        self.service = service
+
+    async def on_partitions_revoked(self, revoked: list[TopicPartition]) -> None:
+        # Called inside getmany(), between batches: every processed batch is committed already.
+        log.info("ingest: partitions revoked: %s", sorted(tp.partition for tp in revoked))
+
+    async def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
+        log.info("ingest: partitions assigned: %s", sorted(tp.partition for tp in assigned))
+        self.service.on_assigned()
+
+
+class IngestService(mode.Service):
+    """Consumes ``examples`` in batches, runs the pipeline, publishes, then commits."""
+
+    def __init__(self, settings: Settings, pipeline: IngestPipeline, on_assigned: Any, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.settings = settings
+        self.pipeline = pipeline
+        self.on_assigned = on_assigned
+        self.consumer: AIOKafkaConsumer | None = None
+        self.producer: AIOKafkaProducer | None = None
+        self.batches = 0
+        self.batch_started: float | None = None  # monotonic time the batch in hand was polled
+        self._producer_ready = asyncio.Event()
+
+    async def on_start(self) -> None:
+        options = client_options(self.settings)
+        self.producer = AIOKafkaProducer(**options, linger_ms=5, acks="all", max_batch_size=1 << 20)
+        await self.producer.start()
+        self._producer_ready.set()
+        self.consumer = AIOKafkaConsumer(
+            **options,
+            group_id=f"{self.settings.app_id}.ingest",
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            max_partition_fetch_bytes=8 << 20,
+            fetch_max_bytes=64 << 20,
+            session_timeout_ms=int(self.settings.kafka_session_timeout_seconds * 1000),
+            heartbeat_interval_ms=int(self.settings.kafka_heartbeat_interval_seconds * 1000),
+        )
+        self.consumer.subscribe([self.settings.topic("examples")], listener=_Rebalance(self))
+        await self.consumer.start()
+
+    async def on_stop(self) -> None:
+        if self.consumer is not None:
+            await self.consumer.stop()
+        if self.producer is not None:
+            await self.producer.stop()
+
+    def assignment(self) -> set[TopicPartition]:
+        return set(self.consumer.assignment()) if self.consumer is not None else set()
+
+    async def publish(self, topic: str, key: bytes, value: bytes, headers: list[tuple[str, bytes]]) -> None:
+        """Send one message and wait for the broker's acknowledgement (used for releases)."""
+        await self._producer_ready.wait()
+        assert self.producer is not None
+        await (await self.producer.send(topic, value, key=key, headers=headers))
+
+    @mode.Service.task
+    async def _consume(self) -> None:
+        assert self.consumer is not None and self.producer is not None
+        consumer, producer = self.consumer, self.producer
+        predictions_topic = self.settings.topic("predictions")
+        dlq_topic = self.settings.topic("examples.dlq")
+        while not self.should_stop:
+            polled = await consumer.getmany(timeout_ms=200, max_records=MAX_RECORDS_PER_POLL)
+            if not polled:
+                continue
+            self.batch_started = time.monotonic()
+            records = [
+                RawRecord(m.topic, m.partition, m.offset, m.key, m.value, m.timestamp)
+                for messages in polled.values() for m in messages
+            ]
+            output = self.pipeline.process(records)
+            pending = [await producer.send(predictions_topic, value, key=key)
+                       for key, value in output.predictions]
+            pending += [await producer.send(dlq_topic, d.value, key=d.key, headers=d.headers)
+                        for d in output.dead_letters]
+            await asyncio.gather(*pending)  # every output acknowledged before the commit
+            await consumer.commit({tp: messages[-1].offset + 1 for tp, messages in polled.items()})
+            self.batches += 1
+            self.batch_started = None
