@@ -101,7 +101,8 @@ class PrivacyGuarantee:
     def rdp_at(self, alpha: float) -> float | None:
         """Best known bound on the Rényi divergence of order ``alpha``, or None if unknown.
 
-        Combines the tabulated curve, rho-zCDP (D_alpha <= alpha·rho) and, for pure DP, the
+        Combines the tabulated curve (points at exactly this order, normally
+        :data:`DEFAULT_RDP_ORDERS`), rho-zCDP (D_alpha <= alpha·rho) and, for pure DP, the
         randomized-response bound (:func:`rdp_pure_dp`).
         """
         bounds = [v for a, v in self.rdp if a == alpha]

@@ -19,6 +19,10 @@ Why this module exists (DESIGN §4 "Randomness", dp_landscape.md "Secure selecti
 
 :func:`exp_neg_bounds` gives certified dyadic bounds on exp(-gamma) (directed-rounding integer
 arithmetic); the exponential mechanism and the stable histogram use it to decide comparisons exactly.
+
+Not covered: timing side channels. Rejection samplers take data-independent but random time, and
+Python big-int arithmetic is not constant-time; an attacker who can time individual releases
+precisely is outside this threat model (as for OpenDP, which says the same of its samplers).
 """
 
 from __future__ import annotations

@@ -62,9 +62,10 @@ class _Selection(Mechanism):
     def __init__(self, epsilon: float, sensitivity: float = 1, *, rng: RandomSource | None = None) -> None:
         super().__init__(rng)
         eps = positive_real(epsilon, "epsilon")
+        delta_score = positive_real(sensitivity, "sensitivity")
         self.epsilon = float(eps)
-        self.sensitivity = float(positive_real(sensitivity, "sensitivity"))
-        self._coefficient: Fraction = eps / (2 * positive_real(sensitivity, "sensitivity"))
+        self.sensitivity = float(delta_score)
+        self._coefficient: Fraction = eps / (2 * delta_score)
 
         self._gamma_cache: dict[int | Fraction, Fraction] = {}
 
