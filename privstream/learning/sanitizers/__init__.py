@@ -1,0 +1,28 @@
+"""Sanitizers (private query release): a synthetic distribution answering every query of a class.
+
+* :class:`SanitizerResult`, :class:`Sanitizer`, :func:`make_sanitizer` (registry ``SANITIZERS``).
+* :class:`SyntheticDistribution`: the public release (weights over domain blocks).
+* ``"mwem"``: :class:`MWEMSanitizer` (Hardt–Ligett–McSherry 2012), exact selection and noise,
+  total (ε, δ) by basic or zCDP composition, blocks instead of a dense histogram.
+* ``"fooling"``: :class:`FoolingSanitizer` (ggkm.md §3.3): MW generator against a private learner as
+  discriminator, with subsampling and advanced composition; :func:`fooling_sample_size`.
+"""
+
+from privstream.learning.sanitizers.base import (
+    SANITIZERS,
+    Sanitizer,
+    SanitizerInputError,
+    SanitizerResult,
+    make_sanitizer,
+)
+from privstream.learning.sanitizers.distribution import DistributionFormatError, SyntheticDistribution
+
+__all__ = [
+    "SANITIZERS",
+    "DistributionFormatError",
+    "Sanitizer",
+    "SanitizerInputError",
+    "SanitizerResult",
+    "SyntheticDistribution",
+    "make_sanitizer",
+]

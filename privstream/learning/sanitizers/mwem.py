@@ -1,0 +1,326 @@
+"""MWEM (Hardt–Ligett–McSherry, NeurIPS 2012) over a stream's class, with exact selection and noise.
+
+Queries: for each h in the class, ``q_h(D) = #{x in D : h(x) = 1}`` (unlabelled) or
+``#{(x, y) in D : h(x) = y}`` (labelled). Each of T rounds:
+
+1. **Select** a query by the exponential mechanism with score ``σ·(q_h(D) - n·q_h(A))`` over all
+   ``(h, σ)``, ``σ = ±1`` (sensitivity 1: ``A`` is public). Exact sampler, never a float softmax
+   (:func:`~privstream.learning.sanitizers.selection.select_piecewise` over linear pieces for
+   thresholds/intervals/points; :class:`~privstream.learning.mechanisms.ExponentialMechanism` over the
+   rows for file classes). Intervals: ``(p, q)`` drawn as two independent exact exponential draws
+   with scores ``-G(p)`` and ``G(q)``; their joint law is ``∝ exp(ε_s·(G(q) - G(p))/2)``, the
+   exponential mechanism over endpoint pairs whose score (the signed error of ``[min, max)``) has
+   sensitivity 1 -- so the pair costs ε_s, not 2ε_s.
+2. **Measure** ``q(D)`` with the exact discrete Laplace mechanism (integer count, sensitivity 1).
+3. **Update** ``A(x) ∝ A(x)·exp(q(x)·(m/n - q(A)/n)/2)``, then replay all past measurements
+   ``repetitions`` times (post-processing, as in HLM12 §3 and Hardt's reference code).
+
+**Budget: the user's (ε, δ) is the total** (dp_landscape.md §A3: per-iteration ε is the known
+pitfall). ``composition="basic"`` (δ = 0): each round gets ε/T, split ``selection_share`` /
+``1 - selection_share`` between selection and measurement (Dwork–Roth Thm 3.16).
+``composition="zcdp"`` (δ > 0, the default then): ρ = zcdp_for_dp(ε, δ) (Bun–Steinke Prop 1.3),
+ρ/T per round; the exponential mechanism at ε_s is ε_s²/8-zCDP (Cesar–Rogers 2021) and the
+discrete Laplace at ε_m is ε_m²/2-zCDP (BS16 Prop 1.4). Both splits are re-checked with
+:mod:`privstream.learning.accounting` before any data is touched.
+
+**Domain and representation.** The domain is the class's public ``{0..N-1}``; ``A`` starts uniform
+and is kept as weights over blocks whose edges are the change points of the *selected* queries
+(at most 2 new edges per round), so a round costs O(n log n + blocks) on a ``2^32`` domain.
+File classes use one block per point and the class's truth table.
+
+**Accuracy** (HLM12 Thm 2.2, basic composition, output = average of the A_i): with probability
+``1 - 2T/|Q|^c``, ``max_q |q(A) - q(D)|/n <= 2·sqrt(ln N / T) + 10·T·ln|Q|/(ε n)``. The
+``theorem_sample_size`` is the n making this ``<= α`` at ``T = ceil(16 ln N/α²)``:
+``n >= 320·ln N·ln|Q|/(ε α³)``. The default ``output="last"`` with replays is the practical mode
+(much better in practice; the theorem is stated for the average).
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from typing import Any, ClassVar
+
+import numpy as np
+
+from privstream.learning.accounting import PrivacyGuarantee, basic_composition, zcdp_for_dp, zcdp_to_dp
+from privstream.learning.hypotheses import Hypothesis
+from privstream.learning.hypothesis_classes import (
+    FiniteClass,
+    HypothesisClass,
+    Intervals,
+    Points,
+    Thresholds,
+    interval_hypothesis,
+    point_hypothesis,
+    threshold_hypothesis,
+)
+from privstream.learning.mechanisms import DiscreteLaplaceMechanism, ExponentialMechanism
+from privstream.learning.private_learners.base import check_accuracy_parameter, check_privacy_parameters
+from privstream.learning.randomness import RandomSource, resolve
+from privstream.learning.sanitizers.base import SanitizerInputError, SanitizerResult, check_data
+from privstream.learning.sanitizers.distribution import SyntheticDistribution
+from privstream.learning.sanitizers.selection import Pieces, PointScore, PrefixScore, select_piecewise
+
+__all__ = ["MECHANISM", "BlockState", "MWEMSanitizer", "mwem_budget", "mwem_sample_size"]
+
+MECHANISM = "mwem"
+
+
+def mwem_budget(epsilon: float, delta: float, rounds: int, composition: str,
+                selection_share: float) -> tuple[float, float, dict[str, Any]]:
+    """Per-round ``(ε_select, ε_measure)`` whose T-fold composition is within (ε, δ), and a record.
+
+    >>> s, m, _ = mwem_budget(1.0, 0.0, 10, "basic", 0.5)
+    >>> round(s, 6), round(m, 6)
+    (0.05, 0.05)
+    """
+    if composition == "basic":
+        per_round = epsilon / rounds
+        eps_s, eps_m = selection_share * per_round, (1 - selection_share) * per_round
+        total = basic_composition(
+            [PrivacyGuarantee(eps_s), PrivacyGuarantee(eps_m)] * rounds)
+        if total.epsilon > epsilon * (1 + 1e-12):
+            raise AssertionError("basic composition exceeds the budget")
+        return eps_s, eps_m, {"composition": "basic", "epsilon_spent": total.epsilon, "delta_spent": 0.0}
+    if composition == "zcdp":
+        if delta <= 0:
+            raise SanitizerInputError("composition 'zcdp' needs delta > 0")
+        rho_round = zcdp_for_dp(epsilon, delta) / rounds
+        eps_s = math.sqrt(8 * selection_share * rho_round) * (1 - 1e-12)
+        eps_m = math.sqrt(2 * (1 - selection_share) * rho_round) * (1 - 1e-12)
+        rho_total = rounds * (eps_s**2 / 8 + eps_m**2 / 2)
+        spent = zcdp_to_dp(rho_total, delta)
+        if spent > epsilon:
+            raise AssertionError("zCDP composition exceeds the budget")
+        return eps_s, eps_m, {"composition": "zcdp", "rho": rho_total, "epsilon_spent": spent,
+                              "delta_spent": delta}
+    raise SanitizerInputError(f"unknown composition {composition!r}; use 'basic' or 'zcdp'")
+
+
+def mwem_sample_size(domain_size: int, num_queries: int, epsilon: float, alpha: float) -> int:
+    """HLM12 Thm 2.2 made explicit: ``ceil(320·ln N·ln|Q|/(ε α³))`` (see the module docstring).
+
+    >>> mwem_sample_size(2**16, 2 * (2**16 + 1), 1.0, 0.1)
+    41818685
+    """
+    log_n = math.log(max(domain_size, 2))
+    return math.ceil(320 * log_n * math.log(max(num_queries, 2)) / (epsilon * alpha**3))
+
+
+class BlockState:
+    """MW weights over consecutive blocks (uniform inside a block); labelled: one column per label."""
+
+    def __init__(self, domain_size: int, labelled: bool, dense: bool = False) -> None:
+        self.domain_size = domain_size
+        self.labelled = labelled
+        if dense:
+            self.edges = np.arange(domain_size + 1, dtype=np.int64)
+            shape: tuple[int, ...] = (domain_size, 2) if labelled else (domain_size,)
+            self.weights = np.full(shape, 1.0 / (domain_size * (2 if labelled else 1)))
+        else:
+            self.edges = np.array([0, domain_size], dtype=np.int64)
+            self.weights = np.array([[0.5, 0.5]]) if labelled else np.array([1.0])
+
+    def refine(self, cuts: list[int], *others: np.ndarray) -> list[np.ndarray]:
+        """Split blocks at ``cuts`` (mass split by length); ``others`` are refined the same way."""
+        inside = [c for c in cuts if 0 < c < self.domain_size]
+        if not inside:
+            return list(others)
+        new_edges = np.union1d(self.edges, np.array(inside, dtype=np.int64))
+        if new_edges.shape[0] == self.edges.shape[0]:
+            return list(others)
+        j = np.searchsorted(self.edges, new_edges[:-1], side="right") - 1
+        frac = np.diff(new_edges) / np.diff(self.edges)[j]
+        if self.labelled:
+            frac = frac[:, None]
+        out = [w[j] * frac for w in others]
+        self.weights = self.weights[j] * frac
+        self.edges = new_edges
+        return out
+
+    def cells(self, h: Hypothesis) -> np.ndarray:
+        """Mask of the cells where ``q_h = 1`` (blocks already refined at h's change points)."""
+        ones = h.predict(self.edges[:-1]).astype(bool)
+        return np.stack([~ones, ones], axis=1) if self.labelled else ones
+
+    def answer(self, h: Hypothesis) -> float:
+        return float(self.weights[self.cells(h)].sum())
+
+    def update(self, h: Hypothesis, measured: float) -> None:
+        """One MW step towards the measured fraction (HLM12 step 3, normalised form)."""
+        mask = self.cells(h)
+        step = math.exp((measured - float(self.weights[mask].sum())) / 2)
+        self.weights = np.where(mask, self.weights * step, self.weights)
+        self.weights /= self.weights.sum()
+
+    def distribution(self, weights: np.ndarray | None = None) -> SyntheticDistribution:
+        w = self.weights if weights is None else weights
+        return SyntheticDistribution(self.domain_size, self.edges.tolist(), w / w.sum())
+
+
+class MWEMSanitizer:
+    """MWEM as a :class:`~privstream.learning.sanitizers.base.Sanitizer` (name ``"mwem"``).
+
+    ``rounds`` T (data-independent), ``repetitions`` replays of past measurements per round,
+    ``composition`` ``"basic"``/``"zcdp"`` (default: zcdp when δ > 0, else basic), ``output``
+    ``"last"`` or ``"average"`` (HLM12's output), ``selection_share`` of each round's budget.
+    ``noisy_selection=False`` is a deliberately broken variant (argmax selection) for the audits.
+    """
+
+    name: ClassVar[str] = "mwem"
+
+    def __init__(self, rounds: int = 20, repetitions: int = 10, composition: str | None = None,
+                 output: str = "last", selection_share: float = 0.5, *,
+                 noisy_selection: bool = True, dense: bool = False) -> None:
+        if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
+            raise SanitizerInputError(f"rounds must be an int >= 1, got {rounds!r}")
+        if isinstance(repetitions, bool) or not isinstance(repetitions, int) or repetitions < 0:
+            raise SanitizerInputError(f"repetitions must be an int >= 0, got {repetitions!r}")
+        if output not in ("last", "average"):
+            raise SanitizerInputError(f"output must be 'last' or 'average', got {output!r}")
+        if not 0 < selection_share < 1:
+            raise SanitizerInputError(f"selection_share must be in (0, 1), got {selection_share!r}")
+        self.rounds, self.repetitions, self.composition = rounds, repetitions, composition
+        self.output, self.selection_share = output, selection_share
+        self.noisy_selection, self.dense = noisy_selection, dense
+
+    # -- selection ------------------------------------------------------------------------------
+
+    def _select(self, hclass: HypothesisClass, xs: np.ndarray, ys: np.ndarray | None, state: BlockState,
+                eps_s: float, rng: RandomSource) -> Hypothesis:
+        n, big_n = xs.shape[0], hclass.domain_size
+        if isinstance(hclass, FiniteClass):
+            return self._select_finite(hclass, xs, ys, state, eps_s, rng)
+        order = np.argsort(xs, kind="stable")
+        xs_s = xs[order]
+        if ys is None:
+            a = np.ones(n, dtype=np.int64)
+            w, base, offset = state.weights, 0.0, 0
+        else:
+            y = ys[order].astype(np.int64)
+            w1, w0 = state.weights[:, 1], state.weights[:, 0]
+            if isinstance(hclass, Thresholds):  # agreement = n1 + Σ_{x<t}(1[y=0] - 1[y=1]) ...
+                a, w, base, offset = 1 - 2 * y, w0 - w1, float(w1.sum()), int(y.sum())
+            elif isinstance(hclass, Points):  # ... = n0 + c1(i) - c0(i)
+                a, w, base, offset = 2 * y - 1, w1 - w0, float(w0.sum()), int(n - y.sum())
+            else:
+                raise SanitizerInputError("mwem releases labelled queries for thresholds, points and "
+                                          "file classes; intervals support unlabelled data only")
+        families: list[Pieces]
+        if isinstance(hclass, Points):
+            score = PointScore(xs_s, a, state.edges, w, n, base=base if ys is not None else 0.0)
+            empty_exact = (offset - n * Fraction(base)) if ys is not None else 0
+            empty = Pieces(np.array([0]), np.array([1]), np.array([float(empty_exact)]), np.zeros(1),
+                           lambda _t: empty_exact, float(n))
+            neg_empty = Pieces(empty.starts, empty.lengths, -empty.values, empty.slopes,
+                               lambda _t: -empty_exact, float(n))
+            families = [score.pieces(1, offset), score.pieces(-1, -offset), empty, neg_empty]
+            f, t = self._draw(families, eps_s, rng)
+            return point_hypothesis(big_n, t if f < 2 else None)
+        prefix = PrefixScore(xs_s, a, state.edges, w, n, base=base)
+        if isinstance(hclass, Thresholds):
+            _, t = self._draw([prefix.pieces(1, offset), prefix.pieces(-1, -offset)], eps_s, rng)
+            return threshold_hypothesis(big_n, t)
+        if isinstance(hclass, Intervals):
+            _, p = self._draw([prefix.pieces(-1)], eps_s, rng)
+            _, q = self._draw([prefix.pieces(1)], eps_s, rng)
+            return interval_hypothesis(big_n, min(p, q), max(p, q))
+        raise SanitizerInputError(f"mwem does not support the class {hclass.spec}")
+
+    def _draw(self, families: list[Pieces], eps_s: float, rng: RandomSource) -> tuple[int, int]:
+        if self.noisy_selection:
+            return select_piecewise(families, eps_s, rng)
+        # BROKEN on purpose (audits only): the exact argmax, no noise
+        best = max(((p.values[i] + max(0.0, p.slopes[i] * (p.lengths[i] - 1)), f, i)
+                    for f, p in enumerate(families) for i in range(p.starts.shape[0])))
+        _, f, i = best
+        p = families[f]
+        t = int(p.starts[i]) + (int(p.lengths[i]) - 1 if p.slopes[i] > 0 else 0)
+        return f, t
+
+    def _select_finite(self, hclass: FiniteClass, xs: np.ndarray, ys: np.ndarray | None, state: BlockState,
+                       eps_s: float, rng: RandomSource) -> Hypothesis:
+        m = hclass.matrix().astype(np.int64)  # rows = hypotheses, columns = points
+        n = xs.shape[0]
+        dens = state.distribution().density()
+        if ys is None:
+            counts = m @ np.bincount(xs, minlength=hclass.domain_size)
+            syn = m @ dens
+        else:
+            h1 = np.bincount(xs[ys == 1], minlength=hclass.domain_size)
+            h0 = np.bincount(xs[ys == 0], minlength=hclass.domain_size)
+            counts = m @ h1 + (1 - m) @ h0
+            syn = m @ dens[:, 1] + (1 - m) @ dens[:, 0]
+        scaled = (n * syn).tolist()  # data-independent floats: the scores below are exact rationals
+        scores = [int(c) - Fraction(s) for c, s in zip(counts.tolist(), scaled, strict=True)]
+        signed = scores + [-s for s in scores]
+        if self.noisy_selection:
+            i = ExponentialMechanism(eps_s, 1, rng=rng).select(signed)
+        else:
+            i = max(range(len(signed)), key=signed.__getitem__)
+        return hclass.hypothesis(i % len(scores))
+
+    # -- the algorithm ----------------------------------------------------------------------------
+
+    def fit(self, hclass: HypothesisClass, xs: np.ndarray, ys: np.ndarray | None = None, *,
+            epsilon: float, delta: float = 0.0, alpha: float = 0.1, beta: float = 0.1,
+            rng: RandomSource | None = None) -> SanitizerResult:
+        eps, dlt = check_privacy_parameters(epsilon, delta)
+        a = check_accuracy_parameter(alpha, "alpha")
+        b = check_accuracy_parameter(beta, "beta")
+        points, labels = check_data(hclass, xs, ys)
+        if not isinstance(hclass, Thresholds | Intervals | Points | FiniteClass):
+            raise SanitizerInputError(f"mwem does not support the class {hclass.spec}")
+        if isinstance(hclass, Intervals) and labels is not None:
+            raise SanitizerInputError("mwem releases labelled queries for thresholds, points and file "
+                                      "classes; intervals support unlabelled data only")
+        composition = self.composition or ("zcdp" if dlt > 0 else "basic")
+        eps_s, eps_m, ledger = mwem_budget(eps, dlt, self.rounds, composition, self.selection_share)
+        source = resolve(rng)
+        n = int(points.shape[0])
+        state = BlockState(hclass.domain_size, labels is not None,
+                           dense=self.dense or isinstance(hclass, FiniteClass))
+        total = np.zeros_like(state.weights)
+        measure = DiscreteLaplaceMechanism(eps_m, 1, rng=source)
+        history: list[tuple[Hypothesis, float]] = []
+        transcript: list[dict[str, Any]] = []
+        for _ in range(self.rounds):
+            h = self._select(hclass, points, labels, state, eps_s, source)
+            (total,) = state.refine(h.change_points()[1], total)
+            ones = h.predict(points)
+            count = int(ones.sum()) if labels is None else int((ones == labels).sum())
+            noisy = measure.release(count)
+            history.append((h, noisy / n))
+            transcript.append({"query": h.to_dict(), "noisy_count": noisy})
+            state.update(h, noisy / n)
+            for _ in range(self.repetitions):
+                for past, value in history:
+                    state.update(past, value)
+            total = total + state.weights
+        release = state.distribution(total if self.output == "average" else None)
+        num_queries = 2 * hclass.size
+        needed = mwem_sample_size(hclass.domain_size, num_queries, eps, a)
+        t_needed = math.ceil(16 * math.log(max(hclass.domain_size, 2)) / a**2)
+        bound = (2 * math.sqrt(math.log(max(hclass.domain_size, 2)) / self.rounds)
+                 + 10 * self.rounds * math.log(num_queries) / (eps * n))
+        parameters: dict[str, Any] = {
+            "alpha": a, "beta": b, "rounds": self.rounds, "repetitions": self.repetitions,
+            "output": self.output, "selection_share": self.selection_share,
+            "epsilon_select_per_round": eps_s, "epsilon_measure_per_round": eps_m, **ledger,
+            "selection": "exact exponential mechanism, score sigma*(q(D) - n q(A)), sensitivity 1",
+            "measurement": "discrete Laplace on integer counts, sensitivity 1",
+            "domain": "public: the class's domain; block edges = change points of selected queries",
+            "theorem": "Hardt-Ligett-McSherry 2012 Thm 2.2 (basic composition, average output)",
+            "theory_max_error_bound": bound, "theorem_rounds": t_needed, "transcript": transcript,
+        }
+        holds = (n >= needed and self.rounds >= t_needed and self.output == "average"
+                 and composition == "basic")
+        return SanitizerResult(
+            distribution=release, mechanism=MECHANISM, epsilon=eps,
+            delta=dlt if composition == "zcdp" else 0.0,
+            sample_size=n, parameters=parameters, theorem_sample_size=needed, accuracy_guarantee_holds=holds,
+        )
+
+    def __repr__(self) -> str:
+        return f"MWEMSanitizer(rounds={self.rounds}, repetitions={self.repetitions})"
