@@ -123,17 +123,22 @@ def referenceable_names(families: list[Any]) -> dict[str, str]:
     """Names a query may select, mapped to their metric family, from parsed ``/metrics`` text.
 
     Counters are selected as ``<name>_total``; histograms only through their ``_bucket``, ``_sum``
-    and ``_count`` series (never by the bare name); gauges by their name.
+    and ``_count`` series (never by the bare name); gauges by their name. The ``<name>_created``
+    series that prometheus_client adds to counters and histograms (as separate gauge families in
+    the text format) belong to their counter or histogram.
     """
     names: dict[str, str] = {}
     for family in families:
         if family.type == "counter":
-            names[f"{family.name}_total"] = family.name
+            base = family.name.removesuffix("_total")
+            names[f"{base}_total"] = base
+            names[f"{base}_created"] = base
         elif family.type == "histogram":
-            for suffix in ("_bucket", "_sum", "_count"):
+            for suffix in ("_bucket", "_sum", "_count", "_created"):
                 names[family.name + suffix] = family.name
-        else:
-            names[family.name] = family.name
+    for family in families:
+        if family.type not in ("counter", "histogram"):
+            names.setdefault(family.name, family.name)
     return names
 
 

@@ -1,0 +1,138 @@
+"""The dashboard and the alert rules use only metrics a live worker exports, and the dashboard
+shows every metric the worker exports (or the metric is in :data:`DELIBERATELY_LEFT_OFF`).
+
+A worker runs on the embedded broker with one stream that has a release config (small windows, a
+budget for one release), so that the release metrics exist, including those that appear only after
+a release (``privstream_last_release_timestamp_seconds``) or a refusal. Names are compared by
+metric family: a counter is queried as ``<name>_total``, a histogram only as ``<name>_bucket``,
+``_sum`` or ``_count``, a gauge by its name (``deploy_files.referenceable_names``).
+"""
+
+from __future__ import annotations
+
+import urllib.request
+import uuid
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from privstream.stream_app.broker import free_port
+from privstream.stream_app.kafka_io import ensure_topics, produce_json
+from privstream.stream_app.settings import ReleaseConfig, Settings, StreamConfig, WindowConfig
+from privstream.stream_app.synthetic import synthetic_examples
+from tests.integration.conftest import run, start_worker, wait_until
+
+from .deploy_files import (
+    EXTERNAL_METRICS,
+    alert_rules,
+    dashboard_exprs,
+    metric_names,
+    referenceable_names,
+)
+
+#: Metric families the service exports that the dashboard deliberately does not show, with why.
+#: Keep it honest: the test fails if a name here is not exported any more, or is on the dashboard.
+DELIBERATELY_LEFT_OFF: dict[str, str] = {
+    # (empty: every family is on the dashboard. Add "name": "reason" here, never silently.)
+}
+
+WINDOW = 40
+CLASS = "thresholds:256"
+
+
+def dashboard_names() -> set[str]:
+    return set().union(*(metric_names(e) for e in dashboard_exprs()))
+
+
+def alert_names() -> set[str]:
+    return set().union(*(metric_names(r["expr"]) for r in alert_rules()))
+
+
+def scrape(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=5) as response:
+        return response.read().decode()
+
+
+def sample(text: str, name: str, **labels: str) -> float | None:
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()):
+                return s.value
+    return None
+
+
+@pytest.fixture(scope="module")
+def live_metrics(broker, tmp_path_factory) -> str:
+    """/metrics of a worker that has released one window and refused the next (shared by the tests
+    of this module: one worker, unique app id, group and topics)."""
+    tmp_path = tmp_path_factory.mktemp("metrics")
+    run_id = uuid.uuid4().hex[:10]
+    settings = Settings(
+        app_id=f"privstream-deploy-{run_id}",
+        topic_prefix=f"deploy-{run_id}.",
+        kafka_bootstrap=broker.bootstrap,
+        web_port=free_port(),
+        data_dir=tmp_path / "data",
+        topic_partitions=2,
+        kafka_session_timeout_seconds=10,
+        ledger_create_if_missing=True,
+        # ε = 1 per window out of 1.5: the first window is released, the second refused.
+        streams=[StreamConfig(name="s", hypothesis_class=CLASS, release=ReleaseConfig(
+            window=WindowConfig(size=WINDOW), epsilon=1.0, epsilon_budget=1.5))],
+        _env_file=None,
+    )
+    run(ensure_topics(settings))
+    worker = start_worker(settings, tmp_path)
+    try:
+        batch = synthetic_examples(CLASS, 2 * WINDOW, seed=3)
+        records = [("s", m) for m in batch.messages("s")] + [("s", b"{not json")]
+        run(produce_json(settings, settings.topic("examples"), records))
+        url = f"{worker.base_url}/metrics"
+
+        def released_and_refused() -> str | None:
+            text = scrape(url)
+            done = (sample(text, "privstream_releases_total", stream="s") == 1
+                    and sample(text, "privstream_release_refusals_total", stream="s") == 1)
+            return text if done else None
+
+        return wait_until(released_and_refused, 120, what="one release and one refusal in /metrics")
+    finally:
+        worker.stop()
+
+
+@pytest.mark.live
+def test_dashboard_and_alert_metrics_exist_on_a_live_worker(live_metrics):
+    exported = referenceable_names(list(text_string_to_metric_families(live_metrics)))
+    for source, names in (("dashboard", dashboard_names()), ("alert rules", alert_names())):
+        missing = sorted(n for n in names if n not in exported and n not in EXTERNAL_METRICS)
+        assert not missing, f"the {source} use metrics no worker exports: {missing}"
+    # The release metrics really are there (the point of configuring a release).
+    for name in ("privstream_last_release_timestamp_seconds", "privstream_learner_run_seconds_bucket",
+                 "privstream_privacy_epsilon_remaining"):
+        assert name in exported
+
+
+@pytest.mark.live
+def test_every_exported_metric_is_on_the_dashboard_or_deliberately_left_off(live_metrics):
+    families = list(text_string_to_metric_families(live_metrics))
+    exported = referenceable_names(families)
+    shown = {exported[n] for n in dashboard_names() if n in exported}
+    all_families = set(exported.values())
+    assert all(name.startswith("privstream_") for name in all_families)
+    for name in DELIBERATELY_LEFT_OFF:
+        assert name in all_families, f"{name} is listed as left off but no longer exported"
+        assert name not in shown, f"{name} is listed as left off but the dashboard shows it"
+    missing = sorted(all_families - shown - set(DELIBERATELY_LEFT_OFF))
+    assert not missing, f"exported but neither on the dashboard nor deliberately left off: {missing}"
+
+
+def test_names_compare_by_family_not_by_suffix():
+    text = (
+        "# TYPE a counter\na_total 1.0\n"
+        "# TYPE h histogram\nh_bucket{le=\"+Inf\"} 1.0\nh_sum 1.0\nh_count 1.0\n"
+        "# TYPE g_count gauge\ng_count 2.0\n"
+    )
+    names = referenceable_names(list(text_string_to_metric_families(text)))
+    assert names == {"a_total": "a", "a_created": "a", "h_bucket": "h", "h_sum": "h", "h_count": "h",
+                     "h_created": "h", "g_count": "g_count"}
+    assert "h" not in names and "a" not in names  # a bare histogram or counter name selects nothing
