@@ -7,6 +7,7 @@ in ``privstream/schemas/json/`` and a test keeps them equal to the models.
 from privstream.schemas.examples import SCHEMA_VERSION, Example, ExampleBatch, normalise_label
 from privstream.schemas.predictions import Prediction, PredictionBatch
 from privstream.schemas.releases import Certificate, HypothesisRelease, WindowInfo
+from privstream.schemas.sanitized import SanitizedRelease
 
 #: Every published or consumed model, by the file name of its JSON Schema.
 MODELS = {
@@ -15,6 +16,7 @@ MODELS = {
     "prediction": Prediction,
     "prediction_batch": PredictionBatch,
     "hypothesis_release": HypothesisRelease,
+    "sanitized_release": SanitizedRelease,
 }
 
 __all__ = [
@@ -26,6 +28,7 @@ __all__ = [
     "HypothesisRelease",
     "Prediction",
     "PredictionBatch",
+    "SanitizedRelease",
     "WindowInfo",
     "normalise_label",
 ]
