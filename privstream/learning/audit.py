@@ -56,6 +56,7 @@ __all__ = [
     "audit",
     "clopper_pearson",
     "hockey_stick",
+    "permute_and_flip_law",
     "privacy_loss",
     "run_audit",
 ]
@@ -480,6 +481,24 @@ def _exponential_spec() -> AuditSpec:
     )
 
 
+def permute_and_flip_law(scores: Sequence[int], epsilon: float, sensitivity: float = 1.0) -> list[float]:
+    """Exact law of permute-and-flip: Pr[i] = p_i ∫_0^1 Π_{j≠i} (1 - p_j t) dt.
+
+    A uniform order is the order of i.i.d. uniform arrival times; candidate i wins when it
+    arrives at t, succeeds (p_i = exp(ε(s_i - s_max)/(2Δ))), and every earlier one failed.
+    """
+    top = max(scores)
+    p = [math.exp(epsilon * (s - top) / (2 * sensitivity)) for s in scores]
+    law = []
+    for i, p_i in enumerate(p):
+        poly = [1.0]  # coefficients of Π_{j≠i} (1 - p_j t)
+        for j, p_j in enumerate(p):
+            if j != i:
+                poly = [a - p_j * b for a, b in zip([*poly, 0.0], [0.0, *poly], strict=True)]
+        law.append(p_i * math.fsum(c / (k + 1) for k, c in enumerate(poly)))
+    return law
+
+
 def _permute_and_flip_spec() -> AuditSpec:
     eps = 1.0
 
@@ -499,6 +518,13 @@ def _permute_and_flip_spec() -> AuditSpec:
 
         return release
 
+    def exact() -> tuple[dict[Hashable, float], dict[Hashable, float]]:
+        laws = []
+        for votes in _VOTES:
+            law = permute_and_flip_law(_vote_scores(votes), eps)
+            laws.append({0: law[0], 1: math.fsum(law[1:])})  # discretised as in the audit
+        return laws[0], laws[1]
+
     return AuditSpec(
         name="permute_and_flip",
         description=f"permute-and-flip over 1 + {_EM_BLOCK} candidates, eps={eps}",
@@ -508,6 +534,7 @@ def _permute_and_flip_spec() -> AuditSpec:
         discretise=lambda i: min(i, 1),  # candidate A vs any B
         broken={"epsilon_doubled": factory(2 * eps), "no_noise": no_noise},
         samples=20_000,
+        exact=exact,
     )
 
 

@@ -152,6 +152,8 @@ def test_exact_checks_are_not_vacuous() -> None:
     assert privacy_loss(p, q) == pytest.approx(1.0, rel=1e-9)
     p, q = AUDITABLE_MECHANISMS["exponential"]().exact()  # type: ignore[misc]
     assert 0.85 < privacy_loss(p, q) <= 1.0
+    p, q = AUDITABLE_MECHANISMS["permute_and_flip"]().exact()  # type: ignore[misc]
+    assert 0.99 < privacy_loss(p, q) <= 1.0
     p, q = AUDITABLE_MECHANISMS["above_threshold"]().exact()  # type: ignore[misc]
     assert 0.7 < privacy_loss(p, q) <= 1.0
     p, q = AUDITABLE_MECHANISMS["stable_histogram_singleton"]().exact()  # type: ignore[misc]

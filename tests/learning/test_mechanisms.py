@@ -14,6 +14,7 @@ from fractions import Fraction
 import pytest
 
 from privstream.learning.accounting import PrivacyGuarantee, zcdp_to_dp
+from privstream.learning.audit import permute_and_flip_law
 from privstream.learning.mechanisms import (
     AboveThreshold,
     DiscreteGaussianMechanism,
@@ -214,9 +215,10 @@ def test_block_law_equals_the_dense_law() -> None:
 
 @pytest.mark.parametrize("precision", [64, 1])
 def test_block_sampler_matches_the_exact_law(precision: int) -> None:
-    # precision=1 makes the certified bounds coarse, exercising the lazy refinement path
+    # precision=1 makes the proposal coarse (the blocks at -20 and -30 get weight 1 out of ~50):
+    # only the exact acceptance step removes that bias, so a sampler that skips it fails here
     em = ExponentialMechanism(1.0, rng=seeded(precision), precision=precision)
-    blocks = [(3, -4), (1, 0), (2, -1), (5, -3), (0, 7)]
+    blocks = [(3, -4), (1, 0), (2, -1), (5, -3), (0, 7), (1, -20), (3, -30)]
     draws = [em.select_block(blocks) for _ in range(12_000)]
     law = em.block_probabilities(blocks)
     assert 4 not in draws  # an empty block is never chosen, even with the best score
@@ -302,9 +304,35 @@ def test_permute_and_flip_law_for_two_candidates() -> None:
     draws = [pf.select([0, -2]) for _ in range(20_000)]
     p = math.exp(-1.0) / 2
     assert_law(draws, {1: p, 0: 1 - p})
+    assert permute_and_flip_law([0, -2], 1.0) == pytest.approx([1 - p, p], rel=1e-12)
     assert pf.select([5]) == 0
     with pytest.raises(PrivacyParameterError):
         pf.select([])
+
+
+def test_permute_and_flip_sampler_matches_the_exact_law() -> None:
+    pf = PermuteAndFlip(0.8, sensitivity=2, rng=seeded(18))
+    scores = [0, -1, -3, -3, -6, 2]
+    draws = [pf.select(scores) for _ in range(15_000)]
+    law = permute_and_flip_law(scores, 0.8, 2)
+    assert math.fsum(law) == pytest.approx(1.0, abs=1e-12)
+    assert_law(draws, dict(enumerate(law)))
+
+
+def test_permute_and_flip_exact_privacy_on_all_small_neighbours() -> None:
+    """max |ln P_S(i) - ln P_S'(i)| <= ε over all score vectors in {-3..0}^4 and every neighbour
+    that moves each score by at most Δ = 1 (McKenna-Sheldon 2020, Thm 1)."""
+    eps = 1.0
+    vectors = list(itertools.product(range(-3, 1), repeat=4))
+    laws = {v: permute_and_flip_law(v, eps) for v in itertools.product(range(-4, 2), repeat=4)}
+    worst = 0.0
+    for v in vectors:
+        for shift in itertools.product((-1, 0, 1), repeat=4):
+            w = tuple(a + d for a, d in zip(v, shift, strict=True))
+            p, q = laws[v], laws[w]
+            worst = max(worst, max(abs(math.log(a / b)) for a, b in zip(p, q, strict=True)))
+    assert worst <= eps + 1e-12
+    assert worst > 0.9 * eps
 
 
 # -- stable histogram ------------------------------------------------------------------------------
