@@ -418,8 +418,8 @@ def test_audit_passes_at_the_claimed_epsilon_and_catches_broken_variants() -> No
     import privstream.learning.private_learners.audit  # noqa: F401  (registers "generic")
 
     spec = AUDITABLE_MECHANISMS["generic"]()
-    ok = run_audit(spec, samples=8000, seed=3)
-    assert ok.passed and 0.3 < ok.epsilon_lower_bound <= 1.0
-    understated = run_audit(spec, variant="sensitivity_understated", samples=8000, seed=4)
+    ok = run_audit(spec, samples=6000, seed=3)
+    assert ok.passed and 0.2 < ok.epsilon_lower_bound <= 1.0  # exact loss on this pair: 0.886
+    understated = run_audit(spec, variant="sensitivity_understated", samples=6000, seed=4)
     assert not understated.passed  # true loss on this pair ≈ 1.75 > the claimed 1
     assert not run_audit(spec, variant="no_noise", samples=2000, seed=5).passed
