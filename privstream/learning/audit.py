@@ -195,6 +195,22 @@ class AuditResult:
     def passed(self) -> bool:
         return self.epsilon_lower_bound <= self.claimed_epsilon
 
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (for the CLI); the event's bins are rendered with ``str``."""
+        return {
+            "name": self.name,
+            "claimed_epsilon": self.claimed_epsilon,
+            "claimed_delta": self.claimed_delta,
+            "epsilon_lower_bound": self.epsilon_lower_bound,
+            "epsilon_estimate": None if math.isinf(self.epsilon_estimate) else self.epsilon_estimate,
+            "passed": self.passed,
+            "event": sorted(str(o) for o in self.event),
+            "direction": self.direction,
+            "counts": list(self.counts),
+            "samples": self.samples,
+            "confidence": self.confidence,
+        }
+
     def summary(self) -> str:
         verdict = "PASS" if self.passed else "VIOLATION"
         return (

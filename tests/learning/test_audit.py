@@ -9,6 +9,7 @@ computable, the privacy claim is also checked exactly (hockey-stick divergence <
 
 from __future__ import annotations
 
+import json
 import math
 from fractions import Fraction
 
@@ -100,6 +101,8 @@ def test_audit_is_tight_and_honest_on_randomized_response() -> None:
     over_claim = audit(randomized_response(1.0)(seeded(2)), (0, 1), PrivacyGuarantee(0.8), samples=40_000)
     assert not over_claim.passed  # a claim of 0.8 for a 1.0-DP mechanism is caught
     assert "VIOLATION" in over_claim.summary()
+    record = json.loads(json.dumps(over_claim.to_dict()))
+    assert record["passed"] is False and record["claimed_epsilon"] == 0.8
 
 
 def test_audit_subtracts_delta() -> None:
