@@ -23,7 +23,7 @@ tables = st.integers(1, 300).flatmap(
     lambda n: st.lists(st.booleans(), min_size=n, max_size=n).map(lambda v: np.array(v, dtype=bool)))
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(tables, tables)
 def test_dicts_equal_iff_functions_equal(a: np.ndarray, b: np.ndarray) -> None:
     ha, hb = hypothesis_from_table(a), hypothesis_from_table(b)
@@ -34,7 +34,7 @@ def test_dicts_equal_iff_functions_equal(a: np.ndarray, b: np.ndarray) -> None:
         assert hash(ha) == hash(hb)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(tables)
 def test_round_trip_through_json_and_runs(t: np.ndarray) -> None:
     h = hypothesis_from_table(t)

@@ -132,3 +132,17 @@ def test_dual_class_is_distinct_columns() -> None:
     m = np.array([[1, 1, 0], [0, 0, 1]], dtype=bool)
     dual = FiniteClass(m, "m").dual()
     assert (dual.size, dual.domain_size) == (2, 2)  # columns 0 and 1 coincide
+
+
+@pytest.mark.parametrize("spec", ["thresholds:9", "points:7", "intervals:8"])
+def test_version_space_of_matches_filtering_the_matrix(spec: str) -> None:
+    cls = parse_class_spec(spec)
+    m = cls.matrix()
+    rng = np.random.default_rng(2)
+    for _ in range(50):
+        xs = rng.integers(0, cls.domain_size, rng.integers(0, 5))
+        ys = m[rng.integers(0, cls.size)][xs] if rng.random() < 0.7 else rng.integers(0, 2, xs.shape[0])
+        consistent = int((m[:, xs] == np.asarray(ys, dtype=bool)).all(axis=1).sum())
+        vs = cls.version_space_of(xs.tolist(), np.asarray(ys).tolist())
+        assert (vs.size() if vs is not None else 0) == consistent
+    assert cls.evaluate(0, np.arange(cls.domain_size)).tolist() == m[0].astype(int).tolist()

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from privstream.learning.domain import check_point
+from privstream.learning.domain import check_label, check_point
 from privstream.learning.hypotheses import Hypothesis
 
 
@@ -104,6 +104,18 @@ class HypothesisClass(ABC):
     @abstractmethod
     def hypothesis(self, index: int) -> Hypothesis:
         """The hypothesis number ``index`` (``0 <= index < size``) in the class's canonical order."""
+
+    def evaluate(self, index: int, x: Any) -> Any:
+        """``h_index(x)`` for one point or an array of points."""
+        return self.hypothesis(index).predict(x)
+
+    def version_space_of(self, xs: Any, ys: Any) -> VersionSpace | None:
+        """The hypotheses consistent with the examples, or None if there are none."""
+        vs = self.version_space()
+        for x, y in zip(xs, ys, strict=True):
+            if not vs.update(check_point(x, self.domain_size), check_label(y)):
+                return None
+        return vs
 
     def matrix(self) -> np.ndarray:
         """The ``size x N`` truth table (``bool``), rows in canonical order; small classes only."""
