@@ -110,3 +110,69 @@ async def subscribe(
             yield release
     finally:
         await consumer.stop()
+
+
+class SanitizedView:
+    """A published sanitized release: answers every query of the stream's class (ggkm.md §1.3).
+
+    ``answer(h)`` is ``Pr[h(x) = 1]`` (or ``Pr[h(x) = y]`` for a labelled release) under the released
+    synthetic distribution; ``max_error_on``/``mean_error_on`` compare it with data over *all* queries
+    of the class without enumerating them (prefix sums over data points and block boundaries).
+    """
+
+    def __init__(self, model: Any):  # a privstream.schemas.SanitizedRelease
+        from privstream.learning.sanitizers import SyntheticDistribution
+
+        self.model = model
+        self.distribution = SyntheticDistribution.from_dict(model.distribution)
+
+    @classmethod
+    def from_json(cls, data: bytes | str | dict[str, Any]) -> SanitizedView:
+        from privstream.schemas import SanitizedRelease
+
+        if isinstance(data, dict):
+            return cls(SanitizedRelease.model_validate(data))
+        return cls(SanitizedRelease.model_validate_json(data))
+
+    @property
+    def stream_id(self) -> str:
+        return self.model.stream_id
+
+    @property
+    def certificate(self) -> Certificate:
+        return self.model.certificate
+
+    @property
+    def labelled(self) -> bool:
+        return self.model.labelled
+
+    def answer(self, h: Hypothesis | dict[str, Any]) -> float:
+        """The released answer to query ``h`` (a hypothesis or its canonical dict)."""
+        return self.distribution.answer(h)
+
+    def errors_on(self, xs: np.ndarray | list[int], ys: np.ndarray | list[int] | None) -> tuple[float, float]:
+        """``(max_error_on, mean_error_on)`` in one pass."""
+        from privstream.learning.domain import as_labels, as_points
+        from privstream.learning.hypothesis_classes import parse_class_spec
+        from privstream.learning.sanitizers.evaluation import class_errors
+
+        hclass = parse_class_spec(self.model.hypothesis_class)
+        points = as_points(np.asarray(xs), hclass.domain_size)
+        labels = None if ys is None else as_labels(np.asarray(ys), points.shape[0])
+        return class_errors(hclass, self.distribution, points, labels)
+
+    def max_error_on(self, xs: np.ndarray | list[int], ys: np.ndarray | list[int] | None = None) -> float:
+        """``max_h |q_h(data) - answer(h)|`` over every query h of the class."""
+        return self.errors_on(xs, ys)[0]
+
+    def mean_error_on(self, xs: np.ndarray | list[int], ys: np.ndarray | list[int] | None = None) -> float:
+        """Mean of ``|q_h(data) - answer(h)|`` over every query h of the class (NaN: intervals > 2^24)."""
+        return self.errors_on(xs, ys)[1]
+
+    def to_json(self) -> str:
+        return self.model.model_dump_json()
+
+    def __repr__(self) -> str:
+        c = self.certificate
+        spec = self.model.hypothesis_class
+        return f"SanitizedView(stream={self.stream_id!r}, class={spec!r}, epsilon={c.epsilon})"

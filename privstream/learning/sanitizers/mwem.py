@@ -60,6 +60,7 @@ from privstream.learning.private_learners.base import check_accuracy_parameter, 
 from privstream.learning.randomness import RandomSource, resolve
 from privstream.learning.sanitizers.base import SanitizerInputError, SanitizerResult, check_data
 from privstream.learning.sanitizers.distribution import SyntheticDistribution
+from privstream.learning.sanitizers.evaluation import finite_signed_errors, score_inputs
 from privstream.learning.sanitizers.selection import Pieces, PointScore, PrefixScore, select_piecewise
 
 __all__ = ["MECHANISM", "BlockState", "MWEMSanitizer", "mwem_budget", "mwem_sample_size"]
@@ -191,36 +192,30 @@ class MWEMSanitizer:
                 eps_s: float, rng: RandomSource) -> Hypothesis:
         n, big_n = xs.shape[0], hclass.domain_size
         if isinstance(hclass, FiniteClass):
-            return self._select_finite(hclass, xs, ys, state, eps_s, rng)
+            scores = finite_signed_errors(hclass, xs, ys, state.distribution().density())
+            signed = scores + [-s for s in scores]
+            if self.noisy_selection:
+                i = ExponentialMechanism(eps_s, 1, rng=rng).select(signed)
+            else:  # BROKEN on purpose (audits only)
+                i = max(range(len(signed)), key=signed.__getitem__)
+            return hclass.hypothesis(i % len(scores))
         order = np.argsort(xs, kind="stable")
         xs_s = xs[order]
+        a, w, base, offset = score_inputs(hclass, None if ys is None else ys[order], state.weights)
         if ys is None:
             a = np.ones(n, dtype=np.int64)
-            w, base, offset = state.weights, 0.0, 0
-        else:
-            y = ys[order].astype(np.int64)
-            w1, w0 = state.weights[:, 1], state.weights[:, 0]
-            if isinstance(hclass, Thresholds):  # agreement = n1 + Σ_{x<t}(1[y=0] - 1[y=1]) ...
-                a, w, base, offset = 1 - 2 * y, w0 - w1, float(w1.sum()), int(y.sum())
-            elif isinstance(hclass, Points):  # ... = n0 + c1(i) - c0(i)
-                a, w, base, offset = 2 * y - 1, w1 - w0, float(w0.sum()), int(n - y.sum())
-            else:
-                raise SanitizerInputError("mwem releases labelled queries for thresholds, points and "
-                                          "file classes; intervals support unlabelled data only")
-        families: list[Pieces]
         if isinstance(hclass, Points):
-            score = PointScore(xs_s, a, state.edges, w, n, base=base if ys is not None else 0.0)
-            empty_exact = (offset - n * Fraction(base)) if ys is not None else 0
-            empty = Pieces(np.array([0]), np.array([1]), np.array([float(empty_exact)]), np.zeros(1),
-                           lambda _t: empty_exact, float(n))
-            neg_empty = Pieces(empty.starts, empty.lengths, -empty.values, empty.slopes,
-                               lambda _t: -empty_exact, float(n))
-            families = [score.pieces(1, offset), score.pieces(-1, -offset), empty, neg_empty]
+            score = PointScore(xs_s, a, state.edges, w, n, base=base)
+            empty_exact = offset - n * Fraction(base)  # the all-zero function
+            one = np.array([0], dtype=np.int64), np.array([1], dtype=np.int64)
+            families = [score.pieces(1, offset), score.pieces(-1, offset)] + [
+                Pieces(*one, np.array([s * float(empty_exact)]), np.zeros(1),
+                       lambda _t, s=s: s * empty_exact, float(n)) for s in (1, -1)]
             f, t = self._draw(families, eps_s, rng)
             return point_hypothesis(big_n, t if f < 2 else None)
         prefix = PrefixScore(xs_s, a, state.edges, w, n, base=base)
         if isinstance(hclass, Thresholds):
-            _, t = self._draw([prefix.pieces(1, offset), prefix.pieces(-1, -offset)], eps_s, rng)
+            _, t = self._draw([prefix.pieces(1, offset), prefix.pieces(-1, offset)], eps_s, rng)
             return threshold_hypothesis(big_n, t)
         if isinstance(hclass, Intervals):
             _, p = self._draw([prefix.pieces(-1)], eps_s, rng)
@@ -238,28 +233,6 @@ class MWEMSanitizer:
         p = families[f]
         t = int(p.starts[i]) + (int(p.lengths[i]) - 1 if p.slopes[i] > 0 else 0)
         return f, t
-
-    def _select_finite(self, hclass: FiniteClass, xs: np.ndarray, ys: np.ndarray | None, state: BlockState,
-                       eps_s: float, rng: RandomSource) -> Hypothesis:
-        m = hclass.matrix().astype(np.int64)  # rows = hypotheses, columns = points
-        n = xs.shape[0]
-        dens = state.distribution().density()
-        if ys is None:
-            counts = m @ np.bincount(xs, minlength=hclass.domain_size)
-            syn = m @ dens
-        else:
-            h1 = np.bincount(xs[ys == 1], minlength=hclass.domain_size)
-            h0 = np.bincount(xs[ys == 0], minlength=hclass.domain_size)
-            counts = m @ h1 + (1 - m) @ h0
-            syn = m @ dens[:, 1] + (1 - m) @ dens[:, 0]
-        scaled = (n * syn).tolist()  # data-independent floats: the scores below are exact rationals
-        scores = [int(c) - Fraction(s) for c, s in zip(counts.tolist(), scaled, strict=True)]
-        signed = scores + [-s for s in scores]
-        if self.noisy_selection:
-            i = ExponentialMechanism(eps_s, 1, rng=rng).select(signed)
-        else:
-            i = max(range(len(signed)), key=signed.__getitem__)
-        return hclass.hypothesis(i % len(scores))
 
     # -- the algorithm ----------------------------------------------------------------------------
 

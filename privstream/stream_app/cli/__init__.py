@@ -21,6 +21,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "service",  # worker, broker, demo, produce
     "offline",  # dims, online
     "private",  # learn, evaluate, audit
+    "sanitize",  # sanitize
 )
 
 

@@ -44,7 +44,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "evaluate", help="error of released hypotheses on labelled examples (not a private output)")
     evaluate.add_argument("--release", required=True, metavar="FILE",
                           help="file of release JSON lines (as printed by privstream learn --json)")
-    evaluate.add_argument("--examples", required=True, metavar="FILE", help=EXAMPLES_HELP)
+    evaluate.add_argument("--examples", metavar="FILE", help=EXAMPLES_HELP)
+    evaluate.add_argument("--data", metavar="FILE", help="for a sanitized release: CSV with header x[,y]")
     evaluate.add_argument("--json", action="store_true", help="one JSON object per release")
     evaluate.set_defaults(handler=run_evaluate)
 
@@ -150,6 +151,11 @@ def run_evaluate(args: argparse.Namespace) -> int:
     from privstream.learning.hypotheses import hypothesis_from_dict
     from privstream.stream_app.example_files import read_examples
 
+    if args.data is not None:  # a sanitized release: errors over all queries of its class
+        from privstream.stream_app.cli.sanitize import run_evaluate_sanitized
+        return run_evaluate_sanitized(args)
+    if args.examples is None:
+        raise ValueError("evaluate needs --examples (hypothesis releases) or --data (a sanitized release)")
     xs, ys = read_examples(args.examples)
     for release in _read_releases(Path(args.release)):
         h = hypothesis_from_dict(release.hypothesis)
