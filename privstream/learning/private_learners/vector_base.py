@@ -115,7 +115,6 @@ VECTOR_LEARNERS: dict[str, str] = {
 VECTOR_MODELS: dict[str, str] = {
     "grid-labels": "privstream.learning.consistent.pcl:GridLabelModel",
     "stump": "privstream.learning.consistent.semisupervised:StumpModel",
-    "histogram-density": "privstream.learning.consistent.density:HistogramDensity",
 }
 
 

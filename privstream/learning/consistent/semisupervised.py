@@ -1,0 +1,301 @@
+"""PCSSL: the private semi-supervised learner for a VC class ([B §4.1, Thm 4.11]; bayes_overview.md §B.7).
+
+The class is **decision stumps** on R^d: ``1[x_j >= t]`` and ``1[x_j < t]`` for every feature j and
+threshold t, plus the two constants (thresholds on R when d = 1). Its VC dimension is at most the
+largest m with ``2^m <= 2 + 2d(m - 1)`` (the number of labellings it shows on m points; exactly 2
+for d = 1), :func:`stump_vc_bound`.
+
+**Algorithm** (unlabelled rows ``U``, labelled rows ``S`` of one table ``X, y``; ``y = -1``/NaN
+marks unlabelled rows):
+
+1. ``f̂ ← PCDE(U; ε_U, δ)`` (:func:`~privstream.learning.consistent.density.pcde_fit`, normalised,
+   resolution from the public total row count n): the only access to U.
+2. ``Û ← n_semi`` i.i.d. draws from f̂ (post-processing).
+3. The semi-private learner ([B Thm 4.10]; §B.2.6): the cover ``H_Û`` has one stump per distinct
+   labelling of Û (thresholds at midpoints of consecutive distinct values of Û, i.e. chosen from
+   Û only, never from S), and the exponential mechanism ([S Lemma 3.2]; the exact
+   :class:`~privstream.learning.mechanisms.ExponentialMechanism` over blocks of equal score)
+   picks ``h ∈ H_Û`` with score ``-#errors_S(h)`` (sensitivity 1) at ``ε_S``: the only access to S.
+   The output is a stump: the learner is proper.
+
+**Privacy ((ε_U + ε_S, δ)-DP, replace-one over rows, n public).** A replacement either changes one
+row of U (PCDE is (ε_U, δ)-DP and the rest is post-processing), or one row of S (for every Û the
+EM is ε_S-DP: each score moves by <= 1), or turns a labelled row into an unlabelled one or back:
+then U gains or loses one row (one cube count moves by one: still (ε_U, δ) for the stable
+histogram on the fixed grid, which is why its resolution uses n and not |U|) and S loses or gains
+one (scores move by <= 1: ε_S). Sequential composition covers all three: ``(ε_U + ε_S, δ)``. The
+caller's ε is split as ``ε_U = density_share·ε`` and ``ε_S = ε - ε_U``. Because the split between
+labelled and unlabelled rows is private, no count of either is released, and whether the
+theorem's labelled sample size is met is reported as unknown (``accuracy_guarantee_holds=None``).
+
+**Parameters** (§B.2.6, [DERIVED] there): ``n_semi = ⌈max((4/α)log2(2/β), (8·VC/α)log2(13/α))⌉``
+unlabelled draws (ε-net size), and the labelled size that makes the EM output err <= 6α with
+probability >= 1 - β given a good cover, ``m = ⌈max{(3/α)ln(3/β), 2ln(3|H_Û|/β)/(ε_S α),
+(4/(3α))ln(3|H_Û|/β)}⌉`` (:func:`labelled_sample_size`). The unlabelled size the proof needs,
+n(β/n_semi, β, f), depends on the unknown density (not computable): the diagnostics report what
+PCDE released instead (released cubes, released mass Σĉ, whether it fell back to uniform).
+
+>>> import numpy as np
+>>> from privstream.learning.randomness import seeded
+>>> gen = np.random.default_rng(0)
+>>> X = gen.random((20_000, 1)); y = (X[:, 0] >= 0.3).astype(np.int64); y[300:] = -1
+>>> res = SemiSupervisedLearner(n_semi=500).fit(X, y, epsilon=1.0, delta=1e-9, bounds=[[0, 1]],
+...                                               rng=seeded(1))
+>>> m = res.model.to_dict(); m["feature"], m["sign"], abs(m["threshold"] - 0.3) < 0.05
+(0, 1, True)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from privstream.learning.consistent.density import HistogramDensity, pcde_fit
+from privstream.learning.errors import HypothesisFormatError, LearningInputError
+from privstream.learning.mechanisms import ExponentialMechanism
+from privstream.learning.private_learners.base import check_accuracy_parameter
+from privstream.learning.private_learners.vector_base import (
+    OUT_OF_BOUNDS_POLICIES,
+    VectorLearnerResult,
+    check_bounds,
+    check_features,
+    finite_epsilon,
+    split_labels,
+)
+from privstream.learning.randomness import RandomSource, resolve
+
+__all__ = [
+    "MECHANISM",
+    "SemiSupervisedLearner",
+    "StumpCover",
+    "StumpModel",
+    "labelled_sample_size",
+    "semi_private_learner",
+    "stump_cover",
+    "stump_vc_bound",
+    "unlabelled_sample_size",
+]
+
+MECHANISM = "pcssl"
+
+
+def stump_vc_bound(d: int) -> int:
+    """Largest m with ``2^m <= 2 + 2d(m - 1)``: an upper bound on the VC dimension of stumps on R^d.
+
+    >>> stump_vc_bound(1), stump_vc_bound(2), stump_vc_bound(30)
+    (2, 3, 8)
+    """
+    m = 1
+    while 2 ** (m + 1) <= 2 + 2 * d * m:
+        m += 1
+    return m
+
+
+def unlabelled_sample_size(vc: int, alpha: float, beta: float) -> int:
+    """ε-net size ``⌈max((4/α)log2(2/β), (8·VC/α)log2(13/α))⌉`` (Blumer et al. 1989; §B.2.6)."""
+    return math.ceil(max(4 / alpha * math.log2(2 / beta), 8 * vc / alpha * math.log2(13 / alpha)))
+
+
+def labelled_sample_size(cover_size: int, epsilon: float, alpha: float, beta: float) -> int:
+    """Labelled m for error <= 6α w.p. >= 1 - β given a cover with an α-good member (§B.2.6)."""
+    log_term = math.log(3 * cover_size / beta)
+    return math.ceil(max(3 / alpha * math.log(3 / beta), 2 * log_term / (epsilon * alpha),
+                         4 / (3 * alpha) * log_term))
+
+
+class StumpModel:
+    """A released stump: ``1[x_j >= t]`` (sign 1), ``1[x_j < t]`` (sign -1), or a constant."""
+
+    kind = "stump"
+
+    def __init__(self, feature: int | None, threshold: float | None, sign: int | None,
+                 constant: int | None = None) -> None:
+        if constant is not None:
+            if constant not in (0, 1) or feature is not None:
+                raise HypothesisFormatError("a constant stump has no feature and a 0/1 value")
+        elif feature is None or threshold is None or sign not in (1, -1) or not math.isfinite(threshold) \
+                or feature < 0:
+            raise HypothesisFormatError("a stump needs a feature >= 0, a finite threshold and sign 1 or -1")
+        self.feature, self.threshold, self.sign, self.constant = feature, threshold, sign, constant
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        arr = np.asarray(X, dtype=np.float64)
+        if arr.ndim != 2:
+            raise LearningInputError(f"features must have shape (n, d), got {arr.shape}")
+        if self.constant is not None:
+            return np.full(arr.shape[0], self.constant, dtype=np.uint8)
+        assert self.feature is not None and self.threshold is not None
+        if self.feature >= arr.shape[1]:
+            raise LearningInputError(f"the stump reads feature {self.feature}; rows have {arr.shape[1]}")
+        above = arr[:, self.feature] >= self.threshold
+        return (above if self.sign == 1 else ~above).astype(np.uint8)
+
+    def to_dict(self) -> dict[str, Any]:
+        if self.constant is not None:
+            return {"kind": self.kind, "constant": self.constant}
+        return {"kind": self.kind, "feature": self.feature, "threshold": self.threshold, "sign": self.sign}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> StumpModel:
+        try:
+            if d["kind"] != cls.kind:
+                raise HypothesisFormatError(f"not a {cls.kind} model")
+            if "constant" in d:
+                return cls(None, None, None, int(d["constant"]))
+            return cls(int(d["feature"]), float(d["threshold"]), int(d["sign"]))
+        except HypothesisFormatError:
+            raise
+        except (KeyError, TypeError, ValueError) as exc:
+            raise HypothesisFormatError(f"malformed {cls.kind} model: {exc}") from None
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, StumpModel) and self.to_dict() == other.to_dict()
+
+    def __hash__(self) -> int:
+        return hash(tuple(sorted(self.to_dict().items())))
+
+
+class StumpCover:
+    """One stump per distinct labelling of the points ``Û``, in a fixed order built from Û only.
+
+    Row i is ``(feature[i], threshold[i], sign[i])``; feature -1 marks the constants (sign 1:
+    all ones, -1: all zeros).
+    """
+
+    def __init__(self, feature: np.ndarray, threshold: np.ndarray, sign: np.ndarray) -> None:
+        self.feature, self.threshold, self.sign = feature, threshold, sign
+
+    def __len__(self) -> int:
+        return int(self.feature.shape[0])
+
+    def member(self, i: int) -> StumpModel:
+        if self.feature[i] < 0:
+            return StumpModel(None, None, None, 1 if self.sign[i] == 1 else 0)
+        return StumpModel(int(self.feature[i]), float(self.threshold[i]), int(self.sign[i]))
+
+    def errors(self, X: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """``#errors_S(h)`` of every member on the labelled rows (vectorised by feature)."""
+        m = y.shape[0]
+        ones = int(y.sum())
+        out = np.empty(len(self), dtype=np.int64)
+        const = self.feature < 0
+        out[const] = np.where(self.sign[const] == 1, m - ones, ones)
+        for j in np.unique(self.feature[~const]):
+            rows = np.flatnonzero(self.feature == j)
+            order = np.argsort(X[:, j], kind="stable")
+            vals, labs = X[order, j], y[order].astype(np.int64)
+            cum1 = np.concatenate(([0], np.cumsum(labs)))
+            below = np.searchsorted(vals, self.threshold[rows], side="left")  # #{x_j < t}
+            ones_below = cum1[below]
+            zeros_above = (m - below) - (ones - ones_below)
+            err_pos = zeros_above + ones_below
+            out[rows] = np.where(self.sign[rows] == 1, err_pos, m - err_pos)
+        return out
+
+
+def stump_cover(points: np.ndarray, rng: RandomSource) -> StumpCover:
+    """The cover H_Û of stumps on ``points`` (duplicate labellings removed, first kept).
+
+    Duplicates across features are found by hashing each labelling with random 64-bit weights per
+    point (a collision, probability ~2^-64 per pair, would only drop a stump: utility, not privacy).
+    """
+    n, d = points.shape
+    gen = np.random.default_rng(rng.getrandbits(128))
+    weights = gen.integers(0, 2**63, size=n, dtype=np.uint64)
+    total = np.uint64(weights.sum(dtype=np.uint64))
+    feats = [np.array([-1, -1])]
+    thrs = [np.array([np.nan, np.nan])]
+    signs = [np.array([1, -1])]
+    hashes = [np.array([total, 0], dtype=np.uint64)]
+    with np.errstate(over="ignore"):
+        for j in range(d):
+            order = np.argsort(points[:, j], kind="stable")
+            vals = points[order, j]
+            distinct = np.flatnonzero(np.diff(vals) > 0)  # cut between vals[i] and vals[i+1]
+            if distinct.size == 0:
+                continue
+            mids = (vals[distinct] + vals[distinct + 1]) / 2
+            suffix = np.cumsum(weights[order][::-1], dtype=np.uint64)[::-1]  # weight of vals[i:]
+            pos_hash = suffix[distinct + 1]
+            k = mids.shape[0]
+            feats.append(np.full(2 * k, j))
+            thrs.append(np.concatenate((mids, mids)))
+            signs.append(np.concatenate((np.ones(k, dtype=np.int64), -np.ones(k, dtype=np.int64))))
+            hashes.append(np.concatenate((pos_hash, total - pos_hash)))
+    h = np.concatenate(hashes)
+    _, first = np.unique(h, return_index=True)
+    keep = np.sort(first)
+    return StumpCover(np.concatenate(feats)[keep].astype(np.int64), np.concatenate(thrs)[keep],
+                      np.concatenate(signs)[keep].astype(np.int64))
+
+
+def semi_private_learner(cover: StumpCover, X: np.ndarray, y: np.ndarray, epsilon: float,
+                         rng: RandomSource) -> StumpModel:
+    """The exponential mechanism over ``cover`` with score ``-#errors`` on (X, y): ε-DP in (X, y)."""
+    errors = cover.errors(X, y)
+    levels, counts = np.unique(errors, return_counts=True)
+    mech = ExponentialMechanism(epsilon, 1, rng=rng)
+    level = int(levels[mech.select_block([(int(c), -int(e)) for e, c in zip(levels, counts, strict=True)])])
+    members = np.flatnonzero(errors == level)
+    return cover.member(int(members[rng.uniform_int(members.shape[0])]))
+
+
+class SemiSupervisedLearner:
+    """PCSSL behind the :class:`~privstream.learning.private_learners.vector_base.VectorLearner` interface."""
+
+    name = "semi-supervised"
+
+    def __init__(self, *, alpha: float = 0.1, beta: float = 0.1, n_semi: int | None = None,
+                 density_share: float = 0.5, out_of_bounds: str = "clip") -> None:
+        self.alpha = check_accuracy_parameter(alpha, "alpha")
+        self.beta = check_accuracy_parameter(beta, "beta")
+        if n_semi is not None and (isinstance(n_semi, bool) or not isinstance(n_semi, int) or n_semi < 1):
+            raise ValueError(f"n_semi must be an int >= 1, got {n_semi!r}")
+        self.n_semi = n_semi
+        if not 0 < density_share < 1:
+            raise ValueError(f"density_share must be in (0, 1), got {density_share!r}")
+        self.density_share = float(density_share)
+        if out_of_bounds not in OUT_OF_BOUNDS_POLICIES:
+            raise ValueError(f"out_of_bounds must be one of {OUT_OF_BOUNDS_POLICIES}, got {out_of_bounds!r}")
+        self.out_of_bounds = out_of_bounds
+
+    def fit(self, X: np.ndarray, y: np.ndarray, *, epsilon: float, delta: float = 0.0,
+            bounds: np.ndarray, rng: RandomSource | None = None) -> VectorLearnerResult:
+        eps = finite_epsilon(epsilon)
+        if not 0 < float(delta) < 1:
+            raise LearningInputError("the semi-supervised learner needs 0 < delta < 1 for its density "
+                                     f"estimator (e.g. n^-2), got {delta!r}")
+        src = resolve(rng)
+        b = check_bounds(bounds)
+        arr = check_features(X, b, self.out_of_bounds)
+        n, d = arr.shape
+        labels, labelled = split_labels(y, n)
+        eps_u = eps * self.density_share
+        eps_s = eps - eps_u
+        vc = stump_vc_bound(d)
+        n_semi = unlabelled_sample_size(vc, self.alpha, self.beta) if self.n_semi is None else self.n_semi
+        density: HistogramDensity = pcde_fit(arr[~labelled], epsilon=eps_u, delta=float(delta), bounds=b,
+                                             rng=src, n=max(n, 1))
+        u_hat = density.sample(n_semi, src)
+        cover = stump_cover(u_hat, src)
+        model = semi_private_learner(cover, arr[labelled], labels[labelled], eps_s, src)
+        m_needed = labelled_sample_size(len(cover), eps_s, self.alpha, self.beta)
+        return VectorLearnerResult(
+            model=model, mechanism=MECHANISM, epsilon=eps, delta=float(delta), proper=True, sample_size=n,
+            parameters={"hypothesis_class": "stumps", "alpha": self.alpha, "beta": self.beta,
+                        "n_semi": n_semi, "vc_bound": vc, "epsilon_density": eps_u, "epsilon_labels": eps_s,
+                        "composition": "sequential", "density_cells_per_axis": density.grid.k,
+                        "bounds": b.tolist(), "out_of_bounds": self.out_of_bounds},
+            theorem="[B Thm 4.11] (PCDE [B Alg 3] + semi-private learner [B Thm 4.10])",
+            guarantee=(f"({eps:g}, {float(delta):g})-DP (replace-one rows, sequential composition); "
+                       f"error <= 6*alpha w.p. >= 1 - 3*beta once the labelled rows reach the theorem size "
+                       f"and the unlabelled rows suffice for the (unknown) marginal"),
+            theorem_sample_size=m_needed, accuracy_guarantee_holds=None,
+            diagnostics={"cover_size": len(cover), "density_released_cells": int(density.cells.size),
+                         "density_released_mass": density.total_mass(),
+                         "density_fallback_used": density.fallback_used,
+                         "unlabelled_size_needed": "depends on the unknown marginal (not computable)"},
+        )
