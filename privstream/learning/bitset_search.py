@@ -170,10 +170,11 @@ class BitsetClass:
 
         A witness is a sequence of pairs ``p_i = (h_i, x_i)`` with ``h_i(x_i) = 1`` such that
         ``p_i -> p_j`` for all ``i < j``, where ``p -> q`` means ``h_p(x_q) = 1`` and
-        ``h_q(x_p) = 0``. Depth-first search appends a pair from the candidates (the pairs that
-        every chosen pair points to) and intersects the candidates with its successors; each
-        chain is generated in its one valid order. Bounded by the number of distinct points
-        among the candidates and by ``Tdim < 2^(Ldim+1)`` (blm_almm.md §1.5).
+        ``h_q(x_p) = 0``. Depth-first search extends a chain by a pair that every chosen pair
+        points to (candidates are intersected with successor bitmasks), so each chain is
+        generated once, in its one valid order. Bounds: a chain's points are distinct, and
+        ``Tdim < 2^(Ldim+1)`` (blm_almm.md §1.5). Past ``max_nodes`` it raises
+        :class:`TooExpensiveError` (random classes of a few hundred rows can get there).
         """
         nbytes = (self.num_hypotheses + 7) // 8
         m = np.stack([
@@ -187,21 +188,20 @@ class BitsetClass:
         if hs.size > max_pairs:
             raise TooExpensiveError(
                 f"threshold-dimension search needs {hs.size} (h, x) pairs (limit {max_pairs})")
-        # succ[p, q] = h_p(x_q) and not h_q(x_p)
-        fwd = m[hs][:, xs]
-        succ_rows = np.packbits(fwd & ~fwd.T, axis=1, bitorder="little")
-        succ = [int.from_bytes(r.tobytes(), "little") for r in succ_rows]
-        x_masks = [0] * m.shape[1]
+        fwd = m[hs][:, xs]  # fwd[p, q] = h_p(x_q)
+        arrow = fwd & ~fwd.T  # p -> q
+        succ = _bit_rows(arrow)
+        x_masks = [0] * m.shape[1]  # the pairs at each point
         for p, x in enumerate(xs.tolist()):
             x_masks[x] |= 1 << p
         bound = min(m.shape[1], (1 << (self.ldim(self.full) + 1)) - 1)
         best, nodes = 1, 0
 
-        def distinct_points(cand: int) -> int:
-            return sum(1 for xm in x_masks if cand & xm)
-
-        def dfs(cand: int, depth: int) -> None:
+        def expand(cand: int, depth: int) -> None:
             nonlocal best, nodes
+            # A chain has distinct points, so it can add at most this many pairs.
+            if depth + sum(1 for xm in x_masks if cand & xm) <= best:
+                return
             order = []
             c = cand
             while c:
@@ -209,18 +209,23 @@ class BitsetClass:
                 p = low.bit_length() - 1
                 order.append(((succ[p] & cand).bit_count(), p))
                 c ^= low
-            order.sort(reverse=True)
+            order.sort(reverse=True)  # long chains first: good lower bounds early
             for _, p in order:
-                if depth + distinct_points(cand) <= best or best >= bound:
-                    return
                 nodes += 1
                 if nodes > max_nodes:
                     raise TooExpensiveError(f"threshold-dimension search exceeded {max_nodes} nodes")
-                nxt = cand & succ[p]
                 best = max(best, depth + 1)
+                if best >= bound:
+                    return
+                nxt = cand & succ[p]
                 if nxt:
-                    dfs(nxt, depth + 1)
-                cand &= ~(1 << p)  # chains through p are done
+                    expand(nxt, depth + 1)
 
-        dfs((1 << len(succ)) - 1, 0)
+        expand((1 << len(succ)) - 1, 0)
         return best
+
+
+def _bit_rows(matrix: np.ndarray) -> list[int]:
+    """Each row of a boolean matrix as an int bitmask (bit j = column j)."""
+    packed = np.packbits(matrix, axis=1, bitorder="little")
+    return [int.from_bytes(r.tobytes(), "little") for r in packed]
