@@ -96,12 +96,33 @@ def broker_binary() -> Path:
 
 
 class EmbeddedBroker:
-    """A Tansu broker on ``127.0.0.1:<free port>``, as a context manager or with start()/stop()."""
+    """A Tansu broker on ``127.0.0.1:<free port>``, as a context manager or with start()/stop().
 
-    def __init__(self, port: int | None = None, startup_timeout: float = 15.0, log_path: Path | None = None):
+    For tests of the Kafka security settings only:
+
+    * ``authentication=True`` starts it with ``--authentication``: every client must complete
+      SASL/SCRAM first. Tansu keeps SCRAM users in the broker's memory and creates them only through
+      AlterUserScramCredentials, which such a broker refuses before authentication, so no client
+      can ever log in; useful to check that a wrong login fails clearly, not to log in.
+    * ``advertised_port`` makes it advertise ``127.0.0.1:<advertised_port>`` in metadata instead of
+      its own port, so clients come back through a proxy listening there (a SASL-terminating test
+      proxy, for instance).
+    """
+
+    def __init__(
+        self,
+        port: int | None = None,
+        startup_timeout: float = 15.0,
+        log_path: Path | None = None,
+        *,
+        authentication: bool = False,
+        advertised_port: int | None = None,
+    ):
         self.port = port
         self.startup_timeout = startup_timeout
         self.log_path = log_path
+        self.authentication = authentication
+        self.advertised_port = advertised_port
         self.process: subprocess.Popen[bytes] | None = None
         self._log_file = None
 
@@ -116,6 +137,7 @@ class EmbeddedBroker:
         for _attempt in range(3):  # a free port can be taken between choosing and binding it
             port = self.port or free_port()
             url = f"tcp://{LOOPBACK}:{port}"
+            advertised = f"tcp://{LOOPBACK}:{self.advertised_port}" if self.advertised_port else url
             env = {k: v for k, v in os.environ.items() if not k.startswith(("LISTENER_", "ADVERTISED_"))}
             self._log_file = open(self.log_path, "ab") if self.log_path else None  # noqa: SIM115
             self.process = subprocess.Popen(
@@ -125,9 +147,10 @@ class EmbeddedBroker:
                     "--listener-url",
                     url,
                     "--advertised-listener-url",
-                    url,
+                    advertised,
                     "--storage-engine",
                     "memory://tansu/",
+                    *(["--authentication"] if self.authentication else []),
                 ],
                 stdout=self._log_file or subprocess.DEVNULL,
                 stderr=subprocess.STDOUT if self._log_file else subprocess.DEVNULL,

@@ -1,7 +1,10 @@
 """Small Kafka helpers shared by the CLI commands: client options, topic creation, producing.
 
 They use aiokafka directly (faust is for the worker's agents); every client gets the same
-security options from :class:`Settings`.
+security options from :class:`Settings`. Clients are started with :func:`start_client`, which
+bounds the wait and turns aiokafka's "Unable to bootstrap" into an error that says whether
+Kafka was unreachable or refused the SASL credentials (``privstream worker`` creates its topics
+this way before faust starts, so a wrong password stops it with that one line).
 """
 
 from __future__ import annotations
@@ -15,11 +18,23 @@ from typing import Any
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.conn import create_conn
 from aiokafka.errors import TopicAlreadyExistsError
 
 from privstream.stream_app.settings import TOPIC_NAMES, Settings
 
 log = logging.getLogger(__name__)
+
+#: How long a client may take to connect, authenticate and read metadata before we give up.
+CONNECT_TIMEOUT_SECONDS = 30.0
+
+
+class KafkaUnavailableError(ConnectionError):
+    """Kafka could not be reached (a ConnectionError, so the CLI prints one line and exits 2)."""
+
+
+class KafkaAuthenticationError(KafkaUnavailableError):
+    """Kafka answered but refused the configured SASL credentials."""
 
 
 def client_options(settings: Settings) -> dict[str, Any]:
@@ -46,6 +61,54 @@ def client_options(settings: Settings) -> dict[str, Any]:
     return options
 
 
+async def start_client(client: Any, settings: Settings, timeout: float = CONNECT_TIMEOUT_SECONDS) -> None:
+    """``await client.start()`` for an aiokafka producer, consumer or admin client, bounded by
+    ``timeout``; on failure, raise :class:`KafkaAuthenticationError` or :class:`KafkaUnavailableError`
+    naming the cause (aiokafka reports every bootstrap failure as "Unable to bootstrap")."""
+    try:
+        await asyncio.wait_for(client.start(), timeout)
+    # Not only KafkaError: a broker's malformed SASL answer surfaces as whatever aiokafka's parser
+    # raises (the embedded broker's SCRAM refusal comes out as KeyError('v')).
+    except Exception as exc:
+        stop = getattr(client, "close", None) or client.stop
+        with contextlib.suppress(Exception):
+            await stop()
+        raise await connection_problem(settings, exc, timeout) from exc
+
+
+async def connection_problem(
+    settings: Settings, error: BaseException, timeout: float = CONNECT_TIMEOUT_SECONDS
+) -> KafkaUnavailableError:
+    """Why a client could not start: probe the first bootstrap server without SASL (Kafka answers
+    ApiVersions before authentication), then with it; a failure only in the second step means the
+    broker refused the credentials."""
+    options = client_options(settings)
+    host, _, port = options["bootstrap_servers"][0].rpartition(":")
+    where = f"Kafka at {host}:{port}"
+    sasl = settings.kafka_security_protocol.startswith("SASL_")
+    probe = {"security_protocol": "SSL" if "ssl_context" in options else "PLAINTEXT",
+             "ssl_context": options.get("ssl_context"), "request_timeout_ms": int(timeout * 1000)}
+    try:
+        conn = await asyncio.wait_for(create_conn(host, int(port), **probe), timeout)
+        conn.close()
+    except Exception as exc:  # unreachable, TLS failure, not Kafka
+        return KafkaUnavailableError(f"cannot reach {where} ({settings.kafka_security_protocol}): "
+                                     f"{type(exc).__name__}: {exc or error}")
+    if sasl:
+        credentials = ("sasl_mechanism", "sasl_plain_username", "sasl_plain_password")
+        with_sasl = {**probe, "security_protocol": settings.kafka_security_protocol,
+                     **{k: options[k] for k in credentials}}
+        try:
+            conn = await asyncio.wait_for(create_conn(host, int(port), **with_sasl), timeout)
+            conn.close()
+        except Exception as exc:
+            return KafkaAuthenticationError(
+                f"{where} refused SASL {settings.kafka_sasl_mechanism} authentication as user "
+                f"{settings.kafka_sasl_username!r} ({type(exc).__name__}: {exc}); check "
+                "kafka_sasl_username, kafka_sasl_password and kafka_sasl_mechanism")
+    return KafkaUnavailableError(f"cannot use {where}: {type(error).__name__}: {error}")
+
+
 async def ensure_topics(settings: Settings, names: Iterable[str] = TOPIC_NAMES) -> None:
     """Create the service's topics if they do not exist (idempotent).
 
@@ -53,7 +116,7 @@ async def ensure_topics(settings: Settings, names: Iterable[str] = TOPIC_NAMES) 
     partition count before the worker declares it.
     """
     admin = AIOKafkaAdminClient(**client_options(settings))
-    await admin.start()
+    await start_client(admin, settings)
     try:
         existing = set(await admin.list_topics())
         wanted = [settings.topic(n) for n in names]
@@ -79,7 +142,7 @@ async def produce_json(
 ) -> int:
     """Send ``(key, value)`` records (values JSON-encoded unless already bytes); returns the count."""
     producer = AIOKafkaProducer(**client_options(settings), linger_ms=5, acks="all")
-    await producer.start()
+    await start_client(producer, settings)
     sent = 0
     try:
         pending: list[asyncio.Future[Any]] = []
