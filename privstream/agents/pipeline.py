@@ -12,9 +12,10 @@ own rate (``benchmarks/bench_ingest.py``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import NamedTuple, Protocol
 
 import numpy as np
 
@@ -25,16 +26,33 @@ from privstream.agents.releases import ReleaseAgent
 from privstream.agents.validation import ExampleValidator, Invalid, ValidExample
 
 
-@dataclass(frozen=True, slots=True)
-class RawRecord:
-    """One consumed message: where it came from and its raw bytes."""
+class ConsumedRecord(Protocol):
+    """What the pipeline reads of a consumed message (aiokafka's ``ConsumerRecord`` has it all,
+    so the consumer hands its records over as they are: no copy per message on the hot path)."""
+
+    @property
+    def topic(self) -> str: ...
+    @property
+    def partition(self) -> int: ...
+    @property
+    def offset(self) -> int: ...
+    @property
+    def key(self) -> bytes | None: ...
+    @property
+    def value(self) -> bytes | None: ...
+    @property
+    def timestamp(self) -> int | None: ...  # milliseconds
+
+
+class RawRecord(NamedTuple):
+    """A consumed message built by hand (tests, replays)."""
 
     topic: str
     partition: int
     offset: int
     key: bytes | None
     value: bytes | None
-    timestamp_ms: int | None = None
+    timestamp: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +71,7 @@ class BatchOutput:
     examples: int = 0
 
 
-def dead_letter_headers(invalid: Invalid, record: RawRecord) -> list[tuple[str, bytes]]:
+def dead_letter_headers(invalid: Invalid, record: ConsumedRecord) -> list[tuple[str, bytes]]:
     """Kafka headers that say why a message was dead-lettered and where it came from."""
     return [
         ("error.reason", invalid.reason.encode()),
@@ -106,18 +124,20 @@ class IngestPipeline:
         self.progress = progress
         self.releases = releases
 
-    def process(self, records: Sequence[RawRecord]) -> BatchOutput:
+    def process(self, records: Iterable[ConsumedRecord]) -> BatchOutput:
         out = BatchOutput()
         groups: dict[tuple[str, int], _Group] = {}
         validate = self.validator.validate
+        count = 0
         for record in records:
+            count += 1
             result = validate(record.value)
             if type(result) is ValidExample:
                 group = groups.get((result.stream_id, record.partition))
                 if group is None:
                     group = groups[(result.stream_id, record.partition)] = _Group()
                 group.add(record.offset, 0, result.x, result.y, result.user_id, result.event_time,
-                          record.timestamp_ms, result.id)
+                          record.timestamp, result.id)
             elif isinstance(result, Invalid):
                 self.metrics.invalid(result.reason)
                 out.dead_letters.append(
@@ -133,7 +153,7 @@ class IngestPipeline:
                 ids = result.ids or [None] * n
                 for i in range(n):
                     group.add(record.offset, i, result.xs[i], result.ys[i], users[i], times[i],
-                              record.timestamp_ms, ids[i])
+                              record.timestamp, ids[i])
         for (stream_id, partition), group in groups.items():
             batch = self.learners.learn_batch(
                 stream_id, partition, group.offsets, group.items,
@@ -144,9 +164,9 @@ class IngestPipeline:
                 self.releases.observe_batch(stream_id, partition, group.offsets, group.xs, group.ys,
                                             group.users, group.times, group.stamps)
             out.examples += len(group.xs)
-        self.metrics.received(len(records))
+        self.metrics.received(count)
         if out.dead_letters:
             self.metrics.dead_lettered(len(out.dead_letters))
-        self.progress.tick(len(records))
+        self.progress.tick(count)
         return out
 

@@ -26,7 +26,7 @@ from typing import Any
 import mode
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 
-from privstream.agents.pipeline import IngestPipeline, RawRecord
+from privstream.agents.pipeline import IngestPipeline
 from privstream.stream_app.kafka_io import client_options
 from privstream.stream_app.settings import Settings
 
@@ -106,11 +106,7 @@ class IngestService(mode.Service):
             if not polled:
                 continue
             self.batch_started = time.monotonic()
-            records = [
-                RawRecord(m.topic, m.partition, m.offset, m.key, m.value, m.timestamp)
-                for messages in polled.values() for m in messages
-            ]
-            output = self.pipeline.process(records)
+            output = self.pipeline.process(m for messages in polled.values() for m in messages)
             pending = [await producer.send(predictions_topic, value, key=key)
                        for key, value in output.predictions]
             pending += [await producer.send(dlq_topic, d.value, key=d.key, headers=d.headers)

@@ -66,6 +66,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     subscribe.add_argument("--json", action="store_true", help="one release JSON per line")
     subscribe.set_defaults(handler=run_subscribe)
 
+    bench = subparsers.add_parser("bench", help="benchmarks of the running service")
+    bench_kinds = bench.add_subparsers(dest="bench", metavar="KIND", required=True)
+    ingest = bench_kinds.add_parser("ingest", help="ingestion rate vs the raw Kafka client, and latency")
+    _add_config(ingest)
+    ingest.add_argument("--examples", type=int, default=100_000, help="messages per measurement")
+    ingest.add_argument("--batch-size", type=int, default=1000, help="examples per ExampleBatch message")
+    ingest.add_argument("--latency-seconds", type=float, default=10.0, help="length of the latency run")
+    ingest.add_argument("--json", action="store_true", help="print the result as one JSON line")
+    ingest.set_defaults(handler=run_bench_ingest)
+
     demo = subparsers.add_parser("demo", help="run everything on this machine: broker, worker, producer")
     _add_config(demo)
     demo.add_argument("--examples", type=int, default=20_000, help="examples to send (default 20000)")
@@ -185,6 +195,18 @@ def run_subscribe(args: argparse.Namespace) -> int:
 
     with contextlib.suppress(TimeoutError):  # --timeout ends a subscription normally
         asyncio.run(asyncio.wait_for(follow(), args.timeout) if args.timeout else follow())
+    return 0
+
+
+def run_bench_ingest(args: argparse.Namespace) -> int:
+    from privstream.stream_app.bench import run_ingest_benchmark
+
+    result = run_ingest_benchmark(args.examples, args.batch_size, args.latency_seconds, load_settings(args))
+    if args.json:
+        print(json.dumps(result))
+    else:
+        for key, value in result.items():
+            print(f"{key:24} {value}")
     return 0
 
 

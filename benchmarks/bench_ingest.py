@@ -1,0 +1,43 @@
+"""Ingestion benchmark: the service next to the raw aiokafka consumer, in one run.
+
+    .venv/bin/python benchmarks/bench_ingest.py [--examples 100000] [--repeat 3]
+
+Same as ``privstream bench ingest --json`` (see privstream/stream_app/bench.py), repeated, with
+each run's JSON printed and the median ratios at the end; also written to
+benchmarks/results/bench_ingest.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from pathlib import Path
+
+from privstream.stream_app.bench import run_ingest_benchmark
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--examples", type=int, default=100_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    runs = []
+    for _ in range(args.repeat):
+        result = run_ingest_benchmark(args.examples)
+        print(json.dumps(result), flush=True)
+        runs.append(result)
+    summary = {
+        key: statistics.median(r[key] for r in runs)
+        for key in ("raw_rate", "service_rate", "ratio", "batch_rate", "batch_ratio",
+                    "p50_latency_seconds", "p99_latency_seconds")
+    }
+    summary["runs"] = len(runs)
+    print(json.dumps({"median": summary}))
+    out = Path(__file__).with_name("results")
+    out.mkdir(exist_ok=True)
+    (out / "bench_ingest.json").write_text(json.dumps({"runs": runs, "median": summary}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,27 @@
+"""`privstream bench ingest --json` runs end to end and reports every figure."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.live
+
+
+def test_bench_ingest_reports_rates_ratios_and_latency():
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PRIVSTREAM_")}
+    out = subprocess.run(
+        [sys.executable, "-m", "privstream", "bench", "ingest", "--json", "--examples", "20000",
+         "--batch-size", "500", "--latency-seconds", "2"],
+        capture_output=True, text=True, timeout=400, env=env,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    for key in ("raw_rate", "service_rate", "ratio", "batch_rate", "batch_ratio",
+                "p50_latency_seconds", "p99_latency_seconds"):
+        assert result[key] > 0, key
+    assert result["ratio"] == pytest.approx(result["service_rate"] / result["raw_rate"])
+    assert result["p99_latency_seconds"] >= result["p50_latency_seconds"]
+    assert result["latency_samples"] > 0 and result["worker_exit_status"] == 0
