@@ -107,3 +107,66 @@ def _label(p: Path, where: str, y: Any) -> tuple[int, str | None]:
         convention = "0/1" if key == "0" else "-1/+1" if key == "-1" else None
         return _LABELS[key], convention
     raise ExampleFileError(f"{p}: {where}: label y = {y!r} is not 0/1, -1/+1 or true/false")
+
+
+def read_vector_examples(path: str | Path) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Read feature vectors from a CSV file with a header: column ``y`` is the label, every other
+    column a real feature.
+
+    Returns ``(X, y, feature_names)``: ``X`` is float ``(n, d)``; ``y`` is float, 0/1 with ``NaN``
+    for an empty label cell (an unlabelled row); labels may be written 0/1, -1/+1 or true/false.
+
+    >>> import pathlib, tempfile
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "v.csv"
+    >>> _ = p.write_text("a,b,y\\n0.5,2,1\\n0.25,-1,\\n")
+    >>> X, y, names = read_vector_examples(p)
+    >>> X.tolist(), y.tolist()[0], bool(np.isnan(y[1])), names
+    ([[0.5, 2.0], [0.25, -1.0]], 1.0, True, ['a', 'b'])
+    """
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ExampleFileError(f"{p}: not a UTF-8 text file") from None
+    lines = [(i, line) for i, line in enumerate(text.splitlines(), start=1) if line.strip()]
+    if not lines:
+        raise ExampleFileError(f"{p}: empty file (a CSV with a header row naming column y is needed)")
+    header = [h.strip() for h in next(csv.reader([lines[0][1]]))]
+    lowered = [h.lower() for h in header]
+    if lowered.count("y") != 1 or len(header) < 2:
+        raise ExampleFileError(f"{p}: line {lines[0][0]}: the header must name one label column y "
+                               "and at least one feature column")
+    iy = lowered.index("y")
+    names = [h for i, h in enumerate(header) if i != iy]
+    rows: list[list[float]] = []
+    labels: list[float] = []
+    conventions: set[str] = set()
+    for lineno, line in lines[1:]:
+        cells = next(csv.reader([line]))
+        if len(cells) != len(header):
+            raise ExampleFileError(f"{p}: line {lineno}: {len(cells)} fields, the header has {len(header)}")
+        row = []
+        for i, cell in enumerate(cells):
+            if i == iy:
+                continue
+            try:
+                value = float(cell)
+            except ValueError:
+                where = f"{p}: line {lineno}: {header[i]} = {cell.strip()!r}"
+                raise ExampleFileError(f"{where} is not a number") from None
+            if not np.isfinite(value):
+                raise ExampleFileError(f"{p}: line {lineno}: {header[i]} = {cell.strip()!r} is not finite")
+            row.append(value)
+        rows.append(row)
+        label = cells[iy].strip()
+        if not label:
+            labels.append(float("nan"))
+            continue
+        value, convention = _label(p, f"line {lineno}", label)
+        labels.append(float(value))
+        if convention:
+            conventions.add(convention)
+    if len(conventions) > 1:
+        raise ExampleFileError(f"{p}: labels mix the 0/1 and -1/+1 conventions (both 0 and -1 appear)")
+    X = np.array(rows, dtype=np.float64).reshape(len(rows), len(names))
+    return X, np.array(labels, dtype=np.float64), names

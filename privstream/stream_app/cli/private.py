@@ -22,13 +22,21 @@ from privstream import __version__
 
 CLASS_HELP = "thresholds:N, points:N, intervals:N (N like 1024, 2^32) or a .npy/.csv class file"
 EXAMPLES_HELP = "CSV with header x,y or JSON lines with fields x and y"
+VECTOR_EXAMPLES_HELP = "CSV with a header, label column y (empty = unlabelled) and feature columns"
+BOUNDS_HELP = ("public feature bounds of the vector learners (required by them, never derived from the "
+               "data): 'lo:hi' for every feature or a JSON list [[lo, hi], ...]; write --bounds=-1:1")
+VECTOR_LEARNER_NAMES = ("bayes-consistent", "semi-supervised")  # see vector_base.VECTOR_LEARNERS
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     learn = subparsers.add_parser("learn", help="run a private learner over a file; print the release")
-    learn.add_argument("hclass", metavar="CLASS", help=CLASS_HELP)
+    learn.add_argument("hclass", metavar="CLASS", nargs="?",
+                       help=CLASS_HELP + " (omit it for the vector learners)")
     learn.add_argument("--examples", required=True, metavar="FILE", help=EXAMPLES_HELP)
-    learn.add_argument("--learner", default="generic", help="private learner (default: generic)")
+    learn.add_argument("--learner", default="generic",
+                       help="private learner (default: generic); bayes-consistent and semi-supervised "
+                            "read feature vectors: " + VECTOR_EXAMPLES_HELP)
+    learn.add_argument("--bounds", metavar="BOUNDS", help=BOUNDS_HELP)
     learn.add_argument("--epsilon", type=float, required=True, help="privacy parameter ε of each run")
     learn.add_argument("--delta", type=float, default=0.0, help="allowed δ (default 0; generic is pure DP)")
     learn.add_argument("--alpha", type=float, default=0.25, help="target accuracy α (default 0.25)")
@@ -72,20 +80,10 @@ def _file_window_id(path: Path) -> str:
     return f"file:{path.stem}:{digest}"
 
 
-def run_learn(args: argparse.Namespace) -> int:
-    from privstream.learning.hypothesis_classes import parse_class_spec
-    from privstream.learning.private_learners import make_learner
+def _randomness_notes(args: argparse.Namespace) -> Any:
+    """The run's random source (None: a fresh secure source per run), with the usual notes."""
     from privstream.learning.randomness import seeded
-    from privstream.schemas import Certificate, HypothesisRelease, WindowInfo
-    from privstream.stream_app.example_files import read_examples
 
-    if args.runs < 1:
-        raise ValueError(f"--runs must be at least 1, got {args.runs}")
-    hclass = parse_class_spec(args.hclass)
-    path = Path(args.examples)
-    xs, ys = read_examples(path)
-    learner = make_learner(args.learner)
-    rng = seeded(args.seed) if args.seed is not None else None  # None: a fresh secure source per run
     if args.seed is not None:
         print("privstream learn: note: --seed makes the release reproducible and NOT private; "
               "use it only for experiments", file=sys.stderr)
@@ -93,6 +91,26 @@ def run_learn(args: argparse.Namespace) -> int:
         print(f"privstream learn: note: {args.runs} runs on the same examples cost "
               f"{args.runs} x epsilon = {args.runs * args.epsilon:g} in total (sequential composition)",
               file=sys.stderr)
+    return seeded(args.seed) if args.seed is not None else None
+
+
+def run_learn(args: argparse.Namespace) -> int:
+    from privstream.learning.hypothesis_classes import parse_class_spec
+    from privstream.learning.private_learners import make_learner
+    from privstream.schemas import Certificate, HypothesisRelease, WindowInfo
+    from privstream.stream_app.example_files import read_examples
+
+    if args.runs < 1:
+        raise ValueError(f"--runs must be at least 1, got {args.runs}")
+    if args.learner in VECTOR_LEARNER_NAMES:
+        return _learn_vectors(args)
+    if args.hclass is None:
+        raise ValueError(f"learner {args.learner!r} needs a CLASS ({CLASS_HELP})")
+    hclass = parse_class_spec(args.hclass)
+    path = Path(args.examples)
+    xs, ys = read_examples(path)
+    learner = make_learner(args.learner)
+    rng = _randomness_notes(args)
     window = WindowInfo(window_id=_file_window_id(path), kind="file", start=0, end=int(xs.shape[0]))
     for run in range(args.runs):
         result = learner.fit(hclass, xs, ys, epsilon=args.epsilon, delta=args.delta, alpha=args.alpha,
@@ -119,6 +137,69 @@ def run_learn(args: argparse.Namespace) -> int:
               f"{certificate.randomness} randomness")
         print(f"accuracy:    theorem needs n = {result.theorem_sample_size}, have n = {result.sample_size}: "
               f"guarantee {guarantee}")
+    return 0
+
+
+def _parse_bounds(text: str | None, d: int) -> Any:
+    from privstream.learning.private_learners.vector_base import check_bounds
+
+    if text is None:
+        raise ValueError("--bounds is required for the vector learners: public feature bounds, never "
+                         "derived from the data ('lo:hi' for every feature or a JSON list [[lo, hi], ...])")
+    if text.lstrip().startswith("["):
+        try:
+            return check_bounds(json.loads(text), d)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"--bounds: not a JSON list ({exc.msg})") from None
+    lo, sep, hi = text.partition(":")
+    try:
+        pair = [float(lo), float(hi)]
+    except ValueError:
+        pair = []
+    if not sep or len(pair) != 2:
+        raise ValueError(f"--bounds: expected 'lo:hi' or a JSON list [[lo, hi], ...], got {text!r}")
+    return check_bounds([pair] * d, d)
+
+
+def _learn_vectors(args: argparse.Namespace) -> int:
+    """``learn`` for the vector learners: one HypothesisRelease per run (hypothesis = model.to_dict())."""
+    from privstream.learning.private_learners.vector_base import make_vector_learner
+    from privstream.schemas import Certificate, HypothesisRelease, WindowInfo
+    from privstream.stream_app.example_files import read_vector_examples
+
+    if args.hclass is not None:
+        raise ValueError(f"learner {args.learner!r} takes no CLASS argument (got {args.hclass!r})")
+    path = Path(args.examples)
+    X, y, _ = read_vector_examples(path)
+    bounds = _parse_bounds(args.bounds, X.shape[1])
+    params = {"alpha": args.alpha, "beta": args.beta} if args.learner == "semi-supervised" else {}
+    learner = make_vector_learner(args.learner, **params)
+    rng = _randomness_notes(args)
+    window = WindowInfo(window_id=_file_window_id(path), kind="file", start=0, end=int(X.shape[0]))
+    for run in range(args.runs):
+        result = learner.fit(X, y, epsilon=args.epsilon, delta=args.delta, bounds=bounds, rng=rng)
+        parameters: dict[str, Any] = {**result.parameters, "learner": learner.name, "theorem": result.theorem,
+                                      "guarantee": result.guarantee, "diagnostics": result.diagnostics}
+        if args.runs > 1:
+            parameters["run"] = run
+        certificate = Certificate(
+            mechanism=result.mechanism, epsilon=result.epsilon, delta=result.delta,
+            neighbouring_relation="replace-one", privacy_unit="example", window=window,
+            sample_size=result.sample_size, parameters=parameters, proper=result.proper,
+            accuracy_guarantee_holds=result.accuracy_guarantee_holds,
+            theorem_sample_size=result.theorem_sample_size,
+            randomness="seeded" if args.seed is not None else "secure", library_version=__version__,
+        )
+        hclass = f"{result.parameters.get('hypothesis_class', 'any')}:{X.shape[1]}"
+        release = HypothesisRelease(stream_id=path.stem, hypothesis_class=hclass,
+                                    hypothesis=result.model.to_dict(), certificate=certificate)
+        if args.json:
+            print(release.model_dump_json())
+            continue
+        print(f"hypothesis:  {release.hypothesis['kind']} on {X.shape[1]} features ({hclass})")
+        print(f"privacy:     ({result.epsilon:g}, {result.delta:g})-DP, replace-one, {result.mechanism}, "
+              f"{certificate.randomness} randomness")
+        print(f"accuracy:    {result.guarantee}")
     return 0
 
 
@@ -156,6 +237,9 @@ def run_evaluate(args: argparse.Namespace) -> int:
         return run_evaluate_sanitized(args)
     if args.examples is None:
         raise ValueError("evaluate needs --examples (hypothesis releases) or --data (a sanitized release)")
+    vector_releases = _vector_releases(Path(args.release))
+    if vector_releases is not None:
+        return _evaluate_vectors(args, vector_releases)
     xs, ys = read_examples(args.examples)
     for release in _read_releases(Path(args.release)):
         h = hypothesis_from_dict(release.hypothesis)
@@ -170,10 +254,44 @@ def run_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _vector_releases(path: Path) -> list[Any] | None:
+    """The releases in ``path`` if they all hold vector models; None otherwise (or if unreadable)."""
+    from privstream.learning.private_learners.vector_base import is_vector_model_dict
+
+    try:
+        releases = _read_releases(path)
+    except (ValueError, OSError):
+        return None  # the hypothesis path reports it, as before
+    return releases if all(is_vector_model_dict(r.hypothesis) for r in releases) else None
+
+
+def _evaluate_vectors(args: argparse.Namespace, releases: list[Any]) -> int:
+    import numpy as np
+
+    from privstream.learning.private_learners.vector_base import vector_model_from_dict
+    from privstream.stream_app.example_files import read_vector_examples
+
+    X, y, _ = read_vector_examples(args.examples)
+    labelled = ~np.isnan(y)  # unlabelled rows cannot be scored
+    X, ys = X[labelled], y[labelled].astype(np.uint8)
+    n = int(X.shape[0])
+    for release in releases:
+        model = vector_model_from_dict(release.hypothesis)
+        mistakes = int(np.count_nonzero(model.predict(X) != ys)) if n else 0
+        error = mistakes / n if n else None
+        if args.json:
+            print(json.dumps({"error": error, "n": n, "mistakes": mistakes}))
+        else:
+            shown = "undefined (no labelled examples)" if error is None else f"{error:.6g}"
+            print(f"{release.stream_id}: error {shown} ({mistakes} of {n})")
+    return 0
+
+
 # -- audit ------------------------------------------------------------------------------------
 
 
 def _audit_spec(name: str, epsilon: float | None) -> Any:
+    import privstream.learning.consistent.audit  # registers the vector learners' audits
     import privstream.learning.private_learners.audit  # noqa: F401  (registers the learners)
     from privstream.learning.audit import AUDITABLE_MECHANISMS
 
