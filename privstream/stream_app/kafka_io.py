@@ -73,7 +73,8 @@ async def start_client(client: Any, settings: Settings, timeout: float = CONNECT
         stop = getattr(client, "close", None) or client.stop
         with contextlib.suppress(Exception):
             await stop()
-        raise await connection_problem(settings, exc, timeout) from exc
+        # Each diagnostic probe gets at most 10 s, so the whole failure stays bounded.
+        raise await connection_problem(settings, exc, min(timeout, 10.0)) from exc
 
 
 async def connection_problem(

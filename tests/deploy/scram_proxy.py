@@ -1,4 +1,5 @@
-"""A SASL/SCRAM-authenticating TCP proxy in front of a PLAINTEXT Kafka broker (a test double).
+"""A SASL/SCRAM-authenticating (and optionally TLS-terminating) TCP proxy in front of a PLAINTEXT
+Kafka broker (a test double).
 
 Why it exists: the embedded Tansu binary implements SCRAM (``--authentication``), but a user can
 never be created on an authenticating broker: ``tansu user create`` sends AlterUserScramCredentials
@@ -15,8 +16,11 @@ clients' SCRAM for real end to end, this proxy plays the broker's part of SASL:
   answers a bad proof with SASL_AUTHENTICATION_FAILED (58) and Kafka's message, then closes;
 * once authenticated it pipes bytes both ways.
 
-The broker must advertise the proxy's address (``EmbeddedBroker(advertised_port=...)``) so that
-clients come back through the proxy after reading metadata.
+With ``server_ssl`` the proxy speaks TLS to its clients (the embedded binary cannot: its
+``broker --cert`` refuses to be combined with ``--key``, and ``--cert`` alone serves no TLS); with
+``users=None`` it does no SASL and only pipes bytes. The broker must advertise the proxy's address
+(``EmbeddedBroker(advertised_port=...)``) so that clients come back through the proxy after
+reading metadata.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import base64
 import hashlib
 import hmac
 import secrets
+import ssl
 import struct
 import threading
 from dataclasses import dataclass
@@ -107,10 +112,17 @@ class ScramProxy:
     >>> proxy.start().port
     """
 
-    def __init__(self, backend: tuple[str, int], users: dict[str, str], port: int | None = None):
+    def __init__(
+        self,
+        backend: tuple[str, int],
+        users: dict[str, str] | None,
+        port: int | None = None,
+        server_ssl: ssl.SSLContext | None = None,
+    ):
         self.backend = backend
-        self.users = dict(users)
+        self.users = dict(users) if users is not None else None
         self.port = port or free_port()
+        self.server_ssl = server_ssl
         self.authenticated: list[str] = []  # user names, one per successful exchange
         self.failures = 0
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -140,7 +152,7 @@ class ScramProxy:
     async def _serve(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
-        server = await asyncio.start_server(self._handle, LOOPBACK, self.port)
+        server = await asyncio.start_server(self._handle, LOOPBACK, self.port, ssl=self.server_ssl)
         self._ready.set()
         async with server:
             await self._stop.wait()
@@ -149,7 +161,7 @@ class ScramProxy:
         backend: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
         try:
             scram: _Scram | None = None
-            while True:
+            while self.users is not None:
                 frame = await _read_frame(reader)
                 api_key, version, correlation_id = struct.unpack(">hhi", frame[:8])
                 (client_len,) = struct.unpack(">h", frame[8:10])
@@ -200,7 +212,7 @@ class ScramProxy:
             if backend is None:
                 backend = await asyncio.open_connection(*self.backend)
             await asyncio.gather(_pipe(reader, backend[1]), _pipe(backend[0], writer))
-        except (asyncio.IncompleteReadError, ConnectionError, ValueError, KeyError):
+        except (asyncio.IncompleteReadError, ConnectionError, ssl.SSLError, ValueError, KeyError):
             pass
         finally:
             writer.close()

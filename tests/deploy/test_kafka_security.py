@@ -1,4 +1,4 @@
-"""The Kafka security settings work for real: SASL/SCRAM through privstream's aiokafka options
+"""The Kafka security settings work for real: SASL/SCRAM and TLS through privstream's aiokafka options
 (:func:`client_options`), through the faust app's credentials (:func:`faust_credentials`, as
 faust's aiokafka driver turns them into client options), and through a whole worker; a wrong
 password fails fast with an error that names authentication.
@@ -9,16 +9,21 @@ created with AlterUserScramCredentials, which an authenticating broker refuses b
 authentication, and the memory engine keeps users in that broker's memory only. So on the embedded
 broker a login can only fail. The successful logins below therefore go through
 :class:`ScramProxy`, a SCRAM-terminating proxy in front of a real embedded broker: the clients run
-their real SCRAM exchange (RFC 5802) against it and then talk to Tansu through it.
+their real SCRAM exchange (RFC 5802) against it and then talk to Tansu through it. TLS likewise:
+the binary's ``broker --cert`` cannot be combined with ``--key`` ("the argument '--cert <CERT>'
+cannot be used with '--key <KEY>'") and ``--cert`` alone serves plain TCP, so the proxy terminates
+TLS with the test certificate in tests/deploy/tls/ (a CA and a server certificate for 127.0.0.1).
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import ssl
 import subprocess
 import sys
 import uuid
+from pathlib import Path
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -29,6 +34,7 @@ from privstream.stream_app.broker import EmbeddedBroker, broker_binary, free_por
 from privstream.stream_app.demo import fetch_json
 from privstream.stream_app.kafka_io import (
     KafkaAuthenticationError,
+    KafkaUnavailableError,
     client_options,
     ensure_topics,
     produce_json,
@@ -41,17 +47,20 @@ from tests.integration.conftest import start_worker, wait_until
 
 from .scram_proxy import ScramProxy
 
+TLS = Path(__file__).parent / "tls"
+
 pytestmark = pytest.mark.live
 
 USER, PASSWORD = "privstream", "correct horse battery staple"
 TIMEOUT = 20.0  # bound on every client start here: a wrong password must fail, never hang
 
 
-def sasl_settings(bootstrap: str, password: str, mechanism: str = "SCRAM-SHA-256", **extra) -> Settings:
+def sasl_settings(bootstrap: str, password: str, mechanism: str = "SCRAM-SHA-256", *,
+                  protocol: str = "SASL_PLAINTEXT", **extra) -> Settings:
     run_id = uuid.uuid4().hex[:8]
     return Settings(
         kafka_bootstrap=bootstrap,
-        kafka_security_protocol="SASL_PLAINTEXT",
+        kafka_security_protocol=protocol,
         kafka_sasl_mechanism=mechanism,
         kafka_sasl_username=USER,
         kafka_sasl_password=password,
@@ -70,6 +79,25 @@ def scram_kafka():
         ("127.0.0.1", broker.port), {USER: PASSWORD}, port=proxy_port
     ) as proxy:
         yield proxy
+
+
+def tls_server_context() -> ssl.SSLContext:
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(TLS / "server.crt", TLS / "server.key")
+    return context
+
+
+@pytest.fixture(scope="module")
+def tls_kafka():
+    """The embedded broker behind TLS (test CA) and SCRAM: yields (TLS-only proxy, TLS+SCRAM proxy)."""
+    tls_port, sasl_port = free_port(), free_port()
+    # One broker per proxy: a broker advertises one address, and clients must return through it.
+    with EmbeddedBroker(advertised_port=tls_port) as plain_broker, \
+            EmbeddedBroker(advertised_port=sasl_port) as sasl_broker, \
+            ScramProxy(("127.0.0.1", plain_broker.port), None, tls_port, tls_server_context()) as tls, \
+            ScramProxy(("127.0.0.1", sasl_broker.port), {USER: PASSWORD}, sasl_port,
+                       tls_server_context()) as sasl_ssl:
+        yield tls, sasl_ssl
 
 
 async def round_trip(settings: Settings, options: dict) -> list[bytes]:
@@ -184,3 +212,45 @@ def test_a_worker_with_scram_credentials_learns_and_a_wrong_password_stops_it(sc
     assert result.returncode == 2, result.stderr[-2000:]
     last_line = result.stderr.strip().splitlines()[-1]
     assert "refused SASL SCRAM-SHA-512 authentication as user 'privstream'" in last_line
+
+
+def ssl_settings(port: int, cafile: Path | None) -> Settings:
+    return Settings(kafka_bootstrap=f"127.0.0.1:{port}", kafka_security_protocol="SSL",
+                    kafka_ssl_cafile=cafile, topic_prefix=f"tls-{uuid.uuid4().hex[:8]}.",
+                    topic_partitions=1, _env_file=None)
+
+
+@pytest.mark.parametrize("options", ["privstream", "faust"])
+def test_tls_with_the_ca_file_produces_and_consumes(tls_kafka, options):
+    tls, _ = tls_kafka
+    settings = ssl_settings(tls.port, TLS / "ca.crt")
+    kwargs = client_options(settings) if options == "privstream" else faust_client_options(settings)
+    assert kwargs["security_protocol"] == "SSL" and kwargs["ssl_context"].verify_mode == ssl.CERT_REQUIRED
+    asyncio.run(ensure_topics(settings, ["examples"]))
+    assert asyncio.run(round_trip(settings, kwargs)) == [b"hello"]
+
+
+def test_tls_without_the_ca_file_fails_naming_the_certificate(tls_kafka):
+    tls, _ = tls_kafka
+    settings = ssl_settings(tls.port, None)  # the system's CAs do not know the test CA
+    for kwargs in (client_options(settings), faust_client_options(settings)):
+        with pytest.raises(KafkaUnavailableError, match=r"cannot reach Kafka at 127\.0\.0\.1:\d+ \(SSL\): "
+                           r".*CERTIFICATE_VERIFY_FAILED") as error:
+            asyncio.run(start_producer(settings, kwargs))
+        assert not isinstance(error.value, KafkaAuthenticationError)
+
+
+@pytest.mark.parametrize("options", ["privstream", "faust"])
+def test_sasl_ssl_scram_produces_and_consumes_and_refuses_a_wrong_password(tls_kafka, options):
+    _, sasl_ssl = tls_kafka
+    bootstrap = f"127.0.0.1:{sasl_ssl.port}"
+    settings = sasl_settings(bootstrap, PASSWORD, "SCRAM-SHA-512", protocol="SASL_SSL",
+                             kafka_ssl_cafile=TLS / "ca.crt")
+    build = client_options if options == "privstream" else faust_client_options
+    assert build(settings)["security_protocol"] == "SASL_SSL"
+    asyncio.run(ensure_topics(settings, ["examples"]))
+    assert asyncio.run(round_trip(settings, build(settings))) == [b"hello"]
+    wrong = sasl_settings(bootstrap, "wrong", "SCRAM-SHA-512", protocol="SASL_SSL",
+                          kafka_ssl_cafile=TLS / "ca.crt")
+    with pytest.raises(KafkaAuthenticationError, match="refused SASL SCRAM-SHA-512 authentication"):
+        asyncio.run(start_producer(wrong, build(wrong)))
