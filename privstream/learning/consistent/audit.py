@@ -155,7 +155,7 @@ def bayes_consistent_audit_spec(epsilon: float = AUDIT_EPSILON) -> AuditSpec:
     return AuditSpec(
         name="bayes_consistent",
         description=(f"PCL on [0,1], n=2 (K=2), eps={epsilon:g}; tight pair: cube 0 labels {{1,0}} "
-                     "vs {{0,0}} (exact loss = eps)"),
+                     "vs {0,0} (exact loss = eps)"),
         claimed=PrivacyGuarantee(epsilon=epsilon, delta=0.0, mechanism="pcl"),
         build=_production(epsilon),
         pair=TIGHT_PAIR,
