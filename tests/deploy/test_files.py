@@ -219,8 +219,19 @@ def test_alert_rules_have_expr_for_labels_and_annotations():
     assert load_yaml(PROMETHEUS)["rule_files"] == ["/etc/prometheus/alerts.yml"]
 
 
+def test_alert_unit_tests_name_existing_alerts():
+    """deploy/prometheus/alerts_test.yml (run by promtool below) tests alerts that exist."""
+    unit_tests = load_yaml(ALERTS.parent / "alerts_test.yml")
+    assert unit_tests["rule_files"] == [ALERTS.name]
+    tested = {case["alertname"] for test in unit_tests["tests"] for case in test["alert_rule_test"]}
+    assert tested <= {r["alert"] for r in alert_rules()}
+    assert {"PrivstreamPrivacyBudgetNearlySpent", "PrivstreamStreamNotRealizable",
+            "PrivstreamWorkerStalled", "PrivstreamWorkerDown"} <= tested
+
+
 def test_promtool_accepts_the_rules_and_every_dashboard_expression(tmp_path):
-    """``promtool check rules`` on alerts.yml and on the dashboard's expressions as recording rules.
+    """``promtool check rules`` on alerts.yml and on the dashboard's expressions as recording rules,
+    and ``promtool test rules`` on the alert unit tests (alerts fire on example series, and only then).
 
     promtool is optional (Debian's ``prometheus`` package); CI does not install it. Without it this
     test asserts the structural checks above pass for the same files, and says so in its output.
@@ -228,7 +239,7 @@ def test_promtool_accepts_the_rules_and_every_dashboard_expression(tmp_path):
     promtool = shutil.which("promtool")
     if promtool is None:
         print("promtool not found: rules checked structurally only (test_alert_rules_..., "
-              "test_dashboard_expressions_are_well_formed)")
+              "test_dashboard_expressions_are_well_formed, test_alert_unit_tests_name_existing_alerts)")
         assert all(balanced(r["expr"]) and metric_names(r["expr"]) for r in alert_rules())
         assert all(balanced(e) and metric_names(e) for e in dashboard_exprs())
         return
@@ -237,9 +248,11 @@ def test_promtool_accepts_the_rules_and_every_dashboard_expression(tmp_path):
         for i, e in enumerate(dashboard_exprs())]}]}
     dashboard_rules = tmp_path / "dashboard_rules.yml"
     dashboard_rules.write_text(json.dumps(recording))  # JSON is YAML
-    for path in (ALERTS, dashboard_rules):
-        result = subprocess.run([promtool, "check", "rules", str(path)], capture_output=True, text=True,
-                                timeout=60)
+    commands = [["check", "rules", str(ALERTS)], ["check", "rules", str(dashboard_rules)],
+                ["test", "rules", "alerts_test.yml"]]
+    for command in commands:
+        result = subprocess.run([promtool, *command], capture_output=True, text=True, timeout=60,
+                                cwd=ALERTS.parent)
         assert result.returncode == 0, result.stdout + result.stderr
 
 
