@@ -254,3 +254,12 @@ def test_sasl_ssl_scram_produces_and_consumes_and_refuses_a_wrong_password(tls_k
                           kafka_ssl_cafile=TLS / "ca.crt")
     with pytest.raises(KafkaAuthenticationError, match="refused SASL SCRAM-SHA-512 authentication"):
         asyncio.run(start_producer(wrong, build(wrong)))
+
+
+def test_an_unreachable_broker_is_reported_as_unreachable_not_as_authentication():
+    settings = sasl_settings(f"127.0.0.1:{free_port()}", PASSWORD)  # nothing listens there
+    expected = r"cannot reach Kafka at 127\.0\.0\.1:\d+ \(SASL_PLAINTEXT\): ConnectionRefusedError"
+    with pytest.raises(KafkaUnavailableError, match=expected) as error:
+        asyncio.run(ensure_topics(settings))
+    assert not isinstance(error.value, KafkaAuthenticationError)
+    assert isinstance(error.value, OSError)  # the CLI prints OSErrors as one line and exits 2
