@@ -37,6 +37,7 @@ not apply (reported). :func:`fooling_sample_size` computes the n at which the §
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from typing import Any, ClassVar
 
 import numpy as np
@@ -78,6 +79,11 @@ def fooling_budget(epsilon: float, delta: float, rounds: int) -> FoolingBudget:
     >>> 0 < b["tau"] <= 0.5 and b["epsilon_spent"] <= 1.0
     True
     """
+    return FoolingBudget(_fooling_budget(float(epsilon), float(delta), int(rounds)))
+
+
+@lru_cache(maxsize=256)
+def _fooling_budget(epsilon: float, delta: float, rounds: int) -> FoolingBudget:
     if delta <= 0:
         raise SanitizerInputError("the fooling sanitizer needs delta > 0 (advanced composition)")
     slack = delta / 2
@@ -105,12 +111,15 @@ def fooling_budget(epsilon: float, delta: float, rounds: int) -> FoolingBudget:
                          delta_spent=spent.delta)
 
 
-def _class_size_log(hclass: HypothesisClass) -> float:
-    return math.log(2 * hclass.size)
-
-
 def fooling_sample_size(hclass: HypothesisClass, alpha: float, beta: float, epsilon: float, delta: float,
                         labelled: bool = False) -> tuple[int, int]:
+    """``(n, T_MW)`` at which the ggkm.md §3.3 argument closes (see :func:`_sample_size_cached`)."""
+    return _sample_size_cached(hclass.domain_size, hclass.size, alpha, beta, epsilon, delta, labelled)
+
+
+@lru_cache(maxsize=256)
+def _sample_size_cached(domain_size: int, class_size: int, alpha: float, beta: float, epsilon: float,
+                        delta: float, labelled: bool) -> tuple[int, int]:
     """``(n, T_MW)`` at which the ggkm.md §3.3 argument closes with the generic discriminator [OURS].
 
     T_MW = ceil(ln|Z|/(2γ²)), γ = α/4. Per round the subsample m must give (each w.p. 1 - β/(4T)):
@@ -119,10 +128,10 @@ def fooling_sample_size(hclass: HypothesisClass, alpha: float, beta: float, epsi
     (``ln(8T/β)/((ε_c/2)·m) <= α/32``), and uniform convergence of S_t and the synthetic draws over Q
     to within α/64 each (Hoeffding + union bound, ``m >= ln(16T·|Q|/β)·2·64²/2``). Then n = m/τ.
     """
-    z = hclass.domain_size * (2 if labelled else 1)
+    z = domain_size * (2 if labelled else 1)
     gamma = alpha / 4
     t_mw = math.ceil(math.log(max(z, 2)) / (2 * gamma**2))
-    log_q = _class_size_log(hclass)
+    log_q = math.log(2 * class_size)
     m_learn = 2 * (log_q + math.log(4 * t_mw / beta)) / (EPS_LEARNER / 2) / (alpha / 16)
     m_lap = math.log(8 * t_mw / beta) / (EPS_CHECK / 2) / (alpha / 32)
     m_uc = (log_q + math.log(16 * t_mw / beta)) * 64**2
@@ -237,7 +246,7 @@ class FoolingSanitizer:
             mask = state.cells(f)
             state.weights = np.where(mask != negate, state.weights * math.exp(eta), state.weights)
             state.weights /= state.weights.sum()
-        needed, t_mw = fooling_sample_size(hclass, a, b, eps, dlt, labelled)
+        needed, t_mw = _sample_size_cached(hclass.domain_size, hclass.size, a, b, eps, dlt, labelled)
         parameters: dict[str, Any] = {
             "alpha": a, "beta": b, "rounds": self.rounds, "learning_rate": eta,
             "learner": learner_name, "learner_reason": why,

@@ -166,14 +166,15 @@ class MWEMSanitizer:
     ``rounds`` T (data-independent), ``repetitions`` replays of past measurements per round,
     ``composition`` ``"basic"``/``"zcdp"`` (default: zcdp when δ > 0, else basic), ``output``
     ``"last"`` or ``"average"`` (HLM12's output), ``selection_share`` of each round's budget.
-    ``noisy_selection=False`` is a deliberately broken variant (argmax selection) for the audits.
+    ``noisy_selection=False`` / ``noisy_measurement=False`` are deliberately broken variants (argmax
+    selection, exact counts) that the privacy audits must catch; never use them otherwise.
     """
 
     name: ClassVar[str] = "mwem"
 
     def __init__(self, rounds: int = 20, repetitions: int = 10, composition: str | None = None,
                  output: str = "last", selection_share: float = 0.5, *,
-                 noisy_selection: bool = True, dense: bool = False) -> None:
+                 noisy_selection: bool = True, noisy_measurement: bool = True, dense: bool = False) -> None:
         if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
             raise SanitizerInputError(f"rounds must be an int >= 1, got {rounds!r}")
         if isinstance(repetitions, bool) or not isinstance(repetitions, int) or repetitions < 0:
@@ -184,7 +185,7 @@ class MWEMSanitizer:
             raise SanitizerInputError(f"selection_share must be in (0, 1), got {selection_share!r}")
         self.rounds, self.repetitions, self.composition = rounds, repetitions, composition
         self.output, self.selection_share = output, selection_share
-        self.noisy_selection, self.dense = noisy_selection, dense
+        self.noisy_selection, self.noisy_measurement, self.dense = noisy_selection, noisy_measurement, dense
 
     # -- selection ------------------------------------------------------------------------------
 
@@ -263,7 +264,7 @@ class MWEMSanitizer:
             (total,) = state.refine(h.change_points()[1], total)
             ones = h.predict(points)
             count = int(ones.sum()) if labels is None else int((ones == labels).sum())
-            noisy = measure.release(count)
+            noisy = measure.release(count) if self.noisy_measurement else count  # else: BROKEN on purpose
             history.append((h, noisy / n))
             transcript.append({"query": h.to_dict(), "noisy_count": noisy})
             state.update(h, noisy / n)
