@@ -30,7 +30,6 @@ the resulting SOA and Ldim against the exact matrix computation for small N.
 from __future__ import annotations
 
 from bisect import bisect_right
-from functools import lru_cache
 
 
 def chain_f(d: int) -> int:
@@ -64,7 +63,12 @@ def intervals_ldim(length: int) -> int:
 
 
 class GapProfile:
-    """Per-class tables for ``m(l, t)``, ``t < width``, and the critical lengths where it changes."""
+    """Per-class tables: ``m(l, t)`` for ``t < width`` and the largest 1-side Ldim in a gap.
+
+    Both are constant between consecutive *critical lengths* (where some ``F``, ``C1``,
+    ``first2`` or power of two is crossed), so they are tabulated once per critical length
+    and looked up by bisection: O(log) per gap, whatever N is.
+    """
 
     def __init__(self, n: int) -> None:
         t = 0
@@ -75,7 +79,22 @@ class GapProfile:
         for d in range(2 * n.bit_length() + 4):
             crit.update((chain_f(d), single_query_len(d), pair_len(d), (1 << d) - 1, 1 << d))
         self.critical = sorted(c for c in crit if c <= n)
-        self.m = lru_cache(maxsize=8192)(self._m)
+        self._m_table = [self._m(c) for c in self.critical]
+        self._max_one_side = [self._max_one(c) for c in self.critical]
+
+    def m(self, length: int) -> tuple[int, ...]:
+        """``(m(length, t) for t < width)``."""
+        return self._m_table[bisect_right(self.critical, length) - 1]
+
+    def max_one_side(self, length: int) -> int:
+        """``max over i of P(i, length)``: the best 1-side Ldim of a query in this gap (-1 if empty)."""
+        return self._max_one_side[bisect_right(self.critical, length) - 1]
+
+    def _max_one(self, length: int) -> int:
+        t = -1
+        while single_query_len(t + 1) <= length:
+            t += 1
+        return t
 
     def _m(self, length: int) -> tuple[int, ...]:
         if length <= 0:
@@ -94,7 +113,10 @@ class GapProfile:
         return tuple(out)
 
     def ldim_of_sums(self, sums: list[int] | tuple[int, ...]) -> int:
-        """``G`` from the per-t sums of ``m`` over all gaps: ``max k, k - t <= sums[t] for t < k``."""
+        """``G`` from the per-t sums of ``m`` over all gaps: ``max k, k - t <= sums[t] for t < k``.
+
+        Monotone in ``sums`` (more gaps never lower it).
+        """
         k, bound = 0, None
         for t, s in enumerate(sums):
             bound = s + t if bound is None else min(bound, s + t)

@@ -87,7 +87,7 @@ class IntervalVersionSpace(VersionSpace):
         prof = self.owner.profile
         left, right = prof.m(i), prof.m(length - 1 - i)
         zero = prof.ldim_of_sums([s + u + v for s, u, v in zip(base, left, right, strict=True)])
-        return floor_log2(i + 1) + floor_log2(length - i), zero
+        return (i + 1).bit_length() + (length - i).bit_length() - 2, zero
 
     def _base_without(self, length: int) -> list[int]:
         assert self.sums is not None
@@ -191,13 +191,20 @@ class IntervalVersionSpace(VersionSpace):
         # where P or either side's m(l, .) changes, so evaluate once per segment, and once
         # per distinct gap length (gaps of equal length predict identically).
         n = self.owner.domain_size
+        prof = self.owner.profile
         pattern_of: dict[int, list[tuple[int, int]]] = {}
         for g in set(self._gaps()):
             if g:
                 base = self._base_without(g)
+                # The 0-side has Ldim >= G(other gaps) (G is monotone), so a gap whose best
+                # 1-side cannot beat (or, with tie 1, reach) that predicts 0 throughout.
+                floor_zero, best_one = prof.ldim_of_sums(base), prof.max_one_side(g)
+                if best_one < floor_zero or (best_one == floor_zero and not tie):
+                    pattern_of[g] = [(0, 0)]
+                    continue
                 pattern_of[g] = [
                     (s, soa_choice(*self._split_ldims(0, g, s, base), tie))
-                    for s in self.owner.profile.segment_starts(g)
+                    for s in prof.segment_starts(g)
                 ]
         # Runs in increasing position: each gap's segments, then the negative after it (0).
         runs: list[tuple[int, int]] = []
