@@ -22,9 +22,10 @@ of length l serves the demands ``{t, ..., t+m-1}``,
   ``C1(t) = 2^floor(t/2) + 2^ceil(t/2) - 1`` (the shortest gap with ``max P >= t``), and
   ``first2(t) = 3*2^(t/2) - 1`` for even t, ``F(t+1)`` for odd t.
 
-Both were checked against the exact recursion on every single gap up to length 40, every
-pair of gaps up to 25 and every triple up to 10 (scratch runs), and the test-suite checks
-the resulting SOA and Ldim against the exact matrix computation for small N.
+Both were checked against the exact recursion on gap multisets (scratch runs, 0 mismatches):
+every single gap up to length 60, every pair up to 40, every triple up to 16 and every
+quadruple up to 8; the test-suite checks the resulting Ldim, SOA predictions and predictors
+against the exact matrix computation for small N (tests/learning/test_soa.py).
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ import numpy as np
 from privstream.learning.errors import StateError
 from privstream.learning.hypotheses import Hypothesis, hypothesis_from_runs
 from privstream.learning.hypothesis_classes._interval_ldim import GapProfile, intervals_ldim
-from privstream.learning.hypothesis_classes._vector import UINT64_MAX, soa_rule
+from privstream.learning.hypothesis_classes._vector import CHUNK, FLOAT_EXACT, UINT64_MAX, soa_rule
 from privstream.learning.hypothesis_classes.base import HypothesisClass, VersionSpace, floor_log2, soa_choice
 
 
@@ -249,8 +249,13 @@ class IntervalVersionSpace(VersionSpace):
             rest, k = super().soa_batch(xs[i:], ys[i:], tie)
             preds[i : i + k] = rest
             return preds[: i + k], i + k
-        k = self._span_batch(xs[i:].astype(np.int64), ys[i:].astype(bool), tie, preds[i:])
-        return preds[: i + k], i + k
+        # Chunks that stay in cache; each continues from the state the previous one left.
+        for start in range(i, total, CHUNK):
+            chunk = xs[start : start + CHUNK]
+            k = self._span_batch(chunk, ys[start : start + CHUNK].astype(bool), tie, preds[start:])
+            if k < chunk.shape[0]:
+                return preds[: start + k], start + k
+        return preds, total
 
     def _span_batch(self, x: np.ndarray, pos: np.ndarray, tie: int, out: np.ndarray) -> int:
         # Shifted by +1 so every quantity (left_neg >= -1, right_neg <= n) is a uint64.
@@ -286,7 +291,8 @@ class IntervalVersionSpace(VersionSpace):
         size = np.where(is_left, lo_b - ln_b, rn_b - hi_b)
         c1 = np.where(is_left, np.where(xk > ln_b, xk - ln_b, 0), np.where(rn_b > xk, rn_b - xk, 0))
         c1 = c1.astype(np.uint64)
-        side = soa_rule(c1, size - np.minimum(c1, size), tie)
+        exact = self.owner.domain_size < FLOAT_EXACT - 2
+        side = soa_rule(c1, size - np.minimum(c1, size), tie, exact_in_float=exact)
         side[c1 == 0] = 0
         out[:k] = np.where(is_left | is_right, side, 1)
         self.lo_pos, self.hi_pos = int(lo_after[k - 1]) - 1, int(hi_after[k - 1]) - 1
