@@ -293,3 +293,19 @@ def test_interval_predictor_without_positives_on_a_larger_domain() -> None:
         for tie in (0, 1):
             table = [vs.soa_predict(x, tie) for x in range(700)]
             assert vs.soa_predictor(tie) == hypothesis_from_table(np.array(table))
+
+
+@pytest.mark.parametrize("spec", ["thresholds:1000", "intervals:5000"])
+@pytest.mark.parametrize("flip", [None, 40_000, 69_999])
+def test_batch_paths_across_chunk_boundaries(spec: str, flip: int | None) -> None:
+    # The vectorised paths work in cache-sized chunks; state must carry across them.
+    cls = parse_class_spec(spec)
+    rng = np.random.default_rng(9)
+    xs = rng.integers(0, cls.domain_size, 70_000)
+    ys = cls.hypothesis(int(rng.integers(0, cls.size))).predict(xs)
+    if flip is not None:
+        ys[flip] ^= 1
+    one, preds = run_one(cls, xs.tolist(), ys.tolist())
+    many = SOA(cls)
+    assert many.learn_many(xs, ys).tolist() == preds
+    assert many.state_dict() == one.state_dict() and many.realizable == (flip is None)
