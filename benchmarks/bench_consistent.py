@@ -30,7 +30,8 @@ Experiments:
   scikit-learn's breast-cancer (569 × 30), wine as a binary task (class 0 vs the rest, 178 × 13)
   and River's Phishing (1250 × 9, features already in [0, 1]). Public bounds: the feature ranges
   published with each data set (the DESCR summary statistics of scikit-learn, which are the
-  full-data min/max; [0, 1] for Phishing), taken as given rather than computed per split.
+  full-data min/max; [0, 1] for Phishing), taken as given rather than computed per split; every
+  method sees the features scaled to [0, 1]^d by them (so diffprivlib's data_norm is √d).
 """
 
 from __future__ import annotations
@@ -220,8 +221,11 @@ def _datasets() -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
 
 def real(runs: int, seed: int, peers: bool) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for name, (X, y, bounds) in _datasets().items():
+    for name, (X_raw, y, public) in _datasets().items():
+        # every method sees the features scaled to [0, 1]^d by the public bounds
+        X = np.clip((X_raw - public[:, 0]) / (public[:, 1] - public[:, 0]), 0.0, 1.0)
         n, d = X.shape
+        bounds = np.tile([0.0, 1.0], (d, 1))
         rows = []
         base: dict[str, list[float]] = {"histogram": [], "logreg": []}
         splits = []

@@ -101,5 +101,5 @@ def test_consistency_on_the_uniform_density() -> None:
 
 def test_audit_lone_point_released_with_probability_at_most_delta() -> None:
     spec = consistent_audit.pcde_audit_spec()
-    assert run_audit(spec, samples=2000, seed=1).passed
-    assert not run_audit(spec, variant="no_threshold", samples=400, seed=1).passed
+    assert run_audit(spec, samples=1000, seed=1).passed
+    assert not run_audit(spec, variant="no_threshold", samples=200, seed=1).passed

@@ -61,7 +61,7 @@ def test_label_law_is_the_laplace_vote_law(eps: float) -> None:
 @pytest.mark.parametrize("v", [-2, 1, 3])
 def test_cell_label_sampler_matches_its_law(v: int) -> None:
     key = new_key(seeded(5))
-    runs = 3000
+    runs = 2000
     ones = sum(cell_label(v, Fraction(1), CellStream(key, c), int(coin_bits(key, np.array([c]))[0]))
                for c in range(runs))
     p = label_probability(v, 1.0)
@@ -101,7 +101,7 @@ def test_exact_privacy_over_all_small_neighbours() -> None:
 def test_audit_tight_pair_attains_epsilon_and_passes() -> None:
     spec = pcl_audit.bayes_consistent_audit_spec()
     assert privacy_loss(*spec.exact()) == pytest.approx(1.0, abs=1e-12)
-    result = run_audit(spec, samples=4000, seed=3)
+    result = run_audit(spec, samples=2500, seed=3)
     assert result.passed, result.summary()
     assert 0.8 < result.epsilon_estimate < 1.2  # the audit has power: the bound is attained
     assert result.epsilon_lower_bound > 0.6
@@ -116,14 +116,15 @@ def test_audit_tight_pair_attains_epsilon_and_passes() -> None:
 def test_audit_catches_broken_variants(spec_name: str, variant: str) -> None:
     spec = {"bayes_consistent": pcl_audit.bayes_consistent_audit_spec,
             "bayes_consistent_empty_cell": pcl_audit.empty_cell_audit_spec}[spec_name]()
-    result = run_audit(spec, variant=variant, samples=1000, seed=4)
+    samples = 1000 if variant == "noise_halved" else 500  # a 2ε loss needs more runs than an ∞ one
+    result = run_audit(spec, variant=variant, samples=samples, seed=4)
     assert not result.passed, result.summary()
 
 
 def test_audit_empty_cell_pair_passes() -> None:
     spec = pcl_audit.empty_cell_audit_spec()
     assert privacy_loss(*spec.exact()) <= 1.0
-    assert run_audit(spec, samples=1500, seed=5).passed
+    assert run_audit(spec, samples=800, seed=5).passed
 
 
 # -- lazy noise = dense noise; the key is never released ----------------------------------------

@@ -140,5 +140,5 @@ def test_model_round_trip_and_errors() -> None:
 
 def test_audit_semi_supervised_passes_and_catches_erm() -> None:
     spec = consistent_audit.semi_supervised_audit_spec()
-    assert run_audit(spec, samples=500, seed=2).passed
-    assert not run_audit(spec, variant="no_noise", samples=200, seed=2).passed
+    assert run_audit(spec, samples=300, seed=2).passed
+    assert not run_audit(spec, variant="no_noise", samples=120, seed=2).passed
