@@ -91,6 +91,23 @@ class VectorLearnerResult:
     accuracy_guarantee_holds: bool | None
     diagnostics: dict[str, Any]
 
+    @property
+    def hypothesis_class(self) -> str:
+        """Class label for a release: ``"<class>:<d>"`` (``any`` for improper universal learners)."""
+        d = len(self.parameters.get("bounds", ()))
+        return f"{self.parameters.get('hypothesis_class', 'any')}:{d}"
+
+    def certificate_fields(self) -> dict[str, Any]:
+        """The certificate's learner-specific fields (the caller adds window, relation, ledger, ...)."""
+        return {
+            "mechanism": self.mechanism, "epsilon": self.epsilon, "delta": self.delta,
+            "sample_size": self.sample_size, "proper": self.proper,
+            "accuracy_guarantee_holds": self.accuracy_guarantee_holds,
+            "theorem_sample_size": self.theorem_sample_size,
+            "parameters": {**self.parameters, "theorem": self.theorem, "guarantee": self.guarantee,
+                           "diagnostics": self.diagnostics},
+        }
+
 
 @runtime_checkable
 class VectorLearner(Protocol):

@@ -178,19 +178,15 @@ def _learn_vectors(args: argparse.Namespace) -> int:
     window = WindowInfo(window_id=_file_window_id(path), kind="file", start=0, end=int(X.shape[0]))
     for run in range(args.runs):
         result = learner.fit(X, y, epsilon=args.epsilon, delta=args.delta, bounds=bounds, rng=rng)
-        parameters: dict[str, Any] = {**result.parameters, "learner": learner.name, "theorem": result.theorem,
-                                      "guarantee": result.guarantee, "diagnostics": result.diagnostics}
+        fields = result.certificate_fields()
+        fields["parameters"]["learner"] = learner.name
         if args.runs > 1:
-            parameters["run"] = run
+            fields["parameters"]["run"] = run
         certificate = Certificate(
-            mechanism=result.mechanism, epsilon=result.epsilon, delta=result.delta,
-            neighbouring_relation="replace-one", privacy_unit="example", window=window,
-            sample_size=result.sample_size, parameters=parameters, proper=result.proper,
-            accuracy_guarantee_holds=result.accuracy_guarantee_holds,
-            theorem_sample_size=result.theorem_sample_size,
+            **fields, neighbouring_relation="replace-one", privacy_unit="example", window=window,
             randomness="seeded" if args.seed is not None else "secure", library_version=__version__,
         )
-        hclass = f"{result.parameters.get('hypothesis_class', 'any')}:{X.shape[1]}"
+        hclass = result.hypothesis_class
         release = HypothesisRelease(stream_id=path.stem, hypothesis_class=hclass,
                                     hypothesis=result.model.to_dict(), certificate=certificate)
         if args.json:
