@@ -119,5 +119,5 @@ def test_fooling_noiseless_check_leaves_a_witness() -> None:
 
 @pytest.mark.slow
 def test_fooling_noiseless_check_is_caught() -> None:
-    result = fooling_audit("noiseless_check", samples=4000)
+    result = fooling_audit("noiseless_check", samples=6000)
     assert not result.passed, result.summary()

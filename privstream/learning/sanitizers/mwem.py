@@ -148,9 +148,13 @@ class BlockState:
     def answer(self, h: Hypothesis) -> float:
         return float(self.weights[self.cells(h)].sum())
 
-    def update(self, h: Hypothesis, measured: float) -> None:
-        """One MW step towards the measured fraction (HLM12 step 3, normalised form)."""
-        mask = self.cells(h)
+    def update(self, h: Hypothesis, measured: float, mask: np.ndarray | None = None) -> None:
+        """One MW step towards the measured fraction (HLM12 step 3, normalised form).
+
+        ``mask`` may pass :meth:`cells` precomputed for the current edges (the replays reuse it).
+        """
+        if mask is None:
+            mask = self.cells(h)
         step = math.exp((measured - float(self.weights[mask].sum())) / 2)
         self.weights = np.where(mask, self.weights * step, self.weights)
         self.weights /= self.weights.sum()
@@ -200,9 +204,8 @@ class MWEMSanitizer:
             else:  # BROKEN on purpose (audits only)
                 i = max(range(len(signed)), key=signed.__getitem__)
             return hclass.hypothesis(i % len(scores))
-        order = np.argsort(xs, kind="stable")
-        xs_s = xs[order]
-        a, w, base, offset = score_inputs(hclass, None if ys is None else ys[order], state.weights)
+        xs_s = xs  # fit passes the data sorted by x (and the labels in the same order)
+        a, w, base, offset = score_inputs(hclass, ys, state.weights)
         if ys is None:
             a = np.ones(n, dtype=np.int64)
         if isinstance(hclass, Points):
@@ -244,6 +247,9 @@ class MWEMSanitizer:
         a = check_accuracy_parameter(alpha, "alpha")
         b = check_accuracy_parameter(beta, "beta")
         points, labels = check_data(hclass, xs, ys)
+        order = np.argsort(points, kind="stable")  # selection works on sorted data; counts ignore order
+        points = points[order]
+        labels = None if labels is None else labels[order]
         if not isinstance(hclass, Thresholds | Intervals | Points | FiniteClass):
             raise SanitizerInputError(f"mwem does not support the class {hclass.spec}")
         if isinstance(hclass, Intervals) and labels is not None:
@@ -268,9 +274,10 @@ class MWEMSanitizer:
             history.append((h, noisy / n))
             transcript.append({"query": h.to_dict(), "noisy_count": noisy})
             state.update(h, noisy / n)
+            masks = [state.cells(past) for past, _ in history]  # edges are fixed until the next round
             for _ in range(self.repetitions):
-                for past, value in history:
-                    state.update(past, value)
+                for (past, value), mask in zip(history, masks, strict=True):
+                    state.update(past, value, mask)
             total = total + state.weights
         release = state.distribution(total if self.output == "average" else None)
         num_queries = 2 * hclass.size

@@ -156,7 +156,12 @@ class PrefixScore:
         self.xs = xs_sorted
         self.cum_a = np.concatenate([[0], np.cumsum(a_sorted, dtype=np.int64)])
         domain = int(edges[-1])
-        breaks = np.unique(np.concatenate([[0], xs_sorted + 1, edges[:-1]]))
+        # two sorted runs (edges[0] = 0 included): a stable sort merges them in linear time
+        breaks = np.concatenate([edges[:-1], xs_sorted + 1])
+        breaks.sort(kind="stable")
+        keep = np.ones(breaks.shape[0], dtype=bool)
+        keep[1:] = breaks[1:] != breaks[:-1]
+        breaks = breaks[keep]
         self.starts = breaks[breaks <= domain]
         self.lengths = np.diff(np.append(self.starts, domain + 1))
         j = self.mass.block_of(self.starts)
