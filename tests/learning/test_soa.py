@@ -18,7 +18,7 @@ from privstream.learning.hypotheses import hypothesis_from_table
 from privstream.learning.hypothesis_classes import FiniteClass, HypothesisClass, parse_class_spec
 from privstream.learning.soa import SOA, soa_run
 
-from .test_dimensions import small_matrices
+from .conftest import small_matrices
 
 
 def run_one(cls: HypothesisClass, xs, ys, tie: int = 1) -> tuple[SOA, list[int]]:
