@@ -1,0 +1,67 @@
+"""A small proper cover of a classifier (GGKM Lemmas 6.1-6.2): rows of F close to f̂ under every P.
+
+ggkm.md §2.5 "MinimaxCover [OURS, finite X]". Solve the zero-sum game
+
+    v* = min_{D in Δ(F)} max_{x in X} Pr_{h~D}[h(x) != f̂(x)]
+
+as a linear program and return ``H = supp(D)`` of the (vertex) solution. For every distribution
+P on X, ``E_{h~D} Pr_P[h != f̂] <= v*``, so ``min_{h in H} Pr_P[h != f̂] <= v*`` (the sup over P of
+a linear functional is attained at point masses). This is the spec's deterministic alternative
+to sampling ``⌈C_0 d*/α²⌉`` rows from D: it gives the bound ``v*`` instead of ``v* + α`` and
+``|H| <= |X| + 1``. Lemma 6.1 bounds ``v* <= α`` when ``f̂ = SOA_G`` with G
+``⌈C_0 d/α²⌉``-irreducible.
+
+H depends only on f̂ (and F), never on data: it is post-processing of a private output. If
+``f̂ in F`` the cover is ``{f̂}`` with ``v* = 0`` (no LP). The LP uses ``scipy.optimize.linprog``
+(HiGHS, deterministic); without scipy the cover falls back to all of F (still proper and
+post-processing, only the later selection has more candidates).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["Cover", "minimax_cover"]
+
+_SUPPORT_TOL = 1e-9
+
+
+@dataclass(frozen=True)
+class Cover:
+    """Row indices ``rows`` of F (sorted, distinct) and the game value ``value`` (= max_x mixture error)."""
+
+    rows: tuple[int, ...]
+    value: float
+    solver: str
+
+
+def minimax_cover(matrix: np.ndarray, f_hat: np.ndarray) -> Cover:
+    """The cover of the boolean table ``f_hat`` by rows of the boolean ``|F| x N`` ``matrix``."""
+    m = np.asarray(matrix, dtype=bool)
+    f = np.asarray(f_hat, dtype=bool)
+    equal = np.flatnonzero((m == f[None, :]).all(axis=1))
+    if equal.size:
+        return Cover((int(equal[0]),), 0.0, "member")
+    disagree = m != f[None, :]  # |F| x N
+    # Points with the same disagreement column give the same constraint.
+    cols = np.unique(disagree.T, axis=0).astype(float)  # constraints x rows
+    try:
+        from scipy.optimize import linprog
+    except ImportError:  # pragma: no cover - scipy is installed in the project environment
+        worst = float(disagree.mean(axis=0).max())
+        return Cover(tuple(range(m.shape[0])), worst, "all-rows")
+    k, rows = cols.shape[0], m.shape[0]
+    c = np.zeros(rows + 1)
+    c[-1] = 1.0  # minimise v
+    a_ub = np.hstack([cols, -np.ones((k, 1))])
+    a_eq = np.hstack([np.ones((1, rows)), np.zeros((1, 1))])
+    res = linprog(c, A_ub=a_ub, b_ub=np.zeros(k), A_eq=a_eq, b_eq=[1.0],
+                  bounds=[(0, None)] * rows + [(0, 1)], method="highs")
+    if res.status != 0:  # pragma: no cover - the LP is always feasible and bounded
+        raise RuntimeError(f"minimax cover LP failed: {res.message}")
+    weights = res.x[:rows]
+    support = np.flatnonzero(weights > _SUPPORT_TOL)
+    # The exact value of the support's uniform mixture is not what matters; report the LP value.
+    return Cover(tuple(int(r) for r in support), float(res.x[-1]), "highs")
