@@ -269,6 +269,22 @@ def test_consistency_f5_gaussian_bayes_phi_minus_one() -> None:
     assert means[2] < 0.001
 
 
+def test_rates_depend_on_the_distribution() -> None:
+    """D_γ (§C.8): x ~ U[c - γ, c + γ], target 1[x >= c]. At n = 10^4 (cubes of width 0.01) a support
+    inside one cube gives error ½; a wide support is learned. Consistency has no uniform rate."""
+    c = math.sqrt(2) - 1
+
+    def error(gamma: float, seed: int) -> float:
+        gen = np.random.default_rng(seed)
+        X = (c - gamma + 2 * gamma * gen.random(10**4))[:, None]
+        cells = pcl_fit(X, (X[:, 0] >= c).astype(np.uint8), epsilon=1.0, bounds=UNIT, rng=seeded(seed))
+        grid = c - gamma + (np.arange(20_000) + 0.5) / 20_000 * 2 * gamma
+        return float(np.mean(cells.predict(grid[:, None]) != (grid >= c)))
+
+    assert np.mean([error(1e-4, s) for s in range(4)]) >= 0.3
+    assert np.mean([error(1e-1, s) for s in range(4)]) <= 0.05
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(not os.environ.get("PRIVSTREAM_RUN_SLOW"),
                     reason="long experiment (~30 s): set PRIVSTREAM_RUN_SLOW=1; CI runs 10^3-10^5")

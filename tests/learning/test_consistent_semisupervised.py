@@ -142,3 +142,22 @@ def test_audit_semi_supervised_passes_and_catches_erm() -> None:
     spec = consistent_audit.semi_supervised_audit_spec()
     assert run_audit(spec, samples=300, seed=2).passed
     assert not run_audit(spec, variant="no_noise", samples=120, seed=2).passed
+
+
+def test_distribution_dependence_narrow_support() -> None:
+    """SSL-2 (§C.8): support of width 2·10^-5; at fixed m = 300 the error falls as |U| grows (§C.10)."""
+    c, gamma = math.sqrt(2) - 1, 1e-5
+    grid = c - gamma + (np.arange(20_000) + 0.5) / 20_000 * 2 * gamma
+
+    def error(u: int, seed: int) -> float:
+        gen = np.random.default_rng(seed)
+        n = 300 + u
+        X = (c - gamma + 2 * gamma * gen.random(n))[:, None]
+        y = (X[:, 0] >= c).astype(np.int64)
+        y[300:] = -1
+        res = ssl.SemiSupervisedLearner(n_semi=1000).fit(X, y, epsilon=1.0, delta=n**-2.0, bounds=UNIT,
+                                                         rng=seeded(seed))
+        return float(np.mean(res.model.predict(grid[:, None]) != (grid >= c)))
+
+    few, many = (np.mean([error(u, s) for s in range(4)]) for u in (10**3, 10**5))
+    assert few > 0.25 and many < 0.2 and many < few / 2
