@@ -23,7 +23,7 @@ from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
-from typing import Any
+from typing import Any, Literal
 
 from privstream.agents.interfaces import ReleaseMetrics, StateStore, WindowData
 from privstream.agents.ledger_port import BudgetExhaustedError, ChargeReceipt, PrivacyLedger
@@ -36,12 +36,43 @@ from privstream.agents.windows import (
     user_level_parameters,
 )
 from privstream.learning.hypothesis_classes import HypothesisClass
-from privstream.learning.private_learners import LearnerResult, PrivateLearner
-from privstream.schemas import Certificate, HypothesisRelease, WindowInfo
+from privstream.learning.private_learners import LearnerResult
+from privstream.learning.sanitizers import SanitizerResult
+from privstream.schemas import Certificate, HypothesisRelease, SanitizedRelease, WindowInfo
 
 log = logging.getLogger(__name__)
 
-Publisher = Callable[[str, bytes], Awaitable[None]]
+#: ``publish(topic, stream_id, release_bytes)``; ``topic`` is the logical public topic name.
+Publisher = Callable[[str, str, bytes], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class Product:
+    """One private output of every window: a learner's hypothesis or a sanitizer's distribution.
+
+    Each product of a window is charged separately (its own ledger key, its own ε and δ) and
+    published on its own public topic.
+    """
+
+    topic: Literal["hypotheses", "sanitized"]
+    algorithm: Any  # a PrivateLearner (topic "hypotheses") or a Sanitizer (topic "sanitized")
+    epsilon: float
+    delta: float = 0.0
+    labelled: bool = False  # sanitizers: answer Pr[h(x) = y] over (x, y) instead of Pr[h(x) = 1]
+
+    @property
+    def name(self) -> str:
+        return str(self.algorithm.name)
+
+    @property
+    def key(self) -> str:
+        """The ledger's mechanism key: one charge per (stream, window, product)."""
+        return f"{'learner' if self.topic == 'hypotheses' else 'sanitizer'}:{self.name}"
+
+
+def topic_of_key(key: str) -> str:
+    """The public topic of a ledger mechanism key (for re-publishing from the outbox)."""
+    return "sanitized" if key.startswith("sanitizer:") else "hypotheses"
 
 
 @dataclass(frozen=True)
@@ -50,9 +81,7 @@ class ReleasePolicy:
 
     stream_id: str
     hypothesis_class: HypothesisClass
-    learner: PrivateLearner
-    epsilon: float
-    delta: float
+    products: tuple[Product, ...]
     alpha: float = 0.25
     beta: float = 0.25
     window_kind: str = "count"
@@ -61,11 +90,6 @@ class ReleasePolicy:
     allowed_lateness_seconds: float = 0.0
     privacy_unit: str = "example"
     user_contribution_bound: int | None = None
-
-    @property
-    def mechanism_key(self) -> str:
-        """The ledger's mechanism key: one charge per (stream, window, learner)."""
-        return f"learner:{self.learner.name}"
 
     @property
     def neighbouring_relation(self) -> str:
@@ -82,7 +106,6 @@ class _StreamState:
     watermark: float = float("-inf")  # highest event time seen (time windows)
     last_closed_time_window: int | None = None
     releases: int = 0
-    last_release: bytes | None = None
     scheduled: set[str] = field(default_factory=set)
 
 
@@ -186,6 +209,21 @@ class ReleaseAgent:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
     # --- recovery -----------------------------------------------------------------------------
+    def on_partitions_assigned(self, partitions: set[int]) -> None:
+        """Recover the streams whose buffered examples came from these source partitions.
+
+        Needed even when no new message arrives: a worker that crashed after committing its
+        offsets but before releasing the windows they closed leaves those windows (and perhaps
+        charged but unpublished releases) in the store and the ledger, and nothing else would
+        ever wake them up.
+        """
+        for stream_id, policy in self.policies.items():
+            state = self._streams[stream_id]
+            state.recovered = False  # a rebalance may have moved the stream here or back
+            if self.store.partitions(stream_id) & partitions:
+                state.recovered = True
+                self._spawn(self._recover(policy))
+
     async def _recover(self, policy: ReleasePolicy) -> None:
         """On first sight of a stream: publish its outbox, release windows that closed before a crash."""
         await self.replay_outbox(policy.stream_id)
@@ -210,7 +248,7 @@ class ReleaseAgent:
         for charge in pending:
             if charge.stream_id not in self.policies:
                 continue
-            await self._publish(charge.stream_id, charge.release)
+            await self._publish(topic_of_key(charge.mechanism), charge.stream_id, charge.release)
             await asyncio.to_thread(self.ledger.mark_published, charge.entry_id)
             log.info("re-published release %s of stream %s from the ledger's outbox",
                      charge.entry_id, charge.stream_id)
@@ -251,81 +289,98 @@ class ReleaseAgent:
     ) -> None:
         stream_id = policy.stream_id
         state = self._streams[stream_id]
-        async with state.lock:  # one release at a time per stream, in window order
-            try:
-                await self._release_locked(policy, state, window_id, info, load, close)
-            except Exception:
-                # A learner or publication failure must not kill the worker: log, count, surface.
-                log.exception("release of window %s of stream %s failed", window_id, stream_id)
-                self.metrics.learner_failed(stream_id)
+        async with state.lock:  # one window at a time per stream, in window order
+            loaded: list[WindowData] = []  # the window is read from the store once, if at all
 
-    async def _release_locked(
+            async def window() -> WindowData:
+                if not loaded:
+                    data = await asyncio.to_thread(load)
+                    if policy.privacy_unit == "user":
+                        assert policy.user_contribution_bound is not None
+                        data = bound_contributions(data, policy.user_contribution_bound)
+                    loaded.append(data)
+                return loaded[0]
+
+            outcomes = []
+            for product in policy.products:
+                try:
+                    outcome = await self._release_product(policy, product, state, window_id, info, window)
+                    outcomes.append(outcome)
+                except Exception:
+                    # A learner or publication failure must not kill the worker: log, count, surface.
+                    log.exception("%s of window %s of stream %s failed", product.key, window_id, stream_id)
+                    self.metrics.learner_failed(stream_id)
+                    outcomes.append("failed")
+            if "failed" not in outcomes:  # a failed product keeps the window for a retry after restart
+                await asyncio.to_thread(close, ",".join(outcomes))
+
+    async def _release_product(
         self,
         policy: ReleasePolicy,
+        product: Product,
         state: _StreamState,
         window_id: str,
         info: WindowInfo,
-        load: Callable[[], WindowData],
-        close: Callable[[str], None],
-    ) -> None:
-        stream_id, key = policy.stream_id, policy.mechanism_key
+        window: Callable[[], Awaitable[WindowData]],
+    ) -> str:
+        """Release one product of a window; returns "released" or "refused"."""
+        stream_id, key = policy.stream_id, product.key
         existing = await asyncio.to_thread(self.ledger.lookup, stream_id, window_id, key)
         if existing is not None:  # released before a crash or by the partition's previous owner
             if not existing.published:
-                await self._publish(stream_id, existing.release)
+                await self._publish(product.topic, stream_id, existing.release)
                 await asyncio.to_thread(self.ledger.mark_published, existing.entry_id)
-            await asyncio.to_thread(close, "released")
-            return
+            return "released"
         remaining = await asyncio.to_thread(self.ledger.remaining, stream_id)
-        if remaining.epsilon < policy.epsilon or remaining.delta < policy.delta:
-            await self._refuse(policy, state, window_id)
-            await asyncio.to_thread(close, "refused")
-            return
+        if remaining.epsilon < product.epsilon or remaining.delta < product.delta:
+            await self._refuse(policy, product, state, window_id)
+            return "refused"
 
-        window = await asyncio.to_thread(load)
+        data = await window()
         if policy.privacy_unit == "user":
             assert policy.user_contribution_bound is not None
-            window = bound_contributions(window, policy.user_contribution_bound)
-            epsilon, delta = user_level_parameters(policy.epsilon, policy.delta,
+            epsilon, delta = user_level_parameters(product.epsilon, product.delta,
                                                    policy.user_contribution_bound)
         else:
-            epsilon, delta = policy.epsilon, policy.delta
-        rng = self._rng_factory(window_id) if self._rng_factory else None
-        fit = partial(policy.learner.fit, policy.hypothesis_class, window.xs, window.ys,
-                      epsilon=epsilon, delta=delta, alpha=policy.alpha, beta=policy.beta, rng=rng)
+            epsilon, delta = product.epsilon, product.delta
+        rng = self._rng_factory(f"{window_id}/{key}") if self._rng_factory else None
+        if product.topic == "hypotheses":
+            run = partial(product.algorithm.fit, policy.hypothesis_class, data.xs, data.ys,
+                          epsilon=epsilon, delta=delta, alpha=policy.alpha, beta=policy.beta, rng=rng)
+        else:
+            run = partial(product.algorithm.fit, policy.hypothesis_class, data.xs,
+                          data.ys if product.labelled else None, epsilon=epsilon, delta=delta, rng=rng)
         started = time.perf_counter()
-        result = await asyncio.get_running_loop().run_in_executor(self.executor, fit)
-        self.metrics.learner_ran(policy.learner.name, time.perf_counter() - started, len(window.xs))
+        result = await asyncio.get_running_loop().run_in_executor(self.executor, run)
+        self.metrics.learner_ran(product.name, time.perf_counter() - started, len(data.xs))
 
         def release_bytes(receipt: ChargeReceipt) -> bytes:
-            return self._release_json(policy, result, info, receipt, randomness="seeded" if rng else "secure")
+            return self._release_json(policy, product, result, info, receipt, "seeded" if rng else "secure")
 
         try:
             charge = await asyncio.to_thread(
-                self.ledger.charge, stream_id, window_id, key, policy.epsilon, policy.delta, release_bytes
+                self.ledger.charge, stream_id, window_id, key, product.epsilon, product.delta, release_bytes
             )
         except BudgetExhaustedError:  # spent concurrently by another worker since the check
-            await self._refuse(policy, state, window_id, recorded=True)
-            await asyncio.to_thread(close, "refused")
-            return
-        await self._publish(stream_id, charge.release)
+            await self._refuse(policy, product, state, window_id, recorded=True)
+            return "refused"
+        await self._publish(product.topic, stream_id, charge.release)
         await asyncio.to_thread(self.ledger.mark_published, charge.entry_id)
-        await asyncio.to_thread(close, "released")
         state.releases += 1
-        state.last_release = charge.release
         spent = await asyncio.to_thread(self.ledger.spent, stream_id)
         left = await asyncio.to_thread(self.ledger.remaining, stream_id)
         self.metrics.released(stream_id, spent.epsilon, left.epsilon)
-        log.info("released window %s of stream %s (ledger entry %s, epsilon left %g)",
-                 window_id, stream_id, charge.entry_id, left.epsilon)
+        log.info("released %s for window %s of stream %s (ledger entry %s, epsilon left %g)",
+                 key, window_id, stream_id, charge.entry_id, left.epsilon)
+        return "released"
 
-    async def _refuse(self, policy: ReleasePolicy, state: _StreamState, window_id: str,
+    async def _refuse(self, policy: ReleasePolicy, product: Product, state: _StreamState, window_id: str,
                       recorded: bool = False) -> None:
         stream_id = policy.stream_id
         if not recorded:
             try:  # the ledger records the refusal itself, durably, and raises
-                await asyncio.to_thread(self.ledger.charge, stream_id, window_id, policy.mechanism_key,
-                                        policy.epsilon, policy.delta, b"")
+                await asyncio.to_thread(self.ledger.charge, stream_id, window_id, product.key,
+                                        product.epsilon, product.delta, b"")
             except BudgetExhaustedError:
                 pass
             else:  # pragma: no cover - the check above saw too little budget; it cannot grow
@@ -341,16 +396,20 @@ class ReleaseAgent:
     def _release_json(
         self,
         policy: ReleasePolicy,
-        result: LearnerResult,
+        product: Product,
+        result: LearnerResult | SanitizerResult,
         info: WindowInfo,
         receipt: ChargeReceipt,
         randomness: str,
     ) -> bytes:
-        n_public = policy.window_kind == "count"
+        # n is public only for count windows of examples: at the user level, how many examples
+        # survive the per-user bound depends on how much each user sent (uncharged, private).
+        n_public = policy.window_kind == "count" and policy.privacy_unit == "example"
+        is_learner = product.topic == "hypotheses"
         certificate = Certificate(
             mechanism=result.mechanism,
-            epsilon=policy.epsilon,
-            delta=policy.delta,
+            epsilon=product.epsilon,
+            delta=product.delta,
             neighbouring_relation=policy.neighbouring_relation,
             privacy_unit=policy.privacy_unit,
             user_contribution_bound=policy.user_contribution_bound,
@@ -359,20 +418,22 @@ class ReleaseAgent:
             ledger_entry_id=str(receipt.entry_id),
             epsilon_budget_remaining=receipt.remaining.epsilon,
             delta_budget_remaining=receipt.remaining.delta,
-            parameters={**result.parameters, "learner": policy.learner.name,
-                        "learner_epsilon": result.epsilon, "learner_delta": result.delta},
-            proper=result.proper,
+            parameters={**result.parameters, "learner" if is_learner else "sanitizer": product.name,
+                        "algorithm_epsilon": result.epsilon, "algorithm_delta": result.delta},
+            proper=result.proper if is_learner else False,
             accuracy_guarantee_holds=result.accuracy_guarantee_holds if n_public else None,
             theorem_sample_size=result.theorem_sample_size,
             randomness=randomness,
             library_version=self.library_version,
         )
-        release = HypothesisRelease(
-            stream_id=policy.stream_id,
-            hypothesis_class=policy.hypothesis_class.spec,
-            hypothesis=result.hypothesis.to_dict(),
-            certificate=certificate,
-        )
+        common = {"stream_id": policy.stream_id, "hypothesis_class": policy.hypothesis_class.spec,
+                  "certificate": certificate}
+        if is_learner:
+            release: HypothesisRelease | SanitizedRelease = HypothesisRelease(
+                **common, hypothesis=result.hypothesis.to_dict())
+        else:
+            release = SanitizedRelease(**common, distribution=result.distribution.to_dict(),
+                                       labelled=product.labelled)
         return release.model_dump_json().encode()
 
     # --- status ---------------------------------------------------------------------------------

@@ -45,7 +45,7 @@ class _Rebalance(ConsumerRebalanceListener):
 
     async def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
         log.info("ingest: partitions assigned: %s", sorted(tp.partition for tp in assigned))
-        self.service.on_assigned()
+        self.service.on_assigned({tp.partition for tp in assigned})
 
 
 class IngestService(mode.Service):

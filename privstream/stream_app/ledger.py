@@ -669,14 +669,15 @@ class SqliteLedger:
             ).fetchall()
         return [_to_charge(row) for row in rows]
 
-    def latest_published(self, stream_id: str) -> Charge | None:
-        """The stream's most recently charged release that was confirmed published."""
+    def latest_published(self, stream_id: str, mechanism_prefix: str = "") -> Charge | None:
+        """The stream's most recently charged release (of mechanisms starting with the prefix)
+        that was confirmed published."""
         with self._read() as cur:
             self._stream(cur, stream_id)
             row = cur.execute(
                 f"SELECT {_CHARGE_COLUMNS} FROM charges WHERE stream_id = ? AND published_at IS NOT NULL "
-                "ORDER BY entry_id DESC LIMIT 1",
-                (stream_id,),
+                "AND substr(mechanism, 1, ?) = ? ORDER BY entry_id DESC LIMIT 1",
+                (stream_id, len(mechanism_prefix), mechanism_prefix),
             ).fetchone()
         return None if row is None else _to_charge(row)
 

@@ -21,7 +21,7 @@ class ServiceMetrics:
         self,
         stream_ids: list[str],
         registry: CollectorRegistry | None = None,
-        release_streams: dict[str, tuple[float, str]] | None = None,
+        release_streams: dict[str, tuple[float, list[str]]] | None = None,
     ):
         self.registry = registry or CollectorRegistry(auto_describe=True)
         r = self.registry
@@ -81,14 +81,15 @@ class ServiceMetrics:
         self.window_size = Histogram(
             "privstream_window_size_examples", "Examples in a window handed to a learner.", ["learner"],
             buckets=(10, 100, 500, 1000, 2000, 5000, 10_000, 50_000, 100_000, 1_000_000), registry=r)
-        for stream, (remaining, learner) in (release_streams or {}).items():
+        for stream, (remaining, algorithms) in (release_streams or {}).items():
             for child in (self.releases, self.refusals, self.release_failures, self.late_examples):
                 child.labels(stream=stream)
             self.epsilon_spent.labels(stream=stream).set(0)
             self.epsilon_remaining.labels(stream=stream).set(remaining)
             self.budget_exhausted.labels(stream=stream).set(0)
-            self.learner_seconds.labels(learner=learner)
-            self.window_size.labels(learner=learner)
+            for learner in algorithms:
+                self.learner_seconds.labels(learner=learner)
+                self.window_size.labels(learner=learner)
         # Plain totals for /status and /healthz (prometheus_client keeps its values private).
         self.received_count = 0
         self.invalid_counts = dict.fromkeys(INVALID_REASONS, 0)

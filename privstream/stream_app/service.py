@@ -16,10 +16,11 @@ from privstream import __version__
 from privstream.agents.online import OnlineLearners, OnlineStream
 from privstream.agents.pipeline import IngestPipeline
 from privstream.agents.progress import Progress
-from privstream.agents.releases import ReleaseAgent, ReleasePolicy
+from privstream.agents.releases import Product, ReleaseAgent, ReleasePolicy
 from privstream.agents.validation import ExampleValidator
 from privstream.learning.hypothesis_classes import HypothesisClass, parse_class_spec
 from privstream.learning.private_learners import make_learner
+from privstream.learning.sanitizers import make_sanitizer
 from privstream.stream_app import web
 from privstream.stream_app.ingest import IngestService
 from privstream.stream_app.ledger import SqliteLedger
@@ -117,12 +118,18 @@ def release_policy(stream_id: str, hclass: HypothesisClass, config: ReleaseConfi
     """The release agent's policy for a stream, with its learner built from the settings."""
     params = dict(config.learner_params)
     alpha, beta = float(params.pop("alpha", 0.25)), float(params.pop("beta", 0.25))
+    products = [Product("hypotheses", make_learner(config.learner, **params), config.epsilon, config.delta)]
+    if config.sanitizer is not None:
+        products.append(Product(
+            "sanitized", make_sanitizer(config.sanitizer, **config.sanitizer_params),
+            config.sanitizer_epsilon or config.epsilon,
+            config.sanitizer_delta if config.sanitizer_delta is not None else config.delta,
+            labelled=config.sanitizer_labelled,
+        ))
     return ReleasePolicy(
         stream_id=stream_id,
         hypothesis_class=hclass,
-        learner=make_learner(config.learner, **params),
-        epsilon=config.epsilon,
-        delta=config.delta,
+        products=tuple(products),
         alpha=alpha,
         beta=beta,
         window_kind=config.window.kind,
@@ -164,7 +171,7 @@ def build_service(settings: Settings) -> Service:
     metrics = ServiceMetrics(
         list(streams),
         release_streams={
-            sid: (ledger.remaining(sid).epsilon if ledger else 0.0, p.learner.name)
+            sid: (ledger.remaining(sid).epsilon if ledger else 0.0, [pr.name for pr in p.products])
             for sid, p in policies.items()
         },
     )
@@ -176,8 +183,7 @@ def build_service(settings: Settings) -> Service:
         {sid: s.hypothesis_class.check_point for sid, s in streams.items()}, user_level=user_level
     )
     pipeline = IngestPipeline(validator, learners, metrics, progress)
-    # A stream may have been served by another worker meanwhile: continue from its saved state.
-    ingest = IngestService(settings, pipeline, on_assigned=learners.reload, loop=None)
+    ingest = IngestService(settings, pipeline, on_assigned=lambda parts: on_assigned(parts), loop=None)
     app.service(ingest)
     releases = None
     if policies:
@@ -185,10 +191,17 @@ def build_service(settings: Settings) -> Service:
         for sid in policies:
             metrics.budget(sid, ledger.spent(sid).epsilon, ledger.remaining(sid).epsilon)
         releases = ReleaseAgent(
-            policies, store, ledger, publisher(ingest, settings.topic("hypotheses")), metrics,
+            policies, store, ledger, publisher(ingest, settings), metrics,
             library_version=__version__,
         )
         pipeline.releases = releases
+
+    def on_assigned(partitions: set[int]) -> None:
+        # A stream may have been served by another worker meanwhile: continue from its saved
+        # state, and finish what a crashed owner left half done.
+        learners.reload()
+        if releases is not None:
+            releases.on_partitions_assigned(partitions)
 
     if releases is not None:
         @app.timer(60.0)
@@ -201,10 +214,10 @@ def build_service(settings: Settings) -> Service:
     return service
 
 
-def publisher(ingest: IngestService, topic: str) -> Any:
-    """Publish a release's bytes to the public topic and wait until Kafka has them."""
+def publisher(ingest: IngestService, settings: Settings) -> Any:
+    """Publish a release's bytes to its public topic and wait until Kafka has them."""
 
-    async def publish(stream_id: str, release: bytes) -> None:
-        await ingest.publish(topic, stream_id.encode(), release, [("schema_version", b"1")])
+    async def publish(topic: str, stream_id: str, release: bytes) -> None:
+        await ingest.publish(settings.topic(topic), stream_id.encode(), release, [("schema_version", b"1")])
 
     return publish

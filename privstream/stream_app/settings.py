@@ -33,7 +33,7 @@ CONFIG_FILE_ENV = f"{ENV_PREFIX}CONFIG_FILE"
 FAUST_ENV_PREFIX = f"{ENV_PREFIX}FAUST_"
 
 #: The logical topics of the service; their Kafka names are ``topic_prefix + name``.
-TOPIC_NAMES = ("examples", "examples.dlq", "predictions", "hypotheses")
+TOPIC_NAMES = ("examples", "examples.dlq", "predictions", "hypotheses", "sanitized")
 
 
 class WindowConfig(BaseModel):
@@ -66,6 +66,11 @@ class ReleaseConfig(BaseModel):
 
     learner: str = Field(default="generic", description="private learner, e.g. 'generic'")
     learner_params: dict[str, Any] = Field(default_factory=dict, description="e.g. alpha, beta")
+    sanitizer: str | None = Field(default=None, description="also release a sanitizer: 'mwem' or 'fooling'")
+    sanitizer_params: dict[str, Any] = Field(default_factory=dict)
+    sanitizer_epsilon: float | None = Field(default=None, gt=0, le=100, description="default: epsilon")
+    sanitizer_delta: float | None = Field(default=None, ge=0, lt=1, description="default: delta")
+    sanitizer_labelled: bool = Field(default=False, description="answer Pr[h(x) = y] instead of Pr[h(x) = 1]")
     window: WindowConfig = Field(default_factory=WindowConfig)
     epsilon: float = Field(gt=0, le=100, description="ε of each release")
     delta: float = Field(default=0.0, ge=0, lt=1, description="δ of each release")
@@ -85,13 +90,20 @@ class ReleaseConfig(BaseModel):
             raise ValueError("privacy_unit 'user' needs user_contribution_bound")
         if self.privacy_unit == "example" and self.user_contribution_bound is not None:
             raise ValueError("user_contribution_bound applies only to privacy_unit 'user'")
-        if self.delta > self.delta_budget:
-            raise ValueError(f"delta {self.delta} per release exceeds delta_budget {self.delta_budget}")
-        if self.epsilon > self.epsilon_budget:
-            raise ValueError(
-                f"epsilon {self.epsilon} per release exceeds epsilon_budget {self.epsilon_budget}"
-            )
+        epsilon, delta = self.window_cost
+        if delta > self.delta_budget:
+            raise ValueError(f"delta {delta} per window exceeds delta_budget {self.delta_budget}")
+        if epsilon > self.epsilon_budget:
+            raise ValueError(f"epsilon {epsilon} per window exceeds epsilon_budget {self.epsilon_budget}")
         return self
+
+    @property
+    def window_cost(self) -> tuple[float, float]:
+        """(ε, δ) charged per window: the learner's plus the sanitizer's, if any."""
+        if self.sanitizer is None:
+            return self.epsilon, self.delta
+        return (self.epsilon + (self.sanitizer_epsilon or self.epsilon),
+                self.delta + (self.sanitizer_delta if self.sanitizer_delta is not None else self.delta))
 
 
 class StreamConfig(BaseModel):

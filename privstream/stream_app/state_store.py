@@ -184,6 +184,11 @@ class SqliteStateStore:
         with self._lock:
             return self._next_seq(stream_id)
 
+    def partitions(self, stream_id: str) -> set[int]:
+        with self._lock:
+            rows = self._db.execute("SELECT part FROM positions WHERE stream_id = ?", (stream_id,)).fetchall()
+        return {int(r[0]) for r in rows}
+
     def _window(self, where: str, params: tuple[Any, ...]) -> WindowData:
         with self._lock:
             rows = self._db.execute(

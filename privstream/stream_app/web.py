@@ -1,7 +1,8 @@
 """The worker's web pages.
 
 Public (what any subscriber may see): ``/streams``, ``/streams/{id}/releases/latest``,
-``/streams/{id}/budget``: configuration, ledger figures and published releases only.
+``/streams/{id}/sanitized/latest``, ``/streams/{id}/budget``: configuration, ledger figures and
+published releases only.
 Operators (trusted zone: raw counts, not differentially private): ``/status``, ``/metrics``.
 Probes: ``/healthz``, ``/readyz``.
 """
@@ -68,6 +69,7 @@ def budget(service: Service, stream_id: str) -> dict[str, Any] | None:
         return None
     ledger = service.ledger
     spent, remaining = ledger.spent(stream_id), ledger.remaining(stream_id)
+    entries = ledger.entries(stream_id)
     return {
         "stream_id": stream_id,
         "epsilon_budget": config.release.epsilon_budget,
@@ -76,7 +78,8 @@ def budget(service: Service, stream_id: str) -> dict[str, Any] | None:
         "delta_spent": spent.delta,
         "epsilon_remaining": remaining.epsilon,
         "delta_remaining": remaining.delta,
-        "releases": len(ledger.entries(stream_id)),
+        "releases": sum(1 for c in entries if c.mechanism.startswith("learner:")),
+        "sanitized_releases": sum(1 for c in entries if c.mechanism.startswith("sanitizer:")),
         "refusals": ledger.refusals(stream_id),
         "exhausted": remaining.epsilon < config.release.epsilon or remaining.delta < config.release.delta,
         "composition": "sequential",
@@ -115,15 +118,22 @@ def register_pages(service: Service) -> None:
             return web.json({"error": f"stream {stream_id!r} has no private releases"}, status=404)
         return web.json(figures)
 
-    @app.page("/streams/{stream_id}/releases/latest")
-    async def latest_release_page(web: Any, request: Any, stream_id: str) -> Any:
+    async def latest(web: Any, stream_id: str, prefix: str) -> Any:
         if budget(service, stream_id) is None:
             return web.json({"error": f"stream {stream_id!r} has no private releases"}, status=404)
         assert service.ledger is not None
-        charge = service.ledger.latest_published(stream_id)
+        charge = service.ledger.latest_published(stream_id, prefix)
         if charge is None:
-            return web.json({"error": f"stream {stream_id!r} has no release yet"}, status=404)
+            return web.json({"error": f"stream {stream_id!r} has no such release yet"}, status=404)
         return web.bytes(charge.release, content_type="application/json")
+
+    @app.page("/streams/{stream_id}/releases/latest")
+    async def latest_release_page(web: Any, request: Any, stream_id: str) -> Any:
+        return await latest(web, stream_id, "learner:")
+
+    @app.page("/streams/{stream_id}/sanitized/latest")
+    async def latest_sanitized_page(web: Any, request: Any, stream_id: str) -> Any:
+        return await latest(web, stream_id, "sanitizer:")
 
     @app.page("/metrics")
     async def metrics_page(web: Any, request: Any) -> Any:

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from privstream.agents.releases import ReleaseAgent, ReleasePolicy
+from privstream.agents.releases import Product, ReleaseAgent, ReleasePolicy
 from privstream.learning.hypothesis_classes import parse_class_spec
 from privstream.learning.private_learners import make_learner
 from privstream.learning.randomness import seeded
@@ -46,21 +46,24 @@ class RecordingMetrics:
 class Published:
     def __init__(self, fail_times: int = 0):
         self.messages: list[tuple[str, bytes]] = []
+        self.sanitized: list[tuple[str, bytes]] = []
         self.fail_times = fail_times
 
-    async def __call__(self, stream_id: str, release: bytes) -> None:
+    async def __call__(self, topic: str, stream_id: str, release: bytes) -> None:
         if self.fail_times:
             self.fail_times -= 1
             raise ConnectionError("broker unavailable")
-        self.messages.append((stream_id, release))
+        (self.messages if topic == "hypotheses" else self.sanitized).append((stream_id, release))
 
     def releases(self):
         return [HypothesisRelease.model_validate_json(b) for _, b in self.messages]
 
 
-def policy(**overrides):
-    values = dict(stream_id="s", hypothesis_class=CLASS, learner=make_learner("generic"), epsilon=1.0,
-                  delta=0.0, window_size=100)
+def policy(learner=None, sanitizer=None, **overrides):
+    products = [Product("hypotheses", learner or make_learner("generic"), 1.0)]
+    if sanitizer is not None:
+        products.append(Product("sanitized", sanitizer, 0.5))
+    values = dict(stream_id="s", hypothesis_class=CLASS, products=tuple(products), window_size=100)
     values.update(overrides)
     return ReleasePolicy(**values)
 
@@ -206,7 +209,7 @@ async def test_user_level_bounds_contributions_and_scales_epsilon():
     assert metrics.window_sizes == [20]
     c = publish.releases()[0].certificate
     assert c.privacy_unit == "user" and c.user_contribution_bound == 2
-    assert c.epsilon == 1.0 and c.parameters["learner_epsilon"] == pytest.approx(0.5)
+    assert c.epsilon == 1.0 and c.parameters["algorithm_epsilon"] == pytest.approx(0.5)
 
 
 async def test_time_windows_close_on_the_watermark_and_hide_n():
@@ -230,3 +233,44 @@ async def test_time_windows_close_on_the_watermark_and_hide_n():
     await feed(agent, [(late, 0, 500)])
     assert metrics.events["late"] == 1
     assert len(publish.messages) == 1
+
+
+async def test_a_sanitizer_is_released_beside_the_hypothesis_and_charged_separately():
+    from privstream.learning.sanitizers import make_sanitizer
+    from privstream.schemas import SanitizedRelease
+    from privstream.stream_app.sdk import SanitizedView
+
+    publish = Published()
+    agent = make_agent({"s": policy(sanitizer=make_sanitizer("mwem"))}, publish=publish)
+    batch = examples(200)
+    await feed(agent, batch)
+    assert len(publish.messages) == 2 and len(publish.sanitized) == 2
+    sanitized = [SanitizedRelease.model_validate_json(b) for _, b in publish.sanitized]
+    assert {s.certificate.epsilon for s in sanitized} == {0.5}
+    assert all(s.certificate.proper is False for s in sanitized)
+    # Two windows, two products each: 2 × (1.0 + 0.5) spent, four ledger entries.
+    assert agent.ledger.spent("s").epsilon == pytest.approx(3.0)
+    assert sorted(c.mechanism for c in agent.ledger.entries("s")) == \
+        ["learner:generic", "learner:generic", "sanitizer:mwem", "sanitizer:mwem"]
+    view = SanitizedView.from_json(publish.sanitized[0][1])
+    from privstream.learning.hypotheses import hypothesis_from_runs
+
+    answer = view.answer(hypothesis_from_runs(1024, 0, [512]))  # the fraction of x >= 512
+    assert 0.0 <= answer <= 1.0
+
+
+async def test_partition_assignment_releases_windows_left_by_a_crashed_owner():
+    """No new message needed: the windows closed before the crash are released on assignment."""
+    ledger = SqliteLedger.open(":memory:", budgets={"s": (10.0, 0.0)})
+    store = SqliteStateStore(":memory:")
+    for example, partition, offset in examples(250):  # offsets committed, windows never released
+        store.append("s", partition, offset, example.x, example.y, None, None)
+    publish = Published()
+    agent = make_agent({"s": policy()}, ledger=ledger, store=store, publish=publish)
+    agent.on_partitions_assigned({1})  # not the stream's partition: nothing to do
+    await agent.drain()
+    assert publish.messages == []
+    agent.on_partitions_assigned({0, 1})
+    await agent.drain()
+    assert len(publish.messages) == 2  # two complete windows of 100; 50 examples stay buffered
+    assert ledger.spent("s").epsilon == pytest.approx(2.0)
