@@ -172,13 +172,17 @@ def test_select_piecewise_rejects_a_bad_envelope() -> None:
 def test_budget_is_the_total_never_per_iteration() -> None:
     s10, m10, led = mwem_budget(1.0, 0.0, 10, "basic", 0.5)
     s20, m20, _ = mwem_budget(1.0, 0.0, 20, "basic", 0.5)
-    assert (s10 + m10) * 10 == pytest.approx(1.0) and s20 == pytest.approx(s10 / 2)
+    assert sum(s10) + sum(m10) == pytest.approx(1.0) and s20[0] == pytest.approx(s10[0] / 2)
     assert led["epsilon_spent"] <= 1.0
     s, m, led = mwem_budget(1.0, 1e-6, 20, "zcdp", 0.5)
-    assert zcdp_to_dp(20 * (s * s / 8 + m * m / 2), 1e-6) <= 1.0
-    assert s > s20 and m > m20  # zCDP buys more per round than basic at delta > 0
+    assert zcdp_to_dp(sum(a * a / 8 + b * b / 2 for a, b in zip(s, m, strict=True)), 1e-6) <= 1.0
+    assert s[0] > s20[0] and m[0] > m20[0]  # zCDP buys more per round than basic at delta > 0
+    lin, lin_m, _ = mwem_budget(1.0, 0.0, 4, "basic", 0.5, schedule="linear")
+    assert lin == pytest.approx([0.05, 0.1, 0.15, 0.2]) and sum(lin) + sum(lin_m) == pytest.approx(1.0)
     with pytest.raises(SanitizerInputError):
         mwem_budget(1.0, 0.0, 20, "zcdp", 0.5)
+    with pytest.raises(SanitizerInputError, match="schedule"):
+        make_sanitizer("mwem", schedule="geometric")
 
 
 def dense_replay(domain: int, labelled: bool, transcript: list[dict], n: int, repetitions: int,

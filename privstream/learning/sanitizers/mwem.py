@@ -68,29 +68,42 @@ __all__ = ["MECHANISM", "BlockState", "MWEMSanitizer", "mwem_budget", "mwem_samp
 MECHANISM = "mwem"
 
 
-def mwem_budget(epsilon: float, delta: float, rounds: int, composition: str,
-                selection_share: float) -> tuple[float, float, dict[str, Any]]:
-    """Per-round ``(ε_select, ε_measure)`` whose T-fold composition is within (ε, δ), and a record.
+def _shares(rounds: int, schedule: str) -> list[float]:
+    """Fractions of the budget per round: equal, or growing linearly (t / (T(T+1)/2), t = 1..T)."""
+    if schedule == "uniform":
+        return [1.0 / rounds] * rounds
+    if schedule == "linear":
+        total = rounds * (rounds + 1) / 2
+        return [t / total for t in range(1, rounds + 1)]
+    raise SanitizerInputError(f"unknown schedule {schedule!r}; use 'uniform' or 'linear'")
+
+
+def mwem_budget(epsilon: float, delta: float, rounds: int, composition: str, selection_share: float,
+                schedule: str = "uniform") -> tuple[list[float], list[float], dict[str, Any]]:
+    """Per-round ``(ε_select[t], ε_measure[t])`` whose T-fold composition is within (ε, δ), and a record.
+
+    ``schedule="linear"`` gives round t a share ∝ t (later rounds, which must tell apart smaller
+    errors, get more); the composition is checked the same way.
 
     >>> s, m, _ = mwem_budget(1.0, 0.0, 10, "basic", 0.5)
-    >>> round(s, 6), round(m, 6)
+    >>> round(s[0], 6), round(m[-1], 6)
     (0.05, 0.05)
     """
+    shares = _shares(rounds, schedule)
     if composition == "basic":
-        per_round = epsilon / rounds
-        eps_s, eps_m = selection_share * per_round, (1 - selection_share) * per_round
-        total = basic_composition(
-            [PrivacyGuarantee(eps_s), PrivacyGuarantee(eps_m)] * rounds)
+        eps_s = [selection_share * epsilon * f for f in shares]
+        eps_m = [(1 - selection_share) * epsilon * f for f in shares]
+        total = basic_composition([PrivacyGuarantee(e) for e in eps_s + eps_m])
         if total.epsilon > epsilon * (1 + 1e-12):
             raise AssertionError("basic composition exceeds the budget")
         return eps_s, eps_m, {"composition": "basic", "epsilon_spent": total.epsilon, "delta_spent": 0.0}
     if composition == "zcdp":
         if delta <= 0:
             raise SanitizerInputError("composition 'zcdp' needs delta > 0")
-        rho_round = zcdp_for_dp(epsilon, delta) / rounds
-        eps_s = math.sqrt(8 * selection_share * rho_round) * (1 - 1e-12)
-        eps_m = math.sqrt(2 * (1 - selection_share) * rho_round) * (1 - 1e-12)
-        rho_total = rounds * (eps_s**2 / 8 + eps_m**2 / 2)
+        rho = zcdp_for_dp(epsilon, delta)
+        eps_s = [math.sqrt(8 * selection_share * rho * f) * (1 - 1e-12) for f in shares]
+        eps_m = [math.sqrt(2 * (1 - selection_share) * rho * f) * (1 - 1e-12) for f in shares]
+        rho_total = math.fsum(s * s / 8 + m * m / 2 for s, m in zip(eps_s, eps_m, strict=True))
         spent = zcdp_to_dp(rho_total, delta)
         if spent > epsilon:
             raise AssertionError("zCDP composition exceeds the budget")
@@ -177,7 +190,7 @@ class MWEMSanitizer:
     name: ClassVar[str] = "mwem"
 
     def __init__(self, rounds: int = 20, repetitions: int = 10, composition: str | None = None,
-                 output: str = "last", selection_share: float = 0.5, *,
+                 output: str = "last", selection_share: float = 0.5, schedule: str = "uniform", *,
                  noisy_selection: bool = True, noisy_measurement: bool = True, dense: bool = False) -> None:
         if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
             raise SanitizerInputError(f"rounds must be an int >= 1, got {rounds!r}")
@@ -188,7 +201,8 @@ class MWEMSanitizer:
         if not 0 < selection_share < 1:
             raise SanitizerInputError(f"selection_share must be in (0, 1), got {selection_share!r}")
         self.rounds, self.repetitions, self.composition = rounds, repetitions, composition
-        self.output, self.selection_share = output, selection_share
+        _shares(1, schedule)  # validate
+        self.output, self.selection_share, self.schedule = output, selection_share, schedule
         self.noisy_selection, self.noisy_measurement, self.dense = noisy_selection, noisy_measurement, dense
 
     # -- selection ------------------------------------------------------------------------------
@@ -256,20 +270,21 @@ class MWEMSanitizer:
             raise SanitizerInputError("mwem releases labelled queries for thresholds, points and file "
                                       "classes; intervals support unlabelled data only")
         composition = self.composition or ("zcdp" if dlt > 0 else "basic")
-        eps_s, eps_m, ledger = mwem_budget(eps, dlt, self.rounds, composition, self.selection_share)
+        eps_s, eps_m, ledger = mwem_budget(eps, dlt, self.rounds, composition, self.selection_share,
+                                           self.schedule)
         source = resolve(rng)
         n = int(points.shape[0])
         state = BlockState(hclass.domain_size, labels is not None,
                            dense=self.dense or isinstance(hclass, FiniteClass))
         total = np.zeros_like(state.weights)
-        measure = DiscreteLaplaceMechanism(eps_m, 1, rng=source)
         history: list[tuple[Hypothesis, float]] = []
         transcript: list[dict[str, Any]] = []
-        for _ in range(self.rounds):
-            h = self._select(hclass, points, labels, state, eps_s, source)
+        for r in range(self.rounds):
+            h = self._select(hclass, points, labels, state, eps_s[r], source)
             (total,) = state.refine(h.change_points()[1], total)
             ones = h.predict(points)
             count = int(ones.sum()) if labels is None else int((ones == labels).sum())
+            measure = DiscreteLaplaceMechanism(eps_m[r], 1, rng=source)
             noisy = measure.release(count) if self.noisy_measurement else count  # else: BROKEN on purpose
             history.append((h, noisy / n))
             transcript.append({"query": h.to_dict(), "noisy_count": noisy})
@@ -288,7 +303,8 @@ class MWEMSanitizer:
         parameters: dict[str, Any] = {
             "alpha": a, "beta": b, "rounds": self.rounds, "repetitions": self.repetitions,
             "output": self.output, "selection_share": self.selection_share,
-            "epsilon_select_per_round": eps_s, "epsilon_measure_per_round": eps_m, **ledger,
+            "schedule": self.schedule, "epsilon_select_per_round": eps_s,
+            "epsilon_measure_per_round": eps_m, **ledger,
             "selection": "exact exponential mechanism, score sigma*(q(D) - n q(A)), sensitivity 1",
             "measurement": "discrete Laplace on integer counts, sensitivity 1",
             "domain": "public: the class's domain; block edges = change points of selected queries",
