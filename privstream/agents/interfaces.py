@@ -25,7 +25,7 @@ class IngestMetrics(Protocol):
 class WindowData(NamedTuple):
     """A window's examples in compact numpy form (never a list of objects)."""
 
-    xs: np.ndarray  # int64 (object for domains beyond int64)
+    xs: np.ndarray  # int64 points, or float64 (n, d) feature vectors
     ys: np.ndarray  # uint8, 0/1
     users: np.ndarray  # object: user ids or None
     seqs: np.ndarray  # int64: the examples' sequence numbers in the stream (arrival order)

@@ -67,6 +67,9 @@ class OnlineLearners:
                 log.warning("stream %s: ignoring its saved SOA state (%s); starting afresh", stream_id, exc)
                 self._soas[stream_id] = SOA(stream.hypothesis_class, tie=stream.tie)
 
+    def has(self, stream_id: str) -> bool:
+        return stream_id in self._soas
+
     def soa(self, stream_id: str) -> SOA:
         return self._soas[stream_id]
 

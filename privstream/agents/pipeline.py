@@ -155,11 +155,12 @@ class IngestPipeline:
                     group.add(record.offset, i, result.xs[i], result.ys[i], users[i], times[i],
                               record.timestamp, ids[i])
         for (stream_id, partition), group in groups.items():
-            batch = self.learners.learn_batch(
-                stream_id, partition, group.offsets, group.items,
-                np.asarray(group.xs, dtype=np.int64), np.asarray(group.ys, dtype=np.uint8), group.ids,
-            )
-            out.predictions.append((stream_id.encode(), batch.model_dump_json().encode()))
+            if self.learners.has(stream_id):  # streams of feature vectors have no online learner
+                batch = self.learners.learn_batch(
+                    stream_id, partition, group.offsets, group.items,
+                    np.asarray(group.xs, dtype=np.int64), np.asarray(group.ys, dtype=np.uint8), group.ids,
+                )
+                out.predictions.append((stream_id.encode(), batch.model_dump_json().encode()))
             if self.releases is not None:
                 self.releases.observe_batch(stream_id, partition, group.offsets, group.xs, group.ys,
                                             group.users, group.times, group.stamps)

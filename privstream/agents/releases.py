@@ -25,6 +25,8 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any, Literal
 
+import numpy as np
+
 from privstream.agents.interfaces import ReleaseMetrics, StateStore, WindowData
 from privstream.agents.ledger_port import BudgetExhaustedError, ChargeReceipt, PrivacyLedger
 from privstream.agents.windows import (
@@ -37,6 +39,7 @@ from privstream.agents.windows import (
 )
 from privstream.learning.hypothesis_classes import HypothesisClass
 from privstream.learning.private_learners import LearnerResult
+from privstream.learning.private_learners.vector_base import VectorLearnerResult
 from privstream.learning.sanitizers import SanitizerResult
 from privstream.schemas import Certificate, HypothesisRelease, SanitizedRelease, WindowInfo
 
@@ -59,6 +62,7 @@ class Product:
     epsilon: float
     delta: float = 0.0
     labelled: bool = False  # sanitizers: answer Pr[h(x) = y] over (x, y) instead of Pr[h(x) = 1]
+    vector: bool = False  # a VectorLearner on feature vectors (learning.private_learners.vector_base)
 
     @property
     def name(self) -> str:
@@ -80,8 +84,9 @@ class ReleasePolicy:
     """Everything the agent needs to release one stream privately."""
 
     stream_id: str
-    hypothesis_class: HypothesisClass
+    hypothesis_class: HypothesisClass | None  # None for a stream of feature vectors
     products: tuple[Product, ...]
+    feature_bounds: np.ndarray | None = None  # public (d, 2) bounds of a vector stream
     alpha: float = 0.25
     beta: float = 0.25
     window_kind: str = "count"
@@ -344,7 +349,10 @@ class ReleaseAgent:
         else:
             epsilon, delta = product.epsilon, product.delta
         rng = self._rng_factory(f"{window_id}/{key}") if self._rng_factory else None
-        if product.topic == "hypotheses":
+        if product.vector:
+            run = partial(product.algorithm.fit, data.xs, data.ys, epsilon=epsilon, delta=delta,
+                          bounds=policy.feature_bounds, rng=rng)
+        elif product.topic == "hypotheses":
             run = partial(product.algorithm.fit, policy.hypothesis_class, data.xs, data.ys,
                           epsilon=epsilon, delta=delta, alpha=policy.alpha, beta=policy.beta, rng=rng)
         else:
@@ -397,7 +405,7 @@ class ReleaseAgent:
         self,
         policy: ReleasePolicy,
         product: Product,
-        result: LearnerResult | SanitizerResult,
+        result: LearnerResult | SanitizerResult | VectorLearnerResult,
         info: WindowInfo,
         receipt: ChargeReceipt,
         randomness: str,
@@ -426,11 +434,12 @@ class ReleaseAgent:
             randomness=randomness,
             library_version=self.library_version,
         )
-        common = {"stream_id": policy.stream_id, "hypothesis_class": policy.hypothesis_class.spec,
-                  "certificate": certificate}
+        spec = result.hypothesis_class if product.vector else policy.hypothesis_class.spec  # type: ignore[union-attr]
+        common = {"stream_id": policy.stream_id, "hypothesis_class": spec, "certificate": certificate}
         if is_learner:
+            model = result.model if product.vector else result.hypothesis
             release: HypothesisRelease | SanitizedRelease = HypothesisRelease(
-                **common, hypothesis=result.hypothesis.to_dict())
+                **common, hypothesis=model.to_dict())
         else:
             release = SanitizedRelease(**common, distribution=result.distribution.to_dict(),
                                        labelled=product.labelled)

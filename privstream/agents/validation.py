@@ -36,7 +36,7 @@ class ValidExample(NamedTuple):
     """A validated example, as the agents carry it (a tuple: ~30x cheaper than a pydantic object)."""
 
     stream_id: str
-    x: int
+    x: int | list[float]
     y: int
     user_id: str | None = None
     event_time: datetime | None = None
@@ -66,7 +66,8 @@ class ExampleValidator:
     """Parses raw bytes into examples (or example batches) of known streams.
 
     ``domain_checks`` maps each stream id to a function that raises ``ValueError`` when ``x``
-    is outside that stream's domain ``{0, ..., N-1}``.
+    is outside that stream's domain and ``TypeError`` when it is the wrong kind of point (see
+    :func:`integer_domain` and :func:`vector_domain`).
 
     The common message (``stream_id``, ``x``, ``y`` and optional short ``user_id``/``id``) is
     checked by a fast path that accepts exactly what the pydantic model accepts and builds the
@@ -118,8 +119,10 @@ class ExampleValidator:
         if check is None:
             return Invalid("unknown_stream", f"stream {example.stream_id!r} is not configured")
         try:
-            # A domain is {0, ..., N-1} and x >= 0 is checked already: the largest x decides.
-            check(example.x if isinstance(example, ValidExample) else max(example.xs))
+            for x in [example.x] if isinstance(example, ValidExample) else example.xs:
+                check(x)
+        except TypeError as exc:  # an integer for a vector stream, or the other way round
+            return Invalid("wrong_type", str(exc))
         except ValueError as exc:
             return Invalid("out_of_domain", str(exc))
         if example.stream_id in self._user_level:
@@ -127,6 +130,33 @@ class ExampleValidator:
             if any(u is None for u in users):
                 return Invalid("missing_field", "user_id: required by the stream's user-level privacy")
         return example
+
+
+def integer_domain(check_point: Callable[[int], None]) -> Callable[[object], None]:
+    """The domain check of a class stream: an integer point that ``check_point`` accepts."""
+
+    def check(x: object) -> None:
+        if type(x) is not int:
+            raise TypeError("x: this stream's points are integers, not feature vectors")
+        check_point(x)
+
+    return check
+
+
+def vector_domain(dimension: int) -> Callable[[object], None]:
+    """The domain check of a vector stream: a list of ``dimension`` finite numbers.
+
+    Values outside the public feature bounds are accepted: the learners clip them (documented
+    in their certificates), since rejecting would make the window's size depend on them.
+    """
+
+    def check(x: object) -> None:
+        if type(x) is not list:
+            raise TypeError(f"x: this stream's points are vectors of {dimension} numbers")
+        if len(x) != dimension:
+            raise ValueError(f"x has {len(x)} features; this stream has {dimension}")
+
+    return check
 
 
 def _short_or_none(value: object) -> bool:

@@ -1,8 +1,8 @@
 """The input event: one labelled example of a named stream.
 
 Labels are 0/1 canonically; ``-1/+1`` and booleans are accepted on input and normalised.
-``x`` is a point of the stream's domain (a non-negative integer); a stream whose domain is a
-feature vector is a later extension.
+``x`` is a point of the stream's domain: a non-negative integer for a stream with a hypothesis
+class, or a feature vector (a list of numbers) for a stream of vector features.
 
 >>> Example.model_validate_json('{"stream_id": "s", "x": 3, "y": -1}').y
 0
@@ -13,11 +13,15 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, StrictInt, field_validator, model_validator
 
 SCHEMA_VERSION = 1
 
 StreamId = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:-]+$")]
+#: A point: an integer of a finite domain {0, ..., N-1}, or a feature vector.
+Point = Annotated[StrictInt, Field(ge=0)] | Annotated[
+    list[FiniteFloat], Field(min_length=1, max_length=10_000)
+]
 
 
 def normalise_label(value: Any) -> int:
@@ -39,7 +43,7 @@ class Example(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
     stream_id: StreamId
-    x: StrictInt = Field(ge=0, description="a point of the stream's domain {0, ..., N-1}")
+    x: Point = Field(description="a point of the stream's domain {0, ..., N-1}, or a feature vector")
     y: int = Field(description="label: 0/1 (also accepted: -1/+1, true/false)")
     user_id: str | None = Field(default=None, max_length=200, description="privacy unit at user level")
     event_time: datetime | None = Field(default=None, description="when the example happened (UTC)")
@@ -70,7 +74,7 @@ class ExampleBatch(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
     stream_id: StreamId
-    xs: list[Annotated[StrictInt, Field(ge=0)]] = Field(min_length=1, max_length=100_000)
+    xs: list[Point] = Field(min_length=1, max_length=100_000)
     ys: list[int]
     user_ids: list[str | None] | None = None
     event_times: list[datetime | None] | None = None

@@ -19,6 +19,11 @@ import numpy as np
 from aiokafka import AIOKafkaConsumer
 
 from privstream.learning.hypotheses import Hypothesis, hypothesis_from_dict
+from privstream.learning.private_learners.vector_base import (
+    VectorModel,
+    is_vector_model_dict,
+    vector_model_from_dict,
+)
 from privstream.schemas import Certificate, HypothesisRelease
 from privstream.stream_app.kafka_io import client_options
 from privstream.stream_app.settings import Settings
@@ -29,7 +34,11 @@ class Release:
 
     def __init__(self, model: HypothesisRelease):
         self.model = model
-        self.hypothesis: Hypothesis = hypothesis_from_dict(model.hypothesis)
+        # A hypothesis of a class (integer points) or a model on feature vectors.
+        self.hypothesis: Hypothesis | VectorModel = (
+            vector_model_from_dict(model.hypothesis) if is_vector_model_dict(model.hypothesis)
+            else hypothesis_from_dict(model.hypothesis)
+        )
 
     @classmethod
     def from_json(cls, data: bytes | str | dict[str, Any]) -> Release:
@@ -49,17 +58,22 @@ class Release:
     def ledger_entry_id(self) -> str | None:
         return self.model.certificate.ledger_entry_id
 
-    def predict(self, x: int | np.ndarray | list[int]) -> int | np.ndarray:
-        """The released hypothesis at a point (an int) or at many points (an array of labels)."""
-        if isinstance(x, list):
-            x = np.asarray(x)
-        return self.hypothesis.predict(x)
+    def predict(self, x: int | np.ndarray | list[Any]) -> int | np.ndarray:
+        """The released hypothesis at a point (an int, or one feature vector) or at many points
+        (an array of ints, or an (n, d) array of feature vectors): a label or an array of labels."""
+        if isinstance(self.hypothesis, Hypothesis):
+            return self.hypothesis.predict(np.asarray(x) if isinstance(x, list) else x)
+        points = np.asarray(x, dtype=np.float64)
+        if points.ndim == 1:  # one feature vector
+            return int(self.hypothesis.predict(points[None, :])[0])
+        return self.hypothesis.predict(points)
 
     def error_on(self, xs: np.ndarray, ys: np.ndarray) -> float:
         """Fraction of ``(xs, ys)`` the hypothesis gets wrong."""
         if len(xs) == 0:
             raise ValueError("no examples to evaluate on")
-        return float(np.mean(np.asarray(self.predict(np.asarray(xs))) != np.asarray(ys)))
+        points = np.asarray(xs)
+        return float(np.mean(np.asarray(self.predict(points)) != np.asarray(ys)))
 
     def to_json(self) -> str:
         return self.model.model_dump_json()

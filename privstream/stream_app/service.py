@@ -11,21 +11,23 @@ from dataclasses import dataclass
 from typing import Any
 
 import faust
+import numpy as np
 
 from privstream import __version__
 from privstream.agents.online import OnlineLearners, OnlineStream
 from privstream.agents.pipeline import IngestPipeline
 from privstream.agents.progress import Progress
 from privstream.agents.releases import Product, ReleaseAgent, ReleasePolicy
-from privstream.agents.validation import ExampleValidator
+from privstream.agents.validation import ExampleValidator, integer_domain, vector_domain
 from privstream.learning.hypothesis_classes import HypothesisClass, parse_class_spec
 from privstream.learning.private_learners import make_learner
+from privstream.learning.private_learners.vector_base import make_vector_learner
 from privstream.learning.sanitizers import make_sanitizer
 from privstream.stream_app import web
 from privstream.stream_app.ingest import IngestService
 from privstream.stream_app.ledger import SqliteLedger
 from privstream.stream_app.metrics import ServiceMetrics
-from privstream.stream_app.settings import FAUST_ENV_PREFIX, ReleaseConfig, Settings
+from privstream.stream_app.settings import FAUST_ENV_PREFIX, Settings, StreamConfig
 from privstream.stream_app.state_store import SqliteStateStore
 
 log = logging.getLogger(__name__)
@@ -114,11 +116,18 @@ def build_app(settings: Settings) -> faust.App:
     )
 
 
-def release_policy(stream_id: str, hclass: HypothesisClass, config: ReleaseConfig) -> ReleasePolicy:
+def release_policy(stream: StreamConfig, hclass: HypothesisClass | None) -> ReleasePolicy:
     """The release agent's policy for a stream, with its learner built from the settings."""
+    config = stream.release
+    assert config is not None
     params = dict(config.learner_params)
-    alpha, beta = float(params.pop("alpha", 0.25)), float(params.pop("beta", 0.25))
-    products = [Product("hypotheses", make_learner(config.learner, **params), config.epsilon, config.delta)]
+    if stream.kind == "vector":
+        learner = make_vector_learner(config.learner, **params)
+        alpha, beta = 0.25, 0.25  # the vector learners take their accuracy targets as parameters
+    else:
+        alpha, beta = float(params.pop("alpha", 0.25)), float(params.pop("beta", 0.25))
+        learner = make_learner(config.learner, **params)
+    products = [Product("hypotheses", learner, config.epsilon, config.delta, vector=stream.kind == "vector")]
     if config.sanitizer is not None:
         products.append(Product(
             "sanitized", make_sanitizer(config.sanitizer, **config.sanitizer_params),
@@ -127,8 +136,9 @@ def release_policy(stream_id: str, hclass: HypothesisClass, config: ReleaseConfi
             labelled=config.sanitizer_labelled,
         ))
     return ReleasePolicy(
-        stream_id=stream_id,
+        stream_id=stream.name,
         hypothesis_class=hclass,
+        feature_bounds=np.array(stream.feature_bounds, dtype=np.float64) if stream.feature_bounds else None,
         products=tuple(products),
         alpha=alpha,
         beta=beta,
@@ -158,14 +168,15 @@ def build_service(settings: Settings) -> Service:
     """Build the app and register the agents and web pages on it."""
     ledger = open_ledger(settings)  # first: a missing or corrupt ledger stops the worker at once
     app = build_app(settings)
+    # Class streams have an online SOA; streams of feature vectors have only private releases.
     streams = {
         s.name: OnlineStream(s.name, parse_class_spec(s.hypothesis_class), s.soa_tie)
-        for s in settings.streams
+        for s in settings.streams if s.hypothesis_class is not None
     }
-    if not streams:
+    if not settings.streams:
         log.warning("no streams are configured: every example will go to the dead-letter topic")
     policies = {
-        s.name: release_policy(s.name, streams[s.name].hypothesis_class, s.release)
+        s.name: release_policy(s, streams[s.name].hypothesis_class if s.name in streams else None)
         for s in settings.streams if s.release
     }
     metrics = ServiceMetrics(
@@ -179,9 +190,12 @@ def build_service(settings: Settings) -> Service:
     learners = OnlineLearners(streams, metrics, store)
     progress = Progress()
     user_level = frozenset(sid for sid, p in policies.items() if p.privacy_unit == "user")
-    validator = ExampleValidator(
-        {sid: s.hypothesis_class.check_point for sid, s in streams.items()}, user_level=user_level
-    )
+    domains = {
+        s.name: integer_domain(streams[s.name].hypothesis_class.check_point) if s.name in streams
+        else vector_domain(s.features or 0)
+        for s in settings.streams
+    }
+    validator = ExampleValidator(domains, user_level=user_level)
     pipeline = IngestPipeline(validator, learners, metrics, progress)
     ingest = IngestService(settings, pipeline, on_assigned=lambda parts: on_assigned(parts), loop=None)
     app.service(ingest)

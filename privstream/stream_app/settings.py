@@ -25,6 +25,7 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from privstream.learning.hypothesis_classes import parse_class_spec
+from privstream.learning.private_learners.vector_base import VECTOR_LEARNERS, check_bounds
 
 ENV_PREFIX = "PRIVSTREAM_"
 CONFIG_FILE_ENV = f"{ENV_PREFIX}CONFIG_FILE"
@@ -112,15 +113,47 @@ class StreamConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:-]+$")
-    hypothesis_class: str = Field(description="class spec, e.g. 'thresholds:65536', or a .npy/.csv path")
+    hypothesis_class: str | None = Field(
+        default=None, description="class spec, e.g. 'thresholds:65536', or a .npy/.csv path"
+    )
+    features: int | None = Field(
+        default=None, ge=1, le=10_000, description="instead of a class: examples are vectors of this length"
+    )
+    feature_bounds: list[tuple[float, float]] | None = Field(
+        default=None, description="public [lo, hi] per feature (never taken from the data)"
+    )
     soa_tie: Literal[0, 1] = Field(default=1, description="the SOA's prediction when both labels tie")
     release: ReleaseConfig | None = Field(default=None, description="private releases; none if unset")
 
     @field_validator("hypothesis_class")
     @classmethod
-    def _class_parses(cls, spec: str) -> str:
-        parse_class_spec(spec)  # raises a clear error for a bad spec or an unreadable file
+    def _class_parses(cls, spec: str | None) -> str | None:
+        if spec is not None:
+            parse_class_spec(spec)  # raises a clear error for a bad spec or an unreadable file
         return spec
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> StreamConfig:
+        if (self.hypothesis_class is None) == (self.features is None):
+            raise ValueError("a stream has either a hypothesis_class or features (vectors), not both")
+        if self.features is not None:
+            check_bounds(self.feature_bounds, self.features)
+            if self.release is None:
+                raise ValueError("a stream of feature vectors has no online SOA: it needs a release")
+            learner = self.release.learner
+            if learner not in VECTOR_LEARNERS:
+                known = ", ".join(sorted(VECTOR_LEARNERS))
+                raise ValueError(f"feature vectors need a vector learner ({known}), not {learner!r}")
+            if self.release.sanitizer is not None:
+                raise ValueError("sanitizers answer a hypothesis class's queries, not feature vectors")
+        elif self.release is not None and self.release.learner in VECTOR_LEARNERS:
+            raise ValueError(f"learner {self.release.learner!r} needs feature vectors (set features)")
+        return self
+
+    @property
+    def kind(self) -> str:
+        """``"class"`` (integer points of a hypothesis class) or ``"vector"`` (feature vectors)."""
+        return "class" if self.hypothesis_class is not None else "vector"
 
 
 class Settings(BaseSettings):

@@ -156,8 +156,10 @@ class SqliteStateStore:
                 for i, (offset, x, y, user, window) in enumerate(fresh):
                     item = item + 1 if offset == previous else 0
                     previous = offset
+                    # A feature vector is kept as JSON text (SQLite columns take any type).
+                    point = json.dumps(x) if isinstance(x, list) else int(x)
                     values.append(
-                        (stream_id, first + i, partition, offset, item, int(x), int(y), user, window)
+                        (stream_id, first + i, partition, offset, item, point, int(y), user, window)
                     )
                 db.executemany("INSERT INTO examples VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", values)
                 db.execute(
@@ -198,8 +200,10 @@ class SqliteStateStore:
             empty = np.empty(0, dtype=np.int64)
             return WindowData(empty, np.empty(0, dtype=np.uint8), np.empty(0, dtype=object), empty)
         xs, ys, users, seqs = zip(*rows, strict=True)
+        vectors = isinstance(xs[0], str)
         return WindowData(
-            np.array(xs, dtype=np.int64),
+            np.array([json.loads(x) for x in xs], dtype=np.float64) if vectors
+            else np.array(xs, dtype=np.int64),
             np.array(ys, dtype=np.uint8),
             np.array(users, dtype=object),
             np.array(seqs, dtype=np.int64),

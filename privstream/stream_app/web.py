@@ -44,6 +44,9 @@ def status(service: Service) -> dict[str, Any]:
     m = service.metrics
     streams = {}
     for stream in service.settings.streams:
+        if stream.kind == "vector":  # no online learner: private releases only
+            streams[stream.name] = {"features": stream.features, "online": None}
+            continue
         soa = service.learners.soa(stream.name)
         streams[stream.name] = {
             "hypothesis_class": stream.hypothesis_class,
@@ -92,6 +95,7 @@ def streams_overview(service: Service) -> list[dict[str, Any]]:
         entry: dict[str, Any] = {
             "stream_id": stream.name,
             "hypothesis_class": stream.hypothesis_class,
+            "features": stream.features,
             "release": stream.release.model_dump(mode="json") if stream.release else None,
         }
         figures = budget(service, stream.name)

@@ -45,7 +45,7 @@ def reference_verdict(raw: bytes) -> bool:
         example = Example.model_validate_json(raw)
     except ValidationError:
         return False
-    if example.stream_id not in STREAMS or example.x >= DOMAIN:
+    if example.stream_id not in STREAMS or not isinstance(example.x, int) or example.x >= DOMAIN:
         return False
     return not (example.stream_id == "u" and example.user_id is None)
 

@@ -274,3 +274,29 @@ async def test_partition_assignment_releases_windows_left_by_a_crashed_owner():
     await agent.drain()
     assert len(publish.messages) == 2  # two complete windows of 100; 50 examples stay buffered
     assert ledger.spent("s").epsilon == pytest.approx(2.0)
+
+
+async def test_a_stream_of_feature_vectors_releases_a_private_model():
+    from privstream.learning.private_learners.vector_base import make_vector_learner
+
+    publish = Published()
+    vector_policy = ReleasePolicy(
+        stream_id="s", hypothesis_class=None, window_size=400,
+        products=(Product("hypotheses", make_vector_learner("bayes-consistent"), 1.0, vector=True),),
+        feature_bounds=np.array([[0.0, 1.0], [0.0, 1.0]]),
+    )
+    agent = make_agent({"s": vector_policy}, publish=publish)
+    rng = np.random.default_rng(5)
+    points = rng.random((400, 2))
+    labels = (points[:, 0] > 0.5).astype(int)
+    agent.observe_batch("s", 0, list(range(400)), points.tolist(), labels.tolist(), [None] * 400,
+                        [None] * 400, [None] * 400)
+    await agent.drain()
+    assert len(publish.messages) == 1
+    release = Release.from_json(publish.messages[0][1])
+    c = release.certificate
+    assert (c.epsilon, c.sample_size, c.neighbouring_relation) == (1.0, 400, "replace-one")
+    predictions = release.predict(points)
+    assert predictions.shape == (400,) and set(np.unique(predictions)) <= {0, 1}
+    assert release.predict([0.9, 0.1]) in (0, 1)
+    assert agent.ledger.spent("s").epsilon == pytest.approx(1.0)

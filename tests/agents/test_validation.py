@@ -122,3 +122,16 @@ def test_user_level_streams_need_user_ids():
     assert isinstance(validator.validate(raw(stream_id="u", x=1, y=1, user_id="a")), ValidExample)
     assert validator.validate(raw(stream_id="u", xs=[1, 2], ys=[1, 1], user_ids=["a", None])).reason \
         == "missing_field"
+
+
+def test_vector_and_integer_streams_check_their_kind_of_point():
+    from privstream.agents.validation import integer_domain, vector_domain
+
+    validator = ExampleValidator({"v": vector_domain(2), "s": integer_domain(domain_check(10))})
+    assert validator.validate(raw(stream_id="v", x=[0.5, 1], y=1)) == ValidExample("v", [0.5, 1.0], 1)
+    assert validator.validate(raw(stream_id="v", x=3, y=1)).reason == "wrong_type"
+    assert validator.validate(raw(stream_id="v", x=[1.0, 2.0, 3.0], y=1)).reason == "out_of_domain"
+    assert validator.validate(raw(stream_id="s", x=[1.0], y=1)).reason == "wrong_type"
+    assert validator.validate(b'{"stream_id": "v", "x": [NaN, 1], "y": 1}').reason == "wrong_type"
+    batch = validator.validate(raw(stream_id="v", xs=[[0.1, 0.2], [0.3, 0.4]], ys=[0, 1]))
+    assert isinstance(batch, ExampleBatch) and batch.xs == [[0.1, 0.2], [0.3, 0.4]]

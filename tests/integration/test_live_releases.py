@@ -222,3 +222,37 @@ def test_subscribe_prints_releases(unique_settings, tmp_path):
         assert np.all([Release.from_json(line).predict(0) in (0, 1) for line in lines])
     finally:
         assert worker.stop() == 0
+
+
+def test_a_stream_of_feature_vectors_releases_through_the_same_pipeline(unique_settings, tmp_path):
+    """Issue 8: vector examples -> windows -> the Bayes-consistent learner -> ledger -> hypotheses."""
+    stream = StreamConfig(
+        name="vec", features=2, feature_bounds=[(0.0, 1.0), (0.0, 1.0)],
+        release=ReleaseConfig(learner="bayes-consistent", window=WindowConfig(size=1000), epsilon=1.0,
+                              epsilon_budget=5.0),
+    )
+    settings = unique_settings.model_copy(update={"streams": [stream], "ledger_create_if_missing": True})
+    run(ensure_topics(settings))
+    worker = start_worker(settings, tmp_path)
+    try:
+        rng = np.random.default_rng(11)
+        points = rng.random((2000, 2))
+        labels = (points[:, 0] + points[:, 1] > 1).astype(int)
+        records = [("vec", {"stream_id": "vec", "x": p.tolist(), "y": int(y)})
+                   for p, y in zip(points, labels, strict=True)]
+        records.append(("vec", {"stream_id": "vec", "x": 3, "y": 1}))  # an integer: wrong kind of point
+        run(produce_json(settings, settings.topic("examples"), records))
+        published = run(consume_all(settings, settings.topic("hypotheses"), 2))
+        ledger = SqliteLedger.open(settings.resolved_ledger_path)
+        streams = check_public_topic(published, ledger)
+        assert len(streams["vec"]) == 2
+        for release in streams["vec"]:
+            assert release.certificate.sample_size == 1000 and release.certificate.epsilon == 1.0
+            sdk = Release(release)
+            assert sdk.error_on(points, labels) < 0.3  # a private grid rule on 1000 points
+        dead = run(consume_all(settings, settings.topic("examples.dlq"), 1))
+        assert dict(dead[0].headers)["error.reason"] == b"wrong_type"
+        status = fetch_json(f"{worker.base_url}/status")
+        assert status["streams"]["vec"]["online"] is None  # no SOA for feature vectors
+    finally:
+        assert worker.stop() == 0

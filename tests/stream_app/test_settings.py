@@ -117,3 +117,29 @@ def test_readme_configuration_example_is_valid():
     settings = Settings(**tomllib.loads(example))
     assert settings.streams[0].release is not None
     assert settings.streams[0].release.window.size == 5000
+
+
+@pytest.mark.parametrize(
+    ("stream", "message"),
+    [
+        ({"name": "v", "features": 2, "feature_bounds": [[0, 1], [0, 1]]}, "needs a release"),
+        ({"name": "v", "features": 2, "feature_bounds": [[0, 1]],
+          "release": {"learner": "bayes-consistent", "epsilon": 1, "epsilon_budget": 5}}, "bounds"),
+        ({"name": "v", "features": 1, "feature_bounds": [[0, 1]],
+          "release": {"learner": "generic", "epsilon": 1, "epsilon_budget": 5}}, "vector learner"),
+        ({"name": "v", "hypothesis_class": "thresholds:8",
+          "release": {"learner": "bayes-consistent", "epsilon": 1, "epsilon_budget": 5}}, "needs feature"),
+        ({"name": "v", "hypothesis_class": "thresholds:8", "features": 1, "feature_bounds": [[0, 1]]},
+         "either"),
+        ({"name": "v"}, "either"),
+    ],
+)
+def test_vector_stream_configuration_errors(stream, message):
+    with pytest.raises(ValidationError, match=message):
+        Settings(streams=[stream])
+
+
+def test_vector_stream_configuration():
+    s = Settings(streams=[{"name": "v", "features": 2, "feature_bounds": [[0, 1], [-1, 1]],
+                           "release": {"learner": "bayes-consistent", "epsilon": 1, "epsilon_budget": 5}}])
+    assert s.streams[0].kind == "vector" and s.streams[0].hypothesis_class is None
