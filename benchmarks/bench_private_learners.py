@@ -1,0 +1,261 @@
+"""The private learners side by side: generic, global-stability, proper (if registered) and non-private ERM.
+
+Run:  .venv/bin/python benchmarks/bench_private_learners.py [--runs 10] [--slow-runs 3] [--timeout 120]
+                                                             [--seed 0] [--out benchmarks/results]
+Prints one JSON object (also written to OUT/bench_private_learners.json) and writes the plot
+OUT/bench_private_learners.png (``benchmarks/results/`` is gitignored).
+
+Benchmark-only dependency (NOT a runtime dependency of privstream): ``.venv/bin/pip install matplotlib``;
+without it no plot is written.
+
+Setting (realizable data; errors are exact population errors ``sum of D(x) over x with h(x) != c(x)``):
+
+* ``thresholds:1024``: uniform marginal, target ``1[x >= 512]``;
+* ``points:1024``: the point 17 has mass 0.2, the rest uniform; target ``1[x = 17]`` (the all-zero
+  function has error 0.2, so a learner must find the point);
+* ``intervals:64``: uniform marginal, target ``[16, 40)``;
+* ``random-ldimD`` (D = 1, 2, 3): a random file class on 10 points with Ldim exactly D (rows drawn
+  until the exact Ldim matches), uniform marginal, a random member as target.
+
+For each class and learner: error against n at ε = 1 and against ε at n = 10^4 (δ = 1e-6, α = β = 0.1),
+``--runs`` fresh samples per cell (the proper learner: ``--slow-runs`` samples at n = 10^3 and 10^4
+only, no ε sweep, each fit in a child process killed after ``--timeout`` s); the 0.9-quantile and
+mean error, the success rate Pr[error <= 0.1], the mean fit time; the smallest n of the grid where
+the success rate is >= 0.9 (a learner that has not succeeded by 10^5 is tried at 3·10^5 and 10^6);
+the theorem's n (each learner's own calculator: the generic learner's,
+:func:`global_stability_sample_size`, the proper learner's) next to it, and the ratios
+practical/theory n (log10) and fit time relative to the generic learner.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import multiprocessing as mp
+import platform
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from privstream.learning.hypotheses import Hypothesis
+from privstream.learning.hypothesis_classes import FiniteClass, HypothesisClass, parse_class_spec
+from privstream.learning.private_learners import LEARNERS, error_levels, generic_sample_size, make_learner
+from privstream.learning.private_learners.global_stability import global_stability_sample_size
+from privstream.learning.randomness import RandomSource, seeded
+
+ALPHA = BETA = 0.1
+DELTA = 1e-6
+NS = (100, 300, 1000, 3000, 10_000, 30_000, 100_000)
+EXTRA_NS = (300_000, 1_000_000)
+EPSILONS = (0.25, 0.5, 1.0, 2.0, 4.0)
+EPS_N = 10_000
+SLOW = {"proper"}  # minutes per fit on some classes: fewer runs, two sizes, no ε sweep, a timeout
+SLOW_NS = (1000, 10_000)
+
+
+def erm(hclass: HypothesisClass, xs: np.ndarray, ys: np.ndarray, rng: RandomSource) -> Hypothesis:
+    """Non-private ERM: a uniformly random hypothesis of least empirical error (exact, via the blocks)."""
+    levels = error_levels(hclass, xs, ys)
+    best, count = levels.nonempty()[0]
+    return levels.member(best, rng.uniform_int(count))
+
+
+def random_class(ldim: int, seed: int, domain: int = 10) -> FiniteClass:
+    """A random file class on ``domain`` points whose Ldim is exactly ``ldim``."""
+    rng = np.random.default_rng(seed)
+    rows = 2 ** (ldim + 1)
+    while True:
+        hclass = FiniteClass(rng.random((rows, domain)) < 0.5, f"random-ldim{ldim}")
+        if hclass.version_space().ldim() == ldim:
+            return hclass
+
+
+def problems(seed: int) -> list[tuple[str, HypothesisClass, np.ndarray, np.ndarray]]:
+    """(name, class, marginal, target truth table) of every benchmark problem."""
+    out = []
+    thresholds = parse_class_spec("thresholds:1024")
+    out.append(("thresholds:1024", thresholds, np.full(1024, 1 / 1024), np.arange(1024) >= 512))
+    marginal = np.full(1024, 0.8 / 1024)
+    marginal[17] += 0.2
+    out.append(("points:1024", parse_class_spec("points:1024"), marginal, np.arange(1024) == 17))
+    out.append(("intervals:64", parse_class_spec("intervals:64"), np.full(64, 1 / 64),
+                (np.arange(64) >= 16) & (np.arange(64) < 40)))
+    for d in (1, 2, 3):
+        hclass = random_class(d, seed + d)
+        target = hclass.matrix()[np.random.default_rng(seed + 10 * d).integers(0, hclass.size)]
+        out.append((f"random-ldim{d}", hclass, np.full(hclass.domain_size, 1 / hclass.domain_size), target))
+    return out
+
+
+def _fit_error(name: str, hclass: HypothesisClass, marginal: np.ndarray, target: np.ndarray, n: int,
+               epsilon: float, seed: int) -> tuple[float, float]:
+    data = np.random.default_rng(seed)
+    xs = data.choice(hclass.domain_size, size=n, p=marginal)
+    ys = target[xs].astype(np.uint8)
+    start = time.perf_counter()
+    if name == "erm":
+        h = erm(hclass, xs, ys, seeded(seed))
+    else:
+        h = make_learner(name).fit(hclass, xs, ys, epsilon=epsilon, delta=DELTA, alpha=ALPHA, beta=BETA,
+                                   rng=seeded(seed)).hypothesis
+    seconds = time.perf_counter() - start
+    return float(marginal[h.truth_table() != target].sum()), seconds
+
+
+def _child(queue: Any, *args: Any) -> None:
+    try:
+        queue.put(("ok", _fit_error(*args)))
+    except Exception as exc:  # reported, not raised: one learner's failure must not stop the table
+        queue.put(("error", f"{type(exc).__name__}: {exc}"[:300]))
+
+
+def fit_error(name: str, timeout: float, *args: Any) -> tuple[str, Any]:
+    """("ok", (error, seconds)) | ("error", message) | ("timeout", None); slow learners in a child."""
+    if name not in SLOW:
+        try:
+            return "ok", _fit_error(name, *args)
+        except Exception as exc:
+            return "error", f"{type(exc).__name__}: {exc}"[:300]
+    ctx = mp.get_context("fork")
+    queue = ctx.Queue()
+    proc = ctx.Process(target=_child, args=(queue, name, *args))
+    proc.start()
+    proc.join(timeout)
+    if proc.is_alive():
+        proc.kill()
+        proc.join()
+        return "timeout", None
+    return queue.get() if not queue.empty() else ("error", f"child exited with {proc.exitcode}")
+
+
+def cell(name: str, prob: tuple, n: int, epsilon: float, runs: int, timeout: float,
+         seed: int) -> dict[str, Any]:
+    _, hclass, marginal, target = prob
+    errors, times, problems_seen = [], [], []
+    for r in range(runs):
+        status, value = fit_error(name, timeout, hclass, marginal, target, n, epsilon, seed + r)
+        if status != "ok":
+            problems_seen.append(status if value is None else value)
+            break
+        errors.append(value[0])
+        times.append(value[1])
+    out: dict[str, Any] = {"n": n, "epsilon": epsilon, "runs": len(errors)}
+    if problems_seen:
+        out["failure"] = problems_seen[0]
+    if errors:
+        out.update(error_q90=float(np.quantile(errors, 0.9)), error_mean=float(np.mean(errors)),
+                   success_rate=float(np.mean([e <= ALPHA for e in errors])),
+                   seconds_mean=float(np.mean(times)))
+    return out
+
+
+def theory_n(name: str, hclass: HypothesisClass, d: int) -> dict[str, Any]:
+    """The learner's theorem sample size at (α, β, ε=1, δ): exact int if < 10^30, else its log10."""
+    try:
+        if name == "generic":
+            value = generic_sample_size(hclass.size, ALPHA, BETA, 1.0)
+        elif name == "global-stability":
+            value = global_stability_sample_size(ALPHA, BETA, 1.0, DELTA, d) if d >= 1 else 0
+        elif name == "proper":
+            from privstream.learning.private_learners.proper import proper_sample_size
+
+            value = proper_sample_size(ALPHA, BETA, 1.0, DELTA, d)
+        else:
+            return {"n": None, "log10": None}
+    except Exception as exc:
+        return {"n": None, "log10": None, "error": f"{type(exc).__name__}: {exc}"[:200]}
+    log10 = round(math.log10(value), 3) if value > 0 else 0.0
+    return {"n": int(value) if value < 10**30 else None, "log10": log10}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--slow-runs", type=int, default=3)
+    parser.add_argument("--timeout", type=float, default=120.0, help="seconds per fit of a slow learner")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    args = parser.parse_args()
+    learners = ["erm", "generic", "global-stability"] + (["proper"] if "proper" in LEARNERS else [])
+    results: dict[str, Any] = {"setting": {"alpha": ALPHA, "beta": BETA, "delta": DELTA, "ns": NS,
+                                           "extra_ns": EXTRA_NS, "epsilons": EPSILONS, "eps_n": EPS_N,
+                                           "runs": args.runs, "slow_runs": args.slow_runs,
+                                           "timeout_s": args.timeout, "seed": args.seed,
+                                           "python": platform.python_version()},
+                               "problems": {}}
+    for prob in problems(args.seed):
+        pname, hclass, _, _ = prob
+        d = hclass.version_space().ldim()
+        entry: dict[str, Any] = {"class_size": hclass.size, "ldim": d, "learners": {}}
+        for name in learners:
+            runs = args.slow_runs if name in SLOW else args.runs
+            by_n, smallest, stop = [], None, False
+            for n in SLOW_NS if name in SLOW else NS + EXTRA_NS:
+                if n in EXTRA_NS and smallest is not None:
+                    break
+                if stop:
+                    break
+                c = cell(name, prob, n, 1.0, runs, args.timeout, args.seed)
+                by_n.append(c)
+                stop = "failure" in c  # a timeout or an error at n: larger n would not do better
+                if smallest is None and c.get("success_rate", 0) >= 0.9:
+                    smallest = n
+            by_eps = [] if name == "erm" or name in SLOW else [
+                cell(name, prob, EPS_N, e, runs, args.timeout, args.seed) for e in EPSILONS]
+            theory = theory_n(name, hclass, d)
+            ratio = None
+            if smallest is not None and theory.get("log10") is not None and name != "erm":
+                ratio = round(math.log10(smallest) - theory["log10"], 3)
+            entry["learners"][name] = {
+                "error_vs_n": by_n, "error_vs_epsilon": by_eps, "smallest_n_alpha_0.1_w.p._0.9": smallest,
+                "theory_n": theory, "log10_practical_over_theory_n": ratio,
+            }
+            print(f"{pname:16s} {name:17s} smallest n {smallest} theory log10 {theory.get('log10')}",
+                  flush=True)
+        gen_t = {c["n"]: c.get("seconds_mean") for c in entry["learners"]["generic"]["error_vs_n"]}
+        for rec in entry["learners"].values():
+            rec["time_ratio_vs_generic"] = {
+                c["n"]: round(c["seconds_mean"] / gen_t[c["n"]], 2)
+                for c in rec["error_vs_n"] if c.get("seconds_mean") and gen_t.get(c["n"])}
+        results["problems"][pname] = entry
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "bench_private_learners.json").write_text(json.dumps(results, indent=1))
+    print(json.dumps(results))
+    plot(results, args.out / "bench_private_learners.png")
+
+
+def plot(results: dict[str, Any], path: Path) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    probs = results["problems"]
+    fig, axes = plt.subplots(len(probs), 2, figsize=(11, 3.2 * len(probs)), squeeze=False)
+    for row, (pname, entry) in enumerate(probs.items()):
+        for name, rec in entry["learners"].items():
+            pts = [(c["n"], c["error_q90"]) for c in rec["error_vs_n"] if "error_q90" in c]
+            if pts:
+                axes[row][0].plot(*zip(*pts, strict=True), marker="o", label=name)
+            pts = [(c["epsilon"], c["error_q90"]) for c in rec["error_vs_epsilon"] if "error_q90" in c]
+            if pts:
+                axes[row][1].plot(*zip(*pts, strict=True), marker="o", label=name)
+        for col, (xlabel, title) in enumerate((("n (ε = 1)", "error vs n"), ("ε (n = 10^4)", "error vs ε"))):
+            ax = axes[row][col]
+            ax.set_xscale("log")
+            ax.axhline(ALPHA, color="grey", lw=0.8, ls="--")
+            ax.set_xlabel(xlabel)
+            ax.set_ylabel("0.9-quantile error")
+            ax.set_title(f"{pname} (Ldim {entry['ldim']}): {title}")
+            ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+if __name__ == "__main__":
+    main()
