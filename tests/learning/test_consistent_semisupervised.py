@@ -161,3 +161,16 @@ def test_distribution_dependence_narrow_support() -> None:
 
     few, many = (np.mean([error(u, s) for s in range(4)]) for u in (10**3, 10**5))
     assert few > 0.25 and many < 0.2 and many < few / 2
+
+
+def test_public_resolution_for_add_remove_neighbours() -> None:
+    """With cells_per_axis fixed (time windows: n private), the density grid does not depend on n."""
+    learner = ssl.SemiSupervisedLearner(n_semi=50, cells_per_axis=8)
+    ks = set()
+    for n in (99, 100, 5000):
+        X = np.random.default_rng(n).random((n, 1))
+        y = np.full(n, -1)
+        y[:10] = (X[:10, 0] >= 0.5).astype(np.int64)
+        res = learner.fit(X, y, epsilon=1.0, delta=1e-6, bounds=UNIT, rng=seeded(n))
+        ks.add(res.parameters["density_cells_per_axis"])
+    assert ks == {8}

@@ -36,6 +36,10 @@ large d the ceiling K >= 2 makes it 2^d and :class:`BayesConsistentLearner` refu
 ``max_cells``). The trusted-zone object :class:`CellLabels` holds the key and predicts lazily
 anywhere; its answers are values of the same h.
 
+**Add/remove-one neighbours** (time windows, n private): the schedule K(n) would reveal n, so pass
+a public ``cells_per_axis``; then one row's arrival or departure moves one vote by 1 and the
+release is ε-DP by the same argument (loss <= ε/2).
+
 Universal consistency [B Thm 3.2] holds as n → ∞ for every distribution on the box; there is no
 rate (bayes_overview.md §C.11), and large d is statistically hopeless at practical n.
 

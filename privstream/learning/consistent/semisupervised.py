@@ -27,6 +27,8 @@ one (scores move by <= 1: ε_S). Sequential composition covers all three: ``(ε_
 caller's ε is split as ``ε_U = density_share·ε`` and ``ε_S = ε - ε_U``. Because the split between
 labelled and unlabelled rows is private, no count of either is released, and whether the
 theorem's labelled sample size is met is reported as unknown (``accuracy_guarantee_holds=None``).
+Under add/remove-one neighbours (time windows) n itself is private: pass a public
+``cells_per_axis`` so the grid does not depend on n (the argument above then holds unchanged).
 
 **Parameters** (§B.2.6, [DERIVED] there): ``n_semi = ⌈max((4/α)log2(2/β), (8·VC/α)log2(13/α))⌉``
 unlabelled draws (ε-net size), and the labelled size that makes the EM output err <= 6α with
@@ -249,7 +251,8 @@ class SemiSupervisedLearner:
     name = "semi-supervised"
 
     def __init__(self, *, alpha: float = 0.1, beta: float = 0.1, n_semi: int | None = None,
-                 density_share: float = 0.5, out_of_bounds: str = "clip") -> None:
+                 density_share: float = 0.5, out_of_bounds: str = "clip",
+                 cells_per_axis: int | None = None) -> None:
         self.alpha = check_accuracy_parameter(alpha, "alpha")
         self.beta = check_accuracy_parameter(beta, "beta")
         if n_semi is not None and (isinstance(n_semi, bool) or not isinstance(n_semi, int) or n_semi < 1):
@@ -261,6 +264,7 @@ class SemiSupervisedLearner:
         if out_of_bounds not in OUT_OF_BOUNDS_POLICIES:
             raise ValueError(f"out_of_bounds must be one of {OUT_OF_BOUNDS_POLICIES}, got {out_of_bounds!r}")
         self.out_of_bounds = out_of_bounds
+        self.cells_per_axis = cells_per_axis  # a public resolution instead of the schedule in n
 
     def fit(self, X: np.ndarray, y: np.ndarray, *, epsilon: float, delta: float = 0.0,
             bounds: np.ndarray, rng: RandomSource | None = None) -> VectorLearnerResult:
@@ -278,7 +282,8 @@ class SemiSupervisedLearner:
         vc = stump_vc_bound(d)
         n_semi = unlabelled_sample_size(vc, self.alpha, self.beta) if self.n_semi is None else self.n_semi
         density: HistogramDensity = pcde_fit(arr[~labelled], epsilon=eps_u, delta=float(delta), bounds=b,
-                                             rng=src, n=max(n, 1))
+                                             rng=src, n=max(n, 1),
+                                             cells_per_axis_override=self.cells_per_axis)
         u_hat = density.sample(n_semi, src)
         cover = stump_cover(u_hat, src)
         model = semi_private_learner(cover, arr[labelled], labels[labelled], eps_s, src)
