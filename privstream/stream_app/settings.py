@@ -60,6 +60,11 @@ class WindowConfig(BaseModel):
         return self
 
 
+#: Learners whose release and certificate are the same whatever the window's size n, so they may
+#: run on time windows (add/remove-one neighbours, where n itself is private).
+N_FREE_LEARNERS = frozenset({"generic"})
+
+
 class ReleaseConfig(BaseModel):
     """A stream's private releases: the window, the learner, and the privacy parameters."""
 
@@ -91,6 +96,15 @@ class ReleaseConfig(BaseModel):
             raise ValueError("privacy_unit 'user' needs user_contribution_bound")
         if self.privacy_unit == "example" and self.user_contribution_bound is not None:
             raise ValueError("user_contribution_bound applies only to privacy_unit 'user'")
+        if self.window.kind == "time" and (self.learner not in N_FREE_LEARNERS or self.sanitizer is not None):
+            # Under add/remove-one neighbours a window's size is private; these algorithms choose
+            # their parameters (and so their output's form and certificate) from n, which would
+            # publish it. The generic learner's output and certificate do not depend on n.
+            raise ValueError(
+                f"time windows keep n private: supported only with the learners {sorted(N_FREE_LEARNERS)} "
+                f"and no sanitizer (learner {self.learner!r}, sanitizer {self.sanitizer!r} derive "
+                "parameters from n); use count windows"
+            )
         epsilon, delta = self.window_cost
         if delta > self.delta_budget:
             raise ValueError(f"delta {delta} per window exceeds delta_budget {self.delta_budget}")

@@ -143,3 +143,20 @@ def test_vector_stream_configuration():
     s = Settings(streams=[{"name": "v", "features": 2, "feature_bounds": [[0, 1], [-1, 1]],
                            "release": {"learner": "bayes-consistent", "epsilon": 1, "epsilon_budget": 5}}])
     assert s.streams[0].kind == "vector" and s.streams[0].hypothesis_class is None
+
+
+@pytest.mark.parametrize(
+    "release",
+    [
+        {"learner": "global-stability", "epsilon": 1, "delta": 1e-6, "epsilon_budget": 5,
+         "delta_budget": 1e-5},
+        {"learner": "generic", "sanitizer": "mwem", "epsilon": 1, "epsilon_budget": 5},
+    ],
+)
+def test_time_windows_refuse_algorithms_whose_output_depends_on_n(release):
+    window = {"kind": "time", "seconds": 60}
+    with pytest.raises(ValidationError, match="time windows keep n private"):
+        Settings(streams=[{"name": "s", "hypothesis_class": "thresholds:8",
+                           "release": {**release, "window": window}}])
+    ok = {"learner": "generic", "epsilon": 1, "epsilon_budget": 5, "window": window}
+    assert Settings(streams=[{"name": "s", "hypothesis_class": "thresholds:8", "release": ok}]).streams
