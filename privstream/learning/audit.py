@@ -678,6 +678,13 @@ def _global_stability_spec(epsilon: float = 2.0) -> AuditSpec:
     return global_stability_audit_spec(epsilon)  # type: ignore[no-any-return]
 
 
+def _proper_spec(epsilon: float = 1.0) -> AuditSpec:
+    # imported lazily: the learner module imports this one
+    from privstream.learning.private_learners.proper_audit import proper_audit_spec
+
+    return proper_audit_spec(epsilon)
+
+
 #: name -> factory of the :class:`AuditSpec` (built lazily; cheap).
 AUDITABLE_MECHANISMS: dict[str, Callable[[], AuditSpec]] = {
     "discrete_laplace": lambda: _laplace_spec(discrete=True),
@@ -690,4 +697,5 @@ AUDITABLE_MECHANISMS: dict[str, Callable[[], AuditSpec]] = {
     "stable_histogram_singleton": lambda: _histogram_spec("singleton"),
     "above_threshold": _above_threshold_spec,
     "global-stability": _global_stability_spec,
+    "proper": _proper_spec,
 }

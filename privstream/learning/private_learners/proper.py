@@ -48,6 +48,7 @@ data is touched.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import asdict, dataclass
 from fractions import Fraction
@@ -156,6 +157,7 @@ def _generic_part(alpha: float, beta: float, epsilon: float, cover_size: int, c_
     return math.ceil(c_generic * (math.log(max(cover_size, 1)) + math.log(2 / beta)) / (alpha * epsilon))
 
 
+@functools.lru_cache(maxsize=256)
 def proper_sample_size(alpha: float, beta: float, epsilon: float, delta: float, d: int, *,
                        d_vc: int | None = None, d_dual_vc: int | None = None, C: float | None = None,
                        C0: float = 1.0, C_generic: float = 8.0) -> int:
@@ -243,14 +245,19 @@ def poly_pri_learn(lattice: ClassLattice, xs: np.ndarray, ys: np.ndarray, params
     """
     d = lattice.ldim(lattice.full) if d is None else d
     tables: dict[bytes, np.ndarray] = {}
-    sets = []
-    n0 = params.block_size
-    for j in range(params.blocks):
-        bx, by = xs[j * n0:(j + 1) * n0], ys[j * n0:(j + 1) * n0]
+    n0, m = params.block_size, params.blocks
+    # ReduceTree is a pure function of its block: run it once per distinct block.
+    blocks = np.concatenate([xs[:m * n0].astype(np.int64).reshape(m, n0),
+                             ys[:m * n0].astype(np.int64).reshape(m, n0)], axis=1)
+    distinct, inverse = np.unique(blocks, axis=0, return_inverse=True)
+    results = []
+    for row in distinct:
+        bx, by = row[:n0], row[n0:]
         result = reduce_tree(lattice, row_mistakes(lattice.counts_matrix, bx, by), n0, params.k_prime,
                              params.alpha_delta, d)
         tables.update(result.s_hat)
-        sets.append(frozenset(result.s_hat))
+        results.append(frozenset(result.s_hat))
+    sets = [results[i] for i in np.asarray(inverse).reshape(-1).tolist()]
     ell = selection_bound(params.k_prime, d)
     choice = sparse_select(sets, epsilon=epsilon, delta=delta, ell=ell, default=b"", rng=rng)
     if choice == b"":
