@@ -8,7 +8,7 @@ Workload: n = 10,000 points of a discretised normal (mean 0.4·N, sd 0.08·N) on
 intervals ``[a, b)`` (N(N+1)/2 + 1). Figures: max and mean |answer - true fraction| over each class,
 and wall time of the release (fit).
 
-* ``ours``: :class:`privstream.learning.sanitizers.mwem.MWEMSanitizer` (T = 20, 10 replays), one
+* ``ours``: :class:`privstream.learning.sanitizers.mwem.MWEMSanitizer` (T = 20, 50 replays), one
   release per query class (its selection runs over that class); errors by
   :func:`~privstream.learning.sanitizers.evaluation.class_errors` (exact over the class); mean of
   --our-seeds runs (default 3; per-seed maxima in the JSON). The peers run once per setting.

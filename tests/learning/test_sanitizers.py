@@ -255,16 +255,16 @@ def test_class_errors_equal_brute_force(spec: str, labelled: bool) -> None:
 def test_mwem_accuracy_thresholds_2_16() -> None:
     """thresholds:2^16, n = 10,000 (discretised normal), ε = 1 (pure, basic composition), T = 20.
 
-    Measured: max error over all 65,537 thresholds 0.0269 at seed 1 (0.012-0.027 over seeds 1-8, mean
-    0.017). HLM12 Thm 2.2's bound at these parameters, 2·sqrt(ln N/T) + 10·T·ln|Q|/(εn) = 1.72, is
-    vacuous; the practical mode is what makes MWEM useful here.
+    Measured: max error over all 65,537 thresholds 0.0161 at seed 1 (0.011-0.018 over seeds 1-8, mean
+    0.014; mean error over the class <= 0.0033). HLM12 Thm 2.2's bound at these parameters,
+    2·sqrt(ln N/T) + 10·T·ln|Q|/(εn) = 1.72, is vacuous; the practical mode is what makes MWEM useful.
     """
     hclass = parse_class_spec("thresholds:2^16")
     rs = np.random.default_rng(0)
     xs = np.clip(rs.normal(2**16 * 0.4, 2**16 * 0.08, 10_000).astype(np.int64), 0, 2**16 - 1)
     res = make_sanitizer("mwem").fit(hclass, xs, epsilon=1.0, rng=seeded(1))
     mx, mean = class_errors(hclass, res.distribution, xs)
-    assert mx < 0.05 and mean < 0.02
+    assert mx < 0.03 and mean < 0.01
     assert res.parameters["theory_max_error_bound"] > 1  # stated, and vacuous
     assert res.accuracy_guarantee_holds is False and res.theorem_sample_size > 10**7
     assert res.epsilon == 1.0 and res.delta == 0.0 and res.sample_size == 10_000

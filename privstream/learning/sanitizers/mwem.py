@@ -181,7 +181,8 @@ class BlockState:
 class MWEMSanitizer:
     """MWEM as a :class:`~privstream.learning.sanitizers.base.Sanitizer` (name ``"mwem"``).
 
-    ``rounds`` T (data-independent), ``repetitions`` replays of past measurements per round,
+    ``rounds`` T (data-independent), ``repetitions`` replays of past measurements per round (50: on
+    the 1-D benchmarks 10-15% lower max error than 10, at ~2x the time),
     ``composition`` ``"basic"``/``"zcdp"`` (default: zcdp when δ > 0, else basic), ``output``
     ``"last"`` or ``"average"`` (HLM12's output), ``selection_share`` of each round's budget.
     ``noisy_selection=False`` / ``noisy_measurement=False`` are deliberately broken variants (argmax
@@ -190,7 +191,7 @@ class MWEMSanitizer:
 
     name: ClassVar[str] = "mwem"
 
-    def __init__(self, rounds: int = 20, repetitions: int = 10, composition: str | None = None,
+    def __init__(self, rounds: int = 20, repetitions: int = 50, composition: str | None = None,
                  output: str = "last", selection_share: float = 0.5, schedule: str = "uniform", *,
                  noisy_selection: bool = True, noisy_measurement: bool = True, dense: bool = False) -> None:
         if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
