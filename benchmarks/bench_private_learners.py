@@ -201,7 +201,7 @@ def main() -> None:
                 c = cell(name, prob, n, 1.0, runs, args.timeout, args.seed)
                 by_n.append(c)
                 stop = "failure" in c  # a timeout or an error at n: larger n would not do better
-                if smallest is None and c.get("success_rate", 0) >= 0.9:
+                if smallest is None and "failure" not in c and c.get("success_rate", 0) >= 0.9:
                     smallest = n
             by_eps = [] if name == "erm" or name in SLOW else [
                 cell(name, prob, EPS_N, e, runs, args.timeout, args.seed) for e in EPSILONS]
