@@ -236,15 +236,17 @@ def plot(results: dict[str, Any], path: Path) -> None:
     except ImportError:
         return
     probs = results["problems"]
+    colours = {"erm": "tab:blue", "generic": "tab:orange", "global-stability": "tab:green",
+               "proper": "tab:red"}
     fig, axes = plt.subplots(len(probs), 2, figsize=(11, 3.2 * len(probs)), squeeze=False)
     for row, (pname, entry) in enumerate(probs.items()):
         for name, rec in entry["learners"].items():
             pts = [(c["n"], c["error_q90"]) for c in rec["error_vs_n"] if "error_q90" in c]
             if pts:
-                axes[row][0].plot(*zip(*pts, strict=True), marker="o", label=name)
+                axes[row][0].plot(*zip(*pts, strict=True), marker="o", label=name, color=colours.get(name))
             pts = [(c["epsilon"], c["error_q90"]) for c in rec["error_vs_epsilon"] if "error_q90" in c]
             if pts:
-                axes[row][1].plot(*zip(*pts, strict=True), marker="o", label=name)
+                axes[row][1].plot(*zip(*pts, strict=True), marker="o", label=name, color=colours.get(name))
         for col, (xlabel, title) in enumerate((("n (ε = 1)", "error vs n"), ("ε (n = 10^4)", "error vs ε"))):
             ax = axes[row][col]
             ax.set_xscale("log")
@@ -253,6 +255,8 @@ def plot(results: dict[str, Any], path: Path) -> None:
             ax.set_ylabel("0.9-quantile error")
             ax.set_title(f"{pname} (Ldim {entry['ldim']}): {title}")
             ax.legend(fontsize=7)
+        axes[row][1].set_xticks(list(EPSILONS), [f"{e:g}" for e in EPSILONS])
+        axes[row][1].minorticks_off()
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
