@@ -162,16 +162,32 @@ class BlockState:
     def answer(self, h: Hypothesis) -> float:
         return float(self.weights[self.cells(h)].sum())
 
-    def update(self, h: Hypothesis, measured: float, mask: np.ndarray | None = None) -> None:
-        """One MW step towards the measured fraction (HLM12 step 3, normalised form).
-
-        ``mask`` may pass :meth:`cells` precomputed for the current edges (the replays reuse it).
-        """
-        if mask is None:
-            mask = self.cells(h)
+    def update(self, h: Hypothesis, measured: float) -> None:
+        """One MW step towards the measured fraction (HLM12 step 3, normalised form)."""
+        mask = self.cells(h)
         step = math.exp((measured - float(self.weights[mask].sum())) / 2)
         self.weights = np.where(mask, self.weights * step, self.weights)
         self.weights /= self.weights.sum()
+
+    def replay(self, history: list[tuple[Hypothesis, float]], repetitions: int) -> None:
+        """``repetitions`` passes of MW steps over past (query, measurement) pairs (post-processing).
+
+        Same step as :meth:`update`, on flat float masks with the normaliser computed from the
+        answer ((1 - a) + e^s·a), because the replays dominate the cost on small domains.
+        """
+        if not repetitions or not history:
+            return
+        shape = self.weights.shape
+        w = self.weights.reshape(-1).copy()
+        masks = [self.cells(h).reshape(-1).astype(np.float64) for h, _ in history]
+        values = [v for _, v in history]
+        for _ in range(repetitions):
+            for m, v in zip(masks, values, strict=True):
+                a = float(w @ m)
+                f = math.exp((v - a) / 2)
+                w *= 1.0 + (f - 1.0) * m
+                w /= (1.0 - a) + f * a
+        self.weights = w.reshape(shape)
 
     def distribution(self, weights: np.ndarray | None = None) -> SyntheticDistribution:
         w = self.weights if weights is None else weights
@@ -291,10 +307,7 @@ class MWEMSanitizer:
             history.append((h, noisy / n))
             transcript.append({"query": h.to_dict(), "noisy_count": noisy})
             state.update(h, noisy / n)
-            masks = [state.cells(past) for past, _ in history]  # edges are fixed until the next round
-            for _ in range(self.repetitions):
-                for (past, value), mask in zip(history, masks, strict=True):
-                    state.update(past, value, mask)
+            state.replay(history, self.repetitions)
             total = total + state.weights
         release = state.distribution(total if self.output == "average" else None)
         num_queries = 2 * hclass.size
