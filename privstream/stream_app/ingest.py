@@ -33,6 +33,8 @@ from privstream.stream_app.settings import Settings
 log = logging.getLogger(__name__)
 
 MAX_RECORDS_PER_POLL = 5000
+#: How often the service asks Kafka for metadata to know that it still answers (see ``_probe_kafka``).
+KAFKA_PROBE_SECONDS = 5.0
 
 
 class _Rebalance(ConsumerRebalanceListener):
@@ -61,6 +63,8 @@ class IngestService(mode.Service):
         self.batches = 0
         self.batch_started: float | None = None  # monotonic time the batch in hand was polled
         self._producer_ready = asyncio.Event()
+        self.kafka_ok_at = time.monotonic()  # when Kafka last answered a metadata request
+        self._kafka_lost_logged = False
 
     async def on_start(self) -> None:
         options = client_options(self.settings)
@@ -79,6 +83,7 @@ class IngestService(mode.Service):
         )
         self.consumer.subscribe([self.settings.topic("examples")], listener=_Rebalance(self))
         await self.consumer.start()
+        self.kafka_ok_at = time.monotonic()  # it answered: the clients are connected
 
     async def on_stop(self) -> None:
         if self.consumer is not None:
@@ -94,6 +99,27 @@ class IngestService(mode.Service):
         await self._producer_ready.wait()
         assert self.producer is not None
         await (await self.producer.send(topic, value, key=key, headers=headers))
+
+    @mode.Service.timer(KAFKA_PROBE_SECONDS)
+    async def _probe_kafka(self) -> None:
+        """Record when Kafka last answered. An idle consumer polls nothing whether or not the
+        broker is there, and aiokafka retries forever: without this probe an outage (or a broker
+        that lost everything) is invisible; with it, /healthz fails after ``stall_seconds``."""
+        if self.consumer is None:
+            return
+        try:
+            await asyncio.wait_for(self.consumer.topics(), KAFKA_PROBE_SECONDS)
+        except Exception as exc:  # any failure to get metadata means Kafka is not answering
+            silent = time.monotonic() - self.kafka_ok_at
+            if silent > self.settings.stall_seconds and not self._kafka_lost_logged:
+                self._kafka_lost_logged = True
+                log.error("ingest: Kafka at %s has not answered for %.0f s (%s: %s); /healthz fails "
+                          "until it does", self.settings.kafka_bootstrap, silent, type(exc).__name__, exc)
+            return
+        if self._kafka_lost_logged:
+            self._kafka_lost_logged = False
+            log.warning("ingest: Kafka at %s answers again", self.settings.kafka_bootstrap)
+        self.kafka_ok_at = time.monotonic()
 
     @mode.Service.task
     async def _consume(self) -> None:

@@ -19,10 +19,13 @@ if TYPE_CHECKING:
 
 
 def health(service: Service) -> tuple[bool, str]:
-    """Alive when the ingest consumer runs and no received message has waited too long."""
+    """Alive when the ingest consumer runs, Kafka answers and no received message has waited too long."""
     ingest = service.ingest
     if ingest.crashed:
         return False, f"the ingest consumer crashed: {ingest.crash_reason!r}"
+    silent = time.monotonic() - ingest.kafka_ok_at
+    if silent > service.settings.stall_seconds:
+        return False, f"Kafka has not answered for {silent:.0f} s"
     started = ingest.batch_started
     if started is not None and time.monotonic() - started > service.settings.stall_seconds:
         return False, f"a batch polled {time.monotonic() - started:.0f} s ago is still not done"
