@@ -23,7 +23,7 @@ from privstream.agents.interfaces import IngestMetrics
 from privstream.agents.online import OnlineLearners
 from privstream.agents.progress import Progress
 from privstream.agents.releases import ReleaseAgent
-from privstream.agents.validation import ExampleValidator, Invalid, ValidExample
+from privstream.agents.validation import MAX_MESSAGE_BYTES, ExampleValidator, Invalid, ValidExample
 
 
 class ConsumedRecord(Protocol):
@@ -140,9 +140,11 @@ class IngestPipeline:
                           record.timestamp, result.id)
             elif isinstance(result, Invalid):
                 self.metrics.invalid(result.reason)
-                out.dead_letters.append(
-                    DeadLetter(record.key, record.value or b"", dead_letter_headers(result, record))
-                )
+                # Cut to the size limit: an oversized message must still fit a Kafka request (1 MB
+                # by default), or sending its dead letter would fail and stop the consumer.
+                out.dead_letters.append(DeadLetter(
+                    record.key, (record.value or b"")[:MAX_MESSAGE_BYTES], dead_letter_headers(result, record)
+                ))
             else:  # an ExampleBatch: one message, many examples
                 group = groups.get((result.stream_id, record.partition))
                 if group is None:

@@ -63,7 +63,8 @@ def run_batch(values: list[bytes | None]) -> tuple[dict[int, str], set[int], Ser
         dead[offset] = headers["error.reason"].decode()
         assert dead[offset] in INVALID_REASONS
         assert headers["error.detail"]  # a human reason, too
-        assert letter.value == (values[offset] or b"")  # the raw message, unchanged
+        # The raw message, unchanged, cut to the size limit (so that the DLQ can take it).
+        assert letter.value == (values[offset] or b"")[:MAX_MESSAGE_BYTES]
     predicted: set[int] = set()
     for _, value in out.predictions:
         batch = PredictionBatch.model_validate_json(value)
@@ -206,3 +207,16 @@ def test_oversized_batch_of_valid_and_hostile_messages_keeps_the_valid_ones():
     dead, predicted, _ = run_batch(values)
     assert predicted == set(range(2, 2 + len(good)))
     assert set(dead) == {0, 1, len(values) - 2, len(values) - 1}
+
+
+def test_oversized_dead_letters_are_cut_to_the_limit():
+    """Regression: a > 1 MB message's dead letter kept all its bytes, so the service's producer
+    (max_request_size 1 MB) raised MessageSizeTooLargeError and the ingest consumer crashed."""
+    raw = oversized(2 * MAX_MESSAGE_BYTES)
+    pipeline, _ = make_pipeline()
+    out = pipeline.process([RawRecord("examples", 0, 0, b"k", raw)])
+    (letter,) = out.dead_letters
+    assert letter.value == raw[:MAX_MESSAGE_BYTES]
+    assert len(letter.value) + sum(len(k) + len(v) for k, v in letter.headers) < 1 << 20
+    assert dict(letter.headers)["error.reason"] == b"invalid_json"
+    assert str(len(raw)).encode() in dict(letter.headers)["error.detail"]  # the original size is told

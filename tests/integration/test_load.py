@@ -160,22 +160,27 @@ def predicted_offsets(settings: Settings, expected: int, timeout: float = 120.0)
     return seen
 
 
-def sustained_rate(settings: Settings, worker: WorkerProcess, n: int) -> float:
-    """Examples per second while the (started, ready) worker drains a backlog of ``n`` examples."""
-    before = handled(worker)
-    run(produce_json(settings, settings.topic("examples"), payloads(n, seed=1)))
-    # Timed from the first observation after which the count moved to the one that saw it done.
+def drain_rate(worker: WorkerProcess, count, target: int, timeout: float = 120.0) -> float:
+    """Per second, while ``count()`` (a figure of the worker's) climbs to ``target``: timed from
+    the last observation before it moved to the first that saw it reach ``target``."""
     start = None
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        done, now = handled(worker) - before, time.perf_counter()
-        if done >= n:
-            assert start is not None and start[1] < n, "backlog drained between two observations"
+        done, now = count(), time.perf_counter()
+        if done >= target:
+            assert start is not None and start[1] < target, "drained between two observations"
             return (done - start[1]) / (now - start[0])
         if start is None or done <= start[1]:
             start = (now, done)
         time.sleep(0.02)
-    raise AssertionError("the worker did not drain the backlog")
+    raise AssertionError(f"the worker did not reach {target} in {timeout:.0f} s")
+
+
+def sustained_rate(settings: Settings, worker: WorkerProcess, n: int) -> float:
+    """Examples per second while the (started, ready) worker drains a backlog of ``n`` examples."""
+    before = handled(worker)
+    run(produce_json(settings, settings.topic("examples"), payloads(n, seed=1)))
+    return drain_rate(worker, lambda: handled(worker) - before, n)
 
 
 def error_lines(log_path: Path) -> list[str]:
@@ -224,3 +229,83 @@ def test_load_at_80_percent_of_the_sustained_rate_short(unique_settings, tmp_pat
 @pytest.mark.slow
 def test_load_at_80_percent_of_the_sustained_rate_10_minutes(unique_settings, tmp_path):
     run_load(unique_settings, tmp_path, seconds=float(os.environ.get("PRIVSTREAM_LOAD_SECONDS", "600")))
+
+
+def hostile_messages(n: int, seed: int) -> list[tuple[str, bytes]]:
+    """``n`` invalid messages of every kind (two of them over the 1 MB limit) and their keys."""
+    rng = np.random.default_rng(seed)
+    kinds = [
+        lambda i: bytes(rng.integers(0, 256, int(rng.integers(1, 60)), dtype=np.uint8)),  # random bytes
+        lambda i: b'{"stream_id": "load-a", "x": NaN, "y": 1}',
+        lambda i: b'{"stream_id": "load-a", "x": Infinity, "y": 1}',
+        lambda i: b'{"stream_id": "load-a", "x": 1' + b"0" * 400 + b', "y": 1}',  # huge number
+        lambda i: b"[" * 2000 + b"]" * 2000,  # deep
+        lambda i: b'{"stream_id": "load-a", "x": "%d", "y": 1}' % i,  # wrong type
+        lambda i: b'{"stream_id": "load-a", "x": %d, "y": 7}' % i,  # bad label
+        lambda i: b'{"stream_id": "load-a", "x": %d, "y": 1}' % (DOMAIN + i),  # out of domain
+        lambda i: '{"stream_id": "\u00e9t\u00e9-\U0001f600", "x": 1, "y": 1}'.encode(),  # unicode, unknown
+        lambda i: b'{"x": 1, "y": 1}',  # missing field
+    ]
+    messages = [(STREAMS[i % 2], kinds[i % len(kinds)](i)) for i in range(n)]
+    big = b'{"stream_id": "load-a", "x": 1, "y": 1, "pad": "' + b"p" * 1_100_000 + b'"}'
+    messages[n // 3] = messages[2 * n // 3] = (STREAMS[0], big)  # oversized: > 1 MB
+    return messages
+
+
+def learned(worker: WorkerProcess) -> int:
+    """Valid examples learned by the worker (every stream)."""
+    status = fetch_json(f"{worker.base_url}/status")
+    return -1 if status is None else sum(s["examples"] for s in status["streams"].values())
+
+
+async def produce_big(settings: Settings, messages: list[tuple[str, bytes]]) -> None:
+    producer = AIOKafkaProducer(**client_options(settings), linger_ms=5, acks="all", max_request_size=4 << 20)
+    await producer.start()
+    try:
+        futures = [await producer.send(settings.topic("examples"), v, key=k.encode()) for k, v in messages]
+        await asyncio.gather(*futures)
+    finally:
+        await producer.stop()
+
+
+def test_a_flood_of_invalid_messages_neither_crashes_nor_stalls_the_worker(unique_settings, tmp_path):
+    """Valid examples alone, then the same number mixed 1:1 with hostile ones: every hostile one
+    lands in the DLQ with a bounded reason, and the valid rate holds (a loose bound, reported)."""
+    from privstream.agents.validation import INVALID_REASONS, MAX_MESSAGE_BYTES
+
+    settings = unique_settings.model_copy(update={
+        "streams": [StreamConfig(name=s, hypothesis_class=CLASS) for s in STREAMS]})
+    run(ensure_topics(settings))
+    n = 20_000
+    worker = start_worker(settings, tmp_path)
+    try:
+        wait_until(lambda: fetch_json(f"{worker.base_url}/readyz") == {"status": "ready", "reason": "ok"},
+                   120, what="worker ready")
+        run(produce_json(settings, settings.topic("examples"), payloads(n, seed=3)))
+        clean_rate = drain_rate(worker, lambda: learned(worker), n)
+        hostile = hostile_messages(n, seed=4)
+        mixed = [m for pair in zip(payloads(n, seed=5), hostile, strict=True) for m in pair]
+        with MemorySampler(worker, interval=0.5) as sampler:
+            run(produce_big(settings, mixed))
+            flood_rate = drain_rate(worker, lambda: learned(worker) - n, n)
+            wait_until(lambda: (fetch_json(f"{worker.base_url}/status") or {}).get("invalid") == n, 60,
+                       what="every hostile message counted")
+        dead = run(consume_all(settings, settings.topic("examples.dlq"), n))
+        status = fetch_json(f"{worker.base_url}/status")
+    finally:
+        exit_status = worker.stop()
+    figures = {"valid_rate_clean": round(clean_rate), "valid_rate_in_flood": round(flood_rate),
+               "ratio": round(flood_rate / clean_rate, 3), "invalid": status["invalid"],
+               "invalid_by_reason": status["invalid_by_reason"],
+               "rss_mib_peak": sampler.summary()["rss_mib_peak"]}
+    print(json.dumps({"test_flood": figures}))
+    assert exit_status == 0
+    assert len(dead) == n  # each hostile message dead-lettered once
+    reasons = [dict(record.headers)["error.reason"].decode() for record in dead]
+    assert set(reasons) <= set(INVALID_REASONS)
+    # The oversized ones: dead-lettered, cut to the limit (regression: they crashed the consumer).
+    assert sum(len(record.value) == MAX_MESSAGE_BYTES for record in dead) == 2
+    assert status["streams"][STREAMS[0]]["examples"] + status["streams"][STREAMS[1]]["examples"] == 2 * n
+    assert {s[2] for s in sampler.samples} == {200}  # never unhealthy
+    # Loose: half the messages are hostile, so even at equal cost per message the ratio is ~0.5.
+    assert flood_rate > 0.2 * clean_rate, figures
