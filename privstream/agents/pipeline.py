@@ -55,6 +55,11 @@ class RawRecord(NamedTuple):
     timestamp: int | None = None
 
 
+#: Examples per ``PredictionBatch`` message: ~60 bytes each in JSON at most (2^63-sized points,
+#: offsets and ids aside), so a message stays far below Kafka's default 1 MB request size.
+MAX_PREDICTIONS_PER_MESSAGE = 5_000
+
+
 @dataclass(frozen=True, slots=True)
 class DeadLetter:
     key: bytes | None
@@ -158,11 +163,16 @@ class IngestPipeline:
                               record.timestamp, ids[i])
         for (stream_id, partition), group in groups.items():
             if self.learners.has(stream_id):  # streams of feature vectors have no online learner
-                batch = self.learners.learn_batch(
-                    stream_id, partition, group.offsets, group.items,
-                    np.asarray(group.xs, dtype=np.int64), np.asarray(group.ys, dtype=np.uint8), group.ids,
-                )
-                out.predictions.append((stream_id.encode(), batch.model_dump_json().encode()))
+                # Chunks keep each PredictionBatch message well under Kafka's 1 MB request limit
+                # (one poll of ExampleBatch messages can hold millions of examples).
+                for i in range(0, len(group.xs), MAX_PREDICTIONS_PER_MESSAGE):
+                    part = slice(i, i + MAX_PREDICTIONS_PER_MESSAGE)
+                    batch = self.learners.learn_batch(
+                        stream_id, partition, group.offsets[part], group.items[part],
+                        np.asarray(group.xs[part], dtype=np.int64),
+                        np.asarray(group.ys[part], dtype=np.uint8), group.ids[part],
+                    )
+                    out.predictions.append((stream_id.encode(), batch.model_dump_json().encode()))
             if self.releases is not None:
                 self.releases.observe_batch(stream_id, partition, group.offsets, group.xs, group.ys,
                                             group.users, group.times, group.stamps)

@@ -15,6 +15,7 @@ Ratios, not absolute times, are the result: the machine is shared and noisy.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import secrets
 import sys
@@ -88,20 +89,26 @@ def _drain_rate(worker: WorkerProcess, target: int, timeout: float) -> float:
     while time.monotonic() < deadline:
         status = worker.status()
         now = time.perf_counter()
-        done = status["streams"][STREAM]["examples"] if status else -1
+        if status is None:  # the worker is not answering yet: nothing to anchor on
+            time.sleep(0.02)
+            continue
+        done = status["streams"][STREAM]["examples"]
         if done >= target:
             if start is None or start[1] >= done:
                 raise RuntimeError("too few examples to measure a rate: the worker drained them between "
                                    "two observations; use more --examples")
             return (done - start[1]) / (now - start[0])
-        if start is None or done <= start[1]:
-            start = (now, done)  # the count has not moved yet since this observation
+        if start is None or done == start[1]:
+            start = (now, done)  # the count has not moved since: start the clock from here
         time.sleep(0.02)
     raise TimeoutError(f"the worker learned fewer than {target} examples in {timeout:.0f} s")
 
 
-async def _latency(settings: Settings, rate: float, seconds: float, start_count: int) -> list[float]:
-    """Produce→prediction latencies (s) of examples sent at ``rate`` per second."""
+async def _latency(
+    settings: Settings, rate: float, seconds: float, start_count: int
+) -> tuple[list[float], int]:
+    """Produce→prediction latencies (s) of examples sent at ``rate`` per second, and how many
+    examples were sent."""
     n = int(rate * seconds)
     xs, ys = _examples(n, seed=7)
     producer = AIOKafkaProducer(**client_options(settings), linger_ms=1)
@@ -147,12 +154,14 @@ async def _latency(settings: Settings, rate: float, seconds: float, start_count:
             sent_at[(meta.partition, meta.offset)] = stamp
             wanted.add((meta.partition, meta.offset))
         sending_done.set()
-        await asyncio.wait_for(receiver, timeout=60)
+        # Bounded: what has not arrived 30 s after the last send is reported as missing.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(receiver), timeout=30)
     finally:
         receiver.cancel()
         await producer.stop()
         await consumer.stop()
-    return [received[k] - sent_at[k] for k in sent_at if k in received]
+    return [received[k] - sent_at[k] for k in sent_at if k in received], len(sent_at)
 
 
 def run_ingest_benchmark(n: int = 100_000, batch_size: int = 1000, latency_seconds: float = 10.0,
@@ -190,9 +199,12 @@ def run_ingest_benchmark(n: int = 100_000, batch_size: int = 1000, latency_secon
         asyncio.run(_produce(settings, batches))
         batch_rate = _drain_rate(worker, 2 * n, timeout=600)
         print(f"bench: batched {batch_rate:,.0f} examples/s; latency at half the service rate", file=log)
-        latencies = asyncio.run(_latency(settings, service_rate / 2, latency_seconds, 2 * n))
+        latencies, latency_sent = asyncio.run(_latency(settings, service_rate / 2, latency_seconds, 2 * n))
         status = fetch_json(f"{worker.base_url}/status") or {}
         exit_status = worker.stop()
+        if exit_status != 0:
+            print("bench: the worker failed; the end of its log:\n"
+                  + (workdir / "worker.log").read_text()[-4000:], file=log)
     lat = np.array(latencies) if latencies else np.array([float("nan")])
     return {
         "raw_rate": raw_rate,
@@ -203,6 +215,7 @@ def run_ingest_benchmark(n: int = 100_000, batch_size: int = 1000, latency_secon
         "p50_latency_seconds": float(np.percentile(lat, 50)),
         "p99_latency_seconds": float(np.percentile(lat, 99)),
         "latency_samples": len(latencies),
+        "latency_missing": latency_sent - len(latencies),
         "latency_rate": service_rate / 2,
         "examples": n,
         "batch_size": batch_size,

@@ -82,3 +82,19 @@ def test_soa_state_is_saved_on_change_and_restored(tmp_path):
     assert again.mistakes == soa.mistakes and again.predictor() == soa.predictor()
     xs = np.arange(8)
     assert np.array_equal(again.predictor().predict(xs), soa.predictor().predict(xs))
+
+
+def test_huge_polls_become_several_prediction_messages_under_the_size_limit():
+    from privstream.agents.pipeline import MAX_PREDICTIONS_PER_MESSAGE
+
+    pipeline, _ = make_pipeline()
+    n = 2 * MAX_PREDICTIONS_PER_MESSAGE + 7
+    xs = [i % 8 for i in range(n)]
+    message = json.dumps({"stream_id": "s", "xs": xs, "ys": [int(x >= 5) for x in xs]})
+    out = pipeline.process(records([message.encode()]))
+    assert len(out.predictions) == 3
+    batches = [PredictionBatch.model_validate_json(v) for _, v in out.predictions]
+    assert [len(b.xs) for b in batches] == [MAX_PREDICTIONS_PER_MESSAGE, MAX_PREDICTIONS_PER_MESSAGE, 7]
+    assert batches[1].mistakes_before == batches[0].mistakes and batches[2].source_items[-1] == n - 1
+    assert all(len(v) < 1_000_000 for _, v in out.predictions)
+
