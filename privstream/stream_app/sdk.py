@@ -25,7 +25,7 @@ from privstream.learning.private_learners.vector_base import (
     vector_model_from_dict,
 )
 from privstream.schemas import Certificate, HypothesisRelease
-from privstream.stream_app.kafka_io import client_options
+from privstream.stream_app.kafka_io import client_options, start_client
 from privstream.stream_app.settings import Settings
 
 
@@ -109,7 +109,9 @@ async def subscribe(
         auto_offset_reset="earliest" if from_beginning else "latest",
         enable_auto_commit=group_id is not None,
     )
-    await consumer.start()
+    # Bounded, and a refused login or an unreachable broker is named (KafkaAuthenticationError /
+    # KafkaUnavailableError) instead of aiokafka's generic "Unable to bootstrap".
+    await start_client(consumer, settings)
     seen: set[str] = set()
     key = stream_id.encode()
     try:

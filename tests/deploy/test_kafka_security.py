@@ -263,3 +263,25 @@ def test_an_unreachable_broker_is_reported_as_unreachable_not_as_authentication(
         asyncio.run(ensure_topics(settings))
     assert not isinstance(error.value, KafkaAuthenticationError)
     assert isinstance(error.value, OSError)  # the CLI prints OSErrors as one line and exits 2
+
+
+async def first_release(settings: Settings) -> object:
+    from privstream.stream_app.sdk import subscribe
+
+    async for release in subscribe("s", settings=settings):
+        return release
+    return None
+
+
+def test_subscribe_names_an_unreachable_broker_and_a_refused_login(tls_kafka):
+    """The SDK's subscriber starts through ``start_client``: a clear error, never a bare
+    "Unable to bootstrap" nor a hang."""
+    nowhere = sasl_settings(f"127.0.0.1:{free_port()}", PASSWORD)
+    with pytest.raises(KafkaUnavailableError, match=r"cannot reach Kafka at 127\.0\.0\.1:\d+") as error:
+        asyncio.run(first_release(nowhere))
+    assert not isinstance(error.value, KafkaAuthenticationError)
+    _, sasl_ssl = tls_kafka
+    wrong = sasl_settings(f"127.0.0.1:{sasl_ssl.port}", "wrong", "SCRAM-SHA-512", protocol="SASL_SSL",
+                          kafka_ssl_cafile=TLS / "ca.crt")
+    with pytest.raises(KafkaAuthenticationError, match="refused SASL SCRAM-SHA-512 authentication"):
+        asyncio.run(first_release(wrong))
