@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, ClassVar, Self
 
 import numpy as np
 from aiokafka import AIOKafkaConsumer
@@ -24,27 +24,24 @@ from privstream.learning.private_learners.vector_base import (
     is_vector_model_dict,
     vector_model_from_dict,
 )
-from privstream.schemas import Certificate, HypothesisRelease
+from privstream.schemas import Certificate, HypothesisRelease, SanitizedRelease
 from privstream.stream_app.kafka_io import client_options, start_client
 from privstream.stream_app.settings import Settings
 
 
-class Release:
-    """A published private hypothesis with its certificate; ``predict`` evaluates it."""
+class _Published:
+    """What every published release has: its pydantic model, stream, certificate and JSON form."""
 
-    def __init__(self, model: HypothesisRelease):
+    schema: ClassVar[type[HypothesisRelease] | type[SanitizedRelease]]
+
+    def __init__(self, model: Any):
         self.model = model
-        # A hypothesis of a class (integer points) or a model on feature vectors.
-        self.hypothesis: Hypothesis | VectorModel = (
-            vector_model_from_dict(model.hypothesis) if is_vector_model_dict(model.hypothesis)
-            else hypothesis_from_dict(model.hypothesis)
-        )
 
     @classmethod
-    def from_json(cls, data: bytes | str | dict[str, Any]) -> Release:
+    def from_json(cls, data: bytes | str | dict[str, Any]) -> Self:
         if isinstance(data, dict):
-            return cls(HypothesisRelease.model_validate(data))
-        return cls(HypothesisRelease.model_validate_json(data))
+            return cls(cls.schema.model_validate(data))
+        return cls(cls.schema.model_validate_json(data))
 
     @property
     def stream_id(self) -> str:
@@ -53,6 +50,23 @@ class Release:
     @property
     def certificate(self) -> Certificate:
         return self.model.certificate
+
+    def to_json(self) -> str:
+        return self.model.model_dump_json()
+
+
+class Release(_Published):
+    """A published private hypothesis with its certificate; ``predict`` evaluates it."""
+
+    schema = HypothesisRelease
+
+    def __init__(self, model: HypothesisRelease):
+        super().__init__(model)
+        # A hypothesis of a class (integer points) or a model on feature vectors.
+        self.hypothesis: Hypothesis | VectorModel = (
+            vector_model_from_dict(model.hypothesis) if is_vector_model_dict(model.hypothesis)
+            else hypothesis_from_dict(model.hypothesis)
+        )
 
     @property
     def ledger_entry_id(self) -> str | None:
@@ -74,9 +88,6 @@ class Release:
             raise ValueError("no examples to evaluate on")
         points = np.asarray(xs)
         return float(np.mean(np.asarray(self.predict(points)) != np.asarray(ys)))
-
-    def to_json(self) -> str:
-        return self.model.model_dump_json()
 
     def __repr__(self) -> str:
         c = self.certificate
@@ -128,7 +139,7 @@ async def subscribe(
         await consumer.stop()
 
 
-class SanitizedView:
+class SanitizedView(_Published):
     """A published sanitized release: answers every query of the stream's class (ggkm.md §1.3).
 
     ``answer(h)`` is ``Pr[h(x) = 1]`` (or ``Pr[h(x) = y]`` for a labelled release) under the released
@@ -136,27 +147,13 @@ class SanitizedView:
     of the class without enumerating them (prefix sums over data points and block boundaries).
     """
 
-    def __init__(self, model: Any):  # a privstream.schemas.SanitizedRelease
+    schema = SanitizedRelease
+
+    def __init__(self, model: SanitizedRelease):
         from privstream.learning.sanitizers import SyntheticDistribution
 
-        self.model = model
+        super().__init__(model)
         self.distribution = SyntheticDistribution.from_dict(model.distribution)
-
-    @classmethod
-    def from_json(cls, data: bytes | str | dict[str, Any]) -> SanitizedView:
-        from privstream.schemas import SanitizedRelease
-
-        if isinstance(data, dict):
-            return cls(SanitizedRelease.model_validate(data))
-        return cls(SanitizedRelease.model_validate_json(data))
-
-    @property
-    def stream_id(self) -> str:
-        return self.model.stream_id
-
-    @property
-    def certificate(self) -> Certificate:
-        return self.model.certificate
 
     @property
     def labelled(self) -> bool:
@@ -184,9 +181,6 @@ class SanitizedView:
     def mean_error_on(self, xs: np.ndarray | list[int], ys: np.ndarray | list[int] | None = None) -> float:
         """Mean of ``|q_h(data) - answer(h)|`` over every query h of the class (NaN: intervals > 2^24)."""
         return self.errors_on(xs, ys)[1]
-
-    def to_json(self) -> str:
-        return self.model.model_dump_json()
 
     def __repr__(self) -> str:
         c = self.certificate
