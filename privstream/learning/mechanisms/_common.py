@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from fractions import Fraction
 from numbers import Rational, Real
 from typing import ClassVar
@@ -47,6 +48,17 @@ def probability(x: object, name: str) -> float:
     if not 0 < f < 1:
         raise PrivacyParameterError(f"{name} must be in (0, 1), got {x!r}")
     return float(f)
+
+
+def values_of(value: object, dimension: int, mechanism: str) -> tuple[list[object], bool]:
+    """``value`` as a list of ``dimension`` items, and whether it was a scalar (one item, unwrapped)."""
+    if isinstance(value, Sequence) and not isinstance(value, str | bytes):
+        items, scalar = list(value), False
+    else:
+        items, scalar = [value], True
+    if len(items) != dimension:
+        raise PrivacyParameterError(f"{mechanism} expects {dimension} value(s), got {len(items)}")
+    return items, scalar
 
 
 class Mechanism(ABC):

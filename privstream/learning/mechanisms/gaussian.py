@@ -28,6 +28,7 @@ from privstream.learning.mechanisms._common import (
     positive_int,
     positive_real,
     probability,
+    values_of,
 )
 from privstream.learning.mechanisms.laplace import default_granularity
 from privstream.learning.privacy_errors import PrivacyParameterError
@@ -71,15 +72,6 @@ class _IntegerGaussian(Mechanism):
     def _noisy(self, ints: list[int]) -> list[int]:
         return [v + self.rng.discrete_gaussian(self.grid_variance) for v in ints]
 
-    def _as_list(self, value: object) -> tuple[list[object], bool]:
-        if isinstance(value, Sequence) and not isinstance(value, str | bytes):
-            items, scalar = list(value), False
-        else:
-            items, scalar = [value], True
-        if len(items) != self.dimension:
-            raise PrivacyParameterError(f"{self.name} expects {self.dimension} value(s), got {len(items)}")
-        return items, scalar
-
 
 class DiscreteGaussianMechanism(_IntegerGaussian):
     """ρ-zCDP (hence (ε, δ)-DP) release of an integer query with ℓ2-sensitivity Δ.
@@ -111,7 +103,7 @@ class DiscreteGaussianMechanism(_IntegerGaussian):
         return self.grid_variance
 
     def release(self, value: int | Sequence[int]) -> int | list[int]:
-        items, scalar = self._as_list(value)
+        items, scalar = values_of(value, self.dimension, self.name)
         for v in items:
             if isinstance(v, bool) or not isinstance(v, int):
                 raise PrivacyParameterError(f"discrete Gaussian needs integer values, got {v!r}")
@@ -151,7 +143,7 @@ class GaussianMechanism(_IntegerGaussian):
         return math.sqrt(self.grid_variance) * float(self.granularity)
 
     def release(self, value: float | Sequence[float]) -> float | list[float]:
-        items, scalar = self._as_list(value)
+        items, scalar = values_of(value, self.dimension, self.name)
         g = self.granularity
         ints = [math.floor(exact_real(v, "value") / g + Fraction(1, 2)) for v in items]
         out = [float(k * g) for k in self._noisy(ints)]

@@ -21,7 +21,13 @@ from fractions import Fraction
 from typing import ClassVar
 
 from privstream.learning.accounting import DEFAULT_RDP_ORDERS, PrivacyGuarantee, rdp_discrete_laplace
-from privstream.learning.mechanisms._common import Mechanism, exact_real, positive_int, positive_real
+from privstream.learning.mechanisms._common import (
+    Mechanism,
+    exact_real,
+    positive_int,
+    positive_real,
+    values_of,
+)
 from privstream.learning.privacy_errors import PrivacyParameterError
 from privstream.learning.randomness import RandomSource
 
@@ -58,16 +64,6 @@ class _IntegerLaplace(Mechanism):
     def _noisy(self, ints: list[int]) -> list[int]:
         return [v + self.rng.discrete_laplace(self.grid_scale) for v in ints]
 
-    def _as_list(self, value: object) -> tuple[list[object], bool]:
-        if isinstance(value, Sequence) and not isinstance(value, str | bytes):
-            items = list(value)
-            scalar = False
-        else:
-            items, scalar = [value], True
-        if len(items) != self.dimension:
-            raise PrivacyParameterError(f"{self.name} expects {self.dimension} value(s), got {len(items)}")
-        return items, scalar
-
 
 class DiscreteLaplaceMechanism(_IntegerLaplace):
     """ε-DP release of an integer query (or vector) with integer ℓ1-sensitivity Δ.
@@ -95,7 +91,7 @@ class DiscreteLaplaceMechanism(_IntegerLaplace):
         return self.grid_scale
 
     def release(self, value: int | Sequence[int]) -> int | list[int]:
-        items, scalar = self._as_list(value)
+        items, scalar = values_of(value, self.dimension, self.name)
         ints = []
         for v in items:
             if isinstance(v, bool) or not isinstance(v, int):
@@ -140,7 +136,7 @@ class LaplaceMechanism(_IntegerLaplace):
         return float(self.grid_scale * self.granularity)
 
     def release(self, value: float | Sequence[float]) -> float | list[float]:
-        items, scalar = self._as_list(value)
+        items, scalar = values_of(value, self.dimension, self.name)
         g = self.granularity
         # round half up to the grid: floor(x/g + 1/2); exact on rationals
         ints = [math.floor(exact_real(v, "value") / g + Fraction(1, 2)) for v in items]
