@@ -29,6 +29,8 @@ from privstream.stream_app.settings import ReleaseConfig, Settings, StreamConfig
 from privstream.stream_app.synthetic import malformed_messages, synthetic_examples
 
 DEMO_STREAM = "demo"
+#: Fresh examples of the demo's target on which the last release's error is measured.
+FRESH_EXAMPLES = 10_000
 
 
 def fetch_json(url: str, timeout: float = 2.0) -> dict[str, Any] | None:
@@ -38,6 +40,34 @@ def fetch_json(url: str, timeout: float = 2.0) -> dict[str, Any] | None:
             return json.loads(response.read())
     except (urllib.error.URLError, OSError, ValueError):
         return None
+
+
+def summary_text(summary: dict[str, Any]) -> str:
+    """The demo's summary (the dict ``Demo.run`` returns) for people, a few lines.
+
+    >>> print(summary_text({"examples": 10, "processed": 10, "mistakes": 2, "mistake_bound": 6,
+    ...     "realizable": True, "invalid": 0, "releases": 1, "refusals": 0, "epsilon_spent": 1.0,
+    ...     "epsilon_budget": 10.0, "last_release_error": 0.0123, "hypothesis_class": "thresholds:64",
+    ...     "label_noise": 0.0}))
+    learned 10 of 10 examples online (thresholds:64): 2 SOA mistakes, bound 6 (realizable)
+    0 invalid messages (in the dead-letter topic)
+    1 private releases, 0 refused: ε spent 1 of 10
+    the last release errs on 1.23% of 10,000 fresh examples
+    """
+    realizable = {True: "realizable", False: "not realizable: the bound holds only for clean labels",
+                  None: "unknown"}[summary["realizable"]]
+    lines = [
+        f"learned {summary['processed']} of {summary['examples']} examples online "
+        f"({summary['hypothesis_class']}): {summary['mistakes']} SOA mistakes, "
+        f"bound {summary['mistake_bound']} ({realizable})",
+        f"{summary['invalid']} invalid messages (in the dead-letter topic)",
+        f"{summary['releases']} private releases, {summary['refusals']} refused: "
+        f"ε spent {summary['epsilon_spent']:g} of {summary['epsilon_budget']:g}",
+    ]
+    error = summary["last_release_error"]
+    lines.append("no release was published" if error is None
+                 else f"the last release errs on {error:.2%} of {FRESH_EXAMPLES:,} fresh examples")
+    return "\n".join(lines)
 
 
 class WorkerProcess:
@@ -197,7 +227,7 @@ class Demo:
         budget = (status or {}).get("budget") or {}
         error = None
         if latest is not None:  # fresh data from the demo's target, never seen by the learner
-            fresh = synthetic_examples(args.class_spec, 10_000, 0.0, seed=None, target=batch.target)
+            fresh = synthetic_examples(args.class_spec, FRESH_EXAMPLES, 0.0, seed=None, target=batch.target)
             error = latest.error_on(fresh.xs, fresh.ys)
         return {
             "examples": args.examples,

@@ -93,17 +93,3 @@ def test_patched_matches_pointwise_definition() -> None:
 def test_malformed_or_non_canonical_dicts_are_rejected(bad: dict) -> None:
     with pytest.raises(HypothesisFormatError):
         hypothesis_from_dict(bad)
-
-
-@pytest.mark.parametrize("module", [
-    "privstream.learning.hypotheses", "privstream.learning.soa", "privstream.learning.dimensions",
-    "privstream.learning.domain", "privstream.learning.hypothesis_classes.base",
-    "privstream.learning.hypothesis_classes.spec", "privstream.learning.hypothesis_classes.finite",
-    "privstream.learning.hypothesis_classes._interval_ldim",
-])
-def test_docstring_examples_run(module: str) -> None:
-    import doctest
-    import importlib
-
-    result = doctest.testmod(importlib.import_module(module))
-    assert result.failed == 0 and result.attempted > 0

@@ -211,10 +211,9 @@ def run_bench_ingest(args: argparse.Namespace) -> int:
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    from privstream.stream_app.demo import Demo
+    from privstream.stream_app.demo import Demo, summary_text
 
     settings = load_settings(args)
     summary = Demo(settings, args).run()
-    if args.json:
-        print(json.dumps(summary, separators=(",", ":")))
+    print(json.dumps(summary, separators=(",", ":")) if args.json else summary_text(summary))
     return 0 if summary["processed"] == summary["examples"] else 1
