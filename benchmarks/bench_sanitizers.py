@@ -28,8 +28,9 @@ and wall time of the release (fit).
   reported as not run with its reason).
 
 Benchmark-only installs (into .venv, not runtime dependencies): ``pip install --no-deps
-smartnoise-synth smartnoise-sql`` plus ``"pandas<3" pyyaml sqlalchemy faker
-"antlr4-python3-runtime==4.9.3" opendp`` (as in dp_landscape.md), and ``matplotlib`` for the plot.
+smartnoise-synth smartnoise-sql`` plus ``"pandas<3" pyyaml sqlalchemy faker scipy
+"antlr4-python3-runtime==4.9.3" "opendp>=0.14.1,<0.15"`` (as in dp_landscape.md; without scipy the
+peer does not import), and ``matplotlib`` for the plot.
 """
 
 from __future__ import annotations
