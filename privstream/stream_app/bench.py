@@ -114,7 +114,10 @@ async def _latency(
     producer = AIOKafkaProducer(**client_options(settings), linger_ms=1)
     # Partitions assigned by hand: no group join to wait for. It reads the earlier predictions
     # too; those are not among the examples sent here and are ignored.
-    consumer = AIOKafkaConsumer(**client_options(settings), enable_auto_commit=False)
+    # As the worker's consumer (kafka_fetch_max_wait_ms): the embedded broker holds an idle fetch
+    # for the whole wait, which would otherwise add up to 500 ms to every measured latency.
+    consumer = AIOKafkaConsumer(**client_options(settings), enable_auto_commit=False,
+                                fetch_max_wait_ms=settings.kafka_fetch_max_wait_ms)
     await consumer.start()
     topic = settings.topic("predictions")
     await consumer.topics()  # fetch the metadata: the topic's partitions

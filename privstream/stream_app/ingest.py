@@ -37,6 +37,23 @@ MAX_RECORDS_PER_POLL = 5000
 KAFKA_PROBE_SECONDS = 5.0
 
 
+def ingest_consumer_options(settings: Settings) -> dict[str, Any]:
+    """The ingest consumer's aiokafka options: one group per app, manual commits after the outputs."""
+    return {
+        **client_options(settings),
+        "group_id": f"{settings.app_id}.ingest",
+        "enable_auto_commit": False,  # committed after each batch's outputs are acknowledged
+        "auto_offset_reset": "earliest",
+        "max_partition_fetch_bytes": 8 << 20,
+        "fetch_max_bytes": 64 << 20,
+        # Kafka answers a fetch as soon as data arrives; the embedded broker waits this long
+        # whenever the partition is caught up, so it bounds the latency of a quiet stream.
+        "fetch_max_wait_ms": settings.kafka_fetch_max_wait_ms,
+        "session_timeout_ms": int(settings.kafka_session_timeout_seconds * 1000),
+        "heartbeat_interval_ms": int(settings.kafka_heartbeat_interval_seconds * 1000),
+    }
+
+
 class _Rebalance(ConsumerRebalanceListener):
     def __init__(self, service: IngestService):
         self.service = service
@@ -71,16 +88,7 @@ class IngestService(mode.Service):
         self.producer = AIOKafkaProducer(**options, linger_ms=5, acks="all", max_batch_size=1 << 20)
         await self.producer.start()
         self._producer_ready.set()
-        self.consumer = AIOKafkaConsumer(
-            **options,
-            group_id=f"{self.settings.app_id}.ingest",
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            max_partition_fetch_bytes=8 << 20,
-            fetch_max_bytes=64 << 20,
-            session_timeout_ms=int(self.settings.kafka_session_timeout_seconds * 1000),
-            heartbeat_interval_ms=int(self.settings.kafka_heartbeat_interval_seconds * 1000),
-        )
+        self.consumer = AIOKafkaConsumer(**ingest_consumer_options(self.settings))
         self.consumer.subscribe([self.settings.topic("examples")], listener=_Rebalance(self))
         await self.consumer.start()
         self.kafka_ok_at = time.monotonic()  # it answered: the clients are connected
