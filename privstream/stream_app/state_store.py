@@ -99,6 +99,16 @@ class SqliteStateStore:
             ), busy_timeout)
             row = self._db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
             self.generation: str = row[0]
+            # Windows are loaded through a second connection: in WAL mode its read does not block
+            # the writes of the ingest path, which the shared connection's lock would hold up for
+            # as long as a 100,000-example window takes to read. (A memory database exists only
+            # on its own connection, so it reads through the first.)
+            self._reader, self._read_lock = self._db, self._lock
+            if self.path != ":memory:":
+                self._reader = sqlite3.connect(self.path, timeout=busy_timeout, isolation_level=None,
+                                               check_same_thread=False)
+                self._reader.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+                self._read_lock = threading.Lock()
         except sqlite3.DatabaseError as exc:
             raise StateStoreError(f"state store {self.path} cannot be opened: {exc}") from exc
 
@@ -118,6 +128,8 @@ class SqliteStateStore:
                 delay = min(delay * 2, 0.5)
 
     def close(self) -> None:
+        with self._read_lock:
+            self._reader.close()
         with self._lock:
             self._db.close()
 
@@ -192,8 +204,8 @@ class SqliteStateStore:
         return {int(r[0]) for r in rows}
 
     def _window(self, where: str, params: tuple[Any, ...]) -> WindowData:
-        with self._lock:
-            rows = self._db.execute(
+        with self._read_lock:
+            rows = self._reader.execute(
                 f"SELECT x, y, user_id, seq FROM examples WHERE {where} ORDER BY seq", params
             ).fetchall()
         if not rows:
