@@ -6,7 +6,8 @@ state store; when a window closes, a background task
 1. returns early if the ledger already holds this window's release (a replay: it re-publishes the
    stored bytes if they were not confirmed published; nothing is recomputed with fresh noise);
 2. refuses, records the refusal in the ledger and stops releasing when the budget is spent;
-3. runs the learner off the event loop (an executor), so ingestion and the SOA keep flowing;
+3. runs the learner off the event loop (an executor: the service's is a child process, off the
+   GIL too), so ingestion and the SOA keep flowing;
 4. charges the ledger and stores the release bytes in one transaction (write-ahead), then
    publishes exactly those bytes and marks them published.
 

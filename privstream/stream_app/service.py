@@ -25,6 +25,7 @@ from privstream.learning.private_learners.vector_base import make_vector_learner
 from privstream.learning.sanitizers import make_sanitizer
 from privstream.stream_app import web
 from privstream.stream_app.ingest import IngestService
+from privstream.stream_app.learner_process import LearnerProcess
 from privstream.stream_app.ledger import SqliteLedger
 from privstream.stream_app.metrics import ServiceMetrics
 from privstream.stream_app.settings import FAUST_ENV_PREFIX, Settings, StreamConfig
@@ -207,6 +208,7 @@ def build_service(settings: Settings) -> Service:
         releases = ReleaseAgent(
             policies, store, ledger, publisher(ingest, settings), metrics,
             library_version=__version__,
+            executor=LearnerProcess(),  # off the GIL the ingest loop needs (learner_process.py)
         )
         pipeline.releases = releases
 

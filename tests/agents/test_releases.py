@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import zlib
 from collections import Counter
 from datetime import UTC, datetime, timedelta
@@ -68,12 +69,15 @@ def policy(learner=None, sanitizer=None, **overrides):
     return ReleasePolicy(**values)
 
 
-def make_agent(policies, *, budget=(10.0, 0.0), ledger=None, store=None, publish=None, metrics=None):
+def make_agent(policies, *, budget=(10.0, 0.0), ledger=None, store=None, publish=None, metrics=None,
+               executor=None, rng_factory=None):
     ledger = ledger or SqliteLedger.open(":memory:", budgets={p: budget for p in policies})
     store = store or SqliteStateStore(":memory:")
     agent = ReleaseAgent(
         policies, store, ledger, publish or Published(), metrics or RecordingMetrics(),
-        library_version="test", rng_factory=lambda window_id: seeded(zlib.crc32(window_id.encode())),
+        library_version="test",
+        rng_factory=rng_factory or (lambda window_id: seeded(zlib.crc32(window_id.encode()))),
+        executor=executor,
     )
     return agent
 
@@ -97,6 +101,27 @@ async def feed(agent, batch, chunk=37):
             [e.user_id for e, _, _ in part], [e.event_time for e, _, _ in part], [None] * len(part),
         )
     await agent.drain()
+
+
+async def test_learners_in_the_child_process_release_what_a_thread_releases():
+    """The service runs learners in a LearnerProcess; with the same seeds it must publish the same
+    hypotheses and synthetic distributions as the in-thread executor."""
+    from privstream.learning.sanitizers import make_sanitizer
+    from privstream.stream_app.learner_process import LearnerProcess
+
+    published = []
+    with LearnerProcess() as child:
+        for executor in (None, child):
+            publish = Published()
+            # Seeds from the window's place, not its store's random generation: both runs alike.
+            agent = make_agent({"s": policy(sanitizer=make_sanitizer("mwem"))}, publish=publish,
+                               executor=executor, rng_factory=lambda window_id: seeded(
+                                   zlib.crc32(window_id.split("-", 1)[1].encode())))
+            await feed(agent, examples(250))
+            published.append(([r.hypothesis for r in publish.releases()],
+                              [json.loads(b)["distribution"] for _, b in publish.sanitized]))
+    assert len(published[0][0]) == 2 and len(published[0][1]) == 2
+    assert published[0] == published[1]
 
 
 async def test_count_windows_release_once_each_with_a_valid_certificate():
