@@ -19,6 +19,7 @@ different assignors and must not share a group).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from typing import Any
@@ -80,6 +81,8 @@ class IngestService(mode.Service):
         self.batches = 0
         self.batch_started: float | None = None  # monotonic time the batch in hand was polled
         self._producer_ready = asyncio.Event()
+        self._between_batches = asyncio.Event()  # clear while a polled batch is being handled
+        self._between_batches.set()
         self.kafka_ok_at = time.monotonic()  # when Kafka last answered a metadata request
         self._kafka_lost_logged = False
 
@@ -94,6 +97,10 @@ class IngestService(mode.Service):
         self.kafka_ok_at = time.monotonic()  # it answered: the clients are connected
 
     async def on_stop(self) -> None:
+        # Let the batch in hand finish (outputs acknowledged, offsets committed) before leaving
+        # the group: a commit racing the LeaveGroup failed and crashed the stop (exit status 1).
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._between_batches.wait(), self.settings.stall_seconds)
         if self.consumer is not None:
             await self.consumer.stop()
         if self.producer is not None:
@@ -137,15 +144,19 @@ class IngestService(mode.Service):
         dlq_topic = self.settings.topic("examples.dlq")
         while not self.should_stop:
             polled = await consumer.getmany(timeout_ms=200, max_records=MAX_RECORDS_PER_POLL)
-            if not polled:
+            if not polled or self.should_stop:  # stopping: not committed, so it is read again
                 continue
             self.batch_started = time.monotonic()
-            output = self.pipeline.process(m for messages in polled.values() for m in messages)
-            pending = [await producer.send(predictions_topic, value, key=key)
-                       for key, value in output.predictions]
-            pending += [await producer.send(dlq_topic, d.value, key=d.key, headers=d.headers)
-                        for d in output.dead_letters]
-            await asyncio.gather(*pending)  # every output acknowledged before the commit
-            await consumer.commit({tp: messages[-1].offset + 1 for tp, messages in polled.items()})
-            self.batches += 1
-            self.batch_started = None
+            self._between_batches.clear()
+            try:
+                output = self.pipeline.process(m for messages in polled.values() for m in messages)
+                pending = [await producer.send(predictions_topic, value, key=key)
+                           for key, value in output.predictions]
+                pending += [await producer.send(dlq_topic, d.value, key=d.key, headers=d.headers)
+                            for d in output.dead_letters]
+                await asyncio.gather(*pending)  # every output acknowledged before the commit
+                await consumer.commit({tp: messages[-1].offset + 1 for tp, messages in polled.items()})
+                self.batches += 1
+            finally:
+                self.batch_started = None
+                self._between_batches.set()

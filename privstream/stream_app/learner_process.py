@@ -4,7 +4,7 @@ Parts of a release are pure Python (the exact samplers of the exponential mechan
 and in a thread of the worker they hold the GIL its ingest loop needs. With the learner in a
 thread, ``benchmarks/bench_release_stall.py --flow 300000`` measured ingestion during the release
 of a 100,000-example window at 0.51-0.75 of its rate without a release; with this child process,
-0.89-0.97. The child is spawned (never forked from the threaded worker) on the first release,
+0.89-0.97. The child is spawned (never forked from the threaded worker) when the service is built,
 dies with the worker (``PR_SET_PDEATHSIG``), and is replaced if it dies: the release it was
 running fails (logged; its window is kept and retried after a restart), the next one gets a new
 child. Privacy is unchanged: the child draws from the OS CSPRNG unless a test injects a seeded
@@ -57,6 +57,11 @@ class LearnerProcess(Executor):
                 self._pool.shutdown(wait=False)
                 self._pool = self._new_pool()
                 return self._pool.submit(fn, *args, **kwargs)
+
+    def start(self) -> LearnerProcess:
+        """Spawn the child now (it takes about a second of CPU to import), not in the first release."""
+        self.submit(int)
+        return self
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         with self._lock:

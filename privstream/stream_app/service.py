@@ -208,7 +208,7 @@ def build_service(settings: Settings) -> Service:
         releases = ReleaseAgent(
             policies, store, ledger, publisher(ingest, settings), metrics,
             library_version=__version__,
-            executor=LearnerProcess(),  # off the GIL the ingest loop needs (learner_process.py)
+            executor=LearnerProcess().start(),  # off the GIL the ingest loop needs (learner_process.py)
         )
         pipeline.releases = releases
 
