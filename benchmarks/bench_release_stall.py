@@ -16,9 +16,9 @@ from ``/status`` sampled every 20 ms.
 Why it could stall: in a thread of the worker, the pure-Python parts of a learner (the exact
 samplers) hold the GIL the event loop needs; with the learner there, ingestion during the release
 ran at 0.51-0.75 of its rate without one (2026-11-24). The worker now runs learners in a child
-process (``privstream/stream_app/learner_process.py``): 0.89-0.97. Reading the window from the
-state store still happens in the worker. On this 2-core machine the broker, the producer, the
-worker and the learner's child also share the cores.
+process (``privstream/stream_app/learner_process.py``): median 0.88, 0.66-1.05 over 10 runs.
+Reading the window from the state store still happens in the worker. On this 2-core machine the
+broker, the producer, the worker and the learner's child also share the cores.
 
 Prints JSON; also writes benchmarks/results/bench_release_stall.json. No extra dependencies.
 """

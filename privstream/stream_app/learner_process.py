@@ -4,11 +4,12 @@ Parts of a release are pure Python (the exact samplers of the exponential mechan
 and in a thread of the worker they hold the GIL its ingest loop needs. With the learner in a
 thread, ``benchmarks/bench_release_stall.py --flow 300000`` measured ingestion during the release
 of a 100,000-example window at 0.51-0.75 of its rate without a release; with this child process,
-0.89-0.97. The child is spawned (never forked from the threaded worker) when the service is built,
-dies with the worker (``PR_SET_PDEATHSIG``), and is replaced if it dies: the release it was
-running fails (logged; its window is kept and retried after a restart), the next one gets a new
-child. Privacy is unchanged: the child draws from the OS CSPRNG unless a test injects a seeded
-source, which is pickled along with the call.
+a median 0.88 (0.66-1.05 over 10 runs on a shared 2-core machine). The child is spawned (never
+forked from the threaded worker) when the service is built, dies with the worker
+(``PR_SET_PDEATHSIG``), and is replaced if it dies: the release it was running fails (logged; its
+window is kept and retried after a restart), the next one gets a new child. Privacy is unchanged:
+the child draws from the OS CSPRNG unless a test injects a seeded source, which is pickled along
+with the call.
 """
 
 from __future__ import annotations
