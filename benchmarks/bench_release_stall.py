@@ -40,8 +40,8 @@ import numpy as np
 from privstream.stream_app.broker import EmbeddedBroker, free_port
 from privstream.stream_app.demo import WorkerProcess, fetch_json
 from privstream.stream_app.kafka_io import ensure_topics, produce_json
-from privstream.stream_app.ledger import SqliteLedger
 from privstream.stream_app.settings import ReleaseConfig, Settings, StreamConfig, WindowConfig
+from privstream.stream_app.store.sqlite_ledger import SqliteLedger
 
 DOMAIN = 2**32
 CLASS = f"thresholds:{DOMAIN}"

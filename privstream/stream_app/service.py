@@ -26,10 +26,10 @@ from privstream.learning.sanitizers import make_sanitizer
 from privstream.stream_app import web
 from privstream.stream_app.ingest import IngestService
 from privstream.stream_app.learner_process import LearnerProcess
-from privstream.stream_app.ledger import SqliteLedger
 from privstream.stream_app.metrics import ServiceMetrics
 from privstream.stream_app.settings import FAUST_ENV_PREFIX, Settings, StreamConfig
-from privstream.stream_app.state_store import SqliteStateStore
+from privstream.stream_app.store.sqlite_ledger import SqliteLedger
+from privstream.stream_app.store.sqlite_state import SqliteStateStore
 
 log = logging.getLogger(__name__)
 

@@ -19,8 +19,8 @@ import pytest
 
 from privstream.schemas import SanitizedRelease
 from privstream.stream_app.kafka_io import ensure_topics, produce_json
-from privstream.stream_app.ledger import SqliteLedger
 from privstream.stream_app.settings import ReleaseConfig, StreamConfig, WindowConfig
+from privstream.stream_app.store.sqlite_ledger import SqliteLedger
 
 from .conftest import consume_all, run, start_worker, wait_until
 from .test_live_releases import check_public_topic
