@@ -37,9 +37,9 @@ from typing import Any
 
 import numpy as np
 
-from privstream.stream_app.broker import EmbeddedBroker, free_port
-from privstream.stream_app.demo import WorkerProcess, fetch_json
-from privstream.stream_app.kafka_io import ensure_topics, produce_json
+from privstream.stream_app.embedded.broker import EmbeddedBroker, free_port
+from privstream.stream_app.embedded.demo import WorkerProcess, fetch_json
+from privstream.stream_app.kafka.clients import ensure_topics, produce_json
 from privstream.stream_app.settings import ReleaseConfig, Settings, StreamConfig, WindowConfig
 from privstream.stream_app.store.sqlite_ledger import SqliteLedger
 

@@ -36,9 +36,9 @@ from typing import Any
 from aiokafka.partitioner import murmur2
 from bench_release_stall import CLASS, examples, handled
 
-from privstream.stream_app.broker import EmbeddedBroker, free_port
-from privstream.stream_app.demo import WorkerProcess, fetch_json
-from privstream.stream_app.kafka_io import ensure_topics, produce_json
+from privstream.stream_app.embedded.broker import EmbeddedBroker, free_port
+from privstream.stream_app.embedded.demo import WorkerProcess, fetch_json
+from privstream.stream_app.kafka.clients import ensure_topics, produce_json
 from privstream.stream_app.settings import Settings, StreamConfig
 
 PARTITIONS = 4

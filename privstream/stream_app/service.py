@@ -24,7 +24,7 @@ from privstream.learning.private_learners import make_learner
 from privstream.learning.private_learners.vector_base import make_vector_learner
 from privstream.learning.sanitizers import make_sanitizer
 from privstream.stream_app import web
-from privstream.stream_app.ingest import IngestService
+from privstream.stream_app.kafka.ingest import IngestService
 from privstream.stream_app.learner_process import LearnerProcess
 from privstream.stream_app.metrics import ServiceMetrics
 from privstream.stream_app.settings import FAUST_ENV_PREFIX, Settings, StreamConfig

@@ -30,9 +30,9 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from faust.transport.drivers.aiokafka import credentials_to_aiokafka_auth
 from pydantic import SecretStr
 
-from privstream.stream_app.broker import EmbeddedBroker, broker_binary, free_port
-from privstream.stream_app.demo import fetch_json
-from privstream.stream_app.kafka_io import (
+from privstream.stream_app.embedded.broker import EmbeddedBroker, broker_binary, free_port
+from privstream.stream_app.embedded.demo import fetch_json
+from privstream.stream_app.kafka.clients import (
     KafkaAuthenticationError,
     KafkaUnavailableError,
     client_options,
@@ -42,7 +42,7 @@ from privstream.stream_app.kafka_io import (
 )
 from privstream.stream_app.service import faust_credentials
 from privstream.stream_app.settings import Settings
-from privstream.stream_app.synthetic import synthetic_examples
+from privstream.stream_app.sources.synthetic import synthetic_examples
 from tests.integration.conftest import start_worker, wait_until
 
 from .scram_proxy import ScramProxy

@@ -16,10 +16,10 @@ import uuid
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from privstream.stream_app.broker import free_port
-from privstream.stream_app.kafka_io import ensure_topics, produce_json
+from privstream.stream_app.embedded.broker import free_port
+from privstream.stream_app.kafka.clients import ensure_topics, produce_json
 from privstream.stream_app.settings import ReleaseConfig, Settings, StreamConfig, WindowConfig
-from privstream.stream_app.synthetic import synthetic_examples
+from privstream.stream_app.sources.synthetic import synthetic_examples
 from tests.integration.conftest import run, start_worker, wait_until
 
 from .deploy_files import (

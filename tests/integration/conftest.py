@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from aiokafka import AIOKafkaConsumer
 
-from privstream.stream_app.broker import EmbeddedBroker, free_port
-from privstream.stream_app.demo import WorkerProcess, fetch_json
+from privstream.stream_app.embedded.broker import EmbeddedBroker, free_port
+from privstream.stream_app.embedded.demo import WorkerProcess, fetch_json
 from privstream.stream_app.settings import Settings
 
 RECV_TIMEOUT = 120.0  # a cold group join on the embedded broker takes 5-30 s

@@ -20,9 +20,9 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from privstream.stream_app.broker import EmbeddedBroker, free_port
-from privstream.stream_app.demo import fetch_json
-from privstream.stream_app.kafka_io import ensure_topics, produce_json
+from privstream.stream_app.embedded.broker import EmbeddedBroker, free_port
+from privstream.stream_app.embedded.demo import fetch_json
+from privstream.stream_app.kafka.clients import ensure_topics, produce_json
 from privstream.stream_app.settings import ReleaseConfig, StreamConfig, WindowConfig
 from privstream.stream_app.store.sqlite_ledger import SqliteLedger
 

@@ -13,13 +13,13 @@ import pytest
 from aiokafka.partitioner import murmur2
 
 from privstream.schemas import HypothesisRelease
-from privstream.stream_app.broker import free_port
-from privstream.stream_app.demo import fetch_json
-from privstream.stream_app.kafka_io import ensure_topics, produce_json
+from privstream.stream_app.embedded.broker import free_port
+from privstream.stream_app.embedded.demo import fetch_json
+from privstream.stream_app.kafka.clients import ensure_topics, produce_json
 from privstream.stream_app.sdk import Release
 from privstream.stream_app.settings import ReleaseConfig, StreamConfig, WindowConfig
+from privstream.stream_app.sources.synthetic import synthetic_examples
 from privstream.stream_app.store.sqlite_ledger import SqliteLedger
-from privstream.stream_app.synthetic import synthetic_examples
 
 from .conftest import consume_all, run, start_worker, wait_until
 

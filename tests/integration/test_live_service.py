@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 
 from privstream.schemas import PredictionBatch
-from privstream.stream_app.demo import fetch_json
-from privstream.stream_app.kafka_io import ensure_topics, produce_json
+from privstream.stream_app.embedded.demo import fetch_json
+from privstream.stream_app.kafka.clients import ensure_topics, produce_json
 from privstream.stream_app.settings import StreamConfig
-from privstream.stream_app.synthetic import synthetic_examples
+from privstream.stream_app.sources.synthetic import synthetic_examples
 
 from .conftest import (
     children_of,

@@ -31,8 +31,8 @@ import numpy as np
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from privstream.stream_app.demo import WorkerProcess, fetch_json
-from privstream.stream_app.kafka_io import client_options, ensure_topics, produce_json
+from privstream.stream_app.embedded.demo import WorkerProcess, fetch_json
+from privstream.stream_app.kafka.clients import client_options, ensure_topics, produce_json
 from privstream.stream_app.settings import ReleaseConfig, Settings, StreamConfig, WindowConfig
 
 from .conftest import consume_all, prediction_count, run, start_worker, wait_until

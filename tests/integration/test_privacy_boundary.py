@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from privstream.schemas import SanitizedRelease
-from privstream.stream_app.kafka_io import ensure_topics, produce_json
+from privstream.stream_app.kafka.clients import ensure_topics, produce_json
 from privstream.stream_app.settings import ReleaseConfig, StreamConfig, WindowConfig
 from privstream.stream_app.store.sqlite_ledger import SqliteLedger
 

@@ -28,7 +28,7 @@ import mode
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 
 from privstream.agents.pipeline import IngestPipeline
-from privstream.stream_app.kafka_io import client_options
+from privstream.stream_app.kafka.clients import client_options
 from privstream.stream_app.settings import Settings
 
 log = logging.getLogger(__name__)

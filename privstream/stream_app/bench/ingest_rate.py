@@ -29,9 +29,9 @@ from typing import Any
 import numpy as np
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from privstream.stream_app.broker import EmbeddedBroker, free_port
-from privstream.stream_app.demo import WorkerProcess, fetch_json
-from privstream.stream_app.kafka_io import client_options, ensure_topics
+from privstream.stream_app.embedded.broker import EmbeddedBroker, free_port
+from privstream.stream_app.embedded.demo import WorkerProcess, fetch_json
+from privstream.stream_app.kafka.clients import client_options, ensure_topics
 from privstream.stream_app.settings import Settings, StreamConfig
 
 STREAM = "bench"

@@ -22,11 +22,11 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from privstream.stream_app.broker import EmbeddedBroker, die_with_parent, free_port
-from privstream.stream_app.kafka_io import ensure_topics, produce_json
+from privstream.stream_app.embedded.broker import EmbeddedBroker, die_with_parent, free_port
+from privstream.stream_app.kafka.clients import ensure_topics, produce_json
 from privstream.stream_app.sdk import Release
 from privstream.stream_app.settings import ReleaseConfig, Settings, StreamConfig, WindowConfig
-from privstream.stream_app.synthetic import malformed_messages, synthetic_examples
+from privstream.stream_app.sources.synthetic import malformed_messages, synthetic_examples
 
 DEMO_STREAM = "demo"
 #: Fresh examples of the demo's target on which the last release's error is measured.
