@@ -19,7 +19,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "worker", help="run the service (starts the embedded broker if no Kafka is configured)"
     )
     add_config_option(worker)
-    worker.add_argument("--web-port", type=int, help="override PRIVSTREAM_WEB_PORT")
+    worker.add_argument("--public-port", type=int, help="override PRIVSTREAM_PUBLIC_PORT (public listener)")
+    worker.add_argument("--operator-port", type=int,
+                        help="override PRIVSTREAM_OPERATOR_PORT (operator listener: /metrics, probes)")
     worker.set_defaults(handler=run_worker)
 
     broker = subparsers.add_parser("broker", help="run only the embedded broker; prints its address")
@@ -80,7 +82,7 @@ def run_worker(args: argparse.Namespace) -> int:
     from privstream.stream_app.kafka.clients import ensure_topics
     from privstream.stream_app.service import build_service
 
-    settings = load_settings(args, web_port=args.web_port)
+    settings = load_settings(args, public_port=args.public_port, operator_port=args.operator_port)
     configure_logging(settings.log_level)
     broker = None
     if settings.kafka_bootstrap is None:
