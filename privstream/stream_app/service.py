@@ -220,7 +220,6 @@ def build_service(settings: Settings) -> Service:
     validator = ExampleValidator(domains, user_level=user_level)
     pipeline = IngestPipeline(validator, learners, metrics, progress)
     ingest = IngestService(settings, pipeline, on_assigned=lambda parts: on_assigned(parts), loop=None)
-    app.service(ingest)
     releases = None
     if policies:
         assert ledger is not None
@@ -253,6 +252,9 @@ def build_service(settings: Settings) -> Service:
              if settings.operator_token is not None else [])
     app.service(HttpListener("operator", settings.operator_host, settings.operator_port,
                              operator_routes(metrics.exposition, ingest, service.status), middlewares=guard))
+    # After the listeners: services start in this order, so the probes answer (503 "starting")
+    # before the first poll instead of after it.
+    app.service(ingest)
     return service
 
 
