@@ -15,7 +15,7 @@ from fractions import Fraction
 
 import pytest
 
-from privstream.learning.privacy_errors import PrivacyParameterError
+from privstream.learning.errors import PrivacyParameterError
 from privstream.learning.randomness import (
     RandomSource,
     SecureRandomSource,

@@ -1,21 +1,19 @@
-"""The consistent learners in the privacy audit (:mod:`privstream.learning.audit`).
+"""The consistent learners in the privacy audit (:mod:`privstream.learning.audit`): four specs.
 
-Importing this module adds four specs to :data:`~privstream.learning.audit.AUDITABLE_MECHANISMS`:
-
-* ``bayes_consistent``: PCL (:func:`~privstream.learning.consistent.pcl.pcl_fit` through the
+* ``bayes-consistent``: PCL (:func:`~privstream.learning.consistent.pcl.pcl_fit` through the
   production learner) on [0, 1] with n = 2 (so K = 2 cubes) and the **tight pair** of
   bayes_overview.md §C.3: cube 0 holds labels {1, 0} (vote 0) vs {0, 0} (vote -2), so
   ``Pr[label 1] = ½`` vs ``½e^{-ε}``: the privacy loss is exactly ε. Broken variants:
   ``noise_halved`` (the Bernoulli(e^{-ε|v|/2}) drawn at 2ε: loss 2ε) and ``no_noise`` (the
   majority vote, ties broken by the coin: loss ∞).
-* ``bayes_consistent_empty_cell``: a point moves from cube 1 (then empty) into cube 0. Broken
+* ``bayes-consistent-empty-cell``: a point moves from cube 1 (then empty) into cube 0. Broken
   variants: ``empty_cells_unkeyed`` (noise drawn only for occupied cubes from an unkeyed source,
   empty cubes predicted 0: a cube going empty changes its law from Bernoulli(1 - ½e^{-ε/2}) to a
   point mass) and ``bounds_from_data`` (the box taken as [min, max] of the data: released, so
   it reveals the extreme points).
 * ``pcde``: the density estimator's δ part, a lone point in cube 5 vs none (released with
   probability <= δ); broken: ``no_threshold`` (stable histogram threshold 1: probability ~½).
-* ``semi_supervised``: the full semi-supervised learner with the unlabelled rows fixed and one
+* ``semi-supervised``: the full semi-supervised learner with the unlabelled rows fixed and one
   labelled row's label flipped; broken: ``no_noise`` (ERM over the cover instead of the
   exponential mechanism).
 """
@@ -29,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from privstream.learning.accounting import PrivacyGuarantee
-from privstream.learning.audit import AUDITABLE_MECHANISMS, AuditSpec, MechanismFactory
+from privstream.learning.audit.harness import AuditSpec, MechanismFactory
 from privstream.learning.consistent.density import pcde_fit
 from privstream.learning.consistent.grid import CubeGrid, cells_per_axis
 from privstream.learning.consistent.pcl import (
@@ -153,7 +151,7 @@ def bayes_consistent_audit_spec(epsilon: float = AUDIT_EPSILON) -> AuditSpec:
         return _pcl_law((0, 0), epsilon), _pcl_law((-2, 0), epsilon)
 
     return AuditSpec(
-        name="bayes_consistent",
+        name="bayes-consistent",
         description=(f"PCL on [0,1], n=2 (K=2), eps={epsilon:g}; tight pair: cube 0 labels {{1,0}} "
                      "vs {0,0} (exact loss = eps)"),
         claimed=PrivacyGuarantee(epsilon=epsilon, delta=0.0, mechanism="pcl"),
@@ -173,7 +171,7 @@ def empty_cell_audit_spec(epsilon: float = AUDIT_EPSILON) -> AuditSpec:
         return _pcl_law((1, 1), epsilon), _pcl_law((2, 0), epsilon)
 
     return AuditSpec(
-        name="bayes_consistent_empty_cell",
+        name="bayes-consistent-empty-cell",
         description=f"PCL on [0,1], n=2, eps={epsilon:g}; a point moves from cube 1 (then empty) to cube 0",
         claimed=PrivacyGuarantee(epsilon=epsilon, delta=0.0, mechanism="pcl"),
         build=_production(epsilon),
@@ -256,7 +254,7 @@ def semi_supervised_audit_spec(epsilon: float = AUDIT_EPSILON) -> AuditSpec:
         return release
 
     return AuditSpec(
-        name="semi_supervised",
+        name="semi-supervised",
         description=(f"semi-supervised stumps on [0,1], 40 unlabelled + 5 labelled rows, eps={epsilon:g}, "
                      f"delta={SSL_DELTA:g}; the labelled row at 0.5 flips 1 -> 0"),
         claimed=PrivacyGuarantee(epsilon=epsilon, delta=SSL_DELTA, mechanism="pcssl"),
@@ -266,9 +264,3 @@ def semi_supervised_audit_spec(epsilon: float = AUDIT_EPSILON) -> AuditSpec:
         broken={"no_noise": erm},
         samples=4_000,
     )
-
-
-AUDITABLE_MECHANISMS.setdefault("bayes_consistent", bayes_consistent_audit_spec)
-AUDITABLE_MECHANISMS.setdefault("bayes_consistent_empty_cell", empty_cell_audit_spec)
-AUDITABLE_MECHANISMS.setdefault("pcde", pcde_audit_spec)
-AUDITABLE_MECHANISMS.setdefault("semi_supervised", semi_supervised_audit_spec)

@@ -7,8 +7,8 @@
 """
 
 from privstream.learning.private_learners.base import LEARNERS, LearnerResult, PrivateLearner, make_learner
-from privstream.learning.private_learners.blocks import ErrorLevels, error_levels
-from privstream.learning.private_learners.generic import (
+from privstream.learning.private_learners.generic.error_levels import ErrorLevels, error_levels
+from privstream.learning.private_learners.generic.learner import (
     MECHANISM,
     GenericLearner,
     generic_sample_size,

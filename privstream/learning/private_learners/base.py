@@ -21,9 +21,9 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from privstream.learning.domain import as_labels, as_points
+from privstream.learning.errors import PrivacyParameterError
 from privstream.learning.hypotheses import Hypothesis
 from privstream.learning.hypothesis_classes import HypothesisClass
-from privstream.learning.privacy_errors import PrivacyParameterError
 from privstream.learning.randomness import RandomSource
 
 __all__ = [
@@ -76,9 +76,10 @@ class PrivateLearner(Protocol):
 #: Learners by name -> ``"module:attribute"`` of their factory (imported on first use, so this
 #: module imports no learner and later learners add one line here).
 LEARNERS: dict[str, str] = {
-    "generic": "privstream.learning.private_learners.generic:GenericLearner",
-    "proper": "privstream.learning.private_learners.proper:ProperLearner",
-    "global-stability": "privstream.learning.private_learners.global_stability:GlobalStabilityLearner",
+    "generic": "privstream.learning.private_learners.generic.learner:GenericLearner",
+    "proper": "privstream.learning.private_learners.proper.learner:ProperLearner",
+    "global-stability":
+        "privstream.learning.private_learners.global_stability.learner:GlobalStabilityLearner",
 }
 
 

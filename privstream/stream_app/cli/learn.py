@@ -187,14 +187,9 @@ def _learn_vectors(args: argparse.Namespace) -> int:
 
 
 def _audit_spec(name: str, epsilon: float | None) -> Any:
-    import privstream.learning.consistent.audit  # registers the vector learners' audits
-    import privstream.learning.private_learners.audit  # noqa: F401  (registers the learners)
-    from privstream.learning.audit import AUDITABLE_MECHANISMS
+    from privstream.learning.audit import audit_spec_factory
 
-    factory = AUDITABLE_MECHANISMS.get(name)
-    if factory is None:
-        known = ", ".join(sorted(AUDITABLE_MECHANISMS))
-        raise ValueError(f"unknown mechanism {name!r}; auditable: {known}")
+    factory = audit_spec_factory(name)
     if epsilon is None:
         return factory()
     if "epsilon" not in inspect.signature(factory).parameters:

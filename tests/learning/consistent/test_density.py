@@ -7,8 +7,6 @@ import math
 import numpy as np
 import pytest
 
-import privstream.learning.consistent.audit as consistent_audit
-from privstream.learning.audit import run_audit
 from privstream.learning.consistent.density import HistogramDensity, pcde_fit
 from privstream.learning.consistent.grid import CubeGrid, cells_per_axis
 from privstream.learning.errors import LearningInputError
@@ -97,9 +95,3 @@ def test_consistency_on_the_uniform_density() -> None:
         means.append(float(np.mean(runs)))
     assert means[0] > means[1] > means[2]
     assert means[2] < 0.1  # §C.10: ≈ 0.046 at 10^5
-
-
-def test_audit_lone_point_released_with_probability_at_most_delta() -> None:
-    spec = consistent_audit.pcde_audit_spec()
-    assert run_audit(spec, samples=1000, seed=1).passed
-    assert not run_audit(spec, variant="no_threshold", samples=200, seed=1).passed

@@ -9,8 +9,8 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-import privstream.learning.consistent.audit as pcl_audit
-from privstream.learning.audit import privacy_loss, run_audit
+import privstream.learning.consistent.audit_specs as pcl_audit
+from privstream.learning.audit import privacy_loss
 from privstream.learning.consistent.grid import CubeGrid, cells_per_axis
 from privstream.learning.consistent.pcl import (
     BayesConsistentLearner,
@@ -32,7 +32,7 @@ from privstream.learning.private_learners.vector_base import (
     vector_model_from_dict,
 )
 from privstream.learning.randomness import seeded
-from tests.learning.consistent_fixtures import (
+from tests.learning.consistent.fixtures import (
     F5_BAYES,
     F5_BOUNDS,
     f1_excess,
@@ -94,36 +94,12 @@ def test_exact_privacy_over_all_small_neighbours() -> None:
     assert worst == pytest.approx(eps, abs=1e-12)
 
 
-# -- Monte Carlo audits of the production path and the broken variants -------------------------
+# -- the audit specs (audited with every registered spec: tests/contract/test_audits.py) ---------
 
 
-def test_audit_tight_pair_attains_epsilon_and_passes() -> None:
-    spec = pcl_audit.bayes_consistent_audit_spec()
-    assert privacy_loss(*spec.exact()) == pytest.approx(1.0, abs=1e-12)
-    result = run_audit(spec, samples=2500, seed=3)
-    assert result.passed, result.summary()
-    assert 0.8 < result.epsilon_estimate < 1.2  # the audit has power: the bound is attained
-    assert result.epsilon_lower_bound > 0.6
-
-
-@pytest.mark.parametrize("spec_name,variant", [
-    ("bayes_consistent", "noise_halved"),
-    ("bayes_consistent", "no_noise"),
-    ("bayes_consistent_empty_cell", "empty_cells_unkeyed"),
-    ("bayes_consistent_empty_cell", "bounds_from_data"),
-])
-def test_audit_catches_broken_variants(spec_name: str, variant: str) -> None:
-    spec = {"bayes_consistent": pcl_audit.bayes_consistent_audit_spec,
-            "bayes_consistent_empty_cell": pcl_audit.empty_cell_audit_spec}[spec_name]()
-    samples = 1000 if variant == "noise_halved" else 500  # a 2ε loss needs more runs than an ∞ one
-    result = run_audit(spec, variant=variant, samples=samples, seed=4)
-    assert not result.passed, result.summary()
-
-
-def test_audit_empty_cell_pair_passes() -> None:
-    spec = pcl_audit.empty_cell_audit_spec()
-    assert privacy_loss(*spec.exact()) <= 1.0
-    assert run_audit(spec, samples=800, seed=5).passed
+def test_audit_tight_pair_attains_epsilon_exactly() -> None:
+    assert privacy_loss(*pcl_audit.bayes_consistent_audit_spec().exact()) == pytest.approx(1.0, abs=1e-12)
+    assert privacy_loss(*pcl_audit.empty_cell_audit_spec().exact()) <= 1.0
 
 
 # -- lazy noise = dense noise; the key is never released ----------------------------------------

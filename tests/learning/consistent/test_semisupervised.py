@@ -8,9 +8,8 @@ import math
 import numpy as np
 import pytest
 
-import privstream.learning.consistent.audit as consistent_audit
 import privstream.learning.consistent.semisupervised as ssl
-from privstream.learning.audit import privacy_loss, run_audit
+from privstream.learning.audit import privacy_loss
 from privstream.learning.errors import LearningInputError
 from privstream.learning.mechanisms import ExponentialMechanism
 from privstream.learning.private_learners.vector_base import make_vector_learner, vector_model_from_dict
@@ -136,12 +135,6 @@ def test_model_round_trip_and_errors() -> None:
     out = learner.fit(np.random.default_rng(0).random((4, 1)), nan_labels, epsilon=1.0, delta=0.01,
                       bounds=UNIT, rng=seeded(0))
     assert out.model.predict(np.zeros((2, 1))).dtype == np.uint8
-
-
-def test_audit_semi_supervised_passes_and_catches_erm() -> None:
-    spec = consistent_audit.semi_supervised_audit_spec()
-    assert run_audit(spec, samples=300, seed=2).passed
-    assert not run_audit(spec, variant="no_noise", samples=120, seed=2).passed
 
 
 def test_distribution_dependence_narrow_support() -> None:

@@ -1,7 +1,7 @@
 """Mechanisms: parameter validation, exact privacy maps, output laws, exact privacy checks.
 
 Statistical checks use fixed seeds; their false-alarm rate is 1e-4 (chi-square) or stated inline.
-The empirical privacy audits of every mechanism are in test_audit.py.
+The empirical privacy audits of every mechanism are in tests/contract/test_audits.py.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from fractions import Fraction
 import pytest
 
 from privstream.learning.accounting import PrivacyGuarantee, zcdp_to_dp
-from privstream.learning.audit import permute_and_flip_law
 from privstream.learning.mechanisms import (
     AboveThreshold,
     DiscreteGaussianMechanism,
@@ -26,8 +25,9 @@ from privstream.learning.mechanisms import (
     PrivacyParameterError,
     StableHistogram,
 )
+from privstream.learning.mechanisms.audit_specs import permute_and_flip_law
 from privstream.learning.randomness import SecureRandomSource, seeded
-from tests.learning.test_mechanisms_randomness import assert_law, dlap_pmf
+from tests.learning.test_randomness import assert_law, dlap_pmf
 
 # -- validation ------------------------------------------------------------------------------------
 

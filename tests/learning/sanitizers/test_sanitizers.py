@@ -8,14 +8,13 @@ import numpy as np
 import pytest
 
 from privstream.learning.accounting import zcdp_to_dp
-from privstream.learning.errors import DomainError
+from privstream.learning.errors import DomainError, PrivacyParameterError
 from privstream.learning.hypothesis_classes import (
     FiniteClass,
     parse_class_spec,
     threshold_hypothesis,
 )
 from privstream.learning.mechanisms import ExponentialMechanism
-from privstream.learning.privacy_errors import PrivacyParameterError
 from privstream.learning.randomness import seeded
 from privstream.learning.sanitizers import (
     SANITIZERS,

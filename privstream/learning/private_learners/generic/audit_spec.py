@@ -1,7 +1,6 @@
-"""The generic learner in the privacy audit (:mod:`privstream.learning.audit`).
+"""The generic learner in the privacy audit (:mod:`privstream.learning.audit`, name ``"generic"``).
 
-Importing this module adds ``"generic"`` to :data:`~privstream.learning.audit.AUDITABLE_MECHANISMS`
-(``privstream audit generic`` does), with:
+``privstream audit generic`` runs :func:`generic_audit_spec`:
 
 * **the production path**: :meth:`GenericLearner.fit` on ``thresholds:8`` (ε = 1 by default;
   :func:`generic_audit_spec` takes another ε);
@@ -23,12 +22,12 @@ from typing import Any
 
 import numpy as np
 
-from privstream.learning.audit import AUDITABLE_MECHANISMS, AuditSpec, MechanismFactory
+from privstream.learning.audit.harness import AuditSpec, MechanismFactory
 from privstream.learning.hypotheses import Hypothesis
 from privstream.learning.hypothesis_classes import Thresholds
 from privstream.learning.mechanisms import ExponentialMechanism
-from privstream.learning.private_learners.blocks import error_levels
-from privstream.learning.private_learners.generic import GenericLearner, output_law, sample_hypothesis
+from privstream.learning.private_learners.generic.error_levels import error_levels
+from privstream.learning.private_learners.generic.learner import GenericLearner, output_law, sample_hypothesis
 from privstream.learning.randomness import RandomSource
 
 __all__ = ["AUDIT_CLASS", "AUDIT_EPSILON", "AUDIT_PAIR", "generic_audit_spec"]
@@ -94,5 +93,3 @@ def generic_audit_spec(epsilon: float = AUDIT_EPSILON) -> AuditSpec:
         exact=exact,
     )
 
-
-AUDITABLE_MECHANISMS.setdefault("generic", generic_audit_spec)

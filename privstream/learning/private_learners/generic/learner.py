@@ -43,7 +43,7 @@ from privstream.learning.private_learners.base import (
     check_privacy_parameters,
     check_sample,
 )
-from privstream.learning.private_learners.blocks import ErrorLevels, error_levels
+from privstream.learning.private_learners.generic.error_levels import ErrorLevels, error_levels
 from privstream.learning.randomness import RandomSource, resolve
 
 __all__ = [

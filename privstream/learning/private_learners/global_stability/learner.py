@@ -1,7 +1,7 @@
 """The Bun–Livni–Moran private learner: Algorithm M over the globally-stable Algorithm G.
 
 blm_almm.md §3.3 ([003 Thm 30], the 4-step box at L.887; [000 Thm 17]) with G of
-:mod:`privstream.learning.global_stability`:
+:mod:`privstream.learning.private_learners.global_stability.algorithm_g`:
 
 1. Split the sample into K consecutive batches of m examples (a fixed, data-independent
    partition) and the tail S' (n' examples); run ``h_i = G(batch_i)`` with independent coins.
@@ -46,22 +46,26 @@ from typing import Any
 
 import numpy as np
 
-from privstream.learning.accounting import PrivacyGuarantee
-from privstream.learning.global_stability import FAIL_KEY, GRun, exact_fraction, g_parameters, run_g
+from privstream.learning.errors import PrivacyParameterError
 from privstream.learning.hypotheses import Hypothesis, hypothesis_from_runs
 from privstream.learning.hypothesis_classes import FiniteClass, HypothesisClass, Intervals, Points, Thresholds
 from privstream.learning.mechanisms import ExponentialMechanism, StableHistogram
-from privstream.learning.privacy_errors import PrivacyParameterError
 from privstream.learning.private_learners.base import (
     LearnerResult,
     check_accuracy_parameter,
     check_privacy_parameters,
     check_sample,
 )
+from privstream.learning.private_learners.global_stability.algorithm_g import (
+    FAIL_KEY,
+    GRun,
+    exact_fraction,
+    g_parameters,
+    run_g,
+)
 from privstream.learning.randomness import RandomSource, resolve
 
 __all__ = [
-    "AUDIT_PAIR",
     "MECHANISM",
     "GlobalStabilityLearner",
     "MOutcome",
@@ -69,7 +73,6 @@ __all__ = [
     "TheoryParameters",
     "algorithm_m",
     "default_hypothesis",
-    "global_stability_audit_spec",
     "global_stability_sample_size",
     "is_member",
     "n_generic_list",
@@ -451,76 +454,3 @@ class GlobalStabilityLearner:
 
     def __repr__(self) -> str:
         return f"GlobalStabilityLearner(tie={self.tie}, **{self.practical})"
-
-
-# -- privacy audit (registered in privstream.learning.audit as "global-stability") -------------
-
-AUDIT_EPSILON = 2.0
-AUDIT_DELTA = 0.05
-AUDIT_CLASS = Points(8)
-_CANARY = 7
-
-
-def _audit_dataset(canary_label: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """8 one-example batches then S' = [(0, 0), (1, 0)]; batch 0 is the canary ``(7, label)``."""
-    xs = (_CANARY, 0, 1, 2, 3, 4, 5, 6, 0, 1)
-    ys = (canary_label,) + (0,) * 9
-    return xs, ys
-
-
-#: Replace-one pair: the canary ``(7, 1)`` (only batch 0's G outputs ``1[x = 7]``) vs ``(7, 0)``.
-AUDIT_PAIR: tuple[Any, Any] = (_audit_dataset(1), _audit_dataset(0))
-
-
-def global_stability_audit_spec(epsilon: float = AUDIT_EPSILON) -> Any:
-    """The :class:`~privstream.learning.audit.AuditSpec` of Algorithm M (membership-inference canary).
-
-    Worst case for the δ part (blm_almm.md §5.1.7 "canary audit"): ``points:8``, K = 8 batches of
-    one example (G = SOA of that example), S' = two negatives. Under d0 the canary's batch outputs
-    ``1[x = 7]``, a count-1 item, which the histogram releases with probability <= δ; under d1 it
-    cannot appear. The event is "the release labels 7 positive". ``η = 4/(3K)`` makes step 3 keep
-    count-1 items (so only the histogram protects the canary). Broken variants (must be caught):
-    ``exact_histogram`` releases every item with its exact count; ``no_threshold`` adds the noise but
-    releases every noisy count >= 1.
-    """
-    from privstream.learning.audit import AuditSpec  # the audit imports this module lazily
-
-    eps, dlt = check_privacy_parameters(epsilon, AUDIT_DELTA)
-    k = 8
-    params = MParameters(mode="practical", num_batches=k, batch_size=1, n_aux=1, budget=0, max_depth=0,
-                         eta=4 / (3 * k), n_prime=2, hist_threshold=StableHistogram(eps / 2, dlt).threshold)
-
-    def variant(histogram: Histogram | None) -> Callable[[RandomSource], Callable[[Any], Any]]:
-        def build(rng: RandomSource) -> Callable[[Any], Any]:
-            def release(dataset: Any) -> Hypothesis:
-                xs = np.array(dataset[0], dtype=np.int64)
-                ys = np.array(dataset[1], dtype=np.uint8)
-                return algorithm_m(AUDIT_CLASS, xs, ys, params, epsilon=eps, delta=dlt, rng=rng,
-                                   histogram=histogram).hypothesis
-
-            return release
-
-        return build
-
-    def exact_counts(keys: Sequence[Hashable], rng: RandomSource) -> dict[Hashable, int]:
-        counts: dict[Hashable, int] = {}
-        for key in keys:
-            counts[key] = counts.get(key, 0) + 1
-        return counts
-
-    def no_threshold(keys: Sequence[Hashable], rng: RandomSource) -> dict[Hashable, int]:
-        scale = StableHistogram(eps / 2, dlt).scale
-        noisy = {key: c + rng.discrete_laplace(scale) for key, c in exact_counts(keys, rng).items()}
-        return {key: c for key, c in noisy.items() if c >= 1}
-
-    return AuditSpec(
-        name="global-stability",
-        description=(f"Algorithm M (global stability) on {AUDIT_CLASS.spec}, K=8 one-example batches, "
-                     f"eps={eps:g}, delta={dlt:g}; pair: canary (7, 1) vs (7, 0) in batch 0"),
-        claimed=PrivacyGuarantee(epsilon=eps, delta=dlt, mechanism=MECHANISM),
-        build=variant(None),
-        pair=AUDIT_PAIR,
-        discretise=lambda h: int(h.predict(_CANARY)),
-        broken={"exact_histogram": variant(exact_counts), "no_threshold": variant(no_threshold)},
-        samples=20_000,
-    )

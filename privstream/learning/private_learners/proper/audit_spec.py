@@ -21,15 +21,19 @@ from typing import Any
 
 import numpy as np
 
-from privstream.learning.audit import AuditSpec, MechanismFactory
+from privstream.learning.audit.harness import AuditSpec, MechanismFactory
 from privstream.learning.hypotheses import Hypothesis
 from privstream.learning.hypothesis_classes import Points
-from privstream.learning.irreducibility import lattice_of
 from privstream.learning.mechanisms import ExponentialMechanism
-from privstream.learning.private_learners.proper import ProperLearner
+from privstream.learning.private_learners.proper.irreducibility import lattice_of
+from privstream.learning.private_learners.proper.learner import ProperLearner
+from privstream.learning.private_learners.proper.reduce_tree import reduce_tree, row_mistakes
+from privstream.learning.private_learners.proper.sparse_selection import (
+    guarantee,
+    inner_epsilon,
+    selection_law,
+)
 from privstream.learning.randomness import RandomSource
-from privstream.learning.reduce_tree import reduce_tree, row_mistakes
-from privstream.learning.sparse_selection import guarantee, inner_epsilon, selection_law
 
 __all__ = ["AUDIT_CLASS", "AUDIT_PAIR", "exact_laws", "proper_audit_spec"]
 

@@ -20,7 +20,7 @@ verified there against brute force):
   closed form makes ``points:N`` cheap; the general recursion would visit ``2^|G|`` subclasses.
 
 Labels are 0/1 (1 is the paper's +1). Subclasses are Python-int bitmasks over the rows of a
-boolean matrix (:class:`~privstream.learning.bitset_search.BitsetClass` gives the memoised
+boolean matrix (:class:`~privstream.learning.hypothesis_classes.bitset_search.BitsetClass` gives the memoised
 exact Ldim). Reducing arrays (Def 4.3) are stored by their diagonal bits ``c_1..c_k``:
 ``b^(j) = (1-c_1, ..., 1-c_{j-1}, c_j)`` for ``j <= k`` and ``b^(k+1) = (1-c_1, ..., 1-c_k)`` -- a
 decision list "is f(x_1) = c_1? else is f(x_2) = c_2? ...".
@@ -41,10 +41,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from privstream.learning.bitset_search import BitsetClass, columns_from_matrix
 from privstream.learning.errors import LearningInputError
 from privstream.learning.hypothesis_classes import HypothesisClass
 from privstream.learning.hypothesis_classes.base import soa_choice
+from privstream.learning.hypothesis_classes.bitset_search import BitsetClass, columns_from_matrix
 
 __all__ = [
     "INFINITE",

@@ -4,12 +4,12 @@ ggkm.md §2 (seed 004, Algorithms 1–3, Theorems 5.7 and 6.4). Two stages on di
 sample (a data-independent random split; replace-one neighbours then differ in one part only):
 
 1. **PolyPriLearn** (Alg 2) on part A: m disjoint blocks of n0 examples; the deterministic
-   :func:`~privstream.learning.reduce_tree.reduce_tree` maps each block to a set Ŝ^(j) of SOA
+   :func:`~.reduce_tree.reduce_tree` maps each block to a set Ŝ^(j) of SOA
    classifiers of k'-irreducible restricted subclasses (|Ŝ^(j)| <= ℓ = Π_t (k'2^t + 1)); the
-   (ε, δ)-DP :func:`~privstream.learning.sparse_selection.sparse_select` picks f̂ lying in many
+   (ε, δ)-DP :func:`~.sparse_selection.sparse_select` picks f̂ lying in many
    Ŝ^(j) (falling back to a data-independent default row). f̂ may be improper.
 2. **PolyPriPropLearn** (Alg 3): the cover H ⊂ F of f̂
-   (:func:`~privstream.learning.minimax_cover.minimax_cover`, Lemma 6.2; post-processing of f̂)
+   (:func:`~.minimax_cover.minimax_cover`, Lemma 6.2; post-processing of f̂)
    and the generic learner (exponential mechanism, Lemma 6.3,
    ε-DP) over H on part B.
 
@@ -31,8 +31,8 @@ the *practical* parameters of :func:`practical_parameters` (same algorithm, expl
 k') and reports ``accuracy_guarantee_holds = False``.
 
 **Classes.** Ldim and irreducibility are exact searches over subclasses of the class as a matrix
-(:func:`~privstream.learning.irreducibility.lattice_of`): file classes and structured classes up
-to :data:`~privstream.learning.irreducibility.MAX_ROWS` rows (e.g. ``thresholds:1024``,
+(:func:`~.irreducibility.lattice_of`): file classes and structured classes up
+to :data:`~.irreducibility.MAX_ROWS` rows (e.g. ``thresholds:1024``,
 ``points:1024``, ``intervals:64``); larger classes raise a clear ``LearningInputError`` before any
 data is touched.
 
@@ -57,19 +57,19 @@ from typing import Any
 import numpy as np
 
 from privstream.learning.hypothesis_classes import FiniteClass, HypothesisClass
-from privstream.learning.irreducibility import ClassLattice, lattice_of
-from privstream.learning.minimax_cover import minimax_cover
 from privstream.learning.private_learners.base import (
     LearnerResult,
     check_accuracy_parameter,
     check_privacy_parameters,
     check_sample,
 )
-from privstream.learning.private_learners.blocks import error_levels
-from privstream.learning.private_learners.generic import sample_hypothesis
+from privstream.learning.private_learners.generic.error_levels import error_levels
+from privstream.learning.private_learners.generic.learner import sample_hypothesis
+from privstream.learning.private_learners.proper.irreducibility import ClassLattice, lattice_of
+from privstream.learning.private_learners.proper.minimax_cover import minimax_cover
+from privstream.learning.private_learners.proper.reduce_tree import reduce_tree, row_mistakes, selection_bound
+from privstream.learning.private_learners.proper.sparse_selection import selection_error, sparse_select
 from privstream.learning.randomness import RandomSource, resolve
-from privstream.learning.reduce_tree import reduce_tree, row_mistakes, selection_bound
-from privstream.learning.sparse_selection import selection_error, sparse_select
 
 __all__ = [
     "MECHANISM",

@@ -30,7 +30,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from privstream.learning.irreducibility import ClassLattice, reducing_cells
+from privstream.learning.private_learners.proper.irreducibility import ClassLattice, reducing_cells
 
 __all__ = ["Expansion", "Node", "ReduceTreeResult", "reduce_tree", "row_mistakes", "selection_bound"]
 

@@ -38,9 +38,9 @@ from collections.abc import Collection, Hashable, Sequence
 from fractions import Fraction
 
 from privstream.learning.accounting import PrivacyGuarantee
+from privstream.learning.errors import PrivacyParameterError
 from privstream.learning.mechanisms import ExponentialMechanism
 from privstream.learning.mechanisms._common import positive_int, positive_real, probability
-from privstream.learning.privacy_errors import PrivacyParameterError
 from privstream.learning.randomness import RandomSource
 
 __all__ = ["MECHANISM", "guarantee", "inner_epsilon", "selection_error", "selection_law", "sparse_select"]

@@ -12,12 +12,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from privstream.learning.audit import AUDITABLE_MECHANISMS, privacy_loss, run_audit
+from privstream.learning.audit import audit_spec, privacy_loss
 from privstream.learning.domain import as_points
-from privstream.learning.errors import DomainError, LabelError, LearningInputError
+from privstream.learning.errors import DomainError, LabelError, LearningInputError, PrivacyParameterError
 from privstream.learning.hypotheses import hypothesis_from_dict
 from privstream.learning.hypothesis_classes import FiniteClass, HypothesisClass, parse_class_spec
-from privstream.learning.privacy_errors import PrivacyParameterError
 from privstream.learning.private_learners import (
     GenericLearner,
     LearnerResult,
@@ -27,7 +26,7 @@ from privstream.learning.private_learners import (
     make_learner,
     output_law,
 )
-from privstream.learning.private_learners import blocks as levels_module
+from privstream.learning.private_learners.generic import error_levels as levels_module
 from privstream.learning.randomness import seeded
 from tests.learning.conftest import small_matrices
 
@@ -399,13 +398,13 @@ def test_intervals_refuse_too_many_distinct_points(monkeypatch) -> None:
         GenericLearner().fit(parse_class_spec("intervals:8"), xs, xs % 2, epsilon=1.0)
 
 
-# -- the empirical audit (helper harness: privstream.learning.audit) --------------------------
+# -- the audit spec (audited with every registered spec: tests/contract/test_audits.py) ------------
 
 
-def test_audit_registry_has_the_generic_learner_with_an_exact_worst_case() -> None:
-    import privstream.learning.private_learners.audit as generic_audit
+def test_audit_spec_has_an_exact_worst_case() -> None:
+    import privstream.learning.private_learners.generic.audit_spec as generic_audit
 
-    spec = AUDITABLE_MECHANISMS["generic"]()
+    spec = audit_spec("generic")
     assert spec.build is not None and set(spec.broken) == {"sensitivity_understated", "no_noise"}
     p, q = spec.exact()
     eps = generic_audit.AUDIT_EPSILON
@@ -413,13 +412,3 @@ def test_audit_registry_has_the_generic_learner_with_an_exact_worst_case() -> No
     assert privacy_loss(p, q) == pytest.approx(worst_case)
     assert privacy_loss(p, q) <= eps
 
-
-def test_audit_passes_at_the_claimed_epsilon_and_catches_broken_variants() -> None:
-    import privstream.learning.private_learners.audit  # noqa: F401  (registers "generic")
-
-    spec = AUDITABLE_MECHANISMS["generic"]()
-    ok = run_audit(spec, samples=6000, seed=3)
-    assert ok.passed and 0.2 < ok.epsilon_lower_bound <= 1.0  # exact loss on this pair: 0.886
-    understated = run_audit(spec, variant="sensitivity_understated", samples=6000, seed=4)
-    assert not understated.passed  # true loss on this pair ≈ 1.75 > the claimed 1
-    assert not run_audit(spec, variant="no_noise", samples=2000, seed=5).passed

@@ -13,7 +13,9 @@ import numpy as np
 import pytest
 
 from privstream.learning.audit import clopper_pearson
-from privstream.learning.global_stability import (
+from privstream.learning.hypotheses import hypothesis_from_table
+from privstream.learning.hypothesis_classes import FiniteClass, HypothesisClass, parse_class_spec
+from privstream.learning.private_learners.global_stability.algorithm_g import (
     FAIL_KEY,
     algorithm_g,
     first_disagreement,
@@ -21,8 +23,6 @@ from privstream.learning.global_stability import (
     rho_lower_bounds,
     run_g,
 )
-from privstream.learning.hypotheses import hypothesis_from_table
-from privstream.learning.hypothesis_classes import FiniteClass, HypothesisClass, parse_class_spec
 from privstream.learning.randomness import RandomSource, seeded
 from privstream.learning.soa import soa_run
 

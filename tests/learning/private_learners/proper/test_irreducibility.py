@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from privstream.learning.errors import LearningInputError
 from privstream.learning.hypothesis_classes import parse_class_spec
-from privstream.learning.irreducibility import (
+from privstream.learning.private_learners.proper.irreducibility import (
     INFINITE,
     ClassLattice,
     lattice_of,
