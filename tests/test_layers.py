@@ -142,6 +142,19 @@ def test_no_module_of_the_package_is_in_an_import_cycle():
     assert not cycles, "\n".join("import cycle: " + " <-> ".join(c) for c in cycles)
 
 
+#: File names that say a module's role in its package rather than its concept: any package may have one.
+ROLE_NAMES = {"__init__", "base", "learner", "audit_spec", "audit_specs"}
+
+
+def test_no_two_modules_of_learning_share_a_name():
+    """One concept, one module: two ``global_stability.py`` (Algorithm G and the learner) were two."""
+    seen: dict[str, list[str]] = {}
+    for path in sorted((PACKAGE / "learning").rglob("*.py")):
+        if path.stem not in ROLE_NAMES:
+            seen.setdefault(path.stem, []).append(str(path.relative_to(PACKAGE)))
+    assert not {name: paths for name, paths in seen.items() if len(paths) > 1}
+
+
 def test_every_layer_is_known():
     layers = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
     assert layers == set(ALLOWED)
