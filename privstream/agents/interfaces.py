@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -36,6 +36,7 @@ class WindowData(NamedTuple):
     seqs: np.ndarray  # int64: the examples' sequence numbers in the stream (arrival order)
 
 
+@runtime_checkable
 class StateStore(Protocol):
     """Durable per-stream state: window buffers and SOA snapshots (SQLite or PostgreSQL).
 
