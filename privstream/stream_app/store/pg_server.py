@@ -7,7 +7,7 @@ in ``/usr/lib/postgresql/<version>/bin``; ``$PRIVSTREAM_PG_BINDIR`` overrides th
 * ``initdb`` makes a cluster whose superuser ``privstream`` has a random password; connections over
   TCP need it (``scram-sha-256``), so the clients exercise the same password path as in production;
 * ``postgres`` listens on 127.0.0.1 and a free port, as a child process that gets SIGINT (a fast
-  shutdown) when its parent dies;
+  shutdown) when its parent dies (if started from the main thread);
 * PostgreSQL refuses to run as root: as root, the server runs as an unprivileged user
   (``$PRIVSTREAM_PG_OS_USER``, else ``postgres`` if it exists, else ``nobody``) that owns the
   temporary directory.
@@ -32,6 +32,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from pathlib import Path
 from types import TracebackType
@@ -215,7 +216,11 @@ class PostgresServer:
                     "-c", "max_connections=200", "-c", "shared_buffers=32MB",
                 ],
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                preexec_fn=_die_with_parent, **self._as_user(),
+                # The kernel ties the parent-death signal to the *thread* that started the child:
+                # from another thread, the server would stop when that thread ends.
+                preexec_fn=_die_with_parent if threading.current_thread() is threading.main_thread()
+                else None,
+                **self._as_user(),
             )
 
     def _wait_ready(self, port: int) -> bool:

@@ -151,6 +151,9 @@ class Database:
                     f"{self.where}: the database does not exist (create it; privstream creates its "
                     f"tables, not databases): {message}"
                 ) from None
+            if "authentication" in message or "password" in message or "SSL" in message:
+                # Configuration, not an outage: retrying will not help.
+                raise self.errors.base(f"{self.where}: cannot log in: {message}") from None
             raise self.errors.unavailable(f"{self.where}: cannot connect: {message}") from None
         self._pool = ConnectionPool(
             conninfo,
