@@ -12,7 +12,9 @@ operation of a store as one transaction, :meth:`Database.transaction`:
   our knowing (the connection broke during COMMIT), must be as running it once. The ledger's
   operations are (a charge is keyed by (stream, window, mechanism), a budget change compares
   with the stored budget, publication is marked once);
-* waiting longer than ``lock_timeout`` for a row lock raises the store's "busy" error.
+* waiting longer than ``lock_timeout`` for a row lock raises the store's "busy" error;
+* after an outage, the same store object works again once the server is back (the pool
+  reconnects within a few seconds; no worker restart is needed).
 
 **Schema versions.** Each store (a *component*: ``ledger``, ``state``) lists its schema as
 ordered :class:`~.migrations.Migration` steps; the table ``privstream_migrations`` records the
@@ -51,6 +53,8 @@ _ROLLED_BACK = frozenset({"40001", "40P01"})  # serialization_failure, deadlock_
 #: SQLSTATEs of a connection that is gone (class 08, and the server shutting a backend down).
 _CONNECTION_GONE = frozenset({"57P01", "57P02", "57P03"})
 _LOCK_NOT_AVAILABLE = "55P03"
+_RECONNECT_GIVE_UP_SECONDS = 4.0
+_POOL_WAIT_SECONDS = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +166,10 @@ class Database:
             kwargs={"autocommit": True},
             configure=self._configure,
             timeout=self.config.connect_timeout,
+            # The pool reconnects after an outage with doubling delays (1, 2, 4, ... s) until it
+            # gives up; giving up early makes the next request start a fresh attempt, so a
+            # server that is back is used within seconds, not after a minute-long delay.
+            reconnect_timeout=_RECONNECT_GIVE_UP_SECONDS,
             name=self.what,
             open=False,
         )
@@ -201,8 +209,10 @@ class Database:
             attempt += 1
             conn = None
             try:
+                # Short waits: a new request is what makes the pool try to connect again.
+                wait = min(_POOL_WAIT_SECONDS, max(0.1, deadline - time.monotonic()))
                 with (
-                    self._pool.connection(timeout=max(0.1, deadline - time.monotonic())) as conn,
+                    self._pool.connection(timeout=wait) as conn,
                     conn.transaction(),
                     conn.cursor() as cur,
                 ):

@@ -1,22 +1,13 @@
-"""Fixtures of the storage tests: a real PostgreSQL server, and the backends to run contracts over.
-
-One PostgreSQL server per test session (``initdb`` and ``postgres`` from the machine's
-PostgreSQL, on 127.0.0.1 and a free port, in a temporary directory; see
-:mod:`privstream.stream_app.store.pg_server`), one fresh database per test (~40 ms). Where the
-server binaries are missing, the PostgreSQL tests skip, saying what to install;
-``scripts/test.sh`` installs them where it can.
-"""
+"""Fixtures of the storage tests: the backends the contract suites run over (the PostgreSQL
+server itself, ``pg_server``, is in ``tests/conftest.py``)."""
 
 from __future__ import annotations
 
-import itertools
-import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from privstream.stream_app.store.pg_server import PostgresServer, PostgresUnavailableError
+from tests.conftest import database_name
 from tests.stream_app.store.backends import (
     BACKENDS,
     LedgerBackend,
@@ -26,26 +17,6 @@ from tests.stream_app.store.backends import (
     SqliteStateBackend,
     StateBackend,
 )
-
-_numbers = itertools.count()
-
-
-@pytest.fixture(scope="session")
-def pg_server() -> Iterator[PostgresServer]:
-    server = PostgresServer()
-    try:
-        server.start()
-    except PostgresUnavailableError as exc:
-        pytest.skip(str(exc))
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-def database_name(request: pytest.FixtureRequest) -> str:
-    """A fresh database name per test (PostgreSQL identifiers: at most 63 bytes)."""
-    return f"t{next(_numbers)}_" + re.sub(r"\W+", "_", request.node.name).strip("_").lower()[:50]
 
 
 @pytest.fixture(params=BACKENDS)
@@ -60,9 +31,3 @@ def state_backend(request: pytest.FixtureRequest, tmp_path: Path) -> StateBacken
     if request.param == "sqlite":
         return SqliteStateBackend(tmp_path)
     return PostgresStateBackend(request.getfixturevalue("pg_server"), database_name(request))
-
-
-@pytest.fixture
-def pg_database(request: pytest.FixtureRequest, pg_server: PostgresServer) -> str:
-    """The URL of a fresh, empty database on the session's server."""
-    return pg_server.create_database(database_name(request))
