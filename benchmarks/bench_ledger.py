@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/bench_ledger.py [--seconds 3] [--repeat 3]
 
-Same as ``privstream bench ledger --json`` (see privstream/stream_app/bench_ledger.py; a
+Same as ``privstream bench ledger --json`` (see privstream/stream_app/bench/ledger_rate.py; a
 throwaway PostgreSQL server is started), repeated, with each run's JSON printed and the median
 PostgreSQL/SQLite ratios at the end; also written to benchmarks/results/bench_ledger.json.
 """
@@ -14,7 +14,7 @@ import json
 import statistics
 from pathlib import Path
 
-from privstream.stream_app.bench_ledger import run_ledger_benchmark
+from privstream.stream_app.bench.ledger_rate import run_ledger_benchmark
 
 
 def main() -> None:

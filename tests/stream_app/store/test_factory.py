@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from privstream.agents.ledger_port import LedgerMissingError
-from privstream.stream_app.bench_ledger import run_ledger_benchmark
+from privstream.stream_app.bench.ledger_rate import run_ledger_benchmark
 from privstream.stream_app.service import open_ledger as service_open_ledger
 from privstream.stream_app.settings import Settings
 from privstream.stream_app.store.factory import open_ledger, open_state_store
