@@ -35,7 +35,8 @@ sum), so charging every window against one total budget is conservative; a tight
 **Exact arithmetic.** Numbers are read as the shortest decimal that round-trips the float
 (``0.1`` means 1/10) and summed as exact rationals, so ten charges of 0.1 spend exactly 1.0 and
 ``0.1 + 0.2`` fits a budget of ``0.3``; float rounding can neither refuse a legal spend nor let
-an illegal one through.
+an illegal one through. (These rules live in :mod:`.ledger_rules`, shared with the PostgreSQL
+ledger, :mod:`.postgres_ledger`, which keeps this same contract for several hosts.)
 
 **Budget changes between runs.** The configured budget is the limit; what was spent is never
 reset. :meth:`SqliteLedger.set_budget` (or ``budgets=`` on open) replaces the stored limit, records
@@ -48,6 +49,8 @@ release).
 :class:`LedgerCorruptError` if it is not a valid ledger. Creating one is explicit:
 ``create_if_missing=True``, which the service's settings should set only for a deliberate first
 start (and the parent directory must exist, so an unmounted volume is an error, not a new ledger).
+The schema is versioned (``PRAGMA user_version``, the migrations in :data:`MIGRATIONS`): a file
+of an older version is upgraded when opened, one of a newer version is :class:`LedgerCorruptError`.
 
 **Processes and threads.** Several processes may share one file (WAL mode, ``BEGIN IMMEDIATE``
 write transactions, a busy timeout, ``synchronous=FULL``). One :class:`SqliteLedger` may be used from
