@@ -30,6 +30,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from privstream.agents.ledger_port import PrivacyLedger
 
@@ -147,7 +148,9 @@ def postgres_databases(
         host = params.get("host", "localhost")
         port = params.get("port", "5432")
         user = params.get("user")
+        query = urlsplit(url).query if url.startswith(("postgresql://", "postgres://")) else ""
         location = f"postgresql://{user + '@' if user else ''}{host}:{port}/{name}"
+        location += f"?{query}" if query else ""  # TLS and other libpq parameters of --url
         try:
             yield LedgerTarget("postgresql", location, password, sslmode, sslrootcert)
         finally:
