@@ -36,7 +36,7 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
-from psycopg_pool import ConnectionPool, PoolTimeout
+from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from privstream.stream_app.store.migrations import Migration, SchemaTooNewError, pending
 
@@ -200,7 +200,8 @@ class Database:
         ``snapshot=True`` runs it REPEATABLE READ, READ ONLY: every statement sees one snapshot.
         Errors raised by ``body`` itself (the store's own) propagate after the rollback.
         """
-        if self._pool is None:
+        pool = self._pool
+        if pool is None:
             raise self.errors.base(f"{self.where}: closed")
         deadline = time.monotonic() + self.config.retry_seconds
         delay = 0.02
@@ -212,13 +213,15 @@ class Database:
                 # Short waits: a new request is what makes the pool try to connect again.
                 wait = min(_POOL_WAIT_SECONDS, max(0.1, deadline - time.monotonic()))
                 with (
-                    self._pool.connection(timeout=wait) as conn,
+                    pool.connection(timeout=wait) as conn,
                     conn.transaction(),
                     conn.cursor() as cur,
                 ):
                     if snapshot:
                         cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
                     return body(cur)
+            except PoolClosed as exc:
+                raise self.errors.base(f"{self.where}: closed") from exc
             except PoolTimeout as exc:
                 last: Exception = exc
             except psycopg.Error as exc:
