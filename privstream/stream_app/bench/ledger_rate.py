@@ -12,7 +12,8 @@ charges per second of wall time. Two workloads:
 Each measurement gets a fresh ledger (a new SQLite file; a new PostgreSQL database, on a throwaway
 server started here unless ``--url`` names one; the bench then creates and drops databases named
 ``privstream_bench_*`` there and never touches any other). A charge stores a 1,000-byte release,
-fsynced on both backends. The machine is shared and noisy: compare backends within one run.
+fsynced on both backends. The backends are measured in turn for each workload and writer count,
+so that both see the same minute of a shared, noisy machine: compare them within one run.
 
 Extension point: per-user charges at 10^6 users (issue 17) is one more entry of
 :data:`WORKLOADS` once the ledger has per-user spends; it is not measured before that exists.
@@ -183,9 +184,10 @@ def run_ledger_benchmark(
     PostgreSQL/SQLite ratios when both stores were measured."""
     results: dict[str, dict[str, dict[str, float]]] = {}
     with contextmanager_for_stores(stores, url, password, sslmode, sslrootcert) as fresh_by_store:
-        for store in stores:
-            for workload in workloads:
-                for count in writers:
+        # Backends interleaved per measurement, so both see the machine's noise of the same minute.
+        for workload in workloads:
+            for count in writers:
+                for store in stores:
                     with fresh_by_store[store]() as target:
                         budgets = {_stream_of(workload, w): (BUDGET, 0.0) for w in range(count)}
                         target.open(create=True, budgets=budgets).close()
