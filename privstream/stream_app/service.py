@@ -27,8 +27,8 @@ from privstream.stream_app.kafka.ingest import IngestService
 from privstream.stream_app.learner_process import LearnerProcess
 from privstream.stream_app.metrics import ServiceMetrics
 from privstream.stream_app.settings import FAUST_ENV_PREFIX, Settings, StreamConfig
-from privstream.stream_app.store.sqlite_ledger import SqliteLedger
-from privstream.stream_app.store.sqlite_state import SqliteStateStore
+from privstream.stream_app.store import factory
+from privstream.stream_app.store.factory import Ledger, StateStore
 from privstream.stream_app.web.listener import HttpListener, bearer_token_guard
 from privstream.stream_app.web.operator import PROBE_PATHS, operator_routes
 from privstream.stream_app.web.public import public_routes
@@ -47,8 +47,8 @@ class Service:
     metrics: ServiceMetrics
     learners: OnlineLearners
     progress: Progress
-    store: SqliteStateStore
-    ledger: SqliteLedger | None = None
+    store: StateStore
+    ledger: Ledger | None = None
     releases: ReleaseAgent | None = None
 
     def status(self) -> dict[str, Any]:
@@ -173,17 +173,12 @@ def release_policy(stream: StreamConfig, hclass: HypothesisClass | None) -> Rele
     )
 
 
-def open_ledger(settings: Settings) -> SqliteLedger | None:
+def open_ledger(settings: Settings) -> Ledger | None:
     """The privacy ledger with every releasing stream's budget, or None if nothing is released."""
     budgets = {
         s.name: (s.release.epsilon_budget, s.release.delta_budget) for s in settings.streams if s.release
     }
-    if not budgets:
-        return None
-    path = settings.resolved_ledger_path
-    if settings.ledger_create_if_missing:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    return SqliteLedger.open(path, create_if_missing=settings.ledger_create_if_missing, budgets=budgets)
+    return factory.open_ledger(settings, budgets) if budgets else None
 
 
 def build_service(settings: Settings) -> Service:
@@ -208,7 +203,7 @@ def build_service(settings: Settings) -> Service:
             for sid, p in policies.items()
         },
     )
-    store = SqliteStateStore(settings.resolved_state_path)
+    store = factory.open_state_store(settings)
     learners = OnlineLearners(streams, metrics, store)
     progress = Progress()
     user_level = frozenset(sid for sid, p in policies.items() if p.privacy_unit == "user")

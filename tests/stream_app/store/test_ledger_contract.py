@@ -1,57 +1,56 @@
-"""Unit tests of the privacy ledger (real SQLite files in tmp_path; nothing mocked)."""
+"""The privacy ledger's contract, asserted once and run on every backend (SQLite, PostgreSQL).
+
+Real stores only: SQLite files in tmp_path, a fresh database on a real PostgreSQL server
+(``conftest.py``); nothing mocked. What only one backend has (files, WAL, a server that goes
+away) is in ``test_sqlite_ledger.py`` and ``test_postgres_ledger.py``.
+"""
 
 from __future__ import annotations
 
-import sqlite3
+import re
 from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
 from fractions import Fraction
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from privstream.stream_app.store.sqlite_ledger import (
-    APPLICATION_ID,
-    SCHEMA_VERSION,
+from privstream.agents.ledger_port import (
     BudgetExhaustedError,
     Charge,
+    ChargeReceipt,
     LedgerCorruptError,
     LedgerError,
     LedgerMissingError,
     PrivacyCost,
     PrivacyLedger,
-    SqliteLedger,
     UnknownEntryError,
     UnknownStreamError,
 )
+from privstream.stream_app.store.sqlite_ledger import SCHEMA_VERSION
+from tests.stream_app.store.backends import LedgerBackend
 
 
 @pytest.fixture
-def path(tmp_path: Path) -> Path:
-    return tmp_path / "ledger.sqlite3"
-
-
-@pytest.fixture
-def ledger(path: Path):
-    with SqliteLedger.open(path, create_if_missing=True, budgets={"s1": (1.0, 1e-5)}) as opened:
+def ledger(ledger_backend: LedgerBackend):
+    with ledger_backend.open(create=True, budgets={"s1": (1.0, 1e-5)}) as opened:
         yield opened
 
 
-def _make_ledger_with_entries(path: Path, n: int = 40) -> None:
-    with SqliteLedger.open(path, create_if_missing=True, budgets={"s1": (1000.0, 0.0)}) as ledger:
+def _make_ledger_with_entries(backend: LedgerBackend, n: int = 40) -> None:
+    with backend.open(create=True, budgets={"s1": (1000.0, 0.0)}) as ledger:
         for i in range(n):
             ledger.charge("s1", f"w{i}", "laplace", 1.0, 0.0, bytes([i % 256]) * 500)
 
 
-def test_sqlite_ledger_satisfies_the_protocol(ledger: SqliteLedger) -> None:
+def test_the_ledger_satisfies_the_protocol(ledger) -> None:
     assert isinstance(ledger, PrivacyLedger)
 
 
 # ----------------------------------------------------------------------------- charging
 
 
-def test_charge_stores_the_charge_and_the_release(ledger: SqliteLedger) -> None:
+def test_charge_stores_the_charge_and_the_release(ledger) -> None:
     charge = ledger.charge("s1", "w0", "laplace", 0.25, 1e-6, b"\x00release\xff")
 
     assert isinstance(charge, Charge)
@@ -64,12 +63,12 @@ def test_charge_stores_the_charge_and_the_release(ledger: SqliteLedger) -> None:
     assert ledger.lookup("s1", "w1", "laplace") is None
 
 
-def test_entry_ids_are_distinct_and_increasing(ledger: SqliteLedger) -> None:
+def test_entry_ids_are_distinct_and_increasing(ledger) -> None:
     ids = [ledger.charge("s1", f"w{i}", "laplace", 0.1, 0.0, b"r").entry_id for i in range(5)]
     assert ids == sorted(set(ids))
 
 
-def test_recharging_a_key_returns_the_stored_entry_and_bytes(ledger: SqliteLedger) -> None:
+def test_recharging_a_key_returns_the_stored_entry_and_bytes(ledger) -> None:
     first = ledger.charge("s1", "w0", "laplace", 0.25, 1e-6, b"first noise")
 
     # A replay recomputes the release with fresh noise (and here even a different cost).
@@ -83,14 +82,14 @@ def test_recharging_a_key_returns_the_stored_entry_and_bytes(ledger: SqliteLedge
     assert ledger.spent("s1") == (0.25, 1e-6)
 
 
-def test_the_key_includes_the_mechanism(ledger: SqliteLedger) -> None:
+def test_the_key_includes_the_mechanism(ledger) -> None:
     a = ledger.charge("s1", "w0", "learner", 0.25, 0.0, b"hypothesis")
     b = ledger.charge("s1", "w0", "sanitizer", 0.25, 0.0, b"sanitized")
     assert a.entry_id != b.entry_id
     assert ledger.spent("s1") == (0.5, 0.0)
 
 
-def test_refused_charge_raises_a_clear_error_and_is_counted(ledger: SqliteLedger) -> None:
+def test_refused_charge_raises_a_clear_error_and_is_counted(ledger) -> None:
     ledger.charge("s1", "w0", "laplace", 0.75, 0.0, b"r0")
 
     with pytest.raises(BudgetExhaustedError) as refused:
@@ -109,36 +108,34 @@ def test_refused_charge_raises_a_clear_error_and_is_counted(ledger: SqliteLedger
     assert [c.window_id for c in ledger.unpublished()] == ["w0"]
 
 
-def test_delta_budget_is_enforced_too(ledger: SqliteLedger) -> None:
+def test_delta_budget_is_enforced_too(ledger) -> None:
     ledger.charge("s1", "w0", "gaussian", 0.1, 6e-6, b"r0")
     with pytest.raises(BudgetExhaustedError, match="delta"):
         ledger.charge("s1", "w1", "gaussian", 0.1, 6e-6, b"r1")
     assert ledger.refusals("s1") == 1
 
 
-def test_a_refusal_does_not_block_a_smaller_charge(ledger: SqliteLedger) -> None:
+def test_a_refusal_does_not_block_a_smaller_charge(ledger) -> None:
     with pytest.raises(BudgetExhaustedError):
         ledger.charge("s1", "big", "laplace", 1.5, 0.0, b"r")
     ledger.charge("s1", "small", "laplace", 1.0, 0.0, b"r")
     assert ledger.remaining("s1") == (0.0, 1e-5)
 
 
-def test_refusals_are_durable(path: Path, ledger: SqliteLedger) -> None:
+def test_refusals_are_durable(ledger_backend: LedgerBackend, ledger) -> None:
     for window in ("w0", "w1"):
         with pytest.raises(BudgetExhaustedError):
             ledger.charge("s1", window, "laplace", 2.0, 0.0, b"r")
     ledger.close()
-    with SqliteLedger.open(path) as reopened:
+    with ledger_backend.open() as reopened:
         assert reopened.refusals("s1") == 2
 
 
 # ----------------------------------------------------------------------------- spent / remaining
 
 
-def test_spent_and_remaining_are_exact_decimal_sums(path: Path) -> None:
-    with SqliteLedger.open(
-        path, create_if_missing=True, budgets={"a": (0.3, 0.0), "b": (1.0, 0.0)}
-    ) as ledger:
+def test_spent_and_remaining_are_exact_decimal_sums(ledger_backend: LedgerBackend) -> None:
+    with ledger_backend.open(create=True, budgets={"a": (0.3, 0.0), "b": (1.0, 0.0)}) as ledger:
         # In floats 0.1 + 0.2 > 0.3; the ledger reads both as decimals and must accept.
         ledger.charge("a", "w0", "laplace", 0.1, 0.0, b"r")
         ledger.charge("a", "w1", "laplace", 0.2, 0.0, b"r")
@@ -155,7 +152,7 @@ def test_spent_and_remaining_are_exact_decimal_sums(path: Path) -> None:
         assert len(ledger.entries("b")) == 11
 
 
-def test_exact_and_numpy_numbers_are_accepted(ledger: SqliteLedger) -> None:
+def test_exact_and_numpy_numbers_are_accepted(ledger) -> None:
     ledger.charge("s1", "w0", "laplace", Fraction(1, 10), Decimal("1e-6"), b"r")
     ledger.charge("s1", "w1", "laplace", np.float64(0.2), np.int64(0), b"r")
     ledger.charge("s1", "w2", "laplace", 0, 0, b"r")
@@ -163,7 +160,7 @@ def test_exact_and_numpy_numbers_are_accepted(ledger: SqliteLedger) -> None:
     assert all(type(c.epsilon) is float for c in ledger.entries("s1"))
 
 
-def test_streams_are_accounted_separately(ledger: SqliteLedger) -> None:
+def test_streams_are_accounted_separately(ledger) -> None:
     ledger.set_budget("s2", 2.0, 0.0)
     ledger.charge("s1", "w0", "laplace", 0.5, 1e-6, b"r")
     ledger.charge("s2", "w0", "laplace", 1.5, 0.0, b"r")
@@ -175,7 +172,7 @@ def test_streams_are_accounted_separately(ledger: SqliteLedger) -> None:
     assert [c.window_id for c in ledger.entries("s2")] == ["w0"]
 
 
-def test_unknown_stream_is_a_clear_error(ledger: SqliteLedger) -> None:
+def test_unknown_stream_is_a_clear_error(ledger) -> None:
     for call in (
         lambda: ledger.charge("nope", "w0", "laplace", 0.1, 0.0, b"r"),
         lambda: ledger.spent("nope"),
@@ -200,7 +197,7 @@ def test_unknown_stream_is_a_clear_error(ledger: SqliteLedger) -> None:
     ],
 )
 def test_invalid_costs_are_rejected(
-    ledger: SqliteLedger, epsilon: object, delta: object, error: type
+    ledger, epsilon: object, delta: object, error: type
 ) -> None:
     with pytest.raises(error):
         ledger.charge("s1", "w0", "laplace", epsilon, delta, b"r")  # type: ignore[arg-type]
@@ -208,7 +205,7 @@ def test_invalid_costs_are_rejected(
     assert ledger.refusals("s1") == 0
 
 
-def test_invalid_keys_and_release_are_rejected(ledger: SqliteLedger) -> None:
+def test_invalid_keys_and_release_are_rejected(ledger) -> None:
     with pytest.raises(TypeError):
         ledger.charge("s1", "", "laplace", 0.1, 0.0, b"r")
     with pytest.raises(TypeError):
@@ -221,7 +218,7 @@ def test_invalid_keys_and_release_are_rejected(ledger: SqliteLedger) -> None:
 # ----------------------------------------------------------------------------- outbox
 
 
-def test_outbox_lists_unpublished_until_marked(ledger: SqliteLedger) -> None:
+def test_outbox_lists_unpublished_until_marked(ledger) -> None:
     ledger.set_budget("s2", 1.0, 0.0)
     c0 = ledger.charge("s1", "w0", "laplace", 0.1, 0.0, b"r0")
     c1 = ledger.charge("s2", "w0", "laplace", 0.1, 0.0, b"r1")
@@ -245,7 +242,7 @@ def test_outbox_lists_unpublished_until_marked(ledger: SqliteLedger) -> None:
     assert ledger.spent("s1") == (0.2, 0.0)
 
 
-def test_recharging_a_published_key_returns_it_published(ledger: SqliteLedger) -> None:
+def test_recharging_a_published_key_returns_it_published(ledger) -> None:
     charge = ledger.charge("s1", "w0", "laplace", 0.1, 0.0, b"r0")
     ledger.mark_published(charge.entry_id)
     again = ledger.charge("s1", "w0", "laplace", 0.1, 0.0, b"new")
@@ -253,19 +250,19 @@ def test_recharging_a_published_key_returns_it_published(ledger: SqliteLedger) -
     assert ledger.unpublished() == []
 
 
-def test_mark_published_of_an_unknown_entry_raises(ledger: SqliteLedger) -> None:
+def test_mark_published_of_an_unknown_entry_raises(ledger) -> None:
     with pytest.raises(UnknownEntryError, match="12345"):
         ledger.mark_published(12345)
 
 
-def test_state_survives_reopening(path: Path, ledger: SqliteLedger) -> None:
+def test_state_survives_reopening(ledger_backend: LedgerBackend, ledger) -> None:
     c0 = ledger.charge("s1", "w0", "laplace", 0.25, 1e-6, b"r0")
     c1 = ledger.charge("s1", "w1", "laplace", 0.25, 0.0, b"r1")
     ledger.mark_published(c0.entry_id)
     entries = ledger.entries("s1")
     ledger.close()
 
-    with SqliteLedger.open(path) as reopened:
+    with ledger_backend.open() as reopened:
         assert reopened.entries("s1") == entries
         assert [c.entry_id for c in reopened.unpublished()] == [c1.entry_id]
         assert reopened.spent("s1") == (0.5, 1e-6)
@@ -278,7 +275,7 @@ def test_state_survives_reopening(path: Path, ledger: SqliteLedger) -> None:
 # ----------------------------------------------------------------------------- budget changes
 
 
-def test_raising_the_budget_keeps_the_spend(ledger: SqliteLedger) -> None:
+def test_raising_the_budget_keeps_the_spend(ledger) -> None:
     ledger.charge("s1", "w0", "laplace", 1.0, 0.0, b"r")
     with pytest.raises(BudgetExhaustedError):
         ledger.charge("s1", "w1", "laplace", 0.5, 0.0, b"r")
@@ -289,7 +286,7 @@ def test_raising_the_budget_keeps_the_spend(ledger: SqliteLedger) -> None:
     assert ledger.spent("s1") == (1.5, 0.0)
 
 
-def test_lowering_the_budget_below_the_spend_exhausts_the_stream(ledger: SqliteLedger) -> None:
+def test_lowering_the_budget_below_the_spend_exhausts_the_stream(ledger) -> None:
     first = ledger.charge("s1", "w0", "laplace", 0.6, 0.0, b"r0")
     ledger.set_budget("s1", 0.5, 1e-5)
 
@@ -301,135 +298,74 @@ def test_lowering_the_budget_below_the_spend_exhausts_the_stream(ledger: SqliteL
     assert ledger.charge("s1", "w0", "laplace", 0.6, 0.0, b"fresh") == first
 
 
-def test_reopening_with_another_configured_budget_never_resets_the_spend(path: Path) -> None:
-    with SqliteLedger.open(path, create_if_missing=True, budgets={"s1": (1.0, 0.0)}) as ledger:
+def test_reopening_with_another_configured_budget_never_resets_the_spend(
+    ledger_backend: LedgerBackend,
+) -> None:
+    with ledger_backend.open(create=True, budgets={"s1": (1.0, 0.0)}) as ledger:
         ledger.charge("s1", "w0", "laplace", 0.75, 0.0, b"r")
 
-    with SqliteLedger.open(path, budgets={"s1": (5.0, 0.0)}) as ledger:
+    with ledger_backend.open(budgets={"s1": (5.0, 0.0)}) as ledger:
         assert ledger.budget("s1") == (5.0, 0.0)
         assert ledger.spent("s1") == (0.75, 0.0)
-    with SqliteLedger.open(path, create_if_missing=True, budgets={"s1": (0.5, 0.0)}) as ledger:
+    with ledger_backend.open(create=True, budgets={"s1": (0.5, 0.0)}) as ledger:
         assert ledger.spent("s1") == (0.75, 0.0)
         assert ledger.remaining("s1") == (0.0, 0.0)
-    with SqliteLedger.open(path, budgets={"s1": (0.5, 0.0)}) as ledger:
+    with ledger_backend.open(budgets={"s1": (0.5, 0.0)}) as ledger:
         pass  # the same configuration again: no new history row
 
-    with sqlite3.connect(path) as raw:
-        history = raw.execute("SELECT epsilon_budget FROM budget_changes ORDER BY change_id").fetchall()
-    assert history == [("1",), ("5",), ("1/2",)]
+    assert ledger_backend.budget_history() == ["1", "5", "1/2"]
 
 
-# ----------------------------------------------------------------------------- opening the file
+# ----------------------------------------------------------------------------- opening and checking
 
 
-def test_opening_a_missing_file_without_create_is_an_error(path: Path) -> None:
-    with pytest.raises(LedgerMissingError, match=str(path)):
-        SqliteLedger.open(path)
-    assert not path.exists()
-
-
-def test_creating_needs_an_existing_directory(tmp_path: Path) -> None:
-    target = tmp_path / "not-mounted" / "ledger.sqlite3"
-    with pytest.raises(LedgerMissingError, match="directory"):
-        SqliteLedger.open(target, create_if_missing=True)
-    assert not target.parent.exists()
-
-
-def test_a_created_ledger_is_marked_and_in_wal_mode(path: Path) -> None:
-    SqliteLedger.open(path, create_if_missing=True).close()
-    with sqlite3.connect(path) as raw:
-        assert raw.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
-        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
-        assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    # Once created, it opens without create_if_missing.
-    SqliteLedger.open(path).close()
-
-
-def test_garbage_file_is_corrupt_and_left_untouched(path: Path) -> None:
-    garbage = bytes(range(256)) * 32
-    path.write_bytes(garbage)
-    for create in (False, True):
-        with pytest.raises(LedgerCorruptError, match=str(path)):
-            SqliteLedger.open(path, create_if_missing=create)
-    assert path.read_bytes() == garbage
-
-
-def test_empty_file_is_corrupt_unless_creating(path: Path) -> None:
-    path.touch()
-    with pytest.raises(LedgerCorruptError, match="empty"):
-        SqliteLedger.open(path)
-    assert path.stat().st_size == 0
-    # An empty file is what a crash during creation leaves; creating may finish the job.
-    with SqliteLedger.open(path, create_if_missing=True, budgets={"s1": (1.0, 0.0)}) as ledger:
+def test_opening_a_missing_ledger_without_create_is_an_error(ledger_backend: LedgerBackend) -> None:
+    with pytest.raises(LedgerMissingError, match=re.escape(ledger_backend.location)):
+        ledger_backend.open()
+    # Nothing was created by the refused attempt: it is still missing.
+    with pytest.raises(LedgerMissingError):
+        ledger_backend.open(budgets={"s1": (1.0, 0.0)})
+    with ledger_backend.open(create=True, budgets={"s1": (1.0, 0.0)}) as ledger:
         assert ledger.spent("s1") == (0.0, 0.0)
+    ledger_backend.open().close()  # once created, it opens without create
 
 
-def test_another_applications_database_is_corrupt(path: Path) -> None:
-    with sqlite3.connect(path) as raw:
-        raw.execute("CREATE TABLE streams (stream_id TEXT PRIMARY KEY, other TEXT)")
-        raw.execute("INSERT INTO streams VALUES ('s1', 'x')")
-    raw.close()
+def test_another_applications_tables_are_corrupt(ledger_backend: LedgerBackend) -> None:
+    ledger_backend.make_foreign()
     for create in (False, True):
-        with pytest.raises(LedgerCorruptError, match=rf"{path}.*application_id"):
-            SqliteLedger.open(path, create_if_missing=create)
+        with pytest.raises(LedgerCorruptError, match=re.escape(ledger_backend.location)):
+            ledger_backend.open(create=create)
 
 
-def test_wrong_schema_version_is_corrupt(path: Path) -> None:
-    SqliteLedger.open(path, create_if_missing=True).close()
-    with sqlite3.connect(path) as raw:
-        raw.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
-    raw.close()
-    with pytest.raises(LedgerCorruptError, match=rf"{path}.*schema version {SCHEMA_VERSION + 1}"):
-        SqliteLedger.open(path)
+def test_a_newer_schema_version_is_corrupt(ledger_backend: LedgerBackend) -> None:
+    ledger_backend.open(create=True).close()
+    ledger_backend.set_version(SCHEMA_VERSION + 1)
+    for create in (False, True):
+        with pytest.raises(LedgerCorruptError, match=rf"schema version {SCHEMA_VERSION + 1}"):
+            ledger_backend.open(create=create)
 
 
-def test_missing_ledger_tables_are_corrupt(path: Path) -> None:
-    SqliteLedger.open(path, create_if_missing=True).close()
-    with sqlite3.connect(path) as raw:
-        raw.execute("DROP TABLE refusals")
-    raw.close()
-    with pytest.raises(LedgerCorruptError, match="refusals"):
-        SqliteLedger.open(path)
+def test_missing_ledger_tables_are_corrupt(ledger_backend: LedgerBackend) -> None:
+    ledger_backend.open(create=True).close()
+    ledger_backend.drop_table("refusals")
+    for create in (False, True):  # never re-created: a damaged ledger is not a new one
+        with pytest.raises(LedgerCorruptError, match="refusals"):
+            ledger_backend.open(create=create)
 
 
-def test_a_spend_that_disagrees_with_the_charges_is_corrupt(path: Path) -> None:
-    _make_ledger_with_entries(path, n=3)
-    with sqlite3.connect(path) as raw:  # someone "resets" the budget by hand
-        raw.execute("UPDATE streams SET epsilon_spent = '0'")
-    raw.close()
+def test_a_spend_that_disagrees_with_the_charges_is_corrupt(ledger_backend: LedgerBackend) -> None:
+    _make_ledger_with_entries(ledger_backend, n=3)
+    ledger_backend.set_spend("s1", "0")  # someone "resets" the budget by hand
     with pytest.raises(
         LedgerCorruptError, match=r"'s1' records a spend of \(0, 0\) but its charges sum to \(3, 0\)"
     ):
-        SqliteLedger.open(path)
-
-
-def test_damaged_pages_fail_the_integrity_check(path: Path) -> None:
-    _make_ledger_with_entries(path)
-    data = bytearray(path.read_bytes())
-    page_size = 4096
-    assert len(data) > 4 * page_size  # closing checkpointed the WAL into the file
-    # Overwrite the b-tree pages after the header page with garbage.
-    for offset in range(page_size, len(data), page_size):
-        data[offset : offset + 64] = b"\xa5" * 64
-    path.write_bytes(bytes(data))
-    with pytest.raises(LedgerCorruptError, match=str(path)):
-        SqliteLedger.open(path)
+        ledger_backend.open()
 
 
 # ----------------------------------------------------------------------------- in memory, threads
 
 
-def test_in_memory_ledgers_are_private_and_behave_the_same() -> None:
-    a = SqliteLedger.open(":memory:", budgets={"s1": (1.0, 0.0)})
-    b = SqliteLedger.open(":memory:", budgets={"s1": (1.0, 0.0)})
-    a.charge("s1", "w0", "laplace", 1.0, 0.0, b"r")
-    with pytest.raises(BudgetExhaustedError):
-        a.charge("s1", "w1", "laplace", 1.0, 0.0, b"r")
-    assert b.spent("s1") == (0.0, 0.0)
-    assert a.path == ":memory:"
-
-
-def test_threads_sharing_one_ledger_never_overspend(ledger: SqliteLedger) -> None:
+def test_threads_sharing_one_ledger_never_overspend(ledger) -> None:
     ledger.set_budget("t", 2.0, 0.0)  # room for exactly 20 charges of 0.1
 
     def attempt(i: int) -> bool:
@@ -446,18 +382,17 @@ def test_threads_sharing_one_ledger_never_overspend(ledger: SqliteLedger) -> Non
     assert ledger.refusals("t") == 30
 
 
-def test_a_closed_ledger_raises_a_ledger_error(path: Path) -> None:
-    ledger = SqliteLedger.open(path, create_if_missing=True, budgets={"s1": (1.0, 0.0)})
+def test_a_closed_ledger_raises_a_ledger_error(ledger_backend: LedgerBackend) -> None:
+    ledger = ledger_backend.open(create=True, budgets={"s1": (1.0, 0.0)})
     ledger.close()
+    ledger.close()  # idempotent
     with pytest.raises(LedgerError):
         ledger.spent("s1")
 
 
-def test_release_built_from_its_receipt_states_entry_and_remaining_budget():
+def test_release_built_from_its_receipt_states_entry_and_remaining_budget(ledger) -> None:
     """A release may be a function of its charge, so its certificate can name both exactly."""
-    from privstream.stream_app.store.sqlite_ledger import ChargeReceipt
-
-    ledger = SqliteLedger.open(":memory:", budgets={"s": (1.0, 0.0)})
+    ledger.set_budget("s", 1.0, 0.0)
     seen: list[ChargeReceipt] = []
 
     def release(receipt: ChargeReceipt) -> bytes:
@@ -472,3 +407,19 @@ def test_release_built_from_its_receipt_states_entry_and_remaining_budget():
     assert ledger.charge("s", "w0", "m", 0.25, 0.0, release).release == first.release
     assert len(seen) == 2
     assert ledger.lookup("s", "w1", "m").release == second.release
+
+
+def test_latest_published_is_the_last_published_charge_of_the_mechanisms(ledger) -> None:
+    assert ledger.latest_published("s1") is None
+    a = ledger.charge("s1", "w0", "learner:generic", 0.1, 0.0, b"a")
+    b = ledger.charge("s1", "w0", "sanitizer:mwem", 0.1, 0.0, b"b")
+    c = ledger.charge("s1", "w1", "learner:generic", 0.1, 0.0, b"c")
+    for charge in (a, b):
+        ledger.mark_published(charge.entry_id)
+    assert ledger.latest_published("s1").entry_id == b.entry_id
+    assert ledger.latest_published("s1", "learner:").entry_id == a.entry_id  # c is not published
+    ledger.mark_published(c.entry_id)
+    assert ledger.latest_published("s1", "learner:").release == b"c"
+    assert ledger.latest_published("s1", "nothing") is None
+    with pytest.raises(UnknownStreamError):
+        ledger.latest_published("nope")
