@@ -187,7 +187,9 @@ def build_service(settings: Settings) -> Service:
             for sid, p in policies.items()
         },
     )
-    store = SqliteStateStore(settings.resolved_state_path)
+    # Every call of the storage ports is timed (privstream_store_operation_seconds).
+    store = metrics.timed(SqliteStateStore(settings.resolved_state_path), "state")
+    ledger = metrics.timed(ledger, "ledger") if ledger is not None else None
     learners = OnlineLearners(streams, metrics, store)
     progress = Progress()
     user_level = frozenset(sid for sid, p in policies.items() if p.privacy_unit == "user")
@@ -198,7 +200,8 @@ def build_service(settings: Settings) -> Service:
     }
     validator = ExampleValidator(domains, user_level=user_level)
     pipeline = IngestPipeline(validator, learners, metrics, progress)
-    ingest = IngestService(settings, pipeline, on_assigned=lambda parts: on_assigned(parts), loop=None)
+    ingest = IngestService(settings, pipeline, on_assigned=lambda parts: on_assigned(parts),
+                           metrics=metrics, loop=None)
     app.service(ingest)
     releases = None
     if policies:

@@ -6,13 +6,13 @@ import argparse
 import asyncio
 import contextlib
 import json
-import logging
 import signal
 import sys
 import threading
 from pathlib import Path
 from typing import Any
 
+from privstream.stream_app.logs import configure_logging
 from privstream.stream_app.settings import Settings, describe_validation_error
 
 
@@ -93,13 +93,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     demo.set_defaults(handler=run_demo)
 
 
-def configure_logging(level: str) -> None:
-    logging.basicConfig(
-        level=level.upper(), stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-
-
 def run_worker(args: argparse.Namespace) -> int:
     import faust
 
@@ -108,7 +101,7 @@ def run_worker(args: argparse.Namespace) -> int:
     from privstream.stream_app.service import build_service
 
     settings = load_settings(args, web_port=args.web_port)
-    configure_logging(settings.log_level)
+    configure_logging(settings.log_level, settings.log_format)
     broker = None
     if settings.kafka_bootstrap is None:
         broker = EmbeddedBroker().start()
@@ -117,7 +110,9 @@ def run_worker(args: argparse.Namespace) -> int:
     try:
         asyncio.run(ensure_topics(settings))
         service = build_service(settings)
-        worker = faust.Worker(service.app, loglevel=settings.log_level, quiet=True, redirect_stdouts=False)
+        # override_logging=False: mode would replace our handlers (and the JSON format) with its own.
+        worker = faust.Worker(service.app, loglevel=settings.log_level, quiet=True, redirect_stdouts=False,
+                              override_logging=False)
         # mode's Worker handles SIGINT/SIGTERM with a graceful stop (commit, close) and exits.
         worker.execute_from_commandline()
     except SystemExit as exc:

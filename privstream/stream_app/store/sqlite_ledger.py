@@ -589,6 +589,8 @@ class SqliteLedger:
                         key,
                         existing.cost,
                         (float(eps), float(dlt)),
+                        extra={"stream_id": stream_id, "window_id": window_id,
+                               "ledger_entry_id": str(existing.entry_id)},
                     )
                 return existing
             stream = self._stream(cur, stream_id)
