@@ -113,6 +113,7 @@ def run_worker(args: argparse.Namespace) -> int:
         # override_logging=False: mode would replace our handlers (and the JSON format) with its own.
         worker = faust.Worker(service.app, loglevel=settings.log_level, quiet=True, redirect_stdouts=False,
                               override_logging=False)
+        worker.spinner = None  # its terminal codes would land in the log (mode's setup used to drop it)
         # mode's Worker handles SIGINT/SIGTERM with a graceful stop (commit, close) and exits.
         worker.execute_from_commandline()
     except SystemExit as exc:
