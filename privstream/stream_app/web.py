@@ -2,7 +2,8 @@
 
 Public (what any subscriber may see): ``/streams``, ``/streams/{id}/releases/latest``,
 ``/streams/{id}/sanitized/latest``, ``/streams/{id}/budget``: configuration, ledger figures and
-published releases only.
+published releases only; and the page for people (``page/``): ``/``, ``/stream/{id}``,
+``/streams/{id}/releases`` (the published releases' certificates over time).
 Operators (trusted zone: raw counts, not differentially private): ``/status``, ``/metrics``.
 Probes: ``/healthz``, ``/readyz``.
 """
@@ -13,6 +14,8 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CONTENT_TYPE_LATEST
+
+from privstream.stream_app.page import register_page
 
 if TYPE_CHECKING:
     from privstream.stream_app.service import Service
@@ -99,6 +102,7 @@ def streams_overview(service: Service) -> list[dict[str, Any]]:
             "stream_id": stream.name,
             "hypothesis_class": stream.hypothesis_class,
             "features": stream.features,
+            "feature_bounds": stream.feature_bounds,
             "release": stream.release.model_dump(mode="json") if stream.release else None,
         }
         figures = budget(service, stream.name)
@@ -160,3 +164,5 @@ def register_pages(service: Service) -> None:
     @app.page("/status")
     async def status_page(web: Any, request: Any) -> Any:
         return web.json(status(service))
+
+    register_page(app, service)  # the page for people: /, /stream/{id}, /streams/{id}/releases
