@@ -22,7 +22,7 @@ from typing import Any
 
 import aiohttp
 
-from privstream.stream_app.broker import die_with_parent
+from privstream.stream_app.embedded.broker import die_with_parent
 
 #: Flags for headless Chromium as root in a container: no sandbox (root), no GPU, nothing that
 #: reaches the network on its own, a shared-memory-light renderer.

@@ -19,11 +19,11 @@ import numpy as np
 from aiokafka import AIOKafkaProducer
 
 from privstream.learning.hypothesis_classes import parse_class_spec
-from privstream.stream_app.broker import free_port
-from privstream.stream_app.demo import DEMO_STREAM, WorkerProcess, fetch_json
-from privstream.stream_app.kafka_io import client_options, ensure_topics
+from privstream.stream_app.embedded.broker import free_listener_ports
+from privstream.stream_app.embedded.demo import DEMO_STREAM, WorkerProcess, fetch_json
+from privstream.stream_app.kafka.clients import client_options, ensure_topics
 from privstream.stream_app.settings import ReleaseConfig, Settings, StreamConfig, WindowConfig
-from privstream.stream_app.synthetic import malformed_messages, random_target, synthetic_examples
+from privstream.stream_app.sources.synthetic import malformed_messages, random_target, synthetic_examples
 from tests.integration.conftest import run, start_worker, wait_until
 
 CLASS = "thresholds:65536"
@@ -33,6 +33,8 @@ EPSILON = 1.0
 EPSILON_BUDGET = 50.0
 #: One malformed message per this many examples, cycling through the dead-letter reasons.
 INVALID_EVERY = 100
+#: The operator listener's bearer token (a test value; deployments take theirs from a secret).
+OPERATOR_TOKEN = "ops-tier-" + uuid.uuid4().hex
 
 
 class LiveDeployment:
@@ -43,7 +45,9 @@ class LiveDeployment:
             app_id=f"privstream-ops-{run_id}",
             topic_prefix=f"ops-{run_id}.",
             kafka_bootstrap=bootstrap,
-            web_port=free_port(),
+            **free_listener_ports(),
+            # Prometheus scrapes the operator listener with this bearer token, as deployed.
+            operator_token=OPERATOR_TOKEN,
             data_dir=workdir / "data",
             topic_partitions=2,
             kafka_session_timeout_seconds=10,
@@ -63,18 +67,23 @@ class LiveDeployment:
         return DEMO_STREAM
 
     @property
-    def address(self) -> str:
-        """``host:port`` of the worker's web server (what Prometheus scrapes)."""
-        return f"{self.settings.web_host}:{self.settings.web_port}"
+    def operator_address(self) -> str:
+        """``host:port`` of the operator listener (what Prometheus scrapes, with the token)."""
+        return f"{self.settings.operator_host}:{self.settings.operator_port}"
 
     @property
-    def base_url(self) -> str:
-        return f"http://{self.address}"
+    def operator_url(self) -> str:
+        return f"http://{self.operator_address}"
+
+    @property
+    def public_url(self) -> str:
+        """The public listener: the releases' JSON and the page for people."""
+        return f"http://{self.settings.public_host}:{self.settings.public_port}"
 
     @property
     def log_path(self) -> Path:
         """The worker's standard error: JSON log lines (``log_format = "json"``)."""
-        return self.workdir / f"worker-{self.settings.web_port}.log"
+        return self.workdir / f"worker-{self.settings.public_port}.log"
 
     def running(self) -> LiveDeployment:
         """Start the worker if it is not running, and wait until it owns the examples' partitions.
@@ -88,7 +97,7 @@ class LiveDeployment:
         return self
 
     def _ready(self) -> bool:
-        answer = fetch_json(f"{self.base_url}/readyz")
+        answer = fetch_json(f"{self.operator_url}/readyz")  # a probe: open without the token
         return answer is not None and answer.get("status") == "ready"
 
     def kill_worker(self) -> None:

@@ -1,9 +1,10 @@
 """A real Prometheus for the tests: the shipped configuration, a live target, the HTTP API.
 
-The configuration is ``deploy/prometheus/prometheus.yml`` with three changes only: the privstream
-job's targets (the live worker), the intervals (1 s instead of 15 s, so a short load gives rates),
-and the rule files' absolute paths. Everything else (the metrics path, the job name the alerts
-select, the rules and alerts) is what a deployment runs.
+The configuration is ``deploy/prometheus/prometheus.yml`` with four changes only: the privstream
+job's targets (the live worker's operator listener), the file holding its bearer token, the
+intervals (1 s instead of 15 s, so a short load gives rates), and the rule files' absolute paths.
+Everything else (the metrics path, the token scheme, the job name the alerts select, the rules
+and alerts) is what a deployment runs.
 """
 
 from __future__ import annotations
@@ -17,21 +18,24 @@ from typing import Any
 
 import yaml
 
-from privstream.stream_app.broker import die_with_parent, free_port
+from privstream.stream_app.embedded.broker import die_with_parent, free_port
 from tests.deploy.deploy_files import PROMETHEUS
 from tests.integration.conftest import wait_until
 
 INTERVAL_SECONDS = 1
 
 
-def live_config(target: str) -> dict[str, Any]:
-    """The shipped configuration, scraping ``target`` (``host:port``) every second."""
+def live_config(target: str, token_file: Path) -> dict[str, Any]:
+    """The shipped configuration, scraping ``target`` (``host:port``) every second with the bearer
+    token in ``token_file``."""
     config = yaml.safe_load(PROMETHEUS.read_text())
     interval = f"{INTERVAL_SECONDS}s"
     config["global"].update(scrape_interval=interval, evaluation_interval=interval, scrape_timeout=interval)
     config["rule_files"] = [str(PROMETHEUS.parent / path) for path in config["rule_files"]]
     (job,) = [job for job in config["scrape_configs"] if job["job_name"] == "privstream"]
     job["static_configs"] = [{"targets": [target]}]
+    assert job["authorization"]["type"] == "Bearer"  # the operator listener's token, from a file
+    job["authorization"]["credentials_file"] = str(token_file)
     return config
 
 

@@ -16,7 +16,7 @@ import pytest
 from tests.deploy.deploy_files import dashboard_panels, plain_promql
 from tests.integration.conftest import wait_until
 
-from .deployment import LiveDeployment
+from .deployment import OPERATOR_TOKEN, LiveDeployment
 from .programs import require
 from .prometheus import INTERVAL_SECONDS, Prometheus, finite_samples, live_config
 
@@ -30,7 +30,10 @@ RATE = 1000.0
 def prometheus(deployment: LiveDeployment, tmp_path_factory) -> Iterator[Prometheus]:
     binary = require("prometheus")
     deployment.running()
-    server = Prometheus(binary, tmp_path_factory.mktemp("prometheus")).start(live_config(deployment.address))
+    workdir = tmp_path_factory.mktemp("prometheus")
+    token_file = workdir / "operator_token"
+    token_file.write_text(OPERATOR_TOKEN)
+    server = Prometheus(binary, workdir).start(live_config(deployment.operator_address, token_file))
     try:
         yield server
     finally:
@@ -56,7 +59,7 @@ def test_the_worker_is_up_and_every_panel_returns_data(prometheus, deployment):
     end = time.time()
 
     (target,) = [t for t in prometheus.api("targets")["activeTargets"] if t["labels"]["job"] == "privstream"]
-    assert target["health"] == "up" and target["scrapeUrl"] == f"{deployment.base_url}/metrics", target
+    assert target["health"] == "up" and target["scrapeUrl"] == f"{deployment.operator_url}/metrics", target
 
     empty, checked = [], 0
     for panel in dashboard_panels():
@@ -77,7 +80,8 @@ def test_a_killed_worker_makes_the_worker_down_alert_pending(prometheus, deploym
     deployment.kill_worker()
     (alert,) = wait_until(lambda: down_alerts(prometheus), 30, what="PrivstreamWorkerDown to be pending")
     assert alert["state"] == "pending"  # for: 2m, then firing
-    assert alert["labels"]["instance"] == deployment.address and alert["labels"]["severity"] == "critical"
+    assert alert["labels"]["instance"] == deployment.operator_address
+    assert alert["labels"]["severity"] == "critical"
 
 
 def released(prometheus: Prometheus) -> float:

@@ -15,7 +15,7 @@ import pytest
 
 from privstream.learning.hypothesis_classes import parse_class_spec
 from privstream.learning.private_learners.vector_base import make_vector_learner
-from privstream.stream_app.demo import fetch_json
+from privstream.stream_app.embedded.demo import fetch_json
 from tests.integration.conftest import wait_until
 
 from .browser import Browser
@@ -28,7 +28,7 @@ pytestmark = [pytest.mark.ops, pytest.mark.live]
 async def released(deployment: LiveDeployment, examples: int, at_least: int) -> dict:
     """Send ``examples`` examples and wait until the stream has ``at_least`` releases; the history."""
     await asyncio.to_thread(deployment.load, examples, 4000.0)
-    url = f"{deployment.base_url}/streams/{deployment.stream}/releases"
+    url = f"{deployment.public_url}/streams/{deployment.stream}/releases"
 
     def enough() -> dict | None:
         history = fetch_json(url)
@@ -38,7 +38,7 @@ async def released(deployment: LiveDeployment, examples: int, at_least: int) -> 
 
 
 def latest(deployment: LiveDeployment) -> dict:
-    answer = fetch_json(f"{deployment.base_url}/streams/{deployment.stream}/releases/latest")
+    answer = fetch_json(f"{deployment.public_url}/streams/{deployment.stream}/releases/latest")
     assert answer is not None and "certificate" in answer, answer
     return answer
 
@@ -46,11 +46,11 @@ def latest(deployment: LiveDeployment) -> dict:
 async def test_the_stream_page_shows_the_stream_its_charts_and_follows_a_new_release(deployment, tmp_path):
     browser_binary = require("chromium")
     deployment.running()  # in this thread: the worker dies with the thread that starts it (PDEATHSIG)
-    before = fetch_json(f"{deployment.base_url}/streams/{deployment.stream}/releases")
+    before = fetch_json(f"{deployment.public_url}/streams/{deployment.stream}/releases")
     history = await released(deployment, WINDOW, len(before["releases"]) + 1)
     browser = await Browser(browser_binary, tmp_path / "chromium").start()
     try:
-        await browser.open(f"{deployment.base_url}/stream/{deployment.stream}")
+        await browser.open(f"{deployment.public_url}/stream/{deployment.stream}")
         shown = await browser.wait_for("document.body.dataset.latestEntry", 20, "the latest release drawn")
         release = latest(deployment)
         assert shown == release["certificate"]["ledger_entry_id"]
@@ -88,7 +88,7 @@ async def test_the_stream_page_shows_the_stream_its_charts_and_follows_a_new_rel
         assert int(newest) > int(shown)
 
         # The list of streams shows it too.
-        await browser.open(f"{deployment.base_url}/")
+        await browser.open(f"{deployment.public_url}/")
         card = await browser.wait_for(
             f"document.querySelector('[data-stream={json.dumps(deployment.stream)}]')?.textContent", 20,
             "the stream's card")
@@ -128,7 +128,7 @@ async def test_the_page_draws_every_kind_of_hypothesis(deployment, tmp_path):
     models = two_d_models()
     browser = await Browser(browser_binary, tmp_path / "chromium").start()
     try:
-        await browser.open(f"{deployment.base_url}/stream/{deployment.stream}")
+        await browser.open(f"{deployment.public_url}/stream/{deployment.stream}")
         for expected, hypothesis in cases.items():
             release = json.dumps({"hypothesis": hypothesis.to_dict()})
             drawn = await browser.evaluate(f"PrivstreamPage.draw({release})")

@@ -9,29 +9,29 @@ release arrives (it polls the JSON endpoints every few seconds).
 Plain HTML and JavaScript from ``assets/``, served by the worker, with one vendored charting
 library (uPlot, MIT: ``assets/NOTICE``): no CDN, the pages work offline. Everything they show is
 public: the published releases and their certificates, the ledger's budget figures and the
-streams' configuration (the JSON endpoints of ``web.py`` and :func:`release_history` here).
+streams' configuration (the public listener's JSON endpoints, and ``/streams/{id}/releases`` here).
 
-:func:`register_page` adds the routes to an app with faust's ``page`` decorator (the public
-listener's).
+:func:`page_routes` gives the routes, which the service adds to the public listener's.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from importlib import resources
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+from aiohttp import web
 
 from privstream.agents.ledger_port import Charge
-
-if TYPE_CHECKING:
-    from privstream.stream_app.service import Service
+from privstream.stream_app.settings import StreamConfig
+from privstream.stream_app.web.listener import Route
+from privstream.stream_app.web.public import LedgerReader, budget
 
 #: How many releases ``/streams/{id}/releases`` returns at most (the most recent).
 HISTORY_LIMIT = 1000
 
-_CONTENT_TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
-                  ".css": "text/css; charset=utf-8", ".svg": "image/svg+xml"}
+_CONTENT_TYPES = {".html": "text/html", ".js": "text/javascript", ".css": "text/css"}
 
 
 def release_summary(charge: Charge) -> dict[str, Any]:
@@ -82,45 +82,52 @@ class ReleaseHistory:
 
 
 def asset(name: str) -> tuple[bytes, str] | None:
-    """A file of ``assets/`` and its content type; None for anything else (no paths, no dotfiles)."""
+    """A file of ``assets/`` and its content type; None for anything else (no paths, no dotfiles).
+
+    >>> asset("page.css")[1], asset("../__init__.py"), asset("NOTICE")
+    ('text/css', None, None)
+    """
     if "/" in name or "\\" in name or name.startswith("."):
         return None
-    path = resources.files(__package__).joinpath("assets", name)
+    path = resources.files(__name__).joinpath("assets", name)
     suffix = "." + name.rsplit(".", 1)[-1] if "." in name else ""
     if suffix not in _CONTENT_TYPES or not path.is_file():
         return None
     return path.read_bytes(), _CONTENT_TYPES[suffix]
 
 
-def register_page(app: Any, service: Service) -> None:
-    """Add the page's routes to ``app`` (anything with faust's ``page`` decorator)."""
-    from privstream.stream_app import web
-
+def page_routes(streams: Sequence[StreamConfig], ledger: LedgerReader | None) -> list[Route]:
+    """The page's routes over these streams and this ledger (for the public listener)."""
+    by_name = {s.name: s for s in streams}
     history = ReleaseHistory()
 
-    def send(web_: Any, name: str) -> Any:
+    def send(name: str) -> web.Response:
         found = asset(name)
         if found is None:
-            return web_.json({"error": f"no asset {name!r}"}, status=404)
+            return web.json_response({"error": f"no asset {name!r}"}, status=404)
         body, content_type = found
-        return web_.bytes(body, headers={"Content-Type": content_type})  # aiohttp: no charset in content_type
+        return web.Response(body=body, content_type=content_type, charset="utf-8")
 
-    @app.page("/")
-    async def index_page(web_: Any, request: Any) -> Any:
-        return send(web_, "index.html")
+    async def index_page(request: web.Request) -> web.Response:
+        return send("index.html")
 
-    @app.page("/stream/{stream_id}")
-    async def stream_page(web_: Any, request: Any, stream_id: str) -> Any:
-        return send(web_, "stream.html")
+    async def stream_page(request: web.Request) -> web.Response:
+        return send("stream.html")
 
-    @app.page("/assets/{name}")
-    async def asset_page(web_: Any, request: Any, name: str) -> Any:
-        return send(web_, name)
+    async def asset_page(request: web.Request) -> web.Response:
+        return send(request.match_info["name"])
 
-    @app.page("/streams/{stream_id}/releases")
-    async def releases_page(web_: Any, request: Any, stream_id: str) -> Any:
-        figures = web.budget(service, stream_id)
-        if figures is None or service.ledger is None:
-            return web_.json({"error": f"stream {stream_id!r} has no private releases"}, status=404)
-        return web_.json({"stream_id": stream_id, "budget": figures,
-                          "releases": history.of(service.ledger.entries(stream_id))})
+    async def releases_page(request: web.Request) -> web.Response:
+        stream_id = request.match_info["stream_id"]
+        figures = budget(by_name.get(stream_id), ledger)
+        if figures is None or ledger is None:
+            return web.json_response({"error": f"stream {stream_id!r} has no private releases"}, status=404)
+        return web.json_response({"stream_id": stream_id, "budget": figures,
+                                  "releases": history.of(ledger.entries(stream_id))})
+
+    return [
+        ("GET", "/", index_page),
+        ("GET", "/stream/{stream_id}", stream_page),
+        ("GET", "/assets/{name}", asset_page),
+        ("GET", "/streams/{stream_id}/releases", releases_page),
+    ]
