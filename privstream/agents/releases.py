@@ -257,7 +257,9 @@ class ReleaseAgent:
             await self._publish(topic_of_key(charge.mechanism), charge.stream_id, charge.release)
             await asyncio.to_thread(self.ledger.mark_published, charge.entry_id)
             log.info("re-published release %s of stream %s from the ledger's outbox",
-                     charge.entry_id, charge.stream_id)
+                     charge.entry_id, charge.stream_id, extra={
+                         "stream_id": charge.stream_id, "window_id": charge.window_id,
+                         "ledger_entry_id": str(charge.entry_id)})
             count += 1
         return count
 
@@ -314,7 +316,9 @@ class ReleaseAgent:
                     outcomes.append(outcome)
                 except Exception:
                     # A learner or publication failure must not kill the worker: log, count, surface.
-                    log.exception("%s of window %s of stream %s failed", product.key, window_id, stream_id)
+                    log.exception("%s of window %s of stream %s failed", product.key, window_id, stream_id,
+                                  extra={"stream_id": stream_id, "window_id": window_id,
+                                         "ledger_entry_id": None})
                     self.metrics.learner_failed(stream_id)
                     outcomes.append("failed")
             if "failed" not in outcomes:  # a failed product keeps the window for a retry after restart
@@ -380,7 +384,8 @@ class ReleaseAgent:
         left = await asyncio.to_thread(self.ledger.remaining, stream_id)
         self.metrics.released(stream_id, spent.epsilon, left.epsilon)
         log.info("released %s for window %s of stream %s (ledger entry %s, epsilon left %g)",
-                 key, window_id, stream_id, charge.entry_id, left.epsilon)
+                 key, window_id, stream_id, charge.entry_id, left.epsilon, extra={
+                     "stream_id": stream_id, "window_id": window_id, "ledger_entry_id": str(charge.entry_id)})
         return "released"
 
     async def _refuse(self, policy: ReleasePolicy, product: Product, state: _StreamState, window_id: str,
@@ -397,7 +402,8 @@ class ReleaseAgent:
         if not state.exhausted:
             state.exhausted = True
             log.warning("stream %s: privacy budget exhausted; no more releases (the online SOA keeps "
-                        "serving)", stream_id)
+                        "serving)", stream_id,
+                        extra={"stream_id": stream_id, "window_id": window_id, "ledger_entry_id": None})
         spent = await asyncio.to_thread(self.ledger.spent, stream_id)
         left = await asyncio.to_thread(self.ledger.remaining, stream_id)
         self.metrics.refused(stream_id, spent.epsilon, left.epsilon)

@@ -31,6 +31,7 @@ from privstream.stream_app.store import factory
 from privstream.stream_app.store.factory import Ledger, StateStore
 from privstream.stream_app.web.listener import HttpListener, bearer_token_guard
 from privstream.stream_app.web.operator import PROBE_PATHS, operator_routes
+from privstream.stream_app.web.page import page_routes
 from privstream.stream_app.web.public import public_routes
 
 log = logging.getLogger(__name__)
@@ -203,7 +204,9 @@ def build_service(settings: Settings) -> Service:
             for sid, p in policies.items()
         },
     )
-    store = factory.open_state_store(settings)
+    # Every call of the storage ports is timed (privstream_store_operation_seconds).
+    store = metrics.timed(factory.open_state_store(settings), "state")
+    ledger = metrics.timed(ledger, "ledger") if ledger is not None else None
     learners = OnlineLearners(streams, metrics, store)
     progress = Progress()
     user_level = frozenset(sid for sid, p in policies.items() if p.privacy_unit == "user")
@@ -214,7 +217,8 @@ def build_service(settings: Settings) -> Service:
     }
     validator = ExampleValidator(domains, user_level=user_level)
     pipeline = IngestPipeline(validator, learners, metrics, progress)
-    ingest = IngestService(settings, pipeline, on_assigned=lambda parts: on_assigned(parts), loop=None)
+    ingest = IngestService(settings, pipeline, on_assigned=lambda parts: on_assigned(parts),
+                           metrics=metrics, loop=None)
     releases = None
     if policies:
         assert ledger is not None
@@ -242,7 +246,7 @@ def build_service(settings: Settings) -> Service:
 
     service = Service(settings, app, ingest, pipeline, metrics, learners, progress, store, ledger, releases)
     app.service(HttpListener("public", settings.public_host, settings.public_port,
-                             public_routes(settings.streams, ledger)))
+                             public_routes(settings.streams, ledger) + page_routes(settings.streams, ledger)))
     guard = ([bearer_token_guard(settings.operator_token.get_secret_value(), open_paths=PROBE_PATHS)]
              if settings.operator_token is not None else [])
     app.service(HttpListener("operator", settings.operator_host, settings.operator_port,

@@ -260,6 +260,10 @@ class Settings(BaseSettings):
         default=None, description="window buffers and SOA snapshots (SQLite); default data_dir/state.sqlite3"
     )
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+    log_format: Literal["text", "json"] = Field(
+        default="text", description="text lines for people, or one JSON object per line for log "
+        "pipelines (the container and Kubernetes files set json)"
+    )
 
     # --- streams --------------------------------------------------------------------------------
     streams: list[StreamConfig] = Field(default_factory=list)

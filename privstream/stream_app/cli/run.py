@@ -11,7 +11,8 @@ import sys
 import threading
 from pathlib import Path
 
-from privstream.stream_app.cli.common import add_config_option, configure_logging, load_settings
+from privstream.stream_app.cli.common import add_config_option, load_settings
+from privstream.stream_app.logs import configure_logging
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -96,7 +97,7 @@ def run_worker(args: argparse.Namespace) -> int:
     from privstream.stream_app.service import build_service
 
     settings = load_settings(args, public_port=args.public_port, operator_port=args.operator_port)
-    configure_logging(settings.log_level)
+    configure_logging(settings.log_level, settings.log_format)
     broker = None
     if settings.kafka_bootstrap is None:
         broker = EmbeddedBroker().start()
@@ -105,7 +106,10 @@ def run_worker(args: argparse.Namespace) -> int:
     try:
         asyncio.run(ensure_topics(settings))
         service = build_service(settings)
-        worker = faust.Worker(service.app, loglevel=settings.log_level, quiet=True, redirect_stdouts=False)
+        # override_logging=False: mode would replace our handlers (and the JSON format) with its own.
+        worker = faust.Worker(service.app, loglevel=settings.log_level, quiet=True, redirect_stdouts=False,
+                              override_logging=False)
+        worker.spinner = None  # its terminal codes would land in the log (mode's setup used to drop it)
         # mode's Worker handles SIGINT/SIGTERM with a graceful stop (commit, close) and exits.
         worker.execute_from_commandline()
     except SystemExit as exc:
