@@ -37,7 +37,7 @@ def edges(result) -> tuple[int, ...]:
 
 
 def first_count(result) -> int:
-    return max(-3, min(8, result.parameters["transcript"][0]["noisy_count"]))
+    return max(-3, min(8, result.dp_outputs["transcript"][0]["noisy_count"]))
 
 
 def run(factory, discretise, claimed: PrivacyGuarantee, samples: int, seed: int = 0):
@@ -94,7 +94,7 @@ def fooling_release(broken: str | None = None):
 
 def negated_count(result) -> int:
     # the "¬h" direction's count: under F0 every subsample point is 0, so it is 0 or m exactly
-    return max(-4, min(6, result.parameters["transcript"][1]["noisy_count"]))
+    return max(-4, min(6, result.dp_outputs["transcript"][1]["noisy_count"]))
 
 
 def fooling_audit(broken: str | None, samples: int, seed: int = 0):
