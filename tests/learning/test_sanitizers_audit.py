@@ -10,6 +10,8 @@ queries and noisy counts in the certificate parameters), which can only lower th
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -121,3 +123,35 @@ def test_fooling_noiseless_check_leaves_a_witness() -> None:
 def test_fooling_noiseless_check_is_caught() -> None:
     result = fooling_audit("noiseless_check", samples=6000)
     assert not result.passed, result.summary()
+
+
+# -- MWEM with n private, under add/remove-one neighbours --------------------------------------------
+# The registry's spec (privstream.learning.sanitizers.audit): one window gains an example; the auditor
+# reads the normaliser off the public release. Production normalises by a noisy count; the broken
+# variant normalises by the true n, which the release then reveals exactly.
+
+
+def test_mwem_add_remove_spec_is_registered() -> None:
+    import privstream.learning.sanitizers.audit  # noqa: F401  (registers the spec)
+    from privstream.learning.audit import AUDITABLE_MECHANISMS
+
+    spec = AUDITABLE_MECHANISMS["mwem_add_remove"]()
+    assert len(spec.pair[1]) == len(spec.pair[0]) + 1 and set(spec.pair[0]) == set(spec.pair[1])
+    assert set(spec.broken) == {"true_size_normaliser"}
+
+
+def test_mwem_add_remove_passes_at_its_claim() -> None:
+    from privstream.learning.audit import run_audit
+    from privstream.learning.sanitizers.audit import mwem_add_remove_audit_spec
+
+    result = run_audit(mwem_add_remove_audit_spec(), samples=2000, seed=1)
+    assert result.passed, result.summary()
+
+
+def test_mwem_normalised_by_the_true_n_is_caught() -> None:
+    from privstream.learning.audit import run_audit
+    from privstream.learning.sanitizers.audit import mwem_add_remove_audit_spec
+
+    result = run_audit(mwem_add_remove_audit_spec(), variant="true_size_normaliser", samples=600, seed=2)
+    assert not result.passed, result.summary()
+    assert result.epsilon_estimate == math.inf  # an implied n seen under one dataset only
