@@ -351,18 +351,18 @@ class ReleaseAgent:
         else:
             epsilon, delta = product.epsilon, product.delta
         rng = self._rng_factory(f"{window_id}/{key}") if self._rng_factory else None
-        size = policy.expected_size
+        # n private: the algorithms derive everything they publish from the operator's expected size
+        size = {} if policy.expected_size is None else {"expected_size": policy.expected_size}
         if product.vector:
             run = partial(product.algorithm.fit, data.xs, data.ys, epsilon=epsilon, delta=delta,
-                          bounds=policy.feature_bounds, rng=rng, expected_size=size)
+                          bounds=policy.feature_bounds, rng=rng, **size)
         elif product.topic == "hypotheses":
             run = partial(product.algorithm.fit, policy.hypothesis_class, data.xs, data.ys,
-                          epsilon=epsilon, delta=delta, alpha=policy.alpha, beta=policy.beta, rng=rng,
-                          expected_size=size)
+                          epsilon=epsilon, delta=delta, alpha=policy.alpha, beta=policy.beta, rng=rng, **size)
         else:
             run = partial(product.algorithm.fit, policy.hypothesis_class, data.xs,
                           data.ys if product.labelled else None, epsilon=epsilon, delta=delta, rng=rng,
-                          expected_size=size)
+                          **size)
         started = time.perf_counter()
         result = await asyncio.get_running_loop().run_in_executor(self.executor, run)
         self.metrics.learner_ran(product.name, time.perf_counter() - started, len(data.xs))

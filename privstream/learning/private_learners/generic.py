@@ -170,6 +170,8 @@ class GenericLearner:
             "alpha": a, "beta": b, "score": "-errors", "sensitivity": 1,
             "class_size": hclass.size, "theorem": "Sivakumar Thm 3.3, explicit constants (realizable)",
         }
+        if m is not None:
+            parameters["expected_size"] = m
         return LearnerResult(
             hypothesis=hypothesis, mechanism=MECHANISM, epsilon=eps, delta=0.0, proper=True,
             sample_size=n, parameters=parameters, theorem_sample_size=needed,
