@@ -90,6 +90,7 @@ CASES: dict[str, Callable[[int, int | None, int], Any]] = {
     "mwem-intervals": sanitizer_case("mwem", "intervals:2^32", rounds=5),
     "mwem-file": sanitizer_case("mwem", FILE_CLASS, rounds=5),
     "fooling-thresholds": sanitizer_case("fooling", "thresholds:32", delta=1e-6, learner="generic", rounds=3),
+    "fooling-auto": sanitizer_case("fooling", "thresholds:8", delta=1e-6, rounds=2),
     "fooling-labelled": sanitizer_case("fooling", "thresholds:32", labelled=True, delta=1e-6,
                                        learner="generic", rounds=3),
     "bayes-consistent": vector_case("bayes-consistent"),

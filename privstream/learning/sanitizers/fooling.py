@@ -54,6 +54,7 @@ not apply (reported). :func:`fooling_sample_size` computes the n at which the §
 
 from __future__ import annotations
 
+import inspect
 import math
 from functools import lru_cache
 from typing import Any, ClassVar
@@ -211,14 +212,18 @@ class FoolingSanitizer:
             raise SanitizerInputError(f"unknown broken variant {broken!r}")
         self.learner, self.rounds, self.learning_rate, self.broken = learner, rounds, learning_rate, broken
 
-    def _learner_name(self, hclass: HypothesisClass) -> tuple[str, str]:
+    def _learner_name(self, hclass: HypothesisClass, n_private: bool) -> tuple[str, str]:
+        """The discriminator: a function of the class and the mode only (never of the data)."""
         if self.learner != "auto":
             return self.learner, "chosen by the caller"
         if "proper" in LEARNERS:
+            proper = make_learner("proper")
             try:
-                make_learner("proper").lattice(hclass)  # type: ignore[attr-defined]
+                proper.lattice(hclass)  # type: ignore[attr-defined]
             except (LearningInputError, AttributeError) as exc:
                 return "generic", f"proper learner cannot take this class ({str(exc)[:80]})"
+            if n_private and "expected_size" not in inspect.signature(proper.fit).parameters:
+                return "generic", "proper learner has no mode for a private n (expected_size)"
             return "proper", "GGKM proper learner (the paper's discriminator)"
         return "generic", "proper learner not registered"
 
@@ -235,7 +240,7 @@ class FoolingSanitizer:
         tau = budget["tau"]
         # k: the synthetic draws per round and the gap's normaliser; public in both modes
         k = math.floor(tau * (n if size is None else size))
-        learner_name, why = self._learner_name(hclass)
+        learner_name, why = self._learner_name(hclass, size is not None)
         learner = make_learner(learner_name)
         learner_options: dict[str, Any] = {} if size is None else {"expected_size": max(2 * k, 1)}
         source = resolve(rng)
