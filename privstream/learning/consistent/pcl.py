@@ -53,7 +53,7 @@ anywhere; its answers are values of the same h.
 Then one row's arrival or departure moves one vote by 1 and changes nothing else, so the release
 is ε/2-DP by the same argument; we report ε (the noise is not recalibrated to 2ε, so the same
 table is also ε-DP under replace-one and one calibration serves both relations). Every reported
-field (K, the table's size, the diagnostics) is a function of (m, d, bounds, ε).
+field (K, the table's size, the expected points per cube) is a function of (m, d, bounds, ε).
 
 Universal consistency [B Thm 3.2] holds as n → ∞ for every distribution on the box; there is no
 rate (bayes_overview.md §C.11), and large d is statistically hopeless at practical n.
