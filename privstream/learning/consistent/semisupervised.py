@@ -43,7 +43,8 @@ probability >= 1 - β given a good cover, ``m = ⌈max{(3/α)ln(3/β), 2ln(3|H_�
 size ``2 + 2d(n_semi - 1)`` (:func:`cover_size_bound`; m grows with |H_Û|, so this is sufficient
 for every cover, and it keeps the reported size a function of the configuration). The unlabelled
 size the proof needs, n(β/n_semi, β, f), depends on the unknown density (not computable):
-``dp_outputs`` report what PCDE released instead (released cubes, released mass Σĉ, whether it fell back to uniform).
+``dp_outputs`` report what PCDE released instead (released cubes, released mass Σĉ, whether it
+fell back to uniform).
 
 >>> import numpy as np
 >>> from privstream.learning.randomness import seeded
