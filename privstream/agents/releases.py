@@ -96,6 +96,7 @@ class ReleasePolicy:
     allowed_lateness_seconds: float = 0.0
     privacy_unit: str = "example"
     user_contribution_bound: int | None = None
+    expected_size: int | None = None  # where n is private: the size the algorithms use instead of n
 
     @property
     def neighbouring_relation(self) -> str:
@@ -354,15 +355,18 @@ class ReleaseAgent:
         else:
             epsilon, delta = product.epsilon, product.delta
         rng = self._rng_factory(f"{window_id}/{key}") if self._rng_factory else None
+        # n private: the algorithms derive everything they publish from the operator's expected size
+        size = {} if policy.expected_size is None else {"expected_size": policy.expected_size}
         if product.vector:
             run = partial(product.algorithm.fit, data.xs, data.ys, epsilon=epsilon, delta=delta,
-                          bounds=policy.feature_bounds, rng=rng)
+                          bounds=policy.feature_bounds, rng=rng, **size)
         elif product.topic == "hypotheses":
             run = partial(product.algorithm.fit, policy.hypothesis_class, data.xs, data.ys,
-                          epsilon=epsilon, delta=delta, alpha=policy.alpha, beta=policy.beta, rng=rng)
+                          epsilon=epsilon, delta=delta, alpha=policy.alpha, beta=policy.beta, rng=rng, **size)
         else:
             run = partial(product.algorithm.fit, policy.hypothesis_class, data.xs,
-                          data.ys if product.labelled else None, epsilon=epsilon, delta=delta, rng=rng)
+                          data.ys if product.labelled else None, epsilon=epsilon, delta=delta, rng=rng,
+                          **size)
         started = time.perf_counter()
         result = await asyncio.get_running_loop().run_in_executor(self.executor, run)
         self.metrics.learner_ran(product.name, time.perf_counter() - started, len(data.xs))
@@ -427,6 +431,7 @@ class ReleaseAgent:
             delta=product.delta,
             neighbouring_relation=policy.neighbouring_relation,
             privacy_unit=policy.privacy_unit,
+            privacy=result.privacy,
             user_contribution_bound=policy.user_contribution_bound,
             window=info,
             sample_size=result.sample_size if n_public else None,
@@ -436,6 +441,7 @@ class ReleaseAgent:
             parameters={**result.parameters, "learner" if is_learner else "sanitizer": product.name,
                         "algorithm_epsilon": result.epsilon, "algorithm_delta": result.delta},
             proper=result.proper if is_learner else False,
+            dp_outputs=result.dp_outputs,
             accuracy_guarantee_holds=result.accuracy_guarantee_holds if n_public else None,
             theorem_sample_size=result.theorem_sample_size,
             randomness=randomness,

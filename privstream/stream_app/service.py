@@ -23,6 +23,7 @@ from privstream.learning.hypothesis_classes import HypothesisClass, parse_class_
 from privstream.learning.private_learners import make_learner
 from privstream.learning.private_learners.vector_base import make_vector_learner
 from privstream.learning.sanitizers import make_sanitizer
+from privstream.schemas.releases import RELEASE_SCHEMA_VERSION
 from privstream.stream_app.kafka.ingest import IngestService
 from privstream.stream_app.learner_process import LearnerProcess
 from privstream.stream_app.metrics import ServiceMetrics
@@ -171,6 +172,7 @@ def release_policy(stream: StreamConfig, hclass: HypothesisClass | None) -> Rele
         allowed_lateness_seconds=config.window.allowed_lateness_seconds,
         privacy_unit=config.privacy_unit,
         user_contribution_bound=config.user_contribution_bound,
+        expected_size=config.expected_size,
     )
 
 
@@ -261,6 +263,7 @@ def publisher(ingest: IngestService, settings: Settings) -> Any:
     """Publish a release's bytes to its public topic and wait until Kafka has them."""
 
     async def publish(topic: str, stream_id: str, release: bytes) -> None:
-        await ingest.publish(settings.topic(topic), stream_id.encode(), release, [("schema_version", b"1")])
+        header = ("schema_version", str(RELEASE_SCHEMA_VERSION).encode())
+        await ingest.publish(settings.topic(topic), stream_id.encode(), release, [header])
 
     return publish

@@ -94,6 +94,13 @@ class ReleaseConfig(BaseModel):
     on_budget_exhausted: Literal["stop"] = Field(
         default="stop", description="stop releasing (the online SOA keeps serving)"
     )
+    expected_size: int | None = Field(
+        default=None, ge=1, le=2**53,
+        description="where a window's size n is private (time windows, privacy_unit 'user'): the number "
+        "of examples you expect per window. The algorithms derive every published parameter from it "
+        "instead of n, and their guarantee holds under add/remove-one neighbours whatever the actual n. "
+        "Required there; not allowed with count windows at the example level, where n is public",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> ReleaseConfig:
@@ -101,6 +108,14 @@ class ReleaseConfig(BaseModel):
             raise ValueError("privacy_unit 'user' needs user_contribution_bound")
         if self.privacy_unit == "example" and self.user_contribution_bound is not None:
             raise ValueError("user_contribution_bound applies only to privacy_unit 'user'")
+        if self.n_private and self.expected_size is None:
+            raise ValueError(
+                "expected_size is required when a window's size is private (time windows or privacy_unit "
+                "'user'): set it to the number of examples you expect per window; the algorithms use it "
+                "instead of the private n for every parameter they publish")
+        if not self.n_private and self.expected_size is not None:
+            raise ValueError("expected_size applies only where a window's size is private (time windows or "
+                             "privacy_unit 'user'); count windows at the example level publish n")
         if self.window.kind == "time" and (self.learner not in N_FREE_LEARNERS or self.sanitizer is not None):
             # Under add/remove-one neighbours a window's size is private; these algorithms choose
             # their parameters (and so their output's form and certificate) from n, which would
@@ -116,6 +131,12 @@ class ReleaseConfig(BaseModel):
         if epsilon > self.epsilon_budget:
             raise ValueError(f"epsilon {epsilon} per window exceeds epsilon_budget {self.epsilon_budget}")
         return self
+
+    @property
+    def n_private(self) -> bool:
+        """Whether a window's size is private: time windows, or user-level bounding (then the
+        number of examples kept depends on how much each user sent)."""
+        return self.window.kind == "time" or self.privacy_unit == "user"
 
     @property
     def window_cost(self) -> tuple[float, float]:

@@ -63,6 +63,7 @@ CERTIFICATE_FIELDS: dict[str, str] = {
     "parameters": "parameters",
     "library version": "library_version",
     "whether the accuracy guarantee of the paper holds": "accuracy_guarantee_holds",
+    "whether privacy is information-theoretic or computational": "privacy",
 }
 
 #: ``accuracy_guarantee_holds`` is null when no accuracy theorem can be decided at a public n: the
@@ -70,9 +71,8 @@ CERTIFICATE_FIELDS: dict[str, str] = {
 NULL_MEANS_NO_THEOREM = {"accuracy_guarantee_holds"}
 
 #: The §4 items no certificate carries yet, with the key each is expected under: they land with
-#: issue 16 (``privacy``) and issue 17 (the release tree's node and the lifetime bound).
+#: issue 17 (the release tree's node and the lifetime bound).
 CERTIFICATE_FIELDS_TO_COME: dict[str, str] = {
-    "whether privacy is information-theoretic or computational": "privacy",
     "lifetime bound (with the rule that gives it)": "lifetime_bound",
     "level and range of the release (its node)": "node",
 }
@@ -85,15 +85,6 @@ KNOWN_GAPS: dict[tuple[str, str], str] = {
     ("vector-learner:semi-supervised", "cli_matches_service"):
         "privstream learn passes its --alpha/--beta defaults (0.25) to the learner, the service the "
         "learner's own (0.1): another stump for the same seed and window; and the parameters as above",
-    ("vector-learner:bayes-consistent", "zero_examples_released"):
-        "the SQLite state store reads an empty window's points as shape (0,), not (0, d), and "
-        "BayesConsistentLearner.fit refuses zero examples ('need at least one example')",
-    ("vector-learner:semi-supervised", "zero_examples_released"):
-        "the SQLite state store reads an empty window's points as shape (0,), not (0, d)",
-    ("sanitizer:mwem", "zero_examples_released"):
-        "sanitizers.base.check_data refuses an empty sample (issue 16)",
-    ("sanitizer:fooling", "zero_examples_released"):
-        "sanitizers.base.check_data refuses an empty sample (issue 16)",
 }
 
 

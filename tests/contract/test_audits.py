@@ -59,6 +59,8 @@ RUNS: dict[tuple[str, str | None], Runs] = {
     ("mwem", "measurement_without_noise"): Runs(300, 0),
     ("mwem-zcdp", None): Runs(500, 2),
     ("mwem-zcdp", "selection_without_noise"): Runs(300, 0),
+    ("mwem-add-remove", None): Runs(2000, 1),
+    ("mwem-add-remove", "true_size_normaliser"): Runs(600, 2),  # an implied n seen under one dataset only
     ("fooling", None): Runs(500, 0),
     ("fooling", "noiseless_check"): Runs(6000, 0),  # the changed point shows in ~τ = 4.5% of the runs
 }

@@ -169,8 +169,8 @@ def test_time_windows_refuse_algorithms_whose_output_depends_on_n(release):
     window = {"kind": "time", "seconds": 60}
     with pytest.raises(ValidationError, match="time windows keep n private"):
         Settings(streams=[{"name": "s", "hypothesis_class": "thresholds:8",
-                           "release": {**release, "window": window}}])
-    ok = {"learner": "generic", "epsilon": 1, "epsilon_budget": 5, "window": window}
+                           "release": {**release, "window": window, "expected_size": 500}}])
+    ok = {"learner": "generic", "epsilon": 1, "epsilon_budget": 5, "window": window, "expected_size": 500}
     assert Settings(streams=[{"name": "s", "hypothesis_class": "thresholds:8", "release": ok}]).streams
 
 
@@ -246,3 +246,19 @@ def test_invalid_store_settings_are_clear_errors(kwargs, message):
     with pytest.raises(ValidationError, match=message) as invalid:
         Settings(**kwargs)
     assert "hunter2" not in describe_validation_error(invalid.value)  # what the CLI prints
+
+
+@pytest.mark.parametrize("private", [
+    {"window": {"kind": "time", "seconds": 60}},
+    {"privacy_unit": "user", "user_contribution_bound": 2},
+])
+def test_expected_size_is_required_exactly_where_n_is_private(private):
+    release = {"learner": "generic", "epsilon": 1, "epsilon_budget": 5, **private}
+    with pytest.raises(ValidationError, match="expected_size is required"):
+        Settings(streams=[{"name": "s", "hypothesis_class": "thresholds:8", "release": release}])
+    s = Settings(streams=[{"name": "s", "hypothesis_class": "thresholds:8",
+                           "release": {**release, "expected_size": 800}}])
+    assert s.streams[0].release.expected_size == 800 and s.streams[0].release.n_private
+    public = {"learner": "generic", "epsilon": 1, "epsilon_budget": 5, "expected_size": 800}
+    with pytest.raises(ValidationError, match="count windows at the example level publish n"):
+        Settings(streams=[{"name": "s", "hypothesis_class": "thresholds:8", "release": public}])

@@ -56,6 +56,7 @@ AUDITS: dict[str, str] = {
     # sanitizers (sanitizers/base.py: SANITIZERS)
     "mwem": f"{_SANITIZERS}:mwem_audit_spec",
     "mwem-zcdp": f"{_SANITIZERS}:mwem_zcdp_audit_spec",
+    "mwem-add-remove": f"{_SANITIZERS}:mwem_add_remove_audit_spec",
     "fooling": f"{_SANITIZERS}:fooling_audit_spec",
 }
 

@@ -1,15 +1,16 @@
 """The consistent learners in the privacy audit (:mod:`privstream.learning.audit`): four specs.
 
-* ``bayes-consistent``: PCL (:func:`~privstream.learning.consistent.pcl.pcl_fit` through the
-  production learner) on [0, 1] with n = 2 (so K = 2 cubes) and the **tight pair** of
+* ``bayes-consistent``: PCL (the production learner
+  :class:`~privstream.learning.consistent.pcl.BayesConsistentLearner`, noise drawn from the random
+  source) on [0, 1] with n = 2 (so K = 2 cubes) and the **tight pair** of
   bayes_overview.md §C.3: cube 0 holds labels {1, 0} (vote 0) vs {0, 0} (vote -2), so
   ``Pr[label 1] = ½`` vs ``½e^{-ε}``: the privacy loss is exactly ε. Broken variants:
   ``noise_halved`` (the Bernoulli(e^{-ε|v|/2}) drawn at 2ε: loss 2ε) and ``no_noise`` (the
   majority vote, ties broken by the coin: loss ∞).
 * ``bayes-consistent-empty-cell``: a point moves from cube 1 (then empty) into cube 0. Broken
-  variants: ``empty_cells_unkeyed`` (noise drawn only for occupied cubes from an unkeyed source,
-  empty cubes predicted 0: a cube going empty changes its law from Bernoulli(1 - ½e^{-ε/2}) to a
-  point mass) and ``bounds_from_data`` (the box taken as [min, max] of the data: released, so
+  variants: ``empty_cells_unkeyed`` (noise drawn only for occupied cubes, empty cubes predicted
+  0: a cube going empty changes its law from Bernoulli(1 - ½e^{-ε/2}) to a point mass) and
+  ``bounds_from_data`` (the box taken as [min, max] of the data: released, so
   it reveals the extreme points).
 * ``pcde``: the density estimator's δ part, a lone point in cube 5 vs none (released with
   probability <= δ); broken: ``no_threshold`` (stable histogram threshold 1: probability ~½).

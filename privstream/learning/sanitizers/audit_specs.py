@@ -1,4 +1,4 @@
-"""The sanitizers in the privacy audit (:mod:`privstream.learning.audit`): mwem, mwem-zcdp, fooling.
+"""The sanitizers in the privacy audit: mwem, mwem-zcdp, mwem-add-remove (n private), fooling.
 
 Each spec runs the production ``fit`` on a replace-one neighbouring pair; its broken variants are
 built by the sanitizer's own switches (``noisy_selection``, ``noisy_measurement``, ``broken``), so
@@ -21,6 +21,7 @@ counts in the certificate parameters), which can only lower the true ε.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Hashable
 from typing import Any
 
@@ -28,14 +29,20 @@ import numpy as np
 
 from privstream.learning.accounting import PrivacyGuarantee
 from privstream.learning.audit.harness import AuditSpec, MechanismFactory
-from privstream.learning.hypothesis_classes import parse_class_spec
+from privstream.learning.hypotheses import hypothesis_from_dict
+from privstream.learning.hypothesis_classes import Thresholds, parse_class_spec
 from privstream.learning.randomness import RandomSource
 from privstream.learning.sanitizers.base import SanitizerResult, make_sanitizer
+from privstream.learning.sanitizers.distribution import SyntheticDistribution
+from privstream.learning.sanitizers.mwem import MWEMSanitizer
 
 __all__ = [
+    "ADD_REMOVE_PAIR",
     "FOOLING_PAIR",
     "MWEM_PAIR",
     "fooling_audit_spec",
+    "implied_normaliser",
+    "mwem_add_remove_audit_spec",
     "mwem_audit_spec",
     "mwem_zcdp_audit_spec",
 ]
@@ -59,7 +66,7 @@ def _edges(result: SanitizerResult) -> Hashable:
 
 
 def _first_count(result: SanitizerResult) -> int:
-    return max(-3, min(8, result.parameters["transcript"][0]["noisy_count"]))
+    return max(-3, min(8, result.dp_outputs["transcript"][0]["noisy_count"]))
 
 
 def _edges_and_count(result: SanitizerResult) -> Hashable:
@@ -109,7 +116,7 @@ def mwem_zcdp_audit_spec(epsilon: float = 0.8) -> AuditSpec:
 
 def _negated_count(result: SanitizerResult) -> int:
     # the "¬h" direction's count: under the all-zero dataset every subsample point is 0, so it is 0 or m
-    return max(-4, min(6, result.parameters["transcript"][1]["noisy_count"]))
+    return max(-4, min(6, result.dp_outputs["transcript"][1]["noisy_count"]))
 
 
 def _fooling(broken: str | None) -> MechanismFactory:
@@ -135,3 +142,80 @@ def fooling_audit_spec() -> AuditSpec:
         broken={"noiseless_check": _fooling("noiseless_check")},
         samples=6_000,
     )
+
+
+# -- MWEM with n private, under add/remove-one neighbours ----------------------------------------
+# Registered as ``mwem-add-remove`` (``privstream audit mwem-add-remove``):
+#
+# * **the production path**: :meth:`MWEMSanitizer.fit` with ``expected_size`` set (n private) on
+#   ``thresholds:8``, one round, no replays, ε = 1 in total, a ``count_share`` of 1/2 so the noisy
+#   count ν that normalises the update is measured at ε/2 (a large share makes the audit of the
+#   count sharp; the default share is smaller);
+# * **an add/remove-one pair**: ``D`` = twenty 1s and twenty 6s vs ``D' = D + (6,)``: the window
+#   gained one example, and with it n went from 40 to 41;
+# * **what the auditor looks at**: only the public release. With one round and no replays, the
+#   released weight ``A'`` of the selected query h satisfies ``A'/(1 - A') = a/(1 - a)·e^{(v - a)/2}``,
+#   where ``a`` is h's mass under the uniform start (public) and ``v = noisy_count/ν`` the measured
+#   fraction; the transcript publishes ``noisy_count``, so the release determines ν
+#   (:func:`implied_normaliser`). In production ν is the noisy count, a DP output;
+# * **the broken variant** ``true_size_normaliser`` (``noisy_size=False``) normalises by the true n,
+#   the mistake a port of the paper's replace-one MWEM makes on a time window: ν is then 40 under D
+#   and 41 under D', an output impossible under the other dataset, so the audit reports an
+#   unbounded loss.
+
+ADD_REMOVE_CLASS = Thresholds(8)
+#: Datasets are tuples of points; the second has one example more (add/remove-one neighbours).
+ADD_REMOVE_PAIR: tuple[Any, Any] = ((1,) * 20 + (6,) * 20, (1,) * 20 + (6,) * 21)
+EXPECTED_SIZE = 40  # the operator's expected window size in the add/remove audit
+_REACH = 8  # bins of the implied normaliser: EXPECTED_SIZE ± _REACH, the tails lumped
+
+
+def implied_normaliser(result: SanitizerResult) -> Hashable:
+    """The ν a one-round, no-replay MWEM release implies (see the section docstring above), as a bin.
+
+    ``"clipped"`` when the measured fraction was clipped to 0 or 1 (ν is then not determined) or
+    the query has mass 0 or 1 under the uniform start; otherwise ν rounded, within
+    ``EXPECTED_SIZE ± 8`` (the tails lumped into the end bins).
+    """
+    (round_,) = result.dp_outputs["transcript"]
+    h = hypothesis_from_dict(round_["query"])
+    uniform = SyntheticDistribution.uniform(result.distribution.domain_size)
+    a, released = uniform.answer(h), result.distribution.answer(h)
+    if not (0 < a < 1 and 0 < released < 1):
+        return "clipped"
+    v = a + 2 * math.log(released * (1 - a) / (a * (1 - released)))
+    if not 1e-9 < v < 1 - 1e-9:
+        return "clipped"
+    nu = round(round_["noisy_count"] / v)
+    return min(max(nu, EXPECTED_SIZE - _REACH), EXPECTED_SIZE + _REACH)
+
+
+def mwem_add_remove_audit_spec(epsilon: float = 1.0) -> AuditSpec:
+    """MWEM with n private on an add/remove-one pair (see the section docstring above)."""
+
+    def factory(noisy_size: bool) -> MechanismFactory:
+        sanitizer = MWEMSanitizer(rounds=1, repetitions=0, count_share=0.5, noisy_size=noisy_size)
+
+        def build(rng: RandomSource) -> Callable[[Any], Any]:
+            def release(dataset: Any) -> SanitizerResult:
+                xs = np.array(dataset, dtype=np.int64)
+                return sanitizer.fit(ADD_REMOVE_CLASS, xs, epsilon=epsilon, rng=rng,
+                                     expected_size=EXPECTED_SIZE)
+
+            return release
+
+        return build
+
+    return AuditSpec(
+        name="mwem-add-remove",
+        description=(f"MWEM with n private (expected_size={EXPECTED_SIZE}) on {ADD_REMOVE_CLASS.spec}, "
+                     f"one round, eps={epsilon:g}; add/remove pair: 20 ones and 20 sixes vs one six more; "
+                     "output: the normaliser the release implies"),
+        claimed=PrivacyGuarantee(epsilon=epsilon, delta=0.0, mechanism="mwem"),
+        build=factory(True),
+        pair=ADD_REMOVE_PAIR,
+        discretise=implied_normaliser,
+        broken={"true_size_normaliser": factory(False)},
+        samples=4_000,
+    )
+

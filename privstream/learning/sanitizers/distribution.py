@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from privstream.learning.domain import INT64_MAX
+from privstream.learning.domain import INT64_MAX, json_int
 from privstream.learning.errors import LearningInputError
 from privstream.learning.hypotheses import Hypothesis, hypothesis_from_dict
 from privstream.learning.randomness import RandomSource, resolve
@@ -176,7 +176,9 @@ class SyntheticDistribution:
             n, labelled, inner, weights = d["domain"], d["labelled"], d["edges"], d["weights"]
         except (KeyError, TypeError) as exc:
             raise DistributionFormatError(f"malformed synthetic distribution: missing {exc}") from None
-        if not isinstance(inner, list) or any(type(v) is not int for v in inner):
+        # integers beyond 2^53 arrive as decimal strings (the public messages' number rule)
+        inner = [json_int(v) for v in inner] if isinstance(inner, list) else [None]
+        if any(v is None for v in inner):
             raise DistributionFormatError("edges must be a list of integers")
         if not isinstance(weights, list) or type(labelled) is not bool:
             raise DistributionFormatError("weights must be a list and labelled a boolean")
@@ -186,8 +188,9 @@ class SyntheticDistribution:
             raise DistributionFormatError("weights must be numbers (number pairs when labelled)") from None
         if labelled != (w.ndim == 2):
             raise DistributionFormatError("labelled releases need a [w0, w1] pair per block")
-        if type(n) is not int:
-            raise DistributionFormatError(f"domain must be an int, got {n!r}")
+        n = json_int(n)
+        if n is None:
+            raise DistributionFormatError(f"domain must be an int, got {d['domain']!r}")
         return cls(n, (0, *inner, n), w)
 
     def __eq__(self, other: object) -> bool:

@@ -56,7 +56,8 @@ def run_sanitize(args: argparse.Namespace) -> int:
     window = WindowInfo(window_id=file_window_id(path), kind="file", start=0, end=int(xs.shape[0]))
     certificate = Certificate(
         mechanism=result.mechanism, epsilon=result.epsilon, delta=result.delta,
-        neighbouring_relation="replace-one", privacy_unit="example", window=window,
+        neighbouring_relation=result.neighbouring_relation, privacy_unit="example", window=window,
+        privacy=result.privacy, dp_outputs=result.dp_outputs,
         sample_size=result.sample_size, parameters={**result.parameters, "sanitizer": sanitizer.name},
         proper=False, accuracy_guarantee_holds=result.accuracy_guarantee_holds,
         theorem_sample_size=result.theorem_sample_size,

@@ -24,7 +24,7 @@ from privstream.learning.consistent.pcl import (
     pcl_fit,
 )
 from privstream.learning.consistent.prf import CellStream, coin_bits, new_key
-from privstream.learning.errors import HypothesisFormatError, LabelError
+from privstream.learning.errors import HypothesisFormatError
 from privstream.learning.private_learners.vector_base import (
     VECTOR_LEARNERS,
     BoundsError,
@@ -179,19 +179,27 @@ def test_bounds_are_required_and_never_taken_from_the_data() -> None:
     assert res.model.to_dict()["bounds"] == UNIT
 
 
-def test_out_of_bounds_points_are_clipped_or_rejected() -> None:
+def test_out_of_bounds_points_are_clipped_never_refused() -> None:
+    """Clipping is the only policy inside a learner: a refusal would depend on (and leak) the data."""
     X = np.array([[-3.0], [0.1], [7.0]])
     y = np.array([1, 1, 0], dtype=np.uint8)
     clipped = pcl_fit(X, y, epsilon=1.0, bounds=UNIT, rng=seeded(1))
     same = pcl_fit(np.clip(X, 0, 1), y, epsilon=1.0, bounds=UNIT, rng=seeded(1))
     np.testing.assert_array_equal(clipped.table(), same.table())
-    with pytest.raises(BoundsError, match="outside the public bounds"):
-        BayesConsistentLearner(out_of_bounds="reject").fit(X, y, epsilon=1.0, bounds=UNIT)
+    outside = BayesConsistentLearner().fit(X, y, epsilon=1.0, bounds=UNIT, rng=seeded(2))
+    inside = BayesConsistentLearner().fit(np.clip(X, 0, 1), y, epsilon=1.0, bounds=UNIT, rng=seeded(2))
+    assert outside.model == inside.model and outside.parameters["out_of_bounds"] == "clip"
+    with pytest.raises(TypeError):
+        BayesConsistentLearner(out_of_bounds="reject")  # type: ignore[call-arg]
 
 
-def test_unlabelled_rows_are_refused_by_the_fully_supervised_learner() -> None:
-    with pytest.raises(LabelError, match="semi-supervised"):
-        BayesConsistentLearner().fit(np.zeros((3, 1)), np.array([1, -1, 0]), epsilon=1.0, bounds=UNIT)
+def test_unlabelled_rows_do_not_vote() -> None:
+    """No label pattern makes a fit fail; an unlabelled row simply casts no vote."""
+    X = np.array([[0.1], [0.2], [0.9]])
+    partly = BayesConsistentLearner().fit(X, np.array([1, -1, 0]), epsilon=1.0, bounds=UNIT, rng=seeded(3))
+    only = BayesConsistentLearner(cells_per_axis=partly.parameters["cells_per_axis"]).fit(
+        X[[0, 2]], np.array([1, 0]), epsilon=1.0, bounds=UNIT, rng=seeded(3))
+    assert partly.model == only.model
 
 
 def test_high_epsilon_is_the_histogram_rule_on_decided_cubes() -> None:

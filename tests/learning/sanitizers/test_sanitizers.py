@@ -201,8 +201,9 @@ def dense_replay(domain: int, labelled: bool, transcript: list[dict], n: int, re
     from privstream.learning.hypotheses import hypothesis_from_dict
     for item in transcript:
         h = hypothesis_from_dict(item["query"])
-        history.append((h, item["noisy_count"] / n))
-        step(h, item["noisy_count"] / n)
+        value = min(max(item["noisy_count"] / n, 0.0), 1.0)  # MWEM clips the measured fraction
+        history.append((h, value))
+        step(h, value)
         for _ in range(repetitions):
             for past, value in history:
                 step(past, value)
@@ -218,7 +219,7 @@ def test_blocks_equal_a_dense_mw(spec: str, labelled: bool) -> None:
     xs = np.clip(rs.normal(20, 6, 300).astype(np.int64), 0, 63)
     ys = (xs >= 22).astype(np.uint8) if labelled else None
     res = make_sanitizer("mwem", rounds=6, repetitions=3).fit(hclass, xs, ys, epsilon=2.0, rng=seeded(8))
-    w = dense_replay(64, labelled, res.parameters["transcript"], 300, 3, hclass)
+    w = dense_replay(64, labelled, res.dp_outputs["transcript"], 300, 3, hclass)
     dense = SyntheticDistribution(64, range(65), w)
     for i in range(hclass.size):
         h = hclass.hypothesis(i)
@@ -283,8 +284,10 @@ def test_mwem_on_a_2_32_domain_with_zcdp() -> None:
 def test_mwem_bad_input() -> None:
     hclass = parse_class_spec("thresholds:100")
     s = make_sanitizer("mwem")
-    with pytest.raises(SanitizerInputError, match="empty"):
-        s.fit(hclass, np.array([], dtype=np.int64), epsilon=1.0)
+    with pytest.raises(SanitizerInputError, match="too large"):  # a property of the class, not the data
+        s.fit(parse_class_spec("thresholds:2^62"), np.array([], dtype=np.int64), epsilon=1.0)
+    with pytest.raises(ValueError, match="expected_size"):
+        s.fit(hclass, np.array([5]), epsilon=1.0, expected_size=0)
     with pytest.raises(DomainError, match="outside"):
         s.fit(hclass, np.array([5, 100]), epsilon=1.0)
     with pytest.raises(PrivacyParameterError):
@@ -339,7 +342,7 @@ def test_fooling_runs_and_certifies(learner: str, labelled: bool) -> None:
     assert p["subsample_size"] == math.floor(p["tau"] * 4000) >= 1
     assert res.epsilon == 1.0 and res.delta == 1e-6 and not res.accuracy_guarantee_holds
     assert res.distribution.labelled == labelled
-    assert len(p["transcript"]) <= 2 * 4
+    assert len(res.dp_outputs["transcript"]) <= 2 * 4
     assert res.theorem_sample_size is not None and res.theorem_sample_size > 10**6
 
 
@@ -347,8 +350,10 @@ def test_fooling_bad_input() -> None:
     hclass = parse_class_spec("thresholds:32")
     with pytest.raises(SanitizerInputError, match="delta"):
         make_sanitizer("fooling").fit(hclass, np.arange(10), epsilon=1.0)
-    with pytest.raises(SanitizerInputError, match="at least"):
-        make_sanitizer("fooling").fit(hclass, np.arange(10), epsilon=0.1, delta=1e-6)
+    # too few points for one subsample point: the data-independent uniform start, not an error
+    tiny = make_sanitizer("fooling").fit(hclass, np.arange(10), epsilon=0.1, delta=1e-6, rng=seeded(1))
+    assert tiny.parameters["subsample_size"] == 0 and tiny.dp_outputs == {"accepted": False, "transcript": []}
+    assert tiny.distribution == SyntheticDistribution.uniform(32)
     with pytest.raises(SanitizerInputError, match="unknown learner"):
         make_sanitizer("fooling", learner="svm")
     big = parse_class_spec("thresholds:2^20")
@@ -369,7 +374,7 @@ def test_first_selection_finds_the_worst_query(spec: str, labelled: bool) -> Non
     ys = (xs >= 1500).astype(np.uint8) if labelled else None
     res = make_sanitizer("mwem", rounds=1, repetitions=0).fit(hclass, xs, ys, epsilon=50.0, rng=seeded(14))
     from privstream.learning.hypotheses import hypothesis_from_dict
-    h = hypothesis_from_dict(res.parameters["transcript"][0]["query"])
+    h = hypothesis_from_dict(res.dp_outputs["transcript"][0]["query"])
     uniform = SyntheticDistribution.uniform(4096, labelled)
     worst, _ = class_errors(hclass, uniform, xs, ys)
     assert abs(empirical(h, xs, ys) - uniform.answer(h)) > worst - 0.02

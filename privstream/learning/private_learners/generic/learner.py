@@ -10,9 +10,13 @@ replacing one example changes each ``errors_S(h)`` by at most 1. So for neighbou
 every h, the numerator changes by a factor of at most ``e^{ε/2}`` and the normaliser by at most
 ``e^{ε/2}`` (each of its terms does), hence ``P_S(h) <= e^ε·P_{S'}(h)``; events are unions of
 outcomes. This holds for every sample (realizable or not) and every n, including n = 0 (the
-output is then uniform over H, which reveals nothing). Adding or removing one example also
-changes each error count by at most 1, so the same ε holds under add/remove-one neighbours
-(time windows). The sampler is exact (no float softmax), so the bound is not eroded by rounding.
+output is then uniform over H, which reveals nothing). The sampler is exact (no float softmax),
+so the bound is not eroded by rounding.
+
+**Add/remove-one (``expected_size=m``, n private).** Adding or removing one example changes each
+``errors_S(h)`` by at most 1 too, so the argument above gives the same (ε, 0) under add/remove
+neighbours, for every n. The reported fields never used n except for
+``accuracy_guarantee_holds``, which then compares the theorem's n with m instead.
 
 **Exact and efficient sampling.** H is never enumerated: :func:`error_levels` gives the exact
 number ``c_e`` of hypotheses with ``e`` errors (``e = 0..n``; these counts may be astronomically
@@ -40,8 +44,10 @@ from privstream.learning.mechanisms import ExponentialMechanism
 from privstream.learning.private_learners.base import (
     LearnerResult,
     check_accuracy_parameter,
+    check_expected_size,
     check_privacy_parameters,
     check_sample,
+    neighbouring_relation,
 )
 from privstream.learning.private_learners.generic.error_levels import ErrorLevels, error_levels
 from privstream.learning.randomness import RandomSource, resolve
@@ -134,8 +140,15 @@ def sample_hypothesis(levels: ErrorLevels, epsilon: float, rng: RandomSource, *,
 class GenericLearner:
     """A' as a :class:`~privstream.learning.private_learners.base.PrivateLearner` (name ``"generic"``).
 
-    ``fit`` returns a proper hypothesis with an (ε, 0)-DP guarantee; ``delta`` is accepted for the
-    common interface and the reported δ is 0.
+    ``fit`` returns a proper hypothesis with an (ε, 0)-DP guarantee (replace-one, or add/remove-one
+    with ``expected_size``); ``delta`` is accepted for the common interface and the reported δ is 0.
+
+    >>> import numpy as np
+    >>> from privstream.learning.hypothesis_classes import Thresholds
+    >>> res = GenericLearner().fit(Thresholds(8), np.array([], dtype=np.int64), np.array([], dtype=np.uint8),
+    ...                            epsilon=1.0, expected_size=300)
+    >>> res.neighbouring_relation, res.sample_size, res.accuracy_guarantee_holds
+    ('add-remove-one', 0, True)
     """
 
     name = "generic"
@@ -143,10 +156,11 @@ class GenericLearner:
 
     def fit(self, hclass: HypothesisClass, xs: np.ndarray, ys: np.ndarray, *, epsilon: float,
             delta: float = 0.0, alpha: float = 0.25, beta: float = 0.25,
-            rng: RandomSource | None = None) -> LearnerResult:
+            rng: RandomSource | None = None, expected_size: int | None = None) -> LearnerResult:
         eps, _ = check_privacy_parameters(epsilon, delta)
         a = check_accuracy_parameter(alpha, "alpha")
         b = check_accuracy_parameter(beta, "beta")
+        m = check_expected_size(expected_size)
         points, labels = check_sample(hclass, xs, ys)
         levels = error_levels(hclass, points, labels)
         hypothesis = sample_hypothesis(levels, eps, resolve(rng))
@@ -156,10 +170,13 @@ class GenericLearner:
             "alpha": a, "beta": b, "score": "-errors", "sensitivity": 1,
             "class_size": hclass.size, "theorem": "Sivakumar Thm 3.3, explicit constants (realizable)",
         }
+        if m is not None:
+            parameters["expected_size"] = m
         return LearnerResult(
             hypothesis=hypothesis, mechanism=MECHANISM, epsilon=eps, delta=0.0, proper=True,
             sample_size=n, parameters=parameters, theorem_sample_size=needed,
-            accuracy_guarantee_holds=n >= needed,
+            accuracy_guarantee_holds=(n if m is None else m) >= needed,
+            neighbouring_relation=neighbouring_relation(m),
         )
 
     def __repr__(self) -> str:
