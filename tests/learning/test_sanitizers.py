@@ -296,7 +296,7 @@ def test_mwem_bad_input() -> None:
         make_sanitizer("mwem", rounds=0)
     with pytest.raises(ValueError, match="known sanitizers"):
         make_sanitizer("nope")
-    assert set(SANITIZERS) == {"mwem", "fooling"}
+    assert set(SANITIZERS) == {"mwem", "fooling", "hierarchical"}
 
 
 def test_block_state_refine_keeps_mass() -> None:

@@ -70,6 +70,7 @@ class Sanitizer(Protocol):
 SANITIZERS: dict[str, str] = {
     "mwem": "privstream.learning.sanitizers.mwem:MWEMSanitizer",
     "fooling": "privstream.learning.sanitizers.fooling:FoolingSanitizer",
+    "hierarchical": "privstream.learning.sanitizers.hierarchical:HierarchicalSanitizer",
 }
 
 
@@ -79,7 +80,7 @@ def make_sanitizer(name: str, **params: Any) -> Sanitizer:
     >>> make_sanitizer("pgm")
     Traceback (most recent call last):
     ...
-    ValueError: unknown sanitizer 'pgm'; known sanitizers: fooling, mwem
+    ValueError: unknown sanitizer 'pgm'; known sanitizers: fooling, hierarchical, mwem
     """
     target = SANITIZERS.get(name) if isinstance(name, str) else None
     if target is None:
