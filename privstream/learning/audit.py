@@ -685,6 +685,19 @@ def _proper_spec(epsilon: float = 1.0) -> AuditSpec:
     return proper_audit_spec(epsilon)
 
 
+def _hierarchical_spec(epsilon: float = 2.0) -> AuditSpec:
+    # imported lazily: the sanitizer's audit module imports this one
+    from privstream.learning.sanitizers.hierarchical_audit import hierarchical_audit_spec
+
+    return hierarchical_audit_spec(epsilon)
+
+
+def _hierarchical_partition_spec(epsilon: float = 1.0) -> AuditSpec:
+    from privstream.learning.sanitizers.hierarchical_audit import partition_audit_spec
+
+    return partition_audit_spec(epsilon)
+
+
 #: name -> factory of the :class:`AuditSpec` (built lazily; cheap).
 AUDITABLE_MECHANISMS: dict[str, Callable[[], AuditSpec]] = {
     "discrete_laplace": lambda: _laplace_spec(discrete=True),
@@ -698,4 +711,6 @@ AUDITABLE_MECHANISMS: dict[str, Callable[[], AuditSpec]] = {
     "above_threshold": _above_threshold_spec,
     "global-stability": _global_stability_spec,
     "proper": _proper_spec,
+    "hierarchical": _hierarchical_spec,
+    "hierarchical_partition": _hierarchical_partition_spec,
 }
