@@ -160,3 +160,15 @@ def test_time_windows_refuse_algorithms_whose_output_depends_on_n(release):
                            "release": {**release, "window": window}}])
     ok = {"learner": "generic", "epsilon": 1, "epsilon_budget": 5, "window": window}
     assert Settings(streams=[{"name": "s", "hypothesis_class": "thresholds:8", "release": ok}]).streams
+
+
+def test_hierarchical_sanitizer_needs_a_1d_integer_class(tmp_path):
+    release = {"learner": "generic", "sanitizer": "hierarchical", "epsilon": 1, "epsilon_budget": 5}
+    s = Settings(streams=[{"name": "s", "hypothesis_class": "intervals:2^32", "release": release}])
+    assert s.streams[0].release.sanitizer == "hierarchical"
+    matrix = tmp_path / "class.csv"
+    matrix.write_text("1,0,1\n0,1,1\n")
+    with pytest.raises(ValidationError, match="hierarchical sanitizer answers thresholds"):
+        Settings(streams=[{"name": "s", "hypothesis_class": str(matrix), "release": release}])
+    mwem = {**release, "sanitizer": "mwem"}
+    assert Settings(streams=[{"name": "s", "hypothesis_class": str(matrix), "release": mwem}]).streams

@@ -91,13 +91,17 @@ def make_sanitizer(name: str, **params: Any) -> Sanitizer:
 
 def check_data(hclass: HypothesisClass, xs: object,
                ys: object | None) -> tuple[np.ndarray, np.ndarray | None]:
-    """Validated points (in the class's domain) and optional 0/1 labels; refuses an empty sample."""
+    """Validated points (in the class's domain) and optional 0/1 labels, for MWEM and fooling.
+
+    Refuses an empty sample and domains above 2^61 (their selection and blocks use int64).
+    """
     if not isinstance(hclass, HypothesisClass):
         raise TypeError(f"hclass must be a HypothesisClass, got {type(hclass).__name__}")
+    if hclass.domain_size > SyntheticDistribution.INT64_LIMIT:  # block arithmetic in int64
+        raise SanitizerInputError(f"domain {hclass.domain_size} is too large for this sanitizer (limit 2^61; "
+                                  "the hierarchical sanitizer takes domains up to 2^63)")
     points = as_points(xs, hclass.domain_size)
     if points.shape[0] == 0:
         raise SanitizerInputError("empty data: a sanitizer needs at least one point")
-    if points.dtype == object:
-        raise SanitizerInputError(f"domain {hclass.domain_size} is too large for the sanitizers (limit 2^61)")
     labels = None if ys is None else as_labels(ys, points.shape[0])
     return points, labels

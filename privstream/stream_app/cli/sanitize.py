@@ -21,6 +21,14 @@ from typing import Any
 from privstream import __version__
 
 CLASS_HELP = "thresholds:N, points:N, intervals:N (N like 1024, 2^32) or a .npy/.csv class file"
+SANITIZER_CHOICES = ("hierarchical", "mwem", "fooling")
+
+
+def default_sanitizer(hclass: Any) -> str:
+    """``hierarchical`` for the 1-D integer classes, ``mwem`` for class files (hierarchical refuses them)."""
+    from privstream.learning.hypothesis_classes import Intervals, Points, Thresholds
+
+    return "hierarchical" if isinstance(hclass, Thresholds | Intervals | Points) else "mwem"
 DATA_HELP = "CSV with a header naming x and optionally y (y makes the release labelled)"
 
 
@@ -28,13 +36,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("sanitize", help="private query release: a synthetic distribution for a class")
     p.add_argument("hclass", metavar="CLASS", help=CLASS_HELP)
     p.add_argument("--data", required=True, metavar="FILE", help=DATA_HELP)
-    p.add_argument("--sanitizer", default="mwem", choices=("mwem", "fooling"), help="default: mwem")
+    p.add_argument("--sanitizer", default="auto", choices=("auto", *SANITIZER_CHOICES),
+                   help="default auto: hierarchical for thresholds, intervals and points (the most accurate "
+                        "on the benchmark), mwem for class files")
     p.add_argument("--epsilon", type=float, required=True, help="total privacy parameter ε of the release")
     p.add_argument("--delta", type=float, default=0.0,
                    help="total δ (default 0; mwem uses zCDP composition when δ > 0; fooling needs δ > 0)")
     p.add_argument("--alpha", type=float, default=0.1, help="target accuracy α (default 0.1)")
     p.add_argument("--beta", type=float, default=0.1, help="target confidence β (default 0.1)")
-    p.add_argument("--rounds", type=int, default=20, help="rounds T (default 20; the budget is split over T)")
+    p.add_argument("--rounds", type=int, default=20,
+                   help="rounds T of mwem and fooling (default 20; the budget is split over T)")
     p.add_argument("--seed", type=int,
                    help="seeded randomness: reproducible and NOT private (experiments only)")
     p.add_argument("--json", action="store_true", help="print the release as one JSON line")
@@ -70,8 +81,8 @@ def read_data(path: str | Path) -> tuple[Any, Any]:
             ys.append(_label(p, f"line {lineno}", cells[iy].strip())[0])
     if not xs:
         raise ExampleFileError(f"{p}: no data points after the header")
-    if max(xs) > 2**62:
-        raise ExampleFileError(f"{p}: point {max(xs)} is beyond the sanitizers' limit of 2^61")
+    if max(xs) > 2**63 - 1:
+        raise ExampleFileError(f"{p}: point {max(xs)} is beyond the sanitizers' limit of 2^63 - 1")
     return np.array(xs, dtype=np.int64), (np.array(ys, dtype=np.uint8) if iy is not None else None)
 
 
@@ -85,7 +96,8 @@ def run_sanitize(args: argparse.Namespace) -> int:
     hclass = parse_class_spec(args.hclass)
     path = Path(args.data)
     xs, ys = read_data(path)
-    sanitizer = make_sanitizer(args.sanitizer, rounds=args.rounds)
+    name = default_sanitizer(hclass) if args.sanitizer == "auto" else args.sanitizer
+    sanitizer = make_sanitizer(name, **({"rounds": args.rounds} if name in ("mwem", "fooling") else {}))
     if args.seed is not None:
         print("privstream sanitize: note: --seed makes the release reproducible and NOT private; "
               "use it only for experiments", file=sys.stderr)
