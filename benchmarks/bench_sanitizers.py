@@ -35,6 +35,9 @@ Peers (benchmark only, not privstream dependencies):
   data, smartnoise-sdk issue #473; reported for reference, not a private release). Python
   ``random``/numpy selection and float Laplace noise. Its histogram is dense over the domain, so it
   runs for N <= 2^--peer-max-bits (default 16); the data-domain variant is scored densely (N <= 2^20).
+  Some of its releases run for many minutes (its multiplicative-weights replay loops over every
+  query of a selected family; with ``add_ranges`` a family can hold thousands): a release past
+  ``--peer-timeout`` seconds is stopped and reported (``status``), the mean is over the others.
 
 Install the peers into .venv (not runtime dependencies): ``pip install --no-deps smartnoise-synth
 smartnoise-sql`` then ``pip install "pandas<3" pyyaml sqlalchemy faker scipy
@@ -48,6 +51,7 @@ import argparse
 import json
 import math
 import platform
+import signal
 import time
 import warnings
 from pathlib import Path
@@ -150,8 +154,16 @@ def peer_mass(synth: Any, bits: int) -> np.ndarray:
     return mass / weights.sum()
 
 
-def run_smartnoise_once(bits: int, xs: np.ndarray, eps: float, seed: int,
-                        public_domain: bool) -> dict[str, Any]:
+class PeerTimeout(Exception):
+    """A peer's release ran past ``--peer-timeout``."""
+
+
+def _alarm(signum: int, frame: Any) -> None:
+    raise PeerTimeout
+
+
+def run_smartnoise_once(bits: int, xs: np.ndarray, eps: float, seed: int, public_domain: bool,
+                        timeout: float) -> dict[str, Any]:
     try:
         import pandas as pd
         from snsynth.mwem import MWEMSynthesizer
@@ -163,6 +175,8 @@ def run_smartnoise_once(bits: int, xs: np.ndarray, eps: float, seed: int,
 
     random.seed(seed)
     np.random.seed(seed)
+    previous = signal.signal(signal.SIGALRM, _alarm)
+    signal.setitimer(signal.ITIMER_REAL, timeout)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -178,25 +192,35 @@ def run_smartnoise_once(bits: int, xs: np.ndarray, eps: float, seed: int,
                 synth.fit(pd.DataFrame({"x": xs}), transformer=transformer)
             fit_seconds = time.perf_counter() - t0
             mass = peer_mass(synth, bits)
+    except PeerTimeout:
+        return {"status": f"timed out after {timeout:g} s (--peer-timeout)", "seconds": timeout}
     except Exception as exc:
         return {"status": f"failed: {type(exc).__name__}: {str(exc)[:200]}"}
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
     return {**dense_errors(xs, mass), "seconds": fit_seconds}
 
 
 def run_smartnoise(bits: int, xs: np.ndarray, eps: float, seeds: list[int], public_domain: bool,
-                   max_bits: int) -> dict[str, Any]:
+                   max_bits: int, timeout: float) -> dict[str, Any]:
     if public_domain and bits > max_bits:
         return {"status": f"not run: its dense histogram over the public domain has {2**bits:,} cells "
                           f"(--peer-max-bits {max_bits})"}
     if bits > 20:
         return {"status": f"not run: scored by a dense scan of 2^{bits} cells"}
-    runs = []
+    runs, problems = [], []
     for seed in seeds:
-        out = run_smartnoise_once(bits, xs, eps, seed, public_domain)
+        out = run_smartnoise_once(bits, xs, eps, seed, public_domain, timeout)
         if "status" in out:
-            return out
-        runs.append(out)
-    return {**summarise(runs), "status": "ok"}
+            if out["status"].startswith("not run"):
+                return out
+            problems.append(f"seed {seed}: {out['status']}")
+        else:
+            runs.append(out)
+    if not runs:
+        return {"status": "; ".join(problems)}
+    return {**summarise(runs), "status": "ok" if not problems else "; ".join(problems)}
 
 
 def run_all(bits: int, xs: np.ndarray, eps: float, args: argparse.Namespace,
@@ -209,8 +233,9 @@ def run_all(bits: int, xs: np.ndarray, eps: float, args: argparse.Namespace,
     row: dict[str, Any] = {}
     runners = {
         **{name: (lambda name=name: run_ours(name, bits, xs, eps, seeds)) for name in OURS},
-        "smartnoise": lambda: run_smartnoise(bits, xs, eps, peer_seeds, True, max_bits),
-        "smartnoise_data_domain": lambda: run_smartnoise(bits, xs, eps, peer_seeds, False, max_bits),
+        "smartnoise": lambda: run_smartnoise(bits, xs, eps, peer_seeds, True, max_bits, args.peer_timeout),
+        "smartnoise_data_domain": lambda: run_smartnoise(bits, xs, eps, peer_seeds, False, max_bits,
+                                                         args.peer_timeout),
         "laplace_histogram": lambda: run_laplace(bits, xs, eps, args.seed),
     }
     for name, runner in runners.items():
@@ -260,6 +285,8 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=5, help="seeded releases of ours per setting (mean)")
     parser.add_argument("--peer-seeds", type=int, default=3, help="runs of smartnoise per setting")
     parser.add_argument("--peer-max-bits", type=int, default=16)
+    parser.add_argument("--peer-timeout", type=float, default=60.0,
+                        help="a smartnoise release longer than this is stopped and reported as timed out")
     parser.add_argument("--epsilons", type=float, nargs="+", default=[0.1, 0.3, 1.0, 3.0, 10.0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000, 100_000, 1_000_000])
     parser.add_argument("--time-budget", type=float, default=60.0,
@@ -357,6 +384,7 @@ def plot(result: dict[str, Any], path: Path) -> None:
     ax.axhline(0.008, color="k", ls="--", lw=1, label="target 0.008")
     ax.set_xticks([k + 0.4 - width / 2 for k in range(len(targets))],
                   [f"{r['data']}, {r['domain']}" for r in targets])
+    ax.set_yscale("log")
     ax.set_title("issue 20 targets: n = 10,000, ε = 1 (mean of seeded releases)")
     ax.legend(fontsize=7)
     ax = axes[1, 1]
@@ -368,7 +396,7 @@ def plot(result: dict[str, Any], path: Path) -> None:
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("n (2^16, ε = 1)")
-    ax.set_title("release time (s; ours: per class for MWEM and fooling, one release for hierarchical)")
+    ax.set_title("release time (s): hierarchical one release, MWEM and fooling one per class")
     ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

@@ -18,7 +18,7 @@ inside. Its size grows with the number of leaves (about ``n / (depth·δ)``), ne
    children, then normalisation by the root (a zero or negative root gives the uniform distribution).
 
 **Privacy.** Sequential composition of two mechanisms, the second chosen from the first's output:
-(ε_p + ε_c = ε, 0)-DP, then post-processing.
+(ε_p + ε_c = ε, 0)-DP, then post-processing (the caller's δ is not used: the result states δ = 0).
 
 * *n private* (``expected_size=m``, add/remove-one neighbours): PrivTree's theorem gives ε_p for
   ``λ = (2β - 1)/((β - 1)·ε_p)`` whatever the depth (re-derived for the exact decision in
@@ -63,6 +63,7 @@ leaves of that workload; a fixed b = 16: 0.0071-0.0074, it adds a level between 
 
 from __future__ import annotations
 
+import bisect
 import math
 from fractions import Fraction
 from typing import Any, ClassVar
@@ -204,7 +205,6 @@ def _cell_counts(points: np.ndarray, labels: np.ndarray | None, edges: list[int]
     leaves = len(edges) - 1
     inner = edges[1:-1]
     if points.dtype == object:
-        import bisect
         leaf = np.array([bisect.bisect_right(inner, int(x)) for x in points.tolist()], dtype=np.int64)
     else:
         leaf = np.searchsorted(np.array(inner, dtype=np.int64), points, side="right")
