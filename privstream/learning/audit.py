@@ -28,6 +28,7 @@ runs one of them (this is what ``privstream audit MECHANISM`` is meant to call).
 
 from __future__ import annotations
 
+import importlib
 import math
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
@@ -685,18 +686,20 @@ def _proper_spec(epsilon: float = 1.0) -> AuditSpec:
     return proper_audit_spec(epsilon)
 
 
-def _hierarchical_spec(epsilon: float = 2.0) -> AuditSpec:
-    # imported lazily: the sanitizer's audit module imports this one
-    from privstream.learning.sanitizers.hierarchical_audit import hierarchical_audit_spec
+def _declared(target: str) -> Callable[[], AuditSpec]:
+    """The spec factory ``"module:function"`` declared next to its mechanism, imported on first use.
 
-    return hierarchical_audit_spec(epsilon)
+    By name, not by an import statement: that module imports this one (no import cycle).
+    """
+
+    def factory() -> AuditSpec:
+        module, _, function = target.partition(":")
+        return getattr(importlib.import_module(module), function)()  # type: ignore[no-any-return]
+
+    return factory
 
 
-def _hierarchical_partition_spec(epsilon: float = 1.0) -> AuditSpec:
-    from privstream.learning.sanitizers.hierarchical_audit import partition_audit_spec
-
-    return partition_audit_spec(epsilon)
-
+_HIERARCHICAL = "privstream.learning.sanitizers.hierarchical_audit"
 
 #: name -> factory of the :class:`AuditSpec` (built lazily; cheap).
 AUDITABLE_MECHANISMS: dict[str, Callable[[], AuditSpec]] = {
@@ -711,6 +714,6 @@ AUDITABLE_MECHANISMS: dict[str, Callable[[], AuditSpec]] = {
     "above_threshold": _above_threshold_spec,
     "global-stability": _global_stability_spec,
     "proper": _proper_spec,
-    "hierarchical": _hierarchical_spec,
-    "hierarchical_partition": _hierarchical_partition_spec,
+    "hierarchical": _declared(f"{_HIERARCHICAL}:hierarchical_audit_spec"),
+    "hierarchical_partition": _declared(f"{_HIERARCHICAL}:partition_audit_spec"),
 }
