@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, m
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from privstream.learning.hypothesis_classes import parse_class_spec
+from privstream.learning.hypothesis_classes import Intervals, Points, Thresholds, parse_class_spec
 from privstream.learning.private_learners.vector_base import VECTOR_LEARNERS, check_bounds
 
 ENV_PREFIX = "PRIVSTREAM_"
@@ -77,7 +77,9 @@ class ReleaseConfig(BaseModel):
 
     learner: str = Field(default="generic", description="private learner, e.g. 'generic'")
     learner_params: dict[str, Any] = Field(default_factory=dict, description="e.g. alpha, beta")
-    sanitizer: str | None = Field(default=None, description="also release a sanitizer: 'mwem' or 'fooling'")
+    sanitizer: str | None = Field(
+        default=None, description="also release a sanitizer: 'hierarchical' (the most accurate for "
+                                  "thresholds, intervals and points), 'mwem' (also class files) or 'fooling'")
     sanitizer_params: dict[str, Any] = Field(default_factory=dict)
     sanitizer_epsilon: float | None = Field(default=None, gt=0, le=100, description="default: epsilon")
     sanitizer_delta: float | None = Field(default=None, ge=0, lt=1, description="default: delta")
@@ -186,6 +188,10 @@ class StreamConfig(BaseModel):
                 raise ValueError(f"feature vectors need a vector learner ({known}), not {learner!r}")
             if self.release.sanitizer is not None:
                 raise ValueError("sanitizers answer a hypothesis class's queries, not feature vectors")
+        elif self.release is not None and self.release.sanitizer == "hierarchical" and not isinstance(
+                parse_class_spec(self.hypothesis_class or ""), Thresholds | Intervals | Points):
+            raise ValueError(f"the hierarchical sanitizer answers thresholds, intervals and points, not the "
+                             f"class {self.hypothesis_class!r}; use sanitizer 'mwem'")
         elif self.release is not None and self.release.learner in VECTOR_LEARNERS:
             raise ValueError(f"learner {self.release.learner!r} needs feature vectors (set features)")
         return self

@@ -262,3 +262,15 @@ def test_expected_size_is_required_exactly_where_n_is_private(private):
     public = {"learner": "generic", "epsilon": 1, "epsilon_budget": 5, "expected_size": 800}
     with pytest.raises(ValidationError, match="count windows at the example level publish n"):
         Settings(streams=[{"name": "s", "hypothesis_class": "thresholds:8", "release": public}])
+
+
+def test_hierarchical_sanitizer_needs_a_1d_integer_class(tmp_path):
+    release = {"learner": "generic", "sanitizer": "hierarchical", "epsilon": 1, "epsilon_budget": 5}
+    s = Settings(streams=[{"name": "s", "hypothesis_class": "intervals:2^32", "release": release}])
+    assert s.streams[0].release.sanitizer == "hierarchical"
+    matrix = tmp_path / "class.csv"
+    matrix.write_text("1,0,1\n0,1,1\n")
+    with pytest.raises(ValidationError, match="hierarchical sanitizer answers thresholds"):
+        Settings(streams=[{"name": "s", "hypothesis_class": str(matrix), "release": release}])
+    mwem = {**release, "sanitizer": "mwem"}
+    assert Settings(streams=[{"name": "s", "hypothesis_class": str(matrix), "release": mwem}]).streams

@@ -87,6 +87,7 @@ class Sanitizer(Protocol):
 SANITIZERS: dict[str, str] = {
     "mwem": "privstream.learning.sanitizers.mwem:MWEMSanitizer",
     "fooling": "privstream.learning.sanitizers.fooling:FoolingSanitizer",
+    "hierarchical": "privstream.learning.sanitizers.hierarchical:HierarchicalSanitizer",
 }
 
 
@@ -96,7 +97,7 @@ def make_sanitizer(name: str, **params: Any) -> Sanitizer:
     >>> make_sanitizer("pgm")
     Traceback (most recent call last):
     ...
-    ValueError: unknown sanitizer 'pgm'; known sanitizers: fooling, mwem
+    ValueError: unknown sanitizer 'pgm'; known sanitizers: fooling, hierarchical, mwem
     """
     target = SANITIZERS.get(name) if isinstance(name, str) else None
     if target is None:
@@ -115,7 +116,8 @@ def check_data(hclass: HypothesisClass, xs: object,
     if not isinstance(hclass, HypothesisClass):
         raise TypeError(f"hclass must be a HypothesisClass, got {type(hclass).__name__}")
     if hclass.domain_size > MAX_DOMAIN:
-        raise SanitizerInputError(f"domain {hclass.domain_size} is too large for the sanitizers (limit 2^61)")
+        raise SanitizerInputError(f"domain {hclass.domain_size} is too large for this sanitizer (limit 2^61; "
+                                  "the hierarchical sanitizer takes domains up to 2^63)")
     points = as_points(xs, hclass.domain_size)
     labels = None if ys is None else as_labels(ys, points.shape[0])
     return points, labels

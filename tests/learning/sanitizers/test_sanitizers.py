@@ -100,6 +100,20 @@ def test_distribution_sample_stays_in_blocks() -> None:
     assert (d.sample(50, seeded(9))[0] == d.sample(50, seeded(9))[0]).all()  # reproducible when seeded
 
 
+def test_distribution_on_huge_domains_keeps_exact_edges() -> None:
+    """Above 2^61 the edges are Python ints: answers, samples and JSON stay exact up to 2^63 and beyond."""
+    for n in (2**62 + 3, 2**63, 2**70):
+        edges = [0, 5, n // 2, n // 2 + 1, n]
+        d = SyntheticDistribution(n, edges, np.array([0.1, 0.2, 0.3, 0.4]))
+        assert d.answer(threshold_hypothesis(n, n // 2)) == pytest.approx(0.7)
+        assert d.answer(threshold_hypothesis(n, n // 2 + 1)) == pytest.approx(0.4)
+        assert d.answer(threshold_hypothesis(n, 5 + (n // 2 - 5) // 2)) == pytest.approx(0.1 + 0.7, abs=1e-9)
+        assert SyntheticDistribution.from_dict(d.to_dict()) == d
+        xs = d.sample(2000, seeded(1))
+        assert all(0 <= int(x) < n for x in xs)
+        assert 0.25 < float(np.mean([int(x) == n // 2 for x in xs])) < 0.35  # the one-point block
+
+
 # -- exact selection over pieces -----------------------------------------------------------------
 
 
@@ -298,7 +312,7 @@ def test_mwem_bad_input() -> None:
         make_sanitizer("mwem", rounds=0)
     with pytest.raises(ValueError, match="known sanitizers"):
         make_sanitizer("nope")
-    assert set(SANITIZERS) == {"mwem", "fooling"}
+    assert set(SANITIZERS) == {"mwem", "fooling", "hierarchical"}
 
 
 def test_block_state_refine_keeps_mass() -> None:
