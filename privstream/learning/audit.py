@@ -672,10 +672,16 @@ def _above_threshold_spec() -> AuditSpec:
 
 
 def _global_stability_spec(epsilon: float = 2.0) -> AuditSpec:
-    # imported lazily: the learner module imports this one
-    from privstream.learning.private_learners.global_stability import global_stability_audit_spec
+    # imported lazily: the learner's audit module imports this one
+    from privstream.learning.private_learners.global_stability_audit import global_stability_audit_spec
 
-    return global_stability_audit_spec(epsilon)  # type: ignore[no-any-return]
+    return global_stability_audit_spec(epsilon)
+
+
+def _global_stability_add_remove_spec(epsilon: float = 2.0) -> AuditSpec:
+    from privstream.learning.private_learners.global_stability_audit import add_remove_audit_spec
+
+    return add_remove_audit_spec(epsilon)
 
 
 def _proper_spec(epsilon: float = 1.0) -> AuditSpec:
@@ -697,5 +703,6 @@ AUDITABLE_MECHANISMS: dict[str, Callable[[], AuditSpec]] = {
     "stable_histogram_singleton": lambda: _histogram_spec("singleton"),
     "above_threshold": _above_threshold_spec,
     "global-stability": _global_stability_spec,
+    "global-stability-add-remove": _global_stability_add_remove_spec,
     "proper": _proper_spec,
 }

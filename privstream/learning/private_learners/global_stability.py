@@ -1,37 +1,62 @@
-"""The Bun–Livni–Moran private learner: Algorithm M over the globally-stable Algorithm G.
+"""The Bun–Livni–Moran private learner: Algorithm M over a globally stable per-batch learner.
 
-blm_almm.md §3.3 ([003 Thm 30], the 4-step box at L.887; [000 Thm 17]) with G of
-:mod:`privstream.learning.global_stability`:
+blm_almm.md §3.3 ([003 Thm 30], the 4-step box at L.887; [000 Thm 17]):
 
-1. Split the sample into K consecutive batches of m examples (a fixed, data-independent
-   partition) and the tail S' (n' examples); run ``h_i = G(batch_i)`` with independent coins.
+1. Split the sample into K batches and S' (below); run a per-batch learner on every batch:
+   Algorithm G of :mod:`privstream.learning.global_stability` (theory mode), or correlated ERM
+   (:mod:`privstream.learning.correlated_erm`, practical mode).
 2. Stable histogram (:class:`~privstream.learning.mechanisms.StableHistogram`, exact discrete
    Laplace) over the outputs' canonical keys (:meth:`Hypothesis.key`; "Fail" is :data:`FAIL_KEY`)
-   at privacy ``(ε/2, δ)`` -> released list L with noisy counts ĉ_h; estimates ``a_h = ĉ_h/K``.
+   -> released list L with noisy counts ĉ_h; estimates ``a_h = ĉ_h/K``.
 3. Remove every h with ``a_h < 3η/4``, and "Fail" (post-processing, blm_almm.md §3.3).
 4. The generic learner on S' over L: the exact exponential mechanism
-   (:class:`~privstream.learning.mechanisms.ExponentialMechanism`) at ``ε/2`` with score
-   ``-errors_{S'}(h)`` (sensitivity 1). An empty L gives the all-zero function (post-processing).
+   (:class:`~privstream.learning.mechanisms.ExponentialMechanism`) with score ``-errors_{S'}(h)``
+   (sensitivity 1). An empty L gives the all-zero function (post-processing).
 
-**Privacy: (ε, δ)-DP under replace-one neighbours, by basic composition** ([003 Lem 13] and the proof
-of [003 Thm 30]): with G's coins fixed, a changed example changes at most one h_i (batches are
-disjoint and each G reads only its own batch), so step 2 is (ε/2, δ)-DP; step 3 is post-processing;
-step 4 is ε/2-DP in S' for every fixed L; ``(ε/2 + ε/2, δ + 0) = (ε, δ)``. This holds for every K,
-m, n', η, depth and draw budget and for non-realizable input, so the practical parameters below
-never touch privacy. (Remark: since the batches and S' are disjoint, parallel composition would
-even give (ε/2, δ); we report the paper's (ε, δ).) The learner needs δ > 0 (the histogram).
+**The split.** n public (``expected_size=None``, replace-one neighbours): positional, the first
+K·m examples in K consecutive batches of m, S' the tail; all sizes from n. n private
+(``expected_size=E``, add/remove-one neighbours): K, m and |S'| come from E only, and every example
+is assigned *independently* with the learner's own coins: batch j with probability m/E, S' with
+probability |S'|/E (:func:`random_split`). A positional split would not do there: removing one
+example shifts every later one into another batch, so every batch may change.
+
+**Privacy: (ε, δ)-DP, for every parameter setting and every input (realizable or not).**
+
+* *Replace-one* (n public). With the per-batch learners' coins fixed, a changed example changes at
+  most one batch output (batches are disjoint and each learner reads only its own batch and the
+  shared, data-independent coins) or only S'. Theory mode follows the paper ([003 Lem 13], proof of
+  [003 Thm 30]): histogram at (ε/2, δ), exponential mechanism at ε/2, basic composition gives (ε, δ).
+  Practical mode uses *parallel* composition: histogram at (ε, δ) and exponential mechanism at ε.
+  If the changed example is in a batch, S' is the same and the output is post-processing of the
+  (ε, δ)-DP histogram (the one changed key is the histogram's replace-one neighbour); if it is in
+  S', the list L has the same law and the selection is ε-DP in S' for every L. Either way (ε, δ).
+* *Add/remove-one* (n private). Couple the two runs: every example common to D and D' = D + z gets
+  the same assignment (assignments are independent across examples and of the data), and z gets
+  its own draw a. For each value of a the argument above applies verbatim: z lies in one batch
+  (one key of the histogram changes; S' is equal) or in S' (the list has the same law; the
+  exponential mechanism with score -errors has sensitivity 1 under adding an example). So
+  ``Pr[M(D') ∈ E | a] <= e^ε Pr[M(D) ∈ E] + δ`` and the reverse for every a, and averaging over a
+  gives (ε, δ)-DP. The same holds for n = 0 and for n far from E (only accuracy suffers).
+
+The learner needs δ > 0 (the histogram). Nothing in the guarantee depends on K, m, n', η, the
+tolerance, the draw budget, G's depth or budget: practical parameters change only accuracy.
 
 **Accuracy: theory vs practice.** :func:`theory_parameters` evaluates the paper's parameter chain
 (§3.4) with the spec's explicit constants; :func:`global_stability_sample_size` is its ``n_total``
-(≈ 1.8e12 already for Ldim 1). When the window has at least that many examples the learner runs
-with exactly those parameters and ``accuracy_guarantee_holds`` is True; otherwise it runs in
-*practical mode* (:func:`practical_parameters`: K, m, n', η, depth and budget derived from the
-window size) and the accuracy is measured, not claimed.
+(≈ 1.8e12 already for Ldim 1). When the window (or ``expected_size``) has at least that many
+examples the learner runs with exactly those parameters (G per batch, basic composition) and
+``accuracy_guarantee_holds`` is True. Otherwise it runs in *practical mode*
+(:func:`practical_parameters`), where G cannot work: its most frequent output has probability
+``η_G = 2^{-2^{d+2}}/(d+1)`` (the histogram needs one output in T = 28 of ~70 batches at ε = 1,
+δ = 1e-6), and even the SOA on a whole batch (G at depth 0) outputs its most frequent function in
+~20% of 300-example batches of ``thresholds:1024``. Practical mode therefore runs correlated ERM
+per batch, a replicable learner (same output in most batches), with the rest of M unchanged; the
+accuracy is measured (``benchmarks/bench_private_learners.py``), not claimed.
 
-**Improper.** The output is an SOA predictor (possibly patched), a function on the whole domain.
-``LearnerResult.proper`` is True only when the output is *verified* a member of the class
-(:func:`is_member`: closed forms for thresholds, points and intervals, row lookup for file
-classes); otherwise False.
+**Improper.** G's output is an SOA predictor (possibly patched), a function on the whole domain;
+correlated ERM outputs members. ``LearnerResult.proper`` is True only when the output is *verified*
+a member of the class (:func:`is_member`: closed forms for thresholds, points and intervals, row
+lookup for file classes); otherwise False.
 """
 
 from __future__ import annotations
@@ -46,7 +71,7 @@ from typing import Any
 
 import numpy as np
 
-from privstream.learning.accounting import PrivacyGuarantee
+from privstream.learning.correlated_erm import ErmParameters, correlated_erm
 from privstream.learning.global_stability import FAIL_KEY, GRun, exact_fraction, g_parameters, run_g
 from privstream.learning.hypotheses import Hypothesis, hypothesis_from_runs
 from privstream.learning.hypothesis_classes import FiniteClass, HypothesisClass, Intervals, Points, Thresholds
@@ -61,19 +86,23 @@ from privstream.learning.private_learners.base import (
 from privstream.learning.randomness import RandomSource, resolve
 
 __all__ = [
-    "AUDIT_PAIR",
+    "BATCH_LEARNERS",
     "MECHANISM",
     "GlobalStabilityLearner",
+    "Histogram",
     "MOutcome",
     "MParameters",
+    "Split",
     "TheoryParameters",
     "algorithm_m",
+    "check_expected_size",
     "default_hypothesis",
-    "global_stability_audit_spec",
     "global_stability_sample_size",
     "is_member",
     "n_generic_list",
+    "positional_split",
     "practical_parameters",
+    "random_split",
     "theory_parameters",
 ]
 
@@ -81,6 +110,8 @@ MECHANISM = "global-stability(stable-histogram+exponential)"
 
 #: ``histogram(keys, rng) -> {key: noisy count}``: the step-2 release (swappable only for audits).
 Histogram = Callable[[Sequence[Hashable], RandomSource], dict[Hashable, int]]
+#: ``split(n, params, rng) -> batch of every example (K = S')``: step 1 (swappable only for audits).
+Split = Callable[[int, "MParameters", RandomSource], np.ndarray]
 
 
 # -- the paper's parameter chain (theory mode) -------------------------------------------------
@@ -196,84 +227,134 @@ def global_stability_sample_size(alpha: float, beta: float, epsilon: float, delt
 
 # -- the parameters one run uses (theory or practical) -----------------------------------------
 
+#: per-batch learners: the paper's Algorithm G (theory mode) and correlated ERM (practical mode)
+BATCH_LEARNERS = ("g", "correlated-erm")
+
 
 @dataclass(frozen=True)
 class MParameters:
-    """What one run of Algorithm M uses; a pure function of public inputs (n, ε, δ, α, β, d).
+    """What one run of Algorithm M uses; a pure function of public inputs (size, ε, δ, α, β, d).
 
-    ``num_batches`` K, ``batch_size`` m (``= budget + n_aux``, the layout of each G-run),
-    ``n_prime`` = |S'| (the tail, ``n - K·m``), ``eta`` (pruning cut ``3η/4``), ``max_depth``
-    (G's depth is uniform on ``{0..max_depth}``). ``mode`` is ``"theory"`` or ``"practical"``.
+    ``num_batches`` K and ``batch_size`` m; ``n_prime`` = |S'|. With ``expected_size = None`` the
+    split is positional and exact (``K·m + n' = n``); with an int it is the *expected* layout of
+    the random assignment (``K·m + n' = expected_size``, every example independently in batch j
+    with probability ``m/expected_size``, in S' with probability ``n'/expected_size``).
+    ``eta``: pruning cut ``3η/4``. The histogram runs at ``(hist_epsilon, δ)`` with threshold
+    ``hist_threshold``, the exponential mechanism at ``select_epsilon``.
+    ``batch_learner`` ``"g"``: G with ``n_aux``, ``budget``, depth uniform on ``{0..max_depth}``;
+    ``"correlated-erm"``: :func:`~privstream.learning.correlated_erm.correlated_erm` with
+    ``tolerance``, ``min_batch``, ``max_draws``.
     """
 
     mode: str
     num_batches: int
     batch_size: int
-    n_aux: int
-    budget: int
-    max_depth: int
-    eta: float
     n_prime: int
+    eta: float
     hist_threshold: int
+    hist_epsilon: float
+    select_epsilon: float
+    batch_learner: str = "g"
+    n_aux: int = 1
+    budget: int = 0
+    max_depth: int = 0
+    tolerance: float = 0.0
+    min_batch: int = 1
+    max_draws: int = 1
+    expected_size: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.batch_learner not in BATCH_LEARNERS:
+            raise ValueError(f"batch_learner must be one of {BATCH_LEARNERS}, got {self.batch_learner!r}")
 
     @property
     def prune_below(self) -> float:
         return 3 * self.eta / 4
 
+    def erm(self) -> ErmParameters:
+        return ErmParameters(exact_fraction(self.tolerance, "tolerance") if self.tolerance else Fraction(0),
+                             self.min_batch, self.max_draws)
 
-def practical_parameters(n: int, d: int, epsilon: float, delta: float, alpha: float, beta: float, *,
-                         stability: float = 0.5, prime_fraction: float = 0.2, retries: int = 4,
-                         depth_cap: int | None = None) -> MParameters:
-    """Parameters for a window of n examples (practical mode; privacy does not depend on them).
 
-    * histogram threshold T at ``(ε/2, δ)`` (the mechanism's own, exact);
-    * ``K`` = least K with ``stability·K >= T + ceil((4/ε)·ln(3/β))``: a hypothesis that a fraction
-      ``stability`` of the G-runs output clears T despite the noise w.p. >= 1-β/3 (capped by the data);
-    * ``n'`` ≈ ``prime_fraction·n`` (at most the n_GL that a list of ``K//T`` items would need);
-      the batches get the rest, ``m = (n - n')//K``, and S' is the tail (``n - K·m >= n'``);
-    * G: ``n_aux`` = the theorem's ``ceil(2^(d+3)/α)``; depth ``D`` = the largest ``D <= d`` with
-      ``n_aux·(1 + retries·(2^(D+1) - 2)) <= m`` (room for ``retries`` tournament rounds per
-      level); if D = 0, G is ``SOA(T)`` and ``n_aux = m`` (all the batch); budget ``m - n_aux``;
-    * ``η = 4T/(3K)``: the pruning cut ``3η/4 = T/K`` is the histogram's own threshold (prunes
-      nothing more; every released estimate is >= T/K).
+def practical_parameters(n: int, epsilon: float, delta: float, alpha: float, beta: float, *,
+                         stability: float = 0.25, prime_fraction: float = 0.2, tolerance: float = 0.5,
+                         max_draws: int = 2**16, expected: bool = False) -> MParameters:
+    """Practical-mode parameters for a window of n examples (or an expected size n); privacy-free.
 
-    >>> p = practical_parameters(1000, 1, 1.0, 1e-6, 0.1, 0.1)
-    >>> p.num_batches, p.batch_size, p.max_depth, p.n_prime, p.hist_threshold
-    (136, 5, 0, 320, 54)
+    Parallel composition (module docstring): the histogram at (ε, δ), the selection at ε.
+
+    * T = the histogram's threshold at (ε, δ) (exact); ``K`` = least K with
+      ``stability·K >= T + ceil((2/ε)·ln(3/β))``: a function output by a fraction ``stability`` of
+      the batches clears T despite the noise w.p. >= 1-β/3 (capped by the data);
+    * ``n'`` ≈ ``prime_fraction·n``, at most the n_GL of a list of ``K//T`` items; the batches get the
+      rest: ``m = (n - n')//K`` (S' takes the remainder);
+    * correlated ERM at tolerance ``τ = tolerance·α`` (the batch output has empirical error <= τ),
+      least batch ``ceil(m/2)``, ``max_draws`` shared draws;
+    * ``η = 4T/(3K)``: the pruning cut ``3η/4 = T/K`` is the histogram's own threshold.
+
+    >>> p = practical_parameters(20_000, 1.0, 1e-6, 0.1, 0.1)
+    >>> p.num_batches, p.batch_size, p.n_prime, p.hist_threshold, p.tolerance
+    (140, 114, 4040, 28, 0.05)
     """
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
         raise ValueError(f"n must be an int >= 0, got {n!r}")
     eps, dlt = check_privacy_parameters(epsilon, delta)
     if dlt <= 0:
         raise PrivacyParameterError("the global-stability learner needs delta > 0 (stable histogram)")
-    if not 0 < stability <= 1 or not 0 < prime_fraction < 1:
-        raise ValueError("stability must be in (0, 1] and prime_fraction in (0, 1)")
-    threshold = StableHistogram(eps / 2, dlt).threshold
-    margin = math.ceil((4 / eps) * math.log(3 / beta))
+    if not 0 < stability <= 1 or not 0 < prime_fraction < 1 or not 0 < tolerance < 1:
+        raise ValueError("stability must be in (0, 1], prime_fraction and tolerance in (0, 1)")
+    if isinstance(max_draws, bool) or not isinstance(max_draws, int) or max_draws < 1:
+        raise ValueError(f"max_draws must be an int >= 1, got {max_draws!r}")
+    threshold = StableHistogram(eps, dlt).threshold
+    margin = math.ceil((2 / eps) * math.log(3 / beta))
     k_target = math.ceil((threshold + margin) / stability)
     list_max = max(1, k_target // threshold)
-    n_prime = min(max(1, math.floor(prime_fraction * n)), n,
-                  n_generic_list(list_max, alpha / 2, beta / 3, eps / 2))
+    n_gl = n_generic_list(list_max, alpha / 2, beta / 3, eps)
+    n_prime = min(max(1, math.floor(prime_fraction * n)), n, n_gl)
     k = min(k_target, n - n_prime)
     m = (n - n_prime) // k if k > 0 else 0
     if m == 0:
         k = 0
-    theory_aux = math.ceil(2 ** (d + 3) / alpha) if d >= 1 else 1
-    cap = d if depth_cap is None else min(d, depth_cap)
-    depth = 0
-    for level in range(1, cap + 1):
-        if theory_aux * (1 + retries * (2 ** (level + 1) - 2)) <= m:
-            depth = level
-    n_aux = m if depth == 0 else theory_aux
     eta = min(1.0, 4 * threshold / (3 * k)) if k else 1.0
-    return MParameters(mode="practical", num_batches=k, batch_size=m, n_aux=n_aux, budget=m - n_aux,
-                       max_depth=depth, eta=eta, n_prime=n - k * m, hist_threshold=threshold)
+    return MParameters(mode="practical", num_batches=k, batch_size=m, n_prime=n - k * m, eta=eta,
+                       hist_threshold=threshold, hist_epsilon=eps, select_epsilon=eps,
+                       batch_learner="correlated-erm", tolerance=float(exact_fraction(alpha, "alpha")
+                                                                       * exact_fraction(tolerance, "t")),
+                       min_batch=max(1, math.ceil(m / 2)), max_draws=max_draws,
+                       expected_size=n if expected else None)
 
 
-def _theory_m_parameters(t: TheoryParameters, n: int) -> MParameters:
-    return MParameters(mode="theory", num_batches=t.K, batch_size=t.m, n_aux=t.n_aux, budget=t.N,
-                       max_depth=t.d, eta=float(t.eta), n_prime=n - t.K * t.m,
-                       hist_threshold=t.hist_threshold)
+def _theory_m_parameters(t: TheoryParameters, n: int, expected: bool) -> MParameters:
+    return MParameters(mode="theory", num_batches=t.K, batch_size=t.m, n_prime=n - t.K * t.m,
+                       eta=float(t.eta), hist_threshold=t.hist_threshold, hist_epsilon=t.epsilon / 2,
+                       select_epsilon=t.epsilon / 2, batch_learner="g", n_aux=t.n_aux, budget=t.N,
+                       max_depth=t.d, expected_size=n if expected else None)
+
+
+# -- the split into batches and S' -------------------------------------------------------------
+
+
+def positional_split(n: int, params: MParameters) -> np.ndarray:
+    """Batch of every example when n is public: ``i // m`` for the first K·m, then S' (label K)."""
+    k, m = params.num_batches, params.batch_size
+    if k * m + params.n_prime != n:
+        raise ValueError(f"layout K·m + n' = {k * m + params.n_prime} != n = {n}")
+    out = np.full(n, k, dtype=np.int64)
+    out[:k * m] = np.arange(k * m, dtype=np.int64) // max(m, 1)
+    return out
+
+
+def random_split(n: int, params: MParameters, rng: RandomSource) -> np.ndarray:
+    """Batch of every example when n is private: independent draws, batch j w.p. m/E, S' (label K) else.
+
+    ``E = expected_size = K·m + n'``; each example's draw is uniform on ``[0, E)`` from the learner's
+    coins, independently of the data and of the other examples (the coupling of the module docstring).
+    """
+    total = params.expected_size
+    assert total is not None and total == params.num_batches * params.batch_size + params.n_prime
+    k, m = params.num_batches, params.batch_size
+    draws = np.array([rng.uniform_int(total) for _ in range(n)], dtype=np.int64)
+    return np.where(draws < k * m, draws // max(m, 1), k)
 
 
 # -- Algorithm M -------------------------------------------------------------------------------
@@ -284,14 +365,17 @@ class MOutcome:
     """Result of :func:`algorithm_m`.
 
     ``hypothesis``, ``released`` (key -> noisy count, the histogram's DP output) and ``candidates``
-    (the list L after pruning, in released key order) are private outputs. ``runs`` (the raw G
-    outputs) is a **non-private debug path**: tests and the trusted zone only, never published.
+    (the list L after pruning, in released key order) are private outputs. ``outputs`` (every
+    batch's raw output, None for Fail), ``runs`` (G's runs, theory learner only) and ``batch_of``
+    are a **non-private debug path**: tests and the trusted zone only, never published.
     """
 
     hypothesis: Hypothesis
     released: dict[Hashable, int]
     candidates: list[Hypothesis]
+    outputs: list[Hypothesis | None]
     runs: list[GRun]
+    batch_of: np.ndarray
 
 
 def _errors(h: Hypothesis, xs: np.ndarray, ys: np.ndarray) -> int:
@@ -315,35 +399,61 @@ def _stable_histogram(epsilon: float, delta: float, rng: RandomSource) -> Stable
     return mechanism
 
 
+def _g_outputs(hclass: HypothesisClass, xs: np.ndarray, ys: np.ndarray, batch_of: np.ndarray,
+               params: MParameters, rng: RandomSource, tie: int) -> list[GRun]:
+    """G on every batch: its first ``budget + n_aux`` examples (Fail when it has fewer)."""
+    need = params.budget + params.n_aux
+    runs = []
+    for b in range(params.num_batches):
+        idx = np.flatnonzero(batch_of == b)
+        depth = rng.uniform_int(params.max_depth + 1)  # G's own coins
+        if idx.shape[0] < need:
+            runs.append(GRun(hypothesis=None, depth=depth, draws=0, mistakes=-1, tournament_size=-1))
+            continue
+        idx = idx[:need]
+        runs.append(run_g(hclass, xs[idx], ys[idx], n_aux=params.n_aux, budget=params.budget, depth=depth,
+                          rng=rng, tie=tie))
+    return runs
+
+
 def algorithm_m(hclass: HypothesisClass, xs: np.ndarray, ys: np.ndarray, params: MParameters, *,
                 epsilon: float, delta: float, rng: RandomSource, tie: int = 1,
-                histogram: Histogram | None = None) -> MOutcome:
+                histogram: Histogram | None = None, split: Split | None = None) -> MOutcome:
     """Run the four steps of Algorithm M (module docstring) with ``params`` on validated arrays.
 
-    ``histogram`` replaces step 2 only in the privacy audit's deliberately broken variants.
+    ``epsilon`` is the total: the steps use ``params.hist_epsilon`` and ``params.select_epsilon``
+    (whose composition is ``epsilon``). ``histogram`` (step 2) and ``split`` (step 1's assignment)
+    are replaced only in the privacy audits' deliberately broken variants.
     """
-    k, m = params.num_batches, params.batch_size
-    if k * m + params.n_prime != xs.shape[0]:
-        raise ValueError(f"layout K·m + n' = {k * m + params.n_prime} != n = {xs.shape[0]}")
-    # the depth of each run is uniform on {0..max_depth}, from G's own coins
-    runs = [run_g(hclass, xs[i * m:(i + 1) * m], ys[i * m:(i + 1) * m], n_aux=params.n_aux,
-                  budget=params.budget, depth=rng.uniform_int(params.max_depth + 1), rng=rng, tie=tie)
-            for i in range(k)]
-    outputs: dict[Hashable, Hypothesis] = {r.key: r.hypothesis for r in runs if r.hypothesis is not None}
-    keys = [r.key for r in runs]
+    n, k = int(xs.shape[0]), params.num_batches
+    if split is not None:
+        batch_of = split(n, params, rng)
+    elif params.expected_size is None:
+        batch_of = positional_split(n, params)
+    else:
+        batch_of = random_split(n, params, rng)
+    if params.batch_learner == "g":
+        runs = _g_outputs(hclass, xs, ys, batch_of, params, rng, tie)
+        outputs = [r.hypothesis for r in runs]
+    else:
+        runs = []
+        outputs = correlated_erm(hclass, xs, ys, np.where(batch_of < k, batch_of, -1), k, params.erm(), rng)
+    keys = [FAIL_KEY if h is None else h.key() for h in outputs]
+    by_key: dict[Hashable, Hypothesis] = {h.key(): h for h in outputs if h is not None}
     if histogram is None:
-        released = _stable_histogram(epsilon / 2, delta, rng).release(keys)  # (ε/2, δ)-DP
+        released = _stable_histogram(params.hist_epsilon, delta, rng).release(keys)  # (ε_H, δ)-DP
     else:
         released = histogram(keys, rng)
     # step 3 (post-processing): prune a_h = ĉ_h/K < 3η/4, and Fail
-    candidates = [outputs[key] for key, c in released.items()
+    candidates = [by_key[key] for key, c in released.items()
                   if key != FAIL_KEY and c >= params.prune_below * k]
     if not candidates:
-        return MOutcome(default_hypothesis(hclass), released, candidates, runs)
-    tail_x, tail_y = xs[k * m:], ys[k * m:]
+        return MOutcome(default_hypothesis(hclass), released, candidates, outputs, runs, batch_of)
+    tail = batch_of == k
+    tail_x, tail_y = xs[tail], ys[tail]
     scores = [-_errors(h, tail_x, tail_y) for h in candidates]
-    choice = ExponentialMechanism(epsilon / 2, 1, rng=rng).select(scores)  # ε/2-DP in S'
-    return MOutcome(candidates[choice], released, candidates, runs)
+    choice = ExponentialMechanism(params.select_epsilon, 1, rng=rng).select(scores)  # ε_S-DP in S'
+    return MOutcome(candidates[choice], released, candidates, outputs, runs, batch_of)
 
 
 # -- membership (for a truthful ``proper``) ----------------------------------------------------
@@ -376,17 +486,29 @@ def _ldim(hclass: HypothesisClass) -> int:
     return hclass.version_space().ldim()
 
 
+def check_expected_size(expected_size: object) -> int | None:
+    """``None`` (n public) or an int >= 1 (n private: the operator's expected window size)."""
+    if expected_size is None:
+        return None
+    if (isinstance(expected_size, bool) or not isinstance(expected_size, int | np.integer)
+            or expected_size < 1):
+        raise ValueError(f"expected_size must be None or an int >= 1, got {expected_size!r}")
+    return int(expected_size)
+
+
 class GlobalStabilityLearner:
-    """Algorithm M over G as a :class:`~privstream.learning.private_learners.base.PrivateLearner`.
+    """Algorithm M as a :class:`~privstream.learning.private_learners.base.PrivateLearner`.
 
     Name ``"global-stability"``. Constructor parameters tune practical mode only
-    (:func:`practical_parameters`) plus the SOA tie rule; none affects privacy. ``fit`` needs
-    ``delta > 0`` and returns an (ε, δ)-DP release (see the module docstring).
+    (:func:`practical_parameters`) plus the SOA tie rule of G; none affects privacy. ``fit`` needs
+    ``delta > 0`` and returns an (ε, δ)-DP release (see the module docstring), under replace-one
+    neighbours, or under add/remove-one neighbours with ``expected_size`` (then every reported
+    parameter is a function of ``expected_size`` and the configuration).
 
     >>> from privstream.learning.hypothesis_classes import parse_class_spec
     >>> from privstream.learning.randomness import seeded
     >>> H = parse_class_spec("points:64")
-    >>> xs = np.arange(2000) % 8; ys = (xs == 5).astype(np.uint8)
+    >>> xs = np.arange(8000) % 8; ys = (xs == 5).astype(np.uint8)
     >>> r = GlobalStabilityLearner().fit(H, xs, ys, epsilon=1.0, delta=1e-6, alpha=0.1, beta=0.1,
     ...                                  rng=seeded(0))
     >>> r.hypothesis.predict(5), r.epsilon, r.delta, r.proper, r.accuracy_guarantee_holds
@@ -396,33 +518,36 @@ class GlobalStabilityLearner:
     name = "global-stability"
     mechanism = MECHANISM
 
-    def __init__(self, *, tie: int = 1, stability: float = 0.5, prime_fraction: float = 0.2,
-                 retries: int = 4, depth_cap: int | None = None) -> None:
+    def __init__(self, *, tie: int = 1, stability: float = 0.25, prime_fraction: float = 0.2,
+                 tolerance: float = 0.5, max_draws: int = 2**16) -> None:
         if tie not in (0, 1) or isinstance(tie, bool):
             raise ValueError(f"tie must be 0 or 1, got {tie!r}")
-        if not 0 < stability <= 1 or not 0 < prime_fraction < 1:
-            raise ValueError("stability must be in (0, 1] and prime_fraction in (0, 1)")
-        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 1:
-            raise ValueError(f"retries must be an int >= 1, got {retries!r}")
-        if depth_cap is not None and (isinstance(depth_cap, bool) or not isinstance(depth_cap, int)
-                                      or depth_cap < 0):
-            raise ValueError(f"depth_cap must be None or an int >= 0, got {depth_cap!r}")
+        if not 0 < stability <= 1 or not 0 < prime_fraction < 1 or not 0 < tolerance < 1:
+            raise ValueError("stability must be in (0, 1], prime_fraction and tolerance in (0, 1)")
+        if isinstance(max_draws, bool) or not isinstance(max_draws, int) or max_draws < 1:
+            raise ValueError(f"max_draws must be an int >= 1, got {max_draws!r}")
         self.tie = tie
-        self.practical = {"stability": stability, "prime_fraction": prime_fraction, "retries": retries,
-                          "depth_cap": depth_cap}
+        self.practical = {"stability": stability, "prime_fraction": prime_fraction, "tolerance": tolerance,
+                          "max_draws": max_draws}
 
     def parameters_for(self, hclass: HypothesisClass, n: int, *, epsilon: float, delta: float,
-                       alpha: float, beta: float) -> tuple[MParameters, TheoryParameters | None]:
-        """The run's parameters (theory mode iff n meets the theorem) and the theorem's chain."""
+                       alpha: float, beta: float,
+                       expected_size: int | None = None) -> tuple[MParameters, TheoryParameters | None]:
+        """The run's parameters (theory mode iff the size meets the theorem) and the theorem's chain.
+
+        ``n`` is used only when ``expected_size`` is None; otherwise everything comes from it.
+        """
+        size = n if expected_size is None else expected_size
         d = _ldim(hclass)
         theory = theory_parameters(alpha, beta, epsilon, delta, d) if d >= 1 else None
-        if theory is not None and n >= theory.n_total:
-            return _theory_m_parameters(theory, n), theory
-        return practical_parameters(n, d, epsilon, delta, alpha, beta, **self.practical), theory  # type: ignore[arg-type]
+        if theory is not None and size >= theory.n_total:
+            return _theory_m_parameters(theory, size, expected_size is not None), theory
+        return practical_parameters(size, epsilon, delta, alpha, beta, expected=expected_size is not None,
+                                    **self.practical), theory  # type: ignore[arg-type]
 
     def fit(self, hclass: HypothesisClass, xs: np.ndarray, ys: np.ndarray, *, epsilon: float,
             delta: float = 0.0, alpha: float = 0.25, beta: float = 0.25,
-            rng: RandomSource | None = None) -> LearnerResult:
+            rng: RandomSource | None = None, expected_size: int | None = None) -> LearnerResult:
         eps, dlt = check_privacy_parameters(epsilon, delta)
         if dlt <= 0:
             raise PrivacyParameterError(
@@ -430,19 +555,27 @@ class GlobalStabilityLearner:
                 "pass e.g. delta=1e-6")
         a = check_accuracy_parameter(alpha, "alpha")
         b = check_accuracy_parameter(beta, "beta")
+        expected = check_expected_size(expected_size)
         points, labels = check_sample(hclass, xs, ys)
         n = int(points.shape[0])
-        params, theory = self.parameters_for(hclass, n, epsilon=eps, delta=dlt, alpha=a, beta=b)
+        params, theory = self.parameters_for(hclass, n, epsilon=eps, delta=dlt, alpha=a, beta=b,
+                                             expected_size=expected)
         outcome = algorithm_m(hclass, points, labels, params, epsilon=eps, delta=dlt, rng=resolve(rng),
                               tie=self.tie)
         needed = None if theory is None else theory.n_total  # d = 0: no theorem needed (one function)
+        composition = ("basic: stable histogram (eps/2, delta) + exponential mechanism eps/2"
+                       if params.mode == "theory" else
+                       "parallel: stable histogram (eps, delta) on the batches + exponential mechanism eps "
+                       "on the disjoint S'")
         parameters: dict[str, Any] = {
-            "alpha": a, "beta": b, **{k: v for k, v in asdict(params).items()},
-            "ldim": _ldim(hclass), "tie": self.tie, "released_list_size": len(outcome.candidates),
-            "composition": "basic: stable histogram (eps/2, delta) + exponential mechanism eps/2",
+            "alpha": a, "beta": b, **asdict(params), "ldim": _ldim(hclass), "tie": self.tie,
+            "neighbours": "replace-one" if expected is None else "add/remove-one",
+            "composition": composition,
             "theorem": "BLM Thm 1 / ALBMM Thm 3 via Algorithm M (Thm 30), spec constants",
             "theorem_sample_size_log10": round(math.log10(needed), 3) if needed else 0.0,
         }
+        if expected is None:  # n is public: the list size is post-processing of the histogram
+            parameters["released_list_size"] = len(outcome.candidates)
         return LearnerResult(
             hypothesis=outcome.hypothesis, mechanism=MECHANISM, epsilon=eps, delta=dlt,
             proper=is_member(hclass, outcome.hypothesis), sample_size=n, parameters=parameters,
@@ -451,76 +584,3 @@ class GlobalStabilityLearner:
 
     def __repr__(self) -> str:
         return f"GlobalStabilityLearner(tie={self.tie}, **{self.practical})"
-
-
-# -- privacy audit (registered in privstream.learning.audit as "global-stability") -------------
-
-AUDIT_EPSILON = 2.0
-AUDIT_DELTA = 0.05
-AUDIT_CLASS = Points(8)
-_CANARY = 7
-
-
-def _audit_dataset(canary_label: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """8 one-example batches then S' = [(0, 0), (1, 0)]; batch 0 is the canary ``(7, label)``."""
-    xs = (_CANARY, 0, 1, 2, 3, 4, 5, 6, 0, 1)
-    ys = (canary_label,) + (0,) * 9
-    return xs, ys
-
-
-#: Replace-one pair: the canary ``(7, 1)`` (only batch 0's G outputs ``1[x = 7]``) vs ``(7, 0)``.
-AUDIT_PAIR: tuple[Any, Any] = (_audit_dataset(1), _audit_dataset(0))
-
-
-def global_stability_audit_spec(epsilon: float = AUDIT_EPSILON) -> Any:
-    """The :class:`~privstream.learning.audit.AuditSpec` of Algorithm M (membership-inference canary).
-
-    Worst case for the δ part (blm_almm.md §5.1.7 "canary audit"): ``points:8``, K = 8 batches of
-    one example (G = SOA of that example), S' = two negatives. Under d0 the canary's batch outputs
-    ``1[x = 7]``, a count-1 item, which the histogram releases with probability <= δ; under d1 it
-    cannot appear. The event is "the release labels 7 positive". ``η = 4/(3K)`` makes step 3 keep
-    count-1 items (so only the histogram protects the canary). Broken variants (must be caught):
-    ``exact_histogram`` releases every item with its exact count; ``no_threshold`` adds the noise but
-    releases every noisy count >= 1.
-    """
-    from privstream.learning.audit import AuditSpec  # the audit imports this module lazily
-
-    eps, dlt = check_privacy_parameters(epsilon, AUDIT_DELTA)
-    k = 8
-    params = MParameters(mode="practical", num_batches=k, batch_size=1, n_aux=1, budget=0, max_depth=0,
-                         eta=4 / (3 * k), n_prime=2, hist_threshold=StableHistogram(eps / 2, dlt).threshold)
-
-    def variant(histogram: Histogram | None) -> Callable[[RandomSource], Callable[[Any], Any]]:
-        def build(rng: RandomSource) -> Callable[[Any], Any]:
-            def release(dataset: Any) -> Hypothesis:
-                xs = np.array(dataset[0], dtype=np.int64)
-                ys = np.array(dataset[1], dtype=np.uint8)
-                return algorithm_m(AUDIT_CLASS, xs, ys, params, epsilon=eps, delta=dlt, rng=rng,
-                                   histogram=histogram).hypothesis
-
-            return release
-
-        return build
-
-    def exact_counts(keys: Sequence[Hashable], rng: RandomSource) -> dict[Hashable, int]:
-        counts: dict[Hashable, int] = {}
-        for key in keys:
-            counts[key] = counts.get(key, 0) + 1
-        return counts
-
-    def no_threshold(keys: Sequence[Hashable], rng: RandomSource) -> dict[Hashable, int]:
-        scale = StableHistogram(eps / 2, dlt).scale
-        noisy = {key: c + rng.discrete_laplace(scale) for key, c in exact_counts(keys, rng).items()}
-        return {key: c for key, c in noisy.items() if c >= 1}
-
-    return AuditSpec(
-        name="global-stability",
-        description=(f"Algorithm M (global stability) on {AUDIT_CLASS.spec}, K=8 one-example batches, "
-                     f"eps={eps:g}, delta={dlt:g}; pair: canary (7, 1) vs (7, 0) in batch 0"),
-        claimed=PrivacyGuarantee(epsilon=eps, delta=dlt, mechanism=MECHANISM),
-        build=variant(None),
-        pair=AUDIT_PAIR,
-        discretise=lambda h: int(h.predict(_CANARY)),
-        broken={"exact_histogram": variant(exact_counts), "no_threshold": variant(no_threshold)},
-        samples=20_000,
-    )
