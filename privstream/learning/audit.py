@@ -691,6 +691,12 @@ def _proper_spec(epsilon: float = 1.0) -> AuditSpec:
     return proper_audit_spec(epsilon)
 
 
+def _proper_add_remove_spec(epsilon: float = 2.0) -> AuditSpec:
+    from privstream.learning.private_learners.proper_audit import add_remove_audit_spec
+
+    return add_remove_audit_spec(epsilon)
+
+
 #: name -> factory of the :class:`AuditSpec` (built lazily; cheap).
 AUDITABLE_MECHANISMS: dict[str, Callable[[], AuditSpec]] = {
     "discrete_laplace": lambda: _laplace_spec(discrete=True),
@@ -705,4 +711,5 @@ AUDITABLE_MECHANISMS: dict[str, Callable[[], AuditSpec]] = {
     "global-stability": _global_stability_spec,
     "global-stability-add-remove": _global_stability_add_remove_spec,
     "proper": _proper_spec,
+    "proper-add-remove": _proper_add_remove_spec,
 }

@@ -219,8 +219,8 @@ def test_improper_selection_is_never_released() -> None:
     learner = ProperLearner(blocks=40, alpha_delta=0.1)
     lat, d = learner.lattice(hclass)
     params, _ = learner.parameters_for(4000, d, 1.0, 1e-6, 0.25, 0.25)
-    outcome = poly_pri_learn(lat, _consecutive(xs, ys, params), params, epsilon=1.0, delta=1e-6, rng=seeded(2),
-                             d=d)
+    outcome = poly_pri_learn(lat, _consecutive(xs, ys, params), params, epsilon=1.0, delta=1e-6,
+                             rng=seeded(2), d=d)
     res = learner.fit(hclass, xs, ys, epsilon=1.0, delta=1e-6, rng=seeded(2))
     assert res.proper and int(res.hypothesis.truth_table().sum()) == 1
     assert outcome.f_hat.shape == (8,)
@@ -260,8 +260,8 @@ def test_exact_privacy_of_poly_pri_learn_on_all_neighbours_of_a_small_sample() -
     assert ell == selection_bound(params.k_prime, 2, lat.rows) == 4  # |F| = 4 < Π_t (2^t + 1) = 15
 
     def law(bx: np.ndarray, by: np.ndarray) -> dict:
-        out = poly_pri_learn(lat, _consecutive(bx, by, params), params, epsilon=1.0, delta=1e-2, rng=seeded(0),
-                             d=2)
+        out = poly_pri_learn(lat, _consecutive(bx, by, params), params, epsilon=1.0, delta=1e-2,
+                             rng=seeded(0), d=2)
         return selection_law(list(out.sets), epsilon=1.0, delta=1e-2, ell=ell, default=b"")
 
     base = law(xs, ys)

@@ -112,6 +112,7 @@ __all__ = [
     "ProperParameters",
     "paper_parameters",
     "poly_pri_learn",
+    "positional_split",
     "practical_parameters",
     "proper_sample_size",
     "random_split",
@@ -458,8 +459,7 @@ class ProperLearner:
                 f"regime (d+2)·alpha_delta·n0 < 1 (here d={d}, n0={params.block_size}, alpha_delta="
                 f"{float(params.alpha_delta):.3g}); leave alpha_delta unset")
         source = resolve(rng)
-        block_of = (positional_split(n, params, source, self.shuffle) if expected is None
-                    else random_split(n, params, source))
+        block_of = self._split(n, params, source)
         blocks = _parts(points, labels, block_of, params.blocks)
         in_b = block_of == PART_B
         if is_structured(hclass):
@@ -514,6 +514,12 @@ class ProperLearner:
         if coordinates(hclass, hypothesis) is None:
             raise AssertionError("proper learner produced a non-member; refusing to release it")
         return hypothesis
+
+    def _split(self, n: int, params: ProperParameters, rng: RandomSource) -> np.ndarray:
+        """Block of every example (``PART_B``, ``UNUSED``): positional with n public, random with E."""
+        if params.expected_size is None:
+            return positional_split(n, params, rng, self.shuffle)
+        return random_split(n, params, rng)
 
     @staticmethod
     def _select(lattice: ClassLattice, rows: tuple[int, ...], xs: np.ndarray, ys: np.ndarray,
