@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/bench_ingest.py [--examples 100000] [--repeat 3]
 
-Same as ``privstream bench ingest --json`` (see privstream/stream_app/bench.py), repeated, with
+Same as ``privstream bench ingest --json`` (see privstream/stream_app/bench/ingest_rate.py), repeated, with
 each run's JSON printed and the median ratios at the end; also written to
 benchmarks/results/bench_ingest.json.
 """
@@ -14,7 +14,7 @@ import json
 import statistics
 from pathlib import Path
 
-from privstream.stream_app.bench import run_ingest_benchmark
+from privstream.stream_app.bench.ingest_rate import run_ingest_benchmark
 
 
 def main() -> None:

@@ -37,11 +37,11 @@ from typing import Any
 
 import numpy as np
 
-from privstream.stream_app.broker import EmbeddedBroker, free_port
-from privstream.stream_app.demo import WorkerProcess, fetch_json
-from privstream.stream_app.kafka_io import ensure_topics, produce_json
-from privstream.stream_app.ledger import SqliteLedger
+from privstream.stream_app.embedded.broker import EmbeddedBroker, free_listener_ports
+from privstream.stream_app.embedded.demo import WorkerProcess, fetch_json
+from privstream.stream_app.kafka.clients import ensure_topics, produce_json
 from privstream.stream_app.settings import ReleaseConfig, Settings, StreamConfig, WindowConfig
+from privstream.stream_app.store.sqlite_ledger import SqliteLedger
 
 DOMAIN = 2**32
 CLASS = f"thresholds:{DOMAIN}"
@@ -54,13 +54,13 @@ def examples(stream: str, n: int, seed: int) -> list[tuple[str, bytes]]:
 
 
 def learned(worker: WorkerProcess, stream: str) -> int:
-    status = fetch_json(f"{worker.base_url}/status")
+    status = fetch_json(f"{worker.operator_url}/status")
     return -1 if status is None else status["streams"][stream]["examples"]
 
 
 def handled(worker: WorkerProcess) -> int:
     """Messages handled by this worker process since it started."""
-    status = fetch_json(f"{worker.base_url}/status")
+    status = fetch_json(f"{worker.operator_url}/status")
     return 0 if status is None else status["handled"]
 
 
@@ -68,7 +68,8 @@ def wait_ready(workers: list[WorkerProcess], timeout: float = 180.0) -> None:
     """Until every worker's /readyz says ready (partitions assigned)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if all(fetch_json(f"{w.base_url}/readyz") == {"status": "ready", "reason": "ok"} for w in workers):
+        ready = {"status": "ready", "reason": "ok"}
+        if all(fetch_json(f"{w.operator_url}/readyz") == ready for w in workers):
             return
         if not all(w.alive() for w in workers):
             raise RuntimeError("a worker exited during start-up")
@@ -106,7 +107,8 @@ def run(window: int, flow: int, log_dir: Path | None = None) -> dict[str, Any]:
         broker = stack.enter_context(EmbeddedBroker(log_path=work / "broker.log"))
         settings = Settings(
             app_id=f"bench-stall-{tag}", topic_prefix=f"bench-stall-{tag}.", kafka_bootstrap=broker.bootstrap,
-            web_port=free_port(), data_dir=work / "data", topic_partitions=2, ledger_create_if_missing=True,
+            **free_listener_ports(), data_dir=work / "data", topic_partitions=2,
+            ledger_create_if_missing=True,
             streams=[
                 StreamConfig(name="big", hypothesis_class=CLASS, release=ReleaseConfig(
                     window=WindowConfig(size=window), epsilon=1.0, epsilon_budget=10.0)),
@@ -157,7 +159,7 @@ def run(window: int, flow: int, log_dir: Path | None = None) -> dict[str, Any]:
             t0, c0 = busy[closed_at][0], busy[closed_at][1]
             t1, c1 = busy[released_at][0], busy[released_at][1]
             during = (c1 - c0) / (t1 - t0)
-        metrics = fetch_json(f"{worker.base_url}/status") or {}
+        metrics = fetch_json(f"{worker.operator_url}/status") or {}
         exit_status = worker.stop()
     return {
         "window": window,

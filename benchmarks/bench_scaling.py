@@ -36,9 +36,9 @@ from typing import Any
 from aiokafka.partitioner import murmur2
 from bench_release_stall import CLASS, examples, handled
 
-from privstream.stream_app.broker import EmbeddedBroker, free_port
-from privstream.stream_app.demo import WorkerProcess, fetch_json
-from privstream.stream_app.kafka_io import ensure_topics, produce_json
+from privstream.stream_app.embedded.broker import EmbeddedBroker, free_listener_ports
+from privstream.stream_app.embedded.demo import WorkerProcess, fetch_json
+from privstream.stream_app.kafka.clients import ensure_topics, produce_json
 from privstream.stream_app.settings import Settings, StreamConfig
 
 PARTITIONS = 4
@@ -72,7 +72,7 @@ def measure(broker: EmbeddedBroker, k: int, n: int, work: Path) -> dict[str, Any
     with ExitStack() as stack:
         workers = []
         for i in range(k):
-            settings = base.model_copy(update={"web_port": free_port(), "data_dir": work / f"data-{k}-{i}"})
+            settings = base.model_copy(update={**free_listener_ports(), "data_dir": work / f"data-{k}-{i}"})
             worker = WorkerProcess(settings, work / f"worker-{k}-{i}.log").start()
             stack.callback(worker.stop)
             workers.append(worker)
@@ -88,7 +88,7 @@ def measure(broker: EmbeddedBroker, k: int, n: int, work: Path) -> dict[str, Any
         first = max(i for i, s in enumerate(samples) if s[1] == samples[0][1])
         elapsed = samples[-1][0] - samples[first][0]
         shares = [handled(w) for w in workers]
-        ready = all(fetch_json(f"{w.base_url}/readyz") is not None for w in workers)
+        ready = all(fetch_json(f"{w.operator_url}/readyz") is not None for w in workers)
         exits = [w.stop() for w in workers]
     rate = (samples[-1][1] - samples[first][1]) / elapsed
     return {"workers": k, "examples": len(messages), "rate": round(rate), "seconds": round(elapsed, 3),

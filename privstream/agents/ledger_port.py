@@ -1,6 +1,6 @@
 """The agents' view of the privacy ledger: its protocol, values and errors (no storage types).
 
-The service's durable implementation is :class:`privstream.stream_app.ledger.SqliteLedger`;
+The service's durable implementation is :class:`privstream.stream_app.store.sqlite_ledger.SqliteLedger`;
 the agents depend only on what is here (DESIGN.md §2: agents never import the service).
 """
 

@@ -22,7 +22,7 @@ from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
-from privstream.stream_app.broker import die_with_parent
+from privstream.stream_app.embedded.broker import die_with_parent
 
 
 def _die_with(parent: int) -> None:

@@ -25,7 +25,7 @@ from privstream.learning.private_learners.vector_base import (
     vector_model_from_dict,
 )
 from privstream.schemas import Certificate, HypothesisRelease, SanitizedRelease
-from privstream.stream_app.kafka_io import client_options, start_client
+from privstream.stream_app.kafka.clients import client_options, start_client
 from privstream.stream_app.settings import Settings
 
 

@@ -23,13 +23,15 @@ from privstream.learning.hypothesis_classes import HypothesisClass, parse_class_
 from privstream.learning.private_learners import make_learner
 from privstream.learning.private_learners.vector_base import make_vector_learner
 from privstream.learning.sanitizers import make_sanitizer
-from privstream.stream_app import web
-from privstream.stream_app.ingest import IngestService
+from privstream.stream_app.kafka.ingest import IngestService
 from privstream.stream_app.learner_process import LearnerProcess
-from privstream.stream_app.ledger import SqliteLedger
 from privstream.stream_app.metrics import ServiceMetrics
 from privstream.stream_app.settings import FAUST_ENV_PREFIX, Settings, StreamConfig
-from privstream.stream_app.state_store import SqliteStateStore
+from privstream.stream_app.store.sqlite_ledger import SqliteLedger
+from privstream.stream_app.store.sqlite_state import SqliteStateStore
+from privstream.stream_app.web.listener import HttpListener, bearer_token_guard
+from privstream.stream_app.web.operator import PROBE_PATHS, operator_routes
+from privstream.stream_app.web.public import public_routes
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +50,30 @@ class Service:
     store: SqliteStateStore
     ledger: SqliteLedger | None = None
     releases: ReleaseAgent | None = None
+
+    def status(self) -> dict[str, Any]:
+        """``/status`` (operators only: raw counts, not private): per-stream online state, invalid counts."""
+        streams: dict[str, Any] = {}
+        for stream in self.settings.streams:
+            if stream.kind == "vector":  # no online learner: private releases only
+                streams[stream.name] = {"features": stream.features, "online": None}
+                continue
+            soa = self.learners.soa(stream.name)
+            streams[stream.name] = {
+                "hypothesis_class": stream.hypothesis_class,
+                "examples": soa.examples_seen,
+                "mistakes": soa.mistakes,
+                "mistake_bound": soa.mistake_bound,
+                "realizable": soa.realizable and soa.mistakes <= soa.mistake_bound,
+            }
+        invalid = dict(self.metrics.invalid_counts)
+        return {
+            "received": self.metrics.received_count,
+            "handled": self.progress.handled,
+            "invalid": sum(invalid.values()),
+            "invalid_by_reason": invalid,
+            "streams": streams,
+        }
 
 
 def faust_broker_url(bootstrap: str) -> str:
@@ -104,14 +130,9 @@ def build_app(settings: Settings) -> faust.App:
         broker_session_timeout=settings.kafka_session_timeout_seconds,
         broker_heartbeat_interval=settings.kafka_heartbeat_interval_seconds,
         consumer_auto_offset_reset="earliest",
-        web_enabled=True,
-        web_host=settings.web_host,
-        web_bind=settings.web_host,
-        web_port=settings.web_port,
-        # faust's /table pages would serve raw state; /graph and /router are debug aids.
-        web_tables_enabled=False,
-        web_graph_enabled=False,
-        web_router_enabled=False,
+        # privstream serves its own two listeners (web/listener.py): faust's single web server
+        # would mix its debug views with the public pages and cannot separate the trust zones.
+        web_enabled=False,
         worker_redirect_stdouts=False,
         logging_config=None,
     )
@@ -199,7 +220,6 @@ def build_service(settings: Settings) -> Service:
     validator = ExampleValidator(domains, user_level=user_level)
     pipeline = IngestPipeline(validator, learners, metrics, progress)
     ingest = IngestService(settings, pipeline, on_assigned=lambda parts: on_assigned(parts), loop=None)
-    app.service(ingest)
     releases = None
     if policies:
         assert ledger is not None
@@ -226,7 +246,15 @@ def build_service(settings: Settings) -> Service:
             await releases.replay_outbox()
 
     service = Service(settings, app, ingest, pipeline, metrics, learners, progress, store, ledger, releases)
-    web.register_pages(service)
+    app.service(HttpListener("public", settings.public_host, settings.public_port,
+                             public_routes(settings.streams, ledger)))
+    guard = ([bearer_token_guard(settings.operator_token.get_secret_value(), open_paths=PROBE_PATHS)]
+             if settings.operator_token is not None else [])
+    app.service(HttpListener("operator", settings.operator_host, settings.operator_port,
+                             operator_routes(metrics.exposition, ingest, service.status), middlewares=guard))
+    # After the listeners: services start in this order, so the probes answer (503 "starting")
+    # before the first poll instead of after it.
+    app.service(ingest)
     return service
 
 

@@ -14,6 +14,7 @@ are JSON in the environment::
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import tomllib
@@ -203,9 +204,18 @@ class Settings(BaseSettings):
         "embedded broker waits all of it (Kafka's default 500 ms put ~0.6 s into p50 latency)",
     )
 
-    # --- web ----------------------------------------------------------------------------------
-    web_host: str = "127.0.0.1"
-    web_port: int = Field(default=6066, ge=1, le=65535)
+    # --- web: two listeners (DESIGN.md §4, trust boundary) --------------------------------------
+    public_host: str = Field(default="127.0.0.1", description="public listener: releases, budgets, pages")
+    public_port: int = Field(default=6066, ge=1, le=65535)
+    operator_host: str = Field(
+        default="127.0.0.1", description="operator listener: /metrics, /status, probes (raw figures)"
+    )
+    operator_port: int = Field(default=9466, ge=1, le=65535)
+    operator_token: SecretStr | None = Field(
+        default=None,
+        description="bearer token the operator listener demands (all but /healthz and /readyz); "
+        "required when operator_host is not a loopback address",
+    )
     stall_seconds: float = Field(
         default=60.0, gt=0, description="/healthz fails when received examples wait this long"
     )
@@ -260,6 +270,32 @@ class Settings(BaseSettings):
             )
         return self
 
+    @model_validator(mode="after")
+    def _operator_listener_guarded(self) -> Settings:
+        # The operator listener serves raw, non-private figures: loopback only, or a token.
+        if self.operator_token is None and not is_loopback(self.operator_host):
+            raise ValueError(
+                f"operator_host {self.operator_host!r} is reachable from other hosts and serves raw, "
+                "non-private figures (/metrics, /status): set operator_token, or bind 127.0.0.1"
+            )
+        if (self.public_host, self.public_port) == (self.operator_host, self.operator_port):
+            raise ValueError("public_port and operator_port must differ (two listeners)")
+        return self
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data: Any) -> Any:
+        renamed = {"web_host": "public_host", "web_port": "public_port"}
+        given = set(data) if isinstance(data, dict) else set()
+        given |= {k[len(ENV_PREFIX):].lower() for k in os.environ if k.startswith(ENV_PREFIX)}
+        for old, new in renamed.items():
+            if old in given:
+                raise ValueError(
+                    f"{old} was renamed {new} (the public listener); operator pages (/metrics, /status, "
+                    "/healthz, /readyz) are on operator_host/operator_port"
+                )
+        return data
+
     def topic(self, name: str) -> str:
         """The Kafka topic name of a logical topic (see :data:`TOPIC_NAMES`)."""
         if name not in TOPIC_NAMES:
@@ -286,8 +322,9 @@ class Settings(BaseSettings):
         for name, value in self.model_dump(mode="json", exclude={"config_file"}).items():
             if value is None:
                 continue
-            if name == "kafka_sasl_password" and self.kafka_sasl_password is not None:
-                value = self.kafka_sasl_password.get_secret_value()
+            secret = getattr(self, name)
+            if isinstance(secret, SecretStr):
+                value = secret.get_secret_value()
             env[f"{ENV_PREFIX}{name.upper()}"] = value if isinstance(value, str) else json.dumps(value)
         return env
 
@@ -316,6 +353,20 @@ class ConfigFileSource(PydanticBaseSettingsSource):
 
     def __call__(self) -> dict[str, Any]:
         return dict(self._values)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` names this machine only (``127.0.0.1``, ``::1``, ``localhost``).
+
+    >>> is_loopback("127.0.0.1"), is_loopback("0.0.0.0"), is_loopback("localhost")
+    (True, False, True)
+    """
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def load_config_file(path: Path) -> dict[str, Any]:

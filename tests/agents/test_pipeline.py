@@ -14,7 +14,7 @@ from privstream.learning.hypothesis_classes import parse_class_spec
 from privstream.learning.soa import SOA
 from privstream.schemas import PredictionBatch
 from privstream.stream_app.metrics import ServiceMetrics
-from privstream.stream_app.state_store import SqliteStateStore
+from privstream.stream_app.store.sqlite_state import SqliteStateStore
 
 CLASS = parse_class_spec("thresholds:8")
 

@@ -15,9 +15,9 @@ from privstream.learning.hypothesis_classes import parse_class_spec
 from privstream.learning.private_learners import make_learner
 from privstream.learning.randomness import seeded
 from privstream.schemas import Example, HypothesisRelease
-from privstream.stream_app.ledger import SqliteLedger
 from privstream.stream_app.sdk import Release
-from privstream.stream_app.state_store import SqliteStateStore
+from privstream.stream_app.store.sqlite_ledger import SqliteLedger
+from privstream.stream_app.store.sqlite_state import SqliteStateStore
 
 CLASS = parse_class_spec("thresholds:1024")
 TARGET = 600

@@ -35,7 +35,7 @@ import struct
 import threading
 from dataclasses import dataclass
 
-from privstream.stream_app.broker import LOOPBACK, free_port
+from privstream.stream_app.embedded.broker import LOOPBACK, free_port
 
 SASL_HANDSHAKE, SASL_AUTHENTICATE, API_VERSIONS = 17, 36, 18
 UNSUPPORTED_SASL_MECHANISM, SASL_AUTHENTICATION_FAILED = 33, 58

@@ -76,10 +76,13 @@ def test_dockerfile_runs_as_a_non_root_user_with_healthcheck_and_worker_entrypoi
     assert users, "the final stage must switch to a non-root USER"
     user = users[-1].split(":")[0]
     assert user not in ("root", "0")
-    assert any(i.startswith("ENV") and "PRIVSTREAM_WEB_HOST=0.0.0.0" in i for i in final)
+    env = " ".join(i for i in final if i.startswith("ENV"))
+    assert "PRIVSTREAM_PUBLIC_HOST=0.0.0.0" in env and "PRIVSTREAM_OPERATOR_HOST=0.0.0.0" in env
+    assert "PRIVSTREAM_OPERATOR_TOKEN" not in env  # a secret: given at run time, never baked in
     assert any(i.startswith("VOLUME") and "/var/lib/privstream/data" in i for i in final)
     health = next(i for i in final if i.startswith("HEALTHCHECK"))
     assert "/healthz" in health and "urllib.request" in health and "curl" not in health
+    assert "PRIVSTREAM_OPERATOR_PORT" in health  # the probe is on the operator listener
     entrypoint = json.loads(next(i for i in final if i.startswith("ENTRYPOINT")).split(None, 1)[1])
     command = json.loads(next(i for i in final if i.startswith("CMD")).split(None, 1)[1])
     assert entrypoint + command == ["privstream", "worker"]
@@ -145,10 +148,17 @@ def test_compose_mounts_prometheus_rules_and_grafana_provisioning_that_exist():
             if source.startswith("."):
                 assert (DEPLOY / source).exists(), f"{name} mounts missing {source}"
     grafana_env = services["grafana"]["environment"]
-    assert grafana_env["GF_AUTH_ANONYMOUS_ENABLED"] == "true"
-    assert grafana_env["GF_AUTH_ANONYMOUS_ORG_ROLE"] == "Viewer"
-    targets = load_yaml(PROMETHEUS)["scrape_configs"][0]["static_configs"][0]["targets"]
-    assert sorted(targets) == ["worker-1:6066", "worker-2:6066"]
+    # The dashboard shows operator figures (raw counts): no anonymous viewers (issue 16, finding 5).
+    assert grafana_env["GF_AUTH_ANONYMOUS_ENABLED"] == "false"
+    assert "GF_AUTH_ANONYMOUS_ORG_ROLE" not in grafana_env
+    job = load_yaml(PROMETHEUS)["scrape_configs"][0]
+    assert sorted(job["static_configs"][0]["targets"]) == ["worker-1:9466", "worker-2:9466"]
+    # The operator listener demands the token; Prometheus reads it from the compose secret.
+    token_file = job["authorization"]["credentials_file"]
+    assert token_file == "/run/secrets/operator_token"
+    assert "operator_token" in services["prometheus"]["secrets"]
+    worker_env = compose_env(services["worker-1"])
+    assert worker_env["PRIVSTREAM_OPERATOR_TOKEN"].startswith("${PRIVSTREAM_OPERATOR_TOKEN:?")
 
 
 # --- Grafana ---------------------------------------------------------------------------------
@@ -285,7 +295,7 @@ def test_k8s_worker_probes_security_resources_and_single_shared_volume():
     probes = (("startupProbe", "/healthz"), ("readinessProbe", "/readyz"), ("livenessProbe", "/healthz"))
     for probe, path in probes:
         http = container[probe]["httpGet"]
-        assert http["path"] == path and ports[http["port"]] == 6066, probe
+        assert http["path"] == path and ports[http["port"]] == 9466, probe  # operator listener
     assert container["livenessProbe"]["failureThreshold"] > container["readinessProbe"]["failureThreshold"]
     resources = container["resources"]
     assert {"cpu", "memory"} <= set(resources["requests"]) and {"cpu", "memory"} <= set(resources["limits"])
@@ -309,7 +319,7 @@ def test_k8s_password_comes_from_a_secret_not_the_configmap():
         assert not any("PASSWORD" in key for key in config["data"])
 
 
-def test_k8s_service_and_servicemonitor_scrape_the_web_port():
+def test_k8s_service_and_servicemonitor_scrape_the_operator_listener_with_its_token():
     (service,) = k8s_objects("Service")
     (monitor,) = k8s_objects("ServiceMonitor")
     (sts,) = k8s_objects("StatefulSet")
@@ -318,7 +328,11 @@ def test_k8s_service_and_servicemonitor_scrape_the_web_port():
     assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
     (endpoint,) = monitor["spec"]["endpoints"]
     assert endpoint["path"] == "/metrics"
-    assert endpoint["port"] in {p["name"] for p in service["spec"]["ports"]}
+    ports = {p["name"]: p["port"] for p in service["spec"]["ports"]}
+    assert ports[endpoint["port"]] == 9466  # the operator listener, not the public one
+    secret = endpoint["authorization"]["credentials"]
+    secrets = {s["metadata"]["name"]: s for s in k8s_objects("Secret")}
+    assert secret["key"] in secrets[secret["name"]]["stringData"]
     # job="privstream" as the alerts expect.
     assert service["metadata"]["labels"][monitor["spec"]["jobLabel"]] == "privstream"
     assert sts["spec"]["serviceName"] == service["metadata"]["name"]

@@ -30,9 +30,14 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from faust.transport.drivers.aiokafka import credentials_to_aiokafka_auth
 from pydantic import SecretStr
 
-from privstream.stream_app.broker import EmbeddedBroker, broker_binary, free_port
-from privstream.stream_app.demo import fetch_json
-from privstream.stream_app.kafka_io import (
+from privstream.stream_app.embedded.broker import (
+    EmbeddedBroker,
+    broker_binary,
+    free_listener_ports,
+    free_port,
+)
+from privstream.stream_app.embedded.demo import fetch_json
+from privstream.stream_app.kafka.clients import (
     KafkaAuthenticationError,
     KafkaUnavailableError,
     client_options,
@@ -42,7 +47,7 @@ from privstream.stream_app.kafka_io import (
 )
 from privstream.stream_app.service import faust_credentials
 from privstream.stream_app.settings import Settings
-from privstream.stream_app.synthetic import synthetic_examples
+from privstream.stream_app.sources.synthetic import synthetic_examples
 from tests.integration.conftest import start_worker, wait_until
 
 from .scram_proxy import ScramProxy
@@ -189,7 +194,7 @@ def test_a_wrong_login_on_the_authenticating_embedded_broker_fails_fast_naming_a
 def test_a_worker_with_scram_credentials_learns_and_a_wrong_password_stops_it(scram_kafka, tmp_path):
     settings = sasl_settings(
         f"127.0.0.1:{scram_kafka.port}", PASSWORD, "SCRAM-SHA-512",
-        app_id=f"privstream-sec-{uuid.uuid4().hex[:8]}", web_port=free_port(), data_dir=tmp_path / "data",
+        app_id=f"privstream-sec-{uuid.uuid4().hex[:8]}", **free_listener_ports(), data_dir=tmp_path / "data",
         kafka_session_timeout_seconds=10,
         streams=[{"name": "s", "hypothesis_class": "thresholds:64"}],
     )
@@ -199,13 +204,13 @@ def test_a_worker_with_scram_credentials_learns_and_a_wrong_password_stops_it(sc
         batch = synthetic_examples("thresholds:64", 50, seed=5)
         records = [("s", m) for m in batch.messages("s")]
         asyncio.run(produce_json(settings, settings.topic("examples"), records))
-        wait_until(lambda: ((fetch_json(f"{worker.base_url}/status") or {}).get("streams", {})
+        wait_until(lambda: ((fetch_json(f"{worker.operator_url}/status") or {}).get("streams", {})
                             .get("s", {}).get("examples") == 50), 120, what="50 examples learned over SCRAM")
     finally:
         worker.stop()
 
     wrong = settings.model_copy(update={"kafka_sasl_password": SecretStr("wrong password"),
-                                     "web_port": free_port()})
+                                     **free_listener_ports()})
     env = {k: v for k, v in os.environ.items() if not k.startswith("PRIVSTREAM_")} | wrong.to_env()
     result = subprocess.run([sys.executable, "-m", "privstream", "worker"], env=env, capture_output=True,
                             text=True, timeout=120)

@@ -16,10 +16,10 @@ import uuid
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from privstream.stream_app.broker import free_port
-from privstream.stream_app.kafka_io import ensure_topics, produce_json
+from privstream.stream_app.embedded.broker import free_listener_ports
+from privstream.stream_app.kafka.clients import ensure_topics, produce_json
 from privstream.stream_app.settings import ReleaseConfig, Settings, StreamConfig, WindowConfig
-from privstream.stream_app.synthetic import synthetic_examples
+from privstream.stream_app.sources.synthetic import synthetic_examples
 from tests.integration.conftest import run, start_worker, wait_until
 
 from .deploy_files import (
@@ -71,7 +71,7 @@ def live_metrics(broker, tmp_path_factory) -> str:
         app_id=f"privstream-deploy-{run_id}",
         topic_prefix=f"deploy-{run_id}.",
         kafka_bootstrap=broker.bootstrap,
-        web_port=free_port(),
+        **free_listener_ports(),
         data_dir=tmp_path / "data",
         topic_partitions=2,
         kafka_session_timeout_seconds=10,
@@ -87,7 +87,7 @@ def live_metrics(broker, tmp_path_factory) -> str:
         batch = synthetic_examples(CLASS, 2 * WINDOW, seed=3)
         records = [("s", m) for m in batch.messages("s")] + [("s", b"{not json")]
         run(produce_json(settings, settings.topic("examples"), records))
-        url = f"{worker.base_url}/metrics"
+        url = f"{worker.operator_url}/metrics"
 
         def released_and_refused() -> str | None:
             text = scrape(url)

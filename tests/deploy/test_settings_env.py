@@ -52,7 +52,8 @@ def test_compose_settings_are_read_by_the_service(monkeypatch, service):
     assert fields <= settings.model_fields_set  # every variable was read
     assert settings.kafka_bootstrap == "broker:19092"
     if service.startswith("worker"):
-        assert settings.web_host == "0.0.0.0" and settings.ledger_create_if_missing
+        assert settings.public_host == "0.0.0.0" and settings.ledger_create_if_missing
+        assert settings.operator_host == "0.0.0.0" and settings.operator_token is not None
         (stream,) = settings.streams
         assert stream.release is not None and stream.release.epsilon_budget >= stream.release.epsilon
         assert settings.resolved_ledger_path.parent == settings.resolved_state_path.parent
@@ -89,6 +90,7 @@ def test_k8s_settings_are_read_by_the_service(monkeypatch):
     assert settings.kafka_sasl_password is not None
     assert settings.topic_replication_factor == 3
     assert not settings.ledger_create_if_missing  # production: a missing ledger is an error
+    assert settings.operator_token is not None  # the operator listener is reachable in the cluster
     (sts,) = [d for d in k8s_documents() if d["kind"] == "StatefulSet"]
     mounts = {m["mountPath"] for m in sts["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]}
     assert str(settings.kafka_ssl_cafile.parent) in mounts

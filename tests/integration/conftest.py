@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from aiokafka import AIOKafkaConsumer
 
-from privstream.stream_app.broker import EmbeddedBroker, free_port
-from privstream.stream_app.demo import WorkerProcess, fetch_json
+from privstream.stream_app.embedded.broker import EmbeddedBroker, free_listener_ports
+from privstream.stream_app.embedded.demo import WorkerProcess, fetch_json
 from privstream.stream_app.settings import Settings
 
 RECV_TIMEOUT = 120.0  # a cold group join on the embedded broker takes 5-30 s
@@ -57,7 +57,7 @@ def unique_settings(broker, tmp_path) -> Settings:
         app_id=f"privstream-it-{run}",
         topic_prefix=f"it-{run}.",
         kafka_bootstrap=broker.bootstrap,
-        web_port=free_port(),
+        **free_listener_ports(),
         data_dir=tmp_path / "data",
         topic_partitions=2,
         kafka_session_timeout_seconds=10,
@@ -76,9 +76,9 @@ def wait_until(predicate, timeout: float, interval: float = 0.25, what: str = "c
 
 
 def start_worker(settings: Settings, tmp_path: Path) -> WorkerProcess:
-    worker = WorkerProcess(settings, tmp_path / f"worker-{settings.web_port}.log").start()
+    worker = WorkerProcess(settings, tmp_path / f"worker-{settings.public_port}.log").start()
     try:
-        wait_until(lambda: not worker.alive() or fetch_json(f"{worker.base_url}/healthz") is not None,
+        wait_until(lambda: not worker.alive() or fetch_json(f"{worker.operator_url}/healthz") is not None,
                    60, what="worker web")
         assert worker.alive()
     except AssertionError:

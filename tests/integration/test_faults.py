@@ -20,11 +20,11 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from privstream.stream_app.broker import EmbeddedBroker, free_port
-from privstream.stream_app.demo import fetch_json
-from privstream.stream_app.kafka_io import ensure_topics, produce_json
-from privstream.stream_app.ledger import SqliteLedger
+from privstream.stream_app.embedded.broker import EmbeddedBroker, free_port
+from privstream.stream_app.embedded.demo import fetch_json
+from privstream.stream_app.kafka.clients import ensure_topics, produce_json
 from privstream.stream_app.settings import ReleaseConfig, StreamConfig, WindowConfig
+from privstream.stream_app.store.sqlite_ledger import SqliteLedger
 
 from .conftest import consume_all, run, start_worker, wait_until
 from .test_live_releases import check_public_topic
@@ -46,7 +46,7 @@ def test_sigkill_under_load_then_restart(unique_settings, tmp_path):
     settings = load_settings(unique_settings, window=5000)
     run(ensure_topics(settings))
     worker = start_worker(settings, tmp_path)
-    wait_until(lambda: fetch_json(f"{worker.base_url}/readyz") == {"status": "ready", "reason": "ok"},
+    wait_until(lambda: fetch_json(f"{worker.operator_url}/readyz") == {"status": "ready", "reason": "ok"},
                120, what="worker ready")
     messages = payloads(40_000, seed=5)  # 4 windows of 5,000 per stream
     produced: dict[str, object] = {}
@@ -74,7 +74,7 @@ def test_sigkill_under_load_then_restart(unique_settings, tmp_path):
         seen = predicted_offsets(settings, len(messages) - killed_at)
         published = run(consume_all(settings, settings.topic("hypotheses"), sum(windows.values())))
         streams = check_public_topic(published, ledger)
-        status = fetch_json(f"{restarted.base_url}/status")
+        status = fetch_json(f"{restarted.operator_url}/status")
     finally:
         assert restarted.stop() == 0
     assert set(positions) <= set(seen), "an example lost by the crash"
@@ -114,7 +114,7 @@ def test_broker_restart_is_reported_then_recovered(unique_settings, tmp_path):
             assert worker.alive()
             # One clear line, at the probe that finds it silent for longer than stall_seconds.
             wait_until(lambda: "has not answered for" in worker.log_path.read_text(), 15, what="the log line")
-            reason = fetch_json(f"{worker.base_url}/healthz")  # the probe says why
+            reason = fetch_json(f"{worker.operator_url}/healthz")  # the probe says why
             assert reason is None or "Kafka" in str(reason)
 
             broker = EmbeddedBroker(port=port, log_path=tmp_path / "broker2.log").start()

@@ -13,13 +13,13 @@ import pytest
 from aiokafka.partitioner import murmur2
 
 from privstream.schemas import HypothesisRelease
-from privstream.stream_app.broker import free_port
-from privstream.stream_app.demo import fetch_json
-from privstream.stream_app.kafka_io import ensure_topics, produce_json
-from privstream.stream_app.ledger import SqliteLedger
+from privstream.stream_app.embedded.broker import free_listener_ports
+from privstream.stream_app.embedded.demo import fetch_json
+from privstream.stream_app.kafka.clients import ensure_topics, produce_json
 from privstream.stream_app.sdk import Release
 from privstream.stream_app.settings import ReleaseConfig, StreamConfig, WindowConfig
-from privstream.stream_app.synthetic import synthetic_examples
+from privstream.stream_app.sources.synthetic import synthetic_examples
+from privstream.stream_app.store.sqlite_ledger import SqliteLedger
 
 from .conftest import consume_all, run, start_worker, wait_until
 
@@ -76,8 +76,10 @@ def test_windows_budget_refusals_and_public_topic(unique_settings, tmp_path):
         big, big_records = stream_records("big", 20_000, seed=1)
         _, small_records = stream_records("small", 3000, seed=2)
         run(produce_json(settings, settings.topic("examples"), big_records + small_records))
-        wait_until(lambda: (fetch_json(f"{worker.base_url}/streams/small/budget") or {}).get("refusals") == 3
-                   and (fetch_json(f"{worker.base_url}/streams/big/budget") or {}).get("releases") == 10,
+        def budget(stream: str) -> dict:
+            return fetch_json(f"{worker.public_url}/streams/{stream}/budget") or {}
+
+        wait_until(lambda: budget("small").get("refusals") == 3 and budget("big").get("releases") == 10,
                    180, what="10 + 3 releases and 3 refusals")
         records = run(consume_all(settings, settings.topic("hypotheses"), 13))
         ledger = SqliteLedger.open(settings.resolved_ledger_path)
@@ -100,16 +102,16 @@ def test_windows_budget_refusals_and_public_topic(unique_settings, tmp_path):
         assert len(streams["small"]) == 3
         assert ledger.spent("small").epsilon == pytest.approx(3.0)
         assert ledger.refusals("small") == 3
-        text = urllib.request.urlopen(f"{worker.base_url}/metrics").read().decode()
+        text = urllib.request.urlopen(f"{worker.operator_url}/metrics").read().decode()
         assert 'privstream_release_refusals_total{stream="small"} 3.0' in text
         assert 'privstream_releases_total{stream="big"} 10.0' in text
         assert 'privstream_privacy_budget_exhausted{stream="small"} 1.0' in text
         # The stream keeps predicting online after its budget is gone.
-        status = fetch_json(f"{worker.base_url}/status")
+        status = fetch_json(f"{worker.operator_url}/status")
         assert status["streams"]["small"]["examples"] == 3000
-        overview = {s["stream_id"]: s for s in fetch_json(f"{worker.base_url}/streams")["streams"]}
+        overview = {s["stream_id"]: s for s in fetch_json(f"{worker.public_url}/streams")["streams"]}
         assert overview["small"]["status"].startswith("budget exhausted")
-        latest = fetch_json(f"{worker.base_url}/streams/big/releases/latest")
+        latest = fetch_json(f"{worker.public_url}/streams/big/releases/latest")
         assert latest["certificate"]["ledger_entry_id"] == streams["big"][-1].certificate.ledger_entry_id
     finally:
         assert worker.stop() == 0
@@ -124,14 +126,15 @@ def test_sigkill_during_a_window_then_restart(unique_settings, tmp_path):
     worker = start_worker(settings, tmp_path)
     _, records = stream_records("s", 6000, seed=3)
     run(produce_json(settings, settings.topic("examples"), records))
-    budget_url = f"{worker.base_url}/streams/s/budget"
+    budget_url = f"{worker.public_url}/streams/s/budget"
     wait_until(lambda: (fetch_json(budget_url) or {}).get("releases", 0) >= 2, 120, what="two releases")
     worker.process.send_signal(signal.SIGKILL)  # mid-stream: windows open, offsets uncommitted
     worker.process.wait(10)
 
     restarted = start_worker(settings.model_copy(update={"ledger_create_if_missing": False}), tmp_path)
     try:
-        wait_until(lambda: (fetch_json(f"{restarted.base_url}/streams/s/budget") or {}).get("releases") == 6,
+        budget_of_restarted = f"{restarted.public_url}/streams/s/budget"
+        wait_until(lambda: (fetch_json(budget_of_restarted) or {}).get("releases") == 6,
                    180, what="all six windows released after the restart")
         published = run(consume_all(settings, settings.topic("hypotheses"), 6))
         ledger = SqliteLedger.open(settings.resolved_ledger_path)
@@ -168,10 +171,10 @@ def test_two_workers_share_streams_by_partition(unique_settings, tmp_path):
     (tmp_path / "shared").mkdir()
     run(ensure_topics(base))
     first = start_worker(base.model_copy(update={"data_dir": tmp_path / "w1"}), tmp_path)
-    second = start_worker(base.model_copy(update={"data_dir": tmp_path / "w2", "web_port": free_port()}),
+    second = start_worker(base.model_copy(update={"data_dir": tmp_path / "w2", **free_listener_ports()}),
                           tmp_path)
     try:
-        wait_until(lambda: all(fetch_json(f"{w.base_url}/readyz") == {"status": "ready", "reason": "ok"}
+        wait_until(lambda: all(fetch_json(f"{w.operator_url}/readyz") == {"status": "ready", "reason": "ok"}
                                for w in (first, second)), 120, what="both workers ready")
         records = []
         for i, name in enumerate(names):
@@ -185,7 +188,7 @@ def test_two_workers_share_streams_by_partition(unique_settings, tmp_path):
             windows = [r.certificate.window.window_id for r in streams[name]]
             assert len(windows) == len(set(windows)) == 2
             assert ledger.spent(name).epsilon == pytest.approx(2.0)
-        handled = [fetch_json(f"{w.base_url}/status")["handled"] for w in (first, second)]
+        handled = [fetch_json(f"{w.operator_url}/status")["handled"] for w in (first, second)]
         assert sum(handled) == len(records)
         assert all(h > 0 for h in handled), f"one worker got no partition: {handled}"
     finally:
@@ -252,7 +255,7 @@ def test_a_stream_of_feature_vectors_releases_through_the_same_pipeline(unique_s
             assert sdk.error_on(points, labels) < 0.3  # a private grid rule on 1000 points
         dead = run(consume_all(settings, settings.topic("examples.dlq"), 1))
         assert dict(dead[0].headers)["error.reason"] == b"wrong_type"
-        status = fetch_json(f"{worker.base_url}/status")
+        status = fetch_json(f"{worker.operator_url}/status")
         assert status["streams"]["vec"]["online"] is None  # no SOA for feature vectors
     finally:
         assert worker.stop() == 0

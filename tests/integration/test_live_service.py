@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 
 from privstream.schemas import PredictionBatch
-from privstream.stream_app.demo import fetch_json
-from privstream.stream_app.kafka_io import ensure_topics, produce_json
+from privstream.stream_app.embedded.demo import fetch_json
+from privstream.stream_app.kafka.clients import ensure_topics, produce_json
 from privstream.stream_app.settings import StreamConfig
-from privstream.stream_app.synthetic import synthetic_examples
+from privstream.stream_app.sources.synthetic import synthetic_examples
 
 from .conftest import (
     children_of,
@@ -123,9 +123,9 @@ def test_worker_end_to_end(unique_settings, matrix_class_file, tmp_path):
             assert int(headers["source.partition"]) >= 0 and int(headers["source.offset"]) >= 0
 
         # The metrics endpoint shows the counts.
-        wait_until(lambda: fetch_json(f"{worker.base_url}/status")["handled"] == len(records), 30,
+        wait_until(lambda: fetch_json(f"{worker.operator_url}/status")["handled"] == len(records), 30,
                    what="all messages handled")
-        text = urllib.request.urlopen(f"{worker.base_url}/metrics").read().decode()
+        text = urllib.request.urlopen(f"{worker.operator_url}/metrics").read().decode()
         assert metric_value(text, "privstream_examples_received_total") == len(records)
         assert metric_value(text, "privstream_examples_learned_total", stream="thr") == N_VALID // 2
         assert metric_value(text, "privstream_dead_letters_published_total") == len(invalid)
@@ -140,8 +140,8 @@ def test_worker_end_to_end(unique_settings, matrix_class_file, tmp_path):
                 assert line.startswith("privstream_"), line
 
         # Still healthy and ready.
-        assert fetch_json(f"{worker.base_url}/healthz")["status"] == "ok"
-        assert fetch_json(f"{worker.base_url}/readyz")["status"] == "ready"
+        assert fetch_json(f"{worker.operator_url}/healthz")["status"] == "ok"
+        assert fetch_json(f"{worker.operator_url}/readyz")["status"] == "ready"
     finally:
         pid = worker.process.pid if worker.process else None
         status = worker.stop()

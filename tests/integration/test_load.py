@@ -31,8 +31,8 @@ import numpy as np
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from privstream.stream_app.demo import WorkerProcess, fetch_json
-from privstream.stream_app.kafka_io import client_options, ensure_topics, produce_json
+from privstream.stream_app.embedded.demo import WorkerProcess, fetch_json
+from privstream.stream_app.kafka.clients import client_options, ensure_topics, produce_json
 from privstream.stream_app.settings import ReleaseConfig, Settings, StreamConfig, WindowConfig
 
 from .conftest import consume_all, prediction_count, run, start_worker, wait_until
@@ -71,13 +71,13 @@ def rss_mib(pid: int) -> float:
 
 
 def handled(worker: WorkerProcess) -> int:
-    status = fetch_json(f"{worker.base_url}/status")
+    status = fetch_json(f"{worker.operator_url}/status")
     return -1 if status is None else status["handled"]
 
 
 def healthz(worker: WorkerProcess) -> int:
     try:
-        return urllib.request.urlopen(f"{worker.base_url}/healthz", timeout=5).status
+        return urllib.request.urlopen(f"{worker.operator_url}/healthz", timeout=5).status
     except urllib.error.HTTPError as exc:
         return exc.code
     except OSError:
@@ -193,7 +193,7 @@ def run_load(settings: Settings, tmp_path: Path, seconds: float) -> dict[str, ob
     run(ensure_topics(settings))
     worker = start_worker(settings, tmp_path)
     try:
-        wait_until(lambda: fetch_json(f"{worker.base_url}/readyz") == {"status": "ready", "reason": "ok"},
+        wait_until(lambda: fetch_json(f"{worker.operator_url}/readyz") == {"status": "ready", "reason": "ok"},
                    120, what="worker ready")
         backlog = 20_000
         rate = sustained_rate(settings, worker, backlog)
@@ -204,7 +204,7 @@ def run_load(settings: Settings, tmp_path: Path, seconds: float) -> dict[str, ob
             total = backlog + len(positions)
             wait_until(lambda: handled(worker) >= total, 120, what="every example handled")
         seen = predicted_offsets(settings, total)
-        status = fetch_json(f"{worker.base_url}/status")
+        status = fetch_json(f"{worker.operator_url}/status")
         memory = sampler.summary()
         health = {s[2] for s in sampler.samples}
     finally:
@@ -254,7 +254,7 @@ def hostile_messages(n: int, seed: int) -> list[tuple[str, bytes]]:
 
 def learned(worker: WorkerProcess) -> int:
     """Valid examples learned by the worker (every stream)."""
-    status = fetch_json(f"{worker.base_url}/status")
+    status = fetch_json(f"{worker.operator_url}/status")
     return -1 if status is None else sum(s["examples"] for s in status["streams"].values())
 
 
@@ -291,10 +291,10 @@ def test_a_flood_of_invalid_messages_neither_crashes_nor_stalls_the_worker(uniqu
             while (not samples or samples[-1][1] < 2 * n) and time.monotonic() < deadline:
                 samples.append((time.perf_counter(), learned(worker)))
                 time.sleep(0.02)
-            wait_until(lambda: (fetch_json(f"{worker.base_url}/status") or {}).get("invalid") == n, 60,
+            wait_until(lambda: (fetch_json(f"{worker.operator_url}/status") or {}).get("invalid") == n, 60,
                        what="every hostile message counted")
         dead = run(consume_all(settings, settings.topic("examples.dlq"), n))
-        status = fetch_json(f"{worker.base_url}/status")
+        status = fetch_json(f"{worker.operator_url}/status")
     finally:
         exit_status = worker.stop()
 

@@ -12,15 +12,16 @@ from __future__ import annotations
 
 import json
 import secrets
+import urllib.error
 import urllib.request
 
 import numpy as np
 import pytest
 
 from privstream.schemas import SanitizedRelease
-from privstream.stream_app.kafka_io import ensure_topics, produce_json
-from privstream.stream_app.ledger import SqliteLedger
+from privstream.stream_app.kafka.clients import ensure_topics, produce_json
 from privstream.stream_app.settings import ReleaseConfig, StreamConfig, WindowConfig
+from privstream.stream_app.store.sqlite_ledger import SqliteLedger
 
 from .conftest import consume_all, run, start_worker, wait_until
 from .test_live_releases import check_public_topic
@@ -71,8 +72,11 @@ def test_public_topics_and_metrics_hold_no_raw_values_user_ids_or_uncharged_coun
                    what="a hypothesis and a sanitized release per window")
         hypotheses = run(consume_all(settings, settings.topic("hypotheses"), WINDOWS))
         sanitized = run(consume_all(settings, settings.topic("sanitized"), WINDOWS))
-        metrics = urllib.request.urlopen(f"{worker.base_url}/metrics").read()
-        status = json.loads(urllib.request.urlopen(f"{worker.base_url}/status").read())
+        metrics = urllib.request.urlopen(f"{worker.operator_url}/metrics").read()
+        status = json.loads(urllib.request.urlopen(f"{worker.operator_url}/status").read())
+        for operator_path in ("/metrics", "/status"):  # raw figures are not on the public listener
+            with pytest.raises(urllib.error.HTTPError, match="404"):
+                urllib.request.urlopen(f"{worker.public_url}{operator_path}")
     finally:
         assert worker.stop() == 0
     assert status["handled"] == len(examples) and status["invalid"] == 0  # the canaries were learned

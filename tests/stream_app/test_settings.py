@@ -23,7 +23,8 @@ def clean_env(monkeypatch):
 def test_defaults():
     s = Settings()
     assert s.kafka_bootstrap is None
-    assert s.web_host == "127.0.0.1"
+    assert (s.public_host, s.operator_host) == ("127.0.0.1", "127.0.0.1")
+    assert s.public_port != s.operator_port and s.operator_token is None
     assert s.topic("examples.dlq") == "examples.dlq"
 
 
@@ -39,11 +40,11 @@ def test_environment_with_json_streams(monkeypatch):
 
 def test_priority_kwargs_over_env_over_file(tmp_path, monkeypatch):
     config = tmp_path / "privstream.toml"
-    config.write_text('app_id = "from-file"\nweb_port = 7000\ntopic_partitions = 8\n')
+    config.write_text('app_id = "from-file"\npublic_port = 7000\ntopic_partitions = 8\n')
     monkeypatch.setenv("PRIVSTREAM_CONFIG_FILE", str(config))
-    monkeypatch.setenv("PRIVSTREAM_WEB_PORT", "7001")
+    monkeypatch.setenv("PRIVSTREAM_PUBLIC_PORT", "7001")
     s = Settings(topic_partitions=2)
-    assert (s.app_id, s.web_port, s.topic_partitions) == ("from-file", 7001, 2)
+    assert (s.app_id, s.public_port, s.topic_partitions) == ("from-file", 7001, 2)
 
 
 def test_json_config_file(tmp_path):
@@ -55,7 +56,11 @@ def test_json_config_file(tmp_path):
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"web_port": 0}, "web_port"),
+        ({"public_port": 0}, "public_port"),
+        ({"operator_port": 70000}, "operator_port"),
+        ({"operator_host": "0.0.0.0"}, "set operator_token"),
+        ({"public_port": 7000, "operator_port": 7000}, "must differ"),
+        ({"web_port": 7000}, "web_port was renamed public_port"),
         ({"kafka_bootstrap": "no-port"}, "host:port"),
         ({"streams": [{"name": "a", "hypothesis_class": "thresholds:0"}]}, "hypothesis_class"),
         ({"streams": [{"name": "a", "hypothesis_class": "nonsense:5"}]}, "hypothesis_class"),
@@ -79,8 +84,15 @@ def test_bad_config_file_is_a_clear_error(tmp_path):
         Settings(config_file=tmp_path / "missing.toml")
 
 
+def test_old_web_port_variable_is_a_clear_error(monkeypatch):
+    monkeypatch.setenv("PRIVSTREAM_WEB_PORT", "7000")
+    with pytest.raises(ValidationError, match="web_port was renamed public_port"):
+        Settings()
+
+
 def test_to_env_round_trips(monkeypatch):
-    s = Settings(app_id="x1", kafka_bootstrap="h:1", streams=STREAMS, topic_prefix="p.")
+    s = Settings(app_id="x1", kafka_bootstrap="h:1", streams=STREAMS, topic_prefix="p.",
+                 operator_host="0.0.0.0", operator_token="s3cret")
     for key, value in s.to_env().items():
         monkeypatch.setenv(key, value)
     assert Settings() == s
@@ -92,17 +104,17 @@ def test_faust_unprefixed_environment_cannot_override(monkeypatch):
 
     monkeypatch.setenv("WEB_PORT", "7777")
     monkeypatch.setenv("BROKER_URL", "kafka://elsewhere:1")
-    app = build_app(Settings(kafka_bootstrap="127.0.0.1:19092", web_port=6123))
-    assert app.conf.web_port == 6123
+    app = build_app(Settings(kafka_bootstrap="127.0.0.1:19092"))
+    assert app.conf.web_enabled is False  # privstream's own two listeners serve the pages
     assert str(app.conf.broker[0]) == "kafka://127.0.0.1:19092"
     assert app.conf.processing_guarantee.value == "at_least_once"
 
 
 def test_cli_reports_bad_settings_in_one_line(monkeypatch, capsys, tmp_path):
-    monkeypatch.setenv("PRIVSTREAM_WEB_PORT", "not-a-port")
+    monkeypatch.setenv("PRIVSTREAM_PUBLIC_PORT", "not-a-port")
     assert main(["produce", "--stream", "s", "--file", str(tmp_path / "x.csv")]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith("privstream produce: error: invalid settings: web_port")
+    assert err.startswith("privstream produce: error: invalid settings: public_port")
     assert "\n" not in err
 
 

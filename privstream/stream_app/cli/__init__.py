@@ -15,18 +15,16 @@ import sys
 from collections.abc import Sequence
 
 from privstream import __version__
+from privstream.stream_app.cli.common import UserError
 
 # Command groups, in the order ``privstream --help`` lists them.
 COMMAND_MODULES: tuple[str, ...] = (
-    "service",  # worker, broker, demo, produce
+    "run",  # worker, broker, demo, produce, subscribe, bench
     "offline",  # dims, online
-    "private",  # learn, evaluate, audit
+    "learn",  # learn, audit
     "sanitize",  # sanitize
+    "evaluate",  # evaluate
 )
-
-
-class UserError(Exception):
-    """An error the user can fix; the CLI prints its message without a traceback."""
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -59,7 +59,7 @@ def run_dims(args: argparse.Namespace) -> int:
 def run_online(args: argparse.Namespace) -> int:
     from privstream.learning.hypothesis_classes import parse_class_spec
     from privstream.learning.soa import SOA
-    from privstream.stream_app.example_files import read_examples
+    from privstream.stream_app.sources.files import read_examples
 
     cls = parse_class_spec(args.hclass)
     xs, ys = read_examples(args.examples)

@@ -11,16 +11,12 @@ query of its class (trusted zone: computed from raw data, not private).
 from __future__ import annotations
 
 import argparse
-import csv
-import json
-import math
 import sys
 from pathlib import Path
-from typing import Any
 
 from privstream import __version__
+from privstream.stream_app.cli.common import CLASS_HELP, file_window_id
 
-CLASS_HELP = "thresholds:N, points:N, intervals:N (N like 1024, 2^32) or a .npy/.csv class file"
 DATA_HELP = "CSV with a header naming x and optionally y (y makes the release labelled)"
 
 
@@ -41,57 +37,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=run_sanitize)
 
 
-def read_data(path: str | Path) -> tuple[Any, Any]:
-    """``(xs, ys or None)`` from a CSV with header ``x`` (and optionally ``y``)."""
-    import numpy as np
-
-    from privstream.stream_app.example_files import ExampleFileError, _label, _point
-
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise ExampleFileError(f"{p}: not a UTF-8 text file") from None
-    lines = [(i, line) for i, line in enumerate(text.splitlines(), start=1) if line.strip()]
-    if not lines:
-        raise ExampleFileError(f"{p}: empty data file (need a header naming x, then one point per line)")
-    header = [h.strip().lower() for h in next(csv.reader([lines[0][1]]))]
-    if "x" not in header:
-        raise ExampleFileError(f"{p}: line {lines[0][0]}: the CSV needs a header row naming column x")
-    ix, iy = header.index("x"), (header.index("y") if "y" in header else None)
-    xs: list[int] = []
-    ys: list[int] = []
-    for lineno, line in lines[1:]:
-        cells = next(csv.reader([line]))
-        if len(cells) != len(header):
-            raise ExampleFileError(f"{p}: line {lineno}: {len(cells)} fields, the header has {len(header)}")
-        xs.append(_point(p, f"line {lineno}", cells[ix].strip()))
-        if iy is not None:
-            ys.append(_label(p, f"line {lineno}", cells[iy].strip())[0])
-    if not xs:
-        raise ExampleFileError(f"{p}: no data points after the header")
-    if max(xs) > 2**62:
-        raise ExampleFileError(f"{p}: point {max(xs)} is beyond the sanitizers' limit of 2^61")
-    return np.array(xs, dtype=np.int64), (np.array(ys, dtype=np.uint8) if iy is not None else None)
-
-
 def run_sanitize(args: argparse.Namespace) -> int:
     from privstream.learning.hypothesis_classes import parse_class_spec
     from privstream.learning.randomness import seeded
     from privstream.learning.sanitizers import make_sanitizer
     from privstream.schemas import Certificate, SanitizedRelease, WindowInfo
-    from privstream.stream_app.cli.private import _file_window_id
+    from privstream.stream_app.sources.files import read_query_data
 
     hclass = parse_class_spec(args.hclass)
     path = Path(args.data)
-    xs, ys = read_data(path)
+    xs, ys = read_query_data(path)
     sanitizer = make_sanitizer(args.sanitizer, rounds=args.rounds)
     if args.seed is not None:
         print("privstream sanitize: note: --seed makes the release reproducible and NOT private; "
               "use it only for experiments", file=sys.stderr)
     result = sanitizer.fit(hclass, xs, ys, epsilon=args.epsilon, delta=args.delta, alpha=args.alpha,
                            beta=args.beta, rng=seeded(args.seed) if args.seed is not None else None)
-    window = WindowInfo(window_id=_file_window_id(path), kind="file", start=0, end=int(xs.shape[0]))
+    window = WindowInfo(window_id=file_window_id(path), kind="file", start=0, end=int(xs.shape[0]))
     certificate = Certificate(
         mechanism=result.mechanism, epsilon=result.epsilon, delta=result.delta,
         neighbouring_relation="replace-one", privacy_unit="example", window=window,
@@ -116,45 +78,3 @@ def run_sanitize(args: argparse.Namespace) -> int:
     return 0
 
 
-def _read_sanitized(path: Path) -> Any:
-    from pydantic import ValidationError
-
-    from privstream.schemas import SanitizedRelease
-
-    lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    if len(lines) != 1:
-        raise ValueError(f"{path}: expected one sanitized release (one JSON line), found {len(lines)} lines")
-    try:
-        obj = json.loads(lines[0])
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: not JSON ({exc.msg})") from None
-    if isinstance(obj, dict) and "hypothesis" in obj and "distribution" not in obj:
-        raise ValueError(f"{path}: a hypothesis release; evaluate it with --examples, not --data")
-    try:
-        return SanitizedRelease.model_validate(obj)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "release"
-        raise ValueError(f"{path}: not a sanitized release ({where}: {first['msg']})") from None
-
-
-def run_evaluate_sanitized(args: argparse.Namespace) -> int:
-    """``evaluate --release FILE --data FILE``: max and mean error over all queries of the class."""
-    from privstream.stream_app.sdk import SanitizedView
-
-    view = SanitizedView(_read_sanitized(Path(args.release)))
-    xs, ys = read_data(args.data)
-    if view.labelled and ys is None:
-        raise ValueError(f"{args.data}: the release is labelled; the data needs a y column")
-    if not view.labelled and ys is not None:
-        raise ValueError(f"{args.data}: the release is unlabelled; the data must not have a y column")
-    max_error, mean_error = view.errors_on(xs, ys)
-    out = {"max_error": max_error, "mean_error": mean_error if math.isfinite(mean_error) else None,
-           "n": int(xs.shape[0])}
-    if args.json:
-        print(json.dumps(out))
-    else:
-        mean = "n/a (intervals over 2^24)" if out["mean_error"] is None else f"{mean_error:.6g}"
-        print(f"{view.stream_id}: max error {max_error:.6g}, mean error {mean} over the class "
-              f"(n = {out['n']})")
-    return 0

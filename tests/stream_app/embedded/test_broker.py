@@ -2,7 +2,7 @@
 
 import socket
 
-from privstream.stream_app.broker import LOOPBACK, EmbeddedBroker, free_port, kafka_api_versions_ok
+from privstream.stream_app.embedded.broker import LOOPBACK, EmbeddedBroker, free_port, kafka_api_versions_ok
 
 
 def test_probe_is_false_on_a_closed_port():

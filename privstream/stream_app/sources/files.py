@@ -170,3 +170,33 @@ def read_vector_examples(path: str | Path) -> tuple[np.ndarray, np.ndarray, list
         raise ExampleFileError(f"{p}: labels mix the 0/1 and -1/+1 conventions (both 0 and -1 appear)")
     X = np.array(rows, dtype=np.float64).reshape(len(rows), len(names))
     return X, np.array(labels, dtype=np.float64), names
+
+
+def read_query_data(path: str | Path) -> tuple[Any, Any]:
+    """``(xs, ys or None)`` from a CSV with header ``x`` (and optionally ``y``)."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ExampleFileError(f"{p}: not a UTF-8 text file") from None
+    lines = [(i, line) for i, line in enumerate(text.splitlines(), start=1) if line.strip()]
+    if not lines:
+        raise ExampleFileError(f"{p}: empty data file (need a header naming x, then one point per line)")
+    header = [h.strip().lower() for h in next(csv.reader([lines[0][1]]))]
+    if "x" not in header:
+        raise ExampleFileError(f"{p}: line {lines[0][0]}: the CSV needs a header row naming column x")
+    ix, iy = header.index("x"), (header.index("y") if "y" in header else None)
+    xs: list[int] = []
+    ys: list[int] = []
+    for lineno, line in lines[1:]:
+        cells = next(csv.reader([line]))
+        if len(cells) != len(header):
+            raise ExampleFileError(f"{p}: line {lineno}: {len(cells)} fields, the header has {len(header)}")
+        xs.append(_point(p, f"line {lineno}", cells[ix].strip()))
+        if iy is not None:
+            ys.append(_label(p, f"line {lineno}", cells[iy].strip())[0])
+    if not xs:
+        raise ExampleFileError(f"{p}: no data points after the header")
+    if max(xs) > 2**62:
+        raise ExampleFileError(f"{p}: point {max(xs)} is beyond the sanitizers' limit of 2^61")
+    return np.array(xs, dtype=np.int64), (np.array(ys, dtype=np.uint8) if iy is not None else None)

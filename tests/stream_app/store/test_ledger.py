@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from privstream.stream_app.ledger import (
+from privstream.stream_app.store.sqlite_ledger import (
     APPLICATION_ID,
     SCHEMA_VERSION,
     BudgetExhaustedError,
@@ -455,7 +455,7 @@ def test_a_closed_ledger_raises_a_ledger_error(path: Path) -> None:
 
 def test_release_built_from_its_receipt_states_entry_and_remaining_budget():
     """A release may be a function of its charge, so its certificate can name both exactly."""
-    from privstream.stream_app.ledger import ChargeReceipt
+    from privstream.stream_app.store.sqlite_ledger import ChargeReceipt
 
     ledger = SqliteLedger.open(":memory:", budgets={"s": (1.0, 0.0)})
     seen: list[ChargeReceipt] = []

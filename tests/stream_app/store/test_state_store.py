@@ -4,7 +4,7 @@ import threading
 
 import pytest
 
-from privstream.stream_app.state_store import SqliteStateStore, StateStoreError
+from privstream.stream_app.store.sqlite_state import SqliteStateStore, StateStoreError
 
 
 def test_sequence_numbers_are_per_stream_and_replays_are_recognised(tmp_path):

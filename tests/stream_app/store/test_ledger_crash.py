@@ -8,14 +8,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-from privstream.stream_app.ledger import SqliteLedger
+from privstream.stream_app.store.sqlite_ledger import SqliteLedger
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 # The worker: charge one window, say so, then hang before it would publish and mark the release.
 CHARGE_THEN_HANG = """
 import sys, time
-from privstream.stream_app.ledger import SqliteLedger
+from privstream.stream_app.store.sqlite_ledger import SqliteLedger
 
 ledger = SqliteLedger.open(sys.argv[1])
 charge = ledger.charge("s1", "w7", "laplace", 0.5, 1e-7, bytes.fromhex(sys.argv[2]))
@@ -27,7 +27,7 @@ ledger.mark_published(charge.entry_id)
 # The worker: charge windows as fast as it can, reporting each one; killed at some point.
 CHARGE_FOREVER = """
 import sys
-from privstream.stream_app.ledger import SqliteLedger
+from privstream.stream_app.store.sqlite_ledger import SqliteLedger
 
 ledger = SqliteLedger.open(sys.argv[1])
 for i in range(10**9):

@@ -28,7 +28,7 @@ import mode
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 
 from privstream.agents.pipeline import IngestPipeline
-from privstream.stream_app.kafka_io import client_options
+from privstream.stream_app.kafka.clients import client_options
 from privstream.stream_app.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -105,6 +105,28 @@ class IngestService(mode.Service):
             await self.consumer.stop()
         if self.producer is not None:
             await self.producer.stop()
+
+    def health(self) -> tuple[bool, str]:
+        """Alive while the consumer runs, Kafka answers, and no polled batch is stuck
+        (``stall_seconds``): the operator listener's ``/healthz``."""
+        if self.crashed:
+            return False, f"the ingest consumer crashed: {self.crash_reason!r}"
+        stall = self.settings.stall_seconds
+        silent = time.monotonic() - self.kafka_ok_at
+        if silent > stall:
+            return False, f"Kafka has not answered for {silent:.0f} s"
+        started = self.batch_started
+        if started is not None and time.monotonic() - started > stall:
+            return False, f"a batch polled {time.monotonic() - started:.0f} s ago is still not done"
+        return True, "ok"
+
+    def readiness(self) -> tuple[bool, str]:
+        """Ready once the clients are up and partitions of the examples topic are assigned."""
+        if self.producer is None or self.consumer is None:
+            return False, "starting"
+        if not self.assignment():
+            return False, "no partitions of the examples topic assigned yet"
+        return True, "ok"
 
     def assignment(self) -> set[TopicPartition]:
         return set(self.consumer.assignment()) if self.consumer is not None else set()

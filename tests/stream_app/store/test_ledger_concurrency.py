@@ -7,7 +7,7 @@ import random
 import sqlite3
 from pathlib import Path
 
-from privstream.stream_app.ledger import BudgetExhaustedError, SqliteLedger
+from privstream.stream_app.store.sqlite_ledger import BudgetExhaustedError, SqliteLedger
 
 PROCESSES = 4
 ATTEMPTS = 60  # per process

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from privstream.stream_app.cli import main
-from privstream.stream_app.example_files import ExampleFileError, read_examples
+from privstream.stream_app.sources.files import ExampleFileError, read_examples
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:

@@ -40,6 +40,19 @@ def free_port(host: str = LOOPBACK) -> int:
         return int(sock.getsockname()[1])
 
 
+def free_listener_ports() -> dict[str, int]:
+    """Settings for a worker's two listeners on free ports (tests, the demo, benchmarks).
+
+    >>> ports = free_listener_ports()
+    >>> sorted(ports), ports["public_port"] != ports["operator_port"]
+    (['operator_port', 'public_port'], True)
+    """
+    ports = {"public_port": free_port(), "operator_port": free_port()}
+    while ports["operator_port"] == ports["public_port"]:
+        ports["operator_port"] = free_port()
+    return ports
+
+
 def die_with_parent() -> None:
     """``preexec_fn`` for children: the kernel sends SIGTERM when the parent dies (Linux only).
 

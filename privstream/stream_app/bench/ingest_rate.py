@@ -29,9 +29,9 @@ from typing import Any
 import numpy as np
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from privstream.stream_app.broker import EmbeddedBroker, free_port
-from privstream.stream_app.demo import WorkerProcess, fetch_json
-from privstream.stream_app.kafka_io import client_options, ensure_topics
+from privstream.stream_app.embedded.broker import EmbeddedBroker, free_listener_ports
+from privstream.stream_app.embedded.demo import WorkerProcess, fetch_json
+from privstream.stream_app.kafka.clients import client_options, ensure_topics
 from privstream.stream_app.settings import Settings, StreamConfig
 
 STREAM = "bench"
@@ -179,7 +179,7 @@ def run_ingest_benchmark(n: int = 100_000, batch_size: int = 1000, latency_secon
             settings = settings.model_copy(update={"kafka_bootstrap": broker.bootstrap})
         settings = settings.model_copy(update={
             "app_id": f"privstream-bench-{run}", "topic_prefix": f"bench-{run}.", "topic_partitions": 4,
-            "web_port": free_port(), "data_dir": workdir / "data",
+            **free_listener_ports(), "data_dir": workdir / "data",
             "streams": [StreamConfig(name=STREAM, hypothesis_class=CLASS)],
         })
         asyncio.run(ensure_topics(settings))
@@ -203,7 +203,7 @@ def run_ingest_benchmark(n: int = 100_000, batch_size: int = 1000, latency_secon
         batch_rate = _drain_rate(worker, 2 * n, timeout=600)
         print(f"bench: batched {batch_rate:,.0f} examples/s; latency at half the service rate", file=log)
         latencies, latency_sent = asyncio.run(_latency(settings, service_rate / 2, latency_seconds, 2 * n))
-        status = fetch_json(f"{worker.base_url}/status") or {}
+        status = fetch_json(f"{worker.operator_url}/status") or {}
         exit_status = worker.stop()
         if exit_status != 0:
             print("bench: the worker failed; the end of its log:\n"

@@ -6,40 +6,22 @@ import argparse
 import asyncio
 import contextlib
 import json
-import logging
 import signal
 import sys
 import threading
 from pathlib import Path
-from typing import Any
 
-from privstream.stream_app.settings import Settings, describe_validation_error
-
-
-def load_settings(args: argparse.Namespace, **overrides: Any) -> Settings:
-    """Settings from the environment, ``--config`` and CLI overrides, with one-line errors."""
-    from pydantic import ValidationError
-
-    if getattr(args, "config", None):
-        overrides["config_file"] = args.config
-    try:
-        return Settings(**{k: v for k, v in overrides.items() if v is not None})
-    except ValidationError as exc:
-        raise ValueError(describe_validation_error(exc)) from None
-
-
-def _add_config(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--config", type=Path, help="TOML or JSON settings file (else $PRIVSTREAM_CONFIG_FILE)"
-    )
+from privstream.stream_app.cli.common import add_config_option, configure_logging, load_settings
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     worker = subparsers.add_parser(
         "worker", help="run the service (starts the embedded broker if no Kafka is configured)"
     )
-    _add_config(worker)
-    worker.add_argument("--web-port", type=int, help="override PRIVSTREAM_WEB_PORT")
+    add_config_option(worker)
+    worker.add_argument("--public-port", type=int, help="override PRIVSTREAM_PUBLIC_PORT (public listener)")
+    worker.add_argument("--operator-port", type=int,
+                        help="override PRIVSTREAM_OPERATOR_PORT (operator listener: /metrics, probes)")
     worker.set_defaults(handler=run_worker)
 
     broker = subparsers.add_parser("broker", help="run only the embedded broker; prints its address")
@@ -47,7 +29,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     broker.set_defaults(handler=run_broker)
 
     produce = subparsers.add_parser("produce", help="send examples from a file or a synthetic source")
-    _add_config(produce)
+    add_config_option(produce)
     produce.add_argument("--stream", required=True, help="stream_id of the examples")
     source = produce.add_mutually_exclusive_group(required=True)
     source.add_argument("--file", type=Path, help="CSV with header x,y or JSON lines of examples")
@@ -58,7 +40,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     produce.set_defaults(handler=run_produce)
 
     subscribe = subparsers.add_parser("subscribe", help="print a stream's private releases as they arrive")
-    _add_config(subscribe)
+    add_config_option(subscribe)
     subscribe.add_argument("stream", help="stream_id")
     subscribe.add_argument("--latest", action="store_true", help="only releases published from now on")
     subscribe.add_argument("--count", type=int, help="stop after this many releases")
@@ -69,7 +51,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     bench = subparsers.add_parser("bench", help="benchmarks of the running service")
     bench_kinds = bench.add_subparsers(dest="bench", metavar="KIND", required=True)
     ingest = bench_kinds.add_parser("ingest", help="ingestion rate vs the raw Kafka client, and latency")
-    _add_config(ingest)
+    add_config_option(ingest)
     ingest.add_argument("--examples", type=int, default=100_000, help="messages per measurement")
     ingest.add_argument("--batch-size", type=int, default=1000, help="examples per ExampleBatch message")
     ingest.add_argument("--latency-seconds", type=float, default=10.0, help="length of the latency run")
@@ -77,7 +59,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ingest.set_defaults(handler=run_bench_ingest)
 
     demo = subparsers.add_parser("demo", help="run everything on this machine: broker, worker, producer")
-    _add_config(demo)
+    add_config_option(demo)
     demo.add_argument("--examples", type=int, default=20_000, help="examples to send (default 20000)")
     demo.add_argument("--class", dest="class_spec", default="thresholds:65536",
                       help="hypothesis class of the demo stream (default thresholds:65536)")
@@ -93,21 +75,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     demo.set_defaults(handler=run_demo)
 
 
-def configure_logging(level: str) -> None:
-    logging.basicConfig(
-        level=level.upper(), stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-
-
 def run_worker(args: argparse.Namespace) -> int:
     import faust
 
-    from privstream.stream_app.broker import EmbeddedBroker
-    from privstream.stream_app.kafka_io import ensure_topics
+    from privstream.stream_app.embedded.broker import EmbeddedBroker
+    from privstream.stream_app.kafka.clients import ensure_topics
     from privstream.stream_app.service import build_service
 
-    settings = load_settings(args, web_port=args.web_port)
+    settings = load_settings(args, public_port=args.public_port, operator_port=args.operator_port)
     configure_logging(settings.log_level)
     broker = None
     if settings.kafka_bootstrap is None:
@@ -129,7 +104,7 @@ def run_worker(args: argparse.Namespace) -> int:
 
 
 def run_broker(args: argparse.Namespace) -> int:
-    from privstream.stream_app.broker import EmbeddedBroker
+    from privstream.stream_app.embedded.broker import EmbeddedBroker
 
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -150,9 +125,9 @@ def run_produce(args: argparse.Namespace) -> int:
     if settings.kafka_bootstrap is None:
         raise ValueError("set PRIVSTREAM_KAFKA_BOOTSTRAP (e.g. the address `privstream broker` prints)")
 
-    from privstream.stream_app.example_files import read_examples
-    from privstream.stream_app.kafka_io import ensure_topics, produce_json
-    from privstream.stream_app.synthetic import synthetic_examples
+    from privstream.stream_app.kafka.clients import ensure_topics, produce_json
+    from privstream.stream_app.sources.files import read_examples
+    from privstream.stream_app.sources.synthetic import synthetic_examples
 
     if args.file is not None:
         xs, ys = read_examples(args.file)
@@ -199,7 +174,7 @@ def run_subscribe(args: argparse.Namespace) -> int:
 
 
 def run_bench_ingest(args: argparse.Namespace) -> int:
-    from privstream.stream_app.bench import run_ingest_benchmark
+    from privstream.stream_app.bench.ingest_rate import run_ingest_benchmark
 
     result = run_ingest_benchmark(args.examples, args.batch_size, args.latency_seconds, load_settings(args))
     if args.json:
@@ -211,7 +186,7 @@ def run_bench_ingest(args: argparse.Namespace) -> int:
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    from privstream.stream_app.demo import Demo, summary_text
+    from privstream.stream_app.embedded.demo import Demo, summary_text
 
     settings = load_settings(args)
     summary = Demo(settings, args).run()

@@ -10,7 +10,6 @@ from raw data and is not private). ``privstream audit`` runs the empirical priva
 from __future__ import annotations
 
 import argparse
-import hashlib
 import inspect
 import json
 import math
@@ -19,9 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from privstream import __version__
+from privstream.stream_app.cli.common import CLASS_HELP, EXAMPLES_HELP, file_window_id
 
-CLASS_HELP = "thresholds:N, points:N, intervals:N (N like 1024, 2^32) or a .npy/.csv class file"
-EXAMPLES_HELP = "CSV with header x,y or JSON lines with fields x and y"
 VECTOR_EXAMPLES_HELP = "CSV with a header, label column y (empty = unlabelled) and feature columns"
 BOUNDS_HELP = ("public feature bounds of the vector learners (required by them, never derived from the "
                "data): 'lo:hi' for every feature or a JSON list [[lo, hi], ...]; write --bounds=-1:1")
@@ -48,14 +46,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     learn.add_argument("--json", action="store_true", help="one release JSON object per line")
     learn.set_defaults(handler=run_learn)
 
-    evaluate = subparsers.add_parser(
-        "evaluate", help="error of released hypotheses on labelled examples (not a private output)")
-    evaluate.add_argument("--release", required=True, metavar="FILE",
-                          help="file of release JSON lines (as printed by privstream learn --json)")
-    evaluate.add_argument("--examples", metavar="FILE", help=EXAMPLES_HELP)
-    evaluate.add_argument("--data", metavar="FILE", help="for a sanitized release: CSV with header x[,y]")
-    evaluate.add_argument("--json", action="store_true", help="one JSON object per release")
-    evaluate.set_defaults(handler=run_evaluate)
 
     audit = subparsers.add_parser(
         "audit", help="empirical privacy audit: a lower confidence bound on ε (exit 1 if above the claim)")
@@ -72,12 +62,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 # -- learn ------------------------------------------------------------------------------------
-
-
-def _file_window_id(path: Path) -> str:
-    """Deterministic window id of a file: its stem and a digest of its bytes (replays reproduce it)."""
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
-    return f"file:{path.stem}:{digest}"
 
 
 def _randomness_notes(args: argparse.Namespace) -> Any:
@@ -98,7 +82,7 @@ def run_learn(args: argparse.Namespace) -> int:
     from privstream.learning.hypothesis_classes import parse_class_spec
     from privstream.learning.private_learners import make_learner
     from privstream.schemas import Certificate, HypothesisRelease, WindowInfo
-    from privstream.stream_app.example_files import read_examples
+    from privstream.stream_app.sources.files import read_examples
 
     if args.runs < 1:
         raise ValueError(f"--runs must be at least 1, got {args.runs}")
@@ -111,7 +95,7 @@ def run_learn(args: argparse.Namespace) -> int:
     xs, ys = read_examples(path)
     learner = make_learner(args.learner)
     rng = _randomness_notes(args)
-    window = WindowInfo(window_id=_file_window_id(path), kind="file", start=0, end=int(xs.shape[0]))
+    window = WindowInfo(window_id=file_window_id(path), kind="file", start=0, end=int(xs.shape[0]))
     for run in range(args.runs):
         result = learner.fit(hclass, xs, ys, epsilon=args.epsilon, delta=args.delta, alpha=args.alpha,
                              beta=args.beta, rng=rng)
@@ -165,7 +149,7 @@ def _learn_vectors(args: argparse.Namespace) -> int:
     """``learn`` for the vector learners: one HypothesisRelease per run (hypothesis = model.to_dict())."""
     from privstream.learning.private_learners.vector_base import make_vector_learner
     from privstream.schemas import Certificate, HypothesisRelease, WindowInfo
-    from privstream.stream_app.example_files import read_vector_examples
+    from privstream.stream_app.sources.files import read_vector_examples
 
     if args.hclass is not None:
         raise ValueError(f"learner {args.learner!r} takes no CLASS argument (got {args.hclass!r})")
@@ -175,7 +159,7 @@ def _learn_vectors(args: argparse.Namespace) -> int:
     params = {"alpha": args.alpha, "beta": args.beta} if args.learner == "semi-supervised" else {}
     learner = make_vector_learner(args.learner, **params)
     rng = _randomness_notes(args)
-    window = WindowInfo(window_id=_file_window_id(path), kind="file", start=0, end=int(X.shape[0]))
+    window = WindowInfo(window_id=file_window_id(path), kind="file", start=0, end=int(X.shape[0]))
     for run in range(args.runs):
         result = learner.fit(X, y, epsilon=args.epsilon, delta=args.delta, bounds=bounds, rng=rng)
         fields = result.certificate_fields()
@@ -196,90 +180,6 @@ def _learn_vectors(args: argparse.Namespace) -> int:
         print(f"privacy:     ({result.epsilon:g}, {result.delta:g})-DP, replace-one, {result.mechanism}, "
               f"{certificate.randomness} randomness")
         print(f"accuracy:    {result.guarantee}")
-    return 0
-
-
-# -- evaluate ---------------------------------------------------------------------------------
-
-
-def _read_releases(path: Path) -> list[Any]:
-    from pydantic import ValidationError
-
-    from privstream.schemas import HypothesisRelease
-
-    releases = []
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            releases.append(HypothesisRelease.model_validate_json(line))
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"]) or "release"
-            raise ValueError(f"{path}: line {lineno}: not a release ({where}: {first['msg']})") from None
-    if not releases:
-        raise ValueError(f"{path}: no release in the file")
-    return releases
-
-
-def run_evaluate(args: argparse.Namespace) -> int:
-    import numpy as np
-
-    from privstream.learning.hypotheses import hypothesis_from_dict
-    from privstream.stream_app.example_files import read_examples
-
-    if args.data is not None:  # a sanitized release: errors over all queries of its class
-        from privstream.stream_app.cli.sanitize import run_evaluate_sanitized
-        return run_evaluate_sanitized(args)
-    if args.examples is None:
-        raise ValueError("evaluate needs --examples (hypothesis releases) or --data (a sanitized release)")
-    vector_releases = _vector_releases(Path(args.release))
-    if vector_releases is not None:
-        return _evaluate_vectors(args, vector_releases)
-    xs, ys = read_examples(args.examples)
-    for release in _read_releases(Path(args.release)):
-        h = hypothesis_from_dict(release.hypothesis)
-        n = int(xs.shape[0])
-        mistakes = int(np.count_nonzero(h.predict(xs) != ys)) if n else 0
-        error = mistakes / n if n else None
-        if args.json:
-            print(json.dumps({"error": error, "n": n, "mistakes": mistakes}))
-        else:
-            shown = "undefined (no examples)" if error is None else f"{error:.6g}"
-            print(f"{release.stream_id}: error {shown} ({mistakes} of {n})")
-    return 0
-
-
-def _vector_releases(path: Path) -> list[Any] | None:
-    """The releases in ``path`` if they all hold vector models; None otherwise (or if unreadable)."""
-    from privstream.learning.private_learners.vector_base import is_vector_model_dict
-
-    try:
-        releases = _read_releases(path)
-    except (ValueError, OSError):
-        return None  # the hypothesis path reports it, as before
-    return releases if all(is_vector_model_dict(r.hypothesis) for r in releases) else None
-
-
-def _evaluate_vectors(args: argparse.Namespace, releases: list[Any]) -> int:
-    import numpy as np
-
-    from privstream.learning.private_learners.vector_base import vector_model_from_dict
-    from privstream.stream_app.example_files import read_vector_examples
-
-    X, y, _ = read_vector_examples(args.examples)
-    labelled = ~np.isnan(y)  # unlabelled rows cannot be scored
-    X, ys = X[labelled], y[labelled].astype(np.uint8)
-    n = int(X.shape[0])
-    for release in releases:
-        model = vector_model_from_dict(release.hypothesis)
-        mistakes = int(np.count_nonzero(model.predict(X) != ys)) if n else 0
-        error = mistakes / n if n else None
-        if args.json:
-            print(json.dumps({"error": error, "n": n, "mistakes": mistakes}))
-        else:
-            shown = "undefined (no labelled examples)" if error is None else f"{error:.6g}"
-            print(f"{release.stream_id}: error {shown} ({mistakes} of {n})")
     return 0
 
 

@@ -6,7 +6,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer
 from pydantic import ValidationError
 
-from privstream.stream_app.ingest import ingest_consumer_options
+from privstream.stream_app.kafka.ingest import ingest_consumer_options
 from privstream.stream_app.settings import Settings
 
 

@@ -22,11 +22,15 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from privstream.stream_app.broker import EmbeddedBroker, die_with_parent, free_port
-from privstream.stream_app.kafka_io import ensure_topics, produce_json
+from privstream.stream_app.embedded.broker import (
+    EmbeddedBroker,
+    die_with_parent,
+    free_listener_ports,
+)
+from privstream.stream_app.kafka.clients import ensure_topics, produce_json
 from privstream.stream_app.sdk import Release
 from privstream.stream_app.settings import ReleaseConfig, Settings, StreamConfig, WindowConfig
-from privstream.stream_app.synthetic import malformed_messages, synthetic_examples
+from privstream.stream_app.sources.synthetic import malformed_messages, synthetic_examples
 
 DEMO_STREAM = "demo"
 #: Fresh examples of the demo's target on which the last release's error is measured.
@@ -79,8 +83,14 @@ class WorkerProcess:
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
-    def base_url(self) -> str:
-        return f"http://{self.settings.web_host}:{self.settings.web_port}"
+    def public_url(self) -> str:
+        """The public listener: releases, budgets, the page for people."""
+        return f"http://{self.settings.public_host}:{self.settings.public_port}"
+
+    @property
+    def operator_url(self) -> str:
+        """The operator listener: /metrics, /status, /healthz, /readyz."""
+        return f"http://{self.settings.operator_host}:{self.settings.operator_port}"
 
     def start(self) -> WorkerProcess:
         env = {k: v for k, v in os.environ.items() if not k.startswith("PRIVSTREAM_")}
@@ -95,13 +105,13 @@ class WorkerProcess:
 
     def status(self) -> dict[str, Any] | None:
         """Online figures (/status) with the demo stream's budget figures merged in."""
-        status = fetch_json(f"{self.base_url}/status")
+        status = fetch_json(f"{self.operator_url}/status")
         if status is not None:
-            status["budget"] = fetch_json(f"{self.base_url}/streams/{DEMO_STREAM}/budget")
+            status["budget"] = fetch_json(f"{self.public_url}/streams/{DEMO_STREAM}/budget")
         return status
 
     def latest_release(self) -> Release | None:
-        data = fetch_json(f"{self.base_url}/streams/{DEMO_STREAM}/releases/latest")
+        data = fetch_json(f"{self.public_url}/streams/{DEMO_STREAM}/releases/latest")
         return None if data is None or "error" in data else Release.from_json(data)
 
     def alive(self) -> bool:
@@ -175,7 +185,7 @@ class Demo:
             update={
                 "app_id": f"privstream-demo-{run_id}",
                 "topic_prefix": f"demo-{run_id}.",
-                "web_port": free_port(),
+                **free_listener_ports(),
                 "streams": [
                     StreamConfig(
                         name=DEMO_STREAM,
@@ -209,7 +219,8 @@ class Demo:
             asyncio.run(ensure_topics(settings))
             worker = WorkerProcess(settings, workdir / "worker.log").start()
             stack.callback(worker.stop)
-            print(f"worker (pid {worker.process.pid}) at {worker.base_url}; "
+            print(f"worker (pid {worker.process.pid}) at {worker.public_url} "
+                  f"(operator {worker.operator_url}); "
                   f"stream '{DEMO_STREAM}' of class {args.class_spec}", file=sys.stderr)
             print("watch the releases in another terminal: "
                   f"PRIVSTREAM_KAFKA_BOOTSTRAP={settings.kafka_bootstrap} "

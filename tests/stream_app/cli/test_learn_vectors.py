@@ -11,7 +11,7 @@ from privstream import __version__
 from privstream.learning.private_learners.vector_base import vector_model_from_dict
 from privstream.schemas import HypothesisRelease
 from privstream.stream_app.cli import main
-from privstream.stream_app.example_files import ExampleFileError, read_vector_examples
+from privstream.stream_app.sources.files import ExampleFileError, read_vector_examples
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:

@@ -1,0 +1,97 @@
+"""The two listeners: public pages on one port, operator pages on another, the token guard."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+
+import pytest
+
+from privstream.stream_app.embedded.broker import free_port
+from privstream.stream_app.settings import StreamConfig
+from privstream.stream_app.store.sqlite_ledger import SqliteLedger
+from privstream.stream_app.web.listener import HttpListener, bearer_token_guard
+from privstream.stream_app.web.operator import PROBE_PATHS, operator_routes
+from privstream.stream_app.web.public import public_routes
+
+STREAMS = [
+    StreamConfig(name="clicks", hypothesis_class="thresholds:16",
+                 release={"epsilon": 1.0, "epsilon_budget": 3.0}),
+    StreamConfig(name="online", hypothesis_class="thresholds:16"),
+]
+
+
+class Probes:
+    def health(self) -> tuple[bool, str]:
+        return True, "ok"
+
+    def readiness(self) -> tuple[bool, str]:
+        return False, "no partitions of the examples topic assigned yet"
+
+
+def get(url: str, token: str | None = None) -> tuple[int, bytes]:
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+@pytest.fixture
+async def listeners():
+    ledger = SqliteLedger.open(":memory:", budgets={"clicks": (3.0, 0.0)})
+    charge = ledger.charge("clicks", "w0", "learner:generic", 1.0, 0.0, b'{"release": 0}')
+    ledger.mark_published(charge.entry_id)
+    public = HttpListener("public", "127.0.0.1", free_port(), public_routes(STREAMS, ledger))
+    operator = HttpListener(
+        "operator", "127.0.0.1", free_port(),
+        operator_routes(lambda: b"privstream_up 1\n", Probes(), lambda: {"received": 7}),
+        middlewares=[bearer_token_guard("s3cret", open_paths=PROBE_PATHS)],
+    )
+    await public.start()
+    await operator.start()
+    try:
+        yield f"http://127.0.0.1:{public.port}", f"http://127.0.0.1:{operator.port}"
+    finally:
+        await operator.stop()
+        await public.stop()
+        ledger.close()
+
+
+async def test_public_listener_serves_releases_and_budgets_only(listeners):
+    import asyncio
+
+    public, _ = listeners
+    status, body = await asyncio.to_thread(get, f"{public}/streams/clicks/releases/latest")
+    assert (status, body) == (200, b'{"release": 0}')  # the stored bytes, as on the topic
+    status, body = await asyncio.to_thread(get, f"{public}/streams/clicks/budget")
+    assert status == 200 and json.loads(body)["releases"] == 1
+    status, body = await asyncio.to_thread(get, f"{public}/streams/online/budget")
+    assert status == 404
+    for operator_path in ("/metrics", "/status", "/healthz", "/readyz"):
+        status, _ = await asyncio.to_thread(get, f"{public}{operator_path}")
+        assert status == 404, f"{operator_path} must not be on the public listener"
+
+
+async def test_operator_listener_refuses_requests_without_the_token(listeners):
+    import asyncio
+
+    _, operator = listeners
+    for path in ("/metrics", "/status"):
+        status, body = await asyncio.to_thread(get, f"{operator}{path}")
+        assert status == 401 and b"Bearer" in body
+        status, _ = await asyncio.to_thread(get, f"{operator}{path}", token="wrong")
+        assert status == 401
+    status, body = await asyncio.to_thread(get, f"{operator}/metrics", token="s3cret")
+    assert (status, body) == (200, b"privstream_up 1\n")
+    status, body = await asyncio.to_thread(get, f"{operator}/status", token="s3cret")
+    assert status == 200 and json.loads(body) == {"received": 7}
+    # probes stay open (a kubelet has no secret) and carry no figures
+    status, body = await asyncio.to_thread(get, f"{operator}/healthz")
+    assert status == 200 and json.loads(body) == {"status": "ok", "reason": "ok"}
+    status, body = await asyncio.to_thread(get, f"{operator}/readyz")
+    assert status == 503
+    status, _ = await asyncio.to_thread(get, f"{operator}/streams")
+    assert status in (401, 404)  # public pages are not on the operator listener
