@@ -87,6 +87,7 @@ from privstream.learning.randomness import RandomSource, resolve
 
 __all__ = [
     "BATCH_LEARNERS",
+    "EXACT_LDIM",
     "MECHANISM",
     "GlobalStabilityLearner",
     "Histogram",
@@ -97,8 +98,10 @@ __all__ = [
     "algorithm_m",
     "check_expected_size",
     "default_hypothesis",
+    "global_stability_log10_sample_size",
     "global_stability_sample_size",
     "is_member",
+    "log10_closed_form",
     "n_generic_list",
     "positional_split",
     "practical_parameters",
@@ -213,6 +216,48 @@ def theory_parameters(alpha: float, beta: float, epsilon: float, delta: float, d
         d=d, alpha=a, beta=b, epsilon=eps, delta=dlt, n_aux=g.n_aux, N=g.N, m=g.m, eta=eta,
         K_sampling=k_sampling, K_histogram=k_hist, K=k, hist_threshold=threshold, n_prime=n_prime,
         n_total=k * g.m + n_prime)
+
+
+#: Above this Ldim the chain is not evaluated exactly: ``m`` alone has ``2^(d+2)`` bits (2 GB at d = 32).
+EXACT_LDIM = 16
+
+
+def global_stability_log10_sample_size(alpha: float, beta: float, epsilon: float, delta: float,
+                                       d: int) -> float:
+    """``log10(n_total)`` for any d >= 1: exact for d <= :data:`EXACT_LDIM`, else :func:`log10_closed_form`.
+
+    >>> round(global_stability_log10_sample_size(0.1, 0.1, 1.0, 1e-6, 1), 4)
+    12.2493
+    >>> f"{global_stability_log10_sample_size(0.1, 0.1, 1.0, 1e-6, 32):.4g}"
+    '1.034e+10'
+    """
+    a = check_accuracy_parameter(alpha, "alpha")
+    b = check_accuracy_parameter(beta, "beta")
+    eps, dlt = check_privacy_parameters(epsilon, delta)
+    if dlt <= 0:
+        raise PrivacyParameterError("the global-stability learner needs delta > 0 (stable histogram)")
+    if d <= EXACT_LDIM:
+        return math.log10(global_stability_sample_size(a, b, eps, dlt, d))
+    return log10_closed_form(a, b, eps, dlt, d)
+
+
+def log10_closed_form(alpha: float, beta: float, epsilon: float, delta: float, d: int) -> float:
+    """The chain's ``log10(n_total)`` in floats (tests check it against the exact chain for small d).
+
+    ``log n_total ≈ log K + log m`` (n' is negligible): ``ln(1/η) = ln(d+1) + (2^(d+2)+1) ln 2``,
+    ``ln m = (2^(d+2)+1) ln 2 + 2(d+1) ln 2 + ln n_aux``, K the larger of the sampling condition
+    ``128·ln(3/(ηβ))/η`` and the histogram's fixed point ``8(T + (4/ε)ln(3K/β))/η``.
+    """
+    ln2 = math.log(2)
+    exponent = 2.0 ** (d + 2) + 1
+    ln_inv_eta = math.log(d + 1) + exponent * ln2
+    ln_m = exponent * ln2 + 2 * (d + 1) * ln2 + math.log(math.ceil(2 ** (d + 3) / alpha))
+    ln_k_sampling = math.log(128 * (math.log(3) + ln_inv_eta - math.log(beta))) + ln_inv_eta
+    threshold = StableHistogram(epsilon / 2, delta).threshold
+    ln_k_hist = ln_k_sampling
+    for _ in range(50):  # the fixed point K = 8(T + (4/ε) ln(3K/β))/η, in logs
+        ln_k_hist = math.log(8 * (threshold + (4 / epsilon) * (math.log(3 / beta) + ln_k_hist))) + ln_inv_eta
+    return (max(ln_k_sampling, ln_k_hist) + ln_m) / math.log(10)
 
 
 def global_stability_sample_size(alpha: float, beta: float, epsilon: float, delta: float, d: int,
@@ -539,7 +584,8 @@ class GlobalStabilityLearner:
         """
         size = n if expected_size is None else expected_size
         d = _ldim(hclass)
-        theory = theory_parameters(alpha, beta, epsilon, delta, d) if d >= 1 else None
+        # beyond EXACT_LDIM n_total > 10^(10^4): theory mode is out of reach, the chain is not built
+        theory = theory_parameters(alpha, beta, epsilon, delta, d) if 1 <= d <= EXACT_LDIM else None
         if theory is not None and size >= theory.n_total:
             return _theory_m_parameters(theory, size, expected_size is not None), theory
         return practical_parameters(size, epsilon, delta, alpha, beta, expected=expected_size is not None,
@@ -562,17 +608,21 @@ class GlobalStabilityLearner:
                                              expected_size=expected)
         outcome = algorithm_m(hclass, points, labels, params, epsilon=eps, delta=dlt, rng=resolve(rng),
                               tie=self.tie)
-        needed = None if theory is None else theory.n_total  # d = 0: no theorem needed (one function)
+        # d = 0: no theorem needed (one function); d > EXACT_LDIM: only its log10 (in the parameters)
+        d = _ldim(hclass)
+        needed = None if theory is None else theory.n_total
         composition = ("basic: stable histogram (eps/2, delta) + exponential mechanism eps/2"
                        if params.mode == "theory" else
                        "parallel: stable histogram (eps, delta) on the batches + exponential mechanism eps "
                        "on the disjoint S'")
         parameters: dict[str, Any] = {
-            "alpha": a, "beta": b, **asdict(params), "ldim": _ldim(hclass), "tie": self.tie,
+            "alpha": a, "beta": b, **asdict(params), "ldim": d, "tie": self.tie,
             "neighbours": "replace-one" if expected is None else "add/remove-one",
             "composition": composition,
             "theorem": "BLM Thm 1 / ALBMM Thm 3 via Algorithm M (Thm 30), spec constants",
-            "theorem_sample_size_log10": round(math.log10(needed), 3) if needed else 0.0,
+            "theorem_sample_size_log10": (round(math.log10(needed), 3) if needed else
+                                          round(global_stability_log10_sample_size(a, b, eps, dlt, d), 3)
+                                          if d > EXACT_LDIM else 0.0),
         }
         if expected is None:  # n is public: the list size is post-processing of the histogram
             parameters["released_list_size"] = len(outcome.candidates)
