@@ -28,6 +28,7 @@ from privstream.learning.private_learners.global_stability import (
     algorithm_m,
     global_stability_sample_size,
     is_member,
+    log10_closed_form,
     n_generic_list,
     positional_split,
     practical_parameters,
@@ -380,3 +381,19 @@ def test_add_remove_audit_passes_and_catches_the_positional_split() -> None:
     assert not bad.passed, bad.summary()
 
 
+
+
+def test_theorem_size_beyond_the_exact_chain() -> None:
+    """Ldim > 16: the chain's integers have 2^(d+2) bits, so only log10(n_total) is computed (closed
+    form, within 2e-4 of the exact chain where both exist); the learner still runs."""
+    for d in range(1, 11):
+        for eps in (0.1, 1.0):
+            exact = math.log10(global_stability_sample_size(0.1, 0.1, eps, 1e-6, d))
+            assert abs(log10_closed_form(0.1, 0.1, eps, 1e-6, d) - exact) < 1e-3
+    hclass = parse_class_spec("thresholds:4294967296")
+    xs = np.random.default_rng(0).integers(0, 2**32, 5000)
+    r = make_learner("global-stability").fit(hclass, xs, (xs >= 2**30).astype(np.uint8), epsilon=1.0,
+                                             delta=1e-6, alpha=0.1, beta=0.1, rng=seeded(1))
+    assert r.theorem_sample_size is None and not r.accuracy_guarantee_holds
+    assert r.parameters["theorem_sample_size_log10"] == pytest.approx(1.034e10, rel=1e-3)
+    assert r.parameters["ldim"] == 32
