@@ -24,9 +24,10 @@ the shared sequence only. With the sequence fixed, changing one example of batch
 output alone; the sequence is independent of the data, so the guarantee of the histogram over the
 batch outputs holds for every sequence, hence for the mixture.
 
-**Cost.** Each draw is evaluated on every example (``predict``), in chunks, until every batch has
-its first hit: about ``|H| / |A_B|`` draws, so classes whose good sets are a tiny fraction of the
-class (points over 2^32) exhaust ``max_draws`` and give Fail.
+**Cost.** Draws are evaluated in chunks until every batch has its first hit: about ``|H| / |A_B|``
+draws, so classes whose good sets are a tiny fraction of the class (points over 2^32) exhaust
+``max_draws`` and give Fail. A draw of thresholds, points or intervals (at most two change points)
+costs two binary searches per batch; any other hypothesis is evaluated on every example.
 
 >>> import numpy as np
 >>> from privstream.learning.hypothesis_classes import parse_class_spec
@@ -45,8 +46,9 @@ from fractions import Fraction
 
 import numpy as np
 
+from privstream.learning.domain import INT64_MAX
 from privstream.learning.hypotheses import Hypothesis
-from privstream.learning.hypothesis_classes import HypothesisClass
+from privstream.learning.hypothesis_classes import HypothesisClass, Intervals, Points, Thresholds
 from privstream.learning.randomness import RandomSource
 
 __all__ = ["ErmParameters", "correlated_erm"]
@@ -70,6 +72,36 @@ class ErmParameters:
             raise ValueError("min_batch and max_draws must be >= 1")
 
 
+class _SortedBatches:
+    """Every batch's points sorted with prefix counts of ones: the errors of a hypothesis with at most
+    two change points (thresholds, points, intervals) on all batches by two binary searches each."""
+
+    def __init__(self, pts: np.ndarray, lab: np.ndarray, owner: np.ndarray, num_batches: int) -> None:
+        order = np.lexsort((pts, owner))
+        xs, ones, who = pts[order], lab[order].astype(np.int64), owner[order]
+        bounds = np.searchsorted(who, np.arange(num_batches + 1))
+        self.batches = [(xs[lo:hi], np.concatenate(([0], np.cumsum(ones[lo:hi]))))
+                        for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True)]
+
+    def errors(self, hyps: list[Hypothesis], domain_size: int) -> np.ndarray:
+        """``errors[j, b]``: mistakes of ``hyps[j]`` on batch b."""
+        first = np.empty(len(hyps), dtype=np.int64)
+        cuts = np.full((2, len(hyps)), domain_size, dtype=np.int64)  # no change: a cut past the domain
+        for j, h in enumerate(hyps):
+            f, changes = h.change_points()
+            first[j] = f
+            cuts[:len(changes), j] = changes
+        out = np.empty((len(hyps), len(self.batches)), dtype=np.int64)
+        for b, (xs, prefix) in enumerate(self.batches):
+            m = xs.shape[0]
+            i1, i2 = np.searchsorted(xs, cuts[0]), np.searchsorted(xs, cuts[1])
+            ones = (prefix[i1], prefix[i2] - prefix[i1], prefix[m] - prefix[i2])
+            zeros = (i1 - ones[0], i2 - i1 - ones[1], m - i2 - ones[2])
+            # values f, 1-f, f on the three segments: f = 1 errs on zeros outside and ones inside
+            out[:, b] = np.where(first == 1, zeros[0] + ones[1] + zeros[2], ones[0] + zeros[1] + ones[2])
+        return out
+
+
 def correlated_erm(hclass: HypothesisClass, points: np.ndarray, labels: np.ndarray, batch_of: np.ndarray,
                    num_batches: int, params: ErmParameters, rng: RandomSource) -> list[Hypothesis | None]:
     """The output of every batch (None = Fail); ``batch_of[i]`` is example i's batch (-1: none).
@@ -83,7 +115,10 @@ def correlated_erm(hclass: HypothesisClass, points: np.ndarray, labels: np.ndarr
     allowed = (params.tolerance.numerator * sizes) // params.tolerance.denominator
     out: list[Hypothesis | None] = [None] * num_batches
     pending = [b for b in range(num_batches) if sizes[b] >= params.min_batch]
-    largest = max(1, min(256, _CHUNK_CELLS // max(1, int(pts.shape[0]))))
+    sorted_batches = (_SortedBatches(pts, lab, owner, num_batches)
+                      if isinstance(hclass, Thresholds | Points | Intervals) and pts.dtype != object
+                      and hclass.domain_size <= INT64_MAX else None)
+    largest = 256 if sorted_batches else max(1, min(256, _CHUNK_CELLS // max(1, int(pts.shape[0]))))
     chunk, drawn = 8, 0
     seen: dict[int, tuple[Hypothesis, np.ndarray]] = {}
     while pending and drawn < params.max_draws:
@@ -91,11 +126,14 @@ def correlated_erm(hclass: HypothesisClass, points: np.ndarray, labels: np.ndarr
         chunk *= 2  # most batches hit early: start small, then double
         indices = [rng.uniform_int(hclass.size) for _ in range(count)]
         drawn += count
-        for i in indices:
-            if i not in seen:  # small classes repeat draws: evaluate each hypothesis once
-                h = hclass.hypothesis(i)
-                wrong = h.predict(pts).astype(bool) != lab
-                seen[i] = (h, np.bincount(owner, weights=wrong, minlength=num_batches)[:num_batches])
+        fresh = sorted({i for i in indices if i not in seen})  # small classes repeat draws
+        hyps = [hclass.hypothesis(i) for i in fresh]
+        if sorted_batches is not None:
+            rows = sorted_batches.errors(hyps, hclass.domain_size) if hyps else np.empty((0, num_batches))
+        else:
+            rows = np.array([np.bincount(owner, weights=h.predict(pts).astype(bool) != lab,
+                                         minlength=num_batches)[:num_batches] for h in hyps])
+        seen.update({i: (h, row) for i, h, row in zip(fresh, hyps, rows, strict=True)})
         errors = np.array([seen[i][1] for i in indices], dtype=np.int64)
         still = []
         for b in pending:
