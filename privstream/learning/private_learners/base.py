@@ -31,6 +31,7 @@ __all__ = [
     "LearnerResult",
     "PrivateLearner",
     "check_accuracy_parameter",
+    "check_expected_size",
     "check_privacy_parameters",
     "check_sample",
     "make_learner",
@@ -139,3 +140,17 @@ def check_sample(hclass: HypothesisClass, xs: object, ys: object) -> tuple[np.nd
     points = as_points(xs, hclass.domain_size)
     labels = as_labels(ys, points.shape[0])
     return points, labels
+
+
+def check_expected_size(expected_size: object) -> int | None:
+    """``None`` (n public) or an int >= 1 (n private: the operator's expected window size).
+
+    >>> check_expected_size(None), check_expected_size(5000)
+    (None, 5000)
+    """
+    if expected_size is None:
+        return None
+    if (isinstance(expected_size, bool) or not isinstance(expected_size, int | np.integer)
+            or expected_size < 1):
+        raise ValueError(f"expected_size must be None or an int >= 1, got {expected_size!r}")
+    return int(expected_size)

@@ -80,6 +80,7 @@ from privstream.learning.privacy_errors import PrivacyParameterError
 from privstream.learning.private_learners.base import (
     LearnerResult,
     check_accuracy_parameter,
+    check_expected_size,
     check_privacy_parameters,
     check_sample,
 )
@@ -96,7 +97,6 @@ __all__ = [
     "Split",
     "TheoryParameters",
     "algorithm_m",
-    "check_expected_size",
     "default_hypothesis",
     "global_stability_log10_sample_size",
     "global_stability_sample_size",
@@ -529,16 +529,6 @@ def is_member(hclass: HypothesisClass, h: Hypothesis) -> bool:
 
 def _ldim(hclass: HypothesisClass) -> int:
     return hclass.version_space().ldim()
-
-
-def check_expected_size(expected_size: object) -> int | None:
-    """``None`` (n public) or an int >= 1 (n private: the operator's expected window size)."""
-    if expected_size is None:
-        return None
-    if (isinstance(expected_size, bool) or not isinstance(expected_size, int | np.integer)
-            or expected_size < 1):
-        raise ValueError(f"expected_size must be None or an int >= 1, got {expected_size!r}")
-    return int(expected_size)
 
 
 class GlobalStabilityLearner:

@@ -93,12 +93,12 @@ from privstream.learning.minimax_cover import minimax_cover, structured_cover
 from privstream.learning.private_learners.base import (
     LearnerResult,
     check_accuracy_parameter,
+    check_expected_size,
     check_privacy_parameters,
     check_sample,
 )
 from privstream.learning.private_learners.blocks import error_levels
 from privstream.learning.private_learners.generic import sample_hypothesis
-from privstream.learning.private_learners.global_stability import check_expected_size
 from privstream.learning.randomness import RandomSource, resolve
 from privstream.learning.reduce_tree import reduce_tree, row_mistakes, selection_bound
 from privstream.learning.sparse_selection import selection_error, sparse_select
