@@ -53,9 +53,14 @@ from privstream.agents.interfaces import ReleaseMetrics, StateStore, WindowData
 from privstream.agents.ledger_port import BudgetExhaustedError, Charge, ChargeReceipt, PrivacyLedger
 from privstream.agents.windows import (
     bound_contributions,
+    completed_nodes,
+    concat,
+    count_family,
     count_window_id,
     count_window_index,
-    time_window_id,
+    node_id,
+    node_windows,
+    time_family,
     time_window_index,
     user_level_parameters,
 )
@@ -63,7 +68,7 @@ from privstream.learning.hypothesis_classes import HypothesisClass
 from privstream.learning.private_learners import LearnerResult
 from privstream.learning.private_learners.vector_base import VectorLearnerResult
 from privstream.learning.sanitizers import SanitizerResult
-from privstream.schemas import Certificate, HypothesisRelease, SanitizedRelease, WindowInfo
+from privstream.schemas import Certificate, HypothesisRelease, LifetimeBound, SanitizedRelease, WindowInfo
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +90,14 @@ class Product:
     delta: float = 0.0
     labelled: bool = False  # sanitizers: answer Pr[h(x) = y] over (x, y) instead of Pr[h(x) = 1]
     vector: bool = False  # a VectorLearner on feature vectors (learning.private_learners.vector_base)
+    level_epsilon: tuple[float, ...] = ()  # ε per level 0..L of the release tree; () means epsilon
+    level_delta: tuple[float, ...] = ()
+
+    def cost(self, level: int) -> tuple[float, float]:
+        """(ε, δ) of this product's release of a node of ``level``."""
+        epsilon = self.level_epsilon[level] if self.level_epsilon else self.epsilon
+        delta = self.level_delta[level] if self.level_delta else self.delta
+        return epsilon, delta
 
     @property
     def name(self) -> str:
@@ -120,6 +133,14 @@ class ReleasePolicy:
     privacy_unit: str = "example"
     user_contribution_bound: int | None = None
     expected_size: int | None = None  # where n is private: the size the algorithms use instead of n
+    levels: int = 0  # the release tree's top level L
+    lifetime: LifetimeBound | None = None  # the certificate's lifetime bound (None: sequential total)
+
+    @property
+    def family(self) -> str:
+        """Time windows' family; count windows' also needs the store's generation (the agent's)."""
+        assert self.window_seconds is not None
+        return time_family(self.window_seconds)
 
     @property
     def neighbouring_relation(self) -> str:
@@ -128,7 +149,7 @@ class ReleasePolicy:
         return "replace-one" if self.window_kind == "count" else "add-remove-one"
 
 
-def stand_in(policy: ReleasePolicy, data: WindowData) -> tuple[np.ndarray, np.ndarray]:
+def stand_in(policy: ReleasePolicy, data: WindowData, level: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """The data-independent input of a fallback release (issue 16.3).
 
     Where n is private (``expected_size`` set): zero examples. Where n is public (count windows at
@@ -143,7 +164,7 @@ def stand_in(policy: ReleasePolicy, data: WindowData) -> tuple[np.ndarray, np.nd
     """
     if policy.expected_size is not None:
         return data.xs[:0], data.ys[:0]
-    n = policy.window_size
+    n = policy.window_size << level
     if data.xs.ndim == 2:
         assert policy.feature_bounds is not None
         xs = np.repeat(policy.feature_bounds[:, 0][None, :], n, axis=0).astype(data.xs.dtype)
@@ -232,9 +253,7 @@ class ReleaseAgent:
             size = policy.window_size
             for seq in self.store.append_many(stream_id, partition, rows):
                 if (seq + 1) % size == 0:
-                    index = count_window_index(seq, size)
-                    self._schedule(state, count_window_id(self.store.generation, index, size),
-                                   self._release_count(policy, index))
+                    self._schedule_window(policy, state, count_window_index(seq, size))
             return
         assert policy.window_seconds is not None
         first_open = self._next_time_window(policy, state)
@@ -265,7 +284,7 @@ class ReleaseAgent:
         if state.next_time_window is None:
             assert policy.window_seconds is not None
             first = time_window_index(self._start[policy.stream_id], policy.window_seconds)
-            prefix = f"t{policy.window_seconds:g}-"
+            prefix = f"{policy.family}-L0-"  # level-0 windows; nodes record their own closing
             closed = [int(w[len(prefix):]) for w in self.store.closed_windows(policy.stream_id)
                       if w.startswith(prefix)]
             pending = self.store.pending_time_windows(policy.stream_id)
@@ -284,9 +303,7 @@ class ReleaseAgent:
         for _ in range(self.MAX_WINDOWS_PER_TICK):
             if self.close_time(policy, index) > now:
                 break
-            assert policy.window_seconds is not None
-            self._schedule(state, time_window_id(index, policy.window_seconds),
-                           self._release_time(policy, index))
+            self._schedule_window(policy, state, index)
             index += 1
         state.next_time_window = index
 
@@ -310,6 +327,19 @@ class ReleaseAgent:
             _, _, topic, charge = self._parked.pop(0)
             await self._publish(topic, charge.stream_id, charge.release)
             await asyncio.to_thread(self.ledger.mark_published, charge.entry_id)
+
+    def _family(self, policy: ReleasePolicy) -> str:
+        if policy.window_kind == "count":
+            return count_family(self.store.generation, policy.window_size)
+        return policy.family
+
+    def _schedule_window(self, policy: ReleasePolicy, state: _StreamState, index: int) -> None:
+        """Schedule window ``index``'s release and those of the tree's nodes it completes, in that
+        order, now: the order of releases (and so of ledger entries) is fixed when the window
+        closes, never by how long a learner runs."""
+        family = self._family(policy)
+        for level, node in [(0, index), *completed_nodes(index, policy.levels)]:
+            self._schedule(state, node_id(family, level, node), self._release_node(policy, level, node))
 
     def _schedule(self, state: _StreamState, window_id: str, coro: Coroutine[Any, Any, None]) -> None:
         """Release a window once per run (recovery and the live trigger may both ask)."""
@@ -361,9 +391,7 @@ class ReleaseAgent:
                 continue
             window = self.store.count_window(policy.stream_id, index * size, (index + 1) * size)
             if len(window.seqs) == size:
-                state = self._streams[policy.stream_id]
-                self._schedule(state, count_window_id(self.store.generation, index, size),
-                               self._release_count(policy, index))
+                self._schedule_window(policy, self._streams[policy.stream_id], index)
 
     async def replay_outbox(self, stream_id: str | None = None) -> int:
         """Publish charged releases not confirmed published (after a crash); returns how many."""
@@ -383,29 +411,48 @@ class ReleaseAgent:
         return count
 
     # --- releasing ----------------------------------------------------------------------------
-    async def _release_count(self, policy: ReleasePolicy, index: int) -> None:
-        size = policy.window_size
-        window_id = count_window_id(self.store.generation, index, size)
-        info = WindowInfo(window_id=window_id, kind="count", start=index * size, end=(index + 1) * size)
-        await self._release(
-            policy, window_id, info,
-            load=lambda: self.store.count_window(policy.stream_id, index * size, (index + 1) * size),
-            close=lambda outcome: self.store.mark_closed(
-                policy.stream_id, window_id, outcome, seqs=(index * size, (index + 1) * size)),
-        )
+    async def _release_node(self, policy: ReleasePolicy, level: int, index: int) -> None:
+        """Release node ``(level, index)``: a window (level 0) or 2^level consecutive ones.
 
-    async def _release_time(self, policy: ReleasePolicy, index: int) -> None:
-        assert policy.window_seconds is not None
-        window_id = time_window_id(index, policy.window_seconds)
-        start = datetime.fromtimestamp(index * policy.window_seconds, UTC)
-        end = datetime.fromtimestamp((index + 1) * policy.window_seconds, UTC)
-        await self._release(
-            policy, window_id, WindowInfo(window_id=window_id, kind="time", start=start, end=end),
-            load=lambda: self.store.time_window(policy.stream_id, index),
-            close=lambda outcome: self.store.mark_closed(
-                policy.stream_id, window_id, outcome, time_window=index),
-            publish_at=self.close_time(policy, index) + policy.publish_delay_seconds,
-        )
+        The windows' examples stay in the store until the top level's node over them is released
+        (level ``policy.levels``); then they are dropped. Lower nodes only record their outcome.
+        """
+        stream_id = policy.stream_id
+        window_id = node_id(self._family(policy), level, index)
+        windows = node_windows(level, index)
+        top = level == policy.levels
+        publish_at: float | None = None
+        if policy.window_kind == "count":
+            size = policy.window_size
+            first, end = windows.start * size, windows.stop * size
+            info = WindowInfo(window_id=window_id, kind="count", start=first, end=end,
+                              first_window=windows.start, last_window=windows.stop - 1)
+
+            def load() -> WindowData:
+                return self.store.count_window(stream_id, first, end)
+
+            def close(outcome: str) -> None:
+                self.store.mark_closed(stream_id, window_id, outcome, seqs=(first, end) if top else None)
+        else:
+            assert policy.window_seconds is not None
+            seconds = policy.window_seconds
+            info = WindowInfo(window_id=window_id, kind="time",
+                              start=datetime.fromtimestamp(windows.start * seconds, UTC),
+                              end=datetime.fromtimestamp(windows.stop * seconds, UTC),
+                              first_window=windows.start, last_window=windows.stop - 1)
+            publish_at = self.close_time(policy, windows.stop - 1) + policy.publish_delay_seconds
+
+            def load() -> WindowData:
+                return concat([self.store.time_window(stream_id, w) for w in windows])
+
+            def close(outcome: str) -> None:
+                if not top:
+                    self.store.mark_closed(stream_id, window_id, outcome)
+                    return
+                for w in windows:  # the first call records the node; each drops one window's rows
+                    self.store.mark_closed(stream_id, window_id, outcome, time_window=w)
+        await self._release(policy, window_id, info, load=load, close=close, publish_at=publish_at,
+                            level=level)
 
     async def _release(
         self,
@@ -415,6 +462,7 @@ class ReleaseAgent:
         load: Callable[[], WindowData],
         close: Callable[[str], None],
         publish_at: float | None = None,
+        level: int = 0,
     ) -> None:
         stream_id = policy.stream_id
         state = self._streams[stream_id]
@@ -434,7 +482,7 @@ class ReleaseAgent:
             for product in policy.products:
                 try:
                     outcome = await self._release_product(policy, product, state, window_id, info, window,
-                                                          publish_at)
+                                                          publish_at, level)
                     outcomes.append(outcome)
                 except Exception:
                     # Not the data's (the fallback covers the learner): the ledger, the broker.
@@ -451,7 +499,7 @@ class ReleaseAgent:
     CRASH_RETRIES = 2
 
     async def _fit(self, policy: ReleasePolicy, product: Product, data: WindowData, window_id: str,
-                   epsilon: float, delta: float) -> tuple[Any, Any, bool]:
+                   epsilon: float, delta: float, level: int = 0) -> tuple[Any, Any, bool]:
         """Run the learner: (result, its randomness source, whether the fallback was released).
 
         A learner that raises on the data (any exception) is run again on zero examples with the
@@ -465,7 +513,8 @@ class ReleaseAgent:
             return self._rng_factory(f"{window_id}/{key}") if self._rng_factory else None
 
         # n private: the algorithms derive everything they publish from the operator's expected size
-        size = {} if policy.expected_size is None else {"expected_size": policy.expected_size}
+        # (a node of level j expects 2^j windows' worth)
+        size = {} if policy.expected_size is None else {"expected_size": policy.expected_size << level}
 
         def call(xs: np.ndarray, ys: np.ndarray, rng: Any) -> Callable[[], Any]:
             if product.vector:
@@ -495,7 +544,7 @@ class ReleaseAgent:
                               "(data-independent, charged the same)", key, window_id, stream_id, extra=extra)
                 self.metrics.learner_failed(stream_id)
                 rng = source()
-                xs, ys = stand_in(policy, data)
+                xs, ys = stand_in(policy, data, level)
                 return await loop.run_in_executor(self.executor, call(xs, ys, rng)), rng, True
             self.metrics.learner_ran(product.name, time.perf_counter() - started, len(data.xs))
             return result, rng, False
@@ -510,6 +559,7 @@ class ReleaseAgent:
         info: WindowInfo,
         window: Callable[[], Awaitable[WindowData]],
         publish_at: float | None = None,
+        level: int = 0,
     ) -> str:
         """Release one product of a window; returns "released" or "refused"."""
         stream_id, key = policy.stream_id, product.key
@@ -519,29 +569,30 @@ class ReleaseAgent:
                 await self._publish(product.topic, stream_id, existing.release)
                 await asyncio.to_thread(self.ledger.mark_published, existing.entry_id)
             return "released"
+        cost_epsilon, cost_delta = product.cost(level)
         remaining = await asyncio.to_thread(self.ledger.remaining, stream_id)
-        if remaining.epsilon < product.epsilon or remaining.delta < product.delta:
-            await self._refuse(policy, product, state, window_id)
+        if remaining.epsilon < cost_epsilon or remaining.delta < cost_delta:
+            await self._refuse(policy, product, state, window_id, level=level)
             return "refused"
 
         data = await window()
         if policy.privacy_unit == "user":
             assert policy.user_contribution_bound is not None
-            epsilon, delta = user_level_parameters(product.epsilon, product.delta,
-                                                   policy.user_contribution_bound)
+            epsilon, delta = user_level_parameters(cost_epsilon, cost_delta, policy.user_contribution_bound)
         else:
-            epsilon, delta = product.epsilon, product.delta
-        result, rng, _fallback = await self._fit(policy, product, data, window_id, epsilon, delta)
+            epsilon, delta = cost_epsilon, cost_delta
+        result, rng, _fallback = await self._fit(policy, product, data, window_id, epsilon, delta, level)
 
         def release_bytes(receipt: ChargeReceipt) -> bytes:
-            return self._release_json(policy, product, result, info, receipt, "seeded" if rng else "secure")
+            return self._release_json(policy, product, result, info, receipt, "seeded" if rng else "secure",
+                                      level)
 
         try:
             charge = await asyncio.to_thread(
-                self.ledger.charge, stream_id, window_id, key, product.epsilon, product.delta, release_bytes
+                self.ledger.charge, stream_id, window_id, key, cost_epsilon, cost_delta, release_bytes
             )
         except BudgetExhaustedError:  # spent concurrently by another worker since the check
-            await self._refuse(policy, product, state, window_id, recorded=True)
+            await self._refuse(policy, product, state, window_id, recorded=True, level=level)
             return "refused"
         extra = {"stream_id": stream_id, "window_id": window_id, "ledger_entry_id": str(charge.entry_id)}
         now = self.clock()
@@ -565,12 +616,12 @@ class ReleaseAgent:
         return "released"
 
     async def _refuse(self, policy: ReleasePolicy, product: Product, state: _StreamState, window_id: str,
-                      recorded: bool = False) -> None:
+                      recorded: bool = False, level: int = 0) -> None:
         stream_id = policy.stream_id
         if not recorded:
             try:  # the ledger records the refusal itself, durably, and raises
                 await asyncio.to_thread(self.ledger.charge, stream_id, window_id, product.key,
-                                        product.epsilon, product.delta, b"")
+                                        *product.cost(level), b"")
             except BudgetExhaustedError:
                 pass
             else:  # pragma: no cover - the check above saw too little budget; it cannot grow
@@ -592,21 +643,26 @@ class ReleaseAgent:
         info: WindowInfo,
         receipt: ChargeReceipt,
         randomness: str,
+        level: int = 0,
     ) -> bytes:
         # n is public only for count windows of examples: at the user level, how many examples
         # survive the per-user bound depends on how much each user sent (uncharged, private).
         n_public = policy.window_kind == "count" and policy.privacy_unit == "example"
         is_learner = product.topic == "hypotheses"
+        epsilon, delta = product.cost(level)
         certificate = Certificate(
             mechanism=result.mechanism,
-            epsilon=product.epsilon,
-            delta=product.delta,
+            epsilon=epsilon,
+            delta=delta,
+            level=level,
+            lifetime=policy.lifetime,
+            composition="tree" if policy.lifetime is not None else "sequential",
             neighbouring_relation=policy.neighbouring_relation,
             privacy_unit=policy.privacy_unit,
             privacy=result.privacy,
             user_contribution_bound=policy.user_contribution_bound,
             window=info,
-            sample_size=policy.window_size if n_public else None,  # a count window's n: public
+            sample_size=(policy.window_size << level) if n_public else None,  # a count node's n: public
             ledger_entry_id=str(receipt.entry_id),
             epsilon_budget_remaining=receipt.remaining.epsilon,
             delta_budget_remaining=receipt.remaining.delta,

@@ -284,7 +284,7 @@ async def test_time_windows_close_on_the_clock_empty_ones_too_and_hide_n():
     await agent.tick()
     await agent.drain()
     windows = [r.certificate.window.window_id for r in publish.releases()]
-    assert windows == [f"t60-{int(T0 // 60) + i}" for i in range(4)]
+    assert windows == [f"t60-L0-{int(T0 // 60) + i}" for i in range(4)]
     assert metrics.window_sizes == [90, 0, 0, 0]
 
 
