@@ -189,7 +189,7 @@ MIGRATIONS = (
         # version-1 file was registered when its first budget was set.
         "ALTER TABLE streams ADD COLUMN registered_at REAL",
         """UPDATE streams SET registered_at = (
-            SELECT (julianday(min(changed_at)) - 2440587.5) * 86400.0 FROM budget_changes b
+            SELECT round((julianday(min(changed_at)) - 2440587.5) * 86400.0, 3) FROM budget_changes b
             WHERE b.stream_id = streams.stream_id)""",
         # Lifetime per example = unranged + peak (see ledger_rules.LifetimeState). Version-1
         # charges have no node range: their total counts against every window (the safe reading).
