@@ -71,6 +71,7 @@ __all__ = [
     "lifetime_from_json",
     "lifetime_to_json",
     "release_bytes_of",
+    "spend_after",
     "window_peak",
 ]
 
@@ -429,12 +430,27 @@ class UserFilter:
 
 
 def check_users(users: Collection[str]) -> list[str]:
-    """The distinct user ids, in the order given (each a non-empty str)."""
+    """The distinct user ids, in the order given (each a non-empty str without NUL, which
+    PostgreSQL's text cannot hold: ingest validation keeps such ids out of the stores)."""
     distinct = list(dict.fromkeys(users))
     for user in distinct:
-        if not isinstance(user, str) or not user:
-            raise TypeError(f"user ids must be non-empty str, got {user!r}")
+        if not isinstance(user, str) or not user or "\x00" in user:
+            raise TypeError(f"user ids must be non-empty str without NUL, got {user!r}")
     return distinct
+
+
+def spend_after(
+    spend: tuple[str, str], epsilon: Fraction, delta: Fraction, budget: Exact
+) -> tuple[str, str] | None:
+    """A user's spend (as text) after a charge of (epsilon, delta), or None if it would pass ``budget``.
+
+    >>> spend_after(("1/2", "0"), Fraction(1, 2), Fraction(0), (Fraction(1), Fraction(0)))
+    ('1', '0')
+    >>> spend_after(("1/2", "0"), Fraction(3, 5), Fraction(0), (Fraction(1), Fraction(0))) is None
+    True
+    """
+    eps, dlt = Fraction(spend[0]) + epsilon, Fraction(spend[1]) + delta
+    return (str(eps), str(dlt)) if eps <= budget[0] and dlt <= budget[1] else None
 
 
 def filter_users(
@@ -457,10 +473,10 @@ def filter_users(
     zero = ("0", "0")
     for user in users:
         spend = stored.get(user, zero)
-        new = decided.get(spend, ())
-        if new == ():
-            eps, dlt = Fraction(spend[0]) + epsilon, Fraction(spend[1]) + delta
-            new = decided[spend] = (str(eps), str(dlt)) if eps <= budget[0] and dlt <= budget[1] else None
+        if spend in decided:
+            new = decided[spend]
+        else:
+            new = decided[spend] = spend_after(spend, epsilon, delta, budget)
         if new is not None:
             included.append(user)
             spends.append((user, *new))

@@ -25,12 +25,23 @@ privstream.agents.ledger_port.BudgetExhaustedError: stream 's1': refusing to cha
 >>> ledger.refusals("s1")
 1
 
-**Accounting.** The ledger is a plain additive budget: a stream's spend is the sum of its charges
-(basic sequential composition), compared against the stream's (epsilon, delta) budget. It does no
-accounting theory: the caller decides what each window costs. For count windows at the example
-level, disjoint windows compose in parallel (the privacy loss is the max over windows, not the
-sum), so charging every window against one total budget is conservative; a tighter accountant
-(advanced composition, RDP/PLD) can be layered on top by the caller choosing the per-window cost.
+**Accounting: a lifetime budget per example.** The release path charges nodes of the release
+tree with :meth:`SqliteLedger.reserve` (before the learner runs: node range, secret seed, the
+individual user filter; see :mod:`privstream.agents.ledger_port` for the rules and the README's
+storage section for the filter's privacy argument) and stores their bytes with
+:meth:`SqliteLedger.complete`. An example's lifetime cost is the sum of the charges whose node
+covers its window; :meth:`SqliteLedger.spent` is the max over windows, and a charge is refused iff
+some window of its node would pass the budget. A one-shot :meth:`SqliteLedger.charge` has no
+node range, so it counts against every window: a ledger used only through ``charge`` is the plain
+additive budget (basic sequential composition) above.
+
+>>> tree = SqliteLedger.open(":memory:", budgets={"s": (1.0, 0.0)})
+>>> a = tree.reserve("s", "c10-L0-0", "learner:x", 0.5, 0.0, NodeRange.of(0, 0))
+>>> b = tree.reserve("s", "c10-L0-1", "learner:x", 0.5, 0.0, NodeRange.of(0, 1))  # disjoint: parallel
+>>> tree.spent("s"), [r.release for r in tree.incomplete()]
+(PrivacyCost(epsilon=0.5, delta=0.0), [None, None])
+>>> tree.complete(a.entry_id, b"bytes of a").release, tree.complete(a.entry_id, b"other").release
+(b'bytes of a', b'bytes of a')
 
 **Exact arithmetic.** Numbers are read as the shortest decimal that round-trips the float
 (``0.1`` means 1/10) and summed as exact rationals, so ten charges of 0.1 spend exactly 1.0 and

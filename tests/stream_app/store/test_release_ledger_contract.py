@@ -300,3 +300,26 @@ def test_a_version_1_ledger_is_upgraded_and_its_charges_count_against_every_wind
     with ledger_backend.open() as ledger:  # already upgraded: opens as is
         assert ledger.spent("s") == (1.0, 0.0) and len(ledger.entries("s")) == 2
         assert len(ledger.incomplete("s")) == 2
+
+
+def test_user_ids_of_any_characters_are_charged_and_returned_exactly(ledger) -> None:
+    odd = ["tab\there", "new\nline", "back\\slash", "\\N", "cr\rlf", "ünï ✓", "'quote\"", "a,b"]
+    r = ledger.reserve("s", "L0-0", "m", 0.5, 0.0, node(0, 0), users=odd, user_budget=PrivacyCost(0.9, 0.0))
+    assert r.included_users == set(odd) and ledger.reservation("s", "L0-0", "m").included_users == set(odd)
+    assert all(ledger.user_spent(u) == (0.5, 0.0) for u in odd)
+    again = ledger.reserve("s", "L0-1", "m", 0.5, 0.0, node(0, 1), users=[*odd, "fresh"],
+                           user_budget=PrivacyCost(0.9, 0.0))
+    assert again.included_users == {"fresh"}
+    with pytest.raises(TypeError):
+        ledger.reserve("s", "L0-2", "m", 0.1, 0.0, node(0, 2), users=["nul\x00"])
+
+
+def test_a_user_included_now_is_not_mistaken_for_an_excluded_one(ledger) -> None:
+    # a (spent 0.25) is included and reaches 0.75; b (spent 0.75) is excluded: after the release
+    # both have spent 0.75, and only b was left out.
+    budget = PrivacyCost(1.0, 0.0)
+    ledger.reserve("s", "L0-0", "m", 0.25, 0.0, node(0, 0), users=["a", "b"], user_budget=budget)
+    ledger.reserve("s", "L0-1", "m", 0.5, 0.0, node(0, 1), users=["b"], user_budget=budget)
+    r = ledger.reserve("s", "L0-2", "m", 0.5, 0.0, node(0, 2), users=["a", "b", "c"], user_budget=budget)
+    assert r.included_users == {"a", "c"}
+    assert ledger.user_spent("a") == ledger.user_spent("b") == (0.75, 0.0)
