@@ -50,7 +50,14 @@ from typing import Any, Literal
 import numpy as np
 
 from privstream.agents.interfaces import ReleaseMetrics, StateStore, WindowData
-from privstream.agents.ledger_port import BudgetExhaustedError, Charge, ChargeReceipt, PrivacyLedger
+from privstream.agents.ledger_port import (
+    BudgetExhaustedError,
+    Charge,
+    ChargeReceipt,
+    NodeRange,
+    PrivacyCost,
+    PrivacyLedger,
+)
 from privstream.agents.windows import (
     bound_contributions,
     completed_nodes,
@@ -67,6 +74,7 @@ from privstream.agents.windows import (
 from privstream.learning.hypothesis_classes import HypothesisClass
 from privstream.learning.private_learners import LearnerResult
 from privstream.learning.private_learners.vector_base import VectorLearnerResult
+from privstream.learning.randomness import derived
 from privstream.learning.sanitizers import SanitizerResult
 from privstream.schemas import Certificate, HypothesisRelease, LifetimeBound, SanitizedRelease, WindowInfo
 
@@ -135,6 +143,7 @@ class ReleasePolicy:
     expected_size: int | None = None  # where n is private: the size the algorithms use instead of n
     levels: int = 0  # the release tree's top level L
     lifetime: LifetimeBound | None = None  # the certificate's lifetime bound (None: sequential total)
+    user_budget: PrivacyCost | None = None  # user level: each user's lifetime budget (all streams)
 
     @property
     def family(self) -> str:
@@ -499,7 +508,8 @@ class ReleaseAgent:
     CRASH_RETRIES = 2
 
     async def _fit(self, policy: ReleasePolicy, product: Product, data: WindowData, window_id: str,
-                   epsilon: float, delta: float, level: int = 0) -> tuple[Any, Any, bool]:
+                   epsilon: float, delta: float, level: int = 0,
+                   seed: bytes | None = None) -> tuple[Any, Any, bool]:
         """Run the learner: (result, its randomness source, whether the fallback was released).
 
         A learner that raises on the data (any exception) is run again on zero examples with the
@@ -509,8 +519,12 @@ class ReleaseAgent:
         """
         stream_id, key = policy.stream_id, product.key
 
-        def source() -> Any:  # the same source on every attempt (tests: seeded; production: secure)
-            return self._rng_factory(f"{window_id}/{key}") if self._rng_factory else None
+        def source() -> Any:
+            """The same randomness on every attempt: derived from the reservation's secret seed
+            (tests inject seeded sources instead)."""
+            if self._rng_factory:
+                return self._rng_factory(f"{window_id}/{key}")
+            return derived(seed) if seed is not None else None
 
         # n private: the algorithms derive everything they publish from the operator's expected size
         # (a node of level j expects 2^j windows' worth)
@@ -561,7 +575,8 @@ class ReleaseAgent:
         publish_at: float | None = None,
         level: int = 0,
     ) -> str:
-        """Release one product of a window; returns "released" or "refused"."""
+        """Release one product of a node: reserve (the charge, write-ahead, with the secret seed),
+        compute from the seed, complete (the bytes), publish; returns "released" or "refused"."""
         stream_id, key = policy.stream_id, product.key
         existing = await asyncio.to_thread(self.ledger.lookup, stream_id, window_id, key)
         if existing is not None:  # released before a crash or by the partition's previous owner
@@ -570,30 +585,44 @@ class ReleaseAgent:
                 await asyncio.to_thread(self.ledger.mark_published, existing.entry_id)
             return "released"
         cost_epsilon, cost_delta = product.cost(level)
-        remaining = await asyncio.to_thread(self.ledger.remaining, stream_id)
-        if remaining.epsilon < cost_epsilon or remaining.delta < cost_delta:
+        assert info.first_window is not None and info.last_window is not None
+        node = NodeRange(level, info.first_window, info.last_window)
+        users: list[str] | None = None
+        data: WindowData | None = None
+        if policy.privacy_unit == "user":
+            # The individual filter (E-DESIGN §5): the users present in the node are charged unless
+            # their lifetime budget would be passed; who is charged is decided before the learner.
+            data = await window()
+            users = sorted({str(u) for u in data.users.tolist()})
+        try:
+            reservation = await asyncio.to_thread(
+                partial(self.ledger.reserve, stream_id, window_id, key, cost_epsilon, cost_delta, node,
+                        users=users, user_budget=policy.user_budget))
+        except BudgetExhaustedError:  # the ledger recorded the refusal (a lowered budget, an old ledger)
             await self._refuse(policy, product, state, window_id, level=level)
             return "refused"
-
-        data = await window()
-        if policy.privacy_unit == "user":
-            assert policy.user_contribution_bound is not None
-            epsilon, delta = user_level_parameters(cost_epsilon, cost_delta, policy.user_contribution_bound)
+        if reservation.completed:  # completed concurrently (another worker): its bytes, not ours
+            charge = await asyncio.to_thread(self.ledger.complete, reservation.entry_id, b"")
         else:
-            epsilon, delta = cost_epsilon, cost_delta
-        result, rng, _fallback = await self._fit(policy, product, data, window_id, epsilon, delta, level)
-
-        def release_bytes(receipt: ChargeReceipt) -> bytes:
-            return self._release_json(policy, product, result, info, receipt, "seeded" if rng else "secure",
-                                      level)
-
-        try:
-            charge = await asyncio.to_thread(
-                self.ledger.charge, stream_id, window_id, key, cost_epsilon, cost_delta, release_bytes
-            )
-        except BudgetExhaustedError:  # spent concurrently by another worker since the check
-            await self._refuse(policy, product, state, window_id, recorded=True, level=level)
-            return "refused"
+            data = data if data is not None else await window()
+            if reservation.included_users is not None:
+                excluded = len(users or ()) - len(reservation.included_users)
+                if excluded:
+                    self.metrics.users_excluded(stream_id, excluded)  # private: operators only
+                keep = np.array([str(u) in reservation.included_users for u in data.users.tolist()], bool)
+                data = WindowData(*(column[keep] for column in data))
+            if policy.privacy_unit == "user":
+                assert policy.user_contribution_bound is not None
+                epsilon, delta = user_level_parameters(cost_epsilon, cost_delta,
+                                                       policy.user_contribution_bound)
+            else:
+                epsilon, delta = cost_epsilon, cost_delta
+            result, _rng, _fallback = await self._fit(policy, product, data, window_id, epsilon, delta, level,
+                                                     seed=reservation.seed)
+            receipt = ChargeReceipt(reservation.entry_id, reservation.lifetime.remaining)
+            body = self._release_json(policy, product, result, info, receipt,
+                                      "seeded" if self._rng_factory else "secure", level)
+            charge = await asyncio.to_thread(self.ledger.complete, reservation.entry_id, body)
         extra = {"stream_id": stream_id, "window_id": window_id, "ledger_entry_id": str(charge.entry_id)}
         now = self.clock()
         if publish_at is not None and now < publish_at:  # wait for the public publication time
@@ -611,21 +640,16 @@ class ReleaseAgent:
         spent = await asyncio.to_thread(self.ledger.spent, stream_id)
         left = await asyncio.to_thread(self.ledger.remaining, stream_id)
         self.metrics.released(stream_id, spent.epsilon, left.epsilon)
-        log.info("released %s for window %s of stream %s (ledger entry %s, epsilon left %g)",
-                 key, window_id, stream_id, charge.entry_id, left.epsilon, extra=extra)
+        self.metrics.released_level(stream_id, level)
+        log.info("released %s for window %s of stream %s (ledger entry %s, lifetime epsilon per example "
+                 "spent %g)", key, window_id, stream_id, charge.entry_id, spent.epsilon, extra=extra)
         return "released"
 
     async def _refuse(self, policy: ReleasePolicy, product: Product, state: _StreamState, window_id: str,
-                      recorded: bool = False, level: int = 0) -> None:
+                      level: int = 0) -> None:
+        """The ledger refused a reservation and recorded it (a safety net: a valid configuration
+        never runs out; a lowered budget or a ledger shared with an older configuration can)."""
         stream_id = policy.stream_id
-        if not recorded:
-            try:  # the ledger records the refusal itself, durably, and raises
-                await asyncio.to_thread(self.ledger.charge, stream_id, window_id, product.key,
-                                        *product.cost(level), b"")
-            except BudgetExhaustedError:
-                pass
-            else:  # pragma: no cover - the check above saw too little budget; it cannot grow
-                raise RuntimeError("the ledger accepted a charge beyond the stream's budget")
         if not state.exhausted:
             state.exhausted = True
             log.warning("stream %s: privacy budget exhausted; no more releases (the online SOA keeps "

@@ -6,6 +6,7 @@ registration functions, so the agents never import the service (DESIGN.md §2).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -14,6 +15,7 @@ import faust
 import numpy as np
 
 from privstream import __version__
+from privstream.agents.ledger_port import PrivacyCost
 from privstream.agents.online import OnlineLearners, OnlineStream
 from privstream.agents.pipeline import IngestPipeline
 from privstream.agents.progress import Progress
@@ -246,6 +248,18 @@ def build_service(settings: Settings) -> Service:
         s.name: release_policy(s, streams[s.name].hypothesis_class if s.name in streams else None)
         for s in settings.streams if s.release
     }
+    if ledger is not None:
+        user_budget = (PrivacyCost(settings.user_epsilon_budget, settings.user_delta_budget)
+                       if settings.user_epsilon_budget is not None else None)
+        for s in settings.streams:
+            if s.release is None:
+                continue
+            # The schedule's public anchor: the stream's registration time in the ledger.
+            lifetime = PrivacyCost(s.release.epsilon_budget, s.release.delta_budget)
+            start = ledger.register_stream(s.name, lifetime)
+            policies[s.name] = dataclasses.replace(
+                policies[s.name], schedule_start=start,
+                user_budget=user_budget if s.release.privacy_unit == "user" else None)
     for p in policies.values():  # simulated on synthetic data of the class, once per configuration
         if p.hypothesis_class is not None and p.window_kind == "count" and (why := window_too_small(
                 p.products[0].algorithm, p.hypothesis_class, epsilon=p.products[0].epsilon,
@@ -281,6 +295,7 @@ def build_service(settings: Settings) -> Service:
         assert ledger is not None
         for sid in policies:
             metrics.budget(sid, ledger.spent(sid).epsilon, ledger.remaining(sid).epsilon)
+            metrics.lifetime(sid, ledger.spent(sid).epsilon, ledger.lifetime(sid).budget.epsilon)
         releases = ReleaseAgent(
             policies, store, ledger, publisher(ingest, settings), metrics,
             library_version=__version__,

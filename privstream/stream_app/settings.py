@@ -332,6 +332,12 @@ class Settings(BaseSettings):
         default=60.0, gt=0, description="/healthz fails when received examples wait this long"
     )
 
+    # --- the individual privacy filter (user level; E-DESIGN §5) --------------------------------
+    user_epsilon_budget: float | None = Field(
+        default=None, gt=0, description="each user's lifetime ε across all user-level streams of the "
+        "deployment (one ledger); unset: each stream's epsilon_budget")
+    user_delta_budget: float = Field(default=0.0, ge=0, lt=1, description="each user's lifetime δ")
+
     # --- state and logging ----------------------------------------------------------------------
     data_dir: Path = Field(default=Path("var"), description="local state: faust data, ledger")
     store_url: str | None = Field(

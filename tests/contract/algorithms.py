@@ -209,6 +209,12 @@ class NullMetrics:
     def release_late(self, stream_id: str) -> None:
         pass
 
+    def released_level(self, stream_id: str, level: int) -> None:
+        pass
+
+    def users_excluded(self, stream_id: str, count: int) -> None:
+        pass
+
 
 def empty_window_release(algorithm: Algorithm) -> bytes:
     """The bytes the release agent publishes for a time window that holds no example.
