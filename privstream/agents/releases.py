@@ -680,7 +680,8 @@ class ReleaseAgent:
             delta=delta,
             level=level,
             lifetime=policy.lifetime,
-            composition="tree" if policy.lifetime is not None else "sequential",
+            composition=("sequential" if policy.lifetime is None
+                         else "individual-filter" if policy.privacy_unit == "user" else "tree"),
             neighbouring_relation=policy.neighbouring_relation,
             privacy_unit=policy.privacy_unit,
             privacy=result.privacy,
