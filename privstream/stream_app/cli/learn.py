@@ -24,6 +24,8 @@ VECTOR_EXAMPLES_HELP = "CSV with a header, label column y (empty = unlabelled) a
 BOUNDS_HELP = ("public feature bounds of the vector learners (required by them, never derived from the "
                "data): 'lo:hi' for every feature or a JSON list [[lo, hi], ...]; write --bounds=-1:1")
 VECTOR_LEARNER_NAMES = ("bayes-consistent", "semi-supervised")  # see vector_base.VECTOR_LEARNERS
+#: α and β of the class learners when not given (the service's default too: agents.releases.ReleasePolicy)
+CLASS_LEARNER_ACCURACY = 0.25
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -37,8 +39,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     learn.add_argument("--bounds", metavar="BOUNDS", help=BOUNDS_HELP)
     learn.add_argument("--epsilon", type=float, required=True, help="privacy parameter ε of each run")
     learn.add_argument("--delta", type=float, default=0.0, help="allowed δ (default 0; generic is pure DP)")
-    learn.add_argument("--alpha", type=float, default=0.25, help="target accuracy α (default 0.25)")
-    learn.add_argument("--beta", type=float, default=0.25, help="target confidence β (default 0.25)")
+    learn.add_argument("--alpha", type=float,
+                       help="target accuracy α (default 0.25; semi-supervised: the learner's own, 0.1)")
+    learn.add_argument("--beta", type=float,
+                       help="target confidence β (default 0.25; semi-supervised: the learner's own, 0.1)")
     learn.add_argument("--seed", type=int,
                        help="seeded randomness: reproducible and NOT private (experiments only)")
     learn.add_argument("--runs", type=int, default=1, metavar="K",
@@ -97,14 +101,16 @@ def run_learn(args: argparse.Namespace) -> int:
     rng = _randomness_notes(args)
     window = WindowInfo(window_id=file_window_id(path), kind="file", start=0, end=int(xs.shape[0]))
     for run in range(args.runs):
-        result = learner.fit(hclass, xs, ys, epsilon=args.epsilon, delta=args.delta, alpha=args.alpha,
-                             beta=args.beta, rng=rng)
+        result = learner.fit(hclass, xs, ys, epsilon=args.epsilon, delta=args.delta,
+                             alpha=CLASS_LEARNER_ACCURACY if args.alpha is None else args.alpha,
+                             beta=CLASS_LEARNER_ACCURACY if args.beta is None else args.beta, rng=rng)
         parameters: dict[str, Any] = {**result.parameters, "learner": learner.name}
         if args.runs > 1:
             parameters["run"] = run
         certificate = Certificate(
             mechanism=result.mechanism, epsilon=result.epsilon, delta=result.delta,
-            neighbouring_relation="replace-one", privacy_unit="example", window=window,
+            neighbouring_relation=result.neighbouring_relation, privacy_unit="example", window=window,
+            privacy=result.privacy, dp_outputs=result.dp_outputs,
             sample_size=result.sample_size, parameters=parameters, proper=result.proper,
             accuracy_guarantee_holds=result.accuracy_guarantee_holds,
             theorem_sample_size=result.theorem_sample_size,
@@ -147,7 +153,7 @@ def _parse_bounds(text: str | None, d: int) -> Any:
 
 def _learn_vectors(args: argparse.Namespace) -> int:
     """``learn`` for the vector learners: one HypothesisRelease per run (hypothesis = model.to_dict())."""
-    from privstream.learning.private_learners.vector_base import make_vector_learner
+    from privstream.learning.private_learners.vector_base import make_vector_learner, split_labels
     from privstream.schemas import Certificate, HypothesisRelease, WindowInfo
     from privstream.stream_app.sources.files import read_vector_examples
 
@@ -155,8 +161,14 @@ def _learn_vectors(args: argparse.Namespace) -> int:
         raise ValueError(f"learner {args.learner!r} takes no CLASS argument (got {args.hclass!r})")
     path = Path(args.examples)
     X, y, _ = read_vector_examples(path)
+    if args.learner == "bayes-consistent" and not split_labels(y, X.shape[0])[1].all():
+        # validated here, before the learner (which never refuses data: unlabelled rows cast no vote)
+        raise ValueError("the bayes-consistent learner needs every row labelled (0/1); use the "
+                         "semi-supervised learner for unlabelled rows")
     bounds = _parse_bounds(args.bounds, X.shape[1])
-    params = {"alpha": args.alpha, "beta": args.beta} if args.learner == "semi-supervised" else {}
+    # only what was given: the service runs the learner with its own defaults too
+    given = {"alpha": args.alpha, "beta": args.beta}.items()
+    params = {k: v for k, v in given if v is not None} if args.learner == "semi-supervised" else {}
     learner = make_vector_learner(args.learner, **params)
     rng = _randomness_notes(args)
     window = WindowInfo(window_id=file_window_id(path), kind="file", start=0, end=int(X.shape[0]))
@@ -167,7 +179,7 @@ def _learn_vectors(args: argparse.Namespace) -> int:
         if args.runs > 1:
             fields["parameters"]["run"] = run
         certificate = Certificate(
-            **fields, neighbouring_relation="replace-one", privacy_unit="example", window=window,
+            **fields, privacy_unit="example", window=window,
             randomness="seeded" if args.seed is not None else "secure", library_version=__version__,
         )
         hclass = result.hypothesis_class
@@ -187,14 +199,9 @@ def _learn_vectors(args: argparse.Namespace) -> int:
 
 
 def _audit_spec(name: str, epsilon: float | None) -> Any:
-    import privstream.learning.consistent.audit  # registers the vector learners' audits
-    import privstream.learning.private_learners.audit  # noqa: F401  (registers the learners)
-    from privstream.learning.audit import AUDITABLE_MECHANISMS
+    from privstream.learning.audit import audit_spec_factory
 
-    factory = AUDITABLE_MECHANISMS.get(name)
-    if factory is None:
-        known = ", ".join(sorted(AUDITABLE_MECHANISMS))
-        raise ValueError(f"unknown mechanism {name!r}; auditable: {known}")
+    factory = audit_spec_factory(name)
     if epsilon is None:
         return factory()
     if "epsilon" not in inspect.signature(factory).parameters:
