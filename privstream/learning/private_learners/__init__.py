@@ -2,8 +2,9 @@
 
 * :class:`LearnerResult`, :class:`PrivateLearner`, :func:`make_learner` (registry by name).
 * ``"generic"``: :class:`GenericLearner`, the exponential mechanism over the class [S Thm 3.3],
-  exact and without enumerating the class (:func:`error_levels`), with its theorem sample size
-  :func:`generic_sample_size`.
+  exact and without enumerating the class (:func:`error_levels`; intervals by
+  :mod:`~privstream.learning.private_learners.interval_sampler`, O(n log n)), with its theorem
+  sample size :func:`generic_sample_size`.
 """
 
 from privstream.learning.private_learners.base import LEARNERS, LearnerResult, PrivateLearner, make_learner
