@@ -20,9 +20,9 @@ import time
 
 import numpy as np
 
-from privstream.learning.bitset_search import BitsetClass, columns_from_matrix
 from privstream.learning.dimensions import littlestone_dimension_reference
 from privstream.learning.hypothesis_classes import parse_class_spec
+from privstream.learning.hypothesis_classes.bitset_search import BitsetClass, columns_from_matrix
 
 
 class _Timeout(Exception):

@@ -43,7 +43,7 @@ import numpy as np
 from privstream.learning.hypotheses import Hypothesis
 from privstream.learning.hypothesis_classes import FiniteClass, HypothesisClass, parse_class_spec
 from privstream.learning.private_learners import LEARNERS, error_levels, generic_sample_size, make_learner
-from privstream.learning.private_learners.global_stability import global_stability_sample_size
+from privstream.learning.private_learners.global_stability.learner import global_stability_sample_size
 from privstream.learning.randomness import RandomSource, seeded
 
 ALPHA = BETA = 0.1
@@ -160,7 +160,7 @@ def theory_n(name: str, hclass: HypothesisClass, d: int) -> dict[str, Any]:
         elif name == "global-stability":
             value = global_stability_sample_size(ALPHA, BETA, 1.0, DELTA, d) if d >= 1 else 0
         elif name == "proper":
-            from privstream.learning.private_learners.proper import proper_sample_size
+            from privstream.learning.private_learners.proper.learner import proper_sample_size
 
             value = proper_sample_size(ALPHA, BETA, 1.0, DELTA, d)
         else:

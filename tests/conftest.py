@@ -3,11 +3,22 @@
 Tests marked ``kafka`` need Apache Kafka (features the embedded broker lacks, DESIGN.md §5);
 they run only when ``PRIVSTREAM_KAFKA_BOOTSTRAP`` names one, and are reported as skipped
 with that reason otherwise.
+
+Tests that need PostgreSQL take ``pg_server``: one real server per test session (``initdb`` and
+``postgres`` from the machine's PostgreSQL, on 127.0.0.1 and a free port, in a temporary
+directory, run as an unprivileged user; see :mod:`privstream.stream_app.store.pg_server`), and
+``pg_database``, a fresh database per test (~40 ms). Where the server binaries are missing they
+skip, saying what to install; ``scripts/test.sh`` installs them where it can.
 """
 
+import itertools
 import os
+import re
+from collections.abc import Iterator
 
 import pytest
+
+from privstream.stream_app.store.pg_server import PostgresServer, PostgresUnavailableError
 
 
 def pytest_collection_modifyitems(config, items):
@@ -17,3 +28,30 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "kafka" in item.keywords:
             item.add_marker(skip)
+
+
+_numbers = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PostgresServer]:
+    server = PostgresServer()
+    try:
+        server.start()
+    except PostgresUnavailableError as exc:
+        pytest.skip(str(exc))
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def database_name(request: pytest.FixtureRequest) -> str:
+    """A fresh database name per test (PostgreSQL identifiers: at most 63 bytes)."""
+    return f"t{next(_numbers)}_" + re.sub(r"\W+", "_", request.node.name).strip("_").lower()[:50]
+
+
+@pytest.fixture
+def pg_database(request: pytest.FixtureRequest, pg_server: PostgresServer) -> str:
+    """The URL of a fresh, empty database on the session's server."""
+    return pg_server.create_database(database_name(request))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -22,6 +22,11 @@ class IngestMetrics(Protocol):
     def mistake_bound(self, stream_id: str, bound: int) -> None: ...
 
 
+class StateStoreError(RuntimeError):
+    """The state store cannot be used (not a privstream store, a newer schema, locked too long,
+    its database unreachable); the message names the file or database."""
+
+
 class WindowData(NamedTuple):
     """A window's examples in compact numpy form (never a list of objects)."""
 
@@ -31,8 +36,9 @@ class WindowData(NamedTuple):
     seqs: np.ndarray  # int64: the examples' sequence numbers in the stream (arrival order)
 
 
+@runtime_checkable
 class StateStore(Protocol):
-    """Durable per-stream state: window buffers and SOA snapshots (the service uses SQLite).
+    """Durable per-stream state: window buffers and SOA snapshots (SQLite or PostgreSQL).
 
     ``append`` is idempotent per Kafka position, so a replay (at-least-once) stores nothing new
     and an example keeps its sequence number for ever: window ids are deterministic.
@@ -59,8 +65,12 @@ class StateStore(Protocol):
 
     def pending_time_windows(self, stream_id: str) -> list[int]: ...
 
-    def mark_closed(self, stream_id: str, window_id: str, outcome: str) -> None:
-        """Record the window as done (released, refused or failed) and drop its examples."""
+    def mark_closed(
+        self, stream_id: str, window_id: str, outcome: str, *,
+        seqs: tuple[int, int] | None = None, time_window: int | None = None,
+    ) -> None:
+        """Record the window as done (released, refused or failed) and drop its examples (those
+        with sequence numbers in ``[seqs[0], seqs[1])``, or of time window ``time_window``)."""
         ...
 
     def closed_windows(self, stream_id: str) -> dict[str, str]: ...

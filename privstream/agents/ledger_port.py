@@ -1,7 +1,8 @@
 """The agents' view of the privacy ledger: its protocol, values and errors (no storage types).
 
-The service's durable implementation is :class:`privstream.stream_app.store.sqlite_ledger.SqliteLedger`;
-the agents depend only on what is here (DESIGN.md §2: agents never import the service).
+The service's durable implementations are in :mod:`privstream.stream_app.store` (``SqliteLedger``,
+``PostgresLedger``); the agents depend only on what is here (DESIGN.md §2: agents never import the
+service).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ __all__ = [
     "LedgerCorruptError",
     "LedgerError",
     "LedgerMissingError",
+    "LedgerUnavailableError",
     "PrivacyCost",
     "PrivacyLedger",
     "UnknownEntryError",
@@ -30,19 +32,30 @@ __all__ = [
 
 
 class LedgerError(Exception):
-    """Base class of every error the ledger raises (no sqlite3 exception escapes it)."""
+    """Base class of every error the ledger raises (no database driver's exception escapes it)."""
 
 
 class LedgerMissingError(LedgerError):
-    """The ledger file does not exist and creating it was not requested."""
+    """The ledger (file, or schema in its database) does not exist and creating it was not requested."""
 
 
 class LedgerCorruptError(LedgerError):
-    """The file is not a valid privstream ledger (garbage, foreign schema, wrong version, damage)."""
+    """The file or database is not a valid privstream ledger (garbage, foreign schema, wrong
+    version, damage)."""
 
 
 class LedgerBusyError(LedgerError):
     """Another process held the ledger's write lock for longer than the busy timeout."""
+
+
+class LedgerUnavailableError(LedgerError):
+    """The ledger's database server could not be reached, or the connection kept breaking, for
+    longer than the ledger's retry time.
+
+    If a ``charge`` raises it, the charge was either stored whole or not at all, and its caller
+    cannot tell which: charge the same key again once the database is back (charges are
+    idempotent) and publish the bytes that call returns.
+    """
 
 
 class UnknownStreamError(LedgerError):

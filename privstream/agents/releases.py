@@ -96,6 +96,7 @@ class ReleasePolicy:
     allowed_lateness_seconds: float = 0.0
     privacy_unit: str = "example"
     user_contribution_bound: int | None = None
+    expected_size: int | None = None  # where n is private: the size the algorithms use instead of n
 
     @property
     def neighbouring_relation(self) -> str:
@@ -257,7 +258,9 @@ class ReleaseAgent:
             await self._publish(topic_of_key(charge.mechanism), charge.stream_id, charge.release)
             await asyncio.to_thread(self.ledger.mark_published, charge.entry_id)
             log.info("re-published release %s of stream %s from the ledger's outbox",
-                     charge.entry_id, charge.stream_id)
+                     charge.entry_id, charge.stream_id, extra={
+                         "stream_id": charge.stream_id, "window_id": charge.window_id,
+                         "ledger_entry_id": str(charge.entry_id)})
             count += 1
         return count
 
@@ -314,7 +317,9 @@ class ReleaseAgent:
                     outcomes.append(outcome)
                 except Exception:
                     # A learner or publication failure must not kill the worker: log, count, surface.
-                    log.exception("%s of window %s of stream %s failed", product.key, window_id, stream_id)
+                    log.exception("%s of window %s of stream %s failed", product.key, window_id, stream_id,
+                                  extra={"stream_id": stream_id, "window_id": window_id,
+                                         "ledger_entry_id": None})
                     self.metrics.learner_failed(stream_id)
                     outcomes.append("failed")
             if "failed" not in outcomes:  # a failed product keeps the window for a retry after restart
@@ -350,15 +355,18 @@ class ReleaseAgent:
         else:
             epsilon, delta = product.epsilon, product.delta
         rng = self._rng_factory(f"{window_id}/{key}") if self._rng_factory else None
+        # n private: the algorithms derive everything they publish from the operator's expected size
+        size = {} if policy.expected_size is None else {"expected_size": policy.expected_size}
         if product.vector:
             run = partial(product.algorithm.fit, data.xs, data.ys, epsilon=epsilon, delta=delta,
-                          bounds=policy.feature_bounds, rng=rng)
+                          bounds=policy.feature_bounds, rng=rng, **size)
         elif product.topic == "hypotheses":
             run = partial(product.algorithm.fit, policy.hypothesis_class, data.xs, data.ys,
-                          epsilon=epsilon, delta=delta, alpha=policy.alpha, beta=policy.beta, rng=rng)
+                          epsilon=epsilon, delta=delta, alpha=policy.alpha, beta=policy.beta, rng=rng, **size)
         else:
             run = partial(product.algorithm.fit, policy.hypothesis_class, data.xs,
-                          data.ys if product.labelled else None, epsilon=epsilon, delta=delta, rng=rng)
+                          data.ys if product.labelled else None, epsilon=epsilon, delta=delta, rng=rng,
+                          **size)
         started = time.perf_counter()
         result = await asyncio.get_running_loop().run_in_executor(self.executor, run)
         self.metrics.learner_ran(product.name, time.perf_counter() - started, len(data.xs))
@@ -380,7 +388,8 @@ class ReleaseAgent:
         left = await asyncio.to_thread(self.ledger.remaining, stream_id)
         self.metrics.released(stream_id, spent.epsilon, left.epsilon)
         log.info("released %s for window %s of stream %s (ledger entry %s, epsilon left %g)",
-                 key, window_id, stream_id, charge.entry_id, left.epsilon)
+                 key, window_id, stream_id, charge.entry_id, left.epsilon, extra={
+                     "stream_id": stream_id, "window_id": window_id, "ledger_entry_id": str(charge.entry_id)})
         return "released"
 
     async def _refuse(self, policy: ReleasePolicy, product: Product, state: _StreamState, window_id: str,
@@ -397,7 +406,8 @@ class ReleaseAgent:
         if not state.exhausted:
             state.exhausted = True
             log.warning("stream %s: privacy budget exhausted; no more releases (the online SOA keeps "
-                        "serving)", stream_id)
+                        "serving)", stream_id,
+                        extra={"stream_id": stream_id, "window_id": window_id, "ledger_entry_id": None})
         spent = await asyncio.to_thread(self.ledger.spent, stream_id)
         left = await asyncio.to_thread(self.ledger.remaining, stream_id)
         self.metrics.refused(stream_id, spent.epsilon, left.epsilon)
@@ -421,6 +431,7 @@ class ReleaseAgent:
             delta=product.delta,
             neighbouring_relation=policy.neighbouring_relation,
             privacy_unit=policy.privacy_unit,
+            privacy=result.privacy,
             user_contribution_bound=policy.user_contribution_bound,
             window=info,
             sample_size=result.sample_size if n_public else None,
@@ -430,6 +441,7 @@ class ReleaseAgent:
             parameters={**result.parameters, "learner" if is_learner else "sanitizer": product.name,
                         "algorithm_epsilon": result.epsilon, "algorithm_delta": result.delta},
             proper=result.proper if is_learner else False,
+            dp_outputs=result.dp_outputs,
             accuracy_guarantee_holds=result.accuracy_guarantee_holds if n_public else None,
             theorem_sample_size=result.theorem_sample_size,
             randomness=randomness,

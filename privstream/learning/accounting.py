@@ -21,7 +21,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from privstream.learning.privacy_errors import PrivacyParameterError
+from privstream.learning.errors import PrivacyParameterError
 
 __all__ = [
     "DEFAULT_RDP_ORDERS",

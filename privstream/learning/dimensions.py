@@ -3,7 +3,7 @@
 Structured classes (``thresholds``, ``points``, ``intervals``) use closed forms, documented
 with their proofs on the class (e.g. :class:`~privstream.learning.hypothesis_classes.Thresholds`)
 and checked against the exact matrix computation in the tests. Finite classes use the exact
-bitset search of :mod:`privstream.learning.bitset_search`.
+bitset search of :mod:`privstream.learning.hypothesis_classes.bitset_search`.
 
 Convention: ``Ldim(empty class) = -1``.
 

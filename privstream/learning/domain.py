@@ -33,6 +33,20 @@ def check_point(x: object, n: int) -> int:
     return x
 
 
+def json_int(value: object) -> int | None:
+    """An integer read from JSON: an int, or its decimal string (how public messages write integers
+    beyond 2^53, see ``privstream.schemas.numbers``); None for anything else.
+
+    >>> json_int(5), json_int("9223372036854775808"), json_int("5.0"), json_int(True)
+    (5, 9223372036854775808, None, None)
+    """
+    if type(value) is int:
+        return value
+    if type(value) is str and value.lstrip("-").isdigit() and value.isascii():
+        return int(value)
+    return None
+
+
 def check_label(y: object) -> int:
     """Return ``y`` as 0 or 1, or raise :class:`LabelError`."""
     if y == 0 or y == 1:

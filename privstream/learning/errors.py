@@ -1,7 +1,9 @@
 """Errors raised by the learning layer.
 
 Everything a user can cause with bad input is a :class:`LearningInputError`, a ``ValueError``,
-so the CLI prints it as one line (exit status 2) instead of a traceback.
+so the CLI prints it as one line (exit status 2) instead of a traceback; an invalid privacy or
+noise parameter (of a mechanism, the accounting or the audit) is a :class:`PrivacyParameterError`,
+also a ``ValueError``.
 :class:`TooExpensiveError` is different: the input is fine but the exact answer would take too
 long; callers such as ``privstream dims`` report ``null`` with the reason instead of a guess.
 """
@@ -35,6 +37,13 @@ class HypothesisFormatError(LearningInputError):
 
 class StateError(LearningInputError):
     """A serialised SOA state that does not belong to the given class or is malformed."""
+
+
+class PrivacyParameterError(ValueError):
+    """A privacy or noise parameter is invalid (e.g. epsilon <= 0, delta outside [0, 1), NaN).
+
+    Subclasses ``ValueError`` so callers validating generic arguments catch it too.
+    """
 
 
 class TooExpensiveError(Exception):

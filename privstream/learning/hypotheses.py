@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from privstream.learning.domain import INT64_MAX, as_points, check_point
+from privstream.learning.domain import INT64_MAX, as_points, check_point, json_int
 from privstream.learning.errors import HypothesisFormatError
 
 
@@ -175,12 +175,13 @@ def hypothesis_from_table(table: Sequence[int] | np.ndarray) -> Hypothesis:
 def hypothesis_from_dict(d: Mapping[str, Any]) -> Hypothesis:
     """Inverse of :meth:`Hypothesis.to_dict`; rejects malformed or non-canonical input."""
     try:
-        kind, n = d["kind"], d["domain"]
-        if type(n) is not int or n < 1:
-            raise HypothesisFormatError(f"domain must be a positive integer, got {n!r}")
+        kind, n = d["kind"], json_int(d["domain"])  # integers beyond 2^53 arrive as decimal strings
+        if n is None or n < 1:
+            raise HypothesisFormatError(f"domain must be a positive integer, got {d['domain']!r}")
         if kind == "runs":
-            changes = d["changes"]
-            if not isinstance(changes, list) or any(type(c) is not int for c in changes):
+            raw = d["changes"]
+            changes = [json_int(c) for c in raw] if isinstance(raw, list) else [None]
+            if any(c is None for c in changes):
                 raise HypothesisFormatError("changes must be a list of integers")
             if not _runs_is_canonical(n, len(changes)):
                 raise HypothesisFormatError("too many change points for the runs form (use bits)")

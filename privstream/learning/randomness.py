@@ -35,7 +35,7 @@ from collections.abc import Callable
 from fractions import Fraction
 from functools import lru_cache
 
-from privstream.learning.privacy_errors import PrivacyParameterError
+from privstream.learning.errors import PrivacyParameterError
 
 __all__ = [
     "RandomSource",

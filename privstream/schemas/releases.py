@@ -2,48 +2,71 @@
 
 Everything on the public topics is one of these. The certificate states what a subscriber
 needs to trust the release (DESIGN.md §4): the mechanism, (ε, δ), the neighbouring relation,
-the privacy unit, the window, the sample size, the ledger entry, the budget left, the
-parameters, the library version, and whether the paper's accuracy theorem holds at them.
+the privacy unit, whether privacy is information-theoretic or computational, the window, the
+sample size, the ledger entry, the budget left, the parameters, the DP outputs, the library
+version, and whether the paper's accuracy theorem holds at them.
+
+No JSON number in a release exceeds 2^53 in magnitude (:mod:`privstream.schemas.numbers`):
+larger values in ``parameters``, ``dp_outputs``, ``hypothesis`` and ``distribution`` are decimal
+strings, and the theorem's sample size is a float (null beyond 2^53) with its log10.
+
+Schema version 2: ``theorem_sample_size`` became a float with ``theorem_sample_size_log10``,
+and ``privacy`` and ``dp_outputs`` were added.
+
+>>> c = Certificate(mechanism="pcl", epsilon=1.0, delta=0.0, neighbouring_relation="replace-one",
+...                 privacy="information-theoretic", proper=False, accuracy_guarantee_holds=None,
+...                 theorem_sample_size=10**2400, randomness="secure", library_version="0")
+>>> c.theorem_sample_size, c.theorem_sample_size_log10
+(None, 2400.0)
 """
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field, model_validator
 
-RELEASE_SCHEMA_VERSION = 1
+from privstream.schemas.numbers import MAX_SAFE_INTEGER, JsonSafeDict, PublicMessage, theorem_size_fields
+
+RELEASE_SCHEMA_VERSION = 2
 
 NeighbouringRelation = Literal["replace-one", "add-remove-one"]
 PrivacyUnit = Literal["example", "user"]
+PrivacyKind = Literal["information-theoretic", "computational"]
+
+_Offset = Annotated[int, Field(ge=0, le=MAX_SAFE_INTEGER)]
+_WITHIN_RANGE = "numbers beyond 2^53 in magnitude are written as decimal strings (privstream.schemas.numbers)"
 
 
-class WindowInfo(BaseModel):
+class WindowInfo(PublicMessage):
     """Which examples a release was computed from."""
-
-    model_config = ConfigDict(extra="ignore", frozen=True)
 
     window_id: str = Field(description="deterministic id: replays reproduce it")
     kind: Literal["count", "time", "file"]
-    start: int | datetime | None = Field(default=None, description="first offset index or start time")
-    end: int | datetime | None = Field(default=None, description="last offset index (exclusive) or end time")
+    start: _Offset | datetime | None = Field(default=None, description="first offset index or start time")
+    end: _Offset | datetime | None = Field(default=None,
+                                          description="last offset index (exclusive) or end time")
 
 
-class Certificate(BaseModel):
+class Certificate(PublicMessage):
     """The privacy certificate carried by every release."""
-
-    model_config = ConfigDict(extra="ignore", frozen=True)
 
     mechanism: str = Field(description="name of the DP algorithm that produced the release")
     epsilon: float = Field(ge=0)
     delta: float = Field(ge=0, lt=1)
     neighbouring_relation: NeighbouringRelation
     privacy_unit: PrivacyUnit = "example"
-    user_contribution_bound: int | None = Field(default=None, ge=1)
+    privacy: PrivacyKind = Field(
+        description="'information-theoretic': (epsilon, delta) hold against any adversary, given ideal "
+        "randomness; 'computational': they also rest on a cryptographic assumption (e.g. a keyed PRF "
+        "expanding a secret key into the noise), so they hold against efficient adversaries only"
+    )
+    user_contribution_bound: int | None = Field(default=None, ge=1, le=MAX_SAFE_INTEGER)
     window: WindowInfo | None = None
     sample_size: int | None = Field(
-        default=None, ge=0, description="n; null under add-remove-one, where n itself is private"
+        default=None, ge=0, le=MAX_SAFE_INTEGER,
+        description="n; null under add-remove-one, where n itself is private",
     )
     ledger_entry_id: str | None = Field(default=None, description="the charge in the privacy ledger")
     composition: Literal["sequential"] = Field(
@@ -51,28 +74,52 @@ class Certificate(BaseModel):
     )
     epsilon_budget_remaining: float | None = None
     delta_budget_remaining: float | None = None
-    parameters: dict[str, Any] = Field(default_factory=dict)
+    parameters: JsonSafeDict = Field(
+        default_factory=dict,
+        description="the algorithm's configuration (functions of public configuration, and of n only "
+        f"where n is public); {_WITHIN_RANGE}",
+    )
+    dp_outputs: JsonSafeDict = Field(
+        default_factory=dict,
+        description="values computed by the release's DP mechanisms (noisy counts, selected queries): "
+        f"post-processing, safe to publish; their keys depend on the configuration only; {_WITHIN_RANGE}",
+    )
     proper: bool = Field(description="whether the hypothesis is a member of the class")
     accuracy_guarantee_holds: bool | None = Field(
         description="whether the sample size meets the learner's theorem for (alpha, beta); "
         "null when n is private (time windows): even this one bit would depend on it"
     )
-    theorem_sample_size: int | None = Field(
-        default=None, description="the n the accuracy theorem needs at these parameters"
+    theorem_sample_size: float | None = Field(
+        default=None, ge=0, le=MAX_SAFE_INTEGER,
+        description="the n the accuracy theorem needs at these parameters, exact when at most 2^53; "
+        "null when there is no such n or it exceeds 2^53 (then read theorem_sample_size_log10)",
+    )
+    theorem_sample_size_log10: float | None = Field(
+        default=None, description="log10 of the theorem's n (3 decimals); null when there is no such n"
     )
     randomness: Literal["secure", "seeded"] = Field(
         description="'seeded' means reproducible and NOT private: for experiments only"
     )
     library_version: str
 
+    @model_validator(mode="before")
+    @classmethod
+    def _theorem_size(cls, data: Any) -> Any:
+        """A learner's exact (possibly astronomical) int becomes the float-or-null and its log10."""
+        if isinstance(data, dict) and "theorem_sample_size_log10" not in data:
+            size = data.get("theorem_sample_size")
+            if isinstance(size, int | float) and not isinstance(size, bool):
+                value, log10 = theorem_size_fields(size)
+                data = {**data, "theorem_sample_size": value, "theorem_sample_size_log10": log10}
+        return data
 
-class HypothesisRelease(BaseModel):
+
+class HypothesisRelease(PublicMessage):
     """A private hypothesis released to the ``hypotheses`` topic (or printed by ``privstream learn``)."""
-
-    model_config = ConfigDict(extra="ignore", frozen=True)
 
     schema_version: int = RELEASE_SCHEMA_VERSION
     stream_id: str
     hypothesis_class: str = Field(description="the class spec string, e.g. 'thresholds:65536'")
-    hypothesis: dict[str, Any] = Field(description="canonical form: equal functions compare equal")
+    hypothesis: JsonSafeDict = Field(
+        description=f"canonical form: equal functions compare equal; {_WITHIN_RANGE}")
     certificate: Certificate

@@ -10,22 +10,20 @@ to query h is ``Pr[h(x) = 1]`` (or ``Pr[h(x) = y]`` when labelled) under that di
 
 from __future__ import annotations
 
-from typing import Any
+from pydantic import Field
 
-from pydantic import BaseModel, ConfigDict, Field
-
+from privstream.schemas.numbers import JsonSafeDict, PublicMessage
 from privstream.schemas.releases import RELEASE_SCHEMA_VERSION, Certificate
 
 
-class SanitizedRelease(BaseModel):
+class SanitizedRelease(PublicMessage):
     """A private synthetic distribution for a stream's class (ggkm.md §1.3, Definition 2.3)."""
-
-    model_config = ConfigDict(extra="ignore", frozen=True)
 
     schema_version: int = RELEASE_SCHEMA_VERSION
     stream_id: str
     hypothesis_class: str = Field(description="the class spec string, e.g. 'thresholds:65536'")
-    distribution: dict[str, Any] = Field(
-        description="canonical form: {domain, labelled, edges (interior block boundaries), weights}")
+    distribution: JsonSafeDict = Field(
+        description="canonical form: {domain, labelled, edges (interior block boundaries), weights}; "
+        "domain and edges beyond 2^53 are decimal strings (privstream.schemas.numbers)")
     labelled: bool = Field(description="answers are Pr[h(x) = y] over (x, y) instead of Pr[h(x) = 1]")
     certificate: Certificate

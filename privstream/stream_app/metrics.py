@@ -1,17 +1,23 @@
 """Prometheus metrics of the service, on their own registry, named by prometheus.io conventions.
 
 Every name starts with ``privstream_``; counters end in ``_total``; times are in seconds;
-labels are bounded (configured stream names, the fixed set of invalid reasons).
+labels are bounded (configured stream names, the fixed set of invalid reasons, configured
+learners, partitions of the examples topic, the storage ports' method names): never one label
+value per example, user or window.
 """
 
 from __future__ import annotations
 
+import functools
 import time
+from typing import Any, TypeVar, cast
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from privstream import __version__
 from privstream.agents.validation import INVALID_REASONS
+
+T = TypeVar("T")
 
 
 class ServiceMetrics:
@@ -50,6 +56,22 @@ class ServiceMetrics:
         self.last_progress = Gauge(
             "privstream_last_progress_timestamp_seconds",
             "Unix time at which the agents last finished a message.", registry=r)
+        # Examples handled per busy second is what the worker could ingest flat out: the
+        # dashboard sets it against the rate it is asked to ingest.
+        self.ingest_busy = Counter(
+            "privstream_ingest_busy_seconds",
+            "Seconds the ingest loop spent handling polled batches (validate, learn, publish, commit).",
+            registry=r)
+        self.consumer_lag = Gauge(
+            "privstream_consumer_lag_messages",
+            "Messages of an assigned partition of the examples topic not handled yet (Kafka's "
+            "high watermark minus the next offset to handle).", ["partition"], registry=r)
+        self._lag_partitions: set[int] = set()
+        self.store_seconds = Histogram(
+            "privstream_store_operation_seconds",
+            "Time one call of the ledger or the state store took.", ["store", "operation"],
+            buckets=(0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10),
+            registry=r)
         # --- private releases (labels: configured streams with releases, configured learners) ---
         self.releases = Counter(
             "privstream_releases_total", "Private releases published.", ["stream"], registry=r)
@@ -124,6 +146,18 @@ class ServiceMetrics:
     def mistake_bound(self, stream_id: str, bound: int) -> None:
         self.soa_mistake_bound.labels(stream=stream_id).set(bound)
 
+    # --- the ingest loop (stream_app/ingest.py) ------------------------------------------------
+    def ingest_batch_handled(self, seconds: float) -> None:
+        self.ingest_busy.inc(seconds)
+
+    def lag(self, partitions: dict[int, int]) -> None:
+        """Set the lag of the assigned partitions; forget partitions no longer assigned."""
+        for gone in self._lag_partitions - set(partitions):
+            self.consumer_lag.remove(str(gone))
+        for partition, lag in partitions.items():
+            self.consumer_lag.labels(partition=str(partition)).set(lag)
+        self._lag_partitions = set(partitions)
+
     # --- ReleaseMetrics ----------------------------------------------------------------------
     def released(self, stream_id: str, epsilon_spent: float, epsilon_remaining: float) -> None:
         self.releases.labels(stream=stream_id).inc()
@@ -149,6 +183,45 @@ class ServiceMetrics:
     def late_example(self, stream_id: str) -> None:
         self.late_examples.labels(stream=stream_id).inc()
 
+    def timed(self, store: T, name: str) -> T:
+        """``store`` with every method call timed into ``privstream_store_operation_seconds``."""
+        return cast(T, TimedCalls(store, functools.partial(self._store_call, name)))
+
+    def _store_call(self, store: str, operation: str, seconds: float) -> None:
+        self.store_seconds.labels(store=store, operation=operation).observe(seconds)
+
     def exposition(self) -> bytes:
         """The registry in the Prometheus text format."""
         return generate_latest(self.registry)
+
+
+class TimedCalls:
+    """A proxy that reports how long each method call of the object behind it takes.
+
+    Attributes that are not methods pass through untouched; the methods' names are the only
+    label values, so the cardinality is the object's API.
+
+    >>> seen = []
+    >>> timed = TimedCalls([3, 1, 2], lambda name, seconds: seen.append(name))
+    >>> timed.index(2), timed.count(1), seen
+    (2, 1, ['index', 'count'])
+    """
+
+    def __init__(self, target: Any, report: Any):
+        self._target = target
+        self._report = report
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._target, name)
+        if name.startswith("_") or not callable(value):
+            return value
+
+        @functools.wraps(value)
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return value(*args, **kwargs)
+            finally:
+                self._report(name, time.perf_counter() - started)
+
+        return timed

@@ -23,14 +23,16 @@ from privstream.learning.hypothesis_classes import HypothesisClass, parse_class_
 from privstream.learning.private_learners import make_learner
 from privstream.learning.private_learners.vector_base import make_vector_learner
 from privstream.learning.sanitizers import make_sanitizer
+from privstream.schemas.releases import RELEASE_SCHEMA_VERSION
 from privstream.stream_app.kafka.ingest import IngestService
 from privstream.stream_app.learner_process import LearnerProcess
 from privstream.stream_app.metrics import ServiceMetrics
 from privstream.stream_app.settings import FAUST_ENV_PREFIX, Settings, StreamConfig
-from privstream.stream_app.store.sqlite_ledger import SqliteLedger
-from privstream.stream_app.store.sqlite_state import SqliteStateStore
+from privstream.stream_app.store import factory
+from privstream.stream_app.store.factory import Ledger, StateStore
 from privstream.stream_app.web.listener import HttpListener, bearer_token_guard
 from privstream.stream_app.web.operator import PROBE_PATHS, operator_routes
+from privstream.stream_app.web.page import page_routes
 from privstream.stream_app.web.public import public_routes
 
 log = logging.getLogger(__name__)
@@ -47,8 +49,8 @@ class Service:
     metrics: ServiceMetrics
     learners: OnlineLearners
     progress: Progress
-    store: SqliteStateStore
-    ledger: SqliteLedger | None = None
+    store: StateStore
+    ledger: Ledger | None = None
     releases: ReleaseAgent | None = None
 
     def status(self) -> dict[str, Any]:
@@ -170,20 +172,16 @@ def release_policy(stream: StreamConfig, hclass: HypothesisClass | None) -> Rele
         allowed_lateness_seconds=config.window.allowed_lateness_seconds,
         privacy_unit=config.privacy_unit,
         user_contribution_bound=config.user_contribution_bound,
+        expected_size=config.expected_size,
     )
 
 
-def open_ledger(settings: Settings) -> SqliteLedger | None:
+def open_ledger(settings: Settings) -> Ledger | None:
     """The privacy ledger with every releasing stream's budget, or None if nothing is released."""
     budgets = {
         s.name: (s.release.epsilon_budget, s.release.delta_budget) for s in settings.streams if s.release
     }
-    if not budgets:
-        return None
-    path = settings.resolved_ledger_path
-    if settings.ledger_create_if_missing:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    return SqliteLedger.open(path, create_if_missing=settings.ledger_create_if_missing, budgets=budgets)
+    return factory.open_ledger(settings, budgets) if budgets else None
 
 
 def build_service(settings: Settings) -> Service:
@@ -208,7 +206,9 @@ def build_service(settings: Settings) -> Service:
             for sid, p in policies.items()
         },
     )
-    store = SqliteStateStore(settings.resolved_state_path)
+    # Every call of the storage ports is timed (privstream_store_operation_seconds).
+    store = metrics.timed(factory.open_state_store(settings), "state")
+    ledger = metrics.timed(ledger, "ledger") if ledger is not None else None
     learners = OnlineLearners(streams, metrics, store)
     progress = Progress()
     user_level = frozenset(sid for sid, p in policies.items() if p.privacy_unit == "user")
@@ -219,7 +219,8 @@ def build_service(settings: Settings) -> Service:
     }
     validator = ExampleValidator(domains, user_level=user_level)
     pipeline = IngestPipeline(validator, learners, metrics, progress)
-    ingest = IngestService(settings, pipeline, on_assigned=lambda parts: on_assigned(parts), loop=None)
+    ingest = IngestService(settings, pipeline, on_assigned=lambda parts: on_assigned(parts),
+                           metrics=metrics, loop=None)
     releases = None
     if policies:
         assert ledger is not None
@@ -247,7 +248,7 @@ def build_service(settings: Settings) -> Service:
 
     service = Service(settings, app, ingest, pipeline, metrics, learners, progress, store, ledger, releases)
     app.service(HttpListener("public", settings.public_host, settings.public_port,
-                             public_routes(settings.streams, ledger)))
+                             public_routes(settings.streams, ledger) + page_routes(settings.streams, ledger)))
     guard = ([bearer_token_guard(settings.operator_token.get_secret_value(), open_paths=PROBE_PATHS)]
              if settings.operator_token is not None else [])
     app.service(HttpListener("operator", settings.operator_host, settings.operator_port,
@@ -262,6 +263,7 @@ def publisher(ingest: IngestService, settings: Settings) -> Any:
     """Publish a release's bytes to its public topic and wait until Kafka has them."""
 
     async def publish(topic: str, stream_id: str, release: bytes) -> None:
-        await ingest.publish(settings.topic(topic), stream_id.encode(), release, [("schema_version", b"1")])
+        header = ("schema_version", str(RELEASE_SCHEMA_VERSION).encode())
+        await ingest.publish(settings.topic(topic), stream_id.encode(), release, [header])
 
     return publish

@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, m
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from privstream.learning.hypothesis_classes import parse_class_spec
+from privstream.learning.hypothesis_classes import Intervals, Points, Thresholds, parse_class_spec
 from privstream.learning.private_learners.vector_base import VECTOR_LEARNERS, check_bounds
 
 ENV_PREFIX = "PRIVSTREAM_"
@@ -33,6 +33,10 @@ CONFIG_FILE_ENV = f"{ENV_PREFIX}CONFIG_FILE"
 #: faust reads its own settings from the environment under this prefix only (an expert escape
 #: hatch, e.g. PRIVSTREAM_FAUST_STREAM_BUFFER_MAXSIZE); unprefixed WEB_PORT and friends are ignored.
 FAUST_ENV_PREFIX = f"{ENV_PREFIX}FAUST_"
+
+SslMode = Literal["disable", "allow", "prefer", "require", "verify-ca", "verify-full"]
+#: URL schemes of ``store_url``: SQLite files on one host, or a PostgreSQL database.
+STORE_SCHEMES = ("sqlite", "postgresql", "postgres")
 
 #: The logical topics of the service; their Kafka names are ``topic_prefix + name``.
 TOPIC_NAMES = ("examples", "examples.dlq", "predictions", "hypotheses", "sanitized")
@@ -73,7 +77,9 @@ class ReleaseConfig(BaseModel):
 
     learner: str = Field(default="generic", description="private learner, e.g. 'generic'")
     learner_params: dict[str, Any] = Field(default_factory=dict, description="e.g. alpha, beta")
-    sanitizer: str | None = Field(default=None, description="also release a sanitizer: 'mwem' or 'fooling'")
+    sanitizer: str | None = Field(
+        default=None, description="also release a sanitizer: 'hierarchical' (the most accurate for "
+                                  "thresholds, intervals and points), 'mwem' (also class files) or 'fooling'")
     sanitizer_params: dict[str, Any] = Field(default_factory=dict)
     sanitizer_epsilon: float | None = Field(default=None, gt=0, le=100, description="default: epsilon")
     sanitizer_delta: float | None = Field(default=None, ge=0, lt=1, description="default: delta")
@@ -90,6 +96,13 @@ class ReleaseConfig(BaseModel):
     on_budget_exhausted: Literal["stop"] = Field(
         default="stop", description="stop releasing (the online SOA keeps serving)"
     )
+    expected_size: int | None = Field(
+        default=None, ge=1, le=2**53,
+        description="where a window's size n is private (time windows, privacy_unit 'user'): the number "
+        "of examples you expect per window. The algorithms derive every published parameter from it "
+        "instead of n, and their guarantee holds under add/remove-one neighbours whatever the actual n. "
+        "Required there; not allowed with count windows at the example level, where n is public",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> ReleaseConfig:
@@ -97,6 +110,14 @@ class ReleaseConfig(BaseModel):
             raise ValueError("privacy_unit 'user' needs user_contribution_bound")
         if self.privacy_unit == "example" and self.user_contribution_bound is not None:
             raise ValueError("user_contribution_bound applies only to privacy_unit 'user'")
+        if self.n_private and self.expected_size is None:
+            raise ValueError(
+                "expected_size is required when a window's size is private (time windows or privacy_unit "
+                "'user'): set it to the number of examples you expect per window; the algorithms use it "
+                "instead of the private n for every parameter they publish")
+        if not self.n_private and self.expected_size is not None:
+            raise ValueError("expected_size applies only where a window's size is private (time windows or "
+                             "privacy_unit 'user'); count windows at the example level publish n")
         if self.window.kind == "time" and (self.learner not in N_FREE_LEARNERS or self.sanitizer is not None):
             # Under add/remove-one neighbours a window's size is private; these algorithms choose
             # their parameters (and so their output's form and certificate) from n, which would
@@ -112,6 +133,12 @@ class ReleaseConfig(BaseModel):
         if epsilon > self.epsilon_budget:
             raise ValueError(f"epsilon {epsilon} per window exceeds epsilon_budget {self.epsilon_budget}")
         return self
+
+    @property
+    def n_private(self) -> bool:
+        """Whether a window's size is private: time windows, or user-level bounding (then the
+        number of examples kept depends on how much each user sent)."""
+        return self.window.kind == "time" or self.privacy_unit == "user"
 
     @property
     def window_cost(self) -> tuple[float, float]:
@@ -161,6 +188,10 @@ class StreamConfig(BaseModel):
                 raise ValueError(f"feature vectors need a vector learner ({known}), not {learner!r}")
             if self.release.sanitizer is not None:
                 raise ValueError("sanitizers answer a hypothesis class's queries, not feature vectors")
+        elif self.release is not None and self.release.sanitizer == "hierarchical" and not isinstance(
+                parse_class_spec(self.hypothesis_class or ""), Thresholds | Intervals | Points):
+            raise ValueError(f"the hierarchical sanitizer answers thresholds, intervals and points, not the "
+                             f"class {self.hypothesis_class!r}; use sanitizer 'mwem'")
         elif self.release is not None and self.release.learner in VECTOR_LEARNERS:
             raise ValueError(f"learner {self.release.learner!r} needs feature vectors (set features)")
         return self
@@ -222,18 +253,44 @@ class Settings(BaseSettings):
 
     # --- state and logging ----------------------------------------------------------------------
     data_dir: Path = Field(default=Path("var"), description="local state: faust data, ledger")
+    store_url: str | None = Field(
+        default=None,
+        description="where the privacy ledger and the window state live, shared by all workers: "
+        "sqlite:///DIR (files DIR/ledger.sqlite3 and DIR/state.sqlite3; one host) or "
+        "postgresql://USER@HOST:PORT/DB?sslmode=verify-full (several hosts); unset: SQLite at "
+        "ledger_path and state_path",
+    )
+    store_password: SecretStr | None = Field(default=None, description="PostgreSQL password (a secret)")
+    store_password_file: Path | None = Field(
+        default=None, description="file holding the PostgreSQL password (a mounted Kubernetes Secret)"
+    )
+    store_sslmode: SslMode | None = Field(
+        default=None, description="PostgreSQL TLS mode (overrides the URL's sslmode)"
+    )
+    store_sslrootcert: Path | None = Field(
+        default=None, description="CA certificate(s) that sign the PostgreSQL server's certificate"
+    )
+    store_pool_size: int = Field(default=4, ge=1, le=200, description="PostgreSQL connections per store")
+    store_retry_seconds: float = Field(
+        default=30.0, ge=0, description="how long a PostgreSQL operation retries a lost connection"
+    )
     ledger_path: Path | None = Field(
         default=None, description="the privacy ledger (SQLite); default data_dir/ledger.sqlite3"
     )
     ledger_create_if_missing: bool = Field(
         default=False,
-        description="create the ledger if it does not exist (first start only: a missing ledger "
-        "is otherwise an error, never a silently reset budget)",
+        description="create the ledger (the file, or its tables in the PostgreSQL database) if it "
+        "does not exist (first start only: a missing ledger is otherwise an error, never a "
+        "silently reset budget)",
     )
     state_path: Path | None = Field(
         default=None, description="window buffers and SOA snapshots (SQLite); default data_dir/state.sqlite3"
     )
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+    log_format: Literal["text", "json"] = Field(
+        default="text", description="text lines for people, or one JSON object per line for log "
+        "pipelines (the container and Kubernetes files set json)"
+    )
 
     # --- streams --------------------------------------------------------------------------------
     streams: list[StreamConfig] = Field(default_factory=list)
@@ -258,6 +315,46 @@ class Settings(BaseSettings):
         if duplicates:
             raise ValueError(f"stream names must be unique; repeated: {', '.join(duplicates)}")
         return streams
+
+    @field_validator("store_url")
+    @classmethod
+    def _store_url(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        value = value.strip()
+        scheme, sep, rest = value.partition("://")
+        if not sep or scheme not in STORE_SCHEMES:
+            raise ValueError(
+                f"unknown store_url scheme {scheme + ':' if sep else value!r}: use sqlite:///DIR or "
+                "postgresql://USER@HOST:PORT/DB"
+            )
+        if scheme == "sqlite" and not rest.startswith("/"):
+            raise ValueError(f"expected sqlite:///DIR (three slashes before a relative path), got {value!r}")
+        if scheme == "sqlite" and rest == "/":
+            raise ValueError("sqlite:/// needs a directory: sqlite:///DIR")
+        if scheme != "sqlite":
+            from psycopg.conninfo import conninfo_to_dict
+
+            try:
+                params = conninfo_to_dict(value)
+            except Exception as exc:
+                raise ValueError(f"not a PostgreSQL URL: {exc}") from None
+            if "password" in params:
+                raise ValueError(
+                    "put the password in store_password or store_password_file, not in store_url"
+                )
+        return value
+
+    @model_validator(mode="after")
+    def _store_consistent(self) -> Settings:
+        if self.store_backend == "postgresql" and (self.ledger_path or self.state_path):
+            raise ValueError(
+                "ledger_path and state_path name SQLite files; with a postgresql store_url the "
+                "ledger and the state are in that database (unset them)"
+            )
+        if self.store_password is not None and self.store_password_file is not None:
+            raise ValueError("set store_password or store_password_file, not both")
+        return self
 
     @model_validator(mode="after")
     def _sasl_complete(self) -> Settings:
@@ -303,12 +400,37 @@ class Settings(BaseSettings):
         return f"{self.topic_prefix}{name}"
 
     @property
+    def store_backend(self) -> Literal["sqlite", "postgresql"]:
+        """Which storage backend holds the ledger and the state (from :attr:`store_url`)."""
+        return "sqlite" if self.store_url is None or self.store_url.startswith("sqlite:") else "postgresql"
+
+    @property
+    def _sqlite_dir(self) -> Path:
+        if self.store_url is None:
+            return self.data_dir
+        return Path(self.store_url.removeprefix("sqlite:///"))
+
+    @property
     def resolved_ledger_path(self) -> Path:
-        return self.ledger_path or self.data_dir / "ledger.sqlite3"
+        """The SQLite ledger file (with a SQLite store)."""
+        return self.ledger_path or self._sqlite_dir / "ledger.sqlite3"
 
     @property
     def resolved_state_path(self) -> Path:
-        return self.state_path or self.data_dir / "state.sqlite3"
+        """The SQLite state file (with a SQLite store)."""
+        return self.state_path or self._sqlite_dir / "state.sqlite3"
+
+    def store_password_value(self) -> str | None:
+        """The PostgreSQL password: from ``store_password``, else read from ``store_password_file``."""
+        if self.store_password is not None:
+            return self.store_password.get_secret_value()
+        if self.store_password_file is not None:
+            try:
+                return self.store_password_file.read_text().rstrip("\r\n")
+            except OSError as exc:
+                raise ValueError(f"cannot read store_password_file {self.store_password_file}: {exc}") \
+                    from None
+        return None
 
     def stream(self, name: str) -> StreamConfig | None:
         return next((s for s in self.streams if s.name == name), None)

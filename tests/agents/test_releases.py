@@ -260,6 +260,27 @@ async def test_time_windows_close_on_the_watermark_and_hide_n():
     assert len(publish.messages) == 1
 
 
+async def test_where_n_is_private_the_algorithms_get_expected_size_and_the_certificate_their_outputs():
+    from privstream.learning.sanitizers import make_sanitizer
+    from privstream.schemas import SanitizedRelease
+
+    publish = Published()
+    p = policy(sanitizer=make_sanitizer("mwem", rounds=3), window_kind="time", window_seconds=60.0,
+               expected_size=50)
+    agent = make_agent({"s": p}, publish=publish)
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    batch = [(e.model_copy(update={"event_time": t0 + timedelta(seconds=i)}), part, off)
+             for i, (e, part, off) in enumerate(examples(90))]
+    await feed(agent, batch)
+    (hypothesis,) = publish.releases()
+    (sanitized,) = [SanitizedRelease.model_validate_json(b) for _, b in publish.sanitized]
+    assert hypothesis.certificate.privacy == sanitized.certificate.privacy == "information-theoretic"
+    cert = sanitized.certificate
+    assert cert.parameters["expected_size"] == 50 and "noisy_size" in cert.dp_outputs  # n private: a noisy ν
+    assert len(cert.dp_outputs["transcript"]) == 3 and "transcript" not in cert.parameters
+    assert cert.theorem_sample_size_log10 is not None and cert.sample_size is None
+
+
 async def test_a_sanitizer_is_released_beside_the_hypothesis_and_charged_separately():
     from privstream.learning.sanitizers import make_sanitizer
     from privstream.schemas import SanitizedRelease

@@ -22,6 +22,8 @@ DOCKERFILE = DEPLOY / "Dockerfile"
 DASHBOARD = DEPLOY / "grafana" / "dashboards" / "privstream.json"
 PROMETHEUS = DEPLOY / "prometheus" / "prometheus.yml"
 ALERTS = DEPLOY / "prometheus" / "alerts.yml"
+ALERTS_TEST = DEPLOY / "prometheus" / "alerts_test.yml"
+RULES = DEPLOY / "prometheus" / "rules.yml"
 K8S = DEPLOY / "k8s"
 
 #: Grafana's variables, replaced by values that make the expression plain PromQL.
@@ -30,7 +32,21 @@ GRAFANA_VARIABLES = {"$__rate_interval": "1m", "$__interval": "1m", "$__range": 
 #: Metrics that do not come from privstream's /metrics, and where they come from.
 EXTERNAL_METRICS = {
     "up": "Prometheus itself: 1 when the scrape of a target succeeded",
-    "kafka_consumergroup_lag": "the Kafka exporter (kafka-exporter service in deploy/docker-compose.yml)",
+}
+
+#: Labels with a bounded set of values (configuration, fixed enumerations, the deployment's size).
+#: Nothing may group by a label with one value per example, user or window.
+BOUNDED_LABELS = {
+    "stream": "configured streams",
+    "reason": "the fixed set of invalid reasons",
+    "learner": "configured learners and sanitizers",
+    "instance": "workers",
+    "job": "Prometheus jobs",
+    "partition": "partitions of the examples topic",
+    "store": "ledger or state",
+    "operation": "methods of the storage ports",
+    "version": "privstream versions running",
+    "le": "histogram buckets",
 }
 
 _KEYWORDS = {"and", "or", "unless", "by", "without", "on", "ignoring", "group_left", "group_right",
@@ -75,6 +91,20 @@ def dashboard_exprs() -> list[str]:
 
 def alert_rules() -> list[dict[str, Any]]:
     return [rule for group in load_yaml(ALERTS)["groups"] for rule in group["rules"]]
+
+
+def recording_rules() -> list[dict[str, Any]]:
+    return [rule for group in load_yaml(RULES)["groups"] for rule in group["rules"]]
+
+
+def grouping_labels(expr: str) -> set[str]:
+    """The labels an expression groups or matches by (``by``, ``without``, ``on``, ``ignoring``).
+
+    >>> sorted(grouping_labels('sum by (le, learner) (rate(x[5m])) / on (instance) y'))
+    ['instance', 'le', 'learner']
+    """
+    found = re.findall(r"\b(?:by|without|on|ignoring)\s*\(([^)]*)\)", expr)
+    return {label.strip() for group in found for label in group.split(",") if label.strip()}
 
 
 def plain_promql(expr: str) -> str:

@@ -23,10 +23,12 @@ from privstream.stream_app.sources.synthetic import synthetic_examples
 from tests.integration.conftest import run, start_worker, wait_until
 
 from .deploy_files import (
+    BOUNDED_LABELS,
     EXTERNAL_METRICS,
     alert_rules,
     dashboard_exprs,
     metric_names,
+    recording_rules,
     referenceable_names,
 )
 
@@ -40,12 +42,22 @@ WINDOW = 40
 CLASS = "thresholds:256"
 
 
+def source_names(exprs: list[str]) -> set[str]:
+    """The metrics the expressions select, through the recording rules they use (rules.yml)."""
+    records = {r["record"]: r["expr"] for r in recording_rules()}
+    names: set[str] = set()
+    for expr in exprs:
+        for name in metric_names(expr):
+            names |= metric_names(records[name]) if name in records else {name}
+    return names
+
+
 def dashboard_names() -> set[str]:
-    return set().union(*(metric_names(e) for e in dashboard_exprs()))
+    return source_names(dashboard_exprs())
 
 
 def alert_names() -> set[str]:
-    return set().union(*(metric_names(r["expr"]) for r in alert_rules()))
+    return source_names([r["expr"] for r in alert_rules()])
 
 
 def scrape(url: str) -> str:
@@ -124,6 +136,16 @@ def test_every_exported_metric_is_on_the_dashboard_or_deliberately_left_off(live
         assert name not in shown, f"{name} is listed as left off but the dashboard shows it"
     missing = sorted(all_families - shown - set(DELIBERATELY_LEFT_OFF))
     assert not missing, f"exported but neither on the dashboard nor deliberately left off: {missing}"
+
+
+@pytest.mark.live
+def test_every_exported_label_is_bounded(live_metrics):
+    """No series carries a label with one value per example, user or window."""
+    labels = {label: family.name for family in text_string_to_metric_families(live_metrics)
+              for sample in family.samples for label in sample.labels}
+    assert {"stream", "reason", "learner", "partition", "store", "operation"} <= labels.keys()
+    unbounded = {label: name for label, name in labels.items() if label not in BOUNDED_LABELS}
+    assert not unbounded, f"labels outside deploy_files.BOUNDED_LABELS: {unbounded}"
 
 
 def test_names_compare_by_family_not_by_suffix():

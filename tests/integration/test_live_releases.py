@@ -11,6 +11,7 @@ from collections import defaultdict
 import numpy as np
 import pytest
 from aiokafka.partitioner import murmur2
+from pydantic import SecretStr
 
 from privstream.schemas import HypothesisRelease
 from privstream.stream_app.embedded.broker import free_listener_ports
@@ -19,6 +20,7 @@ from privstream.stream_app.kafka.clients import ensure_topics, produce_json
 from privstream.stream_app.sdk import Release
 from privstream.stream_app.settings import ReleaseConfig, StreamConfig, WindowConfig
 from privstream.stream_app.sources.synthetic import synthetic_examples
+from privstream.stream_app.store.factory import open_ledger
 from privstream.stream_app.store.sqlite_ledger import SqliteLedger
 
 from .conftest import consume_all, run, start_worker, wait_until
@@ -41,7 +43,7 @@ def stream_records(name: str, n: int, seed: int):
     return batch, [(name, m) for m in batch.messages(name)]
 
 
-def check_public_topic(records, ledger: SqliteLedger) -> dict[str, list[HypothesisRelease]]:
+def check_public_topic(records, ledger) -> dict[str, list[HypothesisRelease]]:
     """Every message on the public topic is a charged release, byte for byte as in the ledger.
 
     Returns the distinct releases per stream. A release may appear more than once (at-least-once
@@ -159,16 +161,22 @@ def names_on_distinct_partitions(partitions: int) -> list[str]:
     return [chosen[p] for p in range(partitions)]
 
 
-def test_two_workers_share_streams_by_partition(unique_settings, tmp_path):
+@pytest.mark.parametrize("store", ["sqlite", "postgresql"])
+def test_two_workers_share_streams_by_partition(unique_settings, tmp_path, store, request):
     names = names_on_distinct_partitions(4)
+    if store == "sqlite":  # two processes on one host sharing the files
+        shared = {"store_url": f"sqlite:///{tmp_path}/shared"}
+        (tmp_path / "shared").mkdir()
+    else:  # as workers on several hosts would: one PostgreSQL database
+        server = request.getfixturevalue("pg_server")
+        shared = {"store_url": request.getfixturevalue("pg_database"),
+                  "store_password": SecretStr(server.password)}
     base = unique_settings.model_copy(update={
         "topic_partitions": 4,
         "streams": [releasing_stream(n, 1000, 1.0, 100.0) for n in names],
         "ledger_create_if_missing": True,
-        "ledger_path": tmp_path / "shared" / "ledger.sqlite3",
-        "state_path": tmp_path / "shared" / "state.sqlite3",
+        **shared,
     })
-    (tmp_path / "shared").mkdir()
     run(ensure_topics(base))
     first = start_worker(base.model_copy(update={"data_dir": tmp_path / "w1"}), tmp_path)
     second = start_worker(base.model_copy(update={"data_dir": tmp_path / "w2", **free_listener_ports()}),
@@ -180,7 +188,7 @@ def test_two_workers_share_streams_by_partition(unique_settings, tmp_path):
         for i, name in enumerate(names):
             records += stream_records(name, 2000, seed=10 + i)[1]
         run(produce_json(base, base.topic("examples"), records))
-        ledger = SqliteLedger.open(base.resolved_ledger_path)
+        ledger = open_ledger(base)
         wait_until(lambda: all(len(ledger.entries(n)) == 2 for n in names), 180, what="2 releases per stream")
         published = run(consume_all(base, base.topic("hypotheses"), 8))
         streams = check_public_topic(published, ledger)

@@ -59,7 +59,7 @@ def test_public_topics_and_metrics_hold_no_raw_values_user_ids_or_uncharged_coun
     settings = unique_settings.model_copy(update={
         "streams": [StreamConfig(name="users", hypothesis_class=CLASS, release=ReleaseConfig(
             window=WindowConfig(size=WINDOW), epsilon=1.0, epsilon_budget=10.0, privacy_unit="user",
-            user_contribution_bound=BOUND, sanitizer="mwem"))],
+            user_contribution_bound=BOUND, expected_size=WINDOW, sanitizer="mwem"))],
         "ledger_create_if_missing": True,
     })
     run(ensure_topics(settings))

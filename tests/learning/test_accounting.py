@@ -24,13 +24,13 @@ from privstream.learning.accounting import (
     zcdp_for_dp,
     zcdp_to_dp,
 )
+from privstream.learning.errors import PrivacyParameterError
 from privstream.learning.mechanisms import (
     DiscreteGaussianMechanism,
     DiscreteLaplaceMechanism,
     LaplaceMechanism,
     StableHistogram,
 )
-from privstream.learning.privacy_errors import PrivacyParameterError
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 
-from privstream.learning.bitset_search import BitsetClass, columns_from_matrix
 from privstream.learning.dimensions import (
     all_dimensions,
     dual_littlestone_dimension,
@@ -23,6 +22,7 @@ from privstream.learning.dimensions import (
 from privstream.learning.errors import TooExpensiveError
 from privstream.learning.hypothesis_classes import FiniteClass, parse_class_spec
 from privstream.learning.hypothesis_classes._interval_ldim import intervals_ldim
+from privstream.learning.hypothesis_classes.bitset_search import BitsetClass, columns_from_matrix
 
 from .conftest import all_functions, small_matrices, tdim_reference, vc_reference
 

@@ -169,6 +169,108 @@ def test_time_windows_refuse_algorithms_whose_output_depends_on_n(release):
     window = {"kind": "time", "seconds": 60}
     with pytest.raises(ValidationError, match="time windows keep n private"):
         Settings(streams=[{"name": "s", "hypothesis_class": "thresholds:8",
-                           "release": {**release, "window": window}}])
-    ok = {"learner": "generic", "epsilon": 1, "epsilon_budget": 5, "window": window}
+                           "release": {**release, "window": window, "expected_size": 500}}])
+    ok = {"learner": "generic", "epsilon": 1, "epsilon_budget": 5, "window": window, "expected_size": 500}
     assert Settings(streams=[{"name": "s", "hypothesis_class": "thresholds:8", "release": ok}]).streams
+
+
+# --------------------------------------------------------------------------- the store
+
+
+def test_without_a_store_url_the_sqlite_files_are_where_they_were(tmp_path):
+    s = Settings(data_dir=tmp_path)
+    assert s.store_backend == "sqlite"
+    assert s.resolved_ledger_path == tmp_path / "ledger.sqlite3"
+    assert s.resolved_state_path == tmp_path / "state.sqlite3"
+    s = Settings(ledger_path=tmp_path / "l.db", state_path=tmp_path / "s.db")
+    assert (s.resolved_ledger_path, s.resolved_state_path) == (tmp_path / "l.db", tmp_path / "s.db")
+
+
+def test_a_sqlite_store_url_names_the_directory_of_both_files(tmp_path):
+    s = Settings(store_url=f"sqlite:///{tmp_path}")  # four slashes: an absolute path
+    assert s.store_backend == "sqlite"
+    assert s.resolved_ledger_path == tmp_path / "ledger.sqlite3"
+    assert s.resolved_state_path == tmp_path / "state.sqlite3"
+    assert Settings(store_url="sqlite:///shared").resolved_ledger_path.as_posix() == "shared/ledger.sqlite3"
+    # ledger_path still names the ledger file itself.
+    assert Settings(store_url="sqlite:///shared", ledger_path=tmp_path / "l.db").resolved_ledger_path == (
+        tmp_path / "l.db"
+    )
+
+
+def test_a_postgresql_store_url_with_password_and_tls_settings(monkeypatch, tmp_path):
+    monkeypatch.setenv("PRIVSTREAM_STORE_URL", "postgresql://app@db.internal:5432/privstream?sslmode=verify-full")
+    monkeypatch.setenv("PRIVSTREAM_STORE_PASSWORD", "s3cret")
+    monkeypatch.setenv("PRIVSTREAM_STORE_SSLROOTCERT", str(tmp_path / "ca.pem"))
+    s = Settings()
+    assert s.store_backend == "postgresql"
+    assert s.store_password_value() == "s3cret"
+    assert "s3cret" not in repr(s) and "s3cret" not in str(s.model_dump())
+    for key, value in s.to_env().items():  # child processes get the secret itself
+        monkeypatch.setenv(key, value)
+    assert Settings() == s and Settings().store_password_value() == "s3cret"
+
+    from privstream.stream_app.store.factory import postgres_config
+
+    config = postgres_config(s)
+    assert config.display == "postgresql://app@db.internal:5432/privstream"
+    assert (config.password, config.sslrootcert) == ("s3cret", str(tmp_path / "ca.pem"))
+
+
+def test_the_password_may_come_from_a_file(tmp_path):
+    secret = tmp_path / "password"
+    secret.write_text("from-a-kubernetes-secret\n")
+    s = Settings(store_url="postgresql://app@db/privstream", store_password_file=secret)
+    assert s.store_password_value() == "from-a-kubernetes-secret"
+    missing = Settings(store_url="postgresql://app@db/privstream", store_password_file=tmp_path / "nope")
+    with pytest.raises(ValueError, match="store_password_file"):
+        missing.store_password_value()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"store_url": "mysql://app@db/privstream"}, "unknown store_url scheme 'mysql:'"),
+        ({"store_url": "/var/lib/ledger"}, "unknown store_url scheme"),
+        ({"store_url": "sqlite://relative"}, "three slashes"),
+        ({"store_url": "postgresql://app:hunter2@db/privstream"}, "not in store_url"),
+        ({"store_url": "postgresql://app@db/p", "ledger_path": "x.sqlite3"}, "ledger_path and state_path"),
+        ({"store_url": "postgresql://app@db/p", "store_password": "a", "store_password_file": "f"},
+         "not both"),
+        ({"store_url": "postgresql://app@db/p", "store_sslmode": "maybe"}, "store_sslmode"),
+    ],
+)
+def test_invalid_store_settings_are_clear_errors(kwargs, message):
+    from privstream.stream_app.settings import describe_validation_error
+
+    with pytest.raises(ValidationError, match=message) as invalid:
+        Settings(**kwargs)
+    assert "hunter2" not in describe_validation_error(invalid.value)  # what the CLI prints
+
+
+@pytest.mark.parametrize("private", [
+    {"window": {"kind": "time", "seconds": 60}},
+    {"privacy_unit": "user", "user_contribution_bound": 2},
+])
+def test_expected_size_is_required_exactly_where_n_is_private(private):
+    release = {"learner": "generic", "epsilon": 1, "epsilon_budget": 5, **private}
+    with pytest.raises(ValidationError, match="expected_size is required"):
+        Settings(streams=[{"name": "s", "hypothesis_class": "thresholds:8", "release": release}])
+    s = Settings(streams=[{"name": "s", "hypothesis_class": "thresholds:8",
+                           "release": {**release, "expected_size": 800}}])
+    assert s.streams[0].release.expected_size == 800 and s.streams[0].release.n_private
+    public = {"learner": "generic", "epsilon": 1, "epsilon_budget": 5, "expected_size": 800}
+    with pytest.raises(ValidationError, match="count windows at the example level publish n"):
+        Settings(streams=[{"name": "s", "hypothesis_class": "thresholds:8", "release": public}])
+
+
+def test_hierarchical_sanitizer_needs_a_1d_integer_class(tmp_path):
+    release = {"learner": "generic", "sanitizer": "hierarchical", "epsilon": 1, "epsilon_budget": 5}
+    s = Settings(streams=[{"name": "s", "hypothesis_class": "intervals:2^32", "release": release}])
+    assert s.streams[0].release.sanitizer == "hierarchical"
+    matrix = tmp_path / "class.csv"
+    matrix.write_text("1,0,1\n0,1,1\n")
+    with pytest.raises(ValidationError, match="hierarchical sanitizer answers thresholds"):
+        Settings(streams=[{"name": "s", "hypothesis_class": str(matrix), "release": release}])
+    mwem = {**release, "sanitizer": "mwem"}
+    assert Settings(streams=[{"name": "s", "hypothesis_class": str(matrix), "release": mwem}]).streams

@@ -6,5 +6,5 @@
 * :mod:`.metric`: PCL2 on a finite metric space (maximal packing, Voronoi cells) [B Alg 4];
 * :mod:`.density`: PCDE, the (ε, δ)-DP histogram density estimator [B Alg 3];
 * :mod:`.semisupervised`: the private semi-supervised learner for a VC class [B Thm 4.11];
-* :mod:`.audit`: their privacy-audit specs (worst-case pairs and broken variants).
+* :mod:`.audit_specs`: their privacy-audit specs (worst-case pairs and broken variants).
 """

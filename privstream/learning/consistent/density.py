@@ -9,11 +9,16 @@ threshold T). The estimate is ``f̂(x) = ĉ_κ(x) / (n·vol κ)`` and, normalise
 ``g(x) = ĉ_κ(x) / (vol κ · Σ ĉ)``. Released counts are 0 or >= T > 0, so nothing is negative.
 
 **Privacy ((ε, δ)-DP, replace-one, n public) [B Thm 4.2].** K depends only on (n, d) and the public
-bounds; each row is mapped to its cube by a fixed map (clip or reject outside the bounds). A
-replacement changes at most two cube counts by one: exactly the neighbouring relation of the
-stable histogram's guarantee (its module proves (ε, δ) for it; a single count changing by one,
-as when a row joins or leaves the data set, is covered by the same argument). Everything else,
-``density``, ``sample`` and the uniform fallback, is post-processing of the released sparse map.
+bounds; each row is mapped to its cube by a fixed map (clipped into the bounds). A replacement
+changes at most two cube counts by one: exactly the neighbouring relation of the stable
+histogram's guarantee (its module proves (ε, δ) for it). Everything else, ``density``, ``sample``
+and the uniform fallback, is post-processing of the released sparse map.
+
+**Add/remove-one (``expected_size=m``, n private).** K and the released ``n`` (the normaliser of
+``f̂``) come from m, never from the rows. One row joining or leaving changes a single cube count
+by one: half of the replace-one change, covered by the same stable-histogram argument (a count
+moving by one costs ε/2 of the Laplace part, a cube appearing or vanishing costs the δ), so the
+same (ε, δ) holds. An empty sample releases nothing (every count is suppressed: the fallback).
 The released key set is a subset of the occupied cubes, each of which passed the noisy threshold;
 that is what the δ pays for (a lone point's cube is released with probability <= δ).
 
@@ -41,6 +46,7 @@ import numpy as np
 from privstream.learning.consistent.grid import CubeGrid, cells_per_axis
 from privstream.learning.errors import HypothesisFormatError, LearningInputError
 from privstream.learning.mechanisms import StableHistogram
+from privstream.learning.private_learners.base import check_expected_size
 from privstream.learning.private_learners.vector_base import check_bounds, check_features, finite_epsilon
 from privstream.learning.randomness import RandomSource, resolve
 
@@ -50,7 +56,7 @@ MECHANISM = "pcde"
 
 
 class HistogramDensity:
-    """A released histogram density: the grid, n, and the released cube counts ``{id: ĉ}``."""
+    """A released histogram density: the grid, the public size n (m when n is private), the cube counts."""
 
     kind = "histogram-density"
 
@@ -77,7 +83,7 @@ class HistogramDensity:
 
     def density(self, X: np.ndarray, *, normalized: bool = True) -> np.ndarray:
         """``g`` (normalised, default) or the paper's ``f̂ = ĉ/(n·vol)`` at the rows of ``X``."""
-        arr = check_features(X, self.grid.bounds, "clip")
+        arr = check_features(X, self.grid.bounds)
         ids = self.grid.cell_ids(arr)
         if self.fallback_used:
             box = float(np.prod(self.grid.bounds[:, 1] - self.grid.bounds[:, 0]))
@@ -85,7 +91,7 @@ class HistogramDensity:
         pos = np.searchsorted(self.cells, ids)
         pos = np.minimum(pos, self.cells.size - 1)
         hit = self.cells[pos] == ids
-        denom = self.total_mass() if normalized else self.n
+        denom = self.total_mass() if normalized else max(self.n, 1)
         values = self.counts[pos] / (self._volumes[pos] * denom)
         return np.where(hit, values, 0.0)
 
@@ -131,23 +137,27 @@ class HistogramDensity:
 
 
 def pcde_fit(X: object, *, epsilon: float, delta: float, bounds: object, rng: RandomSource | None = None,
-             n: int | None = None, out_of_bounds: str = "clip", cells_per_axis_override: int | None = None,
+             n: int | None = None, expected_size: int | None = None,
+             cells_per_axis_override: int | None = None,
              histogram: StableHistogram | None = None) -> HistogramDensity:
-    """Fit PCDE ((ε, δ)-DP) on the rows of ``X``.
+    """Fit PCDE ((ε, δ)-DP) on the rows of ``X`` (zero rows release the uniform fallback).
 
     ``n`` is the public size that sets the resolution (default: the number of rows; the
-    semi-supervised learner passes its total row count). ``histogram`` replaces the stable
-    histogram built from (ε, δ, rng); it exists for audits of deliberately broken variants.
+    semi-supervised learner passes its total row count); ``expected_size`` is that size when n is
+    private (add/remove-one; ``n`` must then be None). ``histogram`` replaces the stable histogram
+    built from (ε, δ, rng); it exists for audits of deliberately broken variants.
     """
     eps = finite_epsilon(epsilon)
     if not 0 < float(delta) < 1:
         raise LearningInputError(f"the density estimator needs 0 < delta < 1 (e.g. n^-2), got {delta!r}")
+    m = check_expected_size(expected_size)
+    if m is not None and n is not None:
+        raise ValueError("pass n (n public) or expected_size (n private), not both")
     b = check_bounds(bounds)
-    arr = check_features(X, b, out_of_bounds)
-    size = arr.shape[0] if n is None else int(n)
-    if size < 1:
-        raise LearningInputError("need at least one row")
-    k = cells_per_axis(size, b.shape[0]) if cells_per_axis_override is None else cells_per_axis_override
+    arr = check_features(X, b)
+    size = m if m is not None else (arr.shape[0] if n is None else int(n))
+    k = cells_per_axis(max(size, 1), b.shape[0]) if cells_per_axis_override is None \
+        else cells_per_axis_override
     grid = CubeGrid(b, k)
     if grid.num_cells - 1 > 2**63 - 1:
         raise LearningInputError(f"K^d = {grid.num_cells} cubes: too many features for the density estimator")

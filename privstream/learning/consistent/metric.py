@@ -11,13 +11,20 @@ set 𝒳 = {g_0, ..., g_{N-1}} with a metric ρ; data points are indices into it
    corrected: §B.8 erratum 8).
 3. Voronoi cells: each ground point goes to its nearest centre, ties to the lowest index.
 4. Each cell's label has exactly PCL's law (:func:`~privstream.learning.consistent.pcl.cell_label`:
-   the coin w.p. e^{-ε|v|/2}, else the majority, with v = #1 - #0 in the cell), noise from the
-   keyed PRF of :mod:`.prf`.
+   the coin w.p. e^{-ε|v|/2}, else the majority, with v = #1 - #0 in the cell). The release holds
+   every cell, so the noise is drawn from the random source directly
+   (:func:`~privstream.learning.consistent.pcl.label_table`; information-theoretic), or from the
+   keyed PRF of :mod:`.prf` with ``randomness="prf"`` (computational).
 
 **Privacy (ε-DP, replace-one, n public) [B Thm A.6].** The partition depends only on the public
 ground set, ρ, ddim and n; from there the argument is PCL's (:mod:`.pcl`): a replacement moves
 ``Σ|Δv| <= 2`` and each cell's label law is log-Lipschitz with constant ε/2 in v. The release
 (:class:`VoronoiLabelModel`) is the label of every cell (at most N), a function of that DP output.
+
+**Add/remove-one (``expected_size=m``, n private).** The radius uses m instead of n, so the
+partition (the released centres and radius) is a function of the configuration; one point
+joining or leaving moves one vote by 1 (``Σ|Δv| <= 1``), so the release is ε/2-DP, reported as ε
+(one calibration for both relations, as in :mod:`.pcl`). Zero points give every cell a coin.
 
 >>> import numpy as np
 >>> from privstream.learning.randomness import seeded
@@ -29,6 +36,10 @@ ground set, ρ, ddim and n; from there the argument is PCL's (:mod:`.pcl`): a re
 ...                  epsilon=1.0, rng=seeded(0))
 >>> model.predict(np.array([0, 10])).dtype
 dtype('uint8')
+>>> empty = pcl2_fit(np.array([], dtype=np.int64), np.array([]), ground=ground, ddim=1, epsilon=1.0,
+...                  rng=seeded(0), expected_size=4)
+>>> empty.packing.radius == model.packing.radius
+True
 """
 
 from __future__ import annotations
@@ -40,9 +51,10 @@ from typing import Any
 
 import numpy as np
 
-from privstream.learning.consistent.pcl import cell_label
+from privstream.learning.consistent.pcl import cell_label, label_table
 from privstream.learning.consistent.prf import CellStream, coin_bits, new_key
 from privstream.learning.errors import LearningInputError
+from privstream.learning.private_learners.base import PrivacyKind, check_expected_size
 from privstream.learning.private_learners.vector_base import finite_epsilon, split_labels
 from privstream.learning.randomness import RandomSource, resolve
 
@@ -90,13 +102,18 @@ def maximal_packing(ground: np.ndarray, radius: float, metric: Metric = euclidea
 
 
 class VoronoiLabelModel:
-    """Released PCL2 predictor on the ground set: the label of every Voronoi cell."""
+    """Released PCL2 predictor on the ground set: the label of every Voronoi cell.
+
+    ``privacy`` says how the cells' noise was drawn (``"computational"`` with the keyed PRF).
+    """
 
     kind = "voronoi-labels"
 
-    def __init__(self, packing: Packing, labels: np.ndarray) -> None:
+    def __init__(self, packing: Packing, labels: np.ndarray,
+                 privacy: PrivacyKind = "information-theoretic") -> None:
         self.packing = packing
         self.labels = np.asarray(labels, dtype=np.uint8)
+        self.privacy = privacy
 
     def predict(self, points: np.ndarray) -> np.ndarray:
         """Labels of ground-set indices."""
@@ -109,30 +126,41 @@ class VoronoiLabelModel:
 
 
 def pcl2_fit(points: np.ndarray, y: np.ndarray, *, ground: np.ndarray, ddim: float, epsilon: float,
-             metric: Metric = euclidean, rng: RandomSource | None = None,
-             radius: float | None = None) -> VoronoiLabelModel:
-    """Fit PCL2 (ε-DP) on ground-set indices ``points`` with 0/1 labels ``y``."""
+             metric: Metric = euclidean, rng: RandomSource | None = None, radius: float | None = None,
+             expected_size: int | None = None, randomness: str = "direct") -> VoronoiLabelModel:
+    """Fit PCL2 (ε-DP) on ground-set indices ``points`` with 0/1 labels ``y`` (-1/NaN: no vote).
+
+    The radius uses n, or ``expected_size`` when n is private, unless ``radius`` is given.
+    """
     eps = finite_epsilon(epsilon)
+    m = check_expected_size(expected_size)
+    if randomness not in ("direct", "prf"):
+        raise ValueError(f"randomness must be 'direct' or 'prf', got {randomness!r}")
     pts = np.asarray(ground, dtype=np.float64)
     idx = np.asarray(points)
-    if idx.ndim != 1 or idx.size < 1 or idx.dtype.kind not in "iu" \
-            or idx.min() < 0 or idx.max() >= pts.shape[0]:
-        raise LearningInputError("points must be a non-empty 1-D array of ground-set indices")
+    if idx.size == 0:
+        idx = np.zeros(0, dtype=np.int64)
+    outside = idx.size > 0 and idx.dtype.kind in "iu" and (idx.min() < 0 or idx.max() >= pts.shape[0])
+    if idx.ndim != 1 or idx.dtype.kind not in "iu" or outside:
+        raise LearningInputError("points must be a 1-D array of ground-set indices")
     labels, labelled = split_labels(y, idx.shape[0])
-    if not labelled.all():
-        raise LearningInputError("PCL2 needs every point labelled")
     if not ddim > 0:
         raise LearningInputError(f"ddim must be > 0, got {ddim!r}")
     if radius is None:
+        size = max(idx.shape[0] if m is None else m, 1)
         diameter = max(float(np.max(metric(p, pts))) for p in pts)  # public: the ground set's
-        radius = diameter * idx.shape[0] ** (-1.0 / (4.0 * ddim))
+        radius = diameter * size ** (-1.0 / (4.0 * ddim))
     packing = maximal_packing(pts, radius, metric)
-    cells = packing.cell[idx]
-    votes = np.bincount(cells, weights=2.0 * labels - 1.0, minlength=packing.centres.size)
-    key = new_key(resolve(rng))
+    cells = packing.cell[idx[labelled]]
+    votes = np.rint(np.bincount(cells, weights=2.0 * labels[labelled] - 1.0,
+                                minlength=packing.centres.size)).astype(np.int64)
     slots = np.arange(packing.centres.size, dtype=np.int64)
+    if randomness == "direct":
+        table = label_table(packing.centres.size, slots.tolist(), votes.tolist(), eps, resolve(rng))
+        return VoronoiLabelModel(packing, table)
+    key = new_key(resolve(rng))
     coins = coin_bits(key, slots)
     eps_q = Fraction(eps)
-    table = np.array([cell_label(round(float(v)), eps_q, CellStream(key, int(c)), int(b))
+    table = np.array([cell_label(int(v), eps_q, CellStream(key, int(c)), int(b))
                       for c, v, b in zip(slots, votes, coins, strict=True)], dtype=np.uint8)
-    return VoronoiLabelModel(packing, table)
+    return VoronoiLabelModel(packing, table, privacy="computational")

@@ -8,12 +8,13 @@ paper's vote; an empty cube has v = 0) and release the label
 
 so ``Pr[h(κ) = 1] = 1 - ½e^{-ε v/2}`` for v >= 0 and ``½e^{ε v/2}`` for v <= 0. That is *exactly* the
 law of the paper's ``1[Σ_{x_i∈κ}(y_i - ½) + Lap(1/ε) > 0]`` (bayes_overview.md §C.3 "privacy, exact",
-p(s) with s = v/2), sampled without any floating point: the coin is a PRF bit and the
+p(s) with s = v/2), sampled without any floating point: the coin is a fair random bit and the
 Bernoulli(e^{-ε|v|/2}) is :meth:`RandomSource.bernoulli_exp` (CKS20 Alg. 1) on rational ε|v|/2.
+Unlabelled rows (y = -1 or NaN) do not vote.
 
 **Privacy (ε-DP, replace-one, n public).** K depends only on (n, d) and the public bounds; points
-outside the bounds are clipped by a fixed per-row map (or rejected, ``out_of_bounds="reject"``).
-Cells are independent. ``p(v)`` and ``1 - p(v)`` are ``Pr[s + L ∈ A]`` for the Laplace mechanism
+outside the bounds are clipped by a fixed per-row map. Cells are independent. ``p(v)`` and
+``1 - p(v)`` are ``Pr[s + L ∈ A]`` for the Laplace mechanism
 on ``s = v/2`` with ``L ~ Lap(1/ε)`` (A = (0, ∞) or its complement), so changing v by k changes
 each by a factor at most ``e^{ε|k|/2}`` (Laplace density ratio; [B Thm 2.3]). A replacement
 changes ``Σ_κ |Δv_κ| <= 2`` (one label flip moves one vote by 2; a move between cubes moves two
@@ -21,7 +22,18 @@ votes by 1). Multiplying over the changed cells, every
 released table has probability within ``e^{ε·2/2} = e^ε`` on neighbours [B Thm 3.1]. Tight pair:
 one cube with labels {1, 0} (v = 0) vs {0, 0} (v = -2): ``Pr[h = 1] = ½`` vs ``½e^{-ε}``.
 
-**What is released, and why the key stays secret.** The noise of *every* cube (empty ones
+**Where the noise comes from: information-theoretic by default.** The release is the label table
+of *all* K^d cubes (see below), so the production learner (:class:`BayesConsistentLearner`,
+``randomness="direct"``) simply draws every cube's coin and every occupied cube's Bernoulli from
+the :class:`RandomSource` itself (:func:`label_table`): the guarantee is then information-theoretic,
+like every other mechanism here (given ideal randomness from the source), and the certificate
+says ``privacy: information-theoretic``. The keyed-PRF path below (``randomness="prf"``,
+:func:`pcl_fit`) exists for one thing the dense table cannot do: a trusted-zone predictor
+(:class:`CellLabels`) on grids far too large to materialise, whose empty cubes are computed on
+demand and still agree with each other. Its privacy also rests on HMAC-SHA256 being a PRF, so a
+release made that way says ``privacy: computational``.
+
+**The PRF path, and why the key stays secret.** The noise of *every* cube (empty ones
 included) comes from a keyed PRF (:mod:`.prf`, key from the secure source, one per release):
 ``b_κ`` is the cube's coin and the Bernoulli draw uses the cube's own stream. Empty cubes cost
 nothing at fit time and are computed on demand, equal to a dense implementation with the same
@@ -36,9 +48,12 @@ large d the ceiling K >= 2 makes it 2^d and :class:`BayesConsistentLearner` refu
 ``max_cells``). The trusted-zone object :class:`CellLabels` holds the key and predicts lazily
 anywhere; its answers are values of the same h.
 
-**Add/remove-one neighbours** (time windows, n private): the schedule K(n) would reveal n, so pass
-a public ``cells_per_axis``; then one row's arrival or departure moves one vote by 1 and the
-release is ε-DP by the same argument (loss <= ε/2).
+**Add/remove-one neighbours** (``expected_size=m``, n private): the schedule K(n) would reveal n
+(K^d is the size of the released table), so K = ⌈m^{1/(2d)}⌉ (or the public ``cells_per_axis``).
+Then one row's arrival or departure moves one vote by 1 and changes nothing else, so the release
+is ε/2-DP by the same argument; we report ε (the noise is not recalibrated to 2ε, so the same
+table is also ε-DP under replace-one and one calibration serves both relations). Every reported
+field (K, the table's size, the expected points per cube) is a function of (m, d, bounds, ε).
 
 Universal consistency [B Thm 3.2] holds as n → ∞ for every distribution on the box; there is no
 rate (bayes_overview.md §C.11), and large d is statistically hopeless at practical n.
@@ -51,6 +66,10 @@ rate (bayes_overview.md §C.11), and large d is statistically hopeless at practi
 (1.0, 0.0, 2)
 >>> res.model.predict(np.array([[0.05], [0.95]])).dtype
 dtype('uint8')
+>>> empty = BayesConsistentLearner().fit([], [], epsilon=1.0, bounds=[[0, 1]], rng=seeded(0),
+...                                     expected_size=100)
+>>> empty.model.grid.k, empty.neighbouring_relation, empty.privacy
+(10, 'add-remove-one', 'information-theoretic')
 """
 
 from __future__ import annotations
@@ -58,7 +77,7 @@ from __future__ import annotations
 import base64
 import binascii
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from fractions import Fraction
 from typing import Any
 
@@ -66,9 +85,9 @@ import numpy as np
 
 from privstream.learning.consistent.grid import CubeGrid, cells_per_axis
 from privstream.learning.consistent.prf import CellStream, coin_bits, coin_table, new_key
-from privstream.learning.errors import HypothesisFormatError, LabelError, LearningInputError
+from privstream.learning.errors import HypothesisFormatError, LearningInputError
+from privstream.learning.private_learners.base import check_expected_size, neighbouring_relation
 from privstream.learning.private_learners.vector_base import (
-    OUT_OF_BOUNDS_POLICIES,
     VectorLearnerResult,
     check_bounds,
     check_features,
@@ -89,6 +108,7 @@ __all__ = [
     "dense_labels",
     "histogram_rule",
     "label_probability",
+    "label_table",
     "pcl_fit",
 ]
 
@@ -116,6 +136,22 @@ def cell_label(v: int, epsilon: Fraction, stream: RandomSource, coin: int) -> in
     return int(coin) if keep_coin else int(v > 0)
 
 
+def label_table(num_cells: int, ids: Iterable[int], votes: Iterable[int], epsilon: float,
+                rng: RandomSource) -> np.ndarray:
+    """Every cell's label with fresh randomness from ``rng`` (no PRF): information-theoretic.
+
+    ``num_cells`` fair coins first (all cells, so an empty cell is a coin), then each listed cell's
+    Bernoulli(e^{-ε|v|/2}) draw; the draws are independent whatever order they are taken in.
+    """
+    num_bytes = -(-int(num_cells) // 8)
+    raw = rng.getrandbits(8 * num_bytes).to_bytes(num_bytes, "little")
+    table = np.unpackbits(np.frombuffer(raw, dtype=np.uint8), bitorder="little")[: int(num_cells)].copy()
+    eps_q = Fraction(epsilon)
+    for c, v in zip(ids, votes, strict=True):
+        table[c] = cell_label(int(v), eps_q, rng, int(table[c]))
+    return table
+
+
 def cell_votes(grid: CubeGrid, X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(occupied cell ids, votes #1 - #0)``, ids sorted (a data-independent order)."""
     ids = grid.cell_ids(X)
@@ -141,7 +177,7 @@ class GridLabelModel:
         self.labels = labels
 
     def predict(self, X: np.ndarray) -> np.ndarray:
-        arr = check_features(X, self.grid.bounds, "clip")
+        arr = check_features(X, self.grid.bounds)
         return self.labels[self.grid.cell_ids(arr)]
 
     def to_dict(self) -> dict[str, Any]:
@@ -188,7 +224,7 @@ class CellLabels:
         self._occupied = occupied  # cell id -> label, computed once at fit time
 
     def predict(self, X: np.ndarray) -> np.ndarray:
-        arr = check_features(X, self.grid.bounds, "clip")
+        arr = check_features(X, self.grid.bounds)
         ids = self.grid.cell_ids(arr)
         out = coin_bits(self._key, ids)
         for i, c in enumerate(ids.tolist()):
@@ -213,32 +249,31 @@ class CellLabels:
         return GridLabelModel(self.grid, self.table())
 
 
-def _grid_for(X: object, bounds: object, n_rows: int, k: int | None,
-              policy: str) -> tuple[CubeGrid, np.ndarray]:
+def _grid_votes(X: object, y: object, bounds: object, k: int | None,
+                expected_size: int | None) -> tuple[CubeGrid, np.ndarray, np.ndarray]:
+    """The public grid (K from ``k``, else from m or n) and the occupied cubes' votes.
+
+    Unlabelled rows do not vote (a row turning unlabelled moves one vote by 1: covered by the
+    privacy argument), so no label pattern can make a fit fail.
+    """
     b = check_bounds(bounds)
-    arr = check_features(X, b, policy)
-    if arr.shape[0] < 1:
-        raise LearningInputError("need at least one example")
-    return CubeGrid(b, cells_per_axis(n_rows, b.shape[0]) if k is None else k), arr
-
-
-def _all_labelled(y: object, n: int) -> np.ndarray:
-    labels, labelled = split_labels(y, n)
-    if not labelled.all():
-        raise LabelError("the bayes-consistent learner needs every row labelled (0/1); "
-                         "use the semi-supervised learner for unlabelled rows")
-    return labels
+    arr = check_features(X, b)
+    size = arr.shape[0] if expected_size is None else expected_size
+    grid = CubeGrid(b, cells_per_axis(max(size, 1), b.shape[0]) if k is None else k)
+    labels, labelled = split_labels(y, arr.shape[0])
+    ids, votes = cell_votes(grid, arr[labelled], labels[labelled])
+    return grid, ids, votes
 
 
 def pcl_fit(X: object, y: object, *, epsilon: float, bounds: object, rng: RandomSource | None = None,
-            cells_per_axis: int | None = None, out_of_bounds: str = "clip") -> CellLabels:
-    """Fit PCL (ε-DP). ``cells_per_axis`` overrides the paper's schedule (experiments only)."""
+            cells_per_axis: int | None = None, expected_size: int | None = None) -> CellLabels:
+    """Fit PCL with PRF noise (ε-DP, *computational*): the lazy trusted-zone predictor.
+
+    ``cells_per_axis`` overrides the paper's schedule; ``expected_size`` sets it when n is private.
+    """
     eps = finite_epsilon(epsilon)
-    n = np.asarray(X).shape[0] if np.asarray(X).ndim == 2 else 0
-    grid, arr = _grid_for(X, bounds, n, cells_per_axis, out_of_bounds)
-    labels = _all_labelled(y, arr.shape[0])
+    grid, ids, votes = _grid_votes(X, y, bounds, cells_per_axis, check_expected_size(expected_size))
     key = new_key(resolve(rng))
-    ids, votes = cell_votes(grid, arr, labels)
     coins = coin_bits(key, ids)
     eps_q = Fraction(eps)
     occupied = {int(c): cell_label(int(v), eps_q, CellStream(key, int(c)), int(b))
@@ -261,10 +296,7 @@ def histogram_rule(X: object, y: object, *, bounds: object,
 
     A baseline for benchmarks and tests, never a release.
     """
-    n = np.asarray(X).shape[0] if np.asarray(X).ndim == 2 else 0
-    grid, arr = _grid_for(X, bounds, n, cells_per_axis, "clip")
-    labels = _all_labelled(y, arr.shape[0])
-    ids, votes = cell_votes(grid, arr, labels)
+    grid, ids, votes = _grid_votes(X, y, bounds, cells_per_axis, None)
     table = np.zeros(int(grid.num_cells), dtype=np.uint8)
     table[ids.astype(np.int64)] = (votes > 0).astype(np.uint8)
     return GridLabelModel(grid, table)
@@ -273,41 +305,57 @@ def histogram_rule(X: object, y: object, *, bounds: object,
 class BayesConsistentLearner:
     """PCL behind the :class:`~privstream.learning.private_learners.vector_base.VectorLearner` interface.
 
-    Pure ε-DP (``delta`` is accepted and ignored: the release reports δ = 0).
+    Pure ε-DP (``delta`` is accepted and ignored: the release reports δ = 0). ``randomness``:
+    ``"direct"`` (default; information-theoretic) or ``"prf"`` (the keyed PRF of :func:`pcl_fit`;
+    computational). ``cells_per_axis`` replaces the schedule in n (or m) by a public K.
     """
 
     name = "bayes-consistent"
 
-    def __init__(self, *, max_cells: int = DEFAULT_MAX_CELLS, out_of_bounds: str = "clip",
-                 cells_per_axis: int | None = None) -> None:
-        if out_of_bounds not in OUT_OF_BOUNDS_POLICIES:
-            raise ValueError(f"out_of_bounds must be one of {OUT_OF_BOUNDS_POLICIES}, got {out_of_bounds!r}")
+    def __init__(self, *, max_cells: int = DEFAULT_MAX_CELLS, cells_per_axis: int | None = None,
+                 randomness: str = "direct") -> None:
+        if randomness not in ("direct", "prf"):
+            raise ValueError(f"randomness must be 'direct' or 'prf', got {randomness!r}")
         self.max_cells = int(max_cells)
-        self.out_of_bounds = out_of_bounds
         self.cells_per_axis = cells_per_axis
+        self.randomness = randomness
 
     def fit(self, X: np.ndarray, y: np.ndarray, *, epsilon: float, delta: float = 0.0,
-            bounds: np.ndarray, rng: RandomSource | None = None) -> VectorLearnerResult:
+            bounds: np.ndarray, rng: RandomSource | None = None,
+            expected_size: int | None = None) -> VectorLearnerResult:
         eps = finite_epsilon(epsilon)
         b = check_bounds(bounds)
-        n = int(np.asarray(X).shape[0])
-        k = cells_per_axis(max(n, 1), b.shape[0]) if self.cells_per_axis is None else self.cells_per_axis
-        if k ** b.shape[0] > self.max_cells:  # refuse before touching the data
+        m = check_expected_size(expected_size)
+        d = b.shape[0]
+        n = int(check_features(X, b).shape[0])
+        size = n if m is None else m  # the public size the schedule may use
+        k = cells_per_axis(max(size, 1), d) if self.cells_per_axis is None else self.cells_per_axis
+        if k ** d > self.max_cells:  # refuse before touching the data (a function of the public size)
             raise ReleaseTooLargeError(
-                f"PCL on d = {b.shape[0]} features with n = {n} needs K^d = {k}^{b.shape[0]} cubes "
-                f"(> max_cells = {self.max_cells}); every cube's label must be released")
-        cells = pcl_fit(X, y, epsilon=eps, bounds=b, rng=rng, cells_per_axis=k,
-                        out_of_bounds=self.out_of_bounds)
-        model = cells.release(self.max_cells)
+                f"PCL on d = {d} features with {'n' if m is None else 'expected_size'} = {size} needs "
+                f"K^d = {k}^{d} cubes (> max_cells = {self.max_cells}); every cube's label must be released")
+        if self.randomness == "prf":
+            model = pcl_fit(X, y, epsilon=eps, bounds=b, rng=rng, cells_per_axis=k).release(self.max_cells)
+        else:
+            grid, ids, votes = _grid_votes(X, y, b, k, None)
+            model = GridLabelModel(grid, label_table(grid.num_cells, ids.tolist(), votes.tolist(), eps,
+                                                     resolve(rng)))
+        parameters: dict[str, Any] = {
+            "cells_per_axis": k, "schedule": "paper" if self.cells_per_axis is None else "override",
+            "resolution": 1.0 / k, "out_of_bounds": "clip", "bounds": b.tolist(),
+            "noise": "exact per-cube Laplace(1/eps) vote law, " + (
+                "keyed PRF (HMAC-SHA256)" if self.randomness == "prf" else "drawn from the random source"),
+            "cells": int(k ** d), "expected_points_per_cell": size / k ** d,
+        }
+        if m is not None:
+            parameters["expected_size"] = m
+        relation = neighbouring_relation(m)
         return VectorLearnerResult(
             model=model, mechanism=MECHANISM, epsilon=eps, delta=0.0, proper=False, sample_size=n,
-            parameters={"cells_per_axis": k,
-                        "schedule": "paper" if self.cells_per_axis is None else "override",
-                        "resolution": 1.0 / k, "out_of_bounds": self.out_of_bounds,
-                        "bounds": b.tolist(), "noise": "exact per-cube Laplace(1/eps) vote law, keyed PRF"},
+            parameters=parameters,
             theorem="[B Alg 2; Thm 3.1 (privacy), Thm 3.2 (universal consistency)]",
-            guarantee="pure eps-DP (replace-one); universally Bayes consistent as n grows, no rate",
+            guarantee=f"pure eps-DP ({relation}); universally Bayes consistent as n grows, no rate",
             theorem_sample_size=None, accuracy_guarantee_holds=None,
-            diagnostics={"cells": int(cells.grid.num_cells),
-                         "expected_points_per_cell": n / cells.grid.num_cells},
+            neighbouring_relation=relation,
+            privacy="computational" if self.randomness == "prf" else "information-theoretic",
         )

@@ -27,15 +27,24 @@ one (scores move by <= 1: ε_S). Sequential composition covers all three: ``(ε_
 caller's ε is split as ``ε_U = density_share·ε`` and ``ε_S = ε - ε_U``. Because the split between
 labelled and unlabelled rows is private, no count of either is released, and whether the
 theorem's labelled sample size is met is reported as unknown (``accuracy_guarantee_holds=None``).
-Under add/remove-one neighbours (time windows) n itself is private: pass a public
-``cells_per_axis`` so the grid does not depend on n (the argument above then holds unchanged).
+
+**Add/remove-one (``expected_size=m``, n private).** The density's grid is set by m (or the public
+``cells_per_axis``), never by n. Adding or removing one row either adds/removes one row of U (one
+cube count moves by one: (ε_U, δ) for the stable histogram on the fixed grid, see
+:mod:`.density`) or one row of S (every score moves by <= 1: ε_S for the EM, whose cover Û does
+not depend on S). Sequential composition gives the same ``(ε_U + ε_S, δ)``. n_semi, the cover's
+size bound and the theorem's labelled size depend on (α, β, d, ε) only; the cover's actual size
+and the density's released mass are DP outputs (``dp_outputs``).
 
 **Parameters** (§B.2.6, [DERIVED] there): ``n_semi = ⌈max((4/α)log2(2/β), (8·VC/α)log2(13/α))⌉``
 unlabelled draws (ε-net size), and the labelled size that makes the EM output err <= 6α with
 probability >= 1 - β given a good cover, ``m = ⌈max{(3/α)ln(3/β), 2ln(3|H_Û|/β)/(ε_S α),
-(4/(3α))ln(3|H_Û|/β)}⌉`` (:func:`labelled_sample_size`). The unlabelled size the proof needs,
-n(β/n_semi, β, f), depends on the unknown density (not computable): the diagnostics report what
-PCDE released instead (released cubes, released mass Σĉ, whether it fell back to uniform).
+(4/(3α))ln(3|H_Û|/β)}⌉`` (:func:`labelled_sample_size`), evaluated at the cover's largest possible
+size ``2 + 2d(n_semi - 1)`` (:func:`cover_size_bound`; m grows with |H_Û|, so this is sufficient
+for every cover, and it keeps the reported size a function of the configuration). The unlabelled
+size the proof needs, n(β/n_semi, β, f), depends on the unknown density (not computable):
+``dp_outputs`` report what PCDE released instead (released cubes, released mass Σĉ, whether it
+fell back to uniform).
 
 >>> import numpy as np
 >>> from privstream.learning.randomness import seeded
@@ -58,9 +67,12 @@ import numpy as np
 from privstream.learning.consistent.density import HistogramDensity, pcde_fit
 from privstream.learning.errors import HypothesisFormatError, LearningInputError
 from privstream.learning.mechanisms import ExponentialMechanism
-from privstream.learning.private_learners.base import check_accuracy_parameter
+from privstream.learning.private_learners.base import (
+    check_accuracy_parameter,
+    check_expected_size,
+    neighbouring_relation,
+)
 from privstream.learning.private_learners.vector_base import (
-    OUT_OF_BOUNDS_POLICIES,
     VectorLearnerResult,
     check_bounds,
     check_features,
@@ -74,6 +86,7 @@ __all__ = [
     "SemiSupervisedLearner",
     "StumpCover",
     "StumpModel",
+    "cover_size_bound",
     "labelled_sample_size",
     "semi_private_learner",
     "stump_cover",
@@ -99,6 +112,16 @@ def stump_vc_bound(d: int) -> int:
 def unlabelled_sample_size(vc: int, alpha: float, beta: float) -> int:
     """ε-net size ``⌈max((4/α)log2(2/β), (8·VC/α)log2(13/α))⌉`` (Blumer et al. 1989; §B.2.6)."""
     return math.ceil(max(4 / alpha * math.log2(2 / beta), 8 * vc / alpha * math.log2(13 / alpha)))
+
+
+def cover_size_bound(d: int, n_semi: int) -> int:
+    """Most stumps a cover of ``n_semi`` points in R^d can hold: the two constants and, per feature,
+    two signs at each of at most ``n_semi - 1`` cuts.
+
+    >>> cover_size_bound(1, 500)
+    1000
+    """
+    return 2 + 2 * d * max(n_semi - 1, 0)
 
 
 def labelled_sample_size(cover_size: int, epsilon: float, alpha: float, beta: float) -> int:
@@ -251,8 +274,7 @@ class SemiSupervisedLearner:
     name = "semi-supervised"
 
     def __init__(self, *, alpha: float = 0.1, beta: float = 0.1, n_semi: int | None = None,
-                 density_share: float = 0.5, out_of_bounds: str = "clip",
-                 cells_per_axis: int | None = None) -> None:
+                 density_share: float = 0.5, cells_per_axis: int | None = None) -> None:
         self.alpha = check_accuracy_parameter(alpha, "alpha")
         self.beta = check_accuracy_parameter(beta, "beta")
         if n_semi is not None and (isinstance(n_semi, bool) or not isinstance(n_semi, int) or n_semi < 1):
@@ -261,46 +283,52 @@ class SemiSupervisedLearner:
         if not 0 < density_share < 1:
             raise ValueError(f"density_share must be in (0, 1), got {density_share!r}")
         self.density_share = float(density_share)
-        if out_of_bounds not in OUT_OF_BOUNDS_POLICIES:
-            raise ValueError(f"out_of_bounds must be one of {OUT_OF_BOUNDS_POLICIES}, got {out_of_bounds!r}")
-        self.out_of_bounds = out_of_bounds
-        self.cells_per_axis = cells_per_axis  # a public resolution instead of the schedule in n
+        self.cells_per_axis = cells_per_axis  # a public resolution instead of the schedule in n (or m)
 
     def fit(self, X: np.ndarray, y: np.ndarray, *, epsilon: float, delta: float = 0.0,
-            bounds: np.ndarray, rng: RandomSource | None = None) -> VectorLearnerResult:
+            bounds: np.ndarray, rng: RandomSource | None = None,
+            expected_size: int | None = None) -> VectorLearnerResult:
         eps = finite_epsilon(epsilon)
         if not 0 < float(delta) < 1:
             raise LearningInputError("the semi-supervised learner needs 0 < delta < 1 for its density "
                                      f"estimator (e.g. n^-2), got {delta!r}")
+        m = check_expected_size(expected_size)
         src = resolve(rng)
         b = check_bounds(bounds)
-        arr = check_features(X, b, self.out_of_bounds)
+        arr = check_features(X, b)
         n, d = arr.shape
         labels, labelled = split_labels(y, n)
         eps_u = eps * self.density_share
         eps_s = eps - eps_u
         vc = stump_vc_bound(d)
         n_semi = unlabelled_sample_size(vc, self.alpha, self.beta) if self.n_semi is None else self.n_semi
+        size = {"n": max(n, 1)} if m is None else {"expected_size": m}  # the grid's public size
         density: HistogramDensity = pcde_fit(arr[~labelled], epsilon=eps_u, delta=float(delta), bounds=b,
-                                             rng=src, n=max(n, 1),
-                                             cells_per_axis_override=self.cells_per_axis)
+                                             rng=src, cells_per_axis_override=self.cells_per_axis, **size)
         u_hat = density.sample(n_semi, src)
         cover = stump_cover(u_hat, src)
         model = semi_private_learner(cover, arr[labelled], labels[labelled], eps_s, src)
-        m_needed = labelled_sample_size(len(cover), eps_s, self.alpha, self.beta)
+        m_needed = labelled_sample_size(cover_size_bound(d, n_semi), eps_s, self.alpha, self.beta)
+        relation = neighbouring_relation(m)
+        parameters: dict[str, Any] = {
+            "hypothesis_class": "stumps", "alpha": self.alpha, "beta": self.beta, "n_semi": n_semi,
+            "vc_bound": vc, "epsilon_density": eps_u, "epsilon_labels": eps_s, "composition": "sequential",
+            "density_cells_per_axis": density.grid.k, "bounds": b.tolist(), "out_of_bounds": "clip",
+            "cover_size_bound": cover_size_bound(d, n_semi),
+            "unlabelled_size_needed": "depends on the unknown marginal (not computable)",
+        }
+        if m is not None:
+            parameters["expected_size"] = m
         return VectorLearnerResult(
             model=model, mechanism=MECHANISM, epsilon=eps, delta=float(delta), proper=True, sample_size=n,
-            parameters={"hypothesis_class": "stumps", "alpha": self.alpha, "beta": self.beta,
-                        "n_semi": n_semi, "vc_bound": vc, "epsilon_density": eps_u, "epsilon_labels": eps_s,
-                        "composition": "sequential", "density_cells_per_axis": density.grid.k,
-                        "bounds": b.tolist(), "out_of_bounds": self.out_of_bounds},
+            parameters=parameters,
             theorem="[B Thm 4.11] (PCDE [B Alg 3] + semi-private learner [B Thm 4.10])",
-            guarantee=(f"({eps:g}, {float(delta):g})-DP (replace-one rows, sequential composition); "
+            guarantee=(f"({eps:g}, {float(delta):g})-DP ({relation} rows, sequential composition); "
                        f"error <= 6*alpha w.p. >= 1 - 3*beta once the labelled rows reach the theorem size "
                        f"and the unlabelled rows suffice for the (unknown) marginal"),
             theorem_sample_size=m_needed, accuracy_guarantee_holds=None,
-            diagnostics={"cover_size": len(cover), "density_released_cells": int(density.cells.size),
-                         "density_released_mass": density.total_mass(),
-                         "density_fallback_used": density.fallback_used,
-                         "unlabelled_size_needed": "depends on the unknown marginal (not computable)"},
+            dp_outputs={"cover_size": len(cover), "density_released_cells": int(density.cells.size),
+                        "density_released_mass": density.total_mass(),
+                        "density_fallback_used": density.fallback_used},
+            neighbouring_relation=relation,
         )

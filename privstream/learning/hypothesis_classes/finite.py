@@ -3,7 +3,7 @@
 Rows are deduplicated (a class is a set of functions) and sorted, so the same set of
 functions always gives the same class whatever the row order or repetitions in the file.
 Storage is packed bits; the SOA and the dimensions work on column bitmasks
-(:class:`~privstream.learning.bitset_search.BitsetClass`).
+(:class:`~privstream.learning.hypothesis_classes.bitset_search.BitsetClass`).
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from privstream.learning.bitset_search import BitsetClass, columns_from_matrix
 from privstream.learning.errors import ClassFileError, StateError
 from privstream.learning.hypotheses import Hypothesis, hypothesis_from_table
 from privstream.learning.hypothesis_classes.base import HypothesisClass, VersionSpace, soa_choice
+from privstream.learning.hypothesis_classes.bitset_search import BitsetClass, columns_from_matrix
 
 
 class FiniteVersionSpace(VersionSpace):

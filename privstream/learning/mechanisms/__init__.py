@@ -5,13 +5,13 @@ returns its :class:`~privstream.learning.accounting.PrivacyGuarantee` from ``gua
 only from an injectable :class:`~privstream.learning.randomness.RandomSource` (default: OS CSPRNG).
 """
 
+from privstream.learning.errors import PrivacyParameterError
 from privstream.learning.mechanisms._common import Mechanism
 from privstream.learning.mechanisms.exponential import Block, ExponentialMechanism, PermuteAndFlip
 from privstream.learning.mechanisms.gaussian import DiscreteGaussianMechanism, GaussianMechanism
 from privstream.learning.mechanisms.histogram import StableHistogram
 from privstream.learning.mechanisms.laplace import DiscreteLaplaceMechanism, LaplaceMechanism
 from privstream.learning.mechanisms.sparse_vector import AboveThreshold
-from privstream.learning.privacy_errors import PrivacyParameterError
 
 __all__ = [
     "AboveThreshold",

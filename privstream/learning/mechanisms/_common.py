@@ -10,7 +10,7 @@ from numbers import Rational, Real
 from typing import ClassVar
 
 from privstream.learning.accounting import PrivacyGuarantee
-from privstream.learning.privacy_errors import PrivacyParameterError
+from privstream.learning.errors import PrivacyParameterError
 from privstream.learning.randomness import RandomSource, resolve
 
 __all__ = ["Mechanism", "exact_real", "positive_int", "positive_real", "probability"]

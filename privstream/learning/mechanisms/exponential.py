@@ -44,8 +44,8 @@ from numbers import Real
 from typing import ClassVar
 
 from privstream.learning.accounting import PrivacyGuarantee
+from privstream.learning.errors import PrivacyParameterError
 from privstream.learning.mechanisms._common import Mechanism, exact_real, positive_int, positive_real
-from privstream.learning.privacy_errors import PrivacyParameterError
 from privstream.learning.randomness import RandomSource, exp_neg_bounds
 
 __all__ = ["Block", "ExponentialMechanism", "PermuteAndFlip"]

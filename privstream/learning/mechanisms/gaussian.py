@@ -22,6 +22,7 @@ from fractions import Fraction
 from typing import ClassVar
 
 from privstream.learning.accounting import PrivacyGuarantee, zcdp_for_dp, zcdp_to_dp
+from privstream.learning.errors import PrivacyParameterError
 from privstream.learning.mechanisms._common import (
     Mechanism,
     exact_real,
@@ -31,7 +32,6 @@ from privstream.learning.mechanisms._common import (
     values_of,
 )
 from privstream.learning.mechanisms.laplace import default_granularity
-from privstream.learning.privacy_errors import PrivacyParameterError
 from privstream.learning.randomness import RandomSource
 
 __all__ = ["DiscreteGaussianMechanism", "GaussianMechanism", "rho_for"]

@@ -27,8 +27,8 @@ from fractions import Fraction
 from typing import ClassVar
 
 from privstream.learning.accounting import PrivacyGuarantee
+from privstream.learning.errors import PrivacyParameterError
 from privstream.learning.mechanisms._common import Mechanism, positive_real, probability
-from privstream.learning.privacy_errors import PrivacyParameterError
 from privstream.learning.randomness import RandomSource, exp_neg_bounds
 
 __all__ = ["StableHistogram"]

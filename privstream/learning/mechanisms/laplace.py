@@ -21,6 +21,7 @@ from fractions import Fraction
 from typing import ClassVar
 
 from privstream.learning.accounting import DEFAULT_RDP_ORDERS, PrivacyGuarantee, rdp_discrete_laplace
+from privstream.learning.errors import PrivacyParameterError
 from privstream.learning.mechanisms._common import (
     Mechanism,
     exact_real,
@@ -28,7 +29,6 @@ from privstream.learning.mechanisms._common import (
     positive_real,
     values_of,
 )
-from privstream.learning.privacy_errors import PrivacyParameterError
 from privstream.learning.randomness import RandomSource
 
 __all__ = ["DiscreteLaplaceMechanism", "LaplaceMechanism", "default_granularity"]

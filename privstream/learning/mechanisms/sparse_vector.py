@@ -15,8 +15,8 @@ from fractions import Fraction
 from typing import ClassVar
 
 from privstream.learning.accounting import PrivacyGuarantee
+from privstream.learning.errors import PrivacyParameterError
 from privstream.learning.mechanisms._common import Mechanism, positive_int, positive_real
-from privstream.learning.privacy_errors import PrivacyParameterError
 from privstream.learning.randomness import RandomSource
 
 __all__ = ["AboveThreshold"]

@@ -1,50 +1,90 @@
 """The interface of private learners: :class:`LearnerResult`, :class:`PrivateLearner`, :func:`make_learner`.
 
-A private learner maps a labelled sample to a hypothesis with a differential-privacy guarantee
-under *replace-one* neighbours (two samples of the same size that differ in one example; n is
-public). The result states that guarantee and, separately, whether the accuracy theorem of the
-learner holds at the given sample size (DESIGN.md §4 "theory mode vs practical mode"): privacy
-never depends on the sample size, accuracy does.
+A private learner maps a labelled sample to a hypothesis with a differential-privacy guarantee.
+The result states that guarantee and, separately, whether the accuracy theorem of the learner
+holds (DESIGN.md §4 "theory mode vs practical mode"): privacy never depends on the sample size,
+accuracy does.
+
+**Two modes, chosen by ``expected_size``** (the same keyword on every learner, sanitizer and
+vector learner; :func:`check_expected_size`, :func:`neighbouring_relation`):
+
+* ``expected_size=None``: n is public (count windows at the example level, offline runs). The
+  guarantee holds under *replace-one* neighbours (two samples of the same size that differ in
+  one example), and parameters may be derived from ``len(xs)``.
+* ``expected_size=m`` (an int >= 1, set by the operator): n is private (time windows, user
+  level). The guarantee holds under *add/remove-one* neighbours (one sample has one example
+  more) for every actual n, 0 included, and everything the result reports -- ``parameters``,
+  ``theorem_sample_size``, ``accuracy_guarantee_holds``, ``mechanism``, ``epsilon``, ``delta``,
+  ``privacy``, the keys of ``dp_outputs`` and the *form* of the output -- is a function of the
+  configuration and m only. ``sample_size`` still holds the true n (for the trusted zone).
+
+**How the two relations relate.** A replacement is a removal followed by an addition, so an
+ε-DP mechanism under add/remove-one is 2ε-DP under replace-one (group privacy over two steps);
+the converse fails outright: a mechanism that publishes n is 0-DP under replace-one and not DP
+at all under add/remove. A mechanism analysed for one relation is therefore not automatically
+private for the other at the same ε: each learner's docstring gives its add/remove argument.
+
+Every learner returns a valid release on zero examples, in both modes, and nothing that depends
+on the data may make ``fit`` raise (a refused or failed release would itself leak the data).
 
 >>> learner = make_learner("generic")
 >>> learner.name
 'generic'
+>>> neighbouring_relation(None), neighbouring_relation(check_expected_size(500))
+('replace-one', 'add-remove-one')
 """
 
 from __future__ import annotations
 
 import importlib
 import math
-from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
 from privstream.learning.domain import as_labels, as_points
+from privstream.learning.errors import PrivacyParameterError
 from privstream.learning.hypotheses import Hypothesis
 from privstream.learning.hypothesis_classes import HypothesisClass
-from privstream.learning.privacy_errors import PrivacyParameterError
 from privstream.learning.randomness import RandomSource
 
 __all__ = [
+    "INFORMATION_THEORETIC",
     "LEARNERS",
     "LearnerResult",
+    "NeighbouringRelation",
+    "PrivacyKind",
     "PrivateLearner",
     "check_accuracy_parameter",
+    "check_expected_size",
     "check_privacy_parameters",
     "check_sample",
     "make_learner",
+    "neighbouring_relation",
 ]
+
+#: The neighbouring relation a result's (ε, δ) holds under (the certificate's words).
+NeighbouringRelation = Literal["replace-one", "add-remove-one"]
+#: ``"information-theoretic"``: the guarantee holds against any adversary, given ideal randomness
+#: from the :class:`RandomSource`; ``"computational"``: it also rests on a cryptographic assumption
+#: beyond the source (e.g. a keyed PRF expanding a secret key into the noise of many cells).
+PrivacyKind = Literal["information-theoretic", "computational"]
+INFORMATION_THEORETIC: PrivacyKind = "information-theoretic"
 
 
 @dataclass(frozen=True)
 class LearnerResult:
     """One private release of a learner, with its guarantees.
 
-    ``epsilon``/``delta`` are the guarantee of this run (replace-one neighbours), which may be
-    stronger than what the caller allowed (a pure-DP learner reports ``delta = 0``).
-    ``accuracy_guarantee_holds`` is ``sample_size >= theorem_sample_size``; it speaks about the
-    theorem's assumptions (e.g. realizable data), which a private learner cannot check.
+    ``epsilon``/``delta`` are the guarantee of this run under ``neighbouring_relation``, which may
+    be stronger than what the caller allowed (a pure-DP learner reports ``delta = 0``).
+    ``accuracy_guarantee_holds`` compares the theorem's sample size with n (``expected_size``
+    when n is private); it speaks about the theorem's assumptions (e.g. realizable data), which a
+    private learner cannot check. ``parameters`` are functions of the configuration (and of n only
+    when n is public); ``dp_outputs`` are values computed by the release's DP mechanisms (noisy
+    counts, selected queries): publishable post-processing, with keys fixed by the configuration.
+    ``privacy`` says whether the guarantee is information-theoretic or computational.
     """
 
     hypothesis: Hypothesis
@@ -56,6 +96,9 @@ class LearnerResult:
     parameters: dict[str, Any]
     theorem_sample_size: int | None
     accuracy_guarantee_holds: bool
+    neighbouring_relation: NeighbouringRelation = "replace-one"
+    privacy: PrivacyKind = INFORMATION_THEORETIC
+    dp_outputs: dict[str, Any] = field(default_factory=dict)
 
 
 @runtime_checkable
@@ -64,21 +107,24 @@ class PrivateLearner(Protocol):
 
     ``rng=None`` means a fresh cryptographically secure source (production); pass a seeded
     :class:`RandomSource` only for tests and experiments (reproducible, hence not private).
+    ``expected_size``: None when n is public (replace-one), the operator's m when n is private
+    (add/remove-one; see the module docstring).
     """
 
     name: str
 
     def fit(self, hclass: HypothesisClass, xs: np.ndarray, ys: np.ndarray, *, epsilon: float,
             delta: float = 0.0, alpha: float = 0.25, beta: float = 0.25,
-            rng: RandomSource | None = None) -> LearnerResult: ...
+            rng: RandomSource | None = None, expected_size: int | None = None) -> LearnerResult: ...
 
 
 #: Learners by name -> ``"module:attribute"`` of their factory (imported on first use, so this
 #: module imports no learner and later learners add one line here).
 LEARNERS: dict[str, str] = {
-    "generic": "privstream.learning.private_learners.generic:GenericLearner",
-    "proper": "privstream.learning.private_learners.proper:ProperLearner",
-    "global-stability": "privstream.learning.private_learners.global_stability:GlobalStabilityLearner",
+    "generic": "privstream.learning.private_learners.generic.learner:GenericLearner",
+    "proper": "privstream.learning.private_learners.proper.learner:ProperLearner",
+    "global-stability":
+        "privstream.learning.private_learners.global_stability.learner:GlobalStabilityLearner",
 }
 
 
@@ -119,6 +165,28 @@ def check_privacy_parameters(epsilon: object, delta: object) -> tuple[float, flo
     if not 0 <= dlt < 1:
         raise PrivacyParameterError(f"delta must be in [0, 1), got {delta!r}")
     return eps, dlt
+
+
+def check_expected_size(expected_size: object) -> int | None:
+    """``expected_size`` as None (n public) or an int m >= 1 (n private); a configuration check.
+
+    >>> check_expected_size(0)
+    Traceback (most recent call last):
+    ...
+    ValueError: expected_size must be None (n public) or an int >= 1 (n private), got 0
+    """
+    if expected_size is None:
+        return None
+    if isinstance(expected_size, bool) or not isinstance(expected_size, int | np.integer) \
+            or expected_size < 1:
+        raise ValueError("expected_size must be None (n public) or an int >= 1 (n private), "
+                         f"got {expected_size!r}")
+    return int(expected_size)
+
+
+def neighbouring_relation(expected_size: int | None) -> NeighbouringRelation:
+    """The relation a release's guarantee holds under: replace-one iff n is public."""
+    return "replace-one" if expected_size is None else "add-remove-one"
 
 
 def check_accuracy_parameter(value: object, name: str) -> float:

@@ -4,11 +4,18 @@ The finite-class learners of :mod:`~privstream.learning.private_learners.base` t
 points; the learners here take rows of real features ``X`` (shape ``(n, d)``) inside *public*
 feature bounds (shape ``(d, 2)``), never derived from the data.
 
-Privacy is stated under *replace-one* neighbours over rows (n is public; a replaced row may also
-change from labelled to unlabelled, so the number of labelled rows is private).
+Privacy is stated under *replace-one* neighbours over rows when n is public (``expected_size=None``;
+a replaced row may also change from labelled to unlabelled, so the number of labelled rows is
+private), and under *add/remove-one* neighbours when n is private (``expected_size=m``: every
+reported field then depends on the configuration and m only), exactly as for the finite-class
+learners (:mod:`~privstream.learning.private_learners.base`). Every learner takes zero rows.
 
-* ``fit(X, y, *, epsilon, delta, bounds, rng=None) -> VectorLearnerResult``; ``y`` is 0/1 with
-  ``-1`` (integer arrays) or ``NaN`` (float arrays) marking unlabelled rows.
+Feature values outside the public bounds are **clipped** to them (a fixed per-row map, so privacy
+is unaffected); there is no "reject" policy inside a learner, because a refusal that depends on
+the data would leak it. Finite values and the row length are validated before windowing.
+
+* ``fit(X, y, *, epsilon, delta, bounds, rng=None, expected_size=None) -> VectorLearnerResult``;
+  ``y`` is 0/1 with ``-1`` (integer arrays) or ``NaN`` (float arrays) marking unlabelled rows.
 * ``result.model`` is the *public* predictor: ``predict(X) -> uint8``, ``to_dict()`` (canonical
   JSON: equal models give equal dicts) and :func:`vector_model_from_dict` to read it back. It is
   a function of the mechanism's DP output only.
@@ -25,16 +32,16 @@ from __future__ import annotations
 import importlib
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from privstream.learning.errors import LabelError, LearningInputError
+from privstream.learning.private_learners.base import INFORMATION_THEORETIC, NeighbouringRelation, PrivacyKind
 from privstream.learning.randomness import RandomSource
 
 __all__ = [
-    "OUT_OF_BOUNDS_POLICIES",
     "VECTOR_LEARNERS",
     "VECTOR_MODELS",
     "BoundsError",
@@ -49,13 +56,8 @@ __all__ = [
     "vector_model_from_dict",
 ]
 
-#: What to do with feature values outside the public bounds: ``"clip"`` moves each coordinate to
-#: the nearest bound (a fixed per-row map, so privacy is unaffected); ``"reject"`` raises.
-OUT_OF_BOUNDS_POLICIES = ("clip", "reject")
-
-
 class BoundsError(LearningInputError):
-    """Missing or malformed public feature bounds, or a point outside them under ``reject``."""
+    """Missing or malformed public feature bounds (a configuration error, never a data one)."""
 
 
 @runtime_checkable
@@ -75,7 +77,9 @@ class VectorLearnerResult:
 
     ``accuracy_guarantee_holds`` is ``None`` when deciding it would need a private quantity
     (the number of labelled rows) or when the theorem gives no finite sample size (universal
-    consistency has no rate: [B Def 1.4]).
+    consistency has no rate: [B Def 1.4]). ``parameters`` depend on the configuration (and on n
+    only when n is public); ``dp_outputs`` are values computed by the DP mechanisms (publishable);
+    ``neighbouring_relation`` and ``privacy`` as in ``LearnerResult``.
     """
 
     model: VectorModel
@@ -89,7 +93,9 @@ class VectorLearnerResult:
     guarantee: str
     theorem_sample_size: int | None
     accuracy_guarantee_holds: bool | None
-    diagnostics: dict[str, Any]
+    dp_outputs: dict[str, Any] = field(default_factory=dict)
+    neighbouring_relation: NeighbouringRelation = "replace-one"
+    privacy: PrivacyKind = INFORMATION_THEORETIC
 
     @property
     def hypothesis_class(self) -> str:
@@ -104,8 +110,9 @@ class VectorLearnerResult:
             "sample_size": self.sample_size, "proper": self.proper,
             "accuracy_guarantee_holds": self.accuracy_guarantee_holds,
             "theorem_sample_size": self.theorem_sample_size,
-            "parameters": {**self.parameters, "theorem": self.theorem, "guarantee": self.guarantee,
-                           "diagnostics": self.diagnostics},
+            "parameters": {**self.parameters, "theorem": self.theorem, "guarantee": self.guarantee},
+            "dp_outputs": dict(self.dp_outputs), "neighbouring_relation": self.neighbouring_relation,
+            "privacy": self.privacy,
         }
 
 
@@ -113,13 +120,15 @@ class VectorLearnerResult:
 class VectorLearner(Protocol):
     """A differentially-private learner on feature vectors; all randomness from ``rng``.
 
-    ``rng=None`` means a fresh cryptographically secure source (production).
+    ``rng=None`` means a fresh cryptographically secure source (production). ``expected_size``:
+    None when n is public (replace-one), the operator's m when n is private (add/remove-one).
     """
 
     name: str
 
     def fit(self, X: np.ndarray, y: np.ndarray, *, epsilon: float, delta: float = 0.0,
-            bounds: np.ndarray, rng: RandomSource | None = None) -> VectorLearnerResult: ...
+            bounds: np.ndarray, rng: RandomSource | None = None,
+            expected_size: int | None = None) -> VectorLearnerResult: ...
 
 
 #: Learners by name -> ``"module:Factory"`` (imported on first use).
@@ -193,29 +202,27 @@ def check_bounds(bounds: object, d: int | None = None) -> np.ndarray:
     return b
 
 
-def check_features(X: object, bounds: np.ndarray, policy: str = "clip") -> np.ndarray:
-    """``X`` as a float ``(n, d)`` array inside ``bounds`` (clipped, or rejected if outside)."""
-    if policy not in OUT_OF_BOUNDS_POLICIES:
-        raise ValueError(f"out_of_bounds must be one of {OUT_OF_BOUNDS_POLICIES}, got {policy!r}")
+def check_features(X: object, bounds: np.ndarray) -> np.ndarray:
+    """``X`` as a float ``(n, d)`` array, each value clipped into ``bounds``; zero rows are fine.
+
+    >>> check_features([], np.array([[0.0, 1.0], [0.0, 1.0]])).shape
+    (0, 2)
+    >>> check_features([[2.0, -1.0]], np.array([[0.0, 1.0], [0.0, 1.0]])).tolist()
+    [[1.0, 0.0]]
+    """
     try:
         arr = np.array(X, dtype=np.float64)
     except (TypeError, ValueError):
         raise LearningInputError("features must be real numbers") from None
+    if arr.size == 0:  # an empty window: whatever its shape, zero rows of the public dimension
+        return np.zeros((0, bounds.shape[0]), dtype=np.float64)
     if arr.ndim != 2:
         raise LearningInputError(f"features must have shape (n, d), got {arr.shape}")
     if arr.shape[1] != bounds.shape[0]:
         raise BoundsError(f"{bounds.shape[0]} bounds for {arr.shape[1]} features")
     if not np.all(np.isfinite(arr)):
         raise LearningInputError("features must be finite (no NaN or infinity)")
-    lo, hi = bounds[:, 0], bounds[:, 1]
-    outside = (arr < lo) | (arr > hi)
-    if outside.any():
-        if policy == "reject":
-            i, j = map(int, np.argwhere(outside)[0])
-            raise BoundsError(f"row {i}, feature {j}: {arr[i, j]!r} is outside the public bounds "
-                              f"[{lo[j]!r}, {hi[j]!r}]")
-        arr = np.clip(arr, lo, hi)
-    return arr
+    return np.clip(arr, bounds[:, 0], bounds[:, 1])
 
 
 def split_labels(y: object, n: int) -> tuple[np.ndarray, np.ndarray]:

@@ -3,8 +3,13 @@
 A sanitizer maps a sample ``xs`` (and optionally labels ``ys``) to a :class:`SyntheticDistribution`
 from which every query of the class is answered by post-processing (ggkm.md §1.3, Definition 2.3):
 ``q_h = fraction of x with h(x) = 1``, or for a labelled release ``fraction of (x, y) with h(x) = y``.
-The guarantee is (ε, δ)-DP under *replace-one* neighbours (n is public), for the whole release:
-the user's ε is the total, never a per-iteration knob (dp_landscape.md §A3, MWEM pitfalls).
+The guarantee is (ε, δ)-DP for the whole release: the user's ε is the total, never a
+per-iteration knob (dp_landscape.md §A3, MWEM pitfalls). As for the learners
+(:mod:`privstream.learning.private_learners.base`), ``expected_size=None`` means n is public and
+the guarantee holds under *replace-one* neighbours; ``expected_size=m`` means n is private: the
+guarantee holds under *add/remove-one* neighbours for every n (0 included) and every reported
+field is a function of the configuration and m. Every sanitizer releases something valid on an
+empty sample, and nothing that depends on the data makes ``fit`` raise.
 
 >>> make_sanitizer("mwem").name
 'mwem'
@@ -13,7 +18,7 @@ the user's ε is the total, never a per-iteration knob (dp_landscape.md §A3, MW
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -21,12 +26,17 @@ import numpy as np
 from privstream.learning.domain import as_labels, as_points
 from privstream.learning.errors import LearningInputError
 from privstream.learning.hypothesis_classes import HypothesisClass
+from privstream.learning.private_learners.base import INFORMATION_THEORETIC, NeighbouringRelation, PrivacyKind
 from privstream.learning.randomness import RandomSource
 from privstream.learning.sanitizers.distribution import SyntheticDistribution
 
 __all__ = [
-    "SANITIZERS", "Sanitizer", "SanitizerInputError", "SanitizerResult", "check_data", "make_sanitizer",
+    "MAX_DOMAIN", "SANITIZERS", "Sanitizer", "SanitizerInputError", "SanitizerResult", "check_data",
+    "make_sanitizer",
 ]
+
+#: Largest class domain the sanitizers take (their block edges and prefix sums are int64).
+MAX_DOMAIN = 2**61
 
 
 class SanitizerInputError(LearningInputError):
@@ -39,7 +49,10 @@ class SanitizerResult:
 
     ``distribution`` lives on the class's public domain (block edges are change points of released
     queries, never raw data). ``theorem_sample_size`` is the n at which the cited accuracy theorem
-    holds for (α, β); ``accuracy_guarantee_holds`` says whether it does at this run's parameters.
+    holds for (α, β); ``accuracy_guarantee_holds`` says whether it does at this run's parameters
+    (with n = ``expected_size`` when n is private). ``parameters``, ``dp_outputs``, ``privacy`` and
+    ``neighbouring_relation`` mean what they mean in
+    :class:`~privstream.learning.private_learners.base.LearnerResult`.
     """
 
     distribution: SyntheticDistribution
@@ -50,6 +63,9 @@ class SanitizerResult:
     parameters: dict[str, Any]
     theorem_sample_size: int | None
     accuracy_guarantee_holds: bool
+    neighbouring_relation: NeighbouringRelation = "replace-one"
+    privacy: PrivacyKind = INFORMATION_THEORETIC
+    dp_outputs: dict[str, Any] = field(default_factory=dict)
 
 
 @runtime_checkable
@@ -57,19 +73,21 @@ class Sanitizer(Protocol):
     """A differentially-private sanitizer; ``fit`` draws all its randomness from ``rng``.
 
     ``rng=None`` means a fresh cryptographically secure source; pass a seeded source only in tests.
+    ``expected_size``: None when n is public (replace-one), m when n is private (add/remove-one).
     """
 
     name: str
 
     def fit(self, hclass: HypothesisClass, xs: np.ndarray, ys: np.ndarray | None = None, *,
             epsilon: float, delta: float = 0.0, alpha: float = 0.1, beta: float = 0.1,
-            rng: RandomSource | None = None) -> SanitizerResult: ...
+            rng: RandomSource | None = None, expected_size: int | None = None) -> SanitizerResult: ...
 
 
 #: Sanitizers by name -> ``"module:attribute"`` of their factory (imported on first use).
 SANITIZERS: dict[str, str] = {
     "mwem": "privstream.learning.sanitizers.mwem:MWEMSanitizer",
     "fooling": "privstream.learning.sanitizers.fooling:FoolingSanitizer",
+    "hierarchical": "privstream.learning.sanitizers.hierarchical:HierarchicalSanitizer",
 }
 
 
@@ -79,7 +97,7 @@ def make_sanitizer(name: str, **params: Any) -> Sanitizer:
     >>> make_sanitizer("pgm")
     Traceback (most recent call last):
     ...
-    ValueError: unknown sanitizer 'pgm'; known sanitizers: fooling, mwem
+    ValueError: unknown sanitizer 'pgm'; known sanitizers: fooling, hierarchical, mwem
     """
     target = SANITIZERS.get(name) if isinstance(name, str) else None
     if target is None:
@@ -90,13 +108,16 @@ def make_sanitizer(name: str, **params: Any) -> Sanitizer:
 
 def check_data(hclass: HypothesisClass, xs: object,
                ys: object | None) -> tuple[np.ndarray, np.ndarray | None]:
-    """Validated points (in the class's domain) and optional 0/1 labels; refuses an empty sample."""
+    """Validated points (in the class's domain) and optional 0/1 labels; an empty sample is fine.
+
+    The only refusal that is not a precondition of the service's validation (points in the
+    domain, 0/1 labels) depends on the class alone: a domain beyond :data:`MAX_DOMAIN`.
+    """
     if not isinstance(hclass, HypothesisClass):
         raise TypeError(f"hclass must be a HypothesisClass, got {type(hclass).__name__}")
+    if hclass.domain_size > MAX_DOMAIN:
+        raise SanitizerInputError(f"domain {hclass.domain_size} is too large for this sanitizer (limit 2^61; "
+                                  "the hierarchical sanitizer takes domains up to 2^63)")
     points = as_points(xs, hclass.domain_size)
-    if points.shape[0] == 0:
-        raise SanitizerInputError("empty data: a sanitizer needs at least one point")
-    if points.dtype == object:
-        raise SanitizerInputError(f"domain {hclass.domain_size} is too large for the sanitizers (limit 2^61)")
     labels = None if ys is None else as_labels(ys, points.shape[0])
     return points, labels

@@ -4,8 +4,9 @@ A :class:`SyntheticDistribution` on ``{0..N-1}`` is a partition of the domain in
 blocks ``[e_j, e_{j+1})`` (``0 = e_0 < ... < e_k = N``) with a probability weight per block, spread
 uniformly inside the block; the labelled variant (private query release over ``(x, y)``, ggkm.md
 §1.3) has one weight per block *and label*. The block boundaries are public: they are the change
-points of queries the sanitizer has already released (never raw data points), so the release is
-compact (``O(#blocks)``) even on ``2^32`` domains.
+points of queries the sanitizer has already released, or the leaves of a private partition (never
+raw data points), so the release is compact (``O(#blocks)``) even on ``2^32`` or ``2^63`` domains
+(above 2^61 the edges are kept as exact Python ints instead of ``int64``).
 
 Answers (ggkm.md §1.3 ``Est``, Definition 2.3): ``answer(h) = Pr_{x~p}[h(x) = 1]`` (unlabelled) or
 ``Pr_{(x,y)~p}[h(x) = y]`` (labelled), computed exactly from the run-length form of ``h`` and the
@@ -28,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from privstream.learning.domain import INT64_MAX
+from privstream.learning.domain import INT64_MAX, json_int
 from privstream.learning.errors import LearningInputError
 from privstream.learning.hypotheses import Hypothesis, hypothesis_from_dict
 from privstream.learning.randomness import RandomSource, resolve
@@ -51,11 +52,12 @@ class SyntheticDistribution:
 
     __slots__ = ("_cum", "_edges_arr", "_lengths", "domain_size", "edges", "labelled", "weights")
 
+    #: Largest domain kept in ``int64`` arithmetic (``t - edge`` and friends stay far from overflow).
+    INT64_LIMIT = INT64_MAX // 4 + 1
+
     def __init__(self, domain_size: int, edges: Iterable[int], weights: np.ndarray) -> None:
         if type(domain_size) is not int or domain_size < 1:
             raise DistributionFormatError(f"domain size must be a positive int, got {domain_size!r}")
-        if domain_size - 1 > INT64_MAX // 4:
-            raise DistributionFormatError(f"domain size {domain_size} is too large (limit 2^61)")
         e = tuple(int(v) for v in edges)
         if len(e) < 2 or e[0] != 0 or e[-1] != domain_size or any(a >= b for a, b in pairwise(e)):
             raise DistributionFormatError(f"block edges must increase strictly from 0 to {domain_size}")
@@ -74,7 +76,7 @@ class SyntheticDistribution:
         self.edges = e
         self.weights = w
         self.labelled = w.ndim == 2
-        self._edges_arr = np.array(e, dtype=np.int64)
+        self._edges_arr = np.array(e, dtype=np.int64 if domain_size <= self.INT64_LIMIT else object)
         self._lengths = np.diff(self._edges_arr).astype(np.float64)
         # cumulative mass below each edge, per label column for the labelled variant
         flat = w if w.ndim == 2 else w[:, None]
@@ -96,11 +98,17 @@ class SyntheticDistribution:
 
     def cdf(self, ts: np.ndarray) -> np.ndarray:
         """``F(t) = Pr[x < t]`` for integer ``t`` in ``[0, N]``; shape ``(len(ts), columns)``."""
-        t = np.asarray(ts, dtype=np.int64)
+        t = self._points(ts)
         j = np.clip(np.searchsorted(self._edges_arr, t, side="right") - 1, 0, self.num_blocks - 1)
         flat = self.weights if self.labelled else self.weights[:, None]
-        frac = ((t - self._edges_arr[j]) / self._lengths[j])[:, None]
+        frac = ((t - self._edges_arr[j]).astype(np.float64) / self._lengths[j])[:, None]
         return self._cum[j] + flat[j] * frac
+
+    def _points(self, ts: object) -> np.ndarray:
+        """Integer positions in the edges' dtype (exact Python ints above :attr:`INT64_LIMIT`)."""
+        if self._edges_arr.dtype == object:
+            return np.array([int(v) for v in np.asarray(ts, dtype=object).ravel()], dtype=object)
+        return np.asarray(ts, dtype=np.int64)
 
     def _check_domain(self, h: Hypothesis) -> None:
         if h.domain_size != self.domain_size:
@@ -113,7 +121,7 @@ class SyntheticDistribution:
             h = hypothesis_from_dict(h)
         self._check_domain(h)
         first, changes = h.change_points()
-        cuts = np.array([0, *changes, self.domain_size], dtype=np.int64)
+        cuts = self._points([0, *changes, self.domain_size])
         mass = np.diff(self.cdf(cuts), axis=0)  # per run, per column
         ones = mass[(1 - first)::2]  # runs alternate, the first has value `first`
         if not self.labelled:
@@ -150,7 +158,12 @@ class SyntheticDistribution:
         block = cells // 2 if self.labelled else cells
         lo = self._edges_arr[block]
         span = self._edges_arr[block + 1] - lo
-        xs = lo + (gen.random(n) * span).astype(np.int64).clip(0, span - 1)
+        if self._edges_arr.dtype == object:  # exact ints: 64 random bits per draw, scaled into the span
+            bits = gen.integers(0, 2**63, size=n, dtype=np.int64)
+            xs = np.array([a + (int(u) * int(w) >> 63) for a, u, w in zip(lo, bits, span, strict=True)],
+                          dtype=object)
+        else:
+            xs = lo + (gen.random(n) * span).astype(np.int64).clip(0, span - 1)
         if self.labelled:
             return xs, (cells % 2).astype(np.uint8)
         return xs
@@ -176,7 +189,9 @@ class SyntheticDistribution:
             n, labelled, inner, weights = d["domain"], d["labelled"], d["edges"], d["weights"]
         except (KeyError, TypeError) as exc:
             raise DistributionFormatError(f"malformed synthetic distribution: missing {exc}") from None
-        if not isinstance(inner, list) or any(type(v) is not int for v in inner):
+        # integers beyond 2^53 arrive as decimal strings (the public messages' number rule)
+        inner = [json_int(v) for v in inner] if isinstance(inner, list) else [None]
+        if any(v is None for v in inner):
             raise DistributionFormatError("edges must be a list of integers")
         if not isinstance(weights, list) or type(labelled) is not bool:
             raise DistributionFormatError("weights must be a list and labelled a boolean")
@@ -186,8 +201,9 @@ class SyntheticDistribution:
             raise DistributionFormatError("weights must be numbers (number pairs when labelled)") from None
         if labelled != (w.ndim == 2):
             raise DistributionFormatError("labelled releases need a [w0, w1] pair per block")
-        if type(n) is not int:
-            raise DistributionFormatError(f"domain must be an int, got {n!r}")
+        n = json_int(n)
+        if n is None:
+            raise DistributionFormatError(f"domain must be an int, got {d['domain']!r}")
         return cls(n, (0, *inner, n), w)
 
     def __eq__(self, other: object) -> bool:

@@ -58,14 +58,15 @@ def score_inputs(hclass: HypothesisClass, ys_sorted: np.ndarray | None,
 
 
 def finite_signed_errors(hclass: FiniteClass, xs: np.ndarray, ys: np.ndarray | None,
-                         density: np.ndarray) -> list[Fraction]:
-    """Exact signed errors ``q_f(D) - fl(n·q_f(A))`` for every row f of a file class.
+                         density: np.ndarray, scale: int | None = None) -> list[Fraction]:
+    """Exact signed errors ``q_f(D) - fl(ν·q_f(A))`` for every row f of a file class.
 
-    ``fl(n·q_f(A))`` is a float computed from the public distribution only, so each error is an
-    exact rational whose data-dependent part is an integer count (sensitivity exactly 1).
+    ``ν`` is ``scale`` (a public normaliser; default n). ``fl(ν·q_f(A))`` is a float computed from
+    public values only, so each error is an exact rational whose data-dependent part is an integer
+    count (sensitivity exactly 1).
     """
     m = hclass.matrix().astype(np.int64)
-    n = xs.shape[0]
+    n = xs.shape[0] if scale is None else scale
     if ys is None:
         counts = m @ np.bincount(xs, minlength=hclass.domain_size)
         syn = m @ density

@@ -27,6 +27,24 @@ per-round δ <= δ/(2T) gives (ε, δ). We solve directly for the largest τ mee
 instead of the paper's outer subsampling step (Cor 6.7): both rest on the same lemma; this avoids
 composing two amplifications. The learner's δ_L is whatever makes ``4e^{6τ}τδ_L = δ/(2T)``.
 
+**Add/remove-one (``expected_size=m``, n private).** The fixed-size subsample ``m_t = ⌊τn⌋`` would
+publish n, so each round takes a **Poisson subsample** instead (every example independently with
+probability τ, from the secure source) and pits it against ``k = ⌊τm⌋`` synthetic draws; the
+gap's normaliser is k and the learner is called with ``expected_size = 2k`` (its own add/remove
+mode), so nothing reported depends on n. Per round the mechanism on the subsample is
+``(ε_0, δ_L)``-DP under add/remove (the learner's halves and the two counts, sensitivity 1 each),
+and Poisson subsampling at rate τ makes it ``(ln(1 + τ(e^{ε_0} - 1)), τδ_L)``-DP under add/remove
+[Balle–Barthe–Gaboardi 2018, Thm 8; Li–Qardaji–Su 2012]. Since ``ln(1 + τ(e - 1)) <= (e - 1)τ <= 6τ``
+and ``τδ_L <= 4e^{6τ}τδ_L``, every round is within the per-round guarantee budgeted above, and the
+same advanced composition gives (ε, δ) under add/remove-one. (That is an add/remove statement;
+we do not claim the replace-one guarantee in this mode.) τ is rounded down to a multiple of
+2^-32 so the Bernoulli(τ) draws are exact; a smaller τ only strengthens the bound.
+
+**Empty and tiny samples.** When the subsample size (``⌊τn⌋`` with n public, ``⌊τm⌋`` with n
+private) is 0, no round can measure anything: the release is the generator's initial uniform
+distribution, computed without looking at the data (0-DP, charged as usual). With n private a
+Poisson subsample may be empty in a round; the learner then trains on the synthetic draws alone.
+
 **Departures from the paper (ggkm.md §3.3, §6 item 14).** The generator is MW over ``Z``, whose round
 bound ``T_MW = ceil(ln|Z|/(2γ²))``, ``γ = α/4``, depends on ``log|X|`` instead of the dual Littlestone
 dimension; the learner runs at ``α/16`` with confidence ``β/(4T)`` (spec's constants, not App. C's).
@@ -36,6 +54,7 @@ not apply (reported). :func:`fooling_sample_size` computes the n at which the §
 
 from __future__ import annotations
 
+import inspect
 import math
 from functools import lru_cache
 from typing import Any, ClassVar
@@ -50,18 +69,23 @@ from privstream.learning.mechanisms import DiscreteLaplaceMechanism
 from privstream.learning.private_learners.base import (
     LEARNERS,
     check_accuracy_parameter,
+    check_expected_size,
     check_privacy_parameters,
     make_learner,
+    neighbouring_relation,
 )
 from privstream.learning.randomness import RandomSource, resolve
 from privstream.learning.sanitizers.base import SanitizerInputError, SanitizerResult, check_data
 from privstream.learning.sanitizers.mwem import BlockState
 
-__all__ = ["MECHANISM", "FoolingBudget", "FoolingSanitizer", "fooling_budget", "fooling_sample_size"]
+__all__ = ["MECHANISM", "FoolingBudget", "FoolingSanitizer", "fooling_budget", "fooling_sample_size",
+           "poisson_subsample"]
 
 MECHANISM = "fooling-mw"
 EPS_LEARNER = 5 / 6  # spec §3.3: ε_L + ε_c = 1 per round on the subsample
 EPS_CHECK = 1 / 6
+#: τ is a multiple of 2^-TAU_BITS, so a Bernoulli(τ) draw is TAU_BITS exact random bits.
+TAU_BITS = 32
 
 
 class FoolingBudget(dict[str, float]):
@@ -100,7 +124,7 @@ def _fooling_budget(epsilon: float, delta: float, rounds: int) -> FoolingBudget:
         for _ in range(100):  # total(τ) is increasing in τ
             mid = (lo + hi) / 2
             lo, hi = (mid, hi) if total(mid) <= epsilon else (lo, mid)
-    tau = lo
+    tau = math.floor(lo * 2**TAU_BITS) / 2**TAU_BITS  # dyadic: exact Poisson draws; smaller is safer
     eps_round = _amplified(tau, 1.0)
     spent = advanced_composition(PrivacyGuarantee(eps_round, delta_round), rounds, slack)
     if spent.epsilon > epsilon or spent.delta > delta * (1 + 1e-12):
@@ -149,6 +173,23 @@ def _subsample(n: int, m: int, rng: RandomSource) -> np.ndarray:
     return np.fromiter(chosen, dtype=np.int64, count=m)
 
 
+def poisson_subsample(n: int, tau: float, rng: RandomSource) -> np.ndarray:
+    """Indices of range(n), each kept independently with probability τ (exact: τ·2^32 is an integer).
+
+    >>> from privstream.learning.randomness import seeded
+    >>> poisson_subsample(0, 0.5, seeded(0)).tolist(), poisson_subsample(4, 1.0, seeded(0)).tolist()
+    ([], [0, 1, 2, 3])
+    """
+    threshold = tau * 2**TAU_BITS
+    if threshold != math.floor(threshold):
+        raise ValueError(f"tau must be a multiple of 2^-{TAU_BITS}, got {tau!r}")
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    raw = rng.getrandbits(TAU_BITS * n).to_bytes(4 * n, "little")
+    draws = np.frombuffer(raw, dtype="<u4")
+    return np.flatnonzero(draws < threshold).astype(np.int64)
+
+
 class FoolingSanitizer:
     """ggkm.md §3.3 FoolingSanitizer as a :class:`~privstream.learning.sanitizers.base.Sanitizer`.
 
@@ -171,34 +212,37 @@ class FoolingSanitizer:
             raise SanitizerInputError(f"unknown broken variant {broken!r}")
         self.learner, self.rounds, self.learning_rate, self.broken = learner, rounds, learning_rate, broken
 
-    def _learner_name(self, hclass: HypothesisClass) -> tuple[str, str]:
+    def _learner_name(self, hclass: HypothesisClass, n_private: bool) -> tuple[str, str]:
+        """The discriminator: a function of the class and the mode only (never of the data)."""
         if self.learner != "auto":
             return self.learner, "chosen by the caller"
         if "proper" in LEARNERS:
+            proper = make_learner("proper")
             try:
-                make_learner("proper").lattice(hclass)  # type: ignore[attr-defined]
+                proper.lattice(hclass)  # type: ignore[attr-defined]
             except (LearningInputError, AttributeError) as exc:
                 return "generic", f"proper learner cannot take this class ({str(exc)[:80]})"
+            if n_private and "expected_size" not in inspect.signature(proper.fit).parameters:
+                return "generic", "proper learner has no mode for a private n (expected_size)"
             return "proper", "GGKM proper learner (the paper's discriminator)"
         return "generic", "proper learner not registered"
 
     def fit(self, hclass: HypothesisClass, xs: np.ndarray, ys: np.ndarray | None = None, *,
             epsilon: float, delta: float = 0.0, alpha: float = 0.1, beta: float = 0.1,
-            rng: RandomSource | None = None) -> SanitizerResult:
+            rng: RandomSource | None = None, expected_size: int | None = None) -> SanitizerResult:
         eps, dlt = check_privacy_parameters(epsilon, delta)
         a = check_accuracy_parameter(alpha, "alpha")
         b = check_accuracy_parameter(beta, "beta")
+        size = check_expected_size(expected_size)
         points, labels = check_data(hclass, xs, ys)
         budget = fooling_budget(eps, dlt, self.rounds)
         n = int(points.shape[0])
-        m = math.floor(budget["tau"] * n)
-        if m < 1:
-            need = math.ceil(1 / budget["tau"])
-            raise SanitizerInputError(
-                f"the fooling sanitizer needs at least {need} points at epsilon={eps:g} "
-                f"with {self.rounds} rounds (subsample fraction {budget['tau']:.3g})")
-        learner_name, why = self._learner_name(hclass)
+        tau = budget["tau"]
+        # k: the synthetic draws per round and the gap's normaliser; public in both modes
+        k = math.floor(tau * (n if size is None else size))
+        learner_name, why = self._learner_name(hclass, size is not None)
         learner = make_learner(learner_name)
+        learner_options: dict[str, Any] = {} if size is None else {"expected_size": max(2 * k, 1)}
         source = resolve(rng)
         labelled = labels is not None
         state = BlockState(hclass.domain_size, labelled, dense=isinstance(hclass, FiniteClass))
@@ -208,32 +252,33 @@ class FoolingSanitizer:
         gen = np.random.default_rng(source.getrandbits(128))  # shuffles of public order only
         transcript: list[dict[str, Any]] = []
         accepted = False
-        for _ in range(self.rounds):
+        for _ in range(self.rounds if k >= 1 else 0):  # k = 0: the uniform start, data untouched
             q = state.distribution()
-            idx = _subsample(n, m, source)
+            idx = _subsample(n, k, source) if size is None else poisson_subsample(n, tau, source)
             real_x = points[idx]
             if labelled:
                 assert labels is not None
-                syn_x, syn_y = q.sample(m, source)  # type: ignore[misc]
+                syn_x, syn_y = q.sample(k, source)  # type: ignore[misc]
                 xs_l = np.concatenate([real_x, syn_x])
                 ys_l = np.concatenate([labels[idx], 1 - syn_y]).astype(np.uint8)
             else:
-                syn_x = q.sample(m, source)
+                syn_x = q.sample(k, source)
                 xs_l = np.concatenate([real_x, syn_x])
-                ys_l = np.concatenate([np.ones(m, np.uint8), np.zeros(m, np.uint8)])
-            order = gen.permutation(2 * m)
+                ys_l = np.concatenate([np.ones(idx.shape[0], np.uint8), np.zeros(k, np.uint8)])
+            order = gen.permutation(xs_l.shape[0])
             xs_l, ys_l = xs_l[order], ys_l[order]
             best: tuple[float, bool, Hypothesis, int] | None = None
             for negate in (False, True):
                 fit = learner.fit(hclass, xs_l, (1 - ys_l if negate else ys_l).astype(np.uint8),
                                   epsilon=EPS_LEARNER / 2, delta=budget["delta_learner"] / 2,
-                                  alpha=a / 16, beta=min(b / (4 * self.rounds), 0.5), rng=source)
+                                  alpha=a / 16, beta=min(b / (4 * self.rounds), 0.5), rng=source,
+                                  **learner_options)
                 f = fit.hypothesis
                 agree = f.predict(real_x) == (labels[idx] if labelled else 1)  # q_f on the subsample
                 count = int((agree != negate).sum())
                 noisy = count if self.broken == "noiseless_check" else int(check.release(count))
                 syn_mass = q.answer(f)
-                gap = noisy / m - (1 - syn_mass if negate else syn_mass)
+                gap = noisy / k - (1 - syn_mass if negate else syn_mass)
                 transcript.append({"query": f.to_dict(), "negated": negate, "noisy_count": noisy})
                 if best is None or gap > best[0]:
                     best = (gap, negate, f, noisy)
@@ -251,14 +296,20 @@ class FoolingSanitizer:
             "alpha": a, "beta": b, "rounds": self.rounds, "learning_rate": eta,
             "learner": learner_name, "learner_reason": why,
             "learner_epsilon_per_direction": EPS_LEARNER / 2, "check_epsilon_per_direction": EPS_CHECK / 2,
-            "subsample_size": m, **budget, "accept_threshold": threshold, "accepted": accepted,
+            "subsampling": "uniform without replacement, n public" if size is None
+            else "Poisson at rate tau, n private",
+            "subsample_size": k, **budget, "accept_threshold": threshold,
             "theorem": "GGKM Thm 6.6 via ggkm.md §3.3 (MW generator, log|Z| rounds; BNSV15 L4.12; DR14 3.20)",
-            "theorem_rounds": t_mw, "transcript": transcript,
+            "theorem_rounds": t_mw,
         }
-        holds = learner_name == "generic" and self.rounds >= t_mw and n >= needed
+        if size is not None:
+            parameters["expected_size"] = size
+        holds = learner_name == "generic" and self.rounds >= t_mw and (n if size is None else size) >= needed
         return SanitizerResult(
             distribution=state.distribution(), mechanism=MECHANISM, epsilon=eps, delta=dlt, sample_size=n,
             parameters=parameters, theorem_sample_size=needed, accuracy_guarantee_holds=holds,
+            neighbouring_relation=neighbouring_relation(size),
+            dp_outputs={"accepted": accepted, "transcript": transcript},
         )
 
     def __repr__(self) -> str:

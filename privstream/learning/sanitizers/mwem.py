@@ -1,10 +1,11 @@
 """MWEM (Hardt–Ligett–McSherry, NeurIPS 2012) over a stream's class, with exact selection and noise.
 
 Queries: for each h in the class, ``q_h(D) = #{x in D : h(x) = 1}`` (unlabelled) or
-``#{(x, y) in D : h(x) = y}`` (labelled). Each of T rounds:
+``#{(x, y) in D : h(x) = y}`` (labelled). With a public normaliser ``ν`` (the size of D, see
+below), each of T rounds:
 
-1. **Select** a query by the exponential mechanism with score ``σ·(q_h(D) - n·q_h(A))`` over all
-   ``(h, σ)``, ``σ = ±1`` (sensitivity 1: ``A`` is public). Exact sampler, never a float softmax
+1. **Select** a query by the exponential mechanism with score ``σ·(q_h(D) - ν·q_h(A))`` over all
+   ``(h, σ)``, ``σ = ±1`` (sensitivity 1: ``A`` and ν are public). Exact sampler, never a float softmax
    (:func:`~privstream.learning.sanitizers.selection.select_piecewise` over linear pieces for
    thresholds/intervals/points; :class:`~privstream.learning.mechanisms.ExponentialMechanism` over the
    rows for file classes). Intervals: ``(p, q)`` drawn as two independent exact exponential draws
@@ -12,17 +13,34 @@ Queries: for each h in the class, ``q_h(D) = #{x in D : h(x) = 1}`` (unlabelled)
    exponential mechanism over endpoint pairs whose score (the signed error of ``[min, max)``) has
    sensitivity 1 -- so the pair costs ε_s, not 2ε_s.
 2. **Measure** ``q(D)`` with the exact discrete Laplace mechanism (integer count, sensitivity 1).
-3. **Update** ``A(x) ∝ A(x)·exp(q(x)·(m/n - q(A)/n)/2)``, then replay all past measurements
-   ``repetitions`` times (post-processing, as in HLM12 §3 and Hardt's reference code).
+3. **Update** ``A(x) ∝ A(x)·exp(q(x)·(v - q(A))/2)`` with ``v = m/ν`` clipped to [0, 1] (m the noisy
+   count; clipping to the range of a fraction is post-processing and keeps every step finite on
+   tiny or empty samples), then replay all past measurements ``repetitions`` times
+   (post-processing, as in HLM12 §3 and Hardt's reference code).
+
+**The normaliser ν.** With n public (``expected_size=None``) ν = n (1 on an empty sample), as in
+the paper. With n private (``expected_size`` set) ν must not be n: normalising by the true n would
+put n into every released weight (the released A determines ``m/ν``, and m is published in the
+transcript, so ν = n would be read off exactly). Instead a share ``count_share`` of the budget
+buys a **noisy count** ``n̂ = n + DLap`` (sensitivity 1 under add/remove), and ν = max(n̂, 1):
+a DP output, so the selection scores and updates depend on n only through it.
+
+**Privacy under add/remove-one (n private).** Adding or removing one example changes n̂'s input
+by 1, each ``q_h(D)`` by at most 1 and nothing else (ν, A and the past outputs are public), so
+the count, every selection and every measurement keep their sensitivity 1; the composition below
+(basic or zCDP, which do not care about the neighbouring relation) covers the count plus the T
+rounds. Under replace-one n does not change and the count is 0-sensitive, so the same (ε, δ)
+holds there too. With n public, replace-one: the paper's argument, ν = n being public.
 
 **Budget: the user's (ε, δ) is the total** (dp_landscape.md §A3: per-iteration ε is the known
-pitfall). ``composition="basic"`` (δ = 0): each round gets ε/T, split ``selection_share`` /
-``1 - selection_share`` between selection and measurement (Dwork–Roth Thm 3.16).
-``composition="zcdp"`` (δ > 0, the default then): ρ = zcdp_for_dp(ε, δ) (Bun–Steinke Prop 1.3),
-ρ/T per round; the exponential mechanism at ε_s is ε_s²/8-zCDP (Cesar–Rogers 2021) and the
-discrete Laplace at ε_m is ε_m²/2-zCDP (BS16 Prop 1.4). Both splits are re-checked with
-:mod:`privstream.learning.accounting` before any data is touched. ``schedule="linear"`` gives round t
-a share ∝ t instead of 1/T (measured worse on the 1-D benchmarks, so uniform is the default).
+pitfall). ``composition="basic"`` (δ = 0): the count gets ``count_share·ε`` (n private only) and
+each round an equal part of the rest, split ``selection_share`` / ``1 - selection_share`` between
+selection and measurement (Dwork–Roth Thm 3.16). ``composition="zcdp"`` (δ > 0, the default
+then): ρ = zcdp_for_dp(ε, δ) (Bun–Steinke Prop 1.3), split the same way; the exponential mechanism
+at ε_s is ε_s²/8-zCDP (Cesar–Rogers 2021) and the discrete Laplace at ε_m is ε_m²/2-zCDP
+(BS16 Prop 1.4). Both splits are re-checked with :mod:`privstream.learning.accounting` before any
+data is touched. ``schedule="linear"`` gives round t a share ∝ t instead of 1/T (measured worse on
+the 1-D benchmarks, so uniform is the default).
 
 **Domain and representation.** The domain is the class's public ``{0..N-1}``; ``A`` starts uniform
 and is kept as weights over blocks whose edges are the change points of the *selected* queries
@@ -32,8 +50,16 @@ File classes use one block per point and the class's truth table.
 **Accuracy** (HLM12 Thm 2.2, basic composition, output = average of the A_i): with probability
 ``1 - 2T/|Q|^c``, ``max_q |q(A) - q(D)|/n <= 2·sqrt(ln N / T) + 10·T·ln|Q|/(ε n)``. The
 ``theorem_sample_size`` is the n making this ``<= α`` at ``T = ceil(16 ln N/α²)``:
-``n >= 320·ln N·ln|Q|/(ε α³)``. The default ``output="last"`` with replays is the practical mode
+``n >= 320·ln N·ln|Q|/(ε α³)``; with n private the bound and ``accuracy_guarantee_holds`` use
+``expected_size`` instead of n. The default ``output="last"`` with replays is the practical mode
 (much better in practice; the theorem is stated for the average).
+
+>>> from privstream.learning.hypothesis_classes import Thresholds
+>>> from privstream.learning.randomness import seeded
+>>> res = MWEMSanitizer(rounds=3).fit(Thresholds(16), np.array([], dtype=np.int64), epsilon=1.0,
+...                                   rng=seeded(0), expected_size=1000)
+>>> res.neighbouring_relation, res.parameters["epsilon_count"], sorted(res.dp_outputs)
+('add-remove-one', 0.05, ['noisy_size', 'transcript'])
 """
 
 from __future__ import annotations
@@ -57,16 +83,25 @@ from privstream.learning.hypothesis_classes import (
     threshold_hypothesis,
 )
 from privstream.learning.mechanisms import DiscreteLaplaceMechanism, ExponentialMechanism
-from privstream.learning.private_learners.base import check_accuracy_parameter, check_privacy_parameters
+from privstream.learning.private_learners.base import (
+    check_accuracy_parameter,
+    check_expected_size,
+    check_privacy_parameters,
+    neighbouring_relation,
+)
 from privstream.learning.randomness import RandomSource, resolve
 from privstream.learning.sanitizers.base import SanitizerInputError, SanitizerResult, check_data
 from privstream.learning.sanitizers.distribution import SyntheticDistribution
 from privstream.learning.sanitizers.evaluation import finite_signed_errors, score_inputs
 from privstream.learning.sanitizers.selection import Pieces, PointScore, PrefixScore, select_piecewise
 
-__all__ = ["MECHANISM", "BlockState", "MWEMSanitizer", "mwem_budget", "mwem_sample_size"]
+__all__ = [
+    "DEFAULT_COUNT_SHARE", "MECHANISM", "BlockState", "MWEMSanitizer", "mwem_budget", "mwem_sample_size",
+]
 
 MECHANISM = "mwem"
+#: Share of the budget spent on the noisy count ν when n is private (``expected_size`` set).
+DEFAULT_COUNT_SHARE = 0.05
 
 
 def _shares(rounds: int, schedule: str) -> list[float]:
@@ -80,36 +115,51 @@ def _shares(rounds: int, schedule: str) -> list[float]:
 
 
 def mwem_budget(epsilon: float, delta: float, rounds: int, composition: str, selection_share: float,
-                schedule: str = "uniform") -> tuple[list[float], list[float], dict[str, Any]]:
+                schedule: str = "uniform",
+                count_share: float = 0.0) -> tuple[list[float], list[float], dict[str, Any]]:
     """Per-round ``(ε_select[t], ε_measure[t])`` whose T-fold composition is within (ε, δ), and a record.
 
     ``schedule="linear"`` gives round t a share ∝ t (later rounds, which must tell apart smaller
-    errors, get more); the composition is checked the same way.
+    errors, get more); the composition is checked the same way. ``count_share > 0`` reserves that
+    share of the budget (of ε, or of ρ under zCDP) for the noisy count; the record's
+    ``epsilon_count`` is its discrete-Laplace ε (0 when there is no count).
 
     >>> s, m, _ = mwem_budget(1.0, 0.0, 10, "basic", 0.5)
     >>> round(s[0], 6), round(m[-1], 6)
     (0.05, 0.05)
+    >>> s, m, record = mwem_budget(1.0, 0.0, 10, "basic", 0.5, count_share=0.1)
+    >>> round(s[0], 6), record["epsilon_count"], round(record["epsilon_spent"], 9)
+    (0.045, 0.1, 1.0)
     """
     shares = _shares(rounds, schedule)
+    if not 0 <= count_share < 1:
+        raise SanitizerInputError(f"count_share must be in [0, 1), got {count_share!r}")
     if composition == "basic":
-        eps_s = [selection_share * epsilon * f for f in shares]
-        eps_m = [(1 - selection_share) * epsilon * f for f in shares]
-        total = basic_composition([PrivacyGuarantee(e) for e in eps_s + eps_m])
+        eps_count = count_share * epsilon
+        rest = epsilon - eps_count
+        eps_s = [selection_share * rest * f for f in shares]
+        eps_m = [(1 - selection_share) * rest * f for f in shares]
+        parts = eps_s + eps_m + ([eps_count] if eps_count > 0 else [])
+        total = basic_composition([PrivacyGuarantee(e) for e in parts])
         if total.epsilon > epsilon * (1 + 1e-12):
             raise AssertionError("basic composition exceeds the budget")
-        return eps_s, eps_m, {"composition": "basic", "epsilon_spent": total.epsilon, "delta_spent": 0.0}
+        return eps_s, eps_m, {"composition": "basic", "epsilon_count": eps_count,
+                              "epsilon_spent": total.epsilon, "delta_spent": 0.0}
     if composition == "zcdp":
         if delta <= 0:
             raise SanitizerInputError("composition 'zcdp' needs delta > 0")
         rho = zcdp_for_dp(epsilon, delta)
-        eps_s = [math.sqrt(8 * selection_share * rho * f) * (1 - 1e-12) for f in shares]
-        eps_m = [math.sqrt(2 * (1 - selection_share) * rho * f) * (1 - 1e-12) for f in shares]
+        eps_count = math.sqrt(2 * count_share * rho) * (1 - 1e-12)
+        rest = (1 - count_share) * rho
+        eps_s = [math.sqrt(8 * selection_share * rest * f) * (1 - 1e-12) for f in shares]
+        eps_m = [math.sqrt(2 * (1 - selection_share) * rest * f) * (1 - 1e-12) for f in shares]
         rho_total = math.fsum(s * s / 8 + m * m / 2 for s, m in zip(eps_s, eps_m, strict=True))
+        rho_total += eps_count * eps_count / 2
         spent = zcdp_to_dp(rho_total, delta)
         if spent > epsilon:
             raise AssertionError("zCDP composition exceeds the budget")
-        return eps_s, eps_m, {"composition": "zcdp", "rho": rho_total, "epsilon_spent": spent,
-                              "delta_spent": delta}
+        return eps_s, eps_m, {"composition": "zcdp", "rho": rho_total, "epsilon_count": eps_count,
+                              "epsilon_spent": spent, "delta_spent": delta}
     raise SanitizerInputError(f"unknown composition {composition!r}; use 'basic' or 'zcdp'")
 
 
@@ -200,16 +250,19 @@ class MWEMSanitizer:
     ``rounds`` T (data-independent), ``repetitions`` replays of past measurements per round (50: on
     the 1-D benchmarks 10-15% lower max error than 10, at ~2x the time),
     ``composition`` ``"basic"``/``"zcdp"`` (default: zcdp when δ > 0, else basic), ``output``
-    ``"last"`` or ``"average"`` (HLM12's output), ``selection_share`` of each round's budget.
-    ``noisy_selection=False`` / ``noisy_measurement=False`` are deliberately broken variants (argmax
-    selection, exact counts) that the privacy audits must catch; never use them otherwise.
+    ``"last"`` or ``"average"`` (HLM12's output), ``selection_share`` of each round's budget,
+    ``count_share`` of the whole budget for the noisy count ν when n is private.
+    ``noisy_selection=False`` / ``noisy_measurement=False`` / ``noisy_size=False`` are deliberately
+    broken variants (argmax selection, exact counts, ν = the true n when n is private) that the
+    privacy audits must catch; never use them otherwise.
     """
 
     name: ClassVar[str] = "mwem"
 
     def __init__(self, rounds: int = 20, repetitions: int = 50, composition: str | None = None,
-                 output: str = "last", selection_share: float = 0.5, schedule: str = "uniform", *,
-                 noisy_selection: bool = True, noisy_measurement: bool = True, dense: bool = False) -> None:
+                 output: str = "last", selection_share: float = 0.5, schedule: str = "uniform",
+                 count_share: float = DEFAULT_COUNT_SHARE, *, noisy_selection: bool = True,
+                 noisy_measurement: bool = True, noisy_size: bool = True, dense: bool = False) -> None:
         if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
             raise SanitizerInputError(f"rounds must be an int >= 1, got {rounds!r}")
         if isinstance(repetitions, bool) or not isinstance(repetitions, int) or repetitions < 0:
@@ -218,7 +271,10 @@ class MWEMSanitizer:
             raise SanitizerInputError(f"output must be 'last' or 'average', got {output!r}")
         if not 0 < selection_share < 1:
             raise SanitizerInputError(f"selection_share must be in (0, 1), got {selection_share!r}")
+        if not 0 < count_share < 1:
+            raise SanitizerInputError(f"count_share must be in (0, 1), got {count_share!r}")
         self.rounds, self.repetitions, self.composition = rounds, repetitions, composition
+        self.count_share, self.noisy_size = float(count_share), noisy_size
         _shares(1, schedule)  # validate
         self.output, self.selection_share, self.schedule = output, selection_share, schedule
         self.noisy_selection, self.noisy_measurement, self.dense = noisy_selection, noisy_measurement, dense
@@ -226,10 +282,11 @@ class MWEMSanitizer:
     # -- selection ------------------------------------------------------------------------------
 
     def _select(self, hclass: HypothesisClass, xs: np.ndarray, ys: np.ndarray | None, state: BlockState,
-                eps_s: float, rng: RandomSource) -> Hypothesis:
+                eps_s: float, rng: RandomSource, scale: int) -> Hypothesis:
+        """One exact EM draw with score ``σ·(q_h(D) - scale·q_h(A))``; ``scale`` is the public ν."""
         n, big_n = xs.shape[0], hclass.domain_size
         if isinstance(hclass, FiniteClass):
-            scores = finite_signed_errors(hclass, xs, ys, state.distribution().density())
+            scores = finite_signed_errors(hclass, xs, ys, state.distribution().density(), scale=scale)
             signed = scores + [-s for s in scores]
             if self.noisy_selection:
                 i = ExponentialMechanism(eps_s, 1, rng=rng).select(signed)
@@ -241,15 +298,15 @@ class MWEMSanitizer:
         if ys is None:
             a = np.ones(n, dtype=np.int64)
         if isinstance(hclass, Points):
-            score = PointScore(xs_s, a, state.edges, w, n, base=base)
-            empty_exact = offset - n * Fraction(base)  # the all-zero function
+            score = PointScore(xs_s, a, state.edges, w, scale, base=base)
+            empty_exact = offset - scale * Fraction(base)  # the all-zero function
             one = np.array([0], dtype=np.int64), np.array([1], dtype=np.int64)
             families = [score.pieces(1, offset), score.pieces(-1, offset)] + [
                 Pieces(*one, np.array([s * float(empty_exact)]), np.zeros(1),
-                       lambda _t, s=s: s * empty_exact, float(n)) for s in (1, -1)]
+                       lambda _t, s=s: s * empty_exact, float(n + scale)) for s in (1, -1)]
             f, t = self._draw(families, eps_s, rng)
             return point_hypothesis(big_n, t if f < 2 else None)
-        prefix = PrefixScore(xs_s, a, state.edges, w, n, base=base)
+        prefix = PrefixScore(xs_s, a, state.edges, w, scale, base=base)
         if isinstance(hclass, Thresholds):
             _, t = self._draw([prefix.pieces(1, offset), prefix.pieces(-1, offset)], eps_s, rng)
             return threshold_hypothesis(big_n, t)
@@ -274,10 +331,11 @@ class MWEMSanitizer:
 
     def fit(self, hclass: HypothesisClass, xs: np.ndarray, ys: np.ndarray | None = None, *,
             epsilon: float, delta: float = 0.0, alpha: float = 0.1, beta: float = 0.1,
-            rng: RandomSource | None = None) -> SanitizerResult:
+            rng: RandomSource | None = None, expected_size: int | None = None) -> SanitizerResult:
         eps, dlt = check_privacy_parameters(epsilon, delta)
         a = check_accuracy_parameter(alpha, "alpha")
         b = check_accuracy_parameter(beta, "beta")
+        size = check_expected_size(expected_size)
         points, labels = check_data(hclass, xs, ys)
         order = np.argsort(points, kind="stable")  # selection works on sorted data; counts ignore order
         points = points[order]
@@ -288,50 +346,69 @@ class MWEMSanitizer:
             raise SanitizerInputError("mwem releases labelled queries for thresholds, points and file "
                                       "classes; intervals support unlabelled data only")
         composition = self.composition or ("zcdp" if dlt > 0 else "basic")
+        count_share = 0.0 if size is None else self.count_share
         eps_s, eps_m, ledger = mwem_budget(eps, dlt, self.rounds, composition, self.selection_share,
-                                           self.schedule)
+                                           self.schedule, count_share=count_share)
         source = resolve(rng)
         n = int(points.shape[0])
+        dp_outputs: dict[str, Any] = {}
+        if size is None:  # n public: the paper's normaliser
+            scale = max(n, 1)
+        elif self.noisy_size:  # n private: a noisy count (sensitivity 1 under add/remove), a DP output
+            noisy_size = int(DiscreteLaplaceMechanism(ledger["epsilon_count"], 1, rng=source).release(n))
+            dp_outputs["noisy_size"] = noisy_size
+            scale = max(noisy_size, 1)
+        else:  # BROKEN on purpose (audits only): the private n itself
+            dp_outputs["noisy_size"] = n
+            scale = max(n, 1)
         state = BlockState(hclass.domain_size, labels is not None,
                            dense=self.dense or isinstance(hclass, FiniteClass))
         total = np.zeros_like(state.weights)
         history: list[tuple[Hypothesis, float]] = []
         transcript: list[dict[str, Any]] = []
         for r in range(self.rounds):
-            h = self._select(hclass, points, labels, state, eps_s[r], source)
+            h = self._select(hclass, points, labels, state, eps_s[r], source, scale)
             (total,) = state.refine(h.change_points()[1], total)
             ones = h.predict(points)
             count = int(ones.sum()) if labels is None else int((ones == labels).sum())
             measure = DiscreteLaplaceMechanism(eps_m[r], 1, rng=source)
             noisy = measure.release(count) if self.noisy_measurement else count  # else: BROKEN on purpose
-            history.append((h, noisy / n))
+            value = min(max(noisy / scale, 0.0), 1.0)  # a fraction: clipping is post-processing
+            history.append((h, value))
             transcript.append({"query": h.to_dict(), "noisy_count": noisy})
-            state.update(h, noisy / n)
+            state.update(h, value)
             state.replay(history, self.repetitions)
             total = total + state.weights
+        dp_outputs["transcript"] = transcript
         release = state.distribution(total if self.output == "average" else None)
         num_queries = 2 * hclass.size
         needed = mwem_sample_size(hclass.domain_size, num_queries, eps, a)
         t_needed = math.ceil(16 * math.log(max(hclass.domain_size, 2)) / a**2)
-        bound = (2 * math.sqrt(math.log(max(hclass.domain_size, 2)) / self.rounds)
-                 + 10 * self.rounds * math.log(num_queries) / (eps * n))
+        n_theory = n if size is None else size  # never the private n
+        bound = None if n_theory == 0 else (
+            2 * math.sqrt(math.log(max(hclass.domain_size, 2)) / self.rounds)
+            + 10 * self.rounds * math.log(num_queries) / (eps * n_theory))
         parameters: dict[str, Any] = {
             "alpha": a, "beta": b, "rounds": self.rounds, "repetitions": self.repetitions,
             "output": self.output, "selection_share": self.selection_share,
             "schedule": self.schedule, "epsilon_select_per_round": eps_s,
             "epsilon_measure_per_round": eps_m, **ledger,
-            "selection": "exact exponential mechanism, score sigma*(q(D) - n q(A)), sensitivity 1",
+            "normaliser": "n (public)" if size is None else "noisy count (discrete Laplace at epsilon_count)",
+            "selection": "exact exponential mechanism, score sigma*(q(D) - nu q(A)), sensitivity 1",
             "measurement": "discrete Laplace on integer counts, sensitivity 1",
             "domain": "public: the class's domain; block edges = change points of selected queries",
             "theorem": "Hardt-Ligett-McSherry 2012 Thm 2.2 (basic composition, average output)",
-            "theory_max_error_bound": bound, "theorem_rounds": t_needed, "transcript": transcript,
+            "theory_max_error_bound": bound, "theorem_rounds": t_needed,
         }
-        holds = (n >= needed and self.rounds >= t_needed and self.output == "average"
+        if size is not None:
+            parameters["expected_size"] = size
+        holds = (n_theory >= needed and self.rounds >= t_needed and self.output == "average"
                  and composition == "basic")
         return SanitizerResult(
             distribution=release, mechanism=MECHANISM, epsilon=eps,
             delta=dlt if composition == "zcdp" else 0.0,
             sample_size=n, parameters=parameters, theorem_sample_size=needed, accuracy_guarantee_holds=holds,
+            neighbouring_relation=neighbouring_relation(size), dp_outputs=dp_outputs,
         )
 
     def __repr__(self) -> str:

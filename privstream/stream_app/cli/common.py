@@ -1,4 +1,5 @@
-"""What the command modules share: user errors, settings loading, logging, help texts, file ids.
+"""What the command modules share: user errors, settings loading, help texts, file ids (logging:
+``stream_app/logs.py``).
 
 Each command module imports this one and nothing of its siblings, so command groups never import
 each other (``tests/test_layers.py`` checks there is no import cycle).
@@ -11,8 +12,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import logging
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,6 @@ __all__ = [
     "EXAMPLES_HELP",
     "UserError",
     "add_config_option",
-    "configure_logging",
     "file_window_id",
     "load_settings",
 ]
@@ -61,8 +59,3 @@ def load_settings(args: argparse.Namespace, **overrides: Any) -> Any:
         raise ValueError(describe_validation_error(exc)) from None
 
 
-def configure_logging(level: str) -> None:
-    logging.basicConfig(
-        level=level.upper(), stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )

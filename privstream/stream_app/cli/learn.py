@@ -104,7 +104,8 @@ def run_learn(args: argparse.Namespace) -> int:
             parameters["run"] = run
         certificate = Certificate(
             mechanism=result.mechanism, epsilon=result.epsilon, delta=result.delta,
-            neighbouring_relation="replace-one", privacy_unit="example", window=window,
+            neighbouring_relation=result.neighbouring_relation, privacy_unit="example", window=window,
+            privacy=result.privacy, dp_outputs=result.dp_outputs,
             sample_size=result.sample_size, parameters=parameters, proper=result.proper,
             accuracy_guarantee_holds=result.accuracy_guarantee_holds,
             theorem_sample_size=result.theorem_sample_size,
@@ -147,7 +148,7 @@ def _parse_bounds(text: str | None, d: int) -> Any:
 
 def _learn_vectors(args: argparse.Namespace) -> int:
     """``learn`` for the vector learners: one HypothesisRelease per run (hypothesis = model.to_dict())."""
-    from privstream.learning.private_learners.vector_base import make_vector_learner
+    from privstream.learning.private_learners.vector_base import make_vector_learner, split_labels
     from privstream.schemas import Certificate, HypothesisRelease, WindowInfo
     from privstream.stream_app.sources.files import read_vector_examples
 
@@ -155,6 +156,10 @@ def _learn_vectors(args: argparse.Namespace) -> int:
         raise ValueError(f"learner {args.learner!r} takes no CLASS argument (got {args.hclass!r})")
     path = Path(args.examples)
     X, y, _ = read_vector_examples(path)
+    if args.learner == "bayes-consistent" and not split_labels(y, X.shape[0])[1].all():
+        # validated here, before the learner (which never refuses data: unlabelled rows cast no vote)
+        raise ValueError("the bayes-consistent learner needs every row labelled (0/1); use the "
+                         "semi-supervised learner for unlabelled rows")
     bounds = _parse_bounds(args.bounds, X.shape[1])
     params = {"alpha": args.alpha, "beta": args.beta} if args.learner == "semi-supervised" else {}
     learner = make_vector_learner(args.learner, **params)
@@ -167,7 +172,7 @@ def _learn_vectors(args: argparse.Namespace) -> int:
         if args.runs > 1:
             fields["parameters"]["run"] = run
         certificate = Certificate(
-            **fields, neighbouring_relation="replace-one", privacy_unit="example", window=window,
+            **fields, privacy_unit="example", window=window,
             randomness="seeded" if args.seed is not None else "secure", library_version=__version__,
         )
         hclass = result.hypothesis_class
@@ -187,14 +192,9 @@ def _learn_vectors(args: argparse.Namespace) -> int:
 
 
 def _audit_spec(name: str, epsilon: float | None) -> Any:
-    import privstream.learning.consistent.audit  # registers the vector learners' audits
-    import privstream.learning.private_learners.audit  # noqa: F401  (registers the learners)
-    from privstream.learning.audit import AUDITABLE_MECHANISMS
+    from privstream.learning.audit import audit_spec_factory
 
-    factory = AUDITABLE_MECHANISMS.get(name)
-    if factory is None:
-        known = ", ".join(sorted(AUDITABLE_MECHANISMS))
-        raise ValueError(f"unknown mechanism {name!r}; auditable: {known}")
+    factory = audit_spec_factory(name)
     if epsilon is None:
         return factory()
     if "epsilon" not in inspect.signature(factory).parameters:

@@ -11,7 +11,8 @@ import sys
 import threading
 from pathlib import Path
 
-from privstream.stream_app.cli.common import add_config_option, configure_logging, load_settings
+from privstream.stream_app.cli.common import add_config_option, load_settings
+from privstream.stream_app.logs import configure_logging
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -57,6 +58,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ingest.add_argument("--latency-seconds", type=float, default=10.0, help="length of the latency run")
     ingest.add_argument("--json", action="store_true", help="print the result as one JSON line")
     ingest.set_defaults(handler=run_bench_ingest)
+    ledger = bench_kinds.add_parser(
+        "ledger", help="charges per second of the SQLite and PostgreSQL ledgers, 1/4/16 writers"
+    )
+    add_config_option(ledger)
+    ledger.add_argument("--store", action="append", choices=("sqlite", "postgresql"),
+                        help="a backend to measure (repeatable; default: both, side by side)")
+    ledger.add_argument("--url", help="postgresql://USER@HOST:PORT/DB of a server where the bench may "
+                        "create and drop privstream_bench_* databases (password, TLS: the store_* "
+                        "settings); default: a throwaway local server")
+    ledger.add_argument("--writers", default="1,4,16", help="concurrent writer processes (1,4,16)")
+    ledger.add_argument("--seconds", type=float, default=3.0, help="length of each measurement (3)")
+    ledger.add_argument("--json", action="store_true", help="print the result as one JSON line")
+    ledger.set_defaults(handler=run_bench_ledger)
 
     demo = subparsers.add_parser("demo", help="run everything on this machine: broker, worker, producer")
     add_config_option(demo)
@@ -83,7 +97,7 @@ def run_worker(args: argparse.Namespace) -> int:
     from privstream.stream_app.service import build_service
 
     settings = load_settings(args, public_port=args.public_port, operator_port=args.operator_port)
-    configure_logging(settings.log_level)
+    configure_logging(settings.log_level, settings.log_format)
     broker = None
     if settings.kafka_bootstrap is None:
         broker = EmbeddedBroker().start()
@@ -92,7 +106,10 @@ def run_worker(args: argparse.Namespace) -> int:
     try:
         asyncio.run(ensure_topics(settings))
         service = build_service(settings)
-        worker = faust.Worker(service.app, loglevel=settings.log_level, quiet=True, redirect_stdouts=False)
+        # override_logging=False: mode would replace our handlers (and the JSON format) with its own.
+        worker = faust.Worker(service.app, loglevel=settings.log_level, quiet=True, redirect_stdouts=False,
+                              override_logging=False)
+        worker.spinner = None  # its terminal codes would land in the log (mode's setup used to drop it)
         # mode's Worker handles SIGINT/SIGTERM with a graceful stop (commit, close) and exits.
         worker.execute_from_commandline()
     except SystemExit as exc:
@@ -182,6 +199,33 @@ def run_bench_ingest(args: argparse.Namespace) -> int:
     else:
         for key, value in result.items():
             print(f"{key:24} {value}")
+    return 0
+
+
+def run_bench_ledger(args: argparse.Namespace) -> int:
+    from privstream.stream_app.bench.ledger_rate import run_ledger_benchmark
+
+    settings = load_settings(args)
+    try:
+        writers = [int(n) for n in args.writers.split(",")]
+    except ValueError:
+        raise ValueError(f"--writers takes numbers separated by commas, got {args.writers!r}") from None
+    result = run_ledger_benchmark(
+        args.store or ["sqlite", "postgresql"],
+        url=args.url,
+        password=settings.store_password_value() if args.url else None,
+        sslmode=settings.store_sslmode if args.url else None,
+        sslrootcert=str(settings.store_sslrootcert) if args.url and settings.store_sslrootcert else None,
+        writers=writers,
+        seconds=args.seconds,
+    )
+    if args.json:
+        print(json.dumps(result))
+    else:
+        for store, workloads in result["results"].items():
+            for workload, rates in workloads.items():
+                line = ", ".join(f"{n} writers {rate:,.0f}/s" for n, rate in rates.items())
+                print(f"{store:10} {workload:18} {line}")
     return 0
 
 

@@ -29,6 +29,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListen
 
 from privstream.agents.pipeline import IngestPipeline
 from privstream.stream_app.kafka.clients import client_options
+from privstream.stream_app.metrics import ServiceMetrics
 from privstream.stream_app.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -62,6 +63,8 @@ class _Rebalance(ConsumerRebalanceListener):
     async def on_partitions_revoked(self, revoked: list[TopicPartition]) -> None:
         # Called inside getmany(), between batches: every processed batch is committed already.
         log.info("ingest: partitions revoked: %s", sorted(tp.partition for tp in revoked))
+        for tp in revoked:  # another worker may handle it meanwhile: our offset would go stale
+            self.service.handled_offsets.pop(tp, None)
 
     async def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
         log.info("ingest: partitions assigned: %s", sorted(tp.partition for tp in assigned))
@@ -71,15 +74,18 @@ class _Rebalance(ConsumerRebalanceListener):
 class IngestService(mode.Service):
     """Consumes ``examples`` in batches, runs the pipeline, publishes, then commits."""
 
-    def __init__(self, settings: Settings, pipeline: IngestPipeline, on_assigned: Any, **kwargs: Any):
+    def __init__(self, settings: Settings, pipeline: IngestPipeline, on_assigned: Any,
+                 metrics: ServiceMetrics | None = None, **kwargs: Any):
         super().__init__(**kwargs)
         self.settings = settings
         self.pipeline = pipeline
+        self.metrics = metrics
         self.on_assigned = on_assigned
         self.consumer: AIOKafkaConsumer | None = None
         self.producer: AIOKafkaProducer | None = None
         self.batches = 0
         self.batch_started: float | None = None  # monotonic time the batch in hand was polled
+        self.handled_offsets: dict[TopicPartition, int] = {}  # next offset to handle, per partition
         self._producer_ready = asyncio.Event()
         self._between_batches = asyncio.Event()  # clear while a polled batch is being handled
         self._between_batches.set()
@@ -158,6 +164,18 @@ class IngestService(mode.Service):
             log.warning("ingest: Kafka at %s answers again", self.settings.kafka_bootstrap)
         self.kafka_ok_at = time.monotonic()
 
+    def _report_lag(self) -> None:
+        """Each assigned partition's lag: the high watermark of its last fetch minus the next
+        offset to handle (known once this worker has handled a batch of the partition)."""
+        if self.metrics is None or self.consumer is None:
+            return
+        lags = {}
+        for tp in self.assignment():
+            highwater, handled = self.consumer.highwater(tp), self.handled_offsets.get(tp)
+            if highwater is not None and handled is not None:
+                lags[tp.partition] = max(0, highwater - handled)
+        self.metrics.lag(lags)
+
     @mode.Service.task
     async def _consume(self) -> None:
         assert self.consumer is not None and self.producer is not None
@@ -167,6 +185,8 @@ class IngestService(mode.Service):
         while not self.should_stop:
             polled = await consumer.getmany(timeout_ms=200, max_records=MAX_RECORDS_PER_POLL)
             if not polled or self.should_stop:  # stopping: not committed, so it is read again
+                if not self.should_stop:
+                    self._report_lag()
                 continue
             self.batch_started = time.monotonic()
             self._between_batches.clear()
@@ -177,8 +197,13 @@ class IngestService(mode.Service):
                 pending += [await producer.send(dlq_topic, d.value, key=d.key, headers=d.headers)
                             for d in output.dead_letters]
                 await asyncio.gather(*pending)  # every output acknowledged before the commit
-                await consumer.commit({tp: messages[-1].offset + 1 for tp, messages in polled.items()})
+                handled = {tp: messages[-1].offset + 1 for tp, messages in polled.items()}
+                await consumer.commit(handled)
                 self.batches += 1
+                self.handled_offsets.update(handled)
+                if self.metrics is not None:
+                    self.metrics.ingest_batch_handled(time.monotonic() - self.batch_started)
+                self._report_lag()
             finally:
                 self.batch_started = None
                 self._between_batches.set()

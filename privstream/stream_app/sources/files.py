@@ -197,6 +197,6 @@ def read_query_data(path: str | Path) -> tuple[Any, Any]:
             ys.append(_label(p, f"line {lineno}", cells[iy].strip())[0])
     if not xs:
         raise ExampleFileError(f"{p}: no data points after the header")
-    if max(xs) > 2**62:
-        raise ExampleFileError(f"{p}: point {max(xs)} is beyond the sanitizers' limit of 2^61")
+    if max(xs) > 2**63 - 1:
+        raise ExampleFileError(f"{p}: point {max(xs)} is beyond the sanitizers' limit of 2^63 - 1")
     return np.array(xs, dtype=np.int64), (np.array(ys, dtype=np.uint8) if iy is not None else None)

@@ -35,7 +35,8 @@ sum), so charging every window against one total budget is conservative; a tight
 **Exact arithmetic.** Numbers are read as the shortest decimal that round-trips the float
 (``0.1`` means 1/10) and summed as exact rationals, so ten charges of 0.1 spend exactly 1.0 and
 ``0.1 + 0.2`` fits a budget of ``0.3``; float rounding can neither refuse a legal spend nor let
-an illegal one through.
+an illegal one through. (These rules live in :mod:`.ledger_rules`, shared with the PostgreSQL
+ledger, :mod:`.postgres_ledger`, which keeps this same contract for several hosts.)
 
 **Budget changes between runs.** The configured budget is the limit; what was spent is never
 reset. :meth:`SqliteLedger.set_budget` (or ``budgets=`` on open) replaces the stored limit, records
@@ -48,6 +49,8 @@ release).
 :class:`LedgerCorruptError` if it is not a valid ledger. Creating one is explicit:
 ``create_if_missing=True``, which the service's settings should set only for a deliberate first
 start (and the parent directory must exist, so an unmounted volume is an error, not a new ledger).
+The schema is versioned (``PRAGMA user_version``, the migrations in :data:`MIGRATIONS`): a file
+of an older version is upgraded when opened, one of a newer version is :class:`LedgerCorruptError`.
 
 **Processes and threads.** Several processes may share one file (WAL mode, ``BEGIN IMMEDIATE``
 write transactions, a busy timeout, ``synchronous=FULL``). One :class:`SqliteLedger` may be used from
@@ -59,17 +62,13 @@ ledger with exactly the same code (for tests and offline runs).
 from __future__ import annotations
 
 import logging
-import math
-import numbers
 import os
 import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
 from types import TracebackType
@@ -83,14 +82,24 @@ from privstream.agents.ledger_port import (
     LedgerCorruptError,
     LedgerError,
     LedgerMissingError,
+    LedgerUnavailableError,
     PrivacyCost,
     PrivacyLedger,
     UnknownEntryError,
     UnknownStreamError,
 )
+from privstream.stream_app.store.ledger_rules import (
+    ChargeRequest,
+    StreamBudget,
+    budget_change,
+    check_spends,
+    release_bytes_of,
+)
+from privstream.stream_app.store.migrations import Migration, SchemaTooNewError, latest, pending
 
 __all__ = [
     "APPLICATION_ID",
+    "MIGRATIONS",
     "SCHEMA_VERSION",
     "BudgetExhaustedError",
     "Charge",
@@ -99,6 +108,7 @@ __all__ = [
     "LedgerCorruptError",
     "LedgerError",
     "LedgerMissingError",
+    "LedgerUnavailableError",
     "PrivacyCost",
     "PrivacyLedger",
     "SqliteLedger",
@@ -114,81 +124,56 @@ APPLICATION_ID = 0x50534C47
 #: ``PRAGMA user_version`` of the schema this module reads and writes.
 SCHEMA_VERSION = 1
 
-_SCHEMA = """
-CREATE TABLE streams (
-    stream_id      TEXT PRIMARY KEY,
-    -- budgets and spends are exact rationals as text ("3/10"), see _exact()
-    epsilon_budget TEXT NOT NULL,
-    delta_budget   TEXT NOT NULL,
-    epsilon_spent  TEXT NOT NULL,
-    delta_spent    TEXT NOT NULL
-);
-CREATE TABLE charges (
-    entry_id     INTEGER PRIMARY KEY AUTOINCREMENT,  -- AUTOINCREMENT: ids are never reused
-    stream_id    TEXT NOT NULL REFERENCES streams (stream_id),
-    window_id    TEXT NOT NULL,
-    mechanism    TEXT NOT NULL,
-    epsilon      TEXT NOT NULL,
-    delta        TEXT NOT NULL,
-    release      BLOB NOT NULL,
-    charged_at   TEXT NOT NULL,
-    published_at TEXT,
-    UNIQUE (stream_id, window_id, mechanism)
-);
-CREATE INDEX charges_outbox ON charges (entry_id) WHERE published_at IS NULL;
-CREATE TABLE refusals (
-    refusal_id INTEGER PRIMARY KEY,
-    stream_id  TEXT NOT NULL REFERENCES streams (stream_id),
-    window_id  TEXT NOT NULL,
-    mechanism  TEXT NOT NULL,
-    epsilon    TEXT NOT NULL,
-    delta      TEXT NOT NULL,
-    refused_at TEXT NOT NULL
-);
-CREATE INDEX refusals_by_stream ON refusals (stream_id);
-CREATE TABLE budget_changes (
-    change_id      INTEGER PRIMARY KEY,
-    stream_id      TEXT NOT NULL REFERENCES streams (stream_id),
-    epsilon_budget TEXT NOT NULL,
-    delta_budget   TEXT NOT NULL,
-    changed_at     TEXT NOT NULL
-);
-"""
+#: The schema, as ordered migrations (see :mod:`.migrations`); ``PRAGMA user_version`` is the
+#: number of the last one applied. Append a migration to change it; never edit a released one.
+MIGRATIONS = (
+    Migration(1, "streams, charges (with the outbox), refusals, budget changes", (
+        """CREATE TABLE streams (
+            stream_id      TEXT PRIMARY KEY,
+            -- budgets and spends are exact rationals as text ("3/10"), see ledger_rules.exact()
+            epsilon_budget TEXT NOT NULL,
+            delta_budget   TEXT NOT NULL,
+            epsilon_spent  TEXT NOT NULL,
+            delta_spent    TEXT NOT NULL
+        )""",
+        """CREATE TABLE charges (
+            entry_id     INTEGER PRIMARY KEY AUTOINCREMENT,  -- AUTOINCREMENT: ids are never reused
+            stream_id    TEXT NOT NULL REFERENCES streams (stream_id),
+            window_id    TEXT NOT NULL,
+            mechanism    TEXT NOT NULL,
+            epsilon      TEXT NOT NULL,
+            delta        TEXT NOT NULL,
+            release      BLOB NOT NULL,
+            charged_at   TEXT NOT NULL,
+            published_at TEXT,
+            UNIQUE (stream_id, window_id, mechanism)
+        )""",
+        "CREATE INDEX charges_outbox ON charges (entry_id) WHERE published_at IS NULL",
+        """CREATE TABLE refusals (
+            refusal_id INTEGER PRIMARY KEY,
+            stream_id  TEXT NOT NULL REFERENCES streams (stream_id),
+            window_id  TEXT NOT NULL,
+            mechanism  TEXT NOT NULL,
+            epsilon    TEXT NOT NULL,
+            delta      TEXT NOT NULL,
+            refused_at TEXT NOT NULL
+        )""",
+        "CREATE INDEX refusals_by_stream ON refusals (stream_id)",
+        """CREATE TABLE budget_changes (
+            change_id      INTEGER PRIMARY KEY,
+            stream_id      TEXT NOT NULL REFERENCES streams (stream_id),
+            epsilon_budget TEXT NOT NULL,
+            delta_budget   TEXT NOT NULL,
+            changed_at     TEXT NOT NULL
+        )""",
+    )),
+)
+#: ``PRAGMA user_version`` of the schema this module reads and writes.
+SCHEMA_VERSION = latest(MIGRATIONS)
 _TABLES = frozenset({"streams", "charges", "refusals", "budget_changes"})
 _CHARGE_COLUMNS = (
     "entry_id, stream_id, window_id, mechanism, epsilon, delta, release, charged_at, published_at"
 )
-
-
-# --------------------------------------------------------------------------- helpers
-
-
-def _exact(value: float, name: str, *, upper: Fraction | None = None) -> Fraction:
-    """The exact rational a user means by ``value``: floats by their shortest decimal repr.
-
-    >>> _exact(0.1, "epsilon") + _exact(0.2, "epsilon") == _exact(0.3, "epsilon")
-    True
-    """
-    if isinstance(value, bool) or not isinstance(value, numbers.Real | Decimal):
-        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
-    if isinstance(value, numbers.Rational):  # int, Fraction, numpy integers: already exact
-        exact = Fraction(value.numerator, value.denominator)
-    else:
-        if not math.isfinite(value):
-            raise ValueError(f"{name} must be finite, got {value}")
-        # float.__repr__ is the shortest decimal that round-trips (0.1 -> "0.1" -> 1/10); it is
-        # called unbound so float subclasses (numpy.float64) do not bring their own repr.
-        exact = Fraction(value) if isinstance(value, Decimal) else Fraction(float.__repr__(float(value)))
-    if exact < 0 or (upper is not None and exact > upper):
-        bound = f"in [0, {upper}]" if upper is not None else ">= 0"
-        raise ValueError(f"{name} must be {bound}, got {value}")
-    return exact
-
-
-def _check_name(value: str, name: str) -> str:
-    if not isinstance(value, str) or not value:
-        raise TypeError(f"{name} must be a non-empty str, got {value!r}")
-    return value
 
 
 def _now() -> str:
@@ -208,36 +193,6 @@ def _to_charge(row: tuple) -> Charge:
         charged_at=datetime.fromisoformat(charged_at),
         published_at=None if published_at is None else datetime.fromisoformat(published_at),
     )
-
-
-@dataclass(frozen=True, slots=True)
-class _Stream:
-    epsilon_budget: Fraction
-    delta_budget: Fraction
-    epsilon_spent: Fraction
-    delta_spent: Fraction
-
-    @property
-    def budget(self) -> PrivacyCost:
-        return PrivacyCost(float(self.epsilon_budget), float(self.delta_budget))
-
-    @property
-    def spent(self) -> PrivacyCost:
-        return PrivacyCost(float(self.epsilon_spent), float(self.delta_spent))
-
-    @property
-    def remaining(self) -> PrivacyCost:
-        # A budget lowered below the spend leaves nothing, not a negative remainder.
-        return PrivacyCost(
-            float(max(self.epsilon_budget - self.epsilon_spent, 0)),
-            float(max(self.delta_budget - self.delta_spent, 0)),
-        )
-
-    def allows(self, epsilon: Fraction, delta: Fraction) -> bool:
-        return (
-            self.epsilon_spent + epsilon <= self.epsilon_budget
-            and self.delta_spent + delta <= self.delta_budget
-        )
 
 
 # --------------------------------------------------------------------------- the SQLite ledger
@@ -316,7 +271,8 @@ class SqliteLedger:
         return ledger
 
     def _prepare(self, *, create: bool) -> None:
-        """Validate (or, if allowed and empty, initialise) the file and set the connection up.
+        """Validate the file, bring its schema up to date (or, if allowed and empty, create it),
+        and set the connection up.
 
         The busy timeout is already set: ``sqlite3.connect(timeout=...)`` installs it.
         """
@@ -330,24 +286,34 @@ class SqliteLedger:
                     "(pass create_if_missing=True to initialise it)"
                 )
             if not empty:
-                self._validate()
+                self._check_header()
+                self._check_integrity()
             mode = self._enable_wal()
             if mode.lower() not in ("wal", "memory"):
                 raise LedgerError(f"{self._path}: cannot enable WAL mode (journal_mode is {mode!r})")
             self._conn.execute("PRAGMA synchronous = FULL")
         except sqlite3.Error as exc:
             raise self._translate(exc) from exc
-        if empty:
-            with self._write() as cur:
-                # Re-check under the write lock: another process may have initialised it meanwhile.
-                if self._is_empty():
-                    # Not executescript(): it would COMMIT and leave our transaction.
-                    for statement in _SCHEMA.split(";"):
-                        if statement.strip():
-                            cur.execute(statement)
-                    cur.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-                    cur.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-            self._validate()
+        if self._pragma("user_version") != SCHEMA_VERSION:
+            self._migrate()
+        self._validate()
+
+    def _migrate(self) -> None:
+        """Apply the missing migrations and stamp the file, under the write lock."""
+        with self._write() as cur:
+            # Re-read under the write lock: another process may have migrated it meanwhile.
+            if self._is_empty():
+                cur.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+            else:
+                self._check_header()
+            current = self._pragma("user_version")
+            for migration in pending(current, MIGRATIONS):
+                # Not executescript(): it would COMMIT and leave our transaction.
+                for statement in migration.statements:
+                    cur.execute(statement)
+                log.info("%s: applied ledger migration %d (%s)", self._path, migration.version,
+                         migration.description)
+            cur.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     def _enable_wal(self) -> str:
         """Switch the file to WAL mode (persistent; a no-op once done) and return the journal mode."""
@@ -373,48 +339,40 @@ class SqliteLedger:
     def _pragma(self, name: str) -> int:
         return int(self._conn.execute(f"PRAGMA {name}").fetchone()[0])
 
+    def _check_header(self) -> None:
+        """The file is a privstream ledger of a schema version this code can read or upgrade."""
+        app_id = self._pragma("application_id")
+        if app_id != APPLICATION_ID:
+            raise LedgerCorruptError(
+                f"{self._path} is not a privstream privacy ledger "
+                f"(application_id {app_id:#x}, expected {APPLICATION_ID:#x})"
+            )
+        version = self._pragma("user_version")
+        try:
+            pending(version, MIGRATIONS)
+        except (SchemaTooNewError, ValueError) as exc:
+            raise LedgerCorruptError(
+                f"{self._path} has ledger schema version {version}; this privstream reads version "
+                f"{SCHEMA_VERSION} ({exc})"
+            ) from None
+
+    def _check_integrity(self) -> None:
+        problems = [row[0] for row in self._conn.execute("PRAGMA quick_check")]
+        if problems != ["ok"]:
+            raise LedgerCorruptError(f"{self._path} failed its integrity check: {problems[:5]}")
+
     def _validate(self) -> None:
         try:
-            app_id = self._pragma("application_id")
-            if app_id != APPLICATION_ID:
-                raise LedgerCorruptError(
-                    f"{self._path} is not a privstream privacy ledger "
-                    f"(application_id {app_id:#x}, expected {APPLICATION_ID:#x})"
-                )
-            version = self._pragma("user_version")
-            if version != SCHEMA_VERSION:
-                raise LedgerCorruptError(
-                    f"{self._path} has ledger schema version {version}; this privstream reads version "
-                    f"{SCHEMA_VERSION}"
-                )
+            self._check_header()
             tables = {row[0] for row in self._conn.execute("SELECT name FROM sqlite_master")}
             if missing := _TABLES - tables:
                 raise LedgerCorruptError(f"{self._path} lacks ledger tables {sorted(missing)}")
-            problems = [row[0] for row in self._conn.execute("PRAGMA quick_check")]
-            if problems != ["ok"]:
-                raise LedgerCorruptError(f"{self._path} failed its integrity check: {problems[:5]}")
         except sqlite3.Error as exc:
             raise self._translate(exc) from exc
-        self._check_spend_matches_charges()
-
-    def _check_spend_matches_charges(self) -> None:
-        """Each stream's stored spend must equal the sum of its charges (the one invariant a
-        hand-edited or damaged file could break without SQLite noticing)."""
         with self._read() as cur:  # one snapshot: other processes may be charging meanwhile
-            sums: dict[str, tuple[Fraction, Fraction]] = {}
-            for stream_id, epsilon, delta in cur.execute("SELECT stream_id, epsilon, delta FROM charges"):
-                eps_sum, delta_sum = sums.get(stream_id, (Fraction(0), Fraction(0)))
-                sums[stream_id] = (eps_sum + Fraction(epsilon), delta_sum + Fraction(delta))
+            charges = cur.execute("SELECT stream_id, epsilon, delta FROM charges").fetchall()
             stored = cur.execute("SELECT stream_id, epsilon_spent, delta_spent FROM streams").fetchall()
-        for stream_id, epsilon_spent, delta_spent in stored:
-            expected = sums.pop(stream_id, (Fraction(0), Fraction(0)))
-            if (Fraction(epsilon_spent), Fraction(delta_spent)) != expected:
-                raise LedgerCorruptError(
-                    f"{self._path}: stream {stream_id!r} records a spend of ({epsilon_spent}, {delta_spent}) "
-                    f"but its charges sum to ({expected[0]}, {expected[1]})"
-                )
-        if sums:
-            raise LedgerCorruptError(f"{self._path}: charges of unknown streams {sorted(sums)}")
+        check_spends(self._path, stored, charges)
 
     # ----------------------------------------------------------------- transactions
 
@@ -474,44 +432,34 @@ class SqliteLedger:
     def _set_budget(
         self, cur: sqlite3.Cursor, stream_id: str, epsilon_budget: float, delta_budget: float
     ) -> None:
-        _check_name(stream_id, "stream_id")
-        eps = _exact(epsilon_budget, "epsilon_budget")
-        delta = _exact(delta_budget, "delta_budget", upper=Fraction(1))
         old = self._find_stream(cur, stream_id)
-        if old is None:
-            cur.execute("INSERT INTO streams VALUES (?, ?, ?, '0', '0')", (stream_id, str(eps), str(delta)))
-        elif (old.epsilon_budget, old.delta_budget) == (eps, delta):
+        new = budget_change(stream_id, old, epsilon_budget, delta_budget)
+        if new is None:
             return  # a restart with the same configuration changes nothing
+        budget = (str(new.epsilon_budget), str(new.delta_budget))
+        if old is None:
+            cur.execute("INSERT INTO streams VALUES (?, ?, ?, '0', '0')", (stream_id, *budget))
         else:
             cur.execute(
                 "UPDATE streams SET epsilon_budget = ?, delta_budget = ? WHERE stream_id = ?",
-                (str(eps), str(delta), stream_id),
+                (*budget, stream_id),
             )
-            log.warning(
-                "privacy budget of stream %r changed from %s to %s (spent so far %s is kept)",
-                stream_id,
-                old.budget,
-                (float(eps), float(delta)),
-                old.spent,
-            )
-            if old.epsilon_spent > eps or old.delta_spent > delta:
-                log.warning("stream %r has spent more than its new budget: it is exhausted", stream_id)
         cur.execute(
             "INSERT INTO budget_changes (stream_id, epsilon_budget, delta_budget, changed_at) "
             "VALUES (?, ?, ?, ?)",
-            (stream_id, str(eps), str(delta), _now()),
+            (stream_id, *budget, _now()),
         )
 
     @staticmethod
-    def _find_stream(cur: sqlite3.Cursor, stream_id: str) -> _Stream | None:
+    def _find_stream(cur: sqlite3.Cursor, stream_id: str) -> StreamBudget | None:
         row = cur.execute(
             "SELECT epsilon_budget, delta_budget, epsilon_spent, delta_spent FROM streams "
             "WHERE stream_id = ?",
             (stream_id,),
         ).fetchone()
-        return None if row is None else _Stream(*(Fraction(v) for v in row))
+        return None if row is None else StreamBudget.from_text(*row)
 
-    def _stream(self, cur: sqlite3.Cursor, stream_id: str) -> _Stream:
+    def _stream(self, cur: sqlite3.Cursor, stream_id: str) -> StreamBudget:
         stream = self._find_stream(cur, stream_id)
         if stream is None:
             raise UnknownStreamError(
@@ -570,27 +518,12 @@ class SqliteLedger:
         after this charge), called inside the transaction, so a release's certificate can state
         both exactly.
         """
-        key = (
-            _check_name(stream_id, "stream_id"),
-            _check_name(window_id, "window_id"),
-            _check_name(mechanism, "mechanism"),
-        )
-        eps = _exact(epsilon, "epsilon")
-        dlt = _exact(delta, "delta", upper=Fraction(1))
-        if not (callable(release_bytes) or isinstance(release_bytes, bytes | bytearray | memoryview)):
-            raise TypeError(f"release_bytes must be bytes, got {type(release_bytes).__name__}")
+        request = ChargeRequest.validate(stream_id, window_id, mechanism, epsilon, delta, release_bytes)
+        eps, dlt = request.epsilon, request.delta
         with self._write() as cur:
-            existing = self._lookup(cur, *key)
+            existing = self._lookup(cur, *request.key)
             if existing is not None:
-                if existing.cost != (float(eps), float(dlt)):
-                    log.warning(
-                        "ledger key %r was charged %s before; asked again with %s: returning the "
-                        "stored charge, nothing spent",
-                        key,
-                        existing.cost,
-                        (float(eps), float(dlt)),
-                    )
-                return existing
+                return request.replayed(existing)
             stream = self._stream(cur, stream_id)
             now = _now()
             if not stream.allows(eps, dlt):
@@ -598,33 +531,25 @@ class SqliteLedger:
                 cur.execute(
                     "INSERT INTO refusals (stream_id, window_id, mechanism, epsilon, delta, refused_at) "
                     "VALUES (?, ?, ?, ?, ?, ?)",
-                    (*key, str(eps), str(dlt), now),
+                    (*request.key, str(eps), str(dlt), now),
                 )
-                refusal = BudgetExhaustedError(
-                    *key, PrivacyCost(float(eps), float(dlt)), stream.spent, stream.budget
-                )
+                refusal = request.refusal(stream)
             else:
                 cur.execute(
                     "INSERT INTO charges (stream_id, window_id, mechanism, epsilon, delta, release, "
                     "charged_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (*key, str(eps), str(dlt), b"", now),
+                    (*request.key, str(eps), str(dlt), b"", now),
                 )
                 entry_id = cur.lastrowid
-                if callable(release_bytes):
-                    left = PrivacyCost(
-                        float(stream.epsilon_budget - stream.epsilon_spent - eps),
-                        float(stream.delta_budget - stream.delta_spent - dlt),
-                    )
-                    release_bytes = release_bytes(ChargeReceipt(entry_id, left))
-                    if not isinstance(release_bytes, bytes | bytearray | memoryview):
-                        raise TypeError("the release function must return bytes")
-                release = bytes(release_bytes)
+                assert entry_id is not None
+                receipt = ChargeReceipt(entry_id, stream.left_after(eps, dlt))
+                release = release_bytes_of(release_bytes, receipt)
                 cur.execute("UPDATE charges SET release = ? WHERE entry_id = ?", (release, entry_id))
                 cur.execute(
                     "UPDATE streams SET epsilon_spent = ?, delta_spent = ? WHERE stream_id = ?",
-                    (str(stream.epsilon_spent + eps), str(stream.delta_spent + dlt), stream_id),
+                    (*stream.spend(eps, dlt).spend_text, stream_id),
                 )
-                return _to_charge((entry_id, *key, str(eps), str(dlt), release, now, None))
+                return _to_charge((entry_id, *request.key, str(eps), str(dlt), release, now, None))
         raise refusal
 
     def _lookup(self, cur: sqlite3.Cursor, stream_id: str, window_id: str, mechanism: str) -> Charge | None:
@@ -686,6 +611,11 @@ class SqliteLedger:
     @property
     def path(self) -> str:
         """The absolute path of the ledger file (or ``":memory:"``)."""
+        return self._path
+
+    @property
+    def location(self) -> str:
+        """Where the ledger is, for messages: its path (``PostgresLedger.location`` is its URL)."""
         return self._path
 
     def close(self) -> None:

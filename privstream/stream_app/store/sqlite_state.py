@@ -38,45 +38,52 @@ from typing import Any
 
 import numpy as np
 
-from privstream.agents.interfaces import WindowData
+from privstream.agents.interfaces import StateStoreError, WindowData
+from privstream.stream_app.store.migrations import Migration, SchemaTooNewError, latest, pending
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS stream_seq (stream_id TEXT PRIMARY KEY, next_seq INTEGER NOT NULL);
--- The next Kafka offset expected per (stream, partition): a partition delivers in offset order,
--- so anything below it was stored before (perhaps already released and dropped): a replay.
-CREATE TABLE IF NOT EXISTS positions (
-    stream_id TEXT NOT NULL, part INTEGER NOT NULL, next_offset INTEGER NOT NULL,
-    PRIMARY KEY (stream_id, part)
-);
-CREATE TABLE IF NOT EXISTS examples (
-    stream_id   TEXT NOT NULL,
-    seq         INTEGER NOT NULL,
-    part        INTEGER NOT NULL,
-    kafka_offset INTEGER NOT NULL,
-    item        INTEGER NOT NULL,  -- position inside an ExampleBatch message (0 otherwise)
-    x           INTEGER NOT NULL,
-    y           INTEGER NOT NULL,
-    user_id     TEXT,
-    time_window INTEGER,
-    PRIMARY KEY (stream_id, seq),
-    UNIQUE (stream_id, part, kafka_offset, item)
-);
-CREATE INDEX IF NOT EXISTS examples_by_time ON examples (stream_id, time_window)
-    WHERE time_window IS NOT NULL;
-CREATE TABLE IF NOT EXISTS windows (
-    stream_id TEXT NOT NULL,
-    window_id TEXT NOT NULL,
-    outcome   TEXT NOT NULL,
-    closed_at TEXT NOT NULL,
-    PRIMARY KEY (stream_id, window_id)
-);
-CREATE TABLE IF NOT EXISTS soa (stream_id TEXT PRIMARY KEY, state TEXT NOT NULL, updated_at TEXT NOT NULL);
-"""
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "SqliteStateStore", "StateStoreError"]
 
-
-class StateStoreError(RuntimeError):
-    """The state file cannot be used (not a SQLite database, or locked for too long)."""
+#: The schema as ordered migrations (see :mod:`.migrations`); ``PRAGMA user_version`` is the last
+#: one applied. Files made before versions were recorded have version 0 and the tables of version 1
+#: (hence ``IF NOT EXISTS`` there): opening them stamps them. Append a migration; never edit one.
+MIGRATIONS = (
+    Migration(1, "examples by stream and Kafka position, windows closed, SOA snapshots", (
+        "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+        "CREATE TABLE IF NOT EXISTS stream_seq (stream_id TEXT PRIMARY KEY, next_seq INTEGER NOT NULL)",
+        # The next Kafka offset expected per (stream, partition): a partition delivers in offset
+        # order, so anything below it was stored before (perhaps already released and dropped).
+        """CREATE TABLE IF NOT EXISTS positions (
+            stream_id TEXT NOT NULL, part INTEGER NOT NULL, next_offset INTEGER NOT NULL,
+            PRIMARY KEY (stream_id, part)
+        )""",
+        """CREATE TABLE IF NOT EXISTS examples (
+            stream_id   TEXT NOT NULL,
+            seq         INTEGER NOT NULL,
+            part        INTEGER NOT NULL,
+            kafka_offset INTEGER NOT NULL,
+            item        INTEGER NOT NULL,  -- position inside an ExampleBatch message (0 otherwise)
+            x           INTEGER NOT NULL,  -- a point, or a feature vector as JSON text
+            y           INTEGER NOT NULL,
+            user_id     TEXT,
+            time_window INTEGER,
+            PRIMARY KEY (stream_id, seq),
+            UNIQUE (stream_id, part, kafka_offset, item)
+        )""",
+        """CREATE INDEX IF NOT EXISTS examples_by_time ON examples (stream_id, time_window)
+            WHERE time_window IS NOT NULL""",
+        """CREATE TABLE IF NOT EXISTS windows (
+            stream_id TEXT NOT NULL,
+            window_id TEXT NOT NULL,
+            outcome   TEXT NOT NULL,
+            closed_at TEXT NOT NULL,
+            PRIMARY KEY (stream_id, window_id)
+        )""",
+        """CREATE TABLE IF NOT EXISTS soa (
+            stream_id TEXT PRIMARY KEY, state TEXT NOT NULL, updated_at TEXT NOT NULL
+        )""",
+    )),
+)
+SCHEMA_VERSION = latest(MIGRATIONS)
 
 
 class SqliteStateStore:
@@ -93,7 +100,7 @@ class SqliteStateStore:
             self._db.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
             self._retry(lambda: self._db.execute("PRAGMA journal_mode = WAL"), busy_timeout)
             self._db.execute("PRAGMA synchronous = NORMAL")
-            self._retry(lambda: self._db.executescript(_SCHEMA), busy_timeout)
+            self._retry(self._migrate, busy_timeout)
             self._retry(lambda: self._db.execute(
                 "INSERT OR IGNORE INTO meta (key, value) VALUES ('generation', ?)", (secrets.token_hex(4),)
             ), busy_timeout)
@@ -111,6 +118,36 @@ class SqliteStateStore:
                 self._read_lock = threading.Lock()
         except sqlite3.DatabaseError as exc:
             raise StateStoreError(f"state store {self.path} cannot be opened: {exc}") from exc
+
+    def _migrate(self) -> None:
+        """Check the file's schema version and apply the missing migrations, in one transaction."""
+        db = self._db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            version = int(db.execute("PRAGMA user_version").fetchone()[0])
+            tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if version == 0 and tables and "meta" not in tables:
+                raise StateStoreError(
+                    f"state store {self.path} is another application's database (tables {sorted(tables)})"
+                )
+            try:
+                steps = pending(version, MIGRATIONS)
+            except SchemaTooNewError as exc:
+                raise StateStoreError(f"state store {self.path}: {exc}") from None
+            for migration in steps:
+                for statement in migration.statements:
+                    db.execute(statement)
+            if steps:
+                db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+
+    @property
+    def location(self) -> str:
+        return self.path
 
     @staticmethod
     def _retry(action: Any, timeout: float) -> Any:

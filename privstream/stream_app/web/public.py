@@ -10,6 +10,9 @@ ledger through :class:`LedgerReader`, nothing else of the worker.
 | ``/streams/{id}/budget`` | the stream's budget, spent and remaining, releases and refusals |
 | ``/streams/{id}/releases/latest`` | the latest published hypothesis release, as on the topic |
 | ``/streams/{id}/sanitized/latest`` | the latest published sanitized release |
+
+The page for people (``page/``: ``/``, ``/stream/{id}``, ``/streams/{id}/releases``) is served by
+the same listener.
 """
 
 from __future__ import annotations
@@ -69,6 +72,7 @@ def streams_overview(streams: Sequence[StreamConfig], ledger: LedgerReader | Non
             "stream_id": stream.name,
             "hypothesis_class": stream.hypothesis_class,
             "features": stream.features,
+            "feature_bounds": stream.feature_bounds,
             "release": stream.release.model_dump(mode="json") if stream.release else None,
         }
         figures = budget(stream, ledger)

@@ -117,7 +117,7 @@ def test_audit_other_epsilon_and_registered_mechanism(capsys) -> None:
     (["learn", "thresholds:100", "--epsilon", "1"], "outside the domain [0, 100)"),
     (["learn", "thresholds:1024", "--epsilon", "1", "--runs", "0"], "--runs must be at least 1"),
     (["learn", "cubes:3", "--epsilon", "1"], "unknown class spec"),
-    (["audit", "nope"], "unknown mechanism 'nope'; auditable: "),
+    (["audit", "nope"], "unknown audit 'nope'; auditable: "),
     (["audit", "generic", "--variant", "nope"], "known: no_noise, sensitivity_understated"),
     (["audit", "laplace", "--epsilon", "2"], "--epsilon is not supported"),
 ])

@@ -47,19 +47,37 @@ def test_sanitize_prints_one_release_with_its_certificate(capsys, tmp_path, data
     release = SanitizedRelease.model_validate_json(line)
     assert release.stream_id == "window-3" and release.hypothesis_class == "thresholds:65536"
     assert not release.labelled and release.distribution["domain"] == 2**16
-    cert = release.certificate
-    assert (cert.mechanism, cert.epsilon, cert.delta, cert.neighbouring_relation) == ("mwem", 1.0, 0.0,
-                                                                                     "replace-one")
+    cert = release.certificate  # the default for a 1-D integer class: the hierarchical sanitizer
+    assert (cert.mechanism, cert.epsilon, cert.delta) == ("hierarchical", 1.0, 0.0)
+    assert cert.neighbouring_relation == "replace-one"
     assert cert.randomness == "seeded" and cert.sample_size == 3000 and cert.window.end == 3000
-    assert cert.library_version == __version__ and cert.parameters["sanitizer"] == "mwem"
-    assert cert.parameters["rounds"] == 20 and cert.parameters["composition"] == "basic"
-    assert cert.accuracy_guarantee_holds is False and cert.theorem_sample_size > 3000
+    assert cert.library_version == __version__ and cert.parameters["sanitizer"] == "hierarchical"
+    assert cert.parameters["neighbouring_relation"] == "replace-one" and cert.parameters["fanout"] == 2
+    assert cert.accuracy_guarantee_holds is False and cert.theorem_sample_size is None
     view = SanitizedView.from_json(line)
     h = threshold_hypothesis(2**16, 20_000)
     assert view.answer(h) == view.answer(h.to_dict())
     assert abs(view.answer(h) - float((xs >= 20_000).mean())) < 0.1
     mx, mean = class_errors(parse_class_spec("thresholds:2^16"), view.distribution, xs)
     assert view.max_error_on(xs) == pytest.approx(mx) and view.mean_error_on(xs) == pytest.approx(mean)
+
+
+def test_mwem_and_the_default_for_class_files(capsys, tmp_path, data) -> None:
+    plain, _, _ = data
+    _, out = sanitize(capsys, tmp_path, plain, "--sanitizer", "mwem", "--rounds", "10")
+    cert = SanitizedRelease.model_validate_json(out).certificate
+    assert (cert.mechanism, cert.parameters["sanitizer"], cert.parameters["rounds"]) == ("mwem", "mwem", 10)
+    assert cert.parameters["composition"] == "basic" and cert.theorem_sample_size > 3000
+    matrix = tmp_path / "class.csv"
+    matrix.write_text("1,0,0,1\n0,1,1,0\n1,1,0,0\n")
+    small = tmp_path / "small.csv"
+    small.write_text("x\n" + "".join(f"{x % 4}\n" for x in range(200)))
+    code, out, err = run(capsys, "sanitize", str(matrix), "--data", str(small), "--epsilon", "1",
+                         "--seed", "1", "--json")
+    assert code == 0, err  # the default for a class file is mwem (hierarchical refuses files)
+    assert SanitizedRelease.model_validate_json(out).certificate.mechanism == "mwem"
+    assert "1-D integer classes" in one_line_error(capsys, "sanitize", str(matrix), "--data", str(small),
+                                                   "--epsilon", "1", "--sanitizer", "hierarchical")
 
 
 def test_sanitize_is_reproducible_with_a_seed_only(capsys, tmp_path, data) -> None:

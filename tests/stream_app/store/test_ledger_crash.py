@@ -1,4 +1,5 @@
-"""A worker killed between charge and publish: on restart the stored release goes out once, byte for byte."""
+"""A worker killed between charge and publish: on restart the stored release goes out once, byte for
+byte; a worker killed mid-charge leaves a consistent ledger (both backends)."""
 
 from __future__ import annotations
 
@@ -8,17 +9,17 @@ import subprocess
 import sys
 from pathlib import Path
 
-from privstream.stream_app.store.sqlite_ledger import SqliteLedger
+from tests.stream_app.store.backends import SPEC_ENV, LedgerBackend
 
 REPO = Path(__file__).resolve().parents[3]
 
 # The worker: charge one window, say so, then hang before it would publish and mark the release.
 CHARGE_THEN_HANG = """
 import sys, time
-from privstream.stream_app.store.sqlite_ledger import SqliteLedger
+from tests.stream_app.store.backends import open_ledger_from_spec
 
-ledger = SqliteLedger.open(sys.argv[1])
-charge = ledger.charge("s1", "w7", "laplace", 0.5, 1e-7, bytes.fromhex(sys.argv[2]))
+ledger = open_ledger_from_spec()
+charge = ledger.charge("s1", "w7", "laplace", 0.5, 1e-7, bytes.fromhex(sys.argv[1]))
 print("charged", charge.entry_id, flush=True)
 time.sleep(600)  # killed here, before publishing
 ledger.mark_published(charge.entry_id)
@@ -26,20 +27,20 @@ ledger.mark_published(charge.entry_id)
 
 # The worker: charge windows as fast as it can, reporting each one; killed at some point.
 CHARGE_FOREVER = """
-import sys
-from privstream.stream_app.store.sqlite_ledger import SqliteLedger
+from tests.stream_app.store.backends import open_ledger_from_spec
 
-ledger = SqliteLedger.open(sys.argv[1])
+ledger = open_ledger_from_spec()
 for i in range(10**9):
     charge = ledger.charge("s1", f"w{i}", "laplace", 0.001, 0.0, bytes([i % 256]) * 1000)
     print("charged", charge.entry_id, flush=True)
 """
 
 
-def _start(script: str, *args: str) -> subprocess.Popen[str]:
+def _start(backend: LedgerBackend, script: str, *args: str) -> subprocess.Popen[str]:
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+        SPEC_ENV: backend.spec(),
     }
     return subprocess.Popen(
         [sys.executable, "-c", script, *args],
@@ -64,24 +65,25 @@ def _kill(child: subprocess.Popen[str]) -> None:
     assert child.returncode == -signal.SIGKILL
 
 
-def _publish_outbox(ledger: SqliteLedger, topic: list[bytes]) -> None:
+def _publish_outbox(ledger, topic: list[bytes]) -> None:
     """What the service does on start: publish every stored, unconfirmed release, then mark it."""
     for charge in ledger.unpublished():
         topic.append(charge.release)
         ledger.mark_published(charge.entry_id)
 
 
-def test_release_stored_before_a_crash_is_published_once_byte_for_byte(tmp_path: Path) -> None:
-    path = tmp_path / "ledger.sqlite3"
-    SqliteLedger.open(path, create_if_missing=True, budgets={"s1": (1.0, 1e-6)}).close()
+def test_release_stored_before_a_crash_is_published_once_byte_for_byte(
+    ledger_backend: LedgerBackend,
+) -> None:
+    ledger_backend.open(create=True, budgets={"s1": (1.0, 1e-6)}).close()
     release = os.urandom(4096)  # arbitrary bytes, as a serialised release with its noise
 
-    worker = _start(CHARGE_THEN_HANG, str(path), release.hex())
+    worker = _start(ledger_backend, CHARGE_THEN_HANG, release.hex())
     entry_id = _read_charged(worker)
     _kill(worker)
 
     topic: list[bytes] = []  # the public topic
-    with SqliteLedger.open(path) as ledger:  # the restarted worker
+    with ledger_backend.open() as ledger:  # the restarted worker
         outbox = ledger.unpublished()
         assert [(c.entry_id, c.window_id, c.release) for c in outbox] == [(entry_id, "w7", release)]
         assert ledger.spent("s1") == (0.5, 1e-7)
@@ -95,22 +97,21 @@ def test_release_stored_before_a_crash_is_published_once_byte_for_byte(tmp_path:
         assert ledger.unpublished() == []
         _publish_outbox(ledger, topic)  # a second pass finds nothing left to publish
 
-    with SqliteLedger.open(path) as ledger:  # and after another restart
+    with ledger_backend.open() as ledger:  # and after another restart
         assert ledger.unpublished() == []
         assert ledger.spent("s1") == (0.5, 1e-7)
         assert [c.entry_id for c in ledger.entries("s1")] == [entry_id]
     assert topic == [release]
 
 
-def test_a_worker_killed_mid_stream_leaves_a_consistent_ledger(tmp_path: Path) -> None:
-    path = tmp_path / "ledger.sqlite3"
-    SqliteLedger.open(path, create_if_missing=True, budgets={"s1": (1000.0, 0.0)}).close()
+def test_a_worker_killed_mid_stream_leaves_a_consistent_ledger(ledger_backend: LedgerBackend) -> None:
+    ledger_backend.open(create=True, budgets={"s1": (1000.0, 0.0)}).close()
 
-    worker = _start(CHARGE_FOREVER, str(path))
+    worker = _start(ledger_backend, CHARGE_FOREVER)
     reported = [_read_charged(worker) for _ in range(50)]
     _kill(worker)
 
-    with SqliteLedger.open(path) as ledger:  # opening runs the integrity check
+    with ledger_backend.open() as ledger:  # opening runs the integrity check
         entries = ledger.entries("s1")
         ids = [c.entry_id for c in entries]
         # Everything the worker reported as charged is there (it may have charged one or two more).

@@ -1,0 +1,7 @@
+"""The global-stability private learner ``"global-stability"`` of Bun–Livni–Moran (blm_almm.md).
+
+* :mod:`.algorithm_g`: Algorithm G, the globally-stable learner for Littlestone classes (§2);
+* :mod:`.learner`: Algorithm M over G (stable histogram, then the exponential mechanism) and
+  :class:`~.learner.GlobalStabilityLearner` (§3.3);
+* :mod:`.audit_spec`: its privacy-audit spec (membership-inference canary, broken histograms).
+"""

@@ -1,0 +1,133 @@
+"""The page for people: what a stream has released, drawn, for those who consume the releases.
+
+``/`` lists the streams with their latest release and how much of their privacy budget is used;
+``/stream/{id}`` draws the stream's current hypothesis (a threshold, an interval or points on the
+domain line; the decision regions of a 2-D vector model), its releases over time with their ε
+(and level, when releases carry one), and its budget used over time. It updates itself when a new
+release arrives (it polls the JSON endpoints every few seconds).
+
+Plain HTML and JavaScript from ``assets/``, served by the worker, with one vendored charting
+library (uPlot, MIT: ``assets/NOTICE``): no CDN, the pages work offline. Everything they show is
+public: the published releases and their certificates, the ledger's budget figures and the
+streams' configuration (the public listener's JSON endpoints, and ``/streams/{id}/releases`` here).
+
+:func:`page_routes` gives the routes, which the service adds to the public listener's.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from importlib import resources
+from typing import Any
+
+from aiohttp import web
+
+from privstream.agents.ledger_port import Charge
+from privstream.stream_app.settings import StreamConfig
+from privstream.stream_app.web.listener import Route
+from privstream.stream_app.web.public import LedgerReader, budget
+
+#: How many releases ``/streams/{id}/releases`` returns at most (the most recent).
+HISTORY_LIMIT = 1000
+
+_CONTENT_TYPES = {".html": "text/html", ".js": "text/javascript", ".css": "text/css"}
+
+
+def release_summary(charge: Charge) -> dict[str, Any]:
+    """What the page draws of one published release, read from its certificate.
+
+    Fields a certificate may not carry (``level``, from the release tree of issue 17) are None.
+
+    >>> from datetime import UTC, datetime
+    >>> release = {"certificate": {"epsilon": 1.0, "delta": 0.0, "window": {"window_id": "w-0"},
+    ...            "epsilon_budget_remaining": 9.0, "ledger_entry_id": "1"}}
+    >>> charge = Charge(1, "s", "w-0", "learner:generic", 1.0, 0.0, json.dumps(release).encode(),
+    ...                 datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 1, 1, 0, 0, 2, tzinfo=UTC))
+    >>> summary = release_summary(charge)
+    >>> summary["product"], summary["epsilon"], summary["level"], summary["published_at"]
+    ('hypotheses', 1.0, None, 1767225602.0)
+    """
+    certificate = json.loads(charge.release).get("certificate", {})
+    assert charge.published_at is not None
+    return {
+        "ledger_entry_id": str(charge.entry_id),
+        "product": "sanitized" if charge.mechanism.startswith("sanitizer:") else "hypotheses",
+        "mechanism": charge.mechanism,
+        "window_id": charge.window_id,
+        "published_at": charge.published_at.timestamp(),
+        "epsilon": certificate.get("epsilon", charge.epsilon),
+        "delta": certificate.get("delta", charge.delta),
+        "level": certificate.get("level"),
+        "epsilon_budget_remaining": certificate.get("epsilon_budget_remaining"),
+        "window": certificate.get("window"),
+    }
+
+
+class ReleaseHistory:
+    """Published releases of a stream, oldest first, from the ledger (summaries cached by entry
+    id: a published release never changes)."""
+
+    def __init__(self) -> None:
+        self._summaries: dict[int, dict[str, Any]] = {}
+
+    def of(self, entries: Iterable[Charge], limit: int = HISTORY_LIMIT) -> list[dict[str, Any]]:
+        published = [c for c in entries if c.published and c.release]
+        out = []
+        for charge in published[-limit:]:
+            if charge.entry_id not in self._summaries:
+                self._summaries[charge.entry_id] = release_summary(charge)
+            out.append(self._summaries[charge.entry_id])
+        return out
+
+
+def asset(name: str) -> tuple[bytes, str] | None:
+    """A file of ``assets/`` and its content type; None for anything else (no paths, no dotfiles).
+
+    >>> asset("page.css")[1], asset("../__init__.py"), asset("NOTICE")
+    ('text/css', None, None)
+    """
+    if "/" in name or "\\" in name or name.startswith("."):
+        return None
+    path = resources.files(__name__).joinpath("assets", name)
+    suffix = "." + name.rsplit(".", 1)[-1] if "." in name else ""
+    if suffix not in _CONTENT_TYPES or not path.is_file():
+        return None
+    return path.read_bytes(), _CONTENT_TYPES[suffix]
+
+
+def page_routes(streams: Sequence[StreamConfig], ledger: LedgerReader | None) -> list[Route]:
+    """The page's routes over these streams and this ledger (for the public listener)."""
+    by_name = {s.name: s for s in streams}
+    history = ReleaseHistory()
+
+    def send(name: str) -> web.Response:
+        found = asset(name)
+        if found is None:
+            return web.json_response({"error": f"no asset {name!r}"}, status=404)
+        body, content_type = found
+        return web.Response(body=body, content_type=content_type, charset="utf-8")
+
+    async def index_page(request: web.Request) -> web.Response:
+        return send("index.html")
+
+    async def stream_page(request: web.Request) -> web.Response:
+        return send("stream.html")
+
+    async def asset_page(request: web.Request) -> web.Response:
+        return send(request.match_info["name"])
+
+    async def releases_page(request: web.Request) -> web.Response:
+        stream_id = request.match_info["stream_id"]
+        figures = budget(by_name.get(stream_id), ledger)
+        if figures is None or ledger is None:
+            return web.json_response({"error": f"stream {stream_id!r} has no private releases"}, status=404)
+        return web.json_response({"stream_id": stream_id, "budget": figures,
+                                  "releases": history.of(ledger.entries(stream_id))})
+
+    return [
+        ("GET", "/", index_page),
+        ("GET", "/stream/{stream_id}", stream_page),
+        ("GET", "/assets/{name}", asset_page),
+        ("GET", "/streams/{stream_id}/releases", releases_page),
+    ]

@@ -1,0 +1,465 @@
+/* The page for people: privstream's streams and their private releases, drawn.
+ *
+ * Reads the public JSON endpoints of the worker (/streams, /streams/{id}/releases,
+ * /streams/{id}/releases/latest) every few seconds and redraws when a new release arrives.
+ * Hypotheses are drawn as inline SVG (a domain line, or the decision regions of a 2-D model);
+ * the time series with uPlot (assets/uPlot.iife.min.js, MIT).
+ *
+ * Fields that later releases may carry (a release's `level`, a lifetime budget) are shown when
+ * present and left out when not.
+ */
+(function () {
+  "use strict";
+
+  var POLL_MS = 2000;
+  var SVG = "http://www.w3.org/2000/svg";
+
+  // --- small helpers ----------------------------------------------------------------------
+  function el(tag, attrs) {
+    var node = document.createElement(tag);
+    Object.keys(attrs || {}).forEach(function (k) {
+      if (k === "text") node.textContent = attrs[k];
+      else if (k === "className") node.className = attrs[k];
+      else node.setAttribute(k, attrs[k]);
+    });
+    for (var i = 2; i < arguments.length; i++) {
+      var child = arguments[i];
+      if (child === null || child === undefined) continue;
+      node.appendChild(typeof child === "string" ? document.createTextNode(child) : child);
+    }
+    return node;
+  }
+
+  function svg(tag, attrs) {
+    var node = document.createElementNS(SVG, tag);
+    Object.keys(attrs || {}).forEach(function (k) {
+      if (k === "text") node.textContent = attrs[k];
+      else node.setAttribute(k, attrs[k]);
+    });
+    return node;
+  }
+
+  function getJSON(url) {
+    // null for 404 (no such release yet); an error for anything else.
+    return fetch(url, { cache: "no-store" }).then(function (r) {
+      if (r.status === 404) return null;
+      if (!r.ok) throw new Error(url + ": HTTP " + r.status);
+      return r.json();
+    });
+  }
+
+  // The latest hypothesis release, asked for only once the history has one (a 404 would be
+  // reported by the browser as an error).
+  function latestOf(base, history) {
+    var any = history && history.releases.some(function (r) { return r.product === "hypotheses"; });
+    return any ? getJSON(base + "/releases/latest") : Promise.resolve(null);
+  }
+
+  function fmt(x) {
+    if (x === null || x === undefined) return "–";
+    if (typeof x !== "number") return String(x);
+    if (Number.isInteger(x)) return x.toLocaleString("en");
+    return Number(x.toPrecision(4)).toLocaleString("en", { maximumFractionDigits: 6 });
+  }
+
+  function ago(seconds) {
+    var s = Math.max(0, Date.now() / 1000 - seconds);
+    if (s < 60) return Math.round(s) + " s ago";
+    if (s < 3600) return Math.round(s / 60) + " min ago";
+    if (s < 86400) return Math.round(s / 3600) + " h ago";
+    return Math.round(s / 86400) + " days ago";
+  }
+
+  function stamp() {
+    var node = document.getElementById("updated");
+    if (node) node.textContent = "Last update " + new Date().toLocaleTimeString() + ".";
+  }
+
+  // The budget figures to show: a lifetime budget when the service reports one, else the
+  // stream's total ε budget (sequential composition).
+  function budgetFigures(budget) {
+    if (!budget) return null;
+    var lifetime = budget.lifetime_epsilon_budget !== undefined;
+    var total = lifetime ? budget.lifetime_epsilon_budget : budget.epsilon_budget;
+    var used = lifetime ? budget.lifetime_epsilon_spent : budget.epsilon_spent;
+    return { total: total, used: used, share: total > 0 ? Math.min(1, used / total) : 0,
+             label: lifetime ? "lifetime ε" : "ε", exhausted: !!budget.exhausted };
+  }
+
+  // --- hypotheses -------------------------------------------------------------------------
+  function decodeBits(b64, n) {
+    var raw = atob(b64), bits = new Uint8Array(n);
+    for (var i = 0; i < n; i++) bits[i] = (raw.charCodeAt(i >> 3) >> (i & 7)) & 1;
+    return bits;
+  }
+
+  // A 1-D hypothesis as runs: its value at 0 and the points where it changes.
+  function runsOf(h) {
+    if (h.kind === "runs") return { domain: h.domain, first: h.first, changes: h.changes };
+    if (h.kind === "bits") {
+      var bits = decodeBits(h.bits, h.domain), changes = [];
+      for (var i = 1; i < bits.length; i++) if (bits[i] !== bits[i - 1]) changes.push(i);
+      return { domain: h.domain, first: bits[0], changes: changes };
+    }
+    return null;
+  }
+
+  // The intervals [a, b) on which a runs hypothesis predicts 1.
+  function ones(runs) {
+    var out = [], value = runs.first, start = 0;
+    runs.changes.concat([runs.domain]).forEach(function (c) {
+      if (value === 1) out.push([start, c]);
+      start = c;
+      value = 1 - value;
+    });
+    return out;
+  }
+
+  function describeRuns(runs) {
+    var parts = ones(runs), N = runs.domain;
+    if (parts.length === 0) return "Predicts 0 everywhere on 0 … " + fmt(N - 1) + ".";
+    if (parts.length === 1) {
+      var a = parts[0][0], b = parts[0][1];
+      if (a === 0 && b === N) return "Predicts 1 everywhere on 0 … " + fmt(N - 1) + ".";
+      if (b === N) return "A threshold: predicts 1 for x ≥ " + fmt(a) + ", 0 below.";
+      if (a === 0) return "Predicts 1 for x < " + fmt(b) + ", 0 from there on.";
+      if (b === a + 1) return "A point: predicts 1 only at x = " + fmt(a) + ".";
+      return "An interval: predicts 1 for " + fmt(a) + " ≤ x < " + fmt(b) + ", 0 elsewhere.";
+    }
+    var points = parts.every(function (p) { return p[1] === p[0] + 1; });
+    if (points) return "Points: predicts 1 at " + parts.length + " points of the domain.";
+    return "Predicts 1 on " + parts.length + " intervals of the domain 0 … " + fmt(N - 1) + ".";
+  }
+
+  function drawRuns(runs) {
+    var W = 1000, H = 96, left = 30, right = 970, y = 46, N = runs.domain;
+    var pos = function (x) { return left + (right - left) * (x / N); };
+    var root = svg("svg", { viewBox: "0 0 " + W + " " + H, class: "hypothesis", role: "img",
+                            "aria-label": describeRuns(runs) });
+    root.appendChild(svg("rect", { x: left, y: y - 12, width: right - left, height: 24, rx: 4,
+                                   fill: "var(--zero)" }));
+    var labels = [0, N];
+    ones(runs).forEach(function (p) {
+      var x0 = pos(p[0]), x1 = pos(p[1]);
+      if (x1 - x0 < 3) {  // a point (or a sliver): a marker that stays visible
+        root.appendChild(svg("circle", { cx: (x0 + x1) / 2, cy: y, r: 6, fill: "var(--one)" }));
+      } else {
+        root.appendChild(svg("rect", { x: x0, y: y - 12, width: x1 - x0, height: 24, rx: 4,
+                                       fill: "var(--one)" }));
+      }
+      labels.push(p[0], p[1]);
+    });
+    // Tick labels: the ends of the domain and up to 8 change points, not overlapping.
+    var placed = [];
+    labels.filter(function (v, i, all) { return all.indexOf(v) === i; }).sort(function (a, b) {
+      return a - b;
+    }).forEach(function (v) {
+      var x = pos(v);
+      if (placed.length > 9 || placed.some(function (p) { return Math.abs(p - x) < 70; })) return;
+      placed.push(x);
+      root.appendChild(svg("line", { x1: x, x2: x, y1: y + 14, y2: y + 20, stroke: "var(--muted)" }));
+      root.appendChild(svg("text", { x: x, y: y + 36, "text-anchor": "middle",
+                                     text: fmt(v === N ? N - 1 : v) }));
+    });
+    root.appendChild(svg("text", { x: left, y: 18, text: "label 1" , fill: "var(--one)"}));
+    return root;
+  }
+
+  // A 2-D model: its decision regions over the stream's public feature bounds.
+  function drawPlane(h, bounds) {
+    var W = 520, H = 420, L = 60, T = 20, S = 340;  // plot square of side S at (L, T)
+    var root = svg("svg", { viewBox: "0 0 " + W + " " + H, class: "hypothesis", role: "img" });
+    var lo0 = bounds[0][0], hi0 = bounds[0][1], lo1 = bounds[1][0], hi1 = bounds[1][1];
+    var X = function (v) { return L + S * (v - lo0) / (hi0 - lo0); };
+    var Y = function (v) { return T + S - S * (v - lo1) / (hi1 - lo1); };
+    root.appendChild(svg("rect", { x: L, y: T, width: S, height: S, fill: "var(--zero)" }));
+    if (h.kind === "grid-labels") {
+      var k = h.cells_per_axis, labels = decodeBits(h.labels, k * k), side = S / k;
+      for (var c0 = 0; c0 < k; c0++) {
+        for (var c1 = 0; c1 < k; c1++) {
+          if (labels[c0 * k + c1] === 1) {
+            root.appendChild(svg("rect", { x: L + c0 * side, y: T + S - (c1 + 1) * side,
+                                           width: side + 0.5, height: side + 0.5, fill: "var(--one)" }));
+          }
+        }
+      }
+    } else if (h.kind === "stump") {
+      if (h.constant === 1) {
+        root.appendChild(svg("rect", { x: L, y: T, width: S, height: S, fill: "var(--one)" }));
+      } else if (h.constant === undefined || h.constant === null) {
+        var t = h.threshold, up = h.sign === 1;
+        if (h.feature === 0) {
+          var xt = Math.min(L + S, Math.max(L, X(t)));
+          root.appendChild(svg("rect", up ? { x: xt, y: T, width: L + S - xt, height: S, fill: "var(--one)" }
+                                          : { x: L, y: T, width: xt - L, height: S, fill: "var(--one)" }));
+          root.appendChild(svg("line", { x1: xt, x2: xt, y1: T, y2: T + S, stroke: "var(--ink)",
+                                         "stroke-width": 2 }));
+        } else {
+          var yt = Math.min(T + S, Math.max(T, Y(t)));
+          root.appendChild(svg("rect", up ? { x: L, y: T, width: S, height: yt - T, fill: "var(--one)" }
+                                          : { x: L, y: yt, width: S, height: T + S - yt, fill: "var(--one)" }));
+          root.appendChild(svg("line", { x1: L, x2: L + S, y1: yt, y2: yt, stroke: "var(--ink)",
+                                         "stroke-width": 2 }));
+        }
+      }
+    }
+    root.appendChild(svg("rect", { x: L, y: T, width: S, height: S, fill: "none", stroke: "var(--muted)" }));
+    root.appendChild(svg("text", { x: L, y: T + S + 20, "text-anchor": "middle", text: fmt(lo0) }));
+    root.appendChild(svg("text", { x: L + S, y: T + S + 20, "text-anchor": "middle", text: fmt(hi0) }));
+    root.appendChild(svg("text", { x: L + S / 2, y: T + S + 38, "text-anchor": "middle", text: "feature 0" }));
+    root.appendChild(svg("text", { x: L - 8, y: T + S, "text-anchor": "end", text: fmt(lo1) }));
+    root.appendChild(svg("text", { x: L - 8, y: T + 10, "text-anchor": "end", text: fmt(hi1) }));
+    root.appendChild(svg("text", { x: L + S + 16, y: T + 14, text: "label 1", fill: "var(--one)" }));
+    root.appendChild(svg("text", { x: L + S + 16, y: T + 34, text: "label 0" }));
+    return root;
+  }
+
+  function describeVector(h) {
+    if (h.kind === "stump") {
+      if (h.constant !== undefined && h.constant !== null) return "Predicts " + h.constant + " everywhere.";
+      return "A decision stump: predicts 1 where feature " + h.feature + (h.sign === 1 ? " ≥ " : " < ") +
+        fmt(h.threshold) + ".";
+    }
+    if (h.kind === "grid-labels") {
+      return "A grid of " + fmt(h.cells_per_axis) + " cells per feature, each labelled privately.";
+    }
+    return "A model of kind " + h.kind + ".";
+  }
+
+  function drawHypothesis(release, stream) {
+    var h = release.hypothesis, runs = runsOf(h), text, figure = null;
+    if (runs) {
+      text = describeRuns(runs);
+      figure = drawRuns(runs);
+    } else {
+      text = describeVector(h);
+      var bounds = (stream && stream.feature_bounds) || h.bounds;
+      if (bounds && bounds.length === 2) figure = drawPlane(h, bounds);
+    }
+    return { text: text, figure: figure };
+  }
+
+  // --- the list of streams ----------------------------------------------------------------
+  function streamCard(stream, history, latest) {
+    var budget = budgetFigures(history && history.budget);
+    var releases = (history && history.releases) || [];
+    var last = releases.length ? releases[releases.length - 1] : null;
+    var card = el("article", { className: "card stream-card", "data-stream": stream.stream_id },
+      el("h2", {}, el("a", { href: "/stream/" + encodeURIComponent(stream.stream_id),
+                             text: stream.stream_id })),
+      el("p", { className: "muted", text: stream.hypothesis_class ||
+                (stream.features + " features") }),
+      el("p", {}, el("span", { className: "badge" + (budget && budget.exhausted ? " stopped" : ""),
+                               text: stream.status })));
+    if (!stream.release) {
+      card.appendChild(el("p", { className: "muted", text: "Online learning only: no private releases." }));
+      return card;
+    }
+    if (last && latest) {
+      var drawn = drawHypothesis(latest, stream);
+      card.appendChild(el("p", {}, "Latest release " + ago(last.published_at) + " (ε " + fmt(last.epsilon) +
+        (last.level !== null && last.level !== undefined ? ", level " + last.level : "") + "): ",
+        el("span", { text: drawn.text })));
+      if (drawn.figure) card.appendChild(drawn.figure);
+    } else {
+      card.appendChild(el("p", { className: "muted", text: "No release yet." }));
+    }
+    if (budget) {
+      var bar = el("div", { className: "bar" + (budget.exhausted ? " full" : "") }, el("span", {}));
+      bar.firstChild.style.width = (100 * budget.share).toFixed(1) + "%";
+      card.appendChild(bar);
+      card.appendChild(el("p", { className: "muted", text: fmt(budget.used) + " of " + fmt(budget.total) + " " +
+        budget.label + " used; " + releases.length + " releases." }));
+    }
+    return card;
+  }
+
+  function index() {
+    var root = document.getElementById("streams");
+    function refresh() {
+      getJSON("/streams").then(function (answer) {
+        return Promise.all(answer.streams.map(function (s) {
+          if (!s.release) return [s, null, null];
+          var base = "/streams/" + encodeURIComponent(s.stream_id);
+          return getJSON(base + "/releases").then(function (history) {
+            return Promise.all([s, history, latestOf(base, history)]);
+          });
+        }));
+      }).then(function (rows) {
+        var grid = el("div", { className: "streams" });
+        rows.forEach(function (row) { grid.appendChild(streamCard(row[0], row[1], row[2])); });
+        if (!rows.length) grid.appendChild(el("p", { className: "muted", text: "No streams are configured." }));
+        root.replaceChildren(grid);
+        stamp();
+      }).catch(function (err) { console.warn("privstream: " + err); });
+    }
+    refresh();
+    setInterval(refresh, POLL_MS * 2);
+  }
+
+  // --- one stream -------------------------------------------------------------------------
+  function chartWidth(node) { return Math.max(320, node.clientWidth || 600); }
+
+  function releasesChart(node, releases) {
+    var products = ["hypotheses", "sanitized"].filter(function (p) {
+      return releases.some(function (r) { return r.product === p; });
+    });
+    var withLevel = releases.some(function (r) { return r.level !== null && r.level !== undefined; });
+    var data = [releases.map(function (r) { return r.published_at; })];
+    var series = [{}];
+    var colours = { hypotheses: "#2f6fdb", sanitized: "#0f8a5f" };
+    products.forEach(function (p) {
+      data.push(releases.map(function (r) { return r.product === p ? r.epsilon : null; }));
+      series.push({ label: "ε of " + (p === "hypotheses" ? "hypothesis" : "sanitized") + " releases",
+                    stroke: colours[p], width: 0, points: { show: true, size: 9, fill: colours[p] },
+                    paths: function () { return null; } });
+    });
+    var axes = [{}, { label: "ε", scale: "eps" }];
+    if (withLevel) {
+      data.push(releases.map(function (r) { return r.level === undefined ? null : r.level; }));
+      series.push({ label: "level", scale: "level", stroke: "#b5470b", width: 0,
+                    points: { show: true, size: 7, fill: "#b5470b" }, paths: function () { return null; } });
+      axes.push({ label: "level", scale: "level", side: 1, grid: { show: false } });
+    }
+    series.slice(1).forEach(function (s) { if (!s.scale) s.scale = "eps"; });
+    return new uPlot({ width: chartWidth(node), height: 240, series: series, axes: axes,
+                       scales: { eps: { range: function (u, lo, hi) { return [0, Math.max(hi * 1.2, 1e-9)]; } } },
+                       legend: { live: false } }, data, node);
+  }
+
+  function budgetChart(node, releases, budget) {
+    var figures = budgetFigures(budget);
+    var times = releases.map(function (r) { return r.published_at; });
+    // The ε used after each release: the certificate's remaining budget when it states it,
+    // else the running total of the releases' ε.
+    var total = 0;
+    var used = releases.map(function (r) {
+      total += r.epsilon;
+      return r.epsilon_budget_remaining !== null && r.epsilon_budget_remaining !== undefined
+        ? budget.epsilon_budget - r.epsilon_budget_remaining : total;
+    });
+    var data = [times, used, times.map(function () { return budget.epsilon_budget; })];
+    return new uPlot({
+      width: chartWidth(node), height: 240,
+      series: [{}, { label: "ε used", stroke: "#2f6fdb", width: 2, fill: "rgba(47,111,219,0.12)",
+                     paths: uPlot.paths.stepped({ align: 1 }) },
+               { label: "ε budget", stroke: "#b5470b", width: 1, dash: [6, 4], points: { show: false } }],
+      axes: [{}, { label: figures.label }],
+      scales: { y: { range: function () { return [0, budget.epsilon_budget * 1.05 || 1]; } } },
+      legend: { live: false },
+    }, data, node);
+  }
+
+  function certificateList(certificate, release) {
+    var rows = [
+      ["ledger entry", certificate.ledger_entry_id],
+      ["mechanism", certificate.mechanism],
+      ["ε, δ", fmt(certificate.epsilon) + ", " + fmt(certificate.delta)],
+      ["level", certificate.level],
+      ["neighbours", certificate.neighbouring_relation + " (privacy unit: " + certificate.privacy_unit + ")"],
+      ["window", certificate.window && certificate.window.window_id],
+      ["sample size", certificate.sample_size === null ? "private" : fmt(certificate.sample_size)],
+      ["proper", certificate.proper ? "yes (a member of the class)" : "no"],
+      ["accuracy theorem holds", certificate.accuracy_guarantee_holds === null ? "not published (n is private)"
+        : (certificate.accuracy_guarantee_holds ? "yes" : "no")],
+      ["ε left after it", fmt(certificate.epsilon_budget_remaining)],
+      ["randomness", certificate.randomness],
+      ["library", certificate.library_version],
+      ["class", release.hypothesis_class],
+    ];
+    var dl = document.createDocumentFragment();
+    rows.forEach(function (row) {
+      if (row[1] === undefined || row[1] === null) return;
+      dl.appendChild(el("dt", { text: row[0] }));
+      dl.appendChild(el("dd", { text: String(row[1]) }));
+    });
+    return dl;
+  }
+
+  function streamPage() {
+    var id = decodeURIComponent(location.pathname.replace(/^\/stream\//, "").replace(/\/$/, ""));
+    var base = "/streams/" + encodeURIComponent(id);
+    var shown = null, charts = [];
+    document.title = "privstream: " + id;
+    document.getElementById("title").textContent = id;
+
+    function draw(stream, history, latest) {
+      var budget = budgetFigures(history.budget), releases = history.releases;
+      var last = releases.length ? releases[releases.length - 1] : null;
+      document.getElementById("summary").textContent = (stream.hypothesis_class || (stream.features +
+        " features")) + " · " + stream.status + " · " + releases.length + " releases" +
+        (last ? ", the latest " + ago(last.published_at) : "");
+      document.getElementById("budget-text").textContent = budget ? fmt(budget.used) + " of " +
+        fmt(budget.total) + " " + budget.label + " used (" + (100 * budget.share).toFixed(1) + "%)" +
+        (budget.exhausted ? ": the budget is spent, releases have stopped." : ".") : "";
+      var entry = latest ? latest.certificate.ledger_entry_id : "";
+      var key = entry + "/" + releases.length;
+      if (key === shown) return;  // nothing new: keep the drawings
+      var first = shown === null;
+      shown = key;
+      document.body.setAttribute("data-latest-entry", entry);
+      document.body.setAttribute("data-releases", String(releases.length));
+      var hypothesisNode = document.getElementById("hypothesis");
+      if (latest) {
+        var drawn = drawHypothesis(latest, stream);
+        document.getElementById("hypothesis-text").textContent = drawn.text;
+        hypothesisNode.replaceChildren();
+        if (drawn.figure) hypothesisNode.appendChild(drawn.figure);
+        document.getElementById("certificate").replaceChildren(certificateList(latest.certificate, latest));
+      } else {
+        document.getElementById("hypothesis-text").textContent = "No release yet.";
+      }
+      charts.forEach(function (c) { c.destroy(); });
+      charts = [];
+      if (releases.length) {
+        var rNode = document.getElementById("releases-chart"), bNode = document.getElementById("budget-chart");
+        rNode.replaceChildren();
+        bNode.replaceChildren();
+        charts.push(releasesChart(rNode, releases), budgetChart(bNode, releases, history.budget));
+      }
+      if (!first) {
+        var card = hypothesisNode.closest(".card");
+        card.classList.remove("new-release");
+        void card.offsetWidth;  // restart the animation
+        card.classList.add("new-release");
+      }
+    }
+
+    function refresh() {
+      Promise.all([getJSON("/streams"), getJSON(base + "/releases")])
+        .then(function (answers) {
+          return Promise.all([answers[0], answers[1], latestOf(base, answers[1])]);
+        })
+        .then(function (answers) {
+          var stream = answers[0].streams.filter(function (s) { return s.stream_id === id; })[0];
+          if (!stream) {
+            document.getElementById("summary").textContent = "There is no stream " + id + " here.";
+            return;
+          }
+          if (!answers[1]) {
+            document.getElementById("summary").textContent = "Online learning only: no private releases.";
+            return;
+          }
+          draw(stream, answers[1], answers[2]);
+          stamp();
+        }).catch(function (err) { console.warn("privstream: " + err); });
+    }
+    refresh();
+    setInterval(refresh, POLL_MS);
+    window.addEventListener("resize", function () {
+      charts.forEach(function (c) { c.setSize({ width: chartWidth(c.root.parentNode), height: 240 }); });
+    });
+  }
+
+  // For tests and the curious: what the page would say and draw for a release.
+  window.PrivstreamPage = {
+    draw: function (release, stream) {
+      var drawn = drawHypothesis(release, stream || null);
+      return { text: drawn.text, svg: drawn.figure ? drawn.figure.outerHTML : null };
+    },
+  };
+
+  var page = document.body.getAttribute("data-page");
+  if (page === "index") index();
+  else if (page === "stream") streamPage();
+})();

@@ -1,0 +1,231 @@
+"""Every algorithm the registries know, and the two ways a release of one is made.
+
+The registries are read when the tests are collected, so an algorithm is under contract the day
+it is registered in :data:`~privstream.learning.private_learners.base.LEARNERS`,
+:data:`~privstream.learning.private_learners.vector_base.VECTOR_LEARNERS` or
+:data:`~privstream.learning.sanitizers.base.SANITIZERS`. Every algorithm runs on the same window
+(seeded data of a realizable target) at the same configuration, made in two ways:
+
+* :func:`cli_release`: the offline command line (``privstream learn`` / ``privstream sanitize``
+  with ``--seed``), through its Python entry point;
+* :func:`service_release`: the release agent, with its policy built by the service from a
+  stream's settings (:func:`privstream.stream_app.service.release_policy`), an in-memory ledger
+  and state store, and the same seed for the window.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import io
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from privstream import __version__
+from privstream.agents.releases import ReleaseAgent
+from privstream.learning.hypothesis_classes import parse_class_spec
+from privstream.learning.private_learners.base import LEARNERS
+from privstream.learning.private_learners.vector_base import VECTOR_LEARNERS
+from privstream.learning.randomness import seeded
+from privstream.learning.sanitizers.base import SANITIZERS
+
+Kind = Literal["learner", "vector-learner", "sanitizer"]
+
+CLASS_SPEC = "thresholds:64"
+TARGET = 40  # the window is labelled by 1[x >= 40]
+N = 200
+FEATURES = 2
+BOUNDS = [(0.0, 1.0)] * FEATURES
+EPSILON, DELTA = 1.0, 1e-6  # δ > 0: several algorithms need it; pure ones report δ = 0
+SEED = 7
+STREAM = "contract"
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    """One registered algorithm: its registry (``kind``) and its name there."""
+
+    kind: Kind
+    name: str
+
+    @property
+    def id(self) -> str:
+        return f"{self.kind}:{self.name}"
+
+    @property
+    def topic(self) -> str:
+        return "sanitized" if self.kind == "sanitizer" else "hypotheses"
+
+
+def registered() -> list[Algorithm]:
+    """Every algorithm of the three registries, as they are now."""
+    return ([Algorithm("learner", name) for name in sorted(LEARNERS)]
+            + [Algorithm("vector-learner", name) for name in sorted(VECTOR_LEARNERS)]
+            + [Algorithm("sanitizer", name) for name in sorted(SANITIZERS)])
+
+
+@dataclass(frozen=True)
+class Window:
+    """The examples of one window: integer points or feature vectors, with 0/1 labels."""
+
+    xs: np.ndarray
+    ys: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.ys.shape[0])
+
+
+def window(algorithm: Algorithm, n: int = N) -> Window:
+    """The contract's window for ``algorithm`` (``n = 0``: the empty window)."""
+    gen = np.random.default_rng(SEED)
+    if algorithm.kind == "vector-learner":
+        xs = gen.random((n, FEATURES))
+        return Window(xs, (xs[:, 0] >= 0.5).astype(np.uint8))
+    xs = gen.integers(0, parse_class_spec(CLASS_SPEC).domain_size, n)
+    return Window(xs, (xs >= TARGET).astype(np.uint8))
+
+
+# -- the offline command line --------------------------------------------------------------------
+
+
+def _write_window(algorithm: Algorithm, data: Window, directory: Path) -> Path:
+    path = directory / "window.csv"
+    if algorithm.kind == "vector-learner":
+        header = ",".join(f"f{j}" for j in range(FEATURES)) + ",y"
+        rows = [",".join(repr(float(v)) for v in x) + f",{y}" for x, y in zip(data.xs, data.ys, strict=True)]
+    else:
+        header = "x,y"
+        rows = [f"{x},{y}" for x, y in zip(data.xs.tolist(), data.ys.tolist(), strict=True)]
+    path.write_text("\n".join([header, *rows]) + "\n")
+    return path
+
+
+def cli_argv(algorithm: Algorithm, path: Path) -> list[str]:
+    """The command that makes ``algorithm``'s release of the window in ``path``."""
+    common = ["--epsilon", str(EPSILON), "--delta", str(DELTA), "--seed", str(SEED), "--json"]
+    if algorithm.kind == "sanitizer":
+        return ["sanitize", CLASS_SPEC, "--data", str(path), "--sanitizer", algorithm.name, *common]
+    if algorithm.kind == "vector-learner":
+        return ["learn", "--examples", str(path), "--learner", algorithm.name, "--bounds=0:1", *common]
+    return ["learn", CLASS_SPEC, "--examples", str(path), "--learner", algorithm.name, *common]
+
+
+@functools.cache
+def cli_release(algorithm: Algorithm) -> bytes:
+    """The release ``privstream learn``/``sanitize --json`` prints for the contract's window."""
+    from privstream.stream_app.cli import main
+
+    with tempfile.TemporaryDirectory() as directory:
+        argv = cli_argv(algorithm, _write_window(algorithm, window(algorithm), Path(directory)))
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(argv)
+    assert code == 0, f"privstream {' '.join(argv)} exited {code}: {err.getvalue()}"
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 1, lines
+    return lines[0].encode()
+
+
+# -- the service's release agent -------------------------------------------------------------------
+
+
+def stream_settings(algorithm: Algorithm, size: int) -> Any:
+    """The stream configuration equivalent to :func:`cli_argv` (defaults everywhere else)."""
+    from privstream.stream_app.settings import StreamConfig
+
+    release: dict[str, Any] = {"epsilon": EPSILON, "delta": DELTA, "epsilon_budget": 100.0,
+                               "delta_budget": 0.5, "window": {"kind": "count", "size": size}}
+    if algorithm.kind == "sanitizer":  # a labelled window makes a labelled release, as in the CLI
+        release.update(sanitizer=algorithm.name, sanitizer_labelled=True)
+    else:
+        release["learner"] = algorithm.name
+    if algorithm.kind == "vector-learner":
+        return StreamConfig(name=STREAM, features=FEATURES, feature_bounds=BOUNDS, release=release)
+    return StreamConfig(name=STREAM, hypothesis_class=CLASS_SPEC, release=release)
+
+
+def release_agent(algorithm: Algorithm, size: int, published: list[tuple[str, bytes]]) -> ReleaseAgent:
+    """A release agent for one stream, built as the service builds it, in memory, seeded with SEED."""
+    from privstream.stream_app.service import release_policy
+    from privstream.stream_app.store.sqlite_ledger import SqliteLedger
+    from privstream.stream_app.store.sqlite_state import SqliteStateStore
+
+    stream = stream_settings(algorithm, size)
+    hclass = parse_class_spec(CLASS_SPEC) if stream.hypothesis_class else None
+    assert stream.release is not None
+    ledger = SqliteLedger.open(":memory:", budgets={STREAM: (stream.release.epsilon_budget,
+                                                             stream.release.delta_budget)})
+
+    async def publish(topic: str, stream_id: str, release: bytes) -> None:
+        published.append((topic, release))
+
+    return ReleaseAgent({STREAM: release_policy(stream, hclass)}, SqliteStateStore(":memory:"), ledger,
+                        publish, NullMetrics(), library_version=__version__,
+                        rng_factory=lambda window_id: seeded(SEED))
+
+
+@functools.cache
+def service_release(algorithm: Algorithm) -> bytes:
+    """The bytes the release agent publishes for ``algorithm`` on the contract's window."""
+    data = window(algorithm)
+    published: list[tuple[str, bytes]] = []
+    agent = release_agent(algorithm, len(data), published)
+    n = len(data)
+
+    async def run() -> None:
+        agent.observe_batch(STREAM, 0, list(range(n)), data.xs.tolist(), data.ys.tolist(), [None] * n,
+                            [None] * n, [None] * n)
+        await agent.drain()
+
+    asyncio.run(run())
+    releases = [body for topic, body in published if topic == algorithm.topic]
+    assert len(releases) == 1, f"the agent published {len(releases)} {algorithm.topic} releases (see the log)"
+    return releases[0]
+
+
+class NullMetrics:
+    """The release agent's metrics port, ignored."""
+
+    def released(self, stream_id: str, epsilon_spent: float, epsilon_remaining: float) -> None:
+        pass
+
+    def refused(self, stream_id: str, epsilon_spent: float, epsilon_remaining: float) -> None:
+        pass
+
+    def learner_failed(self, stream_id: str) -> None:
+        pass
+
+    def learner_ran(self, learner: str, seconds: float, window_size: int) -> None:
+        pass
+
+    def late_example(self, stream_id: str) -> None:
+        pass
+
+
+def empty_window_release(algorithm: Algorithm) -> bytes:
+    """The bytes the release agent publishes when the store hands it a window of zero examples.
+
+    Count windows are never empty today (time windows will be, DESIGN.md §4: "an empty window is
+    released like any other"), so the store double closes a window of one example and then reads
+    it back as the store reads an empty range.
+    """
+    published: list[tuple[str, bytes]] = []
+    agent = release_agent(algorithm, 1, published)
+    store = agent.store
+    assert hasattr(store, "count_window")
+    store.count_window = lambda stream_id, start, end: type(store).count_window(store, stream_id, 0, 0)  # type: ignore[method-assign]
+    data = window(algorithm, 1)
+
+    async def run() -> None:
+        agent.observe_batch(STREAM, 0, [0], data.xs.tolist(), data.ys.tolist(), [None], [None], [None])
+        await agent.drain()
+
+    asyncio.run(run())
+    releases = [body for topic, body in published if topic == algorithm.topic]
+    assert len(releases) == 1, f"the agent published {len(releases)} {algorithm.topic} releases (see the log)"
+    return releases[0]

@@ -1,0 +1,154 @@
+"""The page for people in headless Chromium: it loads with no console errors, shows the stream, its
+hypothesis and its charts, follows a new release, and draws every kind of hypothesis the learners
+release. The stream page is screenshotted into the test's temporary folder (never into git).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import re
+
+import numpy as np
+import pytest
+
+from privstream.learning.hypothesis_classes import parse_class_spec
+from privstream.learning.private_learners.vector_base import make_vector_learner
+from privstream.stream_app.embedded.demo import fetch_json
+from tests.integration.conftest import wait_until
+
+from .browser import Browser
+from .deployment import WINDOW, LiveDeployment
+from .programs import require
+
+pytestmark = [pytest.mark.ops, pytest.mark.live]
+
+
+async def released(deployment: LiveDeployment, examples: int, at_least: int) -> dict:
+    """Send ``examples`` examples and wait until the stream has ``at_least`` releases; the history."""
+    await asyncio.to_thread(deployment.load, examples, 4000.0)
+    url = f"{deployment.public_url}/streams/{deployment.stream}/releases"
+
+    def enough() -> dict | None:
+        history = fetch_json(url)
+        return history if history and len(history["releases"]) >= at_least else None
+
+    return await asyncio.to_thread(wait_until, enough, 60, 0.25, f"{at_least} releases")
+
+
+def latest(deployment: LiveDeployment) -> dict:
+    answer = fetch_json(f"{deployment.public_url}/streams/{deployment.stream}/releases/latest")
+    assert answer is not None and "certificate" in answer, answer
+    return answer
+
+
+async def test_the_stream_page_shows_the_stream_its_charts_and_follows_a_new_release(deployment, tmp_path):
+    browser_binary = require("chromium")
+    deployment.running()  # in this thread: the worker dies with the thread that starts it (PDEATHSIG)
+    before = fetch_json(f"{deployment.public_url}/streams/{deployment.stream}/releases")
+    history = await released(deployment, WINDOW, len(before["releases"]) + 1)
+    browser = await Browser(browser_binary, tmp_path / "chromium").start()
+    try:
+        await browser.open(f"{deployment.public_url}/stream/{deployment.stream}")
+        shown = await browser.wait_for("document.body.dataset.latestEntry", 20, "the latest release drawn")
+        release = latest(deployment)
+        assert shown == release["certificate"]["ledger_entry_id"]
+        page = await browser.evaluate("""({
+            title: document.getElementById("title").textContent,
+            summary: document.getElementById("summary").textContent,
+            text: document.getElementById("hypothesis-text").textContent,
+            shapes: document.querySelectorAll("#hypothesis svg rect, #hypothesis svg circle").length,
+            labels: Array.from(document.querySelectorAll("#hypothesis svg text")).map(t => t.textContent),
+            releases: Number(document.body.dataset.releases),
+            charts: document.querySelectorAll("#releases-chart canvas, #budget-chart canvas").length,
+            budget: document.getElementById("budget-text").textContent,
+        })""")
+        assert page["title"] == deployment.stream
+        assert page["summary"].startswith("thresholds:65536 · releasing")
+        assert page["releases"] >= len(history["releases"])
+        assert page["charts"] == 2 and page["shapes"] >= 1
+        spent, budget = history["budget"]["epsilon_spent"], history["budget"]["epsilon_budget"]
+        assert page["budget"].startswith(f"{spent:g} of {budget:g} ε used"), page["budget"]
+        # The drawing is the released threshold: its change point is labelled on the domain line.
+        hypothesis = release["hypothesis"]
+        assert hypothesis["kind"] == "runs" and hypothesis["domain"] == 65536
+        if hypothesis["changes"]:
+            threshold = f"{hypothesis['changes'][0]:,}"
+            assert threshold in page["text"] and threshold in page["labels"], page
+        screenshot = await browser.screenshot(tmp_path / "stream-page.png")
+        print(f"screenshot of the stream page: {screenshot}")
+        assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and screenshot.stat().st_size > 10_000
+
+        # A new release arrives: the page draws it without a reload.
+        await released(deployment, WINDOW, page["releases"] + 1)
+        newest = latest(deployment)["certificate"]["ledger_entry_id"]
+        await browser.wait_for(f"document.body.dataset.latestEntry === {json.dumps(newest)}", 30,
+                               "the page to show the new release")
+        assert int(newest) > int(shown)
+
+        # The list of streams shows it too.
+        await browser.open(f"{deployment.public_url}/")
+        card = await browser.wait_for(
+            f"document.querySelector('[data-stream={json.dumps(deployment.stream)}]')?.textContent", 20,
+            "the stream's card")
+        assert "releasing" in card and "ε used" in card and "Latest release" in card
+        assert browser.errors == [], browser.errors
+    finally:
+        await browser.close()
+
+
+def two_d_models() -> dict[str, dict]:
+    rng = np.random.default_rng(5)
+    xs = rng.random((3000, 2)) * 10
+    ys = (xs[:, 0] + xs[:, 1] > 10).astype(np.uint8)
+    bounds = np.array([[0.0, 10.0], [0.0, 10.0]])
+    grid = make_vector_learner("bayes-consistent").fit(xs, ys, epsilon=1.0, delta=0.0, bounds=bounds)
+    stump = make_vector_learner("semi-supervised").fit(xs, ys, epsilon=1.0, delta=1e-6, bounds=bounds)
+    return {"grid": grid.model.to_dict(), "stump": stump.model.to_dict()}
+
+
+async def test_the_page_draws_every_kind_of_hypothesis(deployment, tmp_path):
+    """Hypotheses as the learners release them: thresholds, intervals and points on the domain
+    line (runs and packed bits), and the 2-D models of the vector learners over their bounds."""
+    browser_binary = require("chromium")
+    deployment.running()  # in this thread: the worker dies with the thread that starts it (PDEATHSIG)
+    intervals = parse_class_spec("intervals:100")
+    interval = next(h for h in map(intervals.hypothesis, range(intervals.size))
+                    if len(ends := h.change_points()[1]) == 2 and ends[1] - ends[0] > 5)
+    a, b = interval.change_points()[1]
+    cases = {
+        "A threshold: predicts 1 for x ≥ 40,000": parse_class_spec("thresholds:65536").hypothesis(40_000),
+        f"An interval: predicts 1 for {a} ≤ x < {b}": interval,
+        "A point: predicts 1 only at x = 7": parse_class_spec("points:100").hypothesis(7),
+        "Predicts 0 everywhere": parse_class_spec("points:100").hypothesis(100),
+    }
+    points = parse_class_spec("points:100").hypothesis(7)
+    assert points.to_dict()["kind"] == "bits" and int(points.predict(7)) == 1  # bits: decoded by the page
+    models = two_d_models()
+    browser = await Browser(browser_binary, tmp_path / "chromium").start()
+    try:
+        await browser.open(f"{deployment.public_url}/stream/{deployment.stream}")
+        for expected, hypothesis in cases.items():
+            release = json.dumps({"hypothesis": hypothesis.to_dict()})
+            drawn = await browser.evaluate(f"PrivstreamPage.draw({release})")
+            assert drawn["text"].startswith(expected), (expected, drawn["text"])
+            assert drawn["svg"].startswith("<svg")
+        stream = {"feature_bounds": [[0.0, 10.0], [0.0, 10.0]]}
+        grid = await browser.evaluate(f"PrivstreamPage.draw({{hypothesis: {json.dumps(models['grid'])}}}, "
+                                      f"{json.dumps(stream)})")
+        k = models["grid"]["cells_per_axis"]
+        packed = np.frombuffer(base64.b64decode(models["grid"]["labels"]), np.uint8)
+        labels = np.unpackbits(packed, bitorder="little")[: k * k]
+        assert grid["text"].startswith(f"A grid of {k} cells per feature")
+        squares = re.findall(r'<rect[^>]*fill="var\(--one\)"', grid["svg"])
+        assert len(squares) == int(labels.sum()) > 0  # one square per cell labelled 1
+        stump = await browser.evaluate(f"PrivstreamPage.draw({{hypothesis: {json.dumps(models['stump'])}}}, "
+                                       f"{json.dumps(stream)})")
+        if models["stump"].get("constant") is None:
+            feature = models["stump"]["feature"]
+            assert stump["text"].startswith(f"A decision stump: predicts 1 where feature {feature}")
+            assert "<line" in stump["svg"]  # the decision boundary
+        assert browser.errors == [], browser.errors
+    finally:
+        await browser.close()

@@ -1,0 +1,191 @@
+"""The storage backends as the contract suites see them: open a store, and reach under it.
+
+A contract test gets a :class:`LedgerBackend` (or :class:`StateBackend`) for SQLite or for
+PostgreSQL and asserts the same behaviour on both. The few things a test must do *under* the
+store's API (tamper with a spend, drop a table, read the budget history) are done here, once per
+backend, in the backend's own SQL.
+
+Child processes (concurrency and crash tests) open the same store from a JSON ``spec``
+(:meth:`LedgerBackend.spec`, :func:`open_ledger_from_spec`), passed through a pipe or the
+environment, never the command line (it holds the test server's password).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from privstream.stream_app.store.pg_server import PostgresServer
+from privstream.stream_app.store.postgres_db import PostgresConfig
+from privstream.stream_app.store.postgres_ledger import PostgresLedger
+from privstream.stream_app.store.postgres_state import PostgresStateStore
+from privstream.stream_app.store.sqlite_ledger import SqliteLedger
+from privstream.stream_app.store.sqlite_state import SqliteStateStore
+
+SPEC_ENV = "PRIVSTREAM_TEST_LEDGER_SPEC"
+BACKENDS = ("sqlite", "postgresql")
+
+
+class LedgerBackend:
+    """Where one test's ledger lives, and how to open it and reach under it."""
+
+    name: str
+    location: str  # what error messages name: the file's path, the database's URL
+
+    def open(self, *, create: bool = False, budgets: dict[str, tuple[float, float]] | None = None) -> Any:
+        raise NotImplementedError
+
+    def spec(self) -> str:
+        """A JSON description a child process turns back into an open ledger."""
+        raise NotImplementedError
+
+    # --- under the API ------------------------------------------------------------------------
+    def budget_history(self) -> list[str]:
+        """The epsilon budgets recorded in the budget-change audit table, oldest first."""
+        raise NotImplementedError
+
+    def set_spend(self, stream_id: str, epsilon: str) -> None:
+        """Overwrite a stream's stored epsilon spend (a hand "reset" of the budget)."""
+        raise NotImplementedError
+
+    def drop_table(self, table: str) -> None:
+        """Drop one of the ledger's tables (named as in SQLite: 'refusals', ...)."""
+        raise NotImplementedError
+
+    def set_version(self, version: int) -> None:
+        """Record another schema version than the code's."""
+        raise NotImplementedError
+
+    def make_foreign(self) -> None:
+        """Fill the empty location with another application's table named like a ledger table."""
+        raise NotImplementedError
+
+
+class SqliteLedgerBackend(LedgerBackend):
+    name = "sqlite"
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.path = tmp_path / "ledger.sqlite3"
+        self.location = str(self.path)
+
+    def open(self, *, create: bool = False, budgets: dict[str, tuple[float, float]] | None = None) -> Any:
+        return SqliteLedger.open(self.path, create_if_missing=create, budgets=budgets)
+
+    def spec(self) -> str:
+        return json.dumps({"kind": "sqlite", "path": str(self.path)})
+
+    def _execute(self, statement: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        with sqlite3.connect(self.path) as raw:
+            rows = raw.execute(statement, params).fetchall()
+        raw.close()
+        return rows
+
+    def budget_history(self) -> list[str]:
+        return [r[0] for r in self._execute("SELECT epsilon_budget FROM budget_changes ORDER BY change_id")]
+
+    def set_spend(self, stream_id: str, epsilon: str) -> None:
+        self._execute("UPDATE streams SET epsilon_spent = ? WHERE stream_id = ?", (epsilon, stream_id))
+
+    def drop_table(self, table: str) -> None:
+        self._execute(f"DROP TABLE {table}")
+
+    def set_version(self, version: int) -> None:
+        self._execute(f"PRAGMA user_version = {version}")
+
+    def make_foreign(self) -> None:
+        self._execute("CREATE TABLE streams (stream_id TEXT PRIMARY KEY, other TEXT)")
+
+
+class PostgresLedgerBackend(LedgerBackend):
+    name = "postgresql"
+
+    def __init__(self, server: PostgresServer, database: str) -> None:
+        self.server = server
+        self.url = server.create_database(database)
+        self.database = database
+        self.location = self.url
+
+    @property
+    def config(self) -> PostgresConfig:
+        return PostgresConfig(self.url, password=self.server.password)
+
+    def open(self, *, create: bool = False, budgets: dict[str, tuple[float, float]] | None = None) -> Any:
+        return PostgresLedger.open(self.config, create_if_missing=create, budgets=budgets)
+
+    def spec(self) -> str:
+        return json.dumps({"kind": "postgresql", "url": self.url, "password": self.server.password})
+
+    def _execute(self, statement: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        with self.server.connect(self.database) as conn:
+            cur = conn.execute(statement, params)
+            return cur.fetchall() if cur.description else []
+
+    def budget_history(self) -> list[str]:
+        rows = self._execute("SELECT epsilon_budget FROM ledger_budget_changes ORDER BY change_id")
+        return [r[0] for r in rows]
+
+    def set_spend(self, stream_id: str, epsilon: str) -> None:
+        self._execute(
+            "UPDATE ledger_streams SET epsilon_spent = %s WHERE stream_id = %s", (epsilon, stream_id)
+        )
+
+    def drop_table(self, table: str) -> None:
+        self._execute(f"DROP TABLE ledger_{table}")
+
+    def set_version(self, version: int) -> None:
+        self._execute("DELETE FROM privstream_migrations WHERE component = 'ledger'")
+        self._execute(
+            "INSERT INTO privstream_migrations (component, version, description) VALUES ('ledger', %s, 'x')",
+            (version,),
+        )
+
+    def make_foreign(self) -> None:
+        self._execute("CREATE TABLE ledger_streams (stream_id TEXT PRIMARY KEY, other TEXT)")
+
+
+def open_ledger_from_spec(
+    spec: str | None = None, *, create: bool = False, budgets: dict[str, tuple[float, float]] | None = None
+) -> Any:
+    """In a child process: open the ledger a :meth:`LedgerBackend.spec` describes (by default
+    the one in ``$PRIVSTREAM_TEST_LEDGER_SPEC``)."""
+    where = json.loads(spec if spec is not None else os.environ[SPEC_ENV])
+    if where["kind"] == "sqlite":
+        return SqliteLedger.open(where["path"], create_if_missing=create, budgets=budgets)
+    config = PostgresConfig(where["url"], password=where["password"])
+    return PostgresLedger.open(config, create_if_missing=create, budgets=budgets)
+
+
+# --------------------------------------------------------------------------- state stores
+
+
+class StateBackend:
+    """Where one test's state store lives."""
+
+    name: str
+
+    def open(self) -> Any:
+        raise NotImplementedError
+
+
+class SqliteStateBackend(StateBackend):
+    name = "sqlite"
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.path = tmp_path / "state.sqlite3"
+
+    def open(self) -> Any:
+        return SqliteStateStore(self.path)
+
+
+class PostgresStateBackend(StateBackend):
+    name = "postgresql"
+
+    def __init__(self, server: PostgresServer, database: str) -> None:
+        self.server = server
+        self.url = server.create_database(database)
+
+    def open(self) -> Any:
+        return PostgresStateStore(PostgresConfig(self.url, password=self.server.password))

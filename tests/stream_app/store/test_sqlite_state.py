@@ -1,0 +1,86 @@
+"""What only the SQLite state store has: a file (foreign, garbage, made before versions), a reader
+connection. The behaviour both backends share is in ``test_state_store_contract.py``."""
+
+import sqlite3
+import threading
+
+import pytest
+
+from privstream.stream_app.store.sqlite_state import SCHEMA_VERSION, SqliteStateStore, StateStoreError
+
+
+def test_a_file_that_is_not_a_database_is_a_clear_error(tmp_path):
+    path = tmp_path / "junk.sqlite3"
+    path.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(StateStoreError, match=r"junk\.sqlite3"):
+        SqliteStateStore(path)
+
+
+def test_another_applications_database_is_a_clear_error_and_left_alone(tmp_path):
+    path = tmp_path / "other.sqlite3"
+    with sqlite3.connect(path) as raw:
+        raw.execute("CREATE TABLE customers (id INTEGER PRIMARY KEY)")
+    raw.close()
+    with pytest.raises(StateStoreError, match=r"another application's database .*customers"):
+        SqliteStateStore(path)
+    with sqlite3.connect(path) as raw:
+        assert raw.execute("SELECT name FROM sqlite_master").fetchall() == [("customers",)]
+    raw.close()
+
+
+def test_a_newer_schema_is_a_clear_error(tmp_path):
+    path = tmp_path / "s.sqlite3"
+    SqliteStateStore(path).close()
+    with sqlite3.connect(path) as raw:
+        raw.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    raw.close()
+    with pytest.raises(StateStoreError, match="newer"):
+        SqliteStateStore(path)
+
+
+def test_a_file_made_before_schema_versions_opens_and_is_stamped(tmp_path):
+    # What privstream 0.1.0 wrote: the version-1 tables, user_version 0.
+    path = tmp_path / "s.sqlite3"
+    with sqlite3.connect(path) as raw:
+        raw.executescript("""
+            CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+            CREATE TABLE stream_seq (stream_id TEXT PRIMARY KEY, next_seq INTEGER NOT NULL);
+            CREATE TABLE positions (stream_id TEXT NOT NULL, part INTEGER NOT NULL,
+                next_offset INTEGER NOT NULL, PRIMARY KEY (stream_id, part));
+            CREATE TABLE examples (stream_id TEXT NOT NULL, seq INTEGER NOT NULL, part INTEGER NOT NULL,
+                kafka_offset INTEGER NOT NULL, item INTEGER NOT NULL, x INTEGER NOT NULL, y INTEGER NOT NULL,
+                user_id TEXT, time_window INTEGER, PRIMARY KEY (stream_id, seq),
+                UNIQUE (stream_id, part, kafka_offset, item));
+            CREATE TABLE windows (stream_id TEXT NOT NULL, window_id TEXT NOT NULL, outcome TEXT NOT NULL,
+                closed_at TEXT NOT NULL, PRIMARY KEY (stream_id, window_id));
+            CREATE TABLE soa (stream_id TEXT PRIMARY KEY, state TEXT NOT NULL, updated_at TEXT NOT NULL);
+            INSERT INTO meta VALUES ('generation', 'cafe0001');
+            INSERT INTO stream_seq VALUES ('a', 1);
+            INSERT INTO positions VALUES ('a', 0, 8);
+            INSERT INTO examples VALUES ('a', 0, 0, 7, 0, 42, 1, NULL, NULL);
+        """)
+    raw.close()
+    store = SqliteStateStore(path)
+    assert store.generation == "cafe0001"
+    assert store.append("a", 0, 7, 42, 1, None, None) is None  # its replay is still recognised
+    assert store.append("a", 0, 8, 43, 0, None, None) == 1
+    assert store.count_window("a", 0, 2).xs.tolist() == [42, 43]
+    store.close()
+    with sqlite3.connect(path) as raw:
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    raw.close()
+
+
+def test_appends_do_not_wait_for_a_window_being_read(tmp_path):
+    """Windows are read on their own connection (WAL): ingestion appends on the event loop must
+    not block behind a large window's read (100,000 rows take ~0.1-0.3 s)."""
+    store = SqliteStateStore(tmp_path / "s.sqlite3")
+    store.append("a", 0, 0, 7, 1, None, None)
+    appended = threading.Event()
+    with store._read_lock:  # a window read in progress
+        writer = threading.Thread(target=lambda: (store.append("a", 0, 1, 8, 0, None, None), appended.set()))
+        writer.start()
+        assert appended.wait(10), "an append waited for the window read"
+    writer.join()
+    assert store.count_window("a", 0, 2).xs.tolist() == [7, 8]  # the reader sees the committed append
+    store.close()

@@ -1,0 +1,125 @@
+"""The state store's contract (idempotent appends, windows, SOA snapshots, persistence), asserted
+once and run on every backend (SQLite, PostgreSQL)."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from privstream.agents.interfaces import StateStore
+from tests.stream_app.store.backends import StateBackend
+
+
+@pytest.fixture
+def store(state_backend: StateBackend):
+    opened = state_backend.open()
+    yield opened
+    opened.close()
+
+
+def test_the_store_satisfies_the_protocol(store) -> None:
+    assert isinstance(store, StateStore)
+
+
+def test_sequence_numbers_are_per_stream_and_replays_are_recognised(store) -> None:
+    assert [store.append("a", 0, o, o, 1, None, None) for o in range(3)] == [0, 1, 2]
+    assert store.append("b", 1, 0, 5, 0, None, None) == 0
+    assert store.append("a", 0, 1, 1, 1, None, None) is None  # same position again
+    assert store.append("a", 1, 0, 9, 0, None, None) == 3  # another partition of the same stream
+    window = store.count_window("a", 0, 4)
+    assert window.xs.tolist() == [0, 1, 2, 9] and window.seqs.tolist() == [0, 1, 2, 3]
+    assert window.xs.dtype == np.int64 and window.ys.dtype == np.uint8
+    assert store.partitions("a") == {0, 1} and store.partitions("b") == {1}
+    assert store.next_seq("a") == 4 and store.next_seq("nothing") == 0
+
+
+def test_a_batch_message_is_several_rows_at_one_offset(store) -> None:
+    # An ExampleBatch message: several examples at one Kafka offset.
+    rows = [(10, 1, 1, "u", None), (10, 2, 0, "u", None), (11, 3, 1, None, None)]
+    assert store.append_many("a", 0, rows) == [0, 1, 2]
+    assert store.append_many("a", 0, rows) == []  # the same messages redelivered
+    assert store.append_many("a", 0, [*rows, (12, 4, 0, None, None)]) == [3]
+    assert store.count_window("a", 0, 10).xs.tolist() == [1, 2, 3, 4]
+    assert store.append_many("a", 0, []) == []
+
+
+def test_large_points_and_feature_vectors_round_trip(store) -> None:
+    store.append("ints", 0, 0, 2**63 - 1, 1, None, None)
+    assert store.count_window("ints", 0, 1).xs.tolist() == [2**63 - 1]
+    store.append_many("vec", 0, [(0, [0.5, -1.25], 1, None, None), (1, [3.0, 1e-300], 0, None, None)])
+    window = store.count_window("vec", 0, 2)
+    assert window.xs.dtype == np.float64 and window.xs.tolist() == [[0.5, -1.25], [3.0, 1e-300]]
+
+
+def test_an_empty_window_has_the_right_types(store) -> None:
+    window = store.count_window("a", 0, 100)
+    assert len(window.xs) == len(window.ys) == len(window.users) == len(window.seqs) == 0
+    assert window.seqs.dtype == np.int64 and window.ys.dtype == np.uint8
+
+
+def test_replay_after_a_window_was_dropped_is_still_recognised(store) -> None:
+    for offset in range(4):
+        store.append("a", 0, offset, offset, 1, None, None)
+    store.mark_closed("a", "w0", "released", seqs=(0, 4))
+    assert len(store.count_window("a", 0, 4).xs) == 0
+    assert store.append("a", 0, 2, 2, 1, None, None) is None
+    assert store.next_seq("a") == 4
+    assert store.closed_windows("a") == {"w0": "released"}
+    store.mark_closed("a", "w0", "failed", seqs=(0, 4))  # the first outcome is kept
+    assert store.closed_windows("a") == {"w0": "released"}
+
+
+def test_time_windows_are_listed_read_and_dropped(store) -> None:
+    store.append_many("t", 0, [(0, 1, 1, "u1", 12), (1, 2, 0, "u2", 11), (2, 3, 1, None, 12)])
+    assert store.pending_time_windows("t") == [11, 12]
+    window = store.time_window("t", 12)
+    assert window.xs.tolist() == [1, 3] and window.users.tolist() == ["u1", None]
+    store.mark_closed("t", "t12", "released", time_window=12)
+    assert store.pending_time_windows("t") == [11]
+    assert store.closed_windows("t") == {"t12": "released"}
+
+
+def test_state_survives_reopening_and_keeps_its_generation(state_backend: StateBackend) -> None:
+    first = state_backend.open()
+    first.append("a", 0, 0, 7, 1, "u1", 12)
+    first.save_soa("a", {"mistakes": 3, "version": [1, 2]})
+    first.save_soa("a", {"mistakes": 4})  # the latest snapshot wins
+    generation = first.generation
+    second = state_backend.open()  # another worker on the same store
+    assert second.generation == generation
+    first.close()
+    second.close()
+    again = state_backend.open()
+    assert again.generation == generation
+    assert again.time_window("a", 12).users.tolist() == ["u1"]
+    assert again.pending_time_windows("a") == [12]
+    assert again.load_soa("a") == {"mistakes": 4}
+    assert again.load_soa("other") is None
+    again.close()
+
+
+def test_concurrent_appenders_of_one_stream_get_dense_distinct_sequence_numbers(
+    state_backend: StateBackend,
+) -> None:
+    # Two workers (their own store objects) append the partitions of one stream at once.
+    stores = [state_backend.open() for _ in range(2)]
+    results: dict[int, list[int]] = {0: [], 1: []}
+
+    def append(partition: int) -> None:
+        for offset in range(0, 200, 10):
+            rows = [(o, o, 1, None, None) for o in range(offset, offset + 10)]
+            results[partition] += stores[partition].append_many("s", partition, rows)
+
+    threads = [threading.Thread(target=append, args=(p,)) for p in (0, 1)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    seqs = results[0] + results[1]
+    assert sorted(seqs) == list(range(400))
+    assert stores[0].next_seq("s") == 400
+    assert stores[1].count_window("s", 0, 400).seqs.tolist() == list(range(400))
+    for store in stores:
+        store.close()

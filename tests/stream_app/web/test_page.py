@@ -1,0 +1,100 @@
+"""The page for people's routes on a listener, without a browser (tests/ops/test_page.py drives
+it in headless Chromium): the HTML and assets it serves, and the releases over time it reads."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import urllib.error
+import urllib.request
+from importlib import resources
+
+import pytest
+
+from privstream.stream_app.embedded.broker import free_port
+from privstream.stream_app.settings import StreamConfig
+from privstream.stream_app.store.sqlite_ledger import SqliteLedger
+from privstream.stream_app.web.listener import HttpListener
+from privstream.stream_app.web.page import asset, page_routes
+
+STREAMS = [
+    StreamConfig(name="clicks", hypothesis_class="thresholds:16",
+                 release={"epsilon": 1.0, "epsilon_budget": 3.0}),
+    StreamConfig(name="online", hypothesis_class="thresholds:16"),
+]
+
+
+def release(entry: int, window: str) -> bytes:
+    return json.dumps({"stream_id": "clicks", "hypothesis": {"kind": "runs", "domain": 16, "first": 0,
+                                                              "changes": [entry]},
+                       "certificate": {"epsilon": 1.0, "delta": 0.0, "ledger_entry_id": str(entry),
+                                       "epsilon_budget_remaining": 3.0 - entry,
+                                       "window": {"window_id": window, "kind": "count"}}}).encode()
+
+
+def fetch(url: str) -> tuple[int, str, bytes]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.status, response.headers["Content-Type"], response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.headers["Content-Type"], exc.read()
+
+
+async def get(url: str) -> tuple[int, str, bytes]:
+    """GET in a thread: the listener runs on this test's event loop."""
+    return await asyncio.to_thread(fetch, url)
+
+
+@pytest.fixture
+async def page():
+    ledger = SqliteLedger.open(":memory:", budgets={"clicks": (3.0, 0.0)})
+    for entry, window in ((1, "w0"), (2, "w1")):
+        charge = ledger.charge("clicks", window, "learner:generic", 1.0, 0.0, lambda r, e=entry, w=window:
+                               release(e, w))
+        ledger.mark_published(charge.entry_id)
+    ledger.charge("clicks", "w2", "learner:generic", 1.0, 0.0, release(3, "w2"))  # charged, not yet published
+    listener = HttpListener("public", "127.0.0.1", free_port(), page_routes(STREAMS, ledger))
+    await listener.start()
+    try:
+        yield f"http://127.0.0.1:{listener.port}"
+    finally:
+        await listener.stop()
+        ledger.close()
+
+
+async def test_the_pages_and_their_assets_are_served_with_their_types(page):
+    status, kind, body = await get(f"{page}/")
+    assert status == 200 and kind.startswith("text/html") and b'data-page="index"' in body
+    status, kind, body = await get(f"{page}/stream/clicks")
+    assert status == 200 and kind.startswith("text/html") and b'data-page="stream"' in body
+    status, kind, body = await get(f"{page}/assets/page.js")
+    assert status == 200 and kind.startswith("text/javascript") and b"PrivstreamPage" in body
+    status, kind, _ = await get(f"{page}/assets/uPlot.iife.min.js")
+    assert status == 200 and kind.startswith("text/javascript")
+    for name in ("NOTICE", "..%2F__init__.py", ".hidden.js", "missing.js"):
+        assert (await get(f"{page}/assets/{name}"))[0] == 404, name
+
+
+def test_every_asset_the_pages_reference_is_served_from_the_package():
+    """No CDN and no broken link: every src/href of the HTML is one of the package's assets."""
+    folder = resources.files("privstream.stream_app.web.page").joinpath("assets")
+    for html in ("index.html", "stream.html"):
+        refs = re.findall(r'(?:src|href)="([^"]+)"', folder.joinpath(html).read_text())
+        local = [r for r in refs if r.startswith("/assets/")]
+        assert local and all(asset(r.removeprefix("/assets/")) is not None for r in local), refs
+        assert not [r for r in refs if r.startswith(("http:", "https:", "//"))], refs
+
+
+async def test_the_releases_over_time_are_the_published_certificates_oldest_first(page):
+    status, _, body = await get(f"{page}/streams/clicks/releases")
+    answer = json.loads(body)
+    assert status == 200 and answer["stream_id"] == "clicks"
+    assert [r["ledger_entry_id"] for r in answer["releases"]] == ["1", "2"]  # not the unpublished 3
+    first = answer["releases"][0]
+    assert first["product"] == "hypotheses" and first["window_id"] == "w0" and first["epsilon"] == 1.0
+    assert first["epsilon_budget_remaining"] == 2.0 and first["level"] is None
+    assert isinstance(first["published_at"], float)
+    assert answer["budget"]["epsilon_spent"] == 3.0 and answer["budget"]["releases"] == 3
+    assert (await get(f"{page}/streams/online/releases"))[0] == 404  # no private releases
+    assert (await get(f"{page}/streams/nope/releases"))[0] == 404
