@@ -2,8 +2,20 @@
 
 Run:  .venv/bin/python benchmarks/bench_private_learners.py [--runs 10] [--slow-runs 3] [--timeout 120]
                                                              [--seed 0] [--out benchmarks/results]
-Prints one JSON object (also written to OUT/bench_private_learners.json) and writes the plot
-OUT/bench_private_learners.png (``benchmarks/results/`` is gitignored).
+                                                             [--only table,gs-curve,proper-large]
+Prints one JSON object (also written to OUT/bench_private_learners.json) and writes the plots
+OUT/bench_private_learners.png and OUT/bench_gs_curve.png (``benchmarks/results/`` is gitignored).
+
+Three parts (``--only`` picks some):
+
+* ``table``: the setting below, every learner;
+* ``gs-curve`` (issue 20): the global-stability learner's error against n next to the generic
+  learner's, on the same data (same seeds), on ``thresholds:1024``, ``points:1024`` (the point 17 with
+  mass 0.2) and ``intervals:1024`` (target ``[256, 640)``), n from 500 to 50,000, ε = 1, δ = 1e-6,
+  α = β = 0.1, ``--runs`` samples per n; the 0.9-quantile and mean error, the success rate;
+* ``proper-large`` (issue 20): the proper learner on ``intervals:65536`` (target ``[16384, 40960)``)
+  and ``thresholds:2^32`` (target ``1[x >= 1234567890]``), uniform marginal, n = 20,000, ε = 1,
+  δ = 1e-6: fit time and exact error per run (``--runs`` runs), in the public-n and private-n modes.
 
 Benchmark-only dependency (NOT a runtime dependency of privstream): ``.venv/bin/pip install matplotlib``;
 without it no plot is written.
@@ -30,6 +42,7 @@ practical/theory n (log10) and fit time relative to the generic learner.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import multiprocessing as mp
@@ -52,7 +65,7 @@ NS = (100, 300, 1000, 3000, 10_000, 30_000, 100_000)
 EXTRA_NS = (300_000, 1_000_000)
 EPSILONS = (0.25, 0.5, 1.0, 2.0, 4.0)
 EPS_N = 10_000
-SLOW = {"proper"}  # minutes per fit on some classes: fewer runs, two sizes, no ε sweep, a timeout
+SLOW: set[str] = set()  # learners run with fewer runs, two sizes, no ε sweep, a timeout (none now)
 SLOW_NS = (1000, 10_000)
 
 
@@ -171,6 +184,85 @@ def theory_n(name: str, hclass: HypothesisClass, d: int) -> dict[str, Any]:
     return {"n": int(value) if value < 10**30 else None, "log10": log10}
 
 
+GS_CURVE_NS = (500, 1000, 2000, 5000, 10_000, 20_000, 50_000)
+
+
+def gs_problems() -> list[tuple[str, HypothesisClass, np.ndarray, np.ndarray]]:
+    """The issue-20 problems over 2^10 (name, class, marginal, target truth table)."""
+    size = 1024
+    uniform = np.full(size, 1 / size)
+    marginal = np.full(size, 0.8 / size)
+    marginal[17] += 0.2
+    grid = np.arange(size)
+    return [("thresholds:1024", parse_class_spec("thresholds:1024"), uniform, grid >= 512),
+            ("points:1024", parse_class_spec("points:1024"), marginal, grid == 17),
+            ("intervals:1024", parse_class_spec("intervals:1024"), uniform, (grid >= 256) & (grid < 640))]
+
+
+def gs_curve(runs: int, seed: int) -> dict[str, Any]:
+    """Error of global-stability and generic against n, on the same samples (the same seeds)."""
+    out: dict[str, Any] = {}
+    for pname, hclass, marginal, target in gs_problems():
+        entry: dict[str, Any] = {}
+        for name in ("global-stability", "generic"):
+            cells = []
+            for n in GS_CURVE_NS:
+                errors, times = [], []
+                for r in range(runs):
+                    err, sec = _fit_error(name, hclass, marginal, target, n, 1.0, seed + r)
+                    errors.append(err)
+                    times.append(sec)
+                cells.append({"n": n, "runs": runs, "error_q90": float(np.quantile(errors, 0.9)),
+                              "error_mean": float(np.mean(errors)), "error_max": float(np.max(errors)),
+                              "success_rate": float(np.mean([e <= ALPHA for e in errors])),
+                              "seconds_mean": float(np.mean(times))})
+            entry[name] = cells
+            at = next(c for c in cells if c["n"] == 20_000)
+            print(f"gs-curve {pname:16s} {name:17s} n=20000: q90 error {at['error_q90']:.4f} "
+                  f"max {at['error_max']:.4f} success {at['success_rate']:.2f}", flush=True)
+        out[pname] = entry
+    return out
+
+
+def _uniform_error(h: Any, target: Any) -> float:
+    """Exact error under the uniform marginal, from the run-length forms (no truth table)."""
+    n = h.domain_size
+    cuts = sorted({0, n, *h.change_points()[1], *target.change_points()[1]})
+    return sum(b - a for a, b in itertools.pairwise(cuts) if h.predict(a) != target.predict(a)) / n
+
+
+def proper_large(runs: int, seed: int) -> dict[str, Any]:
+    """The proper learner at n = 20,000 on intervals:65536 and thresholds:2^32: time, error, properness."""
+    from privstream.learning.hypotheses import hypothesis_from_runs
+    from privstream.learning.private_learners.proper.structured_selection import coordinates
+
+    out: dict[str, Any] = {}
+    for spec, first, changes in (("intervals:65536", 0, (16384, 40960)),
+                                 ("thresholds:4294967296", 0, (1234567890,))):
+        hclass = parse_class_spec(spec)
+        truth = hypothesis_from_runs(hclass.domain_size, first, changes)
+        entry: dict[str, Any] = {}
+        for mode, expected in (("public n", None), ("private n (expected_size=20000)", 20_000)):
+            rows = []
+            for r in range(runs):
+                xs = np.random.default_rng(seed + r).integers(0, hclass.domain_size, 20_000)
+                start = time.perf_counter()
+                res = make_learner("proper").fit(hclass, xs, truth.predict(xs), epsilon=1.0, delta=DELTA,
+                                                 alpha=ALPHA, beta=BETA, rng=seeded(seed + r),
+                                                 expected_size=expected)
+                seconds = time.perf_counter() - start
+                rows.append({"seconds": seconds, "error": _uniform_error(res.hypothesis, truth),
+                             "proper": bool(res.proper and coordinates(hclass, res.hypothesis) is not None)})
+            entry[mode] = {"runs": rows, "seconds_max": max(r["seconds"] for r in rows),
+                           "error_max": max(r["error"] for r in rows),
+                           "all_proper": all(r["proper"] for r in rows),
+                           "parameters": {k: v for k, v in res.parameters.items() if k != "constants"}}
+            print(f"proper-large {spec:22s} {mode:32s} max {entry[mode]['seconds_max']:.2f} s, "
+                  f"max error {entry[mode]['error_max']:.5f}, proper {entry[mode]['all_proper']}", flush=True)
+        out[spec] = entry
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10)
@@ -178,7 +270,23 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per fit of a slow learner")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    parser.add_argument("--only", default="table,gs-curve,proper-large",
+                        help="comma-separated parts: table, gs-curve, proper-large")
     args = parser.parse_args()
+    parts = set(args.only.split(","))
+    args.out.mkdir(parents=True, exist_ok=True)
+    extra: dict[str, Any] = {}
+    if "gs-curve" in parts:
+        extra["gs_curve"] = gs_curve(args.runs, args.seed)
+        plot_gs_curve(extra["gs_curve"], args.out / "bench_gs_curve.png")
+    if "proper-large" in parts:
+        extra["proper_large"] = proper_large(args.runs, args.seed)
+    if "table" not in parts:
+        results = {"setting": {"alpha": ALPHA, "beta": BETA, "delta": DELTA, "runs": args.runs,
+                               "seed": args.seed, "python": platform.python_version()}, **extra}
+        (args.out / "bench_private_learners.json").write_text(json.dumps(results, indent=1))
+        print(json.dumps(results))
+        return
     learners = ["erm", "generic", "global-stability"] + (["proper"] if "proper" in LEARNERS else [])
     results: dict[str, Any] = {"setting": {"alpha": ALPHA, "beta": BETA, "delta": DELTA, "ns": NS,
                                            "extra_ns": EXTRA_NS, "epsilons": EPSILONS, "eps_n": EPS_N,
@@ -221,7 +329,7 @@ def main() -> None:
                 c["n"]: round(c["seconds_mean"] / gen_t[c["n"]], 2)
                 for c in rec["error_vs_n"] if c.get("seconds_mean") and gen_t.get(c["n"])}
         results["problems"][pname] = entry
-    args.out.mkdir(parents=True, exist_ok=True)
+    results.update(extra)
     (args.out / "bench_private_learners.json").write_text(json.dumps(results, indent=1))
     print(json.dumps(results))
     plot(results, args.out / "bench_private_learners.png")
@@ -257,6 +365,33 @@ def plot(results: dict[str, Any], path: Path) -> None:
             ax.legend(fontsize=7)
         axes[row][1].set_xticks(list(EPSILONS), [f"{e:g}" for e in EPSILONS])
         axes[row][1].minorticks_off()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def plot_gs_curve(curve: dict[str, Any], path: Path) -> None:
+    """Error (0.9-quantile, with the mean dashed) against n: global-stability vs generic, per class."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    fig, axes = plt.subplots(1, len(curve), figsize=(5 * len(curve), 3.6), squeeze=False)
+    colours = {"global-stability": "tab:green", "generic": "tab:orange"}
+    for ax, (pname, entry) in zip(axes[0], curve.items(), strict=True):
+        for name, cells in entry.items():
+            ns = [c["n"] for c in cells]
+            colour = colours[name]
+            ax.plot(ns, [c["error_q90"] for c in cells], marker="o", color=colour, label=f"{name} (q90)")
+            ax.plot(ns, [c["error_mean"] for c in cells], ls="--", color=colour, label=f"{name} (mean)")
+        ax.axhline(ALPHA, color="grey", lw=0.8, ls=":")
+        ax.set_xscale("log")
+        ax.set_xlabel("n (ε = 1, δ = 1e-6)")
+        ax.set_ylabel("population error")
+        ax.set_title(pname)
+        ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 

@@ -20,6 +20,7 @@ from privstream.agents.progress import Progress
 from privstream.agents.releases import Product, ReleaseAgent, ReleasePolicy
 from privstream.agents.validation import ExampleValidator, integer_domain, vector_domain
 from privstream.learning.hypothesis_classes import HypothesisClass, parse_class_spec
+from privstream.learning.planning import window_too_small
 from privstream.learning.private_learners import make_learner
 from privstream.learning.private_learners.vector_base import make_vector_learner
 from privstream.learning.sanitizers import make_sanitizer
@@ -199,6 +200,11 @@ def build_service(settings: Settings) -> Service:
         s.name: release_policy(s, streams[s.name].hypothesis_class if s.name in streams else None)
         for s in settings.streams if s.release
     }
+    for p in policies.values():  # simulated on synthetic data of the class, once per configuration
+        if p.hypothesis_class is not None and p.window_kind == "count" and (why := window_too_small(
+                p.products[0].algorithm, p.hypothesis_class, epsilon=p.products[0].epsilon,
+                delta=p.products[0].delta, alpha=p.alpha, beta=p.beta, window_size=p.window_size)):
+            log.warning("stream %s: window too small to be useful: %s", p.stream_id, why)
     metrics = ServiceMetrics(
         list(streams),
         release_streams={

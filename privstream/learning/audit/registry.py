@@ -50,6 +50,9 @@ AUDITS: dict[str, str] = {
     "proper": "privstream.learning.private_learners.proper.audit_spec:proper_audit_spec",
     "global-stability":
         "privstream.learning.private_learners.global_stability.audit_spec:global_stability_audit_spec",
+    "global-stability-add-remove":
+        "privstream.learning.private_learners.global_stability.audit_spec:add_remove_audit_spec",
+    "proper-add-remove": "privstream.learning.private_learners.proper.audit_spec:add_remove_audit_spec",
     # vector learners (private_learners/vector_base.py: VECTOR_LEARNERS) and their density step
     "bayes-consistent": f"{_CONSISTENT}:bayes_consistent_audit_spec",
     "bayes-consistent-empty-cell": f"{_CONSISTENT}:empty_cell_audit_spec",
@@ -60,8 +63,8 @@ AUDITS: dict[str, str] = {
     "mwem-zcdp": f"{_SANITIZERS}:mwem_zcdp_audit_spec",
     "mwem-add-remove": f"{_SANITIZERS}:mwem_add_remove_audit_spec",
     "fooling": f"{_SANITIZERS}:fooling_audit_spec",
-    "hierarchical": "privstream.learning.sanitizers.hierarchical_audit:hierarchical_audit_spec",
-    "hierarchical-partition": "privstream.learning.sanitizers.hierarchical_audit:partition_audit_spec",
+    "hierarchical": "privstream.learning.sanitizers.hierarchical.audit_spec:hierarchical_audit_spec",
+    "hierarchical-partition": "privstream.learning.sanitizers.hierarchical.audit_spec:partition_audit_spec",
 }
 
 

@@ -24,6 +24,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "learn",  # learn, audit
     "sanitize",  # sanitize
     "evaluate",  # evaluate
+    "plan",  # plan
 )
 
 

@@ -1,37 +1,63 @@
-"""The Bun–Livni–Moran private learner: Algorithm M over the globally-stable Algorithm G.
+"""The Bun–Livni–Moran private learner: Algorithm M over a globally stable per-batch learner.
 
 blm_almm.md §3.3 ([003 Thm 30], the 4-step box at L.887; [000 Thm 17]) with G of
-:mod:`privstream.learning.private_learners.global_stability.algorithm_g`:
+:mod:`.algorithm_g`:
 
-1. Split the sample into K consecutive batches of m examples (a fixed, data-independent
-   partition) and the tail S' (n' examples); run ``h_i = G(batch_i)`` with independent coins.
+1. Split the sample into K batches and S' (below); run a per-batch learner on every batch:
+   Algorithm G of :mod:`.algorithm_g` (theory mode), or correlated ERM
+   (:mod:`.correlated_erm`, practical mode).
 2. Stable histogram (:class:`~privstream.learning.mechanisms.StableHistogram`, exact discrete
    Laplace) over the outputs' canonical keys (:meth:`Hypothesis.key`; "Fail" is :data:`FAIL_KEY`)
-   at privacy ``(ε/2, δ)`` -> released list L with noisy counts ĉ_h; estimates ``a_h = ĉ_h/K``.
+   -> released list L with noisy counts ĉ_h; estimates ``a_h = ĉ_h/K``.
 3. Remove every h with ``a_h < 3η/4``, and "Fail" (post-processing, blm_almm.md §3.3).
 4. The generic learner on S' over L: the exact exponential mechanism
-   (:class:`~privstream.learning.mechanisms.ExponentialMechanism`) at ``ε/2`` with score
-   ``-errors_{S'}(h)`` (sensitivity 1). An empty L gives the all-zero function (post-processing).
+   (:class:`~privstream.learning.mechanisms.ExponentialMechanism`) with score ``-errors_{S'}(h)``
+   (sensitivity 1). An empty L gives the all-zero function (post-processing).
 
-**Privacy: (ε, δ)-DP under replace-one neighbours, by basic composition** ([003 Lem 13] and the proof
-of [003 Thm 30]): with G's coins fixed, a changed example changes at most one h_i (batches are
-disjoint and each G reads only its own batch), so step 2 is (ε/2, δ)-DP; step 3 is post-processing;
-step 4 is ε/2-DP in S' for every fixed L; ``(ε/2 + ε/2, δ + 0) = (ε, δ)``. This holds for every K,
-m, n', η, depth and draw budget and for non-realizable input, so the practical parameters below
-never touch privacy. (Remark: since the batches and S' are disjoint, parallel composition would
-even give (ε/2, δ); we report the paper's (ε, δ).) The learner needs δ > 0 (the histogram).
+**The split.** n public (``expected_size=None``, replace-one neighbours): positional, the first
+K·m examples in K consecutive batches of m, S' the tail; all sizes from n. n private
+(``expected_size=E``, add/remove-one neighbours): K, m and |S'| come from E only, and every example
+is assigned *independently* with the learner's own coins: batch j with probability m/E, S' with
+probability |S'|/E (:func:`random_split`). A positional split would not do there: removing one
+example shifts every later one into another batch, so every batch may change.
+
+**Privacy: (ε, δ)-DP, for every parameter setting and every input (realizable or not).**
+
+* *Replace-one* (n public). With the per-batch learners' coins fixed, a changed example changes at
+  most one batch output (batches are disjoint and each learner reads only its own batch and the
+  shared, data-independent coins) or only S'. Theory mode follows the paper ([003 Lem 13], proof of
+  [003 Thm 30]): histogram at (ε/2, δ), exponential mechanism at ε/2, basic composition gives (ε, δ).
+  Practical mode uses *parallel* composition: histogram at (ε, δ) and exponential mechanism at ε.
+  If the changed example is in a batch, S' is the same and the output is post-processing of the
+  (ε, δ)-DP histogram (the one changed key is the histogram's replace-one neighbour); if it is in
+  S', the list L has the same law and the selection is ε-DP in S' for every L. Either way (ε, δ).
+* *Add/remove-one* (n private). Couple the two runs: every example common to D and D' = D + z gets
+  the same assignment (assignments are independent across examples and of the data), and z gets
+  its own draw a. For each value of a the argument above applies verbatim: z lies in one batch
+  (one key of the histogram changes; S' is equal) or in S' (the list has the same law; the
+  exponential mechanism with score -errors has sensitivity 1 under adding an example). So
+  ``Pr[M(D') ∈ E | a] <= e^ε Pr[M(D) ∈ E] + δ`` and the reverse for every a, and averaging over a
+  gives (ε, δ)-DP. The same holds for n = 0 and for n far from E (only accuracy suffers).
+
+The learner needs δ > 0 (the histogram). Nothing in the guarantee depends on K, m, n', η, the
+tolerance, the draw budget, G's depth or budget: practical parameters change only accuracy.
 
 **Accuracy: theory vs practice.** :func:`theory_parameters` evaluates the paper's parameter chain
 (§3.4) with the spec's explicit constants; :func:`global_stability_sample_size` is its ``n_total``
-(≈ 1.8e12 already for Ldim 1). When the window has at least that many examples the learner runs
-with exactly those parameters and ``accuracy_guarantee_holds`` is True; otherwise it runs in
-*practical mode* (:func:`practical_parameters`: K, m, n', η, depth and budget derived from the
-window size) and the accuracy is measured, not claimed.
+(≈ 1.8e12 already for Ldim 1). When the window (or ``expected_size``) has at least that many
+examples the learner runs with exactly those parameters (G per batch, basic composition) and
+``accuracy_guarantee_holds`` is True. Otherwise it runs in *practical mode*
+(:func:`practical_parameters`), where G cannot work: its most frequent output has probability
+``η_G = 2^{-2^{d+2}}/(d+1)`` (the histogram needs one output in T = 28 of ~70 batches at ε = 1,
+δ = 1e-6), and even the SOA on a whole batch (G at depth 0) outputs its most frequent function in
+~20% of 300-example batches of ``thresholds:1024``. Practical mode therefore runs correlated ERM
+per batch, a replicable learner (same output in most batches), with the rest of M unchanged; the
+accuracy is measured (``benchmarks/bench_private_learners.py``), not claimed.
 
-**Improper.** The output is an SOA predictor (possibly patched), a function on the whole domain.
-``LearnerResult.proper`` is True only when the output is *verified* a member of the class
-(:func:`is_member`: closed forms for thresholds, points and intervals, row lookup for file
-classes); otherwise False.
+**Improper.** G's output is an SOA predictor (possibly patched), a function on the whole domain;
+correlated ERM outputs members. ``LearnerResult.proper`` is True only when the output is *verified*
+a member of the class (:func:`is_member`: closed forms for thresholds, points and intervals, row
+lookup for file classes); otherwise False.
 """
 
 from __future__ import annotations
@@ -53,6 +79,7 @@ from privstream.learning.mechanisms import ExponentialMechanism, StableHistogram
 from privstream.learning.private_learners.base import (
     LearnerResult,
     check_accuracy_parameter,
+    check_expected_size,
     check_privacy_parameters,
     check_sample,
 )
@@ -63,20 +90,29 @@ from privstream.learning.private_learners.global_stability.algorithm_g import (
     g_parameters,
     run_g,
 )
+from privstream.learning.private_learners.global_stability.correlated_erm import ErmParameters, correlated_erm
 from privstream.learning.randomness import RandomSource, resolve
 
 __all__ = [
+    "BATCH_LEARNERS",
+    "EXACT_LDIM",
     "MECHANISM",
     "GlobalStabilityLearner",
+    "Histogram",
     "MOutcome",
     "MParameters",
+    "Split",
     "TheoryParameters",
     "algorithm_m",
     "default_hypothesis",
+    "global_stability_log10_sample_size",
     "global_stability_sample_size",
     "is_member",
+    "log10_closed_form",
     "n_generic_list",
+    "positional_split",
     "practical_parameters",
+    "random_split",
     "theory_parameters",
 ]
 
@@ -84,6 +120,8 @@ MECHANISM = "global-stability(stable-histogram+exponential)"
 
 #: ``histogram(keys, rng) -> {key: noisy count}``: the step-2 release (swappable only for audits).
 Histogram = Callable[[Sequence[Hashable], RandomSource], dict[Hashable, int]]
+#: ``split(n, params, rng) -> batch of every example (K = S')``: step 1 (swappable only for audits).
+Split = Callable[[int, "MParameters", RandomSource], np.ndarray]
 
 
 # -- the paper's parameter chain (theory mode) -------------------------------------------------
@@ -187,6 +225,48 @@ def theory_parameters(alpha: float, beta: float, epsilon: float, delta: float, d
         n_total=k * g.m + n_prime)
 
 
+#: Above this Ldim the chain is not evaluated exactly: ``m`` alone has ``2^(d+2)`` bits (2 GB at d = 32).
+EXACT_LDIM = 16
+
+
+def global_stability_log10_sample_size(alpha: float, beta: float, epsilon: float, delta: float,
+                                       d: int) -> float:
+    """``log10(n_total)`` for any d >= 1: exact for d <= :data:`EXACT_LDIM`, else :func:`log10_closed_form`.
+
+    >>> round(global_stability_log10_sample_size(0.1, 0.1, 1.0, 1e-6, 1), 4)
+    12.2493
+    >>> f"{global_stability_log10_sample_size(0.1, 0.1, 1.0, 1e-6, 32):.4g}"
+    '1.034e+10'
+    """
+    a = check_accuracy_parameter(alpha, "alpha")
+    b = check_accuracy_parameter(beta, "beta")
+    eps, dlt = check_privacy_parameters(epsilon, delta)
+    if dlt <= 0:
+        raise PrivacyParameterError("the global-stability learner needs delta > 0 (stable histogram)")
+    if d <= EXACT_LDIM:
+        return math.log10(global_stability_sample_size(a, b, eps, dlt, d))
+    return log10_closed_form(a, b, eps, dlt, d)
+
+
+def log10_closed_form(alpha: float, beta: float, epsilon: float, delta: float, d: int) -> float:
+    """The chain's ``log10(n_total)`` in floats (tests check it against the exact chain for small d).
+
+    ``log n_total ≈ log K + log m`` (n' is negligible): ``ln(1/η) = ln(d+1) + (2^(d+2)+1) ln 2``,
+    ``ln m = (2^(d+2)+1) ln 2 + 2(d+1) ln 2 + ln n_aux``, K the larger of the sampling condition
+    ``128·ln(3/(ηβ))/η`` and the histogram's fixed point ``8(T + (4/ε)ln(3K/β))/η``.
+    """
+    ln2 = math.log(2)
+    exponent = 2.0 ** (d + 2) + 1
+    ln_inv_eta = math.log(d + 1) + exponent * ln2
+    ln_m = exponent * ln2 + 2 * (d + 1) * ln2 + math.log(math.ceil(2 ** (d + 3) / alpha))
+    ln_k_sampling = math.log(128 * (math.log(3) + ln_inv_eta - math.log(beta))) + ln_inv_eta
+    threshold = StableHistogram(epsilon / 2, delta).threshold
+    ln_k_hist = ln_k_sampling
+    for _ in range(50):  # the fixed point K = 8(T + (4/ε) ln(3K/β))/η, in logs
+        ln_k_hist = math.log(8 * (threshold + (4 / epsilon) * (math.log(3 / beta) + ln_k_hist))) + ln_inv_eta
+    return (max(ln_k_sampling, ln_k_hist) + ln_m) / math.log(10)
+
+
 def global_stability_sample_size(alpha: float, beta: float, epsilon: float, delta: float, d: int,
                                  **constants: float) -> int:
     """``n_total`` of Theorem 1/3's learner (:func:`theory_parameters`); exact, possibly astronomical.
@@ -199,84 +279,134 @@ def global_stability_sample_size(alpha: float, beta: float, epsilon: float, delt
 
 # -- the parameters one run uses (theory or practical) -----------------------------------------
 
+#: per-batch learners: the paper's Algorithm G (theory mode) and correlated ERM (practical mode)
+BATCH_LEARNERS = ("g", "correlated-erm")
+
 
 @dataclass(frozen=True)
 class MParameters:
-    """What one run of Algorithm M uses; a pure function of public inputs (n, ε, δ, α, β, d).
+    """What one run of Algorithm M uses; a pure function of public inputs (size, ε, δ, α, β, d).
 
-    ``num_batches`` K, ``batch_size`` m (``= budget + n_aux``, the layout of each G-run),
-    ``n_prime`` = |S'| (the tail, ``n - K·m``), ``eta`` (pruning cut ``3η/4``), ``max_depth``
-    (G's depth is uniform on ``{0..max_depth}``). ``mode`` is ``"theory"`` or ``"practical"``.
+    ``num_batches`` K and ``batch_size`` m; ``n_prime`` = |S'|. With ``expected_size = None`` the
+    split is positional and exact (``K·m + n' = n``); with an int it is the *expected* layout of
+    the random assignment (``K·m + n' = expected_size``, every example independently in batch j
+    with probability ``m/expected_size``, in S' with probability ``n'/expected_size``).
+    ``eta``: pruning cut ``3η/4``. The histogram runs at ``(hist_epsilon, δ)`` with threshold
+    ``hist_threshold``, the exponential mechanism at ``select_epsilon``.
+    ``batch_learner`` ``"g"``: G with ``n_aux``, ``budget``, depth uniform on ``{0..max_depth}``;
+    ``"correlated-erm"``: :func:`~.correlated_erm.correlated_erm` with
+    ``tolerance``, ``min_batch``, ``max_draws``.
     """
 
     mode: str
     num_batches: int
     batch_size: int
-    n_aux: int
-    budget: int
-    max_depth: int
-    eta: float
     n_prime: int
+    eta: float
     hist_threshold: int
+    hist_epsilon: float
+    select_epsilon: float
+    batch_learner: str = "g"
+    n_aux: int = 1
+    budget: int = 0
+    max_depth: int = 0
+    tolerance: float = 0.0
+    min_batch: int = 1
+    max_draws: int = 1
+    expected_size: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.batch_learner not in BATCH_LEARNERS:
+            raise ValueError(f"batch_learner must be one of {BATCH_LEARNERS}, got {self.batch_learner!r}")
 
     @property
     def prune_below(self) -> float:
         return 3 * self.eta / 4
 
+    def erm(self) -> ErmParameters:
+        return ErmParameters(exact_fraction(self.tolerance, "tolerance") if self.tolerance else Fraction(0),
+                             self.min_batch, self.max_draws)
 
-def practical_parameters(n: int, d: int, epsilon: float, delta: float, alpha: float, beta: float, *,
-                         stability: float = 0.5, prime_fraction: float = 0.2, retries: int = 4,
-                         depth_cap: int | None = None) -> MParameters:
-    """Parameters for a window of n examples (practical mode; privacy does not depend on them).
 
-    * histogram threshold T at ``(ε/2, δ)`` (the mechanism's own, exact);
-    * ``K`` = least K with ``stability·K >= T + ceil((4/ε)·ln(3/β))``: a hypothesis that a fraction
-      ``stability`` of the G-runs output clears T despite the noise w.p. >= 1-β/3 (capped by the data);
-    * ``n'`` ≈ ``prime_fraction·n`` (at most the n_GL that a list of ``K//T`` items would need);
-      the batches get the rest, ``m = (n - n')//K``, and S' is the tail (``n - K·m >= n'``);
-    * G: ``n_aux`` = the theorem's ``ceil(2^(d+3)/α)``; depth ``D`` = the largest ``D <= d`` with
-      ``n_aux·(1 + retries·(2^(D+1) - 2)) <= m`` (room for ``retries`` tournament rounds per
-      level); if D = 0, G is ``SOA(T)`` and ``n_aux = m`` (all the batch); budget ``m - n_aux``;
-    * ``η = 4T/(3K)``: the pruning cut ``3η/4 = T/K`` is the histogram's own threshold (prunes
-      nothing more; every released estimate is >= T/K).
+def practical_parameters(n: int, epsilon: float, delta: float, alpha: float, beta: float, *,
+                         stability: float = 0.25, prime_fraction: float = 0.2, tolerance: float = 0.5,
+                         max_draws: int = 2**16, expected: bool = False) -> MParameters:
+    """Practical-mode parameters for a window of n examples (or an expected size n); privacy-free.
 
-    >>> p = practical_parameters(1000, 1, 1.0, 1e-6, 0.1, 0.1)
-    >>> p.num_batches, p.batch_size, p.max_depth, p.n_prime, p.hist_threshold
-    (136, 5, 0, 320, 54)
+    Parallel composition (module docstring): the histogram at (ε, δ), the selection at ε.
+
+    * T = the histogram's threshold at (ε, δ) (exact); ``K`` = least K with
+      ``stability·K >= T + ceil((2/ε)·ln(3/β))``: a function output by a fraction ``stability`` of
+      the batches clears T despite the noise w.p. >= 1-β/3 (capped by the data);
+    * ``n'`` ≈ ``prime_fraction·n``, at most the n_GL of a list of ``K//T`` items; the batches get the
+      rest: ``m = (n - n')//K`` (S' takes the remainder);
+    * correlated ERM at tolerance ``τ = tolerance·α`` (the batch output has empirical error <= τ),
+      least batch ``ceil(m/2)``, ``max_draws`` shared draws;
+    * ``η = 4T/(3K)``: the pruning cut ``3η/4 = T/K`` is the histogram's own threshold.
+
+    >>> p = practical_parameters(20_000, 1.0, 1e-6, 0.1, 0.1)
+    >>> p.num_batches, p.batch_size, p.n_prime, p.hist_threshold, p.tolerance
+    (140, 114, 4040, 28, 0.05)
     """
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
         raise ValueError(f"n must be an int >= 0, got {n!r}")
     eps, dlt = check_privacy_parameters(epsilon, delta)
     if dlt <= 0:
         raise PrivacyParameterError("the global-stability learner needs delta > 0 (stable histogram)")
-    if not 0 < stability <= 1 or not 0 < prime_fraction < 1:
-        raise ValueError("stability must be in (0, 1] and prime_fraction in (0, 1)")
-    threshold = StableHistogram(eps / 2, dlt).threshold
-    margin = math.ceil((4 / eps) * math.log(3 / beta))
+    if not 0 < stability <= 1 or not 0 < prime_fraction < 1 or not 0 < tolerance < 1:
+        raise ValueError("stability must be in (0, 1], prime_fraction and tolerance in (0, 1)")
+    if isinstance(max_draws, bool) or not isinstance(max_draws, int) or max_draws < 1:
+        raise ValueError(f"max_draws must be an int >= 1, got {max_draws!r}")
+    threshold = StableHistogram(eps, dlt).threshold
+    margin = math.ceil((2 / eps) * math.log(3 / beta))
     k_target = math.ceil((threshold + margin) / stability)
     list_max = max(1, k_target // threshold)
-    n_prime = min(max(1, math.floor(prime_fraction * n)), n,
-                  n_generic_list(list_max, alpha / 2, beta / 3, eps / 2))
+    n_gl = n_generic_list(list_max, alpha / 2, beta / 3, eps)
+    n_prime = min(max(1, math.floor(prime_fraction * n)), n, n_gl)
     k = min(k_target, n - n_prime)
     m = (n - n_prime) // k if k > 0 else 0
     if m == 0:
         k = 0
-    theory_aux = math.ceil(2 ** (d + 3) / alpha) if d >= 1 else 1
-    cap = d if depth_cap is None else min(d, depth_cap)
-    depth = 0
-    for level in range(1, cap + 1):
-        if theory_aux * (1 + retries * (2 ** (level + 1) - 2)) <= m:
-            depth = level
-    n_aux = m if depth == 0 else theory_aux
     eta = min(1.0, 4 * threshold / (3 * k)) if k else 1.0
-    return MParameters(mode="practical", num_batches=k, batch_size=m, n_aux=n_aux, budget=m - n_aux,
-                       max_depth=depth, eta=eta, n_prime=n - k * m, hist_threshold=threshold)
+    return MParameters(mode="practical", num_batches=k, batch_size=m, n_prime=n - k * m, eta=eta,
+                       hist_threshold=threshold, hist_epsilon=eps, select_epsilon=eps,
+                       batch_learner="correlated-erm", tolerance=float(exact_fraction(alpha, "alpha")
+                                                                       * exact_fraction(tolerance, "t")),
+                       min_batch=max(1, math.ceil(m / 2)), max_draws=max_draws,
+                       expected_size=n if expected else None)
 
 
-def _theory_m_parameters(t: TheoryParameters, n: int) -> MParameters:
-    return MParameters(mode="theory", num_batches=t.K, batch_size=t.m, n_aux=t.n_aux, budget=t.N,
-                       max_depth=t.d, eta=float(t.eta), n_prime=n - t.K * t.m,
-                       hist_threshold=t.hist_threshold)
+def _theory_m_parameters(t: TheoryParameters, n: int, expected: bool) -> MParameters:
+    return MParameters(mode="theory", num_batches=t.K, batch_size=t.m, n_prime=n - t.K * t.m,
+                       eta=float(t.eta), hist_threshold=t.hist_threshold, hist_epsilon=t.epsilon / 2,
+                       select_epsilon=t.epsilon / 2, batch_learner="g", n_aux=t.n_aux, budget=t.N,
+                       max_depth=t.d, expected_size=n if expected else None)
+
+
+# -- the split into batches and S' -------------------------------------------------------------
+
+
+def positional_split(n: int, params: MParameters) -> np.ndarray:
+    """Batch of every example when n is public: ``i // m`` for the first K·m, then S' (label K)."""
+    k, m = params.num_batches, params.batch_size
+    if k * m + params.n_prime != n:
+        raise ValueError(f"layout K·m + n' = {k * m + params.n_prime} != n = {n}")
+    out = np.full(n, k, dtype=np.int64)
+    out[:k * m] = np.arange(k * m, dtype=np.int64) // max(m, 1)
+    return out
+
+
+def random_split(n: int, params: MParameters, rng: RandomSource) -> np.ndarray:
+    """Batch of every example when n is private: independent draws, batch j w.p. m/E, S' (label K) else.
+
+    ``E = expected_size = K·m + n'``; each example's draw is uniform on ``[0, E)`` from the learner's
+    coins, independently of the data and of the other examples (the coupling of the module docstring).
+    """
+    total = params.expected_size
+    assert total is not None and total == params.num_batches * params.batch_size + params.n_prime
+    k, m = params.num_batches, params.batch_size
+    draws = np.array([rng.uniform_int(total) for _ in range(n)], dtype=np.int64)
+    return np.where(draws < k * m, draws // max(m, 1), k)
 
 
 # -- Algorithm M -------------------------------------------------------------------------------
@@ -287,14 +417,17 @@ class MOutcome:
     """Result of :func:`algorithm_m`.
 
     ``hypothesis``, ``released`` (key -> noisy count, the histogram's DP output) and ``candidates``
-    (the list L after pruning, in released key order) are private outputs. ``runs`` (the raw G
-    outputs) is a **non-private debug path**: tests and the trusted zone only, never published.
+    (the list L after pruning, in released key order) are private outputs. ``outputs`` (every
+    batch's raw output, None for Fail), ``runs`` (G's runs, theory learner only) and ``batch_of``
+    are a **non-private debug path**: tests and the trusted zone only, never published.
     """
 
     hypothesis: Hypothesis
     released: dict[Hashable, int]
     candidates: list[Hypothesis]
+    outputs: list[Hypothesis | None]
     runs: list[GRun]
+    batch_of: np.ndarray
 
 
 def _errors(h: Hypothesis, xs: np.ndarray, ys: np.ndarray) -> int:
@@ -318,35 +451,61 @@ def _stable_histogram(epsilon: float, delta: float, rng: RandomSource) -> Stable
     return mechanism
 
 
+def _g_outputs(hclass: HypothesisClass, xs: np.ndarray, ys: np.ndarray, batch_of: np.ndarray,
+               params: MParameters, rng: RandomSource, tie: int) -> list[GRun]:
+    """G on every batch: its first ``budget + n_aux`` examples (Fail when it has fewer)."""
+    need = params.budget + params.n_aux
+    runs = []
+    for b in range(params.num_batches):
+        idx = np.flatnonzero(batch_of == b)
+        depth = rng.uniform_int(params.max_depth + 1)  # G's own coins
+        if idx.shape[0] < need:
+            runs.append(GRun(hypothesis=None, depth=depth, draws=0, mistakes=-1, tournament_size=-1))
+            continue
+        idx = idx[:need]
+        runs.append(run_g(hclass, xs[idx], ys[idx], n_aux=params.n_aux, budget=params.budget, depth=depth,
+                          rng=rng, tie=tie))
+    return runs
+
+
 def algorithm_m(hclass: HypothesisClass, xs: np.ndarray, ys: np.ndarray, params: MParameters, *,
                 epsilon: float, delta: float, rng: RandomSource, tie: int = 1,
-                histogram: Histogram | None = None) -> MOutcome:
+                histogram: Histogram | None = None, split: Split | None = None) -> MOutcome:
     """Run the four steps of Algorithm M (module docstring) with ``params`` on validated arrays.
 
-    ``histogram`` replaces step 2 only in the privacy audit's deliberately broken variants.
+    ``epsilon`` is the total: the steps use ``params.hist_epsilon`` and ``params.select_epsilon``
+    (whose composition is ``epsilon``). ``histogram`` (step 2) and ``split`` (step 1's assignment)
+    are replaced only in the privacy audits' deliberately broken variants.
     """
-    k, m = params.num_batches, params.batch_size
-    if k * m + params.n_prime != xs.shape[0]:
-        raise ValueError(f"layout K·m + n' = {k * m + params.n_prime} != n = {xs.shape[0]}")
-    # the depth of each run is uniform on {0..max_depth}, from G's own coins
-    runs = [run_g(hclass, xs[i * m:(i + 1) * m], ys[i * m:(i + 1) * m], n_aux=params.n_aux,
-                  budget=params.budget, depth=rng.uniform_int(params.max_depth + 1), rng=rng, tie=tie)
-            for i in range(k)]
-    outputs: dict[Hashable, Hypothesis] = {r.key: r.hypothesis for r in runs if r.hypothesis is not None}
-    keys = [r.key for r in runs]
+    n, k = int(xs.shape[0]), params.num_batches
+    if split is not None:
+        batch_of = split(n, params, rng)
+    elif params.expected_size is None:
+        batch_of = positional_split(n, params)
+    else:
+        batch_of = random_split(n, params, rng)
+    if params.batch_learner == "g":
+        runs = _g_outputs(hclass, xs, ys, batch_of, params, rng, tie)
+        outputs = [r.hypothesis for r in runs]
+    else:
+        runs = []
+        outputs = correlated_erm(hclass, xs, ys, np.where(batch_of < k, batch_of, -1), k, params.erm(), rng)
+    keys = [FAIL_KEY if h is None else h.key() for h in outputs]
+    by_key: dict[Hashable, Hypothesis] = {h.key(): h for h in outputs if h is not None}
     if histogram is None:
-        released = _stable_histogram(epsilon / 2, delta, rng).release(keys)  # (ε/2, δ)-DP
+        released = _stable_histogram(params.hist_epsilon, delta, rng).release(keys)  # (ε_H, δ)-DP
     else:
         released = histogram(keys, rng)
     # step 3 (post-processing): prune a_h = ĉ_h/K < 3η/4, and Fail
-    candidates = [outputs[key] for key, c in released.items()
+    candidates = [by_key[key] for key, c in released.items()
                   if key != FAIL_KEY and c >= params.prune_below * k]
     if not candidates:
-        return MOutcome(default_hypothesis(hclass), released, candidates, runs)
-    tail_x, tail_y = xs[k * m:], ys[k * m:]
+        return MOutcome(default_hypothesis(hclass), released, candidates, outputs, runs, batch_of)
+    tail = batch_of == k
+    tail_x, tail_y = xs[tail], ys[tail]
     scores = [-_errors(h, tail_x, tail_y) for h in candidates]
-    choice = ExponentialMechanism(epsilon / 2, 1, rng=rng).select(scores)  # ε/2-DP in S'
-    return MOutcome(candidates[choice], released, candidates, runs)
+    choice = ExponentialMechanism(params.select_epsilon, 1, rng=rng).select(scores)  # ε_S-DP in S'
+    return MOutcome(candidates[choice], released, candidates, outputs, runs, batch_of)
 
 
 # -- membership (for a truthful ``proper``) ----------------------------------------------------
@@ -380,16 +539,18 @@ def _ldim(hclass: HypothesisClass) -> int:
 
 
 class GlobalStabilityLearner:
-    """Algorithm M over G as a :class:`~privstream.learning.private_learners.base.PrivateLearner`.
+    """Algorithm M as a :class:`~privstream.learning.private_learners.base.PrivateLearner`.
 
     Name ``"global-stability"``. Constructor parameters tune practical mode only
-    (:func:`practical_parameters`) plus the SOA tie rule; none affects privacy. ``fit`` needs
-    ``delta > 0`` and returns an (ε, δ)-DP release (see the module docstring).
+    (:func:`practical_parameters`) plus the SOA tie rule of G; none affects privacy. ``fit`` needs
+    ``delta > 0`` and returns an (ε, δ)-DP release (see the module docstring), under replace-one
+    neighbours, or under add/remove-one neighbours with ``expected_size`` (then every reported
+    parameter is a function of ``expected_size`` and the configuration).
 
     >>> from privstream.learning.hypothesis_classes import parse_class_spec
     >>> from privstream.learning.randomness import seeded
     >>> H = parse_class_spec("points:64")
-    >>> xs = np.arange(2000) % 8; ys = (xs == 5).astype(np.uint8)
+    >>> xs = np.arange(8000) % 8; ys = (xs == 5).astype(np.uint8)
     >>> r = GlobalStabilityLearner().fit(H, xs, ys, epsilon=1.0, delta=1e-6, alpha=0.1, beta=0.1,
     ...                                  rng=seeded(0))
     >>> r.hypothesis.predict(5), r.epsilon, r.delta, r.proper, r.accuracy_guarantee_holds
@@ -399,33 +560,37 @@ class GlobalStabilityLearner:
     name = "global-stability"
     mechanism = MECHANISM
 
-    def __init__(self, *, tie: int = 1, stability: float = 0.5, prime_fraction: float = 0.2,
-                 retries: int = 4, depth_cap: int | None = None) -> None:
+    def __init__(self, *, tie: int = 1, stability: float = 0.25, prime_fraction: float = 0.2,
+                 tolerance: float = 0.5, max_draws: int = 2**16) -> None:
         if tie not in (0, 1) or isinstance(tie, bool):
             raise ValueError(f"tie must be 0 or 1, got {tie!r}")
-        if not 0 < stability <= 1 or not 0 < prime_fraction < 1:
-            raise ValueError("stability must be in (0, 1] and prime_fraction in (0, 1)")
-        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 1:
-            raise ValueError(f"retries must be an int >= 1, got {retries!r}")
-        if depth_cap is not None and (isinstance(depth_cap, bool) or not isinstance(depth_cap, int)
-                                      or depth_cap < 0):
-            raise ValueError(f"depth_cap must be None or an int >= 0, got {depth_cap!r}")
+        if not 0 < stability <= 1 or not 0 < prime_fraction < 1 or not 0 < tolerance < 1:
+            raise ValueError("stability must be in (0, 1], prime_fraction and tolerance in (0, 1)")
+        if isinstance(max_draws, bool) or not isinstance(max_draws, int) or max_draws < 1:
+            raise ValueError(f"max_draws must be an int >= 1, got {max_draws!r}")
         self.tie = tie
-        self.practical = {"stability": stability, "prime_fraction": prime_fraction, "retries": retries,
-                          "depth_cap": depth_cap}
+        self.practical = {"stability": stability, "prime_fraction": prime_fraction, "tolerance": tolerance,
+                          "max_draws": max_draws}
 
     def parameters_for(self, hclass: HypothesisClass, n: int, *, epsilon: float, delta: float,
-                       alpha: float, beta: float) -> tuple[MParameters, TheoryParameters | None]:
-        """The run's parameters (theory mode iff n meets the theorem) and the theorem's chain."""
+                       alpha: float, beta: float,
+                       expected_size: int | None = None) -> tuple[MParameters, TheoryParameters | None]:
+        """The run's parameters (theory mode iff the size meets the theorem) and the theorem's chain.
+
+        ``n`` is used only when ``expected_size`` is None; otherwise everything comes from it.
+        """
+        size = n if expected_size is None else expected_size
         d = _ldim(hclass)
-        theory = theory_parameters(alpha, beta, epsilon, delta, d) if d >= 1 else None
-        if theory is not None and n >= theory.n_total:
-            return _theory_m_parameters(theory, n), theory
-        return practical_parameters(n, d, epsilon, delta, alpha, beta, **self.practical), theory  # type: ignore[arg-type]
+        # beyond EXACT_LDIM n_total > 10^(10^4): theory mode is out of reach, the chain is not built
+        theory = theory_parameters(alpha, beta, epsilon, delta, d) if 1 <= d <= EXACT_LDIM else None
+        if theory is not None and size >= theory.n_total:
+            return _theory_m_parameters(theory, size, expected_size is not None), theory
+        return practical_parameters(size, epsilon, delta, alpha, beta, expected=expected_size is not None,
+                                    **self.practical), theory  # type: ignore[arg-type]
 
     def fit(self, hclass: HypothesisClass, xs: np.ndarray, ys: np.ndarray, *, epsilon: float,
             delta: float = 0.0, alpha: float = 0.25, beta: float = 0.25,
-            rng: RandomSource | None = None) -> LearnerResult:
+            rng: RandomSource | None = None, expected_size: int | None = None) -> LearnerResult:
         eps, dlt = check_privacy_parameters(epsilon, delta)
         if dlt <= 0:
             raise PrivacyParameterError(
@@ -433,19 +598,31 @@ class GlobalStabilityLearner:
                 "pass e.g. delta=1e-6")
         a = check_accuracy_parameter(alpha, "alpha")
         b = check_accuracy_parameter(beta, "beta")
+        expected = check_expected_size(expected_size)
         points, labels = check_sample(hclass, xs, ys)
         n = int(points.shape[0])
-        params, theory = self.parameters_for(hclass, n, epsilon=eps, delta=dlt, alpha=a, beta=b)
+        params, theory = self.parameters_for(hclass, n, epsilon=eps, delta=dlt, alpha=a, beta=b,
+                                             expected_size=expected)
         outcome = algorithm_m(hclass, points, labels, params, epsilon=eps, delta=dlt, rng=resolve(rng),
                               tie=self.tie)
-        needed = None if theory is None else theory.n_total  # d = 0: no theorem needed (one function)
+        # d = 0: no theorem needed (one function); d > EXACT_LDIM: only its log10 (in the parameters)
+        d = _ldim(hclass)
+        needed = None if theory is None else theory.n_total
+        composition = ("basic: stable histogram (eps/2, delta) + exponential mechanism eps/2"
+                       if params.mode == "theory" else
+                       "parallel: stable histogram (eps, delta) on the batches + exponential mechanism eps "
+                       "on the disjoint S'")
         parameters: dict[str, Any] = {
-            "alpha": a, "beta": b, **{k: v for k, v in asdict(params).items()},
-            "ldim": _ldim(hclass), "tie": self.tie, "released_list_size": len(outcome.candidates),
-            "composition": "basic: stable histogram (eps/2, delta) + exponential mechanism eps/2",
+            "alpha": a, "beta": b, **asdict(params), "ldim": d, "tie": self.tie,
+            "neighbours": "replace-one" if expected is None else "add/remove-one",
+            "composition": composition,
             "theorem": "BLM Thm 1 / ALBMM Thm 3 via Algorithm M (Thm 30), spec constants",
-            "theorem_sample_size_log10": round(math.log10(needed), 3) if needed else 0.0,
+            "theorem_sample_size_log10": (round(math.log10(needed), 3) if needed else
+                                          round(global_stability_log10_sample_size(a, b, eps, dlt, d), 3)
+                                          if d > EXACT_LDIM else 0.0),
         }
+        if expected is None:  # n is public: the list size is post-processing of the histogram
+            parameters["released_list_size"] = len(outcome.candidates)
         return LearnerResult(
             hypothesis=outcome.hypothesis, mechanism=MECHANISM, epsilon=eps, delta=dlt,
             proper=is_member(hclass, outcome.hypothesis), sample_size=n, parameters=parameters,

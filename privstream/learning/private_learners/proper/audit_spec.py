@@ -1,4 +1,5 @@
-"""The proper learner in the privacy audit (:mod:`privstream.learning.audit`, name ``"proper"``).
+"""The proper learner in the privacy audit (:mod:`privstream.learning.audit`): ``"proper"`` (replace-one)
+and ``"proper-add-remove"`` (``expected_size``, add/remove-one; :func:`add_remove_audit_spec`).
 
 * **Production path**: :meth:`ProperLearner.fit` on ``points:3`` with explicit practical
   parameters (80 blocks of one example, k' = 1, α_Δ = 0.1, 20 examples for the generic stage,
@@ -26,7 +27,12 @@ from privstream.learning.hypotheses import Hypothesis
 from privstream.learning.hypothesis_classes import Points
 from privstream.learning.mechanisms import ExponentialMechanism
 from privstream.learning.private_learners.proper.irreducibility import lattice_of
-from privstream.learning.private_learners.proper.learner import ProperLearner
+from privstream.learning.private_learners.proper.learner import (
+    PART_B,
+    UNUSED,
+    ProperLearner,
+    ProperParameters,
+)
 from privstream.learning.private_learners.proper.reduce_tree import reduce_tree, row_mistakes
 from privstream.learning.private_learners.proper.sparse_selection import (
     guarantee,
@@ -35,7 +41,14 @@ from privstream.learning.private_learners.proper.sparse_selection import (
 )
 from privstream.learning.randomness import RandomSource
 
-__all__ = ["AUDIT_CLASS", "AUDIT_PAIR", "exact_laws", "proper_audit_spec"]
+__all__ = [
+    "ADD_REMOVE_PAIR",
+    "AUDIT_CLASS",
+    "AUDIT_PAIR",
+    "add_remove_audit_spec",
+    "exact_laws",
+    "proper_audit_spec",
+]
 
 AUDIT_CLASS = Points(3)
 AUDIT_DELTA = 1e-6
@@ -143,4 +156,73 @@ def proper_audit_spec(epsilon: float = 1.0) -> AuditSpec:
         broken={"scores_not_halved": selection_variant("halved"), "no_noise": selection_variant("no_noise")},
         samples=10_000,
         exact=lambda: exact_laws(epsilon),
+    )
+
+
+# -- add/remove-one neighbours (expected_size) -------------------------------------------------
+
+ADD_REMOVE_EPSILON, ADD_REMOVE_DELTA = 2.0, 0.05
+_PAIR_BLOCKS = 20  # blocks of two: (0,1),(0,1) / (1,1),(1,1) alternating, then part B
+
+
+def _add_remove_dataset(extra: bool) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    xs = (0, 0, 1, 1) * (_PAIR_BLOCKS // 2) + (2,) * 4
+    ys = (1,) * (2 * _PAIR_BLOCKS) + (0,) * 4
+    return ((0, *xs), (1, *ys)) if extra else (xs, ys)
+
+
+#: Add/remove pair: D' = D plus one ``(0, 1)`` in front.
+ADD_REMOVE_PAIR: tuple[Any, Any] = (_add_remove_dataset(False), _add_remove_dataset(True))
+_EXPECTED = len(ADD_REMOVE_PAIR[0][0])
+_ADD_REMOVE_PARAMS: dict[str, Any] = {"blocks": _PAIR_BLOCKS, "k_prime": 1, "alpha_delta": 0.1,
+                                      "generic_fraction": 0.1}
+
+
+class _PositionalSplit(ProperLearner):
+    """The broken variant: the expected layout applied by position (what a removed example breaks)."""
+
+    def _split(self, n: int, params: ProperParameters, rng: RandomSource) -> np.ndarray:
+        layout = ProperParameters(**{**params.__dict__, "expected_size": None})
+        out = np.full(n, UNUSED, dtype=np.int64)
+        m, n0 = layout.blocks, layout.block_size
+        out[:min(n, m * n0)] = (np.arange(m * n0, dtype=np.int64) // n0)[:n]
+        out[max(m * n0, n - layout.generic_size):] = PART_B
+        return out
+
+
+def add_remove_audit_spec(epsilon: float = ADD_REMOVE_EPSILON) -> AuditSpec:
+    """The add/remove-one :class:`AuditSpec` of the proper learner with ``expected_size``.
+
+    D: 20 blocks' worth of pairs ``(0,1),(0,1)`` / ``(1,1),(1,1)`` alternating, then four ``(2, 0)``;
+    D' = D with one more ``(0, 1)`` in front; ``expected_size = |D|``, 20 blocks of 2, α_Δ = 0.1 (the
+    version-space regime), at (ε, δ) = (2, 0.05). The production split assigns every example on its
+    own, so D' changes one block's set. The broken variant ``positional`` splits by position: the extra
+    example shifts every pair, every block but the first becomes ``(0,1),(1,1)`` or ``(1,1),(0,1)``
+    (no consistent point function: Ŝ = ∅), and δ_1, held by 10 blocks under D, is held by none under
+    D' (so it cannot be selected).
+    """
+
+    def factory(learner: ProperLearner) -> MechanismFactory:
+        def build(rng: RandomSource) -> Callable[[Any], Any]:
+            def release(dataset: Any) -> int:
+                xs, ys = _arrays(dataset)
+                res = learner.fit(AUDIT_CLASS, xs, ys, epsilon=epsilon, delta=ADD_REMOVE_DELTA, rng=rng,
+                                  expected_size=_EXPECTED)
+                return _point_of(res.hypothesis)
+
+            return release
+
+        return build
+
+    return AuditSpec(
+        name="proper-add-remove",
+        description=(f"GGKM proper learner with expected_size={_EXPECTED} (random split) on "
+                     f"{AUDIT_CLASS.spec}, eps={epsilon:g}, delta={ADD_REMOVE_DELTA:g}; pair: D vs D plus "
+                     f"one (0, 1) in front"),
+        claimed=guarantee(epsilon, ADD_REMOVE_DELTA),
+        build=factory(ProperLearner(**_ADD_REMOVE_PARAMS)),
+        pair=ADD_REMOVE_PAIR,
+        discretise=lambda o: o,
+        broken={"positional": factory(_PositionalSplit(**_ADD_REMOVE_PARAMS))},
+        samples=1_000,
     )

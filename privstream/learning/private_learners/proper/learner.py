@@ -1,24 +1,40 @@
 """The proper private learner of Ghazi–Golowich–Kumar–Manurangsi (STOC 2021), name ``"proper"``.
 
 ggkm.md §2 (seed 004, Algorithms 1–3, Theorems 5.7 and 6.4). Two stages on disjoint parts of the
-sample (a data-independent random split; replace-one neighbours then differ in one part only):
+sample:
 
-1. **PolyPriLearn** (Alg 2) on part A: m disjoint blocks of n0 examples; the deterministic
-   :func:`~.reduce_tree.reduce_tree` maps each block to a set Ŝ^(j) of SOA
-   classifiers of k'-irreducible restricted subclasses (|Ŝ^(j)| <= ℓ = Π_t (k'2^t + 1)); the
-   (ε, δ)-DP :func:`~.sparse_selection.sparse_select` picks f̂ lying in many
-   Ŝ^(j) (falling back to a data-independent default row). f̂ may be improper.
-2. **PolyPriPropLearn** (Alg 3): the cover H ⊂ F of f̂
-   (:func:`~.minimax_cover.minimax_cover`, Lemma 6.2; post-processing of f̂)
-   and the generic learner (exponential mechanism, Lemma 6.3,
-   ε-DP) over H on part B.
+1. **PolyPriLearn** (Alg 2) on part A: m blocks; ReduceTree (GGKM Alg 1) maps each block to a set
+   Ŝ^(j) of SOA classifiers of k'-irreducible restricted subclasses (it is deterministic and reads
+   only its block); the (ε, δ)-DP sparse selection picks f̂ lying in many Ŝ^(j) (falling back to
+   the class's row 0, data-independent). f̂ may be improper.
+2. **PolyPriPropLearn** (Alg 3): a cover H ⊂ F of f̂ (Lemma 6.2; post-processing of f̂) and the
+   generic learner (exponential mechanism, Lemma 6.3, ε-DP) over H on part B.
 
-**Privacy: (ε, δ)-DP for every sample and every parameter setting.** Changing one example
-changes one block of part A (so at most one Ŝ^(j): ReduceTree is deterministic and uses only its
-block) or part B. Sparse selection is (ε, δ)-DP with respect to one set changing (Prop 5.6 as
-instantiated in ggkm.md §2.3), H is post-processing, and the generic learner is (ε, 0)-DP on part
-B; parallel composition over the disjoint parts gives (ε, δ). Nothing here depends on the
-parameters being the theorem's: practical mode changes m, n0, α_Δ, k' only.
+**The split.** n public (``expected_size=None``, replace-one neighbours): a data-independent uniformly
+random permutation, then m consecutive blocks of n0, part B the last ``generic_size`` examples (sizes
+from n). n private (``expected_size=E``, add/remove-one neighbours): m, n0 and |B| come from E only,
+and each example independently goes to block j with probability n0/E, to part B with probability
+|B|/E, or is left out (the rest), with the learner's own coins (:func:`random_split`). A positional
+split would let one removed example shift every later block.
+
+**Privacy: (ε, δ)-DP for every sample and every parameter setting.** *Replace-one*: a changed
+example lies in one block of A (changing at most one Ŝ^(j): ReduceTree is deterministic and uses only
+its block) or in B. Sparse selection is (ε, δ)-DP when one set changes (Prop 5.6 as instantiated in
+ggkm.md §2.3, for any sets of at most ℓ elements), H is post-processing of f̂, and the generic learner
+is (ε, 0)-DP on B; parallel composition over the disjoint parts gives (ε, δ). *Add/remove-one*:
+couple the runs on D and D + z by giving every common example the same assignment (assignments are
+independent of each other and of the data); z's own draw a puts it in one block (one set changes:
+the sparse selection's neighbour), in B (the exponential mechanism with score -errors has sensitivity
+1 under adding an example) or nowhere (identical outputs). For every a the two output laws are
+(ε, δ)-close, so their mixtures over a are too; this holds for n = 0 and n far from E. Nothing here
+depends on the parameters being the theorem's, nor on how Ŝ^(j) is computed as long as it is a
+function of block j alone with at most ℓ elements (the structured path below, including blocks that
+abstain): practical parameters change accuracy only.
+
+**ℓ.** The public bound on |Ŝ| is ``min(Π_t (k'2^t + 1), |F|)``
+(:func:`~.reduce_tree.selection_bound`: Lemma 5.5, and the leaves' classes are
+disjoint subsets of F). On ``thresholds:2^32`` that is
+ln ℓ = 22 instead of 366, which is what makes a few hundred blocks enough.
 
 **Properness.** The release is always a row of F: it is drawn from H ⊂ F, and ``fit`` asserts the
 member check before returning (an improper f̂ is never released). ``LearnerResult.proper = True``.
@@ -30,11 +46,21 @@ paper's parameters (``mode = "paper"``) and ``accuracy_guarantee_holds`` is True
 the *practical* parameters of :func:`practical_parameters` (same algorithm, explicit m, n0, α_Δ,
 k') and reports ``accuracy_guarantee_holds = False``.
 
-**Classes.** Ldim and irreducibility are exact searches over subclasses of the class as a matrix
-(:func:`~.irreducibility.lattice_of`): file classes and structured classes up
-to :data:`~.irreducibility.MAX_ROWS` rows (e.g. ``thresholds:1024``,
-``points:1024``, ``intervals:64``); larger classes raise a clear ``LearningInputError`` before any
-data is touched.
+**Classes and cost.** File classes: Ldim, irreducibility and ReduceTree are exact searches over
+subclasses of the class as a matrix (:func:`~.irreducibility.lattice_of`, at most
+4,096 rows), and the cover is the Lemma 6.2 LP on the whole matrix. Thresholds, points and intervals
+of any size (up to 2^62): Ldim from the classes' closed forms, ReduceTree per block from
+:func:`~.structured_reduce.block_set` (the block's low-error class L as a small
+matrix over its change points when ``|L| <= 4,096``, closed forms for the version-space regime
+otherwise), the sets as boxes of members and their selection by
+:func:`~.structured_selection.select`, the cover by
+:func:`~.minimax_cover.structured_cover`. Beyond 4,096 rows practical mode caps
+α_Δ at ``1/((d+2)·n0 + 1)`` so that every level of ReduceTree is the block's version space (the
+closed forms' regime). Cost per fit: O(n log n) to split, per block O(n0 log n0) plus a ReduceTree on
+at most ``min(|L|, 4,096)`` rows (independent of N), the selection O(m log m) (thresholds, points) or
+O(m²) (intervals: a grid of the m version spaces' corners), the cover O(1) for a member.
+``path="matrix"`` forces the matrix computation on a structured class (the reference the tests
+compare with).
 
 >>> import numpy as np
 >>> from privstream.learning.hypothesis_classes import parse_class_spec
@@ -49,26 +75,39 @@ data is touched.
 from __future__ import annotations
 
 import functools
+import itertools
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
+from privstream.learning.errors import LearningInputError
+from privstream.learning.hypotheses import Hypothesis
 from privstream.learning.hypothesis_classes import FiniteClass, HypothesisClass
+from privstream.learning.mechanisms import ExponentialMechanism
 from privstream.learning.private_learners.base import (
     LearnerResult,
     check_accuracy_parameter,
+    check_expected_size,
     check_privacy_parameters,
     check_sample,
 )
 from privstream.learning.private_learners.generic.error_levels import error_levels
 from privstream.learning.private_learners.generic.learner import sample_hypothesis
-from privstream.learning.private_learners.proper.irreducibility import ClassLattice, lattice_of
-from privstream.learning.private_learners.proper.minimax_cover import minimax_cover
+from privstream.learning.private_learners.proper.irreducibility import MAX_ROWS, ClassLattice, lattice_of
+from privstream.learning.private_learners.proper.minimax_cover import minimax_cover, structured_cover
 from privstream.learning.private_learners.proper.reduce_tree import reduce_tree, row_mistakes, selection_bound
 from privstream.learning.private_learners.proper.sparse_selection import selection_error, sparse_select
+from privstream.learning.private_learners.proper.structured_reduce import (
+    block_set,
+    is_structured,
+    lattice_block_set,
+    top_bound,
+)
+from privstream.learning.private_learners.proper.structured_selection import BlockSet, coordinates, select
 from privstream.learning.randomness import RandomSource, resolve
 
 __all__ = [
@@ -78,16 +117,26 @@ __all__ = [
     "ProperParameters",
     "paper_parameters",
     "poly_pri_learn",
+    "positional_split",
     "practical_parameters",
     "proper_sample_size",
+    "random_split",
 ]
 
 MECHANISM = "ggkm-proper (reduce-tree + sparse selection + generic over a minimax cover)"
 
+#: Block of an example: ``0..m-1``, then these two labels.
+PART_B, UNUSED = -1, -2
+
 
 @dataclass(frozen=True)
 class ProperParameters:
-    """The explicit parameters of one run (all public, data-independent)."""
+    """The explicit parameters of one run (all public, data-independent).
+
+    ``blocks`` m, ``block_size`` n0 (it also scales ReduceTree's levels), ``generic_size`` |B|;
+    with ``expected_size`` E they are the expected layout of the random split (``m·n0 + |B| <= E``).
+    ``ell`` is the public bound on |Ŝ| (may be astronomically large; ``log_ell`` is published).
+    """
 
     mode: str  # "paper" or "practical"
     blocks: int  # m
@@ -95,11 +144,14 @@ class ProperParameters:
     generic_size: int  # examples of part B (the generic learner over the cover)
     alpha_delta: Fraction
     k_prime: int
-    log_ell: float  # ln ℓ, ℓ = Π_{t<=d} (k'2^t + 1)
+    log_ell: float  # ln ℓ
+    ell: int = 1
+    expected_size: int | None = None
 
     def public(self) -> dict[str, Any]:
         out = asdict(self)
         out["alpha_delta"] = float(self.alpha_delta)
+        del out["ell"]  # may exceed 2^53; log_ell says it
         return out
 
 
@@ -186,17 +238,31 @@ def proper_sample_size(alpha: float, beta: float, epsilon: float, delta: float, 
 # -- practical parameters -------------------------------------------------------------------------
 
 
+def _log_ell(k_prime: int, d: int, class_size: int | None) -> float:
+    log_pi = sum(math.log(k_prime * 2**t + 1) for t in range(1, d + 1))
+    return log_pi if class_size is None else min(log_pi, math.log(max(1, int(class_size))))
+
+
 def practical_parameters(n: int, d: int, epsilon: float, delta: float, alpha: float, beta: float, *,
                          blocks: int | None = None, k_prime: int = 1, alpha_delta: float | None = None,
-                         generic_fraction: float = 0.2, agreement: float = 0.5) -> ProperParameters:
+                         generic_fraction: float = 0.2, agreement: float = 0.5, class_size: int | None = None,
+                         version_space_regime: bool = False, expected: bool = False) -> ProperParameters:
     """Explicit m, n0, α_Δ, k' for a sample of size n (ggkm.md §4.6, "practical mode").
 
     * part B gets ``floor(generic_fraction·n)`` examples, part A the rest;
-    * ``α_Δ = α/(4(d+3))`` (Alg 3 runs PolyPriLearn at η = α/4, which needs (d+3)α_Δ < η);
+    * ℓ = ``min(Π_t (k'2^t + 1), class_size)`` (:func:`~.reduce_tree.selection_bound`);
     * ``m`` = the least m whose sparse-selection error ν(m) is below ``agreement·m`` -- an element
       found by that fraction of the blocks then wins w.p. >= 1 - β/2. The theorem's pigeonhole uses
       ``agreement = 1/(d+1)``; in practice stable blocks mostly agree, so 1/2 is the default.
-      ``m <= |A|`` (at least one example per block); leftover examples of A are not used.
+      ``m <= |A|`` (at least one example per block); leftover examples of A are not used;
+    * ``α_Δ = α/(4(d+3))`` (Alg 3 runs PolyPriLearn at η = α/4, which needs (d+3)α_Δ < η); with
+      ``version_space_regime`` (classes beyond the matrix path) at most ``1/((d+2)·n0 + 1)``, so that
+      ReduceTree's top level allows no mistake (:mod:`.structured_reduce`).
+
+    >>> p = practical_parameters(20_000, 32, 1.0, 1e-6, 0.1, 0.1, class_size=2**32 + 1,
+    ...                          version_space_regime=True)
+    >>> p.blocks, p.block_size, p.generic_size, round(p.log_ell, 2), 34 * p.alpha_delta * p.block_size < 1
+    (161, 99, 4000, 22.18, True)
     """
     k_prime = int(k_prime)
     if k_prime < 1:
@@ -206,7 +272,8 @@ def practical_parameters(n: int, d: int, epsilon: float, delta: float, alpha: fl
     if not 0 < agreement <= 1:
         raise ValueError(f"agreement must be in (0, 1], got {agreement}")
     dl = max(int(d), 0)
-    log_ell = sum(math.log(k_prime * 2**t + 1) for t in range(1, dl + 1))
+    ell = selection_bound(k_prime, dl, class_size)
+    log_ell = _log_ell(k_prime, dl, class_size)
     part_b = max(1, math.floor(generic_fraction * n)) if n >= 2 else 0
     part_a = n - part_b
     if blocks is None:
@@ -218,13 +285,56 @@ def practical_parameters(n: int, d: int, epsilon: float, delta: float, alpha: fl
         if m < 1:
             raise ValueError(f"blocks must be >= 1, got {blocks}")
     m = max(1, min(m, part_a))
-    ad = Fraction(alpha) / (4 * (dl + 3)) if alpha_delta is None else Fraction(alpha_delta)
+    n0 = part_a // m
+    if alpha_delta is None:
+        ad = Fraction(alpha) / (4 * (dl + 3))
+        if version_space_regime:
+            ad = min(ad, Fraction(1, (dl + 2) * n0 + 1))
+    else:
+        ad = Fraction(alpha_delta)
     if ad <= 0:
         raise ValueError(f"alpha_delta must be > 0, got {alpha_delta}")
-    return ProperParameters("practical", m, part_a // m, part_b, ad, k_prime, log_ell)
+    return ProperParameters("practical", m, n0, part_b, ad, k_prime, log_ell, ell, n if expected else None)
 
 
-# -- PolyPriLearn (Algorithm 2) ------------------------------------------------------------------
+# -- the split into blocks and part B -------------------------------------------------------------
+
+
+def positional_split(n: int, params: ProperParameters, rng: RandomSource, shuffle: bool) -> np.ndarray:
+    """n public: blocks of n0 in a data-independent random order (or the given order), B at the end."""
+    out = np.full(n, UNUSED, dtype=np.int64)
+    m, n0 = params.blocks, params.block_size
+    out[:m * n0] = np.arange(m * n0, dtype=np.int64) // max(n0, 1)
+    out[n - params.generic_size:] = PART_B
+    if shuffle and n > 1:
+        order = np.array(rng.permutation(n), dtype=np.int64)  # independent of the data
+        shuffled = np.empty_like(out)
+        shuffled[order] = out
+        return shuffled
+    return out
+
+
+def random_split(n: int, params: ProperParameters, rng: RandomSource) -> np.ndarray:
+    """n private: every example's part is its own uniform draw on [0, E) (module docstring)."""
+    total = params.expected_size
+    assert total is not None
+    m, n0 = params.blocks, params.block_size
+    draws = np.array([rng.uniform_int(total) for _ in range(n)], dtype=np.int64)
+    out = np.where(draws < m * n0, draws // max(n0, 1), UNUSED)
+    out[draws >= total - params.generic_size] = PART_B
+    return out
+
+
+def _parts(points: np.ndarray, labels: np.ndarray, block_of: np.ndarray,
+           m: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The m blocks (examples in their order of arrival within each block)."""
+    owner = np.where(block_of >= 0, block_of, m)
+    order = np.argsort(owner, kind="stable")
+    bounds = np.searchsorted(owner[order], np.arange(m + 1), side="left")
+    return [(points[order[lo:hi]], labels[order[lo:hi]]) for lo, hi in itertools.pairwise(bounds.tolist())]
+
+
+# -- PolyPriLearn (Algorithm 2) on a class given as a matrix ---------------------------------------
 
 
 @dataclass(frozen=True)
@@ -236,30 +346,27 @@ class PolyPriLearnOutcome:
     default_used: bool
 
 
-def poly_pri_learn(lattice: ClassLattice, xs: np.ndarray, ys: np.ndarray, params: ProperParameters, *,
-                   epsilon: float, delta: float, rng: RandomSource,
+def poly_pri_learn(lattice: ClassLattice, blocks: Sequence[tuple[np.ndarray, np.ndarray]],
+                   params: ProperParameters, *, epsilon: float, delta: float, rng: RandomSource,
                    d: int | None = None) -> PolyPriLearnOutcome:
-    """Algorithm 2 on ``xs, ys`` (already in block order): m blocks of n0, ReduceTree, sparse selection.
+    """Algorithm 2 on the blocks: ReduceTree on each, sparse selection over the sets.
 
-    The default (the ⊥ outcome) is row 0 of F: fixed and data-independent.
+    The default (the ⊥ outcome) is row 0 of F: fixed and data-independent. ``params.block_size``
+    scales the levels of every block (public).
     """
     d = lattice.ldim(lattice.full) if d is None else d
     tables: dict[bytes, np.ndarray] = {}
-    n0, m = params.block_size, params.blocks
-    # ReduceTree is a pure function of its block: run it once per distinct block.
-    blocks = np.concatenate([xs[:m * n0].astype(np.int64).reshape(m, n0),
-                             ys[:m * n0].astype(np.int64).reshape(m, n0)], axis=1)
-    distinct, inverse = np.unique(blocks, axis=0, return_inverse=True)
-    results = []
-    for row in distinct:
-        bx, by = row[:n0], row[n0:]
-        result = reduce_tree(lattice, row_mistakes(lattice.counts_matrix, bx, by), n0, params.k_prime,
-                             params.alpha_delta, d)
-        tables.update(result.s_hat)
-        results.append(frozenset(result.s_hat))
-    sets = [results[i] for i in np.asarray(inverse).reshape(-1).tolist()]
-    ell = selection_bound(params.k_prime, d)
-    choice = sparse_select(sets, epsilon=epsilon, delta=delta, ell=ell, default=b"", rng=rng)
+    cache: dict[bytes, frozenset[bytes]] = {}
+    sets = []
+    for bx, by in blocks:  # ReduceTree is a pure function of its block: run it once per distinct block
+        key = np.asarray(bx, dtype=np.int64).tobytes() + b"|" + np.asarray(by, dtype=np.int64).tobytes()
+        if key not in cache:
+            result = reduce_tree(lattice, row_mistakes(lattice.counts_matrix, bx, by), params.block_size,
+                                 params.k_prime, params.alpha_delta, d)
+            tables.update(result.s_hat)
+            cache[key] = frozenset(result.s_hat)
+        sets.append(cache[key])
+    choice = sparse_select(sets, epsilon=epsilon, delta=delta, ell=params.ell, default=b"", rng=rng)
     if choice == b"":
         return PolyPriLearnOutcome(lattice.matrix[0].copy(), tuple(sets), True)
     return PolyPriLearnOutcome(tables[choice], tuple(sets), False)  # type: ignore[index]
@@ -267,14 +374,18 @@ def poly_pri_learn(lattice: ClassLattice, xs: np.ndarray, ys: np.ndarray, params
 
 # -- the learner ---------------------------------------------------------------------------------
 
+PATHS = ("auto", "matrix", "structured")
+
 
 class ProperLearner:
     """Algorithm 3 as a :class:`~privstream.learning.private_learners.base.PrivateLearner`.
 
     Constructor parameters (all public; see :func:`practical_parameters`): ``blocks``, ``k_prime``,
     ``alpha_delta``, ``generic_fraction``, ``agreement`` for practical mode; ``C``, ``C0``,
-    ``C_generic`` for the theorem's sample size; ``shuffle`` (default True: a data-independent
-    uniformly random split into blocks, so sorted files still give i.i.d.-like blocks).
+    ``C_generic`` for the theorem's sample size; ``shuffle`` (default True: with n public, a
+    data-independent uniformly random split into blocks, so sorted files still give i.i.d.-like
+    blocks); ``path`` (``"auto"``: structured classes by closed forms, file classes as a matrix;
+    ``"matrix"`` forces the matrix on a structured class, ``"structured"`` refuses file classes).
     """
 
     name = "proper"
@@ -282,11 +393,14 @@ class ProperLearner:
 
     def __init__(self, *, blocks: int | None = None, k_prime: int = 1, alpha_delta: float | None = None,
                  generic_fraction: float = 0.2, agreement: float = 0.5, C: float | None = None,
-                 C0: float = 1.0, C_generic: float = 8.0, shuffle: bool = True) -> None:
+                 C0: float = 1.0, C_generic: float = 8.0, shuffle: bool = True, path: str = "auto") -> None:
+        if path not in PATHS:
+            raise ValueError(f"path must be one of {PATHS}, got {path!r}")
         self.blocks, self.k_prime, self.alpha_delta = blocks, int(k_prime), alpha_delta
         self.generic_fraction, self.agreement = float(generic_fraction), float(agreement)
         self.constants = {"C": C, "C0": float(C0), "C_generic": float(C_generic)}
         self.shuffle = bool(shuffle)
+        self.path = path
         self._lattices: dict[tuple[str, int, int], tuple[ClassLattice, int]] = {}
 
     def lattice(self, hclass: HypothesisClass) -> tuple[ClassLattice, int]:
@@ -297,56 +411,120 @@ class ProperLearner:
             self._lattices[key] = (lat, lat.ldim(lat.full))
         return self._lattices[key]
 
-    def parameters_for(self, n: int, d: int, epsilon: float, delta: float, alpha: float,
-                       beta: float) -> tuple[ProperParameters, int]:
+    def uses_structured_path(self, hclass: HypothesisClass) -> bool:
+        """Closed forms (thresholds, points, intervals) unless ``path="matrix"``."""
+        if self.path == "structured" and not is_structured(hclass):
+            raise LearningInputError(f"{hclass.spec}: path 'structured' takes thresholds, points, intervals")
+        return is_structured(hclass) and self.path != "matrix"
+
+    def parameters_for(self, n: int, d: int, epsilon: float, delta: float, alpha: float, beta: float, *,
+                       class_size: int | None = None, version_space_regime: bool = False,
+                       expected: bool = False) -> tuple[ProperParameters, int]:
         """The run's parameters (paper mode when n reaches the theorem's size) and that size."""
         needed = proper_sample_size(alpha, beta, epsilon, delta, d, **self.constants)  # type: ignore[arg-type]
         if n >= needed:
             p = paper_parameters(alpha / 4, beta / 2, epsilon, delta, d, C=self.constants["C"],
                                  C0=self.constants["C0"])
             params = ProperParameters("paper", p["m"], p["n0"], n - p["n"], Fraction(p["alpha_delta"]),
-                                      p["k_prime"], p["log_ell"])
+                                      p["k_prime"], _log_ell(p["k_prime"], d, class_size),
+                                      selection_bound(p["k_prime"], d, class_size), n if expected else None)
             return params, needed
         params = practical_parameters(n, d, epsilon, delta, alpha, beta, blocks=self.blocks,
                                       k_prime=self.k_prime, alpha_delta=self.alpha_delta,
-                                      generic_fraction=self.generic_fraction, agreement=self.agreement)
+                                      generic_fraction=self.generic_fraction, agreement=self.agreement,
+                                      class_size=class_size, version_space_regime=version_space_regime,
+                                      expected=expected)
         return params, needed
 
     def fit(self, hclass: HypothesisClass, xs: np.ndarray, ys: np.ndarray, *, epsilon: float,
             delta: float = 0.0, alpha: float = 0.25, beta: float = 0.25,
-            rng: RandomSource | None = None) -> LearnerResult:
+            rng: RandomSource | None = None, expected_size: int | None = None) -> LearnerResult:
         eps, dlt = check_privacy_parameters(epsilon, delta)
         if dlt <= 0:
             raise ValueError("the proper learner is (ε, δ)-DP with δ > 0 (sparse selection); pass --delta")
         a = check_accuracy_parameter(alpha, "alpha")
         b = check_accuracy_parameter(beta, "beta")
+        expected = check_expected_size(expected_size)
         points, labels = check_sample(hclass, xs, ys)
-        lattice, d = self.lattice(hclass)  # size check before any data-dependent work
-        source = resolve(rng)
+        structured = self.uses_structured_path(hclass)
+        # everything below up to the split depends on the class and the configuration only
+        lattice: ClassLattice | None = None
+        if structured:
+            d = hclass.version_space().ldim()
+        else:
+            lattice, d = self.lattice(hclass)  # size check before any data-dependent work
         n = int(points.shape[0])
-        params, needed = self.parameters_for(n, d, eps, dlt, a, b)
-        if self.shuffle and n > 1:
-            order = np.array(source.permutation(n), dtype=np.int64)  # independent of the data
-            points, labels = points[order], labels[order]
-        part_a = params.blocks * params.block_size
-        tail = n - params.generic_size
-        outcome = poly_pri_learn(lattice, points[:part_a], labels[:part_a], params,
-                                 epsilon=eps, delta=dlt, rng=source, d=d)
-        cover = minimax_cover(lattice.matrix, outcome.f_hat)  # post-processing of f̂
-        row = self._select(lattice, cover.rows, points[tail:], labels[tail:], eps, source)
-        hypothesis = hclass.hypothesis(row)
-        # Properness is the product: never release anything that is not a row of the class.
-        if not np.array_equal(np.asarray(hypothesis.truth_table(), dtype=bool), lattice.matrix[row]):
-            raise AssertionError("proper learner produced a non-member; refusing to release it")
+        size = n if expected is None else expected
+        large = structured and hclass.size > MAX_ROWS
+        params, needed = self.parameters_for(size, d, eps, dlt, a, b, class_size=hclass.size,
+                                             version_space_regime=large, expected=expected is not None)
+        if large and top_bound(params.block_size, params.alpha_delta, d) > 0:
+            raise LearningInputError(
+                f"{hclass.spec}: beyond {MAX_ROWS} hypotheses the proper learner needs the version-space "
+                f"regime (d+2)·alpha_delta·n0 < 1 (here d={d}, n0={params.block_size}, alpha_delta="
+                f"{float(params.alpha_delta):.3g}); leave alpha_delta unset")
+        source = resolve(rng)
+        block_of = self._split(n, params, source)
+        blocks = _parts(points, labels, block_of, params.blocks)
+        in_b = block_of == PART_B
+        if is_structured(hclass):
+            hypothesis = self._structured(hclass, lattice if not structured else None, blocks, points[in_b],
+                                          labels[in_b], params, d, eps, dlt, source)
+        else:
+            assert lattice is not None
+            outcome = poly_pri_learn(lattice, blocks, params, epsilon=eps, delta=dlt, rng=source, d=d)
+            cover = minimax_cover(lattice.matrix, outcome.f_hat)  # post-processing of f̂
+            row = self._select(lattice, cover.rows, points[in_b], labels[in_b], eps, source)
+            hypothesis = hclass.hypothesis(row)
+            # Properness is the product: never release anything that is not a row of the class.
+            if not np.array_equal(np.asarray(hypothesis.truth_table(), dtype=bool), lattice.matrix[row]):
+                raise AssertionError("proper learner produced a non-member; refusing to release it")
         parameters: dict[str, Any] = {
             **params.public(), "alpha": a, "beta": b, "ldim": d, "constants": dict(self.constants),
+            "path": "structured" if structured else "matrix",
+            "neighbours": "replace-one" if expected is None else "add/remove-one",
             "theorem": "GGKM Thm 6.4 (Alg 3 = Alg 2 + Lemma 6.2 cover + generic learner), realizable",
         }
         return LearnerResult(
             hypothesis=hypothesis, mechanism=MECHANISM, epsilon=eps, delta=dlt, proper=True,
             sample_size=n, parameters=parameters, theorem_sample_size=needed,
-            accuracy_guarantee_holds=params.mode == "paper" and n >= needed,
+            accuracy_guarantee_holds=params.mode == "paper" and size >= needed,
         )
+
+    def _structured(self, hclass: HypothesisClass, reference: ClassLattice | None,
+                    blocks: list[tuple[np.ndarray, np.ndarray]], xs_b: np.ndarray, ys_b: np.ndarray,
+                    params: ProperParameters, d: int, eps: float, dlt: float,
+                    rng: RandomSource) -> Hypothesis:
+        """Alg 3 on thresholds, points, intervals: sets as boxes, structured cover, explicit selection.
+
+        ``reference`` given: the sets come from ReduceTree on the whole class as a matrix, with no closed
+        form and no cap (``path="matrix"``, the reference the tests compare with).
+        """
+        common = {"n0": params.block_size, "k_prime": params.k_prime, "alpha_delta": params.alpha_delta,
+                  "d": d}
+        # small classes share one lattice (and its memo) between blocks
+        shared = self.lattice(hclass)[0] if reference is None and hclass.size <= MAX_ROWS else None
+        sets: list[BlockSet] = []
+        cache: dict[bytes, BlockSet] = {}
+        for bx, by in blocks:
+            key = np.asarray(bx, dtype=np.int64).tobytes() + b"|" + np.asarray(by, dtype=np.int64).tobytes()
+            if key not in cache:
+                cache[key] = (lattice_block_set(hclass, reference, bx, by, **common) if reference is not None
+                              else block_set(hclass, bx, by, lattice=shared, **common)[0])
+            sets.append(cache[key])
+        f_hat = select(hclass, sets, epsilon=eps, delta=dlt, ell=params.ell, rng=rng)
+        cover, _ = structured_cover(hclass, f_hat)  # post-processing of f̂
+        hypothesis = cover[0] if len(cover) == 1 else cover[ExponentialMechanism(eps, 1, rng=rng).select(
+            [-int(np.count_nonzero(h.predict(xs_b) != ys_b)) if xs_b.size else 0 for h in cover])]
+        if coordinates(hclass, hypothesis) is None:
+            raise AssertionError("proper learner produced a non-member; refusing to release it")
+        return hypothesis
+
+    def _split(self, n: int, params: ProperParameters, rng: RandomSource) -> np.ndarray:
+        """Block of every example (``PART_B``, ``UNUSED``): positional with n public, random with E."""
+        if params.expected_size is None:
+            return positional_split(n, params, rng, self.shuffle)
+        return random_split(n, params, rng)
 
     @staticmethod
     def _select(lattice: ClassLattice, rows: tuple[int, ...], xs: np.ndarray, ys: np.ndarray,
@@ -363,4 +541,4 @@ class ProperLearner:
         return matches[0]
 
     def __repr__(self) -> str:
-        return f"ProperLearner(k_prime={self.k_prime}, blocks={self.blocks})"
+        return f"ProperLearner(k_prime={self.k_prime}, blocks={self.blocks}, path={self.path!r})"

@@ -19,13 +19,27 @@ post-processing, only the later selection has more candidates).
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Cover", "minimax_cover"]
+from privstream.learning.hypotheses import Hypothesis
+from privstream.learning.hypothesis_classes import (
+    HypothesisClass,
+    Intervals,
+    Points,
+    Thresholds,
+    interval_hypothesis,
+    point_hypothesis,
+    threshold_hypothesis,
+)
+from privstream.learning.private_learners.proper.structured_selection import coordinates
+
+__all__ = ["Cover", "aligned_candidates", "minimax_cover", "structured_cover"]
 
 _SUPPORT_TOL = 1e-9
+_MAX_CANDIDATE_POINTS = 4096
 
 
 @dataclass(frozen=True)
@@ -65,3 +79,50 @@ def minimax_cover(matrix: np.ndarray, f_hat: np.ndarray) -> Cover:
     support = np.flatnonzero(weights > _SUPPORT_TOL)
     # The exact value of the support's uniform mixture is not what matters; report the LP value.
     return Cover(tuple(int(r) for r in support), float(res.x[-1]), "highs")
+
+
+def aligned_candidates(hclass: HypothesisClass, f_hat: Hypothesis) -> list[Hypothesis]:
+    """Members of thresholds, points or intervals that lose nothing in the cover of ``f_hat``.
+
+    Every member h has a candidate c with ``{c != f̂} ⊂ {h != f̂}`` (so any mixture can move its mass
+    to candidates without raising its error anywhere):
+
+    * points: ``δ_y`` with ``f̂(y) = 0`` errs wherever the all-zero function does and at y, and the
+      all-zero function errs on every one of f̂ where ``δ_x`` (x a one of f̂) errs on all but x: the
+      ``δ_x`` and the zero function suffice;
+    * intervals (and thresholds): moving an end point inside a run of f̂ to the run's boundary
+      (outwards in a 1-run, inwards in a 0-run) never adds an error: intervals whose ends are change
+      points of f̂ (or 0, N) suffice, and the empty one.
+    """
+    n = hclass.domain_size
+    changes = f_hat.change_points()[1]
+    edges = sorted({0, n, *changes})
+    if isinstance(hclass, Points):
+        ones = [x for a, b in itertools.pairwise(edges) if f_hat.predict(a) for x in range(a, b)]
+        candidates = [point_hypothesis(n, x) for x in ones[:_MAX_CANDIDATE_POINTS]]
+        candidates.append(point_hypothesis(n, None))
+        return candidates
+    if isinstance(hclass, Intervals):
+        return [interval_hypothesis(n, 0, 0)] + [
+            interval_hypothesis(n, a, b) for i, a in enumerate(edges) for b in edges[i + 1:]]
+    if isinstance(hclass, Thresholds):
+        return [threshold_hypothesis(n, t) for t in edges]
+    raise TypeError(f"{hclass.spec}: structured covers exist for thresholds, points and intervals only")
+
+
+def structured_cover(hclass: HypothesisClass, f_hat: Hypothesis) -> tuple[tuple[Hypothesis, ...], float]:
+    """The cover of ``f_hat`` by members of thresholds, points or intervals of any size: (members, v*).
+
+    A member is its own cover. Otherwise :func:`minimax_cover` runs on the :func:`aligned_candidates`
+    only, whose change points are all f̂'s (points: its ones), so the LP has one constraint per run of
+    f̂; by the dominance of the candidates its optimum is the minimax value over the whole class.
+    Depends on f̂ only (post-processing).
+    """
+    if coordinates(hclass, f_hat) is not None:
+        return (f_hat,), 0.0
+    candidates = aligned_candidates(hclass, f_hat)
+    cells = sorted({0}.union(*(h.change_points()[1] for h in candidates), f_hat.change_points()[1]))
+    grid = np.array(cells, dtype=np.int64)
+    matrix = np.stack([h.predict(grid).astype(bool) for h in candidates])
+    cover = minimax_cover(matrix, f_hat.predict(grid).astype(bool))
+    return tuple(candidates[r] for r in cover.rows), cover.value

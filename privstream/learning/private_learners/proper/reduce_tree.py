@@ -82,12 +82,20 @@ def row_mistakes(matrix: np.ndarray, xs: np.ndarray, ys: np.ndarray) -> np.ndarr
     return int(ones.sum()) - m @ ones + m @ zeros
 
 
-def selection_bound(k_prime: int, d: int) -> int:
-    """ℓ = Π_{t=1}^{d} (k'·2^t + 1): the public bound on |Ŝ| (Lemma 5.5, Claim 5.8)."""
+def selection_bound(k_prime: int, d: int, class_size: int | None = None) -> int:
+    """ℓ: the public bound on |Ŝ|: ``Π_{t=1}^{d} (k'·2^t + 1)`` (Lemma 5.5, Claim 5.8), and ``|F|``.
+
+    The second bound (ours): Ŝ holds one SOA per leaf of L' with a nonempty class
+    ``G(α, v) ⊂ F|_{a(v)}``, and the leaves' ancestor restrictions partition F (eq. 17), so those
+    classes are disjoint nonempty subsets of F: at most |F| of them.
+
+    >>> selection_bound(1, 3), selection_bound(1, 3, class_size=9)
+    (135, 9)
+    """
     out = 1
     for t in range(1, d + 1):
         out *= k_prime * 2**t + 1
-    return out
+    return out if class_size is None else min(out, max(1, int(class_size)))
 
 
 def reduce_tree(lattice: ClassLattice, mistakes: np.ndarray, n0: int, k_prime: int,

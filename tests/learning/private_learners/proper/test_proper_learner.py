@@ -37,6 +37,11 @@ from privstream.learning.private_learners.proper.sparse_selection import (
 from privstream.learning.randomness import seeded
 
 
+def _consecutive(xs: np.ndarray, ys: np.ndarray, params) -> list[tuple[np.ndarray, np.ndarray]]:
+    n0 = params.block_size
+    return [(xs[j * n0:(j + 1) * n0], ys[j * n0:(j + 1) * n0]) for j in range(params.blocks)]
+
+
 def _random_class(seed: int, rows: int, points: int) -> ClassLattice:
     rng = np.random.default_rng(seed)
     return ClassLattice(np.unique(rng.integers(0, 2, (rows, points)).astype(bool), axis=0))
@@ -223,7 +228,8 @@ def test_improper_selection_is_never_released() -> None:
     learner = ProperLearner(blocks=40, alpha_delta=0.1)
     lat, d = learner.lattice(hclass)
     params, _ = learner.parameters_for(4000, d, 1.0, 1e-6, 0.25, 0.25)
-    outcome = poly_pri_learn(lat, xs, ys, params, epsilon=1.0, delta=1e-6, rng=seeded(2), d=d)
+    outcome = poly_pri_learn(lat, _consecutive(xs, ys, params), params, epsilon=1.0, delta=1e-6,
+                             rng=seeded(2), d=d)
     res = learner.fit(hclass, xs, ys, epsilon=1.0, delta=1e-6, rng=seeded(2))
     assert res.proper and int(res.hypothesis.truth_table().sum()) == 1
     assert outcome.f_hat.shape == (8,)
@@ -253,13 +259,15 @@ def test_exact_privacy_of_poly_pri_learn_on_all_neighbours_of_a_small_sample() -
     """ReduceTree is deterministic, so PolyPriLearn's law is the sparse selection's law of the blocks."""
     lat = lattice_of(parse_class_spec("thresholds:3"))
     learner = ProperLearner(blocks=12, alpha_delta=0.2, shuffle=False)
-    params, _ = learner.parameters_for(15, 2, 1.0, 1e-2, 0.25, 0.25)
+    params, _ = learner.parameters_for(15, 2, 1.0, 1e-2, 0.25, 0.25, class_size=lat.rows)
     xs = np.array([0, 2] * 6)
     ys = (xs >= 1).astype(np.uint8)
-    ell = selection_bound(params.k_prime, 2)
+    ell = params.ell
+    assert ell == selection_bound(params.k_prime, 2, lat.rows) == 4  # |F| = 4 < Π_t (2^t + 1) = 15
 
     def law(bx: np.ndarray, by: np.ndarray) -> dict:
-        out = poly_pri_learn(lat, bx, by, params, epsilon=1.0, delta=1e-2, rng=seeded(0), d=2)
+        out = poly_pri_learn(lat, _consecutive(bx, by, params), params, epsilon=1.0, delta=1e-2,
+                             rng=seeded(0), d=2)
         return selection_law(list(out.sets), epsilon=1.0, delta=1e-2, ell=ell, default=b"")
 
     base = law(xs, ys)
