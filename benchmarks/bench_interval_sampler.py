@@ -12,16 +12,18 @@ and its draw), with the construction and the draw apart and the number of reject
 Side by side, in the same run, the path it replaces: the exact O(k²) error levels then the
 exponential mechanism over them (validation, ``error_levels``, ``sample_hypothesis``), on
 ``--old-sizes`` and on every window of ``--sizes`` with at most ``--old-budget`` pairs
-``k(k+1)/2`` (default: every window of ``intervals:65536``, whose k is at most 65,536, and about
-66,000 distinct points on ``intervals:2^32``; beyond, one run would take hours). Its guard refused
+``k(k+1)/2`` (default 2.2·10^9: every window of ``intervals:65536``, whose k is at most 65,536,
+and up to about 66,000 distinct points on ``intervals:2^32``; beyond, one run would take hours,
+and days at 10^7 distinct points). Its guard refused
 windows of more than ``2·10^8`` pairs (about 20,000 distinct points): ``old_guard_refused``
 marks them, and those are timed once instead of ``--repeats`` times (``old_runs``).
 ``old_over_new`` is the ratio of the medians. ``exponent`` is the least-squares slope of
 log(time) against log(n) over ``--sizes`` (1 is linear; sorting adds a log factor).
 
 The machine is shared (2 cores, other jobs): read the ratios, not the absolute seconds.
-Prints JSON; also writes benchmarks/results/bench_interval_sampler.json (and a log-log plot,
-bench_interval_sampler.png, if matplotlib is installed).
+Prints JSON; also writes benchmarks/results/bench_interval_sampler.json (ignored by git) and a
+log-log plot, bench_interval_sampler.png, if matplotlib is installed (``.venv/bin/pip install
+matplotlib``). The default run takes about 15 minutes, most of it the O(k²) path.
 """
 
 from __future__ import annotations
