@@ -63,13 +63,17 @@ async def test_the_stream_page_shows_the_stream_its_charts_and_follows_a_new_rel
             releases: Number(document.body.dataset.releases),
             charts: document.querySelectorAll("#releases-chart canvas, #budget-chart canvas").length,
             budget: document.getElementById("budget-text").textContent,
+            levels: document.getElementById("levels-text").textContent,
         })""")
         assert page["title"] == deployment.stream
         assert page["summary"].startswith("thresholds:65536 · releasing")
         assert page["releases"] >= len(history["releases"])
         assert page["charts"] == 2 and page["shapes"] >= 1
-        spent, budget = history["budget"]["epsilon_spent"], history["budget"]["epsilon_budget"]
-        assert page["budget"].startswith(f"{spent:g} of {budget:g} ε used"), page["budget"]
+        figures = history["lifetime"]
+        spent, budget = figures["lifetime_epsilon_spent"], figures["lifetime_epsilon_budget"]
+        used = f"{spent:g} of {budget:g} lifetime ε per example used"
+        assert page["budget"].startswith(used), page["budget"]
+        assert page["levels"].startswith("Releases: ") and "at level 0" in page["levels"], page["levels"]
         # The drawing is the released threshold: its change point is labelled on the domain line.
         hypothesis = release["hypothesis"]
         assert hypothesis["kind"] == "runs" and hypothesis["domain"] == 65536
@@ -92,7 +96,8 @@ async def test_the_stream_page_shows_the_stream_its_charts_and_follows_a_new_rel
         card = await browser.wait_for(
             f"document.querySelector('[data-stream={json.dumps(deployment.stream)}]')?.textContent", 20,
             "the stream's card")
-        assert "releasing" in card and "ε used" in card and "Latest release" in card
+        assert "releasing" in card and "lifetime ε per example used" in card and "Latest release" in card
+        assert "at level 0" in card
         assert browser.errors == [], browser.errors
     finally:
         await browser.close()

@@ -95,6 +95,8 @@ async def test_the_releases_over_time_are_the_published_certificates_oldest_firs
     assert first["product"] == "hypotheses" and first["window_id"] == "w0" and first["epsilon"] == 1.0
     assert first["epsilon_budget_remaining"] == 2.0 and first["level"] is None
     assert isinstance(first["published_at"], float)
-    assert answer["budget"]["epsilon_spent"] == 3.0 and answer["budget"]["releases"] == 3
+    figures = answer["lifetime"]
+    assert figures["lifetime_epsilon_spent"] == 3.0 and figures["lifetime_epsilon_budget"] == 3.0
+    assert figures["releases"] == 3 and figures["releases_per_level"] == {"0": 3}
     assert (await get(f"{page}/streams/online/releases"))[0] == 404  # no private releases
     assert (await get(f"{page}/streams/nope/releases"))[0] == 404
