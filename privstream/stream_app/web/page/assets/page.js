@@ -307,6 +307,13 @@
   // --- one stream -------------------------------------------------------------------------
   function chartWidth(node) { return Math.max(320, node.clientWidth || 600); }
 
+  // The time axis: the releases' span, or two minutes around a lone release (uPlot would
+  // otherwise stretch one point over years).
+  function timeScale(releases) {
+    var first = releases[0].published_at, last = releases[releases.length - 1].published_at;
+    return first === last ? { time: true, auto: false, min: first - 60, max: last + 60 } : { time: true };
+  }
+
   function releasesChart(node, releases) {
     var products = ["hypotheses", "sanitized"].filter(function (p) {
       return releases.some(function (r) { return r.product === p; });
@@ -330,7 +337,8 @@
     }
     series.slice(1).forEach(function (s) { if (!s.scale) s.scale = "eps"; });
     return new uPlot({ width: chartWidth(node), height: 240, series: series, axes: axes,
-                       scales: { eps: { range: function (u, lo, hi) { return [0, Math.max(hi * 1.2, 1e-9)]; } } },
+                       scales: { x: timeScale(releases),
+                                 eps: { range: function (u, lo, hi) { return [0, Math.max(hi * 1.2, 1e-9)]; } } },
                        legend: { live: false } }, data, node);
   }
 
@@ -359,7 +367,7 @@
                      paths: uPlot.paths.stepped({ align: 1 }) },
                { label: "lifetime budget", stroke: "#b5470b", width: 1, dash: [6, 4], points: { show: false } }],
       axes: [{}, { label: figures.label }],
-      scales: { y: { range: function () { return [0, figures.total * 1.05 || 1]; } } },
+      scales: { x: timeScale(releases), y: { range: function () { return [0, figures.total * 1.05 || 1]; } } },
       legend: { live: false },
     }, data, node);
   }
