@@ -7,9 +7,9 @@ Run:  .venv/bin/python benchmarks/bench_release_tree.py [--runs 5] [--epsilon 1.
                                                          [--only thresholds,vectors,ledger]
                                                          [--ledger-windows 4096] [--out benchmarks/results]
 Prints one JSON object (also written to OUT/bench_release_tree.json) and writes the plot
-OUT/bench_release_tree.png, the error of the best release against the examples seen
-(``benchmarks/results/`` is gitignored). Benchmark-only dependency (NOT a runtime dependency of
-privstream): ``.venv/bin/pip install matplotlib``; without it no plot is written.
+OUT/bench_release_tree.png, the error of the best release against the examples seen, for L = 0, 2,
+4, 6 and the best L (``benchmarks/results/`` is gitignored). Benchmark-only dependency (NOT a
+runtime dependency of privstream): ``.venv/bin/pip install matplotlib``; without it no plot.
 
 **What is compared** (E-DESIGN.md §1-2). A stream of ``--windows`` count windows of
 ``--window-size`` examples; every example has the same lifetime budget ``--epsilon`` (ε, δ = 0):
@@ -371,7 +371,10 @@ def plot(report: dict[str, Any], path: Path) -> str | None:
     results = [(name, mode, r) for name, modes in report["tasks"].items() for mode, r in modes.items()]
     fig, axes = plt.subplots(1, len(results), figsize=(6 * len(results), 4.5), squeeze=False)
     for ax, (name, mode, r) in zip(axes[0], results, strict=True):
+        shown = {str(L) for L in range(0, len(r["trees"]), 2)} | {str(r["best_L"])}  # a readable few
         for L, tree in r["trees"].items():
+            if L not in shown:
+                continue
             xs = [c["examples_seen"] for c in tree["curve"]]
             ys = [max(c["mean"], 1e-5) for c in tree["curve"]]
             ax.step(xs, ys, where="post", label=f"tree L={L} (eps/level {tree['level_epsilon']:.3g})")
@@ -382,7 +385,7 @@ def plot(report: dict[str, Any], path: Path) -> str | None:
         ax.set_xlabel("examples seen")
         ax.set_ylabel("excess error of the best release")
         ax.set_title(f"{name} ({r['learner']}), n {mode}")
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=7, loc="lower left")
     fig.suptitle(f"lifetime budget eps = {report['config']['epsilon']} per example")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
