@@ -1,7 +1,27 @@
 """The release agent: windows of examples -> a private learner -> the ledger -> the public topic.
 
-For each stream with a release configuration, every valid example is appended to the durable
-state store; when a window closes, a background task
+The public schedule (issue 16; E-DESIGN.md §4). Which releases exist, their ids, their ledger
+entries, their certificates and when they are published are a function of the configuration and
+the clock only, never of which windows hold data:
+
+* count windows (example level) close when their N-th example arrives (n is public);
+* time windows close on the worker's clock (an injected ``clock``; production: ``time.time``):
+  window ``w`` closes when ``clock() >= (w+1)*seconds + allowed_lateness_seconds``. Every window
+  from the stream's first one (the one holding its schedule start) on is closed, charged and
+  released, empty ones included (the learner's release on zero examples, same certificate shape);
+  after downtime the missed windows are caught up in order. A timer (:meth:`ReleaseAgent.tick`)
+  closes them: no example is needed. An example whose window is closed already is late (an
+  operator metric) and feeds the SOA only; one dated further from the clock than the public
+  maximum skew never gets here (validation dead-letters it, ``event_time_out_of_range``);
+* a learner that raises on a window's data (any exception) releases its fit on zero examples with
+  the same parameters and randomness (data-independent, same certificate shape, charged the same);
+  a failure that is not the data's (the learner's child process died) is retried with the same
+  randomness source;
+* a time window's release is published at ``close time + publish_delay_seconds``; one whose learner
+  needs longer is published when done and counted late (operators only: that timing depends on
+  the data).
+
+For each window, a background task
 
 1. returns early if the ledger already holds this window's release (a replay: it re-publishes the
    stored bytes if they were not confirmed published; nothing is recomputed with fresh noise);
@@ -21,6 +41,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from concurrent.futures import Executor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
@@ -29,7 +50,7 @@ from typing import Any, Literal
 import numpy as np
 
 from privstream.agents.interfaces import ReleaseMetrics, StateStore, WindowData
-from privstream.agents.ledger_port import BudgetExhaustedError, ChargeReceipt, PrivacyLedger
+from privstream.agents.ledger_port import BudgetExhaustedError, Charge, ChargeReceipt, PrivacyLedger
 from privstream.agents.windows import (
     bound_contributions,
     count_window_id,
@@ -94,6 +115,8 @@ class ReleasePolicy:
     window_size: int = 2000
     window_seconds: float | None = None
     allowed_lateness_seconds: float = 0.0
+    publish_delay_seconds: float = 0.0
+    schedule_start: float | None = None  # Unix seconds: the stream's first time window holds it
     privacy_unit: str = "example"
     user_contribution_bound: int | None = None
     expected_size: int | None = None  # where n is private: the size the algorithms use instead of n
@@ -105,13 +128,36 @@ class ReleasePolicy:
         return "replace-one" if self.window_kind == "count" else "add-remove-one"
 
 
+def stand_in(policy: ReleasePolicy, data: WindowData) -> tuple[np.ndarray, np.ndarray]:
+    """The data-independent input of a fallback release (issue 16.3).
+
+    Where n is private (``expected_size`` set): zero examples. Where n is public (count windows at
+    the example level): n copies of one public example (the domain's first point, or the feature
+    bounds' lower corner, labelled 0), so the learner derives the same parameters from the same
+    public n, and the certificate has the same shape as any other window's.
+
+    >>> p = ReleasePolicy("s", None, (), window_size=3)
+    >>> data = WindowData(np.arange(5), np.ones(5, np.uint8), np.array([None] * 5), np.arange(5))
+    >>> stand_in(p, data)
+    (array([0, 0, 0]), array([0, 0, 0], dtype=uint8))
+    """
+    if policy.expected_size is not None:
+        return data.xs[:0], data.ys[:0]
+    n = policy.window_size
+    if data.xs.ndim == 2:
+        assert policy.feature_bounds is not None
+        xs = np.repeat(policy.feature_bounds[:, 0][None, :], n, axis=0).astype(data.xs.dtype)
+    else:
+        xs = np.zeros(n, dtype=data.xs.dtype)
+    return xs, np.zeros(n, dtype=data.ys.dtype)
+
+
 @dataclass
 class _StreamState:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     recovered: bool = False
     exhausted: bool = False
-    watermark: float = float("-inf")  # highest event time seen (time windows)
-    last_closed_time_window: int | None = None
+    next_time_window: int | None = None  # time windows: the first one not closed yet (the schedule)
     releases: int = 0
     scheduled: set[str] = field(default_factory=set)
 
@@ -130,6 +176,8 @@ class ReleaseAgent:
         library_version: str,
         executor: Executor | None = None,
         rng_factory: Callable[[str], Any] | None = None,
+        clock: Callable[[], float] = time.time,
+        partition_of: Callable[[str], int] | None = None,
     ):
         self.policies = policies
         self.store = store
@@ -142,6 +190,21 @@ class ReleaseAgent:
         self._rng_factory = rng_factory
         self._streams = {sid: _StreamState() for sid in policies}
         self._tasks: set[asyncio.Task[None]] = set()
+        # The public clock of the time windows' schedule (tests inject one and move it).
+        self.clock = clock
+        started = clock()
+        self._start = {sid: p.schedule_start if p.schedule_start is not None else started
+                       for sid, p in policies.items()}
+        # Ownership (E-DESIGN §4): a stream is served by the owner of its key's partition of the
+        # examples topic; None: this agent owns every stream (one worker, tests).
+        self._partition_of = partition_of
+        self._owned: set[int] = set()  # the examples topic's partitions assigned to this worker
+        # Charged releases waiting for their public publication time: (time, order, topic, charge)
+        self._parked: list[tuple[float, int, str, Charge]] = []
+        self._parked_order = 0
+
+    #: At most this many windows are closed per tick (a catch-up after long downtime goes on the next).
+    MAX_WINDOWS_PER_TICK = 1000
 
     # --- intake -----------------------------------------------------------------------------
     def observe_batch(
@@ -174,28 +237,79 @@ class ReleaseAgent:
                                    self._release_count(policy, index))
             return
         assert policy.window_seconds is not None
+        first_open = self._next_time_window(policy, state)
         rows = []
-        for o, x, y, u, t, stamp in zip(offsets, xs, ys, users, event_times, stamps_ms, strict=True):
-            moment = t.timestamp() if t is not None else (stamp / 1000 if stamp is not None else time.time())
+        now = self.clock()
+        for o, x, y, u, t in zip(offsets, xs, ys, users, event_times, strict=True):
+            # No event time: the arrival on the worker's clock (a Kafka timestamp is the
+            # producer's to choose, like an event time, so it is not trusted either).
+            moment = t.timestamp() if t is not None else now
             index = time_window_index(moment, policy.window_seconds)
-            if state.last_closed_time_window is not None and index <= state.last_closed_time_window:
-                self.metrics.late_example(stream_id)  # its window was released already
+            if index < first_open:
+                self.metrics.late_example(stream_id)  # its window was closed already
                 continue
-            state.watermark = max(state.watermark, moment)
             rows.append((o, x, y, u, index))
         self.store.append_many(stream_id, partition, rows)
-        self._close_time_windows(policy, state)
+        if self._owns(stream_id):
+            self._close_due_time_windows(policy, state, now)
 
-    def _close_time_windows(self, policy: ReleasePolicy, state: _StreamState) -> None:
+    # --- the public schedule of time windows -------------------------------------------------------
+    def _owns(self, stream_id: str) -> bool:
+        if self._partition_of is None:
+            return True
+        return self._partition_of(stream_id) in self._owned
+
+    def _next_time_window(self, policy: ReleasePolicy, state: _StreamState) -> int:
+        """The first time window not closed yet: after the last one the store saw closed, else the
+        stream's first window (the one holding its schedule start)."""
+        if state.next_time_window is None:
+            assert policy.window_seconds is not None
+            first = time_window_index(self._start[policy.stream_id], policy.window_seconds)
+            prefix = f"t{policy.window_seconds:g}-"
+            closed = [int(w[len(prefix):]) for w in self.store.closed_windows(policy.stream_id)
+                      if w.startswith(prefix)]
+            pending = self.store.pending_time_windows(policy.stream_id)
+            # Catch up after a restart: windows whose rows were buffered but not released yet.
+            state.next_time_window = max(closed) + 1 if closed else min([first, *pending])
+        return state.next_time_window
+
+    def close_time(self, policy: ReleasePolicy, index: int) -> float:
+        """When time window ``index`` closes on the worker's clock (public)."""
         assert policy.window_seconds is not None
-        for index in self.store.pending_time_windows(policy.stream_id):
-            end = (index + 1) * policy.window_seconds
-            if end + policy.allowed_lateness_seconds > state.watermark:
+        return (index + 1) * policy.window_seconds + policy.allowed_lateness_seconds
+
+    def _close_due_time_windows(self, policy: ReleasePolicy, state: _StreamState, now: float) -> None:
+        """Schedule every window whose close time has come, in order, empty ones included."""
+        index = self._next_time_window(policy, state)
+        for _ in range(self.MAX_WINDOWS_PER_TICK):
+            if self.close_time(policy, index) > now:
                 break
-            last = state.last_closed_time_window
-            state.last_closed_time_window = index if last is None else max(last, index)
+            assert policy.window_seconds is not None
             self._schedule(state, time_window_id(index, policy.window_seconds),
                            self._release_time(policy, index))
+            index += 1
+        state.next_time_window = index
+
+    async def tick(self) -> None:
+        """The timer: close the time windows due on the clock; publish parked releases now due.
+
+        The service calls it every second; tests call it after moving their clock."""
+        now = self.clock()
+        for stream_id, policy in self.policies.items():
+            if policy.window_kind == "time" and self._owns(stream_id):
+                state = self._streams[stream_id]
+                if not state.recovered:
+                    state.recovered = True
+                    self._spawn(self._recover(policy))
+                self._close_due_time_windows(policy, state, now)
+        await self._publish_due(now)
+
+    async def _publish_due(self, now: float) -> None:
+        self._parked.sort(key=lambda item: item[:2])
+        while self._parked and self._parked[0][0] <= now:
+            _, _, topic, charge = self._parked.pop(0)
+            await self._publish(topic, charge.stream_id, charge.release)
+            await asyncio.to_thread(self.ledger.mark_published, charge.entry_id)
 
     def _schedule(self, state: _StreamState, window_id: str, coro: Coroutine[Any, Any, None]) -> None:
         """Release a window once per run (recovery and the live trigger may both ask)."""
@@ -224,10 +338,13 @@ class ReleaseAgent:
         charged but unpublished releases) in the store and the ledger, and nothing else would
         ever wake them up.
         """
+        self._owned = set(partitions)
         for stream_id, policy in self.policies.items():
             state = self._streams[stream_id]
             state.recovered = False  # a rebalance may have moved the stream here or back
-            if self.store.partitions(stream_id) & partitions:
+            state.next_time_window = None  # re-read from the store: another owner may have closed some
+            if self.store.partitions(stream_id) & partitions or (
+                    policy.window_kind == "time" and self._owns(stream_id)):
                 state.recovered = True
                 self._spawn(self._recover(policy))
 
@@ -252,8 +369,9 @@ class ReleaseAgent:
         """Publish charged releases not confirmed published (after a crash); returns how many."""
         pending = await asyncio.to_thread(self.ledger.unpublished, stream_id)
         count = 0
+        parked = {c.entry_id for _, _, _, c in self._parked}
         for charge in pending:
-            if charge.stream_id not in self.policies:
+            if charge.stream_id not in self.policies or charge.entry_id in parked:
                 continue
             await self._publish(topic_of_key(charge.mechanism), charge.stream_id, charge.release)
             await asyncio.to_thread(self.ledger.mark_published, charge.entry_id)
@@ -286,6 +404,7 @@ class ReleaseAgent:
             load=lambda: self.store.time_window(policy.stream_id, index),
             close=lambda outcome: self.store.mark_closed(
                 policy.stream_id, window_id, outcome, time_window=index),
+            publish_at=self.close_time(policy, index) + policy.publish_delay_seconds,
         )
 
     async def _release(
@@ -295,6 +414,7 @@ class ReleaseAgent:
         info: WindowInfo,
         load: Callable[[], WindowData],
         close: Callable[[str], None],
+        publish_at: float | None = None,
     ) -> None:
         stream_id = policy.stream_id
         state = self._streams[stream_id]
@@ -313,10 +433,12 @@ class ReleaseAgent:
             outcomes = []
             for product in policy.products:
                 try:
-                    outcome = await self._release_product(policy, product, state, window_id, info, window)
+                    outcome = await self._release_product(policy, product, state, window_id, info, window,
+                                                          publish_at)
                     outcomes.append(outcome)
                 except Exception:
-                    # A learner or publication failure must not kill the worker: log, count, surface.
+                    # Not the data's (the fallback covers the learner): the ledger, the broker.
+                    # Log, count, keep the window for a retry after a restart.
                     log.exception("%s of window %s of stream %s failed", product.key, window_id, stream_id,
                                   extra={"stream_id": stream_id, "window_id": window_id,
                                          "ledger_entry_id": None})
@@ -324,6 +446,60 @@ class ReleaseAgent:
                     outcomes.append("failed")
             if "failed" not in outcomes:  # a failed product keeps the window for a retry after restart
                 await asyncio.to_thread(close, ",".join(outcomes))
+
+    #: Runs of a learner whose child process died, before the release fails (kept for a restart).
+    CRASH_RETRIES = 2
+
+    async def _fit(self, policy: ReleasePolicy, product: Product, data: WindowData, window_id: str,
+                   epsilon: float, delta: float) -> tuple[Any, Any, bool]:
+        """Run the learner: (result, its randomness source, whether the fallback was released).
+
+        A learner that raises on the data (any exception) is run again on zero examples with the
+        same parameters, ``expected_size`` and randomness: a data-independent release, the same
+        certificate shape, charged the same (issue 16.3). A child process that died (not the data's
+        doing) is retried with the same randomness source, never fresh noise for the same window.
+        """
+        stream_id, key = policy.stream_id, product.key
+
+        def source() -> Any:  # the same source on every attempt (tests: seeded; production: secure)
+            return self._rng_factory(f"{window_id}/{key}") if self._rng_factory else None
+
+        # n private: the algorithms derive everything they publish from the operator's expected size
+        size = {} if policy.expected_size is None else {"expected_size": policy.expected_size}
+
+        def call(xs: np.ndarray, ys: np.ndarray, rng: Any) -> Callable[[], Any]:
+            if product.vector:
+                return partial(product.algorithm.fit, xs, ys, epsilon=epsilon, delta=delta,
+                               bounds=policy.feature_bounds, rng=rng, **size)
+            if product.topic == "hypotheses":
+                return partial(product.algorithm.fit, policy.hypothesis_class, xs, ys, epsilon=epsilon,
+                               delta=delta, alpha=policy.alpha, beta=policy.beta, rng=rng, **size)
+            return partial(product.algorithm.fit, policy.hypothesis_class, xs,
+                           ys if product.labelled else None, epsilon=epsilon, delta=delta, rng=rng, **size)
+
+        loop = asyncio.get_running_loop()
+        extra = {"stream_id": stream_id, "window_id": window_id, "ledger_entry_id": None}
+        for attempt in range(self.CRASH_RETRIES + 1):
+            rng = source()
+            started = time.perf_counter()
+            try:
+                result = await loop.run_in_executor(self.executor, call(data.xs, data.ys, rng))
+            except BrokenProcessPool:
+                if attempt == self.CRASH_RETRIES:
+                    raise
+                log.warning("the learner's process died during %s of window %s of stream %s; running it "
+                            "again with the same randomness", key, window_id, stream_id, extra=extra)
+                continue
+            except Exception:
+                log.exception("%s failed on window %s of stream %s: releasing its fit on zero examples "
+                              "(data-independent, charged the same)", key, window_id, stream_id, extra=extra)
+                self.metrics.learner_failed(stream_id)
+                rng = source()
+                xs, ys = stand_in(policy, data)
+                return await loop.run_in_executor(self.executor, call(xs, ys, rng)), rng, True
+            self.metrics.learner_ran(product.name, time.perf_counter() - started, len(data.xs))
+            return result, rng, False
+        raise AssertionError("unreachable")  # pragma: no cover
 
     async def _release_product(
         self,
@@ -333,6 +509,7 @@ class ReleaseAgent:
         window_id: str,
         info: WindowInfo,
         window: Callable[[], Awaitable[WindowData]],
+        publish_at: float | None = None,
     ) -> str:
         """Release one product of a window; returns "released" or "refused"."""
         stream_id, key = policy.stream_id, product.key
@@ -354,22 +531,7 @@ class ReleaseAgent:
                                                    policy.user_contribution_bound)
         else:
             epsilon, delta = product.epsilon, product.delta
-        rng = self._rng_factory(f"{window_id}/{key}") if self._rng_factory else None
-        # n private: the algorithms derive everything they publish from the operator's expected size
-        size = {} if policy.expected_size is None else {"expected_size": policy.expected_size}
-        if product.vector:
-            run = partial(product.algorithm.fit, data.xs, data.ys, epsilon=epsilon, delta=delta,
-                          bounds=policy.feature_bounds, rng=rng, **size)
-        elif product.topic == "hypotheses":
-            run = partial(product.algorithm.fit, policy.hypothesis_class, data.xs, data.ys,
-                          epsilon=epsilon, delta=delta, alpha=policy.alpha, beta=policy.beta, rng=rng, **size)
-        else:
-            run = partial(product.algorithm.fit, policy.hypothesis_class, data.xs,
-                          data.ys if product.labelled else None, epsilon=epsilon, delta=delta, rng=rng,
-                          **size)
-        started = time.perf_counter()
-        result = await asyncio.get_running_loop().run_in_executor(self.executor, run)
-        self.metrics.learner_ran(product.name, time.perf_counter() - started, len(data.xs))
+        result, rng, _fallback = await self._fit(policy, product, data, window_id, epsilon, delta)
 
         def release_bytes(receipt: ChargeReceipt) -> bytes:
             return self._release_json(policy, product, result, info, receipt, "seeded" if rng else "secure")
@@ -381,15 +543,25 @@ class ReleaseAgent:
         except BudgetExhaustedError:  # spent concurrently by another worker since the check
             await self._refuse(policy, product, state, window_id, recorded=True)
             return "refused"
-        await self._publish(product.topic, stream_id, charge.release)
-        await asyncio.to_thread(self.ledger.mark_published, charge.entry_id)
+        extra = {"stream_id": stream_id, "window_id": window_id, "ledger_entry_id": str(charge.entry_id)}
+        now = self.clock()
+        if publish_at is not None and now < publish_at:  # wait for the public publication time
+            self._parked.append((publish_at, self._parked_order, product.topic, charge))
+            self._parked_order += 1
+        else:
+            if publish_at is not None and policy.publish_delay_seconds > 0:
+                # later than scheduled: the learner's run time (it depends on the data) shows
+                self.metrics.release_late(stream_id)
+                log.warning("release %s of window %s of stream %s is %.3g s late", key, window_id,
+                            stream_id, now - publish_at, extra=extra)
+            await self._publish(product.topic, stream_id, charge.release)
+            await asyncio.to_thread(self.ledger.mark_published, charge.entry_id)
         state.releases += 1
         spent = await asyncio.to_thread(self.ledger.spent, stream_id)
         left = await asyncio.to_thread(self.ledger.remaining, stream_id)
         self.metrics.released(stream_id, spent.epsilon, left.epsilon)
         log.info("released %s for window %s of stream %s (ledger entry %s, epsilon left %g)",
-                 key, window_id, stream_id, charge.entry_id, left.epsilon, extra={
-                     "stream_id": stream_id, "window_id": window_id, "ledger_entry_id": str(charge.entry_id)})
+                 key, window_id, stream_id, charge.entry_id, left.epsilon, extra=extra)
         return "released"
 
     async def _refuse(self, policy: ReleasePolicy, product: Product, state: _StreamState, window_id: str,
@@ -434,7 +606,7 @@ class ReleaseAgent:
             privacy=result.privacy,
             user_contribution_bound=policy.user_contribution_bound,
             window=info,
-            sample_size=result.sample_size if n_public else None,
+            sample_size=policy.window_size if n_public else None,  # a count window's n: public
             ledger_entry_id=str(receipt.entry_id),
             epsilon_budget_remaining=receipt.remaining.epsilon,
             delta_budget_remaining=receipt.remaining.delta,

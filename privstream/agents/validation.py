@@ -8,6 +8,7 @@ the stream's domain, or an :class:`Invalid` with a reason from the bounded set :
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -26,6 +27,7 @@ INVALID_REASONS = (
     "invalid_label",
     "out_of_domain",
     "unknown_stream",
+    "event_time_out_of_range",
 )
 
 #: Limit on one raw message; larger ones are rejected before parsing.
@@ -72,13 +74,21 @@ class ExampleValidator:
     The common message (``stream_id``, ``x``, ``y`` and optional short ``user_id``/``id``) is
     checked by a fast path that accepts exactly what the pydantic model accepts and builds the
     same ``Example``; anything else goes through pydantic, which also names what is wrong.
+
+    ``event_time_skew`` maps the streams with time windows to their public maximum skew: an example
+    whose ``event_time`` is further than that from ``clock()`` (either way) is rejected as
+    ``event_time_out_of_range`` before it reaches any window, so no single example can move a
+    time window's schedule (issue 16.2).
     """
 
     def __init__(
-        self, domain_checks: Mapping[str, Callable[[int], None]], user_level: frozenset[str] = frozenset()
+        self, domain_checks: Mapping[str, Callable[[int], None]], user_level: frozenset[str] = frozenset(),
+        *, event_time_skew: Mapping[str, float] | None = None, clock: Callable[[], float] = time.time,
     ):
         self._domain_checks = dict(domain_checks)
         self._user_level = user_level  # streams whose privacy unit is the user: user_id required
+        self._skew = dict(event_time_skew or {})
+        self._clock = clock
 
     def validate(self, raw: bytes | None) -> ValidExample | ExampleBatch | Invalid:
         if raw is None:
@@ -129,6 +139,15 @@ class ExampleValidator:
             users = [example.user_id] if isinstance(example, ValidExample) else (example.user_ids or [None])
             if any(u is None for u in users):
                 return Invalid("missing_field", "user_id: required by the stream's user-level privacy")
+        skew = self._skew.get(example.stream_id)
+        if skew is not None:
+            times = [example.event_time] if isinstance(example, ValidExample) else (example.event_times or [])
+            now = self._clock()
+            for moment in times:
+                if moment is not None and abs(moment.timestamp() - now) > skew:
+                    return Invalid("event_time_out_of_range",
+                                   f"event_time {moment.isoformat()} is more than {skew:g} s from the "
+                                   "worker's clock (the stream's max_event_time_skew_seconds)")
         return example
 
 

@@ -85,6 +85,10 @@ class ServiceMetrics:
             "privstream_late_examples_total",
             "Examples that arrived after their time window was released (kept by the SOA only).",
             ["stream"], registry=r)
+        self.late_releases = Counter(
+            "privstream_late_releases_total",
+            "Time-window releases published after their scheduled time (the learner took longer than "
+            "publish_delay_seconds; operators only: the delay depends on the data).", ["stream"], registry=r)
         self.epsilon_spent = Gauge(
             "privstream_privacy_epsilon_spent", "ε spent by the stream's releases (ledger).",
             ["stream"], registry=r)
@@ -104,7 +108,8 @@ class ServiceMetrics:
             "privstream_window_size_examples", "Examples in a window handed to a learner.", ["learner"],
             buckets=(10, 100, 500, 1000, 2000, 5000, 10_000, 50_000, 100_000, 1_000_000), registry=r)
         for stream, (remaining, algorithms) in (release_streams or {}).items():
-            for child in (self.releases, self.refusals, self.release_failures, self.late_examples):
+            for child in (self.releases, self.refusals, self.release_failures, self.late_examples,
+                          self.late_releases):
                 child.labels(stream=stream)
             self.epsilon_spent.labels(stream=stream).set(0)
             self.epsilon_remaining.labels(stream=stream).set(remaining)
@@ -182,6 +187,9 @@ class ServiceMetrics:
 
     def late_example(self, stream_id: str) -> None:
         self.late_examples.labels(stream=stream_id).inc()
+
+    def release_late(self, stream_id: str) -> None:
+        self.late_releases.labels(stream=stream_id).inc()
 
     def timed(self, store: T, name: str) -> T:
         """``store`` with every method call timed into ``privstream_store_operation_seconds``."""

@@ -171,10 +171,26 @@ def release_policy(stream: StreamConfig, hclass: HypothesisClass | None) -> Rele
         window_size=config.window.size,
         window_seconds=config.window.seconds,
         allowed_lateness_seconds=config.window.allowed_lateness_seconds,
+        publish_delay_seconds=config.window.publish_delay_seconds,
         privacy_unit=config.privacy_unit,
         user_contribution_bound=config.user_contribution_bound,
         expected_size=config.expected_size,
     )
+
+
+def stream_partition(partitions: int) -> Any:
+    """The partition of the examples topic a stream's messages go to (Kafka's default partitioner
+    on the key ``stream_id``): its owner closes the stream's time windows (E-DESIGN §4)."""
+    from aiokafka.partitioner import DefaultPartitioner
+
+    partitioner = DefaultPartitioner()
+    every = list(range(partitions))
+    return lambda stream_id: partitioner(stream_id.encode(), every, every)
+
+
+def time_window_tick(policies: dict[str, ReleasePolicy]) -> float:
+    """Seconds between two looks at the clock: a tenth of the shortest time window, at most 1 s."""
+    return min([1.0, *(p.window_seconds / 10 for p in policies.values() if p.window_seconds)])
 
 
 def open_ledger(settings: Settings) -> Ledger | None:
@@ -223,7 +239,10 @@ def build_service(settings: Settings) -> Service:
         else vector_domain(s.features or 0)
         for s in settings.streams
     }
-    validator = ExampleValidator(domains, user_level=user_level)
+    # Time windows: an event time further than the public skew from the clock is dead-lettered.
+    skews = {s.name: s.release.window.max_event_time_skew_seconds for s in settings.streams
+             if s.release is not None and s.release.window.kind == "time"}
+    validator = ExampleValidator(domains, user_level=user_level, event_time_skew=skews)
     pipeline = IngestPipeline(validator, learners, metrics, progress)
     ingest = IngestService(settings, pipeline, on_assigned=lambda parts: on_assigned(parts),
                            metrics=metrics, loop=None)
@@ -236,6 +255,7 @@ def build_service(settings: Settings) -> Service:
             policies, store, ledger, publisher(ingest, settings), metrics,
             library_version=__version__,
             executor=LearnerProcess().start(),  # off the GIL the ingest loop needs (learner_process.py)
+            partition_of=stream_partition(settings.topic_partitions),
         )
         pipeline.releases = releases
 
@@ -251,6 +271,12 @@ def build_service(settings: Settings) -> Service:
         async def _replay_outbox() -> None:
             # Publications that failed (a Kafka hiccup) are retried from the ledger's outbox.
             await releases.replay_outbox()
+
+        if any(p.window_kind == "time" for p in policies.values()):
+            @app.timer(time_window_tick(policies))
+            async def _close_time_windows() -> None:
+                # Time windows close on the clock, with or without examples (issue 16.1, 16.2).
+                await releases.tick()
 
     service = Service(settings, app, ingest, pipeline, metrics, learners, progress, store, ledger, releases)
     app.service(HttpListener("public", settings.public_host, settings.public_port,

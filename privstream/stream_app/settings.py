@@ -47,8 +47,15 @@ class WindowConfig(BaseModel):
 
     ``count`` windows (the default) hold ``size`` consecutive examples of the stream: n is public
     and neighbouring windows differ by replacing one example. ``time`` windows hold the examples
-    whose event time falls in ``[k*seconds, (k+1)*seconds)``; they close once an example more than
-    ``allowed_lateness_seconds`` past their end arrives; their size is private (add/remove-one).
+    whose event time falls in ``[k*seconds, (k+1)*seconds)``; their size is private (add/remove-one).
+
+    Time windows close on the worker's clock, never on the data (issue 16.2): window k closes when
+    the clock passes ``(k+1)*seconds + allowed_lateness_seconds``, whether or not it holds
+    examples, and every window from the stream's start on is closed, charged and released. An
+    ``event_time`` further than ``max_event_time_skew_seconds`` from the worker's clock (either way)
+    is dead-lettered (``event_time_out_of_range``) before it touches a window, so no example can
+    move the schedule. A release is published ``publish_delay_seconds`` after its window closes (a
+    public time; a learner that needs longer makes it late, which operators see).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -57,17 +64,18 @@ class WindowConfig(BaseModel):
     size: int = Field(default=2000, ge=1, le=10_000_000, description="examples per count window")
     seconds: float | None = Field(default=None, gt=0, description="length of a time window")
     allowed_lateness_seconds: float = Field(default=0.0, ge=0)
+    max_event_time_skew_seconds: float = Field(
+        default=300.0, gt=0, description="time windows: an event_time further than this from the worker's "
+        "clock (future or past) is dead-lettered as event_time_out_of_range (public)")
+    publish_delay_seconds: float = Field(
+        default=0.0, ge=0, description="time windows: a release is published this long after its window "
+        "closes (public); a learner that needs longer makes the release late (an operator metric)")
 
     @model_validator(mode="after")
     def _time_needs_length(self) -> WindowConfig:
         if self.kind == "time" and self.seconds is None:
             raise ValueError("a time window needs 'seconds'")
         return self
-
-
-#: Learners whose release and certificate are the same whatever the window's size n, so they may
-#: run on time windows (add/remove-one neighbours, where n itself is private).
-N_FREE_LEARNERS = frozenset({"generic"})
 
 
 class ReleaseConfig(BaseModel):
@@ -118,15 +126,12 @@ class ReleaseConfig(BaseModel):
         if not self.n_private and self.expected_size is not None:
             raise ValueError("expected_size applies only where a window's size is private (time windows or "
                              "privacy_unit 'user'); count windows at the example level publish n")
-        if self.window.kind == "time" and (self.learner not in N_FREE_LEARNERS or self.sanitizer is not None):
-            # Under add/remove-one neighbours a window's size is private; these algorithms choose
-            # their parameters (and so their output's form and certificate) from n, which would
-            # publish it. The generic learner's output and certificate do not depend on n.
+        if self.privacy_unit == "user" and self.window.kind == "count":
+            # A count window at the user level is cut by a private count: how many examples the
+            # users sent decides where the windows end (issue 16.8). The public clock cuts instead.
             raise ValueError(
-                f"time windows keep n private: supported only with the learners {sorted(N_FREE_LEARNERS)} "
-                f"and no sanitizer (learner {self.learner!r}, sanitizer {self.sanitizer!r} derive "
-                "parameters from n); use count windows"
-            )
+                "privacy_unit 'user' needs time windows (window kind 'time'): count windows would be cut "
+                "by the number of examples users send, which is private at the user level")
         epsilon, delta = self.window_cost
         if delta > self.delta_budget:
             raise ValueError(f"delta {delta} per window exceeds delta_budget {self.delta_budget}")
