@@ -3,8 +3,8 @@
 ``/`` lists the streams with their latest release and how much of their lifetime privacy budget an
 example has used; ``/stream/{id}`` draws the stream's current hypothesis (a threshold, an interval
 or points on the domain line; the decision regions of a 2-D vector model), its releases over time
-with their ε and level, the releases per level, and the lifetime ε per example over time. It updates itself when a new
-release arrives (it polls the JSON endpoints every few seconds).
+with their ε and level, the releases per level, and the lifetime ε per example over time. It
+updates itself when a new release arrives (it polls the JSON endpoints every few seconds).
 
 Plain HTML and JavaScript from ``assets/``, served by the worker, with one vendored charting
 library (uPlot, MIT: ``assets/NOTICE``): no CDN, the pages work offline. Everything they show is
