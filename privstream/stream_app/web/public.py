@@ -119,6 +119,10 @@ def lifetime(stream: StreamConfig | None, ledger: LedgerReader | None) -> dict[s
     }
 
 
+#: The figures of ``/streams/{id}/budget``, under the route's name (tests/agents/twins.py uses it).
+budget = lifetime
+
+
 def stream_overview(stream: StreamConfig, ledger: LedgerReader | None) -> dict[str, Any]:
     """``/streams/{id}``: a stream's public configuration, status and lifetime figures."""
     entry: dict[str, Any] = {
