@@ -50,20 +50,33 @@ from typing import Any, Literal
 import numpy as np
 
 from privstream.agents.interfaces import ReleaseMetrics, StateStore, WindowData
-from privstream.agents.ledger_port import BudgetExhaustedError, Charge, ChargeReceipt, PrivacyLedger
+from privstream.agents.ledger_port import (
+    BudgetExhaustedError,
+    Charge,
+    ChargeReceipt,
+    NodeRange,
+    PrivacyCost,
+    PrivacyLedger,
+)
 from privstream.agents.windows import (
     bound_contributions,
+    completed_nodes,
+    concat,
+    count_family,
     count_window_id,
     count_window_index,
-    time_window_id,
+    node_id,
+    node_windows,
+    time_family,
     time_window_index,
     user_level_parameters,
 )
 from privstream.learning.hypothesis_classes import HypothesisClass
 from privstream.learning.private_learners import LearnerResult
 from privstream.learning.private_learners.vector_base import VectorLearnerResult
+from privstream.learning.randomness import derived
 from privstream.learning.sanitizers import SanitizerResult
-from privstream.schemas import Certificate, HypothesisRelease, SanitizedRelease, WindowInfo
+from privstream.schemas import Certificate, HypothesisRelease, LifetimeBound, SanitizedRelease, WindowInfo
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +98,14 @@ class Product:
     delta: float = 0.0
     labelled: bool = False  # sanitizers: answer Pr[h(x) = y] over (x, y) instead of Pr[h(x) = 1]
     vector: bool = False  # a VectorLearner on feature vectors (learning.private_learners.vector_base)
+    level_epsilon: tuple[float, ...] = ()  # ε per level 0..L of the release tree; () means epsilon
+    level_delta: tuple[float, ...] = ()
+
+    def cost(self, level: int) -> tuple[float, float]:
+        """(ε, δ) of this product's release of a node of ``level``."""
+        epsilon = self.level_epsilon[level] if self.level_epsilon else self.epsilon
+        delta = self.level_delta[level] if self.level_delta else self.delta
+        return epsilon, delta
 
     @property
     def name(self) -> str:
@@ -120,6 +141,15 @@ class ReleasePolicy:
     privacy_unit: str = "example"
     user_contribution_bound: int | None = None
     expected_size: int | None = None  # where n is private: the size the algorithms use instead of n
+    levels: int = 0  # the release tree's top level L
+    lifetime: LifetimeBound | None = None  # the certificate's lifetime bound (None: sequential total)
+    user_budget: PrivacyCost | None = None  # user level: each user's lifetime budget (all streams)
+
+    @property
+    def family(self) -> str:
+        """Time windows' family; count windows' also needs the store's generation (the agent's)."""
+        assert self.window_seconds is not None
+        return time_family(self.window_seconds)
 
     @property
     def neighbouring_relation(self) -> str:
@@ -128,7 +158,7 @@ class ReleasePolicy:
         return "replace-one" if self.window_kind == "count" else "add-remove-one"
 
 
-def stand_in(policy: ReleasePolicy, data: WindowData) -> tuple[np.ndarray, np.ndarray]:
+def stand_in(policy: ReleasePolicy, data: WindowData, level: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """The data-independent input of a fallback release (issue 16.3).
 
     Where n is private (``expected_size`` set): zero examples. Where n is public (count windows at
@@ -143,7 +173,7 @@ def stand_in(policy: ReleasePolicy, data: WindowData) -> tuple[np.ndarray, np.nd
     """
     if policy.expected_size is not None:
         return data.xs[:0], data.ys[:0]
-    n = policy.window_size
+    n = policy.window_size << level
     if data.xs.ndim == 2:
         assert policy.feature_bounds is not None
         xs = np.repeat(policy.feature_bounds[:, 0][None, :], n, axis=0).astype(data.xs.dtype)
@@ -232,9 +262,7 @@ class ReleaseAgent:
             size = policy.window_size
             for seq in self.store.append_many(stream_id, partition, rows):
                 if (seq + 1) % size == 0:
-                    index = count_window_index(seq, size)
-                    self._schedule(state, count_window_id(self.store.generation, index, size),
-                                   self._release_count(policy, index))
+                    self._schedule_window(policy, state, count_window_index(seq, size))
             return
         assert policy.window_seconds is not None
         first_open = self._next_time_window(policy, state)
@@ -265,7 +293,7 @@ class ReleaseAgent:
         if state.next_time_window is None:
             assert policy.window_seconds is not None
             first = time_window_index(self._start[policy.stream_id], policy.window_seconds)
-            prefix = f"t{policy.window_seconds:g}-"
+            prefix = f"{policy.family}-L0-"  # level-0 windows; nodes record their own closing
             closed = [int(w[len(prefix):]) for w in self.store.closed_windows(policy.stream_id)
                       if w.startswith(prefix)]
             pending = self.store.pending_time_windows(policy.stream_id)
@@ -284,9 +312,7 @@ class ReleaseAgent:
         for _ in range(self.MAX_WINDOWS_PER_TICK):
             if self.close_time(policy, index) > now:
                 break
-            assert policy.window_seconds is not None
-            self._schedule(state, time_window_id(index, policy.window_seconds),
-                           self._release_time(policy, index))
+            self._schedule_window(policy, state, index)
             index += 1
         state.next_time_window = index
 
@@ -310,6 +336,19 @@ class ReleaseAgent:
             _, _, topic, charge = self._parked.pop(0)
             await self._publish(topic, charge.stream_id, charge.release)
             await asyncio.to_thread(self.ledger.mark_published, charge.entry_id)
+
+    def _family(self, policy: ReleasePolicy) -> str:
+        if policy.window_kind == "count":
+            return count_family(self.store.generation, policy.window_size)
+        return policy.family
+
+    def _schedule_window(self, policy: ReleasePolicy, state: _StreamState, index: int) -> None:
+        """Schedule window ``index``'s release and those of the tree's nodes it completes, in that
+        order, now: the order of releases (and so of ledger entries) is fixed when the window
+        closes, never by how long a learner runs."""
+        family = self._family(policy)
+        for level, node in [(0, index), *completed_nodes(index, policy.levels)]:
+            self._schedule(state, node_id(family, level, node), self._release_node(policy, level, node))
 
     def _schedule(self, state: _StreamState, window_id: str, coro: Coroutine[Any, Any, None]) -> None:
         """Release a window once per run (recovery and the live trigger may both ask)."""
@@ -361,9 +400,7 @@ class ReleaseAgent:
                 continue
             window = self.store.count_window(policy.stream_id, index * size, (index + 1) * size)
             if len(window.seqs) == size:
-                state = self._streams[policy.stream_id]
-                self._schedule(state, count_window_id(self.store.generation, index, size),
-                               self._release_count(policy, index))
+                self._schedule_window(policy, self._streams[policy.stream_id], index)
 
     async def replay_outbox(self, stream_id: str | None = None) -> int:
         """Publish charged releases not confirmed published (after a crash); returns how many."""
@@ -383,29 +420,48 @@ class ReleaseAgent:
         return count
 
     # --- releasing ----------------------------------------------------------------------------
-    async def _release_count(self, policy: ReleasePolicy, index: int) -> None:
-        size = policy.window_size
-        window_id = count_window_id(self.store.generation, index, size)
-        info = WindowInfo(window_id=window_id, kind="count", start=index * size, end=(index + 1) * size)
-        await self._release(
-            policy, window_id, info,
-            load=lambda: self.store.count_window(policy.stream_id, index * size, (index + 1) * size),
-            close=lambda outcome: self.store.mark_closed(
-                policy.stream_id, window_id, outcome, seqs=(index * size, (index + 1) * size)),
-        )
+    async def _release_node(self, policy: ReleasePolicy, level: int, index: int) -> None:
+        """Release node ``(level, index)``: a window (level 0) or 2^level consecutive ones.
 
-    async def _release_time(self, policy: ReleasePolicy, index: int) -> None:
-        assert policy.window_seconds is not None
-        window_id = time_window_id(index, policy.window_seconds)
-        start = datetime.fromtimestamp(index * policy.window_seconds, UTC)
-        end = datetime.fromtimestamp((index + 1) * policy.window_seconds, UTC)
-        await self._release(
-            policy, window_id, WindowInfo(window_id=window_id, kind="time", start=start, end=end),
-            load=lambda: self.store.time_window(policy.stream_id, index),
-            close=lambda outcome: self.store.mark_closed(
-                policy.stream_id, window_id, outcome, time_window=index),
-            publish_at=self.close_time(policy, index) + policy.publish_delay_seconds,
-        )
+        The windows' examples stay in the store until the top level's node over them is released
+        (level ``policy.levels``); then they are dropped. Lower nodes only record their outcome.
+        """
+        stream_id = policy.stream_id
+        window_id = node_id(self._family(policy), level, index)
+        windows = node_windows(level, index)
+        top = level == policy.levels
+        publish_at: float | None = None
+        if policy.window_kind == "count":
+            size = policy.window_size
+            first, end = windows.start * size, windows.stop * size
+            info = WindowInfo(window_id=window_id, kind="count", start=first, end=end,
+                              first_window=windows.start, last_window=windows.stop - 1)
+
+            def load() -> WindowData:
+                return self.store.count_window(stream_id, first, end)
+
+            def close(outcome: str) -> None:
+                self.store.mark_closed(stream_id, window_id, outcome, seqs=(first, end) if top else None)
+        else:
+            assert policy.window_seconds is not None
+            seconds = policy.window_seconds
+            info = WindowInfo(window_id=window_id, kind="time",
+                              start=datetime.fromtimestamp(windows.start * seconds, UTC),
+                              end=datetime.fromtimestamp(windows.stop * seconds, UTC),
+                              first_window=windows.start, last_window=windows.stop - 1)
+            publish_at = self.close_time(policy, windows.stop - 1) + policy.publish_delay_seconds
+
+            def load() -> WindowData:
+                return concat([self.store.time_window(stream_id, w) for w in windows])
+
+            def close(outcome: str) -> None:
+                if not top:
+                    self.store.mark_closed(stream_id, window_id, outcome)
+                    return
+                for w in windows:  # the first call records the node; each drops one window's rows
+                    self.store.mark_closed(stream_id, window_id, outcome, time_window=w)
+        await self._release(policy, window_id, info, load=load, close=close, publish_at=publish_at,
+                            level=level)
 
     async def _release(
         self,
@@ -415,6 +471,7 @@ class ReleaseAgent:
         load: Callable[[], WindowData],
         close: Callable[[str], None],
         publish_at: float | None = None,
+        level: int = 0,
     ) -> None:
         stream_id = policy.stream_id
         state = self._streams[stream_id]
@@ -434,7 +491,7 @@ class ReleaseAgent:
             for product in policy.products:
                 try:
                     outcome = await self._release_product(policy, product, state, window_id, info, window,
-                                                          publish_at)
+                                                          publish_at, level)
                     outcomes.append(outcome)
                 except Exception:
                     # Not the data's (the fallback covers the learner): the ledger, the broker.
@@ -451,7 +508,8 @@ class ReleaseAgent:
     CRASH_RETRIES = 2
 
     async def _fit(self, policy: ReleasePolicy, product: Product, data: WindowData, window_id: str,
-                   epsilon: float, delta: float) -> tuple[Any, Any, bool]:
+                   epsilon: float, delta: float, level: int = 0,
+                   seed: bytes | None = None) -> tuple[Any, Any, bool]:
         """Run the learner: (result, its randomness source, whether the fallback was released).
 
         A learner that raises on the data (any exception) is run again on zero examples with the
@@ -461,11 +519,16 @@ class ReleaseAgent:
         """
         stream_id, key = policy.stream_id, product.key
 
-        def source() -> Any:  # the same source on every attempt (tests: seeded; production: secure)
-            return self._rng_factory(f"{window_id}/{key}") if self._rng_factory else None
+        def source() -> Any:
+            """The same randomness on every attempt: derived from the reservation's secret seed
+            (tests inject seeded sources instead)."""
+            if self._rng_factory:
+                return self._rng_factory(f"{window_id}/{key}")
+            return derived(seed) if seed is not None else None
 
         # n private: the algorithms derive everything they publish from the operator's expected size
-        size = {} if policy.expected_size is None else {"expected_size": policy.expected_size}
+        # (a node of level j expects 2^j windows' worth)
+        size = {} if policy.expected_size is None else {"expected_size": policy.expected_size << level}
 
         def call(xs: np.ndarray, ys: np.ndarray, rng: Any) -> Callable[[], Any]:
             if product.vector:
@@ -495,7 +558,7 @@ class ReleaseAgent:
                               "(data-independent, charged the same)", key, window_id, stream_id, extra=extra)
                 self.metrics.learner_failed(stream_id)
                 rng = source()
-                xs, ys = stand_in(policy, data)
+                xs, ys = stand_in(policy, data, level)
                 return await loop.run_in_executor(self.executor, call(xs, ys, rng)), rng, True
             self.metrics.learner_ran(product.name, time.perf_counter() - started, len(data.xs))
             return result, rng, False
@@ -510,8 +573,10 @@ class ReleaseAgent:
         info: WindowInfo,
         window: Callable[[], Awaitable[WindowData]],
         publish_at: float | None = None,
+        level: int = 0,
     ) -> str:
-        """Release one product of a window; returns "released" or "refused"."""
+        """Release one product of a node: reserve (the charge, write-ahead, with the secret seed),
+        compute from the seed, complete (the bytes), publish; returns "released" or "refused"."""
         stream_id, key = policy.stream_id, product.key
         existing = await asyncio.to_thread(self.ledger.lookup, stream_id, window_id, key)
         if existing is not None:  # released before a crash or by the partition's previous owner
@@ -519,30 +584,45 @@ class ReleaseAgent:
                 await self._publish(product.topic, stream_id, existing.release)
                 await asyncio.to_thread(self.ledger.mark_published, existing.entry_id)
             return "released"
-        remaining = await asyncio.to_thread(self.ledger.remaining, stream_id)
-        if remaining.epsilon < product.epsilon or remaining.delta < product.delta:
-            await self._refuse(policy, product, state, window_id)
-            return "refused"
-
-        data = await window()
+        cost_epsilon, cost_delta = product.cost(level)
+        assert info.first_window is not None and info.last_window is not None
+        node = NodeRange(level, info.first_window, info.last_window)
+        users: list[str] | None = None
+        data: WindowData | None = None
         if policy.privacy_unit == "user":
-            assert policy.user_contribution_bound is not None
-            epsilon, delta = user_level_parameters(product.epsilon, product.delta,
-                                                   policy.user_contribution_bound)
-        else:
-            epsilon, delta = product.epsilon, product.delta
-        result, rng, _fallback = await self._fit(policy, product, data, window_id, epsilon, delta)
-
-        def release_bytes(receipt: ChargeReceipt) -> bytes:
-            return self._release_json(policy, product, result, info, receipt, "seeded" if rng else "secure")
-
+            # The individual filter (E-DESIGN §5): the users present in the node are charged unless
+            # their lifetime budget would be passed; who is charged is decided before the learner.
+            data = await window()
+            users = sorted({str(u) for u in data.users.tolist()})
         try:
-            charge = await asyncio.to_thread(
-                self.ledger.charge, stream_id, window_id, key, product.epsilon, product.delta, release_bytes
-            )
-        except BudgetExhaustedError:  # spent concurrently by another worker since the check
-            await self._refuse(policy, product, state, window_id, recorded=True)
+            reservation = await asyncio.to_thread(
+                partial(self.ledger.reserve, stream_id, window_id, key, cost_epsilon, cost_delta, node,
+                        users=users, user_budget=policy.user_budget))
+        except BudgetExhaustedError:  # the ledger recorded the refusal (a lowered budget, an old ledger)
+            await self._refuse(policy, product, state, window_id, level=level)
             return "refused"
+        if reservation.completed:  # completed concurrently (another worker): its bytes, not ours
+            charge = await asyncio.to_thread(self.ledger.complete, reservation.entry_id, b"")
+        else:
+            data = data if data is not None else await window()
+            if reservation.included_users is not None:
+                excluded = len(users or ()) - len(reservation.included_users)
+                if excluded:
+                    self.metrics.users_excluded(stream_id, excluded)  # private: operators only
+                keep = np.array([str(u) in reservation.included_users for u in data.users.tolist()], bool)
+                data = WindowData(*(column[keep] for column in data))
+            if policy.privacy_unit == "user":
+                assert policy.user_contribution_bound is not None
+                epsilon, delta = user_level_parameters(cost_epsilon, cost_delta,
+                                                       policy.user_contribution_bound)
+            else:
+                epsilon, delta = cost_epsilon, cost_delta
+            result, _rng, _fallback = await self._fit(policy, product, data, window_id, epsilon, delta, level,
+                                                     seed=reservation.seed)
+            receipt = ChargeReceipt(reservation.entry_id, reservation.lifetime.remaining)
+            body = self._release_json(policy, product, result, info, receipt,
+                                      "seeded" if self._rng_factory else "secure", level)
+            charge = await asyncio.to_thread(self.ledger.complete, reservation.entry_id, body)
         extra = {"stream_id": stream_id, "window_id": window_id, "ledger_entry_id": str(charge.entry_id)}
         now = self.clock()
         if publish_at is not None and now < publish_at:  # wait for the public publication time
@@ -560,21 +640,16 @@ class ReleaseAgent:
         spent = await asyncio.to_thread(self.ledger.spent, stream_id)
         left = await asyncio.to_thread(self.ledger.remaining, stream_id)
         self.metrics.released(stream_id, spent.epsilon, left.epsilon)
-        log.info("released %s for window %s of stream %s (ledger entry %s, epsilon left %g)",
-                 key, window_id, stream_id, charge.entry_id, left.epsilon, extra=extra)
+        self.metrics.released_level(stream_id, level)
+        log.info("released %s for window %s of stream %s (ledger entry %s, lifetime epsilon per example "
+                 "spent %g)", key, window_id, stream_id, charge.entry_id, spent.epsilon, extra=extra)
         return "released"
 
     async def _refuse(self, policy: ReleasePolicy, product: Product, state: _StreamState, window_id: str,
-                      recorded: bool = False) -> None:
+                      level: int = 0) -> None:
+        """The ledger refused a reservation and recorded it (a safety net: a valid configuration
+        never runs out; a lowered budget or a ledger shared with an older configuration can)."""
         stream_id = policy.stream_id
-        if not recorded:
-            try:  # the ledger records the refusal itself, durably, and raises
-                await asyncio.to_thread(self.ledger.charge, stream_id, window_id, product.key,
-                                        product.epsilon, product.delta, b"")
-            except BudgetExhaustedError:
-                pass
-            else:  # pragma: no cover - the check above saw too little budget; it cannot grow
-                raise RuntimeError("the ledger accepted a charge beyond the stream's budget")
         if not state.exhausted:
             state.exhausted = True
             log.warning("stream %s: privacy budget exhausted; no more releases (the online SOA keeps "
@@ -592,21 +667,26 @@ class ReleaseAgent:
         info: WindowInfo,
         receipt: ChargeReceipt,
         randomness: str,
+        level: int = 0,
     ) -> bytes:
         # n is public only for count windows of examples: at the user level, how many examples
         # survive the per-user bound depends on how much each user sent (uncharged, private).
         n_public = policy.window_kind == "count" and policy.privacy_unit == "example"
         is_learner = product.topic == "hypotheses"
+        epsilon, delta = product.cost(level)
         certificate = Certificate(
             mechanism=result.mechanism,
-            epsilon=product.epsilon,
-            delta=product.delta,
+            epsilon=epsilon,
+            delta=delta,
+            level=level,
+            lifetime=policy.lifetime,
+            composition="tree" if policy.lifetime is not None else "sequential",
             neighbouring_relation=policy.neighbouring_relation,
             privacy_unit=policy.privacy_unit,
             privacy=result.privacy,
             user_contribution_bound=policy.user_contribution_bound,
             window=info,
-            sample_size=policy.window_size if n_public else None,  # a count window's n: public
+            sample_size=(policy.window_size << level) if n_public else None,  # a count node's n: public
             ledger_entry_id=str(receipt.entry_id),
             epsilon_budget_remaining=receipt.remaining.epsilon,
             delta_budget_remaining=receipt.remaining.delta,

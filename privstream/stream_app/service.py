@@ -6,6 +6,7 @@ registration functions, so the agents never import the service (DESIGN.md §2).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -14,6 +15,7 @@ import faust
 import numpy as np
 
 from privstream import __version__
+from privstream.agents.ledger_port import PrivacyCost
 from privstream.agents.online import OnlineLearners, OnlineStream
 from privstream.agents.pipeline import IngestPipeline
 from privstream.agents.progress import Progress
@@ -24,11 +26,12 @@ from privstream.learning.planning import window_too_small
 from privstream.learning.private_learners import make_learner
 from privstream.learning.private_learners.vector_base import make_vector_learner
 from privstream.learning.sanitizers import make_sanitizer
+from privstream.schemas import LifetimeBound
 from privstream.schemas.releases import RELEASE_SCHEMA_VERSION
 from privstream.stream_app.kafka.ingest import IngestService
 from privstream.stream_app.learner_process import LearnerProcess
 from privstream.stream_app.metrics import ServiceMetrics
-from privstream.stream_app.settings import FAUST_ENV_PREFIX, Settings, StreamConfig
+from privstream.stream_app.settings import FAUST_ENV_PREFIX, ReleaseConfig, Settings, StreamConfig
 from privstream.stream_app.store import factory
 from privstream.stream_app.store.factory import Ledger, StateStore
 from privstream.stream_app.web.listener import HttpListener, bearer_token_guard
@@ -152,13 +155,14 @@ def release_policy(stream: StreamConfig, hclass: HypothesisClass | None) -> Rele
     else:
         alpha, beta = float(params.pop("alpha", 0.25)), float(params.pop("beta", 0.25))
         learner = make_learner(config.learner, **params)
-    products = [Product("hypotheses", learner, config.epsilon, config.delta, vector=stream.kind == "vector")]
+    products = [Product("hypotheses", learner, config.learner_epsilons[0], config.delta,
+                        vector=stream.kind == "vector", level_epsilon=tuple(config.learner_epsilons),
+                        level_delta=tuple(config.learner_deltas))]
     if config.sanitizer is not None:
         products.append(Product(
             "sanitized", make_sanitizer(config.sanitizer, **config.sanitizer_params),
-            config.sanitizer_epsilon or config.epsilon,
-            config.sanitizer_delta if config.sanitizer_delta is not None else config.delta,
-            labelled=config.sanitizer_labelled,
+            config.sanitizer_epsilons[0], config.sanitizer_deltas[0], labelled=config.sanitizer_labelled,
+            level_epsilon=tuple(config.sanitizer_epsilons), level_delta=tuple(config.sanitizer_deltas),
         ))
     return ReleasePolicy(
         stream_id=stream.name,
@@ -175,6 +179,34 @@ def release_policy(stream: StreamConfig, hclass: HypothesisClass | None) -> Rele
         privacy_unit=config.privacy_unit,
         user_contribution_bound=config.user_contribution_bound,
         expected_size=config.expected_size,
+        levels=config.levels,
+        lifetime=lifetime_bound(config),
+    )
+
+
+def lifetime_bound(config: ReleaseConfig) -> LifetimeBound | None:
+    """The certificate's lifetime bound: what one example can lose to all of the stream's releases.
+
+    Example level: each example lies in exactly one node per level (the nodes of a level are
+    disjoint), so parallel composition within a level and sequential composition over the L+1
+    levels bound its loss by the sum over the levels of (learner ε + sanitizer ε), for ever.
+    User level: a user's examples can lie in every node of a level, so parallel composition does
+    not apply; until the individual filter (E-DESIGN §5) lands, the stream's sequential total in
+    the ledger is the bound (None here: ``composition`` stays "sequential").
+    """
+    if config.privacy_unit == "user":
+        return None
+    epsilon, delta = config.lifetime_cost
+    per_level = [e + (config.sanitizer_epsilons[j] if config.sanitizer else 0.0)
+                 for j, e in enumerate(config.learner_epsilons)]
+    terms = " + ".join(f"{e:g}" for e in per_level)
+    return LifetimeBound(
+        epsilon=epsilon, delta=delta, epsilon_budget=config.epsilon_budget, delta_budget=config.delta_budget,
+        levels=config.levels, level_epsilon=per_level,
+        rule=(f"parallel composition over the disjoint nodes of a level (each example is in exactly one "
+              f"node per level), sequential composition over the {config.levels + 1} levels: "
+              f"sum over levels of epsilon_j = {terms} = {epsilon:g} <= epsilon_budget "
+              f"{config.epsilon_budget:g} per example, for ever"),
     )
 
 
@@ -216,6 +248,18 @@ def build_service(settings: Settings) -> Service:
         s.name: release_policy(s, streams[s.name].hypothesis_class if s.name in streams else None)
         for s in settings.streams if s.release
     }
+    if ledger is not None:
+        user_budget = (PrivacyCost(settings.user_epsilon_budget, settings.user_delta_budget)
+                       if settings.user_epsilon_budget is not None else None)
+        for s in settings.streams:
+            if s.release is None:
+                continue
+            # The schedule's public anchor: the stream's registration time in the ledger.
+            lifetime = PrivacyCost(s.release.epsilon_budget, s.release.delta_budget)
+            start = ledger.register_stream(s.name, lifetime)
+            policies[s.name] = dataclasses.replace(
+                policies[s.name], schedule_start=start,
+                user_budget=user_budget if s.release.privacy_unit == "user" else None)
     for p in policies.values():  # simulated on synthetic data of the class, once per configuration
         if p.hypothesis_class is not None and p.window_kind == "count" and (why := window_too_small(
                 p.products[0].algorithm, p.hypothesis_class, epsilon=p.products[0].epsilon,
@@ -251,6 +295,7 @@ def build_service(settings: Settings) -> Service:
         assert ledger is not None
         for sid in policies:
             metrics.budget(sid, ledger.spent(sid).epsilon, ledger.remaining(sid).epsilon)
+            metrics.lifetime(sid, ledger.spent(sid).epsilon, ledger.lifetime(sid).budget.epsilon)
         releases = ReleaseAgent(
             policies, store, ledger, publisher(ingest, settings), metrics,
             library_version=__version__,

@@ -89,14 +89,27 @@ class ReleaseConfig(BaseModel):
         default=None, description="also release a sanitizer: 'hierarchical' (the most accurate for "
                                   "thresholds, intervals and points), 'mwem' (also class files) or 'fooling'")
     sanitizer_params: dict[str, Any] = Field(default_factory=dict)
-    sanitizer_epsilon: float | None = Field(default=None, gt=0, le=100, description="default: epsilon")
+    sanitizer_epsilon: float | None = Field(
+        default=None, gt=0, le=100, description="ε of each sanitizer release, at every level (default: "
+        "the sanitizer's even share of the lifetime budget)")
+    sanitizer_level_epsilon: list[float] | None = Field(
+        default=None, description="ε of the sanitizer per level 0..levels (instead of sanitizer_epsilon)")
     sanitizer_delta: float | None = Field(default=None, ge=0, lt=1, description="default: delta")
     sanitizer_labelled: bool = Field(default=False, description="answer Pr[h(x) = y] instead of Pr[h(x) = 1]")
     window: WindowConfig = Field(default_factory=WindowConfig)
-    epsilon: float = Field(gt=0, le=100, description="ε of each release")
-    delta: float = Field(default=0.0, ge=0, lt=1, description="δ of each release")
-    epsilon_budget: float = Field(gt=0, description="total ε the stream may spend (sequential composition)")
-    delta_budget: float = Field(default=0.0, ge=0, lt=1)
+    levels: int = Field(
+        default=0, ge=0, le=20, description="the release tree's top level L: a level-j release learns from "
+        "2^j consecutive windows (issue 17); every example is in one node per level. 0: windows only")
+    epsilon: float | None = Field(
+        default=None, gt=0, le=100, description="ε of each learner release, at every level (default: the "
+        "lifetime budget, minus the sanitizer's share, split evenly over the levels)")
+    level_epsilon: list[float] | None = Field(
+        default=None, description="ε of the learner per level 0..levels (instead of epsilon)")
+    delta: float = Field(default=0.0, ge=0, lt=1, description="δ of each release, at every level")
+    epsilon_budget: float = Field(
+        gt=0, description="lifetime ε per example (per user at the user level): the sum over the levels of "
+        "the ε of the releases an example is in (parallel composition within a level)")
+    delta_budget: float = Field(default=0.0, ge=0, lt=1, description="lifetime δ, as epsilon_budget")
     privacy_unit: Literal["example", "user"] = "example"
     user_contribution_bound: int | None = Field(
         default=None, ge=1, description="with privacy_unit=user: examples kept per user and window"
@@ -132,12 +145,76 @@ class ReleaseConfig(BaseModel):
             raise ValueError(
                 "privacy_unit 'user' needs time windows (window kind 'time'): count windows would be cut "
                 "by the number of examples users send, which is private at the user level")
-        epsilon, delta = self.window_cost
-        if delta > self.delta_budget:
-            raise ValueError(f"delta {delta} per window exceeds delta_budget {self.delta_budget}")
-        if epsilon > self.epsilon_budget:
-            raise ValueError(f"epsilon {epsilon} per window exceeds epsilon_budget {self.epsilon_budget}")
+        for name in ("level_epsilon", "sanitizer_level_epsilon"):
+            values = getattr(self, name)
+            if values is not None and (len(values) != self.levels + 1 or min(values) <= 0):
+                raise ValueError(f"{name} needs {self.levels + 1} positive values (levels 0..{self.levels}), "
+                                 f"got {values}")
+        if self.level_epsilon is not None and self.epsilon is not None:
+            raise ValueError("give epsilon (every level) or level_epsilon (per level), not both")
+        if self.sanitizer_level_epsilon is not None and self.sanitizer_epsilon is not None:
+            raise ValueError("give sanitizer_epsilon or sanitizer_level_epsilon, not both")
+        if self.sanitizer is None and (self.sanitizer_level_epsilon or self.sanitizer_epsilon):
+            raise ValueError("sanitizer_epsilon is set but no sanitizer is")
+        epsilon, delta = self.lifetime_cost
+        if min(self.learner_epsilons) <= 0 or (self.sanitizer and min(self.sanitizer_epsilons) <= 0):
+            raise ValueError(f"the sanitizer's ε leaves no budget for the learner (epsilon_budget "
+                             f"{self.epsilon_budget}, sanitizer per level {self.sanitizer_epsilons})")
+        if epsilon > self.epsilon_budget * (1 + 1e-9):
+            raise ValueError(
+                f"the releases cost ε={epsilon:g} per example over the {self.levels + 1} levels (learner "
+                f"{self.learner_epsilons}, sanitizer {self.sanitizer_epsilons}), more than the lifetime "
+                f"epsilon_budget {self.epsilon_budget:g}: lower epsilon or levels, or raise the budget")
+        if delta > self.delta_budget * (1 + 1e-9):
+            raise ValueError(f"the releases cost δ={delta:g} per example over the {self.levels + 1} levels, "
+                             f"more than the lifetime delta_budget {self.delta_budget:g}")
         return self
+
+    @property
+    def sanitizer_epsilons(self) -> list[float]:
+        """The sanitizer's ε per level (empty without a sanitizer)."""
+        if self.sanitizer is None:
+            return []
+        if self.sanitizer_level_epsilon is not None:
+            return list(self.sanitizer_level_epsilon)
+        if self.sanitizer_epsilon is not None:
+            return [self.sanitizer_epsilon] * (self.levels + 1)
+        if self.epsilon is not None or self.level_epsilon is not None:
+            return list(self._learner_epsilons_given())  # as the learner, as before levels existed
+        return [self.epsilon_budget / (2 * (self.levels + 1))] * (self.levels + 1)
+
+    def _learner_epsilons_given(self) -> list[float]:
+        if self.level_epsilon is not None:
+            return list(self.level_epsilon)
+        assert self.epsilon is not None
+        return [self.epsilon] * (self.levels + 1)
+
+    @property
+    def learner_epsilons(self) -> list[float]:
+        """The learner's ε per level 0..levels: as given, or the lifetime budget left by the sanitizer
+        split evenly over the levels."""
+        if self.level_epsilon is not None or self.epsilon is not None:
+            return self._learner_epsilons_given()
+        rest = self.epsilon_budget - sum(self.sanitizer_epsilons)
+        return [rest / (self.levels + 1)] * (self.levels + 1)
+
+    @property
+    def learner_deltas(self) -> list[float]:
+        return [self.delta] * (self.levels + 1)
+
+    @property
+    def sanitizer_deltas(self) -> list[float]:
+        if self.sanitizer is None:
+            return []
+        return [self.sanitizer_delta if self.sanitizer_delta is not None else self.delta] * (self.levels + 1)
+
+    @property
+    def lifetime_cost(self) -> tuple[float, float]:
+        """(ε, δ) per example (or user) for ever: one node per level, the learner's and the sanitizer's.
+
+        Parallel composition over the disjoint nodes of a level, sequential over the levels."""
+        return (sum(self.learner_epsilons) + sum(self.sanitizer_epsilons),
+                sum(self.learner_deltas) + sum(self.sanitizer_deltas))
 
     @property
     def n_private(self) -> bool:
@@ -147,11 +224,10 @@ class ReleaseConfig(BaseModel):
 
     @property
     def window_cost(self) -> tuple[float, float]:
-        """(ε, δ) charged per window: the learner's plus the sanitizer's, if any."""
-        if self.sanitizer is None:
-            return self.epsilon, self.delta
-        return (self.epsilon + (self.sanitizer_epsilon or self.epsilon),
-                self.delta + (self.sanitizer_delta if self.sanitizer_delta is not None else self.delta))
+        """(ε, δ) charged per level-0 window: the learner's plus the sanitizer's, if any."""
+        san_e = self.sanitizer_epsilons[0] if self.sanitizer else 0.0
+        san_d = self.sanitizer_deltas[0] if self.sanitizer else 0.0
+        return self.learner_epsilons[0] + san_e, self.delta + san_d
 
 
 class StreamConfig(BaseModel):
@@ -255,6 +331,12 @@ class Settings(BaseSettings):
     stall_seconds: float = Field(
         default=60.0, gt=0, description="/healthz fails when received examples wait this long"
     )
+
+    # --- the individual privacy filter (user level; E-DESIGN §5) --------------------------------
+    user_epsilon_budget: float | None = Field(
+        default=None, gt=0, description="each user's lifetime ε across all user-level streams of the "
+        "deployment (one ledger); unset: each stream's epsilon_budget")
+    user_delta_budget: float = Field(default=0.0, ge=0, lt=1, description="each user's lifetime δ")
 
     # --- state and logging ----------------------------------------------------------------------
     data_dir: Path = Field(default=Path("var"), description="local state: faust data, ledger")

@@ -47,6 +47,12 @@ class RecordingMetrics:
     def release_late(self, stream_id):
         self.events["late_release"] += 1
 
+    def released_level(self, stream_id, level):
+        self.events[f"level{level}"] += 1
+
+    def users_excluded(self, stream_id, count):
+        self.events["excluded"] += count
+
 
 class Published:
     def __init__(self, fail_times: int = 0):
@@ -143,14 +149,15 @@ async def test_count_windows_release_once_each_with_a_valid_certificate():
         assert (c.epsilon, c.delta, c.sample_size) == (1.0, 0.0, 100)
         assert c.neighbouring_relation == "replace-one" and c.privacy_unit == "example"
         assert c.window.kind == "count" and (c.window.start, c.window.end) == (100 * i, 100 * (i + 1))
-        assert c.epsilon_budget_remaining == pytest.approx(10.0 - (i + 1))
+        # lifetime per example: every example is in one window, so each window leaves 10 - 1
+        assert c.epsilon_budget_remaining == pytest.approx(9.0)
         assert c.proper is True and c.randomness == "seeded"
         # The SDK reproduces the hypothesis: predict equals the released function.
         sdk = Release.from_json(publish.messages[i][1])
         xs = np.arange(1024)
         assert np.array_equal(sdk.predict(xs), sdk.hypothesis.predict(xs))
         assert sdk.predict(0) in (0, 1)
-    assert agent.ledger.spent("s").epsilon == pytest.approx(10.0)
+    assert agent.ledger.spent("s").epsilon == pytest.approx(1.0)  # per example, for ever
     assert all(c.published_at is not None for c in agent.ledger.entries("s"))
 
 
@@ -164,15 +171,25 @@ async def test_replayed_examples_do_not_make_new_windows():
     assert agent.store.next_seq("s") == 300
 
 
-async def test_budget_for_three_releases_gives_exactly_three_then_refusals():
+async def test_a_lifetime_budget_below_a_release_refuses_every_window_and_records_it():
+    """The safety net (a lowered budget): the ledger refuses per window, durably."""
     publish, metrics = Published(), RecordingMetrics()
-    agent = make_agent({"s": policy()}, budget=(3.0, 0.0), publish=publish, metrics=metrics)
+    agent = make_agent({"s": policy()}, budget=(0.5, 0.0), publish=publish, metrics=metrics)
     await feed(agent, examples(800))
-    assert len(publish.messages) == 3
-    assert metrics.events["refused"] == 5
-    assert agent.ledger.refusals("s") == 5
-    assert agent.ledger.spent("s").epsilon == pytest.approx(3.0)
+    assert len(publish.messages) == 0
+    assert metrics.events["refused"] == 8
+    assert agent.ledger.refusals("s") == 8
+    assert agent.ledger.spent("s").epsilon == 0.0
     assert agent.stream_status("s")["exhausted"] is True
+
+
+async def test_a_lifetime_budget_lets_count_windows_release_for_ever():
+    """Issue 17: the budget is per example for ever; disjoint windows compose in parallel."""
+    publish = Published()
+    agent = make_agent({"s": policy()}, budget=(1.0, 0.0), publish=publish)
+    await feed(agent, examples(3000))
+    assert len(publish.messages) == 30 and agent.ledger.refusals("s") == 0
+    assert agent.ledger.spent("s").epsilon == pytest.approx(1.0)
     # Refused windows are dropped from the store: memory stays bounded.
     assert len(agent.store.count_window("s", 0, 800).xs) == 0
 
@@ -229,7 +246,8 @@ async def test_a_learner_failure_releases_the_fallback_charged_like_any_window()
     await feed(agent, examples(200))
     assert metrics.events["failed"] == 1  # operators see the failure
     first, second = publish.releases()
-    assert agent.ledger.spent("s").epsilon == pytest.approx(2.0)  # charged like any window
+    charged = [(c.window_id.rsplit("-", 1)[1], c.epsilon) for c in agent.ledger.entries("s")]
+    assert charged == [("0", 1.0), ("1", 1.0)]  # charged like any window
     strip = {"dp_outputs", "ledger_entry_id", "window", "epsilon_budget_remaining"}
     assert first.certificate.model_dump(exclude=strip) == second.certificate.model_dump(exclude=strip)
     assert first.certificate.sample_size == 100
@@ -284,7 +302,7 @@ async def test_time_windows_close_on_the_clock_empty_ones_too_and_hide_n():
     await agent.tick()
     await agent.drain()
     windows = [r.certificate.window.window_id for r in publish.releases()]
-    assert windows == [f"t60-{int(T0 // 60) + i}" for i in range(4)]
+    assert windows == [f"t60-L0-{int(T0 // 60) + i}" for i in range(4)]
     assert metrics.window_sizes == [90, 0, 0, 0]
 
 
@@ -339,8 +357,8 @@ async def test_a_sanitizer_is_released_beside_the_hypothesis_and_charged_separat
     sanitized = [SanitizedRelease.model_validate_json(b) for _, b in publish.sanitized]
     assert {s.certificate.epsilon for s in sanitized} == {0.5}
     assert all(s.certificate.proper is False for s in sanitized)
-    # Two windows, two products each: 2 × (1.0 + 0.5) spent, four ledger entries.
-    assert agent.ledger.spent("s").epsilon == pytest.approx(3.0)
+    # Two windows, two products each: 1.0 + 0.5 per example (each is in one window), four entries.
+    assert agent.ledger.spent("s").epsilon == pytest.approx(1.5)
     assert sorted(c.mechanism for c in agent.ledger.entries("s")) == \
         ["learner:generic", "learner:generic", "sanitizer:mwem", "sanitizer:mwem"]
     view = SanitizedView.from_json(publish.sanitized[0][1])
@@ -364,7 +382,7 @@ async def test_partition_assignment_releases_windows_left_by_a_crashed_owner():
     agent.on_partitions_assigned({0, 1})
     await agent.drain()
     assert len(publish.messages) == 2  # two complete windows of 100; 50 examples stay buffered
-    assert ledger.spent("s").epsilon == pytest.approx(2.0)
+    assert len(ledger.entries("s")) == 2 and ledger.spent("s").epsilon == pytest.approx(1.0)
 
 
 async def test_a_stream_of_feature_vectors_releases_a_private_model():

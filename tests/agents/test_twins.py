@@ -42,7 +42,7 @@ async def test_finding_1_an_empty_window_is_closed_charged_and_released_like_any
     a, b = await twins(stream, steps(), steps({1: [example(650, at=T0 + 65)]}))
     assert_twins(a, b)
     windows = [m["release"]["certificate"]["window"]["window_id"] for m in a.messages]
-    assert windows[:4] == [f"t60-{int(T0 // 60) + i}" for i in range(4)]  # every window, in order
+    assert windows[:4] == [f"t60-L0-{int(T0 // 60) + i}" for i in range(4)]  # every window, in order
 
 
 async def test_finding_2_a_far_future_event_time_moves_nothing():
