@@ -74,6 +74,7 @@ from privstream.learning.hypothesis_classes import parse_class_spec
 from privstream.learning.private_learners import make_learner
 from privstream.learning.private_learners.vector_base import make_vector_learner
 from privstream.learning.randomness import seeded
+from privstream.stream_app.settings import ReleaseConfig
 
 THRESHOLD_DOMAIN = 65536
 THRESHOLD_TARGET = 20000
@@ -100,12 +101,13 @@ class Node:
 
 
 def level_epsilons(lifetime_epsilon: float, levels: int) -> list[float]:
-    """E-DESIGN.md §2's default: the lifetime budget split evenly over the L+1 levels.
+    """The learner's ε per level as the service configures it (E-DESIGN.md §2's default without a
+    sanitizer: the lifetime budget split evenly over the L+1 levels).
 
     >>> level_epsilons(1.0, 3)
     [0.25, 0.25, 0.25, 0.25]
     """
-    return [lifetime_epsilon / (levels + 1)] * (levels + 1)
+    return ReleaseConfig(epsilon_budget=lifetime_epsilon, levels=levels).learner_epsilons
 
 
 def complete_nodes(windows: int, levels: int) -> list[Node]:

@@ -45,35 +45,14 @@ class _Published:
 
     schema: ClassVar[type[HypothesisRelease] | type[SanitizedRelease]]
 
-    def __init__(self, model: Any, raw_certificate: dict[str, Any] | None = None):
+    def __init__(self, model: Any):
         self.model = model
-        # The certificate as published: fields this version of the schema does not know yet (it
-        # ignores them) are still readable through :meth:`certificate_field`.
-        self._raw_certificate = raw_certificate or {}
 
     @classmethod
     def from_json(cls, data: bytes | str | dict[str, Any]) -> Self:
-        parsed = data if isinstance(data, dict) else json.loads(data)
-        raw = parsed.get("certificate") if isinstance(parsed, dict) else None
-        return cls(cls.schema.model_validate(parsed), raw if isinstance(raw, dict) else None)
-
-    def certificate_field(self, name: str) -> Any:
-        """A certificate field by name: the schema's, else the published JSON's (None if absent)."""
-        value = getattr(self.model.certificate, name, None)
-        return self._raw_certificate.get(name) if value is None else value
-
-    @property
-    def level(self) -> int:
-        """The release's level in the release tree (0: one window; releases made before the tree
-        carry no level and are windows, level 0)."""
-        level = self.certificate_field("level")
-        return level if isinstance(level, int) and not isinstance(level, bool) and level >= 0 else 0
-
-    @property
-    def last_window(self) -> int | None:
-        """The index of the last window the release covers, if its certificate says."""
-        value = self.certificate_field("last_window")
-        return value if isinstance(value, int) and not isinstance(value, bool) else None
+        if isinstance(data, dict):
+            return cls(cls.schema.model_validate(data))
+        return cls(cls.schema.model_validate_json(data))
 
     @property
     def stream_id(self) -> str:
@@ -82,6 +61,18 @@ class _Published:
     @property
     def certificate(self) -> Certificate:
         return self.model.certificate
+
+    @property
+    def level(self) -> int:
+        """The release's level in the release tree (0: one window; releases made before the tree
+        carry no level and are windows, level 0)."""
+        return self.certificate.level or 0
+
+    @property
+    def last_window(self) -> int | None:
+        """The index of the last level-0 window the release covers, if its certificate says."""
+        window = self.certificate.window
+        return None if window is None else window.last_window
 
     def to_json(self) -> str:
         return self.model.model_dump_json()
@@ -92,8 +83,8 @@ class Release(_Published):
 
     schema = HypothesisRelease
 
-    def __init__(self, model: HypothesisRelease, raw_certificate: dict[str, Any] | None = None):
-        super().__init__(model, raw_certificate)
+    def __init__(self, model: HypothesisRelease):
+        super().__init__(model)
         # A hypothesis of a class (integer points) or a model on feature vectors.
         self.hypothesis: Hypothesis | VectorModel = (
             vector_model_from_dict(model.hypothesis) if is_vector_model_dict(model.hypothesis)
@@ -244,10 +235,10 @@ class SanitizedView(_Published):
 
     schema = SanitizedRelease
 
-    def __init__(self, model: SanitizedRelease, raw_certificate: dict[str, Any] | None = None):
+    def __init__(self, model: SanitizedRelease):
         from privstream.learning.sanitizers import SyntheticDistribution
 
-        super().__init__(model, raw_certificate)
+        super().__init__(model)
         self.distribution = SyntheticDistribution.from_dict(model.distribution)
 
     @property

@@ -113,6 +113,28 @@ def two_d_models() -> dict[str, dict]:
     return {"grid": grid.model.to_dict(), "stump": stump.model.to_dict()}
 
 
+async def test_the_lifetime_chart_sums_the_releases_covering_each_window(deployment, tmp_path):
+    """The lifetime ε per example after each release, from the releases' nodes (the ledger's rule):
+    a tree of levels 0..2 over 4 windows at ε = 0.25 per level, a sanitizer at 0.1 beside window 0,
+    then a release without a node (before the tree), which counts against every window."""
+    browser_binary = require("chromium")
+    deployment.running()
+
+    def node(level: int, index: int, epsilon: float = 0.25) -> dict:
+        return {"epsilon": epsilon, "first_window": index << level, "last_window": ((index + 1) << level) - 1}
+
+    releases = [node(0, 0), node(0, 0, 0.1), node(0, 1), node(1, 0), node(0, 2), node(0, 3), node(1, 1),
+                node(2, 0), {"epsilon": 0.5, "first_window": None, "last_window": None}]
+    browser = await Browser(browser_binary, tmp_path / "chromium").start()
+    try:
+        await browser.open(f"{deployment.public_url}/stream/{deployment.stream}")
+        spent = await browser.evaluate(f"PrivstreamPage.lifetimeSpent({json.dumps(releases)})")
+        assert spent == pytest.approx([0.25, 0.35, 0.35, 0.6, 0.6, 0.6, 0.6, 0.85, 1.35])
+        assert browser.errors == [], browser.errors
+    finally:
+        await browser.close()
+
+
 async def test_the_page_draws_every_kind_of_hypothesis(deployment, tmp_path):
     """Hypotheses as the learners release them: thresholds, intervals and points on the domain
     line (runs and packed bits), and the 2-D models of the vector learners over their bounds."""

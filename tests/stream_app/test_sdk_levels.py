@@ -1,14 +1,14 @@
 """The SDK's choice of releases by level (issue 17): ``subscribe(level="best" | j | "all")``.
 
-The releases are shaped as E-DESIGN.md §6 says: the certificate carries the node's ``level``,
-its window range and the ``lifetime`` figures; they are published in the release agent's order
-(after window w closes, every node it completes, level 0 first).
+The releases are built with the schemas as the release agent fills them (E-DESIGN.md §6): the
+certificate carries the node's ``level``, its window range (``window.first_window``/``last_window``)
+and the ``lifetime`` bound; they are published in the release agent's order (after window w closes,
+every node it completes, level 0 first).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 from types import SimpleNamespace
 from typing import Any, ClassVar
 
@@ -16,6 +16,7 @@ import pytest
 
 from privstream import __version__
 from privstream.learning.hypothesis_classes import threshold_hypothesis
+from privstream.schemas import Certificate, HypothesisRelease, LifetimeBound, WindowInfo
 from privstream.stream_app import sdk
 from privstream.stream_app.cli import main
 from privstream.stream_app.cli.run import describe_release
@@ -29,20 +30,22 @@ def release_json(entry: int, level: int | None, index: int, *, stream: str = "s"
     """A release of node (level, index) of a 4-example-window count stream (no level: a pre-tree one)."""
     lvl = 0 if level is None else level
     first, last = index << lvl, ((index + 1) << lvl) - 1
-    certificate: dict[str, Any] = {
-        "mechanism": "exponential-mechanism", "epsilon": 1 / (LEVELS + 1), "delta": 0.0,
-        "neighbouring_relation": "replace-one", "privacy": "information-theoretic", "proper": True,
-        "accuracy_guarantee_holds": False, "randomness": "seeded", "library_version": __version__,
-        "ledger_entry_id": str(entry), "sample_size": 4 << lvl,
-        "window": {"window_id": f"c4-L{lvl}-{index}", "kind": "count",
-                   "start": 4 * first, "end": 4 * (last + 1)},
-    }
-    if level is not None:
-        certificate |= {"level": level, "first_window": first, "last_window": last,
-                        "lifetime": {"epsilon_budget": 1.0, "epsilon_spent": 1.0, "rule": "..."}}
-    return json.dumps({"stream_id": stream, "hypothesis_class": "thresholds:64",
-                       "hypothesis": threshold_hypothesis(64, 10 + entry).to_dict(),
-                       "certificate": certificate}).encode()
+    node = {} if level is None else {"first_window": first, "last_window": last}
+    window = WindowInfo(window_id=f"ab12-c4-L{lvl}-{index}", kind="count", start=4 * first,
+                        end=4 * (last + 1), **node)
+    tree: dict[str, Any] = {} if level is None else {
+        "level": level, "composition": "tree",
+        "lifetime": LifetimeBound(epsilon=1.0, delta=0.0, epsilon_budget=1.0, delta_budget=0.0,
+                                  levels=LEVELS, level_epsilon=[1 / (LEVELS + 1)] * (LEVELS + 1),
+                                  rule="parallel ...")}
+    certificate = Certificate(
+        mechanism="exponential-mechanism", epsilon=1 / (LEVELS + 1), delta=0.0,
+        neighbouring_relation="replace-one", privacy="information-theoretic", proper=True,
+        accuracy_guarantee_holds=False, randomness="seeded", library_version=__version__,
+        ledger_entry_id=str(entry), sample_size=4 << lvl, window=window, **tree)
+    return HypothesisRelease(stream_id=stream, hypothesis_class="thresholds:64",
+                             hypothesis=threshold_hypothesis(64, 10 + entry).to_dict(),
+                             certificate=certificate).model_dump_json().encode()
 
 
 def published_tree() -> list[tuple[int, int, int]]:
@@ -71,8 +74,7 @@ def select(level: Any, releases: list[bytes]) -> list[Release]:
 def test_a_release_reads_its_level_and_window_range_from_the_certificate() -> None:
     release = Release.from_json(release_json(7, 2, 1))
     assert (release.level, release.last_window) == (2, 7)
-    assert release.certificate_field("first_window") == 4
-    assert release.certificate_field("lifetime")["epsilon_budget"] == 1.0
+    assert release.certificate.window.first_window == 4
     assert "level=2" in repr(release)
     old = Release.from_json(release_json(8, None, 3))  # published before the release tree
     assert (old.level, old.last_window) == (0, None)
@@ -175,7 +177,7 @@ def test_cli_subscribe_takes_a_level_and_prints_it(topic: list[tuple[bytes, byte
     assert main(["subscribe", "s", "--level", "2"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == WINDOWS >> 2
-    assert all("(level 2)" in line and "lifetime ε 1 of 1" in line for line in lines)
+    assert all("(level 2)" in line and "lifetime ε 1 of 1 per example" in line for line in lines)
     assert main(["subscribe", "s"]) == 0  # default: best
     best = capsys.readouterr().out.splitlines()
     assert "(level 2)" in best[-1] and len(best) < len(published_tree())

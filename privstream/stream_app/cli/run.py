@@ -190,14 +190,11 @@ def level_choice(text: str) -> str | int:
 
 
 def describe_release(release: Release) -> str:
-    """One line for a person: entry, level, hypothesis, ε and δ, n where public, lifetime spent."""
+    """One line for a person: entry, level, hypothesis, ε and δ, n where public, the lifetime bound."""
     c = release.certificate
     n = "" if c.sample_size is None else f", n={c.sample_size}"
-    lifetime = release.certificate_field("lifetime")
-    spent = lifetime.get("epsilon_spent") if isinstance(lifetime, dict) else None
-    budget = lifetime.get("epsilon_budget") if isinstance(lifetime, dict) else None
-    life = f", lifetime ε {spent:g} of {budget:g}" if isinstance(spent, int | float) and \
-        isinstance(budget, int | float) else ""
+    life = "" if c.lifetime is None else \
+        f", lifetime ε {c.lifetime.epsilon:g} of {c.lifetime.epsilon_budget:g} per {c.privacy_unit}"
     return (f"release {c.ledger_entry_id} of {release.stream_id} (level {release.level}): "
             f"{release.model.hypothesis} (ε={c.epsilon:g}, δ={c.delta:g}{n}{life})")
 

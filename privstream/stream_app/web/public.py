@@ -30,7 +30,7 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
-from privstream.agents.ledger_port import Charge, PrivacyCost
+from privstream.agents.ledger_port import Charge, LifetimeFigures, PrivacyCost
 from privstream.stream_app.settings import StreamConfig
 from privstream.stream_app.web.listener import Route
 
@@ -38,9 +38,7 @@ from privstream.stream_app.web.listener import Route
 class LedgerReader(Protocol):
     """The ledger's read side, as the public pages use it."""
 
-    def spent(self, stream_id: str) -> PrivacyCost: ...
-
-    def remaining(self, stream_id: str) -> PrivacyCost: ...
+    def lifetime(self, stream_id: str) -> LifetimeFigures: ...
 
     def entries(self, stream_id: str) -> list[Charge]: ...
 
@@ -57,14 +55,6 @@ LIFETIME_RULES = {
     "user": "individual privacy filter (Feldman & Zrnic 2021): each user is charged only by the releases "
             "that include them, and excluded once their lifetime budget would be passed",
 }
-
-
-def _spent_per_example(ledger: LedgerReader, stream_id: str) -> PrivacyCost:
-    """The largest lifetime spend of an example: the ledger's figure (``lifetime``, E-DESIGN.md
-    §3.1); a ledger without it charges every release against every example (sequential
-    composition), so its total spend is that bound."""
-    figures = getattr(ledger, "lifetime", None)
-    return ledger.spent(stream_id) if figures is None else figures(stream_id).spent_per_example
 
 
 def lifetime(stream: StreamConfig | None, ledger: LedgerReader | None) -> dict[str, Any] | None:
@@ -89,12 +79,12 @@ def lifetime(stream: StreamConfig | None, ledger: LedgerReader | None) -> dict[s
     if stream is None or stream.release is None or ledger is None:
         return None
     stream_id, config = stream.name, stream.release
-    spent = _spent_per_example(ledger, stream_id)
+    spent = ledger.lifetime(stream_id).spent_per_example
     entries = ledger.entries(stream_id)
     per_level: dict[str, int] = {}
     for charge in entries:
         if charge.mechanism.startswith("learner:"):
-            level = str(getattr(charge, "level", None) or 0)
+            level = str(charge.level or 0)  # a charge without a node (before the tree): a window
             per_level[level] = per_level.get(level, 0) + 1
     remaining = PrivacyCost(max(config.epsilon_budget - spent.epsilon, 0.0),
                             max(config.delta_budget - spent.delta, 0.0))
@@ -110,7 +100,10 @@ def lifetime(stream: StreamConfig | None, ledger: LedgerReader | None) -> dict[s
         "lifetime_epsilon_remaining": remaining.epsilon,
         "lifetime_delta_remaining": remaining.delta,
         "rule": LIFETIME_RULES[config.privacy_unit],
-        "levels": getattr(config, "levels", 0),
+        "levels": config.levels,
+        "level_epsilon": config.learner_epsilons,
+        "sanitizer_level_epsilon": config.sanitizer_epsilons,
+        "lifetime_epsilon_bound": config.lifetime_cost[0],
         "releases": sum(per_level.values()),
         "releases_per_level": dict(sorted(per_level.items(), key=lambda kv: int(kv[0]))),
         "sanitized_releases": sum(1 for c in entries if c.mechanism.startswith("sanitizer:")),

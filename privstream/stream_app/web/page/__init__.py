@@ -37,9 +37,9 @@ _CONTENT_TYPES = {".html": "text/html", ".js": "text/javascript", ".css": "text/
 def release_summary(charge: Charge) -> dict[str, Any]:
     """What the page draws of one published release, read from its certificate.
 
-    ``level`` (the release tree, issue 17) and ``lifetime`` (the stream's lifetime figures right after
-    this release's charge) are None for releases made before the tree, which carry the draining
-    ``epsilon_budget_remaining`` instead (None for the others).
+    ``level``, the node's ``first_window``/``last_window`` and ``lifetime`` (the certificate's
+    lifetime bound and its rule; the release tree, issue 17) are None for releases made before
+    the tree, which carry the draining ``epsilon_budget_remaining`` instead (None for the others).
 
     >>> from datetime import UTC, datetime
     >>> release = {"certificate": {"epsilon": 1.0, "delta": 0.0, "window": {"window_id": "w-0"},
@@ -61,8 +61,8 @@ def release_summary(charge: Charge) -> dict[str, Any]:
         "epsilon": certificate.get("epsilon", charge.epsilon),
         "delta": certificate.get("delta", charge.delta),
         "level": certificate.get("level"),
-        "first_window": certificate.get("first_window"),
-        "last_window": certificate.get("last_window"),
+        "first_window": (certificate.get("window") or {}).get("first_window"),
+        "last_window": (certificate.get("window") or {}).get("last_window"),
         "lifetime": certificate.get("lifetime"),
         "epsilon_budget_remaining": certificate.get("epsilon_budget_remaining"),
         "window": certificate.get("window"),

@@ -342,25 +342,34 @@
                        legend: { live: false } }, data, node);
   }
 
-  // The lifetime ε spent per example after each release: the certificate's lifetime figure, else
-  // (releases made before the release tree) the budget minus the draining remainder, else the
-  // running total of the releases' ε (sequential composition: a valid upper bound).
-  function lifetimeSpent(releases, budgetTotal) {
-    var total = 0;
+  // The largest lifetime ε of an example after each release, from the published releases alone
+  // (the ledger's rule): an example of window w pays the ε of every release whose node covers w;
+  // a release without a node (made before the release tree) counts against every window. The
+  // maximum over windows is reached at some node's first window, so only those are summed.
+  function lifetimeSpent(releases) {
+    var everywhere = 0, nodes = [], starts = [];
     return releases.map(function (r) {
-      total += r.epsilon;
-      if (r.lifetime && typeof r.lifetime.epsilon_spent === "number") return r.lifetime.epsilon_spent;
-      if (r.epsilon_budget_remaining !== null && r.epsilon_budget_remaining !== undefined) {
-        return budgetTotal - r.epsilon_budget_remaining;
+      var first = r.first_window, last = r.last_window;
+      if (first === null || first === undefined || last === null || last === undefined) {
+        everywhere += r.epsilon;
+      } else {
+        nodes.push([first, last, r.epsilon]);
+        starts.push(first);
       }
-      return total;
+      var worst = 0;
+      starts.forEach(function (w) {
+        var sum = 0;
+        nodes.forEach(function (n) { if (n[0] <= w && w <= n[1]) sum += n[2]; });
+        if (sum > worst) worst = sum;
+      });
+      return everywhere + worst;
     });
   }
 
   function budgetChart(node, releases, lifetime) {
     var figures = budgetFigures(lifetime);
     var times = releases.map(function (r) { return r.published_at; });
-    var data = [times, lifetimeSpent(releases, figures.total), times.map(function () { return figures.total; })];
+    var data = [times, lifetimeSpent(releases), times.map(function () { return figures.total; })];
     return new uPlot({
       width: chartWidth(node), height: 240,
       series: [{}, { label: figures.label + " spent", stroke: "#2f6fdb", width: 2, fill: "rgba(47,111,219,0.12)",
@@ -378,17 +387,21 @@
       ["mechanism", certificate.mechanism],
       ["ε, δ", fmt(certificate.epsilon) + ", " + fmt(certificate.delta)],
       ["level", certificate.level === undefined || certificate.level === null ? undefined
-        : certificate.level + (certificate.first_window !== undefined && certificate.first_window !== null
-          ? " (windows " + fmt(certificate.first_window) + " … " + fmt(certificate.last_window) + ")" : "")],
+        : certificate.level + (certificate.window && typeof certificate.window.first_window === "number"
+          ? " (windows " + fmt(certificate.window.first_window) + " … " + fmt(certificate.window.last_window) + ")"
+          : "")],
       ["neighbours", certificate.neighbouring_relation + " (privacy unit: " + certificate.privacy_unit + ")"],
       ["window", certificate.window && certificate.window.window_id],
       ["sample size", certificate.sample_size === null ? "private" : fmt(certificate.sample_size)],
       ["proper", certificate.proper ? "yes (a member of the class)" : "no"],
       ["accuracy theorem holds", certificate.accuracy_guarantee_holds === null ? "not published (n is private)"
         : (certificate.accuracy_guarantee_holds ? "yes" : "no")],
-      ["lifetime ε after it", certificate.lifetime && typeof certificate.lifetime.epsilon_spent === "number"
-        ? fmt(certificate.lifetime.epsilon_spent) + " of " + fmt(certificate.lifetime.epsilon_budget) +
-          (certificate.lifetime.rule ? " (" + certificate.lifetime.rule + ")" : "") : undefined],
+      ["lifetime bound", certificate.lifetime ? "ε " + fmt(certificate.lifetime.epsilon) + " per " +
+        certificate.privacy_unit + " for ever, within the budget " + fmt(certificate.lifetime.epsilon_budget) +
+        " (" + certificate.lifetime.rule + ")" : undefined],
+      // a release made before the release tree: its draining budget
+      ["ε left after it", certificate.lifetime || typeof certificate.epsilon_budget_remaining !== "number"
+        ? undefined : fmt(certificate.epsilon_budget_remaining)],
       ["randomness", certificate.randomness],
       ["library", certificate.library_version],
       ["class", release.hypothesis_class],
@@ -485,6 +498,7 @@
       var drawn = drawHypothesis(release, stream || null);
       return { text: drawn.text, svg: drawn.figure ? drawn.figure.outerHTML : null };
     },
+    lifetimeSpent: lifetimeSpent,
   };
 
   var page = document.body.getAttribute("data-page");
