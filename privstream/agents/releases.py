@@ -390,10 +390,20 @@ class ReleaseAgent:
     async def _recover(self, policy: ReleasePolicy) -> None:
         """On first sight of a stream: publish its outbox, release windows that closed before a crash."""
         await self.replay_outbox(policy.stream_id)
+        closed = set(self.store.closed_windows(policy.stream_id))
+        # Nodes of the tree whose last window was closed but which were not (a crash between the
+        # two): release them now (their windows' examples are kept until the top level is done;
+        # a node reserved before the crash is recomputed from its reservation's seed).
+        family, state = self._family(policy), self._streams[policy.stream_id]
+        prefix = f"{family}-L0-"
+        for window in sorted(int(w[len(prefix):]) for w in closed if w.startswith(prefix)):
+            for level, index in completed_nodes(window, policy.levels):
+                if node_id(family, level, index) not in closed:
+                    self._schedule(state, node_id(family, level, index),
+                                   self._release_node(policy, level, index))
         if policy.window_kind != "count":
             return
         size = policy.window_size
-        closed = set(self.store.closed_windows(policy.stream_id))
         complete = self.store.next_seq(policy.stream_id) // size
         for index in range(complete):
             if count_window_id(self.store.generation, index, size) in closed:
@@ -680,7 +690,8 @@ class ReleaseAgent:
             delta=delta,
             level=level,
             lifetime=policy.lifetime,
-            composition="tree" if policy.lifetime is not None else "sequential",
+            composition=("sequential" if policy.lifetime is None
+                         else "individual-filter" if policy.privacy_unit == "user" else "tree"),
             neighbouring_relation=policy.neighbouring_relation,
             privacy_unit=policy.privacy_unit,
             privacy=result.privacy,

@@ -180,22 +180,31 @@ def release_policy(stream: StreamConfig, hclass: HypothesisClass | None) -> Rele
         user_contribution_bound=config.user_contribution_bound,
         expected_size=config.expected_size,
         levels=config.levels,
-        lifetime=lifetime_bound(config),
+        lifetime=lifetime_bound(config),  # the user level's is set with the deployment's user budget
     )
 
 
-def lifetime_bound(config: ReleaseConfig) -> LifetimeBound | None:
-    """The certificate's lifetime bound: what one example can lose to all of the stream's releases.
+def lifetime_bound(config: ReleaseConfig, user_budget: PrivacyCost | None = None) -> LifetimeBound:
+    """The certificate's lifetime bound: what one example (or user) can lose to all releases.
 
     Example level: each example lies in exactly one node per level (the nodes of a level are
     disjoint), so parallel composition within a level and sequential composition over the L+1
     levels bound its loss by the sum over the levels of (learner ε + sanitizer ε), for ever.
-    User level: a user's examples can lie in every node of a level, so parallel composition does
-    not apply; until the individual filter (E-DESIGN §5) lands, the stream's sequential total in
-    the ledger is the bound (None here: ``composition`` stays "sequential").
+    User level: a user's examples can lie in every node of a level, so the individual privacy
+    filter bounds each user by their deployment-wide budget (E-DESIGN §5).
     """
     if config.privacy_unit == "user":
-        return None
+        budget = user_budget or PrivacyCost(config.epsilon_budget, config.delta_budget)
+        return LifetimeBound(
+            epsilon=budget.epsilon, delta=budget.delta, epsilon_budget=budget.epsilon,
+            delta_budget=budget.delta, levels=config.levels,
+            level_epsilon=[e + (config.sanitizer_epsilons[j] if config.sanitizer else 0.0)
+                           for j, e in enumerate(config.learner_epsilons)],
+            rule=("individual privacy filter (Feldman & Zrnic 2021): each user is charged only by the "
+                  "releases that include them, and excluded once their lifetime budget "
+                  f"{budget.epsilon:g} (all streams of the deployment) would be passed; each release is "
+                  "epsilon-DP for a user's presence, so the product of the ratios stays within "
+                  f"e^{budget.epsilon:g}"))
     epsilon, delta = config.lifetime_cost
     per_level = [e + (config.sanitizer_epsilons[j] if config.sanitizer else 0.0)
                  for j, e in enumerate(config.learner_epsilons)]
@@ -257,9 +266,10 @@ def build_service(settings: Settings) -> Service:
             # The schedule's public anchor: the stream's registration time in the ledger.
             lifetime = PrivacyCost(s.release.epsilon_budget, s.release.delta_budget)
             start = ledger.register_stream(s.name, lifetime)
+            user_level = s.release.privacy_unit == "user"
             policies[s.name] = dataclasses.replace(
-                policies[s.name], schedule_start=start,
-                user_budget=user_budget if s.release.privacy_unit == "user" else None)
+                policies[s.name], schedule_start=start, user_budget=user_budget if user_level else None,
+                lifetime=lifetime_bound(s.release, user_budget) if user_level else policies[s.name].lifetime)
     for p in policies.values():  # simulated on synthetic data of the class, once per configuration
         if p.hypothesis_class is not None and p.window_kind == "count" and (why := window_too_small(
                 p.products[0].algorithm, p.hypothesis_class, epsilon=p.products[0].epsilon,

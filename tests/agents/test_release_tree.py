@@ -126,3 +126,30 @@ def test_parallel_composition_audit_every_release_of_every_level():
     print(f"lifetime epsilon lower bound {result.epsilon_lower_bound:.3f} (certificate {lifetime}), "
           f"estimate {result.epsilon_estimate:.3f}")
     assert result.passed and result.epsilon_lower_bound <= lifetime
+
+
+async def test_a_node_left_unreleased_by_a_crash_is_released_after_restart_once():
+    """The worker died after window 1 closed and before node L1-0 was released."""
+    from privstream.agents.releases import ReleaseAgent
+    from privstream.agents.windows import count_window_id
+    from tests.agents.test_releases import Published, RecordingMetrics, examples, feed, make_agent, policy
+
+    class DiesBeforeNodes(ReleaseAgent):
+        def _schedule_window(self, policy, state, index):
+            self._schedule(state, count_window_id(self.store.generation, index, policy.window_size),
+                           self._release_node(policy, 0, index))
+
+    first = make_agent({"s": policy(levels=1)}, publish=Published())
+    first.__class__ = DiesBeforeNodes
+    await feed(first, examples(200))
+    assert [c.level for c in first.ledger.entries("s")] == [0, 0]
+    publish = Published()
+    restarted = make_agent({"s": policy(levels=1)}, ledger=first.ledger, store=first.store, publish=publish,
+                           metrics=RecordingMetrics())
+    restarted.on_partitions_assigned({0})
+    await restarted.drain()
+    assert [c.level for c in restarted.ledger.entries("s")] == [0, 0, 1]
+    assert [r.certificate.level for r in publish.releases()] == [1]
+    restarted.on_partitions_assigned({0})  # again: nothing twice
+    await restarted.drain()
+    assert len(restarted.ledger.entries("s")) == 3 and len(publish.messages) == 1

@@ -409,3 +409,33 @@ async def test_a_stream_of_feature_vectors_releases_a_private_model():
     assert predictions.shape == (400,) and set(np.unique(predictions)) <= {0, 1}
     assert release.predict([0.9, 0.1]) in (0, 1)
     assert agent.ledger.spent("s").epsilon == pytest.approx(1.0)
+
+
+async def test_the_individual_filter_charges_present_users_until_their_budget_then_excludes_them():
+    """E-DESIGN §5: a user present in every window is used until one more release would pass their
+    budget; absent users pay nothing; a user in two streams pays from one budget."""
+    from privstream.agents.ledger_port import PrivacyCost
+
+    clock = FakeClock(T0)
+    common = dict(privacy_unit="user", user_contribution_bound=1, window_kind="time", window_seconds=60.0,
+                  expected_size=5, user_budget=PrivacyCost(3.0, 0.0))
+    policies = {"s": policy(**common), "t": policy(**common, stream_id="t")}
+    metrics = RecordingMetrics()
+    agent = make_agent(policies, budget=(3.0, 0.0), metrics=metrics, clock=clock)
+    for w in range(4):  # "u" sends to both streams in every window; "v" only to "s", in window 0
+        senders = {"s": ["u"] + (["v"] if w == 0 else []), "t": ["u"]}
+        for stream_id, users in senders.items():
+            agent.observe_batch(stream_id, 0, [100 * w + i + (50 if stream_id == "t" else 0)
+                                               for i in range(len(users))],
+                                [700] * len(users), [1] * len(users), users,
+                                [datetime.fromtimestamp(T0 + 60 * w + 1, UTC)] * len(users),
+                                [None] * len(users))
+        clock.now = T0 + 60 * (w + 1)
+        await agent.tick()
+        await agent.drain()
+    # ε = 1 per release; "u" is in 8 releases (4 windows x 2 streams) but pays 3, its budget.
+    assert agent.ledger.user_spent("u").epsilon == pytest.approx(3.0)
+    assert agent.ledger.user_spent("v").epsilon == pytest.approx(1.0)  # present once
+    assert agent.ledger.user_spent("nobody").epsilon == 0.0
+    assert metrics.events["excluded"] == 5  # operators only: how many were left out
+    assert metrics.events["refused"] == 0  # releases go on, without the exhausted user

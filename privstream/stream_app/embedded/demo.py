@@ -89,7 +89,7 @@ def summary_text(summary: dict[str, Any]) -> str:
     ...     "label_noise": 0.0}))
     learned 10 of 10 examples online (thresholds:64): 2 SOA mistakes, bound 6 (realizable)
     0 invalid messages (in the dead-letter topic)
-    1 private releases, 0 refused: ε spent 1 of 10
+    1 private releases, 0 refused: ε spent 1 of 10 per example (lifetime)
     the last release errs on 1.23% of 10,000 fresh examples
     """
     realizable = {True: "realizable", False: "not realizable: the bound holds only for clean labels",
