@@ -21,15 +21,24 @@ the clock only, never of which windows hold data:
   needs longer is published when done and counted late (operators only: that timing depends on
   the data).
 
-For each window, a background task
+The release tree (issue 17): with ``levels = L``, the window that completes an aligned node of
+level j (2^j windows, ids ``{family}-L{j}-{m}``) also schedules that node's release, at the level's
+ε; each example is in one node per level, so the ledger's lifetime cost per example is the sum
+over the levels (parallel composition within a level).
 
-1. returns early if the ledger already holds this window's release (a replay: it re-publishes the
+For each node (a window is a node of level 0), a background task, in the schedule's order
+
+1. returns early if the ledger already holds this node's release (a replay: it re-publishes the
    stored bytes if they were not confirmed published; nothing is recomputed with fresh noise);
-2. refuses, records the refusal in the ledger and stops releasing when the budget is spent;
+2. reserves the release in the ledger (the charge, write-ahead, with a secret seed), before the
+   data is loaded or the learner runs, so entry ids and budgets do not depend on either; a refusal
+   (a lowered budget: a valid configuration never runs out) is recorded by the ledger. At the user
+   level the reservation is the individual filter's: the users present are charged unless their
+   lifetime budget would be passed, and the excluded ones' examples never reach the learner;
 3. runs the learner off the event loop (an executor: the service's is a child process, off the
-   GIL too), so ingestion and the SOA keep flowing;
-4. charges the ledger and stores the release bytes in one transaction (write-ahead), then
-   publishes exactly those bytes and marks them published.
+   GIL too) with randomness derived from the seed, so a retry after a crash is bit-identical;
+4. completes the reservation with the release bytes, then publishes exactly those bytes (at the
+   scheduled time) and marks them published.
 
 Nothing computed from raw examples without a charged mechanism leaves this module.
 """

@@ -40,7 +40,8 @@ it can give and a ``check(stream, example)`` returning an :class:`Invalid` or No
 changes. A rule that needs more of a stream's configuration adds a field to :class:`Stream`.
 
 >>> [rule.reasons for rule in STREAM_RULES]
-[('unknown_stream',), ('wrong_type', 'out_of_domain'), ('missing_field',), ('event_time_out_of_range',)]
+[('unknown_stream',), ('wrong_type', 'out_of_domain'), ('missing_field', 'wrong_type'), \
+('event_time_out_of_range',)]
 >>> INVALID_REASONS[:6]  # the schema's reasons, then the rules' new ones, in order
 ('invalid_json', 'missing_field', 'wrong_type', 'invalid_label', 'out_of_domain', 'unknown_stream')
 >>> INVALID_REASONS[6:]
@@ -141,6 +142,9 @@ def _users_given(stream: Stream | None, example: ValidExample | ExampleBatch) ->
         users = [example.user_id] if type(example) is ValidExample else (example.user_ids or [None])
         if any(u is None for u in users):
             return Invalid("missing_field", "user_id: required by the stream's user-level privacy")
+        if any("\x00" in u for u in users):  # type: ignore[operator]
+            # the user ledger keeps ids as text, which PostgreSQL cannot hold with a NUL in it
+            return Invalid("wrong_type", "user_id: contains a NUL character")
     return None
 
 
@@ -166,7 +170,7 @@ def _event_time_in_range(stream: Stream | None, example: ValidExample | ExampleB
 STREAM_RULES: tuple[StreamRule, ...] = (
     StreamRule(("unknown_stream",), _configured),
     StreamRule(("wrong_type", "out_of_domain"), _in_domain),
-    StreamRule(("missing_field",), _users_given),
+    StreamRule(("missing_field", "wrong_type"), _users_given),
     StreamRule(("event_time_out_of_range",), _event_time_in_range),
 )
 

@@ -40,6 +40,7 @@ import json
 import logging
 import math
 import numbers
+import zlib
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
@@ -70,8 +71,10 @@ __all__ = [
     "filter_users",
     "lifetime_from_json",
     "lifetime_to_json",
+    "pack_users",
     "release_bytes_of",
     "spend_after",
+    "unpack_users",
     "window_peak",
 ]
 
@@ -437,6 +440,24 @@ def check_users(users: Collection[str]) -> list[str]:
         if not isinstance(user, str) or not user or "\x00" in user:
             raise TypeError(f"user ids must be non-empty str without NUL, got {user!r}")
     return distinct
+
+
+def pack_users(users: Iterable[str]) -> bytes:
+    """The users a reservation charged, as stored with it: one zlib-compressed, NUL-separated
+    UTF-8 string (one value per charge instead of a row per user: a release of 10^6 users writes
+    one compressed value, not 10^6 index entries).
+
+    >>> unpack_users(pack_users(["b", "a\\n", "ü"])) == {"a\\n", "b", "ü"}
+    True
+    >>> unpack_users(pack_users([]))
+    frozenset()
+    """
+    return zlib.compress("\x00".join(users).encode(), 6)
+
+
+def unpack_users(packed: bytes) -> frozenset[str]:
+    text = zlib.decompress(packed).decode()
+    return frozenset(text.split("\x00")) if text else frozenset()
 
 
 def spend_after(

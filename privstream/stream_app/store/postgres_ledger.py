@@ -79,8 +79,10 @@ from privstream.stream_app.store.ledger_rules import (
     exact,
     lifetime_from_json,
     lifetime_to_json,
+    pack_users,
     release_bytes_of,
     spend_after,
+    unpack_users,
     window_peak,
 )
 from privstream.stream_app.store.migrations import Migration, latest
@@ -152,6 +154,7 @@ MIGRATIONS = (
             ADD COLUMN last_window BIGINT,
             ADD COLUMN seed BYTEA,
             ADD COLUMN included_users BIGINT,
+            ADD COLUMN users BYTEA,
             ADD COLUMN lifetime TEXT,
             ADD COLUMN completed_at TIMESTAMPTZ""",
         "UPDATE ledger_charges SET completed_at = charged_at",
@@ -175,16 +178,11 @@ MIGRATIONS = (
             epsilon TEXT NOT NULL,
             delta   TEXT NOT NULL
         )""",
-        """CREATE TABLE ledger_charge_users (
-            entry_id BIGINT NOT NULL REFERENCES ledger_charges (entry_id),
-            user_id  TEXT NOT NULL,
-            PRIMARY KEY (entry_id, user_id)
-        )""",
     )),
 )
 SCHEMA_VERSION = latest(MIGRATIONS)
 TABLES = frozenset({"ledger_streams", "ledger_charges", "ledger_refusals", "ledger_budget_changes",
-                    "ledger_levels", "ledger_user_spends", "ledger_charge_users"})
+                    "ledger_levels", "ledger_user_spends"})
 #: The advisory lock that serialises user-level reservations (the per-user spends are one budget
 #: for every stream of the deployment). ASCII "PSUS".
 _USER_SPENDS_LOCK = 0x50535553
@@ -198,7 +196,7 @@ _CHARGE_COLUMNS = (
 )
 _RESERVATION_COLUMNS = (
     "entry_id, stream_id, window_id, mechanism, epsilon, delta, level, first_window, last_window, seed, "
-    "included_users, lifetime, release, completed_at, published_at"
+    "users, lifetime, release, completed_at, published_at"
 )
 
 Cursor = psycopg.Cursor[Any]
@@ -538,7 +536,7 @@ class PostgresLedger:
         cur: Cursor, entry_id: int, users: list[str],
         decisions: dict[tuple[str, str], tuple[int, tuple[str, str] | None]],
     ) -> frozenset[str]:
-        """Apply the decisions: record the included users with the entry, update their spends."""
+        """Apply the decisions: update the included users' spends, record them with the entry."""
         charged = [(old, new) for old, (_, new) in decisions.items() if new is not None]
         refused = [old for old, (_, new) in decisions.items() if new is None]
         cur.execute(
@@ -552,10 +550,6 @@ class PostgresLedger:
              [n[0] for _, n in charged], [n[1] for _, n in charged]),
         )
         cur.execute(
-            "INSERT INTO ledger_charge_users (entry_id, user_id) SELECT %s, user_id FROM reserve_included",
-            (entry_id,),
-        )
-        cur.execute(
             "INSERT INTO ledger_user_spends (user_id, epsilon, delta) SELECT * FROM reserve_included "
             "ON CONFLICT (user_id) DO UPDATE SET epsilon = excluded.epsilon, delta = excluded.delta"
         )
@@ -566,7 +560,10 @@ class PostgresLedger:
                 "WHERE i.user_id IS NULL"
             ).fetchall()}
         cur.execute("DROP TABLE reserve_users, reserve_included")
-        return frozenset(users) - excluded if excluded else frozenset(users)
+        included = [user for user in users if user not in excluded] if excluded else users
+        cur.execute("UPDATE ledger_charges SET users = %s WHERE entry_id = %s",
+                    (pack_users(included), entry_id))
+        return frozenset(included)
 
     @staticmethod
     def _count_level(cur: Cursor, stream_id: str, level: int, span: int) -> None:
@@ -601,12 +598,9 @@ class PostgresLedger:
         return None if row is None else self._to_reservation(cur, row)
 
     def _to_reservation(self, cur: Cursor, row: tuple[Any, ...]) -> Reservation:
-        (entry_id, stream_id, window_id, mechanism, epsilon, delta, level, first, last, seed, included,
+        (entry_id, stream_id, window_id, mechanism, epsilon, delta, level, first, last, seed, packed,
          lifetime, release, completed_at, published_at) = row
-        users = None
-        if included is not None:
-            users = frozenset(user for (user,) in cur.execute(
-                "SELECT user_id FROM ledger_charge_users WHERE entry_id = %s", (entry_id,)).fetchall())
+        users = None if packed is None else unpack_users(bytes(packed))
         if lifetime is not None:
             figures = lifetime_from_json(lifetime)
         else:  # a version-1 charge: no figures were recorded with it; today's stand in

@@ -116,7 +116,9 @@ from privstream.stream_app.store.ledger_rules import (
     filter_users,
     lifetime_from_json,
     lifetime_to_json,
+    pack_users,
     release_bytes_of,
+    unpack_users,
     window_peak,
 )
 from privstream.stream_app.store.migrations import Migration, SchemaTooNewError, latest, pending
@@ -214,7 +216,8 @@ MIGRATIONS = (
         "ALTER TABLE charges ADD COLUMN first_window INTEGER",
         "ALTER TABLE charges ADD COLUMN last_window INTEGER",
         "ALTER TABLE charges ADD COLUMN seed BLOB",
-        "ALTER TABLE charges ADD COLUMN included_users INTEGER",
+        "ALTER TABLE charges ADD COLUMN included_users INTEGER",  # how many users (user level)
+        "ALTER TABLE charges ADD COLUMN users BLOB",  # which ones: ledger_rules.pack_users
         "ALTER TABLE charges ADD COLUMN lifetime TEXT",
         "ALTER TABLE charges ADD COLUMN completed_at TEXT",
         "UPDATE charges SET completed_at = charged_at",
@@ -233,31 +236,24 @@ MIGRATIONS = (
         "ALTER TABLE refusals ADD COLUMN level INTEGER",
         "ALTER TABLE refusals ADD COLUMN first_window INTEGER",
         "ALTER TABLE refusals ADD COLUMN last_window INTEGER",
-        # The individual filter: one spend per user for the whole deployment (all streams), and
-        # the users each user-level reservation charged.
+        # The individual filter: one spend per user for the whole deployment (all streams).
         """CREATE TABLE user_spends (
             user_id TEXT PRIMARY KEY,
             epsilon TEXT NOT NULL,
             delta   TEXT NOT NULL
         ) WITHOUT ROWID""",
-        """CREATE TABLE charge_users (
-            entry_id INTEGER NOT NULL REFERENCES charges (entry_id),
-            user_id  TEXT NOT NULL,
-            PRIMARY KEY (entry_id, user_id)
-        ) WITHOUT ROWID""",
     )),
 )
 #: ``PRAGMA user_version`` of the schema this module reads and writes.
 SCHEMA_VERSION = latest(MIGRATIONS)
-_TABLES = frozenset({"streams", "charges", "refusals", "budget_changes", "levels", "user_spends",
-                     "charge_users"})
+_TABLES = frozenset({"streams", "charges", "refusals", "budget_changes", "levels", "user_spends"})
 _CHARGE_COLUMNS = (
     "entry_id, stream_id, window_id, mechanism, epsilon, delta, release, charged_at, published_at, "
     "level, first_window, last_window, included_users"
 )
 _RESERVATION_COLUMNS = (
     "entry_id, stream_id, window_id, mechanism, epsilon, delta, level, first_window, last_window, seed, "
-    "included_users, lifetime, release, completed_at, published_at"
+    "users, lifetime, release, completed_at, published_at"
 )
 #: Rows per statement when reading many users' spends (below SQLite's 32766 variables).
 _USER_BATCH = 10_000
@@ -727,10 +723,11 @@ class SqliteLedger:
                 seed = secrets.token_bytes(SEED_BYTES)
                 cur.execute(
                     "INSERT INTO charges (stream_id, window_id, mechanism, epsilon, delta, release, "
-                    "charged_at, level, first_window, last_window, seed, included_users) "
-                    "VALUES (?, ?, ?, ?, ?, x'', ?, ?, ?, ?, ?, ?)",
+                    "charged_at, level, first_window, last_window, seed, included_users, users) "
+                    "VALUES (?, ?, ?, ?, ?, x'', ?, ?, ?, ?, ?, ?, ?)",
                     (*request.key, str(eps), str(dlt), now, node.level, node.first_window, node.last_window,
-                     seed, None if chosen is None else len(chosen.included)),
+                     seed, None if chosen is None else len(chosen.included),
+                     None if chosen is None else pack_users(chosen.included)),
                 )
                 entry_id = cur.lastrowid
                 assert entry_id is not None
@@ -741,8 +738,6 @@ class SqliteLedger:
                         "delta = excluded.delta",
                         chosen.spends,
                     )
-                    cur.executemany("INSERT INTO charge_users (entry_id, user_id) VALUES (?, ?)",
-                                    ((entry_id, user) for user in chosen.included))
                 stream = self._stream(cur, stream_id).spend(eps, dlt)
                 cur.execute(
                     "UPDATE streams SET epsilon_spent = ?, delta_spent = ?, unranged_epsilon = ?, "
@@ -806,12 +801,9 @@ class SqliteLedger:
         return None if row is None else self._to_reservation(cur, row)
 
     def _to_reservation(self, cur: sqlite3.Cursor, row: tuple) -> Reservation:
-        (entry_id, stream_id, window_id, mechanism, epsilon, delta, level, first, last, seed, included,
+        (entry_id, stream_id, window_id, mechanism, epsilon, delta, level, first, last, seed, packed,
          lifetime, release, completed_at, published_at) = row
-        users = None
-        if included is not None:
-            users = frozenset(user for (user,) in cur.execute(
-                "SELECT user_id FROM charge_users WHERE entry_id = ?", (entry_id,)))
+        users = None if packed is None else unpack_users(bytes(packed))
         if lifetime is not None:
             figures = lifetime_from_json(lifetime)
         else:  # a version-1 charge: no figures were recorded with it; today's stand in
@@ -854,12 +846,6 @@ class SqliteLedger:
                 f"SELECT {_RESERVATION_COLUMNS} FROM charges WHERE {where} ORDER BY entry_id", params
             ).fetchall()
             return [self._to_reservation(cur, row) for row in rows]
-
-    def charge_users(self, entry_id: int) -> frozenset[str]:
-        """The users a user-level reservation charged (empty for an example-level one)."""
-        with self._read() as cur:
-            return frozenset(user for (user,) in cur.execute(
-                "SELECT user_id FROM charge_users WHERE entry_id = ?", (entry_id,)))
 
     # ----------------------------------------------------------------- one-shot charges
 
