@@ -48,7 +48,6 @@ BOUNDED_LABELS = {
     "operation": "methods of the storage ports",
     "version": "privstream versions running",
     "le": "histogram buckets",
-    "level": "levels of the release tree (0..20)",
 }
 
 _KEYWORDS = {"and", "or", "unless", "by", "without", "on", "ignoring", "group_left", "group_right",
