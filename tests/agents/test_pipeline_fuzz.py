@@ -47,7 +47,8 @@ def reference_verdict(raw: bytes) -> bool:
         return False
     if example.stream_id not in STREAMS or not isinstance(example.x, int) or example.x >= DOMAIN:
         return False
-    return not (example.stream_id == "u" and example.user_id is None)
+    # the user-level stream's ids go to the user ledger: present, and without a NUL (text in PostgreSQL)
+    return not (example.stream_id == "u" and (example.user_id is None or "\x00" in example.user_id))
 
 
 def run_batch(values: list[bytes | None]) -> tuple[dict[int, str], set[int], ServiceMetrics]:
