@@ -150,7 +150,7 @@ hostile = (
 valid = st.builds(
     lambda s, x, y, user: json.dumps({"stream_id": s, "x": x, "y": y, "user_id": user}).encode(),
     st.sampled_from(STREAMS), st.integers(0, DOMAIN - 1), st.sampled_from([0, 1, -1, True, False]),
-    st.text(min_size=1, max_size=20),
+    st.text(min_size=1, max_size=20).filter(lambda u: "\x00" not in u),  # NUL: refused at user level
 )
 
 
