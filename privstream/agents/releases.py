@@ -11,6 +11,10 @@ state store; when a window closes, a background task
 4. charges the ledger and stores the release bytes in one transaction (write-ahead), then
    publishes exactly those bytes and marks them published.
 
+A worker that lost the stream's partition to another worker (the ledger or the publisher raises
+:class:`~privstream.agents.interfaces.LeaseLostError`: the service fences both by partition
+leases) leaves the window, unclosed, to the new owner.
+
 Nothing computed from raw examples without a charged mechanism leaves this module.
 """
 
@@ -28,7 +32,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from privstream.agents.interfaces import ReleaseMetrics, StateStore, WindowData
+from privstream.agents.interfaces import LeaseLostError, ReleaseMetrics, StateStore, WindowData
 from privstream.agents.ledger_port import BudgetExhaustedError, ChargeReceipt, PrivacyLedger
 from privstream.agents.windows import (
     bound_contributions,
@@ -252,10 +256,15 @@ class ReleaseAgent:
         """Publish charged releases not confirmed published (after a crash); returns how many."""
         pending = await asyncio.to_thread(self.ledger.unpublished, stream_id)
         count = 0
+        lost: set[str] = set()
         for charge in pending:
-            if charge.stream_id not in self.policies:
+            if charge.stream_id not in self.policies or charge.stream_id in lost:
                 continue
-            await self._publish(topic_of_key(charge.mechanism), charge.stream_id, charge.release)
+            try:
+                await self._publish(topic_of_key(charge.mechanism), charge.stream_id, charge.release)
+            except LeaseLostError:  # the stream's partition is another worker's now: its outbox too
+                lost.add(charge.stream_id)
+                continue
             await asyncio.to_thread(self.ledger.mark_published, charge.entry_id)
             log.info("re-published release %s of stream %s from the ledger's outbox",
                      charge.entry_id, charge.stream_id, extra={
@@ -315,6 +324,14 @@ class ReleaseAgent:
                 try:
                     outcome = await self._release_product(policy, product, state, window_id, info, window)
                     outcomes.append(outcome)
+                except LeaseLostError as exc:
+                    # Another worker owns the stream's partition now and releases this window; if
+                    # the partition comes back here, the recovery on assignment schedules it again.
+                    log.warning("%s of window %s of stream %s not released here: %s", product.key,
+                                window_id, stream_id, exc, extra={
+                                    "stream_id": stream_id, "window_id": window_id, "ledger_entry_id": None})
+                    state.scheduled.discard(window_id)
+                    return
                 except Exception:
                     # A learner or publication failure must not kill the worker: log, count, surface.
                     log.exception("%s of window %s of stream %s failed", product.key, window_id, stream_id,

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 import time
 from typing import Any
@@ -68,7 +69,10 @@ class _Rebalance(ConsumerRebalanceListener):
 
     async def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
         log.info("ingest: partitions assigned: %s", sorted(tp.partition for tp in assigned))
-        self.service.on_assigned({tp.partition for tp in assigned})
+        # Before the first fetch of the new assignment (the service takes the partitions' leases).
+        result = self.service.on_assigned({tp.partition for tp in assigned})
+        if inspect.isawaitable(result):
+            await result
 
 
 class IngestService(mode.Service):
