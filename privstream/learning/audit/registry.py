@@ -61,8 +61,8 @@ AUDITS: dict[str, str] = {
     "mwem-zcdp": f"{_SANITIZERS}:mwem_zcdp_audit_spec",
     "mwem-add-remove": f"{_SANITIZERS}:mwem_add_remove_audit_spec",
     "fooling": f"{_SANITIZERS}:fooling_audit_spec",
-    "hierarchical": "privstream.learning.sanitizers.hierarchical_audit:hierarchical_audit_spec",
-    "hierarchical-partition": "privstream.learning.sanitizers.hierarchical_audit:partition_audit_spec",
+    "hierarchical": "privstream.learning.sanitizers.hierarchical.audit_spec:hierarchical_audit_spec",
+    "hierarchical-partition": "privstream.learning.sanitizers.hierarchical.audit_spec:partition_audit_spec",
 }
 
 

@@ -7,8 +7,9 @@
 * ``"fooling"``: :class:`FoolingSanitizer` (ggkm.md §3.3): MW generator against a private learner as
   discriminator, with subsampling and advanced composition; :func:`fooling_sample_size`.
 * ``"hierarchical"``: :class:`HierarchicalSanitizer` for thresholds, intervals and points: a PrivTree
-  partition (:mod:`.privtree`, exact decisions) and consistent noisy counts on a tree over its leaves
-  (:mod:`.consistent_tree`); sparse, domains up to 2^63, the most accurate on the 1-D benchmarks.
+  partition (:mod:`.hierarchical.privtree`, exact decisions) and consistent noisy counts on a tree
+  over its leaves (:mod:`.hierarchical.consistent_tree`); sparse, domains up to 2^63, the most
+  accurate on the 1-D benchmarks.
 """
 
 from privstream.learning.sanitizers.base import (

@@ -87,7 +87,7 @@ class Sanitizer(Protocol):
 SANITIZERS: dict[str, str] = {
     "mwem": "privstream.learning.sanitizers.mwem:MWEMSanitizer",
     "fooling": "privstream.learning.sanitizers.fooling:FoolingSanitizer",
-    "hierarchical": "privstream.learning.sanitizers.hierarchical:HierarchicalSanitizer",
+    "hierarchical": "privstream.learning.sanitizers.hierarchical.sanitizer:HierarchicalSanitizer",
 }
 
 

@@ -24,6 +24,8 @@ VECTOR_EXAMPLES_HELP = "CSV with a header, label column y (empty = unlabelled) a
 BOUNDS_HELP = ("public feature bounds of the vector learners (required by them, never derived from the "
                "data): 'lo:hi' for every feature or a JSON list [[lo, hi], ...]; write --bounds=-1:1")
 VECTOR_LEARNER_NAMES = ("bayes-consistent", "semi-supervised")  # see vector_base.VECTOR_LEARNERS
+#: α and β of the class learners when not given (the service's default too: agents.releases.ReleasePolicy)
+CLASS_LEARNER_ACCURACY = 0.25
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -37,8 +39,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     learn.add_argument("--bounds", metavar="BOUNDS", help=BOUNDS_HELP)
     learn.add_argument("--epsilon", type=float, required=True, help="privacy parameter ε of each run")
     learn.add_argument("--delta", type=float, default=0.0, help="allowed δ (default 0; generic is pure DP)")
-    learn.add_argument("--alpha", type=float, default=0.25, help="target accuracy α (default 0.25)")
-    learn.add_argument("--beta", type=float, default=0.25, help="target confidence β (default 0.25)")
+    learn.add_argument("--alpha", type=float,
+                       help="target accuracy α (default 0.25; semi-supervised: the learner's own, 0.1)")
+    learn.add_argument("--beta", type=float,
+                       help="target confidence β (default 0.25; semi-supervised: the learner's own, 0.1)")
     learn.add_argument("--seed", type=int,
                        help="seeded randomness: reproducible and NOT private (experiments only)")
     learn.add_argument("--runs", type=int, default=1, metavar="K",
@@ -97,8 +101,9 @@ def run_learn(args: argparse.Namespace) -> int:
     rng = _randomness_notes(args)
     window = WindowInfo(window_id=file_window_id(path), kind="file", start=0, end=int(xs.shape[0]))
     for run in range(args.runs):
-        result = learner.fit(hclass, xs, ys, epsilon=args.epsilon, delta=args.delta, alpha=args.alpha,
-                             beta=args.beta, rng=rng)
+        result = learner.fit(hclass, xs, ys, epsilon=args.epsilon, delta=args.delta,
+                             alpha=CLASS_LEARNER_ACCURACY if args.alpha is None else args.alpha,
+                             beta=CLASS_LEARNER_ACCURACY if args.beta is None else args.beta, rng=rng)
         parameters: dict[str, Any] = {**result.parameters, "learner": learner.name}
         if args.runs > 1:
             parameters["run"] = run
@@ -161,7 +166,9 @@ def _learn_vectors(args: argparse.Namespace) -> int:
         raise ValueError("the bayes-consistent learner needs every row labelled (0/1); use the "
                          "semi-supervised learner for unlabelled rows")
     bounds = _parse_bounds(args.bounds, X.shape[1])
-    params = {"alpha": args.alpha, "beta": args.beta} if args.learner == "semi-supervised" else {}
+    # only what was given: the service runs the learner with its own defaults too
+    given = {"alpha": args.alpha, "beta": args.beta}.items()
+    params = {k: v for k, v in given if v is not None} if args.learner == "semi-supervised" else {}
     learner = make_vector_learner(args.learner, **params)
     rng = _randomness_notes(args)
     window = WindowInfo(window_id=file_window_id(path), kind="file", start=0, end=int(X.shape[0]))

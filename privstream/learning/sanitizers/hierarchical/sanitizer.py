@@ -76,9 +76,9 @@ from privstream.learning.mechanisms import DiscreteLaplaceMechanism
 from privstream.learning.private_learners.base import check_accuracy_parameter, check_privacy_parameters
 from privstream.learning.randomness import RandomSource, resolve
 from privstream.learning.sanitizers.base import SanitizerInputError, SanitizerResult
-from privstream.learning.sanitizers.consistent_tree import CountTree, least_squares, nonnegative
 from privstream.learning.sanitizers.distribution import SyntheticDistribution
-from privstream.learning.sanitizers.privtree import Relation, privtree_partition, privtree_scale
+from privstream.learning.sanitizers.hierarchical.consistent_tree import CountTree, least_squares, nonnegative
+from privstream.learning.sanitizers.hierarchical.privtree import Relation, privtree_partition, privtree_scale
 
 __all__ = ["MECHANISM", "HierarchicalSanitizer", "privacy_split"]
 

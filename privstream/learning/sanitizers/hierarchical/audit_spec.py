@@ -36,13 +36,13 @@ from privstream.learning.accounting import PrivacyGuarantee
 from privstream.learning.audit import AuditSpec, MechanismFactory
 from privstream.learning.hypothesis_classes import Thresholds
 from privstream.learning.randomness import RandomSource
-from privstream.learning.sanitizers.hierarchical import HierarchicalSanitizer
-from privstream.learning.sanitizers.privtree import (
+from privstream.learning.sanitizers.hierarchical.privtree import (
     Relation,
     privtree_partition,
     privtree_scale,
     split_probability,
 )
+from privstream.learning.sanitizers.hierarchical.sanitizer import HierarchicalSanitizer
 
 __all__ = ["AUDIT_PAIR", "hierarchical_audit_spec", "partition_audit_spec", "partition_laws"]
 

@@ -24,21 +24,21 @@ from privstream.learning.hypothesis_classes import (
 )
 from privstream.learning.randomness import seeded
 from privstream.learning.sanitizers import SanitizerInputError, SyntheticDistribution, make_sanitizer
-from privstream.learning.sanitizers.consistent_tree import (
+from privstream.learning.sanitizers.evaluation import class_errors
+from privstream.learning.sanitizers.hierarchical.audit_spec import AUDIT_PAIR, partition_laws
+from privstream.learning.sanitizers.hierarchical.consistent_tree import (
     CountTree,
     balanced_branching,
     least_squares,
     nonnegative,
 )
-from privstream.learning.sanitizers.evaluation import class_errors
-from privstream.learning.sanitizers.hierarchical import HierarchicalSanitizer, privacy_split
-from privstream.learning.sanitizers.hierarchical_audit import AUDIT_PAIR, partition_laws
-from privstream.learning.sanitizers.privtree import (
+from privstream.learning.sanitizers.hierarchical.privtree import (
     privtree_partition,
     privtree_scale,
     split_probability,
     split_probability_bounds,
 )
+from privstream.learning.sanitizers.hierarchical.sanitizer import HierarchicalSanitizer, privacy_split
 
 
 def workload(kind: str, bits: int, n: int, seed: int) -> np.ndarray:
