@@ -27,6 +27,7 @@ from typing import Any
 
 import mode
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
+from aiokafka.errors import CommitFailedError
 
 from privstream.agents.pipeline import IngestPipeline
 from privstream.stream_app.kafka.clients import client_options
@@ -202,7 +203,16 @@ class IngestService(mode.Service):
                             for d in output.dead_letters]
                 await asyncio.gather(*pending)  # every output acknowledged before the commit
                 handled = {tp: messages[-1].offset + 1 for tp, messages in polled.items()}
-                await consumer.commit(handled)
+                try:
+                    await consumer.commit(handled)
+                except CommitFailedError:
+                    # The group rebalanced while the batch was handled (a worker joined or died, or
+                    # a slow store held the batch up): its partitions' new owners read it again
+                    # from the last commit, which the idempotent state store and ledger absorb.
+                    # Not a reason to stop: the next poll rejoins the group.
+                    log.warning("ingest: the group rebalanced during a batch, whose offsets were not "
+                                "committed; its partitions are read again by their new owners")
+                    continue
                 self.batches += 1
                 self.handled_offsets.update(handled)
                 if self.metrics is not None:
