@@ -11,12 +11,13 @@ different noise; the lease makes it stop altogether. A lease is a row
   owner of each, with the epoch raised by one (kept if the worker holds the lease already: nobody
   took it in between, so its work in flight stays valid);
 * every charge checks, **inside the ledger's own transaction** (the ledger's ``fence`` hook), that
-  the worker still holds the leases of the partitions its stream's examples came from, at the
-  epoch it took them; a worker that lost one gets :class:`~privstream.agents.interfaces.LeaseLostError`
-  and nothing is written. The check and a takeover are serialised: on SQLite both hold the ledger
-  file's write lock; on PostgreSQL the check reads the lease rows ``FOR SHARE`` and a takeover's
-  update waits for the charge to commit. So a charge is either before the takeover (and the new
-  owner finds it in the ledger and publishes those bytes) or refused;
+  the worker still holds, at the epoch it took them, the leases it took of the partitions its
+  stream's examples came from (at least one); a worker that lost one gets
+  :class:`~privstream.agents.interfaces.LeaseLostError` and nothing is written. The check and a
+  takeover are serialised: on SQLite both hold the ledger file's write lock; on PostgreSQL the
+  check reads the lease rows ``FOR SHARE`` and a takeover's update waits for the charge to commit.
+  So a charge is either before the takeover (and the new owner finds it in the ledger and
+  publishes those bytes) or refused;
 * every publication checks the leases just before it sends (:meth:`Leases.check`). This check is
   not atomic with the send (Kafka has no transaction with the database): a worker that stalls
   between the check and the broker's acknowledgement can still publish, once, the bytes of a
@@ -159,10 +160,18 @@ class Leases:
             return dict(self._epochs)
 
     def _verify(self, cur: Any, partitions: Iterable[int], lock: bool) -> None:
-        parts = set(partitions)
-        held = self._rows(cur, parts, lock=lock)
+        # The stream's partitions that this worker took at some point: it must hold every one of
+        # them still (a stale worker lost at least one) and at least one. A stream keyed by its id
+        # has one partition; one whose producers spread it over partitions of several workers is
+        # released by any of them (the ledger's idempotent charges keep it once).
+        asked = set(partitions)
         with self._lock:
-            mine = {part: self._epochs.get(part) for part in parts}
+            mine = {part: epoch for part, epoch in self._epochs.items() if part in asked}
+        if not mine:
+            raise LeaseLostError(
+                f"{self.owner} holds no lease on partitions {sorted(asked)} of {self.source}")
+        parts = set(mine)
+        held = self._rows(cur, parts, lock=lock)
         for part in sorted(parts):
             owner, epoch = held.get(part, (None, None))
             if (owner, epoch) != (self.owner, mine[part]):

@@ -62,6 +62,20 @@ def test_a_fenced_charge_writes_nothing_and_the_owner_charges(ledger_backend, le
         ledger.charge("s", "w1", "learner:generic", 1.0, 0.0, b"x", fence=old.fence({5}))
 
 
+def test_a_stream_spread_over_two_workers_partitions_is_charged_by_either(ledger_backend, ledger):
+    # Producers should key a stream's examples by its id (one partition); if they do not, each
+    # worker owning one of its partitions may release it, and a stale one still may not.
+    first, second = leases_of(ledger_backend, "first"), leases_of(ledger_backend, "second")
+    first.take({0})
+    second.take({1})
+    ledger.charge("s", "w0", "learner:generic", 1.0, 0.0, b"a", fence=first.fence({0, 1}))
+    ledger.charge("s", "w1", "learner:generic", 1.0, 0.0, b"b", fence=second.fence({0, 1}))
+    second.take({0})
+    with pytest.raises(LeaseLostError, match="partition 0"):
+        ledger.charge("s", "w2", "learner:generic", 1.0, 0.0, b"c", fence=first.fence({0, 1}))
+    assert [c.window_id for c in ledger.entries("s")] == ["w0", "w1"]
+
+
 def test_a_charge_in_flight_holds_off_the_takeover_until_it_commits(ledger_backend, ledger):
     old, new = leases_of(ledger_backend, "old"), leases_of(ledger_backend, "new")
     old.take({0})
