@@ -309,19 +309,33 @@ def build_service(settings: Settings) -> Service:
 
 
 async def take_leases(leases: Leases, partitions: set[int], ingest: IngestService) -> None:
-    """Take the leases of newly assigned partitions; while the store does not answer, keep trying
-    in the background (until the next assignment): this worker's charges are refused meanwhile."""
+    """Take the leases of newly assigned partitions (before their first fetch). If the store does
+    not answer, keep trying in the background until it does or the group assigns anew (that
+    assignment takes its own): this worker's charges are refused meanwhile, nothing else waits."""
     assigned = set(partitions)
-    while True:
+
+    async def attempt() -> bool:
         try:
             await asyncio.to_thread(leases.take, assigned)
-            return
+            return True
         except LeaseStoreError as exc:
-            log.error("cannot take the leases of partitions %s (%s); retrying in %g s",
+            log.error("cannot take the leases of partitions %s (%s); retrying every %g s",
                       sorted(assigned), exc, LEASE_RETRY_SECONDS)
-        await asyncio.sleep(LEASE_RETRY_SECONDS)
-        if {tp.partition for tp in ingest.assignment()} != assigned:
-            return  # reassigned meanwhile: that assignment takes its own leases
+            return False
+
+    async def retry() -> None:
+        while True:
+            await asyncio.sleep(LEASE_RETRY_SECONDS)
+            if {tp.partition for tp in ingest.assignment()} != assigned or await attempt():
+                return
+
+    if not await attempt():
+        _background.add(task := asyncio.ensure_future(retry()))
+        task.add_done_callback(_background.discard)
+
+
+#: Tasks nothing else holds a reference to (asyncio keeps only weak ones).
+_background: set[asyncio.Future[None]] = set()
 
 
 def publisher(ingest: IngestService, settings: Settings) -> Any:
