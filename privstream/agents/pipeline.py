@@ -24,6 +24,7 @@ from privstream.agents.online import OnlineLearners
 from privstream.agents.progress import Progress
 from privstream.agents.releases import ReleaseAgent
 from privstream.agents.validation import MAX_MESSAGE_BYTES, ExampleValidator, Invalid, ValidExample
+from privstream.schemas import ExampleBatch
 
 
 class ConsumedRecord(Protocol):
@@ -60,8 +61,9 @@ class RawRecord(NamedTuple):
 MAX_PREDICTIONS_PER_MESSAGE = 5_000
 
 
-@dataclass(frozen=True, slots=True)
-class DeadLetter:
+class DeadLetter(NamedTuple):
+    """A rejected message as it goes to the dead-letter topic (a tuple: cheap to build)."""
+
     key: bytes | None
     value: bytes
     headers: list[tuple[str, bytes]]
@@ -89,7 +91,10 @@ def dead_letter_headers(invalid: Invalid, record: ConsumedRecord) -> list[tuple[
 
 @dataclass
 class _Group:
-    """The valid examples of one stream from one partition, in order, as columns."""
+    """The valid examples of one stream from one partition, in order, as columns.
+
+    Single examples (the hot path) are appended as they come, one ``ValidExample`` and its record,
+    and turned into columns in bulk when an ``ExampleBatch`` follows or the batch ends."""
 
     offsets: list[int] = field(default_factory=list)
     items: list[int] = field(default_factory=list)
@@ -99,17 +104,35 @@ class _Group:
     times: list[datetime | None] = field(default_factory=list)  # event times, if given
     stamps: list[int | None] = field(default_factory=list)  # the messages' Kafka timestamps (ms)
     ids: list[str | None] = field(default_factory=list)
+    singles: list[ValidExample] = field(default_factory=list)  # not yet in the columns
+    single_records: list[ConsumedRecord] = field(default_factory=list)
 
-    def add(self, offset: int, item: int, x: int, y: int, user: str | None, time: datetime | None,
-            stamp: int | None, example_id: str | None) -> None:
-        self.offsets.append(offset)
-        self.items.append(item)
-        self.xs.append(x)
-        self.ys.append(y)
-        self.users.append(user)
-        self.times.append(time)
-        self.stamps.append(stamp)
-        self.ids.append(example_id)
+    def add_batch(self, record: ConsumedRecord, batch: ExampleBatch) -> None:
+        self.columns()  # the single examples before it first: the order is the stream's
+        n = len(batch.xs)
+        self.offsets += [record.offset] * n
+        self.items += range(n)
+        self.xs += batch.xs
+        self.ys += batch.ys
+        self.users += batch.user_ids or [None] * n
+        self.times += batch.event_times or [None] * n
+        self.stamps += [record.timestamp] * n
+        self.ids += batch.ids or [None] * n
+
+    def columns(self) -> _Group:
+        """The group with every example in its columns."""
+        if self.singles:
+            _, xs, ys, users, times, ids = zip(*self.singles, strict=True)
+            self.offsets += [r.offset for r in self.single_records]
+            self.stamps += [r.timestamp for r in self.single_records]
+            self.items += [0] * len(self.singles)
+            self.xs += xs
+            self.ys += ys
+            self.users += users
+            self.times += times
+            self.ids += ids
+            self.singles, self.single_records = [], []
+        return self
 
 
 class IngestPipeline:
@@ -132,6 +155,7 @@ class IngestPipeline:
     def process(self, records: Iterable[ConsumedRecord]) -> BatchOutput:
         out = BatchOutput()
         groups: dict[tuple[str, int], _Group] = {}
+        invalid: dict[str, int] = {}  # reason -> messages, reported once per batch
         validate = self.validator.validate
         count = 0
         for record in records:
@@ -141,10 +165,10 @@ class IngestPipeline:
                 group = groups.get((result.stream_id, record.partition))
                 if group is None:
                     group = groups[(result.stream_id, record.partition)] = _Group()
-                group.add(record.offset, 0, result.x, result.y, result.user_id, result.event_time,
-                          record.timestamp, result.id)
-            elif isinstance(result, Invalid):
-                self.metrics.invalid(result.reason)
+                group.singles.append(result)
+                group.single_records.append(record)
+            elif type(result) is Invalid:
+                invalid[result.reason] = invalid.get(result.reason, 0) + 1
                 # Cut to the size limit: an oversized message must still fit a Kafka request (1 MB
                 # by default), or sending its dead letter would fail and stop the consumer.
                 out.dead_letters.append(DeadLetter(
@@ -154,14 +178,11 @@ class IngestPipeline:
                 group = groups.get((result.stream_id, record.partition))
                 if group is None:
                     group = groups[(result.stream_id, record.partition)] = _Group()
-                n = len(result.xs)
-                users = result.user_ids or [None] * n
-                times = result.event_times or [None] * n
-                ids = result.ids or [None] * n
-                for i in range(n):
-                    group.add(record.offset, i, result.xs[i], result.ys[i], users[i], times[i],
-                              record.timestamp, ids[i])
+                group.add_batch(record, result)
+        for reason, n in invalid.items():
+            self.metrics.invalid(reason, n)
         for (stream_id, partition), group in groups.items():
+            group.columns()
             if self.learners.has(stream_id):  # streams of feature vectors have no online learner
                 # Chunks keep each PredictionBatch message well under Kafka's 1 MB request limit
                 # (one poll of ExampleBatch messages can hold millions of examples).

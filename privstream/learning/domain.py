@@ -29,7 +29,10 @@ def check_point(x: object, n: int) -> int:
         except TypeError:
             raise DomainError(f"domain point {x!r} is not an integer") from None
     if not 0 <= x < n:
-        raise DomainError(f"domain point {x} is outside the domain [0, {n})")
+        # A point of hundreds of digits is named by its size: the message stays short (it ends up in
+        # a dead-letter header) and cheap (printing an int is quadratic in its digits).
+        shown = x if x.bit_length() <= 256 else f"of {x.bit_length()} bits"
+        raise DomainError(f"domain point {shown} is outside the domain [0, {n})")
     return x
 
 

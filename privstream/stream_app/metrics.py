@@ -128,9 +128,9 @@ class ServiceMetrics:
         self.examples_received.inc(count)
         self.received_count += count
 
-    def invalid(self, reason: str) -> None:
-        self.examples_invalid.labels(reason=reason).inc()
-        self.invalid_counts[reason] += 1
+    def invalid(self, reason: str, count: int = 1) -> None:
+        self.examples_invalid.labels(reason=reason).inc(count)
+        self.invalid_counts[reason] += count
         self.last_progress.set(time.time())
 
     def dead_lettered(self, count: int = 1) -> None:

@@ -61,7 +61,14 @@ def test_valid_message(validator):
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
+from privstream.agents.validation import (  # noqa: E402
+    SCHEMA_REASONS,
+    STREAM_RULES,
+    integer_domain,
+    vector_domain,
+)
 from privstream.schemas import ExampleBatch  # noqa: E402
+from privstream.stream_app.sources.synthetic import hostile_messages  # noqa: E402
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False)
@@ -81,29 +88,141 @@ field_values = {
 messages = st.fixed_dictionaries({}, optional=field_values)
 
 
-def reference(validator: ExampleValidator, raw: bytes):
-    """What the plain pydantic path decides (the behaviour before the fast path existed)."""
+def reference(validator: ExampleValidator, raw: bytes | None):
+    """What the plain pydantic path decides: the validator as it was before the fast path (every
+    message through the model, the first error classified), with the same stream rules."""
+    import pydantic_core
     from pydantic import ValidationError
 
-    from privstream.agents.validation import _classify
+    from privstream.agents.validation import MAX_MESSAGE_BYTES, _classify
 
+    if raw is None or len(raw) > MAX_MESSAGE_BYTES:
+        return Invalid("invalid_json", "")
     try:
-        example = Example.model_validate_json(raw)
+        data = pydantic_core.from_json(raw, allow_inf_nan=False)
+    except ValueError:
+        data = None  # pydantic reports the JSON error (or reads the NaN literals)
+    try:
+        if type(data) is dict and "xs" in data:
+            example = ExampleBatch.model_validate(data)
+        else:
+            example = ValidExample.of(Example.model_validate_json(raw))
     except ValidationError as exc:
         return _classify(exc)
-    return validator._check_stream(ValidExample.of(example))
+    return validator._on_stream(example)
+
+
+def assert_agrees(validator: ExampleValidator, raw: bytes | None) -> None:
+    got, want = validator.validate(raw), reference(validator, raw)
+    if isinstance(want, Invalid):
+        assert isinstance(got, Invalid), (raw, got, want)
+        assert got.reason == want.reason, (raw, got, want)
+        assert got.detail and len(got.detail) < 1000  # a dead-letter header: bounded whatever the input
+    else:
+        assert got == want, raw
+        if isinstance(got, ValidExample):
+            assert type(got.y) is int
 
 
 @settings(max_examples=400, deadline=None)
 @given(messages)
 def test_fast_path_agrees_with_pydantic(message):
-    validator = ExampleValidator({"s": domain_check(100)})
-    raw = json.dumps(message).encode()
-    got, want = validator.validate(raw), reference(validator, raw)
-    if isinstance(want, Invalid):
-        assert isinstance(got, Invalid) and got.reason == want.reason
-    else:
-        assert got == want and type(got.y) is int
+    assert_agrees(ExampleValidator({"s": domain_check(100)}), json.dumps(message).encode())
+
+
+# Messages of every kind, valid and invalid: near misses field by field (as text, unicode escaped or
+# not), raw bytes, any JSON, literals the parser reads specially, batches, and the benchmark's flood.
+near_fields = {
+    "stream_id": st.sampled_from(["s", "u", "v", "other", "", "s s", "é", "s\n", "x" * 201, 3, None]),
+    "x": st.sampled_from([0, 1, 99, 100, -1, 10**30, -(10**30), 1.0, 2.5, "3", True, None, [], [0.5, 1],
+                          [1, 2, 3], ["a"], {"x": 1}]),
+    "y": st.sampled_from([0, 1, -1, 2, True, False, 1.0, 0.0, "1", None, [0]]),
+    "user_id": st.sampled_from(["alice", "", "ü" * 3, "x" * 200, "x" * 201, 7, ["a"], None]),
+    "event_time": st.sampled_from(["2026-01-01T00:00:00", "2026-01-01T00:00:00+02:00", "not a time", 0,
+                                   1.5e9, True, [], None]),
+    "id": st.sampled_from(["e1", "x" * 201, 1, None]),
+    "extra": json_values,
+}
+
+
+@st.composite
+def near_valid(draw) -> bytes:
+    fields = draw(st.fixed_dictionaries({}, optional=near_fields))
+    keys = draw(st.permutations(list(fields)))  # JSON order does not change the verdict
+    return json.dumps({k: fields[k] for k in keys}, ensure_ascii=draw(st.booleans())).encode()
+
+
+batches = st.fixed_dictionaries(
+    {"stream_id": st.sampled_from(["s", "u", "v", "zz", ""]),
+     "xs": st.sampled_from([[1, 2], [1, 100], [], "12", [[0.5, 1], [1, 2]], [1, -1]])},
+    optional={"ys": st.sampled_from([[1, 0], [1], [5, 1], [True, -1]]),
+              "user_ids": st.sampled_from([["a", "b"], ["a", None], None])},
+).map(lambda d: json.dumps(d).encode())
+
+literals = st.sampled_from([
+    b'{"stream_id": "s", "x": NaN, "y": 1}',
+    b'{"stream_id": "s", "x": 1, "y": -Infinity}',
+    b'{"stream_id": "s", "x": 1, "y": 1, "extra": NaN}',
+    b'{"stream_id": "s", "x": 1e400, "y": 1}',
+    b'{"stream_id": "s", "x": 1' + b"0" * 5000 + b', "y": 1}',
+    b'{"stream_id": "v", "x": [NaN, 1], "y": 1}',
+    b'{"stream_id": "s", "xs": [1, NaN], "ys": [1, 1]}',
+    b'{"stream_id": "s", "x": 12, "y": 1, "stream_id": "nope"}',
+    b'{"stream_id": "\\ud800", "x": 12, "y": 1}',
+    b"\xef\xbb\xbf" + b'{"stream_id": "s", "x": 12, "y": 1}',
+    b'{"stream_id": "s", "x": 12, "y": 1}\x00',
+    b"[" * 3000 + b"]" * 3000,
+    b"", b"null", b"NaN", b"12", b'"s"', b"\xff\xfe",
+])
+
+any_kind = (
+    near_valid()
+    | batches
+    | literals
+    | st.sampled_from(hostile_messages(10, "s", 100, seed=1))
+    | st.binary(max_size=80)
+    | json_values.map(lambda v: json.dumps(v).encode())
+    | st.none()
+)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(any_kind)
+def test_every_kind_of_message_gets_the_reason_pydantic_gives(message):
+    points = integer_domain(domain_check(100))
+    validator = ExampleValidator({"s": points, "u": points, "v": vector_domain(2)}, user_level=frozenset("u"))
+    assert_agrees(validator, message)
+
+
+def test_the_reasons_are_the_schemas_then_the_rules():
+    """The reasons are metric labels and dead-letter headers: the existing ones stay, in order."""
+    assert INVALID_REASONS[:6] == ("invalid_json", "missing_field", "wrong_type", "invalid_label",
+                                   "out_of_domain", "unknown_stream")
+    assert set(INVALID_REASONS) == set(SCHEMA_REASONS) | {r for rule in STREAM_RULES for r in rule.reasons}
+    assert len(set(INVALID_REASONS)) == len(INVALID_REASONS)
+    from privstream.stream_app.metrics import ServiceMetrics
+
+    assert set(ServiceMetrics(["s"]).invalid_counts) == set(INVALID_REASONS)
+
+
+def test_stream_rules_apply_in_order_and_the_first_broken_one_names_the_reason():
+    validator = ExampleValidator({"u": integer_domain(domain_check(10))}, user_level=frozenset({"u"}))
+    # Outside the domain and without a user: the domain rule comes first.
+    assert validator.validate(raw(stream_id="u", x=50, y=1)).reason == "out_of_domain"
+    assert validator.validate(raw(stream_id="u", x=5, y=1)).reason == "missing_field"
+    # A schema error comes before any rule: an unknown stream with a bad label is a bad label.
+    assert validator.validate(raw(stream_id="zz", x=5, y=3)).reason == "invalid_label"
+
+
+def test_details_of_huge_values_stay_short():
+    from privstream.learning.hypothesis_classes import parse_class_spec
+
+    validator = ExampleValidator({"s": integer_domain(parse_class_spec("thresholds:100").check_point)})
+    for message in (raw(stream_id="s", x="x" * 100_000, y=1), raw(stream_id="s", x=10**300, y=1),
+                    raw(stream_id="s", x=3, y=[0] * 100_000), raw(stream_id="s", x=-(10**300), y=1),
+                    raw(stream_id="s" * 100_000, x=1, y=1)):
+        result = validator.validate(message)
+        assert isinstance(result, Invalid) and len(result.detail) < 200, result.detail[:300]
 
 
 def test_example_batches_are_validated_as_a_whole(validator):
@@ -125,8 +244,6 @@ def test_user_level_streams_need_user_ids():
 
 
 def test_vector_and_integer_streams_check_their_kind_of_point():
-    from privstream.agents.validation import integer_domain, vector_domain
-
     validator = ExampleValidator({"v": vector_domain(2), "s": integer_domain(domain_check(10))})
     assert validator.validate(raw(stream_id="v", x=[0.5, 1], y=1)) == ValidExample("v", [0.5, 1.0], 1)
     assert validator.validate(raw(stream_id="v", x=3, y=1)).reason == "wrong_type"

@@ -319,10 +319,11 @@ def test_a_flood_of_invalid_messages_neither_crashes_nor_stalls_the_worker(uniqu
     assert status["streams"][STREAMS[0]]["examples"] + status["streams"][STREAMS[1]]["examples"] == 2 * n
     assert {s[2] for s in sampler.samples} == {200}  # never unhealthy
     # Loose, against a stall only: half the messages are hostile, so even at equal cost per message
-    # the ratio would be ~0.5; measured 0.16-0.19 (2026-11-24; 0.09-0.12 before the ingest
-    # consumer's fetch wait was cut to 50 ms). Timed per 5,000-message poll: the pipeline takes
-    # ~55 ms with 2,500 hostile messages vs ~13 ms for 5,000 valid ones (a rejected message takes
-    # pydantic's full path to get its reason: ~12-20 µs vs 2.6 µs on the fast path). Batching the
-    # dead letters (5x cheaper sends) did not move the ratio, so they are sent one by one. A figure
-    # for the hot path's tuning, not a crash or a stall.
+    # the ratio would be ~0.5; measured 0.16-0.19 (2026-11-24, when a rejected message took
+    # pydantic's full path: ~12-20 µs vs 2.6 µs for a valid one), 0.23-0.31 (2026-11-25, load ~7
+    # on 2 cores) with invalid messages classified without pydantic (1-3 µs) and their dead letters
+    # sent as one record batch per partition. What remains is mostly bytes: a hostile message here
+    # averages ~475 bytes (two over 1 MB aside) against ~43 for a valid one, read once and written
+    # again to the DLQ.
+    # A figure for the hot path's tuning, not a crash or a stall.
     assert flood_rate > 0.05 * clean_rate, figures

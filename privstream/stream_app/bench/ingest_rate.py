@@ -3,11 +3,25 @@
 In one run, on one topic of the embedded broker (or ``PRIVSTREAM_KAFKA_BOOTSTRAP``):
 
 * ``raw_rate``: a plain aiokafka consumer (``getmany``, ``json.loads`` per message) reading the
-  single-example messages: the ceiling of a Python consumer on this machine;
-* ``service_rate``: a worker (subprocess, online SOA on ``thresholds:2^32``, predictions
-  published, offsets committed after processing) draining the same messages;
-* ``batch_rate``: the worker draining ``ExampleBatch`` messages (examples per second);
-* latency from produce to prediction (p50, p99) with examples sent at half the service rate.
+  single-example messages: the ceiling of a Python consumer on this machine; ``service_rate``: a
+  worker (subprocess, online SOA on ``thresholds:2^32``, predictions published, offsets committed
+  after processing) draining the same messages; ``ratio`` is ``service_rate / raw_rate``;
+* ``strict_raw_rate`` and ``strict_ratio``: the same with the raw consumer parsing by the service's
+  own parser, ``pydantic_core.from_json``, a higher ceiling (and the only one on hostile messages:
+  ``json.loads`` takes 75 µs on 2,000-deep nesting where the service's parser takes 3 µs);
+* ``batch_rate``: the worker draining ``ExampleBatch`` messages (examples per second), last;
+* latency from produce to prediction (p50, p99) with examples sent at half the service rate;
+* with ``invalid_ratio`` R > 0, a flood, after the clean messages: n valid messages mixed with R·n
+  hostile ones (every kind of :func:`~privstream.stream_app.sources.synthetic.hostile_messages`,
+  spread evenly), then n hostile ones alone. The raw consumers and the worker read the same
+  messages, so each part has its ratios, in messages per second: ``mix_ratio`` and
+  ``strict_mix_ratio`` (the mix), ``flood_ratio`` and ``strict_flood_ratio`` (the hostile messages
+  alone: what a flood of invalid messages lets through); ``mix_valid_rate`` is the valid examples
+  per second in the mix.
+
+Everything is produced before either consumer starts, with one key (so one partition, in order),
+and the raw consumers run before the worker: each reads alone, and their rates are measured, not
+the producer's. A part's rate is taken between the consumer's observations enclosing it.
 
 Ratios, not absolute times, are the result: the machine is shared and noisy.
 """
@@ -22,17 +36,20 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
+import pydantic_core
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from privstream.stream_app.embedded.broker import EmbeddedBroker, free_listener_ports
 from privstream.stream_app.embedded.demo import WorkerProcess, fetch_json
 from privstream.stream_app.kafka.clients import client_options, ensure_topics
 from privstream.stream_app.settings import Settings, StreamConfig
+from privstream.stream_app.sources.synthetic import hostile_messages
 
 STREAM = "bench"
 CLASS = "thresholds:4294967296"
@@ -42,6 +59,13 @@ def _examples(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
     xs = rng.integers(0, 2**32, n)
     return xs, (xs >= 2**31).astype(np.uint8)
+
+
+def _singles(n: int, seed: int) -> list[bytes]:
+    """``n`` single-example messages of the bench stream."""
+    xs, ys = _examples(n, seed)
+    return [json.dumps({"stream_id": STREAM, "x": x, "y": y}).encode()
+            for x, y in zip(xs.tolist(), ys.tolist(), strict=True)]
 
 
 async def _produce(settings: Settings, payloads: list[bytes]) -> list[Any]:
@@ -54,8 +78,26 @@ async def _produce(settings: Settings, payloads: list[bytes]) -> list[Any]:
         await producer.stop()
 
 
-async def raw_consume_rate(settings: Settings, n: int) -> float:
-    """Messages per second of a bare aiokafka consumer parsing each message as JSON."""
+def _stdlib_parse(value: bytes) -> None:
+    # Not contextlib.suppress: a context per message would lower the ceiling.
+    try:  # noqa: SIM105
+        json.loads(value)
+    except (ValueError, RecursionError):  # a hostile message: trying to parse it is the work
+        pass
+
+
+def _service_parse(value: bytes) -> None:
+    try:  # noqa: SIM105
+        pydantic_core.from_json(value)
+    except ValueError:
+        pass
+
+
+async def raw_consume(
+    settings: Settings, n: int, parse: Callable[[bytes], None] = _stdlib_parse
+) -> list[tuple[float, int]]:
+    """A bare aiokafka consumer reading ``n`` messages from the start of the examples topic, parsing
+    each with ``parse``: (time, messages read) when the first batch arrived and after each batch."""
     consumer = AIOKafkaConsumer(
         settings.topic("examples"), **client_options(settings), group_id=f"raw-{uuid.uuid4().hex}",
         auto_offset_reset="earliest", enable_auto_commit=False,
@@ -63,50 +105,74 @@ async def raw_consume_rate(settings: Settings, n: int) -> float:
     )
     await consumer.start()
     try:
-        seen, started = 0, None
+        seen, samples = 0, []
         while seen < n:
-            batch = await consumer.getmany(timeout_ms=1000, max_records=10_000)
-            if started is None and batch:
-                started = time.perf_counter()
+            # Batches of 2,000: observations fine enough to measure parts of 10,000 messages or more.
+            batch = await consumer.getmany(timeout_ms=1000, max_records=2000)
+            if not samples and batch:
+                samples.append((time.perf_counter(), 0))  # the group is joined: the clock starts
             for messages in batch.values():
-                for message in messages:
-                    json.loads(message.value)
-                seen += sum(len(m) for m in batch.values())
-        assert started is not None
-        return n / (time.perf_counter() - started)
+                for message in messages[:n - seen]:  # what follows the n messages is not timed
+                    parse(message.value)
+                seen += min(len(messages), n - seen)
+            if batch:
+                samples.append((time.perf_counter(), seen))
+        return samples
     finally:
         await consumer.stop()
 
 
-def _drain_rate(worker: WorkerProcess, target: int, timeout: float) -> float:
-    """Examples per second while the worker's learned count climbs to ``target``.
+def _mixed(valid: list[bytes], invalid: list[bytes], ratio: float) -> list[bytes]:
+    """``valid`` with ``invalid`` spread evenly among them, ``ratio`` invalid per valid message."""
+    out: list[bytes] = []
+    used = 0
+    for i, message in enumerate(valid):
+        out.append(message)
+        due = min(len(invalid), int((i + 1) * ratio))
+        out += invalid[used:due]
+        used = due
+    return out + invalid[used:]
 
-    Measured from the last observation before the count moved (so a group join is excluded)
-    to the first observation at the target; observations are 20 ms apart.
-    """
-    start: tuple[float, int] | None = None
+
+class Observation(NamedTuple):
+    """The worker's counts at one time."""
+
+    time: float
+    learned: int  # valid examples learned
+    invalid: int  # invalid messages
+    handled: int  # messages, valid or not
+
+
+def _observe(worker: WorkerProcess, learned: int, invalid: int, timeout: float) -> list[Observation]:
+    """The worker's counts every 20 ms, until it has learned ``learned`` examples and rejected
+    ``invalid`` messages. Only ``/status`` is asked: little work for the worker."""
+    samples: list[Observation] = []
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        status = worker.status()
-        now = time.perf_counter()
-        if status is None:  # the worker is not answering yet: nothing to anchor on
-            time.sleep(0.02)
-            continue
-        done = status["streams"][STREAM]["examples"]
-        if done >= target:
-            if start is None or start[1] >= done:
-                raise RuntimeError("too few examples to measure a rate: the worker drained them between "
-                                   "two observations; use more --examples")
-            return (done - start[1]) / (now - start[0])
-        if start is None or done == start[1]:
-            start = (now, done)  # the count has not moved since: start the clock from here
+        status = fetch_json(f"{worker.operator_url}/status")
+        if status is not None:  # once it answers
+            samples.append(Observation(time.perf_counter(), status["streams"][STREAM]["examples"],
+                                       status["invalid"], status["handled"]))
+            if samples[-1].learned >= learned and samples[-1].invalid >= invalid:
+                return samples
         time.sleep(0.02)
-    raise TimeoutError(f"the worker learned fewer than {target} examples in {timeout:.0f} s")
+    raise TimeoutError(f"the worker saw fewer than {learned} valid examples and {invalid} invalid "
+                       f"messages in {timeout:.0f} s")
 
 
-async def _latency(
-    settings: Settings, rate: float, seconds: float, start_count: int
-) -> tuple[list[float], int]:
+def _rate(samples: list[tuple[float, int]], begin: int, end: int) -> float:
+    """Per second while a count climbed from ``begin`` to ``end``, from (time, count) samples: from
+    the last sample at or below ``begin`` (so a group join before the first message is excluded)
+    to the first at or past ``end``."""
+    t0, c0 = next((t, c) for t, c in reversed(samples) if c <= begin)
+    t1, c1 = next((t, c) for t, c in samples if c >= end)
+    if t1 <= t0:
+        raise RuntimeError("too few messages to measure a rate: they were read between two "
+                           "observations; use more --examples")
+    return (c1 - c0) / (t1 - t0)
+
+
+async def _latency(settings: Settings, rate: float, seconds: float) -> tuple[list[float], int]:
     """Produce→prediction latencies (s) of examples sent at ``rate`` per second, and how many
     examples were sent."""
     n = int(rate * seconds)
@@ -168,10 +234,15 @@ async def _latency(
 
 
 def run_ingest_benchmark(n: int = 100_000, batch_size: int = 1000, latency_seconds: float = 10.0,
-                         settings: Settings | None = None, log: Any = sys.stderr) -> dict[str, Any]:
+                         settings: Settings | None = None, log: Any = sys.stderr,
+                         invalid_ratio: float = 0.0) -> dict[str, Any]:
     """Run the measurements described in the module docstring; returns the JSON-able result."""
+    if invalid_ratio < 0:
+        raise ValueError(f"invalid_ratio must be >= 0, got {invalid_ratio}")
     settings = settings or Settings()
     run = secrets.token_hex(4)
+    mixed_invalid = round(invalid_ratio * n)  # hostile messages in the mix
+    alone = n if invalid_ratio > 0 else 0  # hostile messages alone, after the mix
     with ExitStack() as stack:
         workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="privstream-bench-")))
         if settings.kafka_bootstrap is None:
@@ -183,26 +254,57 @@ def run_ingest_benchmark(n: int = 100_000, batch_size: int = 1000, latency_secon
             "streams": [StreamConfig(name=STREAM, hypothesis_class=CLASS)],
         })
         asyncio.run(ensure_topics(settings))
-        xs, ys = _examples(n, seed=1)
-        singles = [json.dumps({"stream_id": STREAM, "x": int(x), "y": int(y)}).encode()
-                   for x, y in zip(xs.tolist(), ys.tolist(), strict=True)]
-        print(f"bench: producing {n} single-example messages", file=log)
-        asyncio.run(_produce(settings, singles))
-        print("bench: raw aiokafka consumer", file=log)
-        raw_rate = asyncio.run(raw_consume_rate(settings, n))
-        print(f"bench: raw {raw_rate:,.0f} msg/s; starting a worker", file=log)
-        worker = WorkerProcess(settings, workdir / "worker.log").start()
-        stack.callback(worker.stop)
-        service_rate = _drain_rate(worker, n, timeout=600)
-        print(f"bench: service {service_rate:,.0f} examples/s; batched messages next", file=log)
+        messages = _singles(n, seed=1)
+        if invalid_ratio > 0:
+            hostile = hostile_messages(mixed_invalid + alone, STREAM, 2**32, seed=4)
+            messages += _mixed(_singles(n, seed=3), hostile[:mixed_invalid], invalid_ratio)
+            messages += hostile[mixed_invalid:]
+            print(f"bench: producing {n} single-example messages, then {n} mixed with {mixed_invalid} "
+                  f"hostile ones, then {alone} hostile ones alone", file=log)
+        else:
+            print(f"bench: producing {n} single-example messages", file=log)
         bx, by = _examples(n, seed=2)
         batches = [json.dumps({"stream_id": STREAM, "xs": bx[i:i + batch_size].tolist(),
                                "ys": by[i:i + batch_size].tolist()}).encode()
                    for i in range(0, n, batch_size)]
-        asyncio.run(_produce(settings, batches))
-        batch_rate = _drain_rate(worker, 2 * n, timeout=600)
+        print(f"bench: then {len(batches)} ExampleBatch messages of {batch_size} examples", file=log)
+        asyncio.run(_produce(settings, messages + batches))
+        # The parts, as ranges of the topic's messages (one partition, in order).
+        clean, mix, flood = (0, n), (n, 2 * n + mixed_invalid), (2 * n + mixed_invalid, len(messages))
+        print("bench: raw aiokafka consumers (json.loads, then the service's parser)", file=log)
+        raw = asyncio.run(raw_consume(settings, len(messages), _stdlib_parse))
+        strict = asyncio.run(raw_consume(settings, len(messages), _service_parse))
+        raw_rate, strict_rate = _rate(raw, *clean), _rate(strict, *clean)
+        print(f"bench: raw {raw_rate:,.0f} msg/s, strict {strict_rate:,.0f} msg/s", file=log)
+        print("bench: starting a worker", file=log)
+        worker = WorkerProcess(settings, workdir / "worker.log").start()
+        stack.callback(worker.stop)
+        valid = 2 * n if invalid_ratio > 0 else n  # single examples
+        samples = _observe(worker, valid + n, mixed_invalid + alone, timeout=600)
+        handled = [(s.time, s.handled) for s in samples]  # messages, valid or not
+        service_rate = _rate(handled, *clean)
+        print(f"bench: service {service_rate:,.0f} examples/s", file=log)
+        flood_figures: dict[str, Any] = {}
+        if invalid_ratio > 0:
+            learned = [(s.time, s.learned) for s in samples]
+            flood_figures = {"invalid_ratio": invalid_ratio, "mix_valid_rate": _rate(learned, n, 2 * n)}
+            for part, where in (("mix", mix), ("flood", flood)):
+                rate, raw_part = _rate(handled, *where), _rate(raw, *where)
+                strict_part = _rate(strict, *where)
+                flood_figures.update({
+                    f"{part}_rate": rate,
+                    f"raw_{part}_rate": raw_part, f"{part}_ratio": rate / raw_part,
+                    f"strict_raw_{part}_rate": strict_part, f"strict_{part}_ratio": rate / strict_part,
+                })
+                print(f"bench: {part} {rate:,.0f} msg/s (raw {raw_part:,.0f}, strict {strict_part:,.0f})",
+                      file=log)
+        # Examples per second of the batches: from the last observation before they began to the
+        # first with all of them learned.
+        t0 = next(s.time for s in reversed(samples) if s.handled <= len(messages))
+        t1 = next(s.time for s in samples if s.learned >= valid + n)
+        batch_rate = n / (t1 - t0)
         print(f"bench: batched {batch_rate:,.0f} examples/s; latency at half the service rate", file=log)
-        latencies, latency_sent = asyncio.run(_latency(settings, service_rate / 2, latency_seconds, 2 * n))
+        latencies, latency_sent = asyncio.run(_latency(settings, service_rate / 2, latency_seconds))
         status = fetch_json(f"{worker.operator_url}/status") or {}
         exit_status = worker.stop()
         if exit_status != 0:
@@ -213,8 +315,11 @@ def run_ingest_benchmark(n: int = 100_000, batch_size: int = 1000, latency_secon
         "raw_rate": raw_rate,
         "service_rate": service_rate,
         "ratio": service_rate / raw_rate,
+        "strict_raw_rate": strict_rate,
+        "strict_ratio": service_rate / strict_rate,
         "batch_rate": batch_rate,
         "batch_ratio": batch_rate / raw_rate,
+        **flood_figures,
         "p50_latency_seconds": float(np.percentile(lat, 50)),
         "p99_latency_seconds": float(np.percentile(lat, 99)),
         "latency_samples": len(latencies),
@@ -224,4 +329,5 @@ def run_ingest_benchmark(n: int = 100_000, batch_size: int = 1000, latency_secon
         "batch_size": batch_size,
         "worker_exit_status": exit_status,
         "invalid": status.get("invalid"),
+        "invalid_by_reason": status.get("invalid_by_reason"),
     }

@@ -56,6 +56,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ingest.add_argument("--examples", type=int, default=100_000, help="messages per measurement")
     ingest.add_argument("--batch-size", type=int, default=1000, help="examples per ExampleBatch message")
     ingest.add_argument("--latency-seconds", type=float, default=10.0, help="length of the latency run")
+    ingest.add_argument("--invalid-ratio", type=float, default=0.0, metavar="R",
+                        help="R > 0 adds a flood after the clean messages: N valid messages mixed with "
+                             "R*N hostile ones, then N hostile ones alone, each part's rate as a ratio to "
+                             "the raw consumer's on the same messages (mix_ratio, flood_ratio)")
     ingest.add_argument("--json", action="store_true", help="print the result as one JSON line")
     ingest.set_defaults(handler=run_bench_ingest)
     ledger = bench_kinds.add_parser(
@@ -209,7 +213,8 @@ def run_subscribe(args: argparse.Namespace) -> int:
 def run_bench_ingest(args: argparse.Namespace) -> int:
     from privstream.stream_app.bench.ingest_rate import run_ingest_benchmark
 
-    result = run_ingest_benchmark(args.examples, args.batch_size, args.latency_seconds, load_settings(args))
+    result = run_ingest_benchmark(args.examples, args.batch_size, args.latency_seconds, load_settings(args),
+                                  invalid_ratio=args.invalid_ratio)
     if args.json:
         print(json.dumps(result))
     else:

@@ -28,8 +28,9 @@ from typing import Any
 import mode
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import CommitFailedError
+from aiokafka.partitioner import DefaultPartitioner
 
-from privstream.agents.pipeline import IngestPipeline
+from privstream.agents.pipeline import DeadLetter, IngestPipeline
 from privstream.stream_app.kafka.clients import client_options
 from privstream.stream_app.metrics import ServiceMetrics
 from privstream.stream_app.settings import Settings
@@ -56,6 +57,35 @@ def ingest_consumer_options(settings: Settings) -> dict[str, Any]:
         "session_timeout_ms": int(settings.kafka_session_timeout_seconds * 1000),
         "heartbeat_interval_ms": int(settings.kafka_heartbeat_interval_seconds * 1000),
     }
+
+
+async def send_dead_letters(
+    producer: AIOKafkaProducer, topic: str, letters: list[DeadLetter]
+) -> list[asyncio.Future[Any]]:
+    """Send dead letters as one record batch per partition; returns the batches' futures.
+
+    Each lands in the partition its key hashes to, as ``producer.send`` would put it, in order;
+    a flood of invalid messages costs a few µs per letter instead of ~10 µs for a send each."""
+    partitions = sorted(await producer.partitions_for(topic))
+    partition_of: dict[bytes | None, int] = {}  # a key's partition, hashed once per call
+    batches: dict[int, Any] = {}  # partition -> the BatchBuilder being filled
+    futures = []
+    for letter in letters:
+        partition = partition_of.get(letter.key)
+        if partition is None:
+            partition = DefaultPartitioner()(letter.key, partitions, partitions)
+            if letter.key is not None:
+                partition_of[letter.key] = partition
+        batch = batches.get(partition)
+        if batch is None:
+            batch = batches[partition] = producer.create_batch()
+        if batch.append(key=letter.key, value=letter.value, timestamp=None, headers=letter.headers) is None:
+            futures.append(await producer.send_batch(batch, topic, partition=partition))  # full
+            batch = batches[partition] = producer.create_batch()
+            batch.append(key=letter.key, value=letter.value, timestamp=None, headers=letter.headers)
+    for partition, batch in batches.items():
+        futures.append(await producer.send_batch(batch, topic, partition=partition))
+    return futures
 
 
 class _Rebalance(ConsumerRebalanceListener):
@@ -99,7 +129,9 @@ class IngestService(mode.Service):
 
     async def on_start(self) -> None:
         options = client_options(self.settings)
-        self.producer = AIOKafkaProducer(**options, linger_ms=5, acks="all", max_batch_size=1 << 20)
+        # No linger: a batch's outputs are all queued before its loop waits for their acknowledgement,
+        # so lingering would only add its 5 ms to every batch (~1 µs per message at 5,000 a poll).
+        self.producer = AIOKafkaProducer(**options, linger_ms=0, acks="all", max_batch_size=1 << 20)
         await self.producer.start()
         self._producer_ready.set()
         self.consumer = AIOKafkaConsumer(**ingest_consumer_options(self.settings))
@@ -199,8 +231,8 @@ class IngestService(mode.Service):
                 output = self.pipeline.process(m for messages in polled.values() for m in messages)
                 pending = [await producer.send(predictions_topic, value, key=key)
                            for key, value in output.predictions]
-                pending += [await producer.send(dlq_topic, d.value, key=d.key, headers=d.headers)
-                            for d in output.dead_letters]
+                if output.dead_letters:
+                    pending += await send_dead_letters(producer, dlq_topic, output.dead_letters)
                 await asyncio.gather(*pending)  # every output acknowledged before the commit
                 handled = {tp: messages[-1].offset + 1 for tp, messages in polled.items()}
                 try:

@@ -85,3 +85,35 @@ def malformed_messages(count: int, stream_id: str) -> list[bytes]:
         json.dumps({"stream_id": "no-such-stream", "x": 1, "y": 1}).encode(),  # unknown stream
     ]
     return [kinds[i % len(kinds)] for i in range(count)]
+
+
+def hostile_messages(
+    count: int, stream_id: str, domain_size: int, seed: int = 0, oversized: int = 0
+) -> list[bytes]:
+    """``count`` invalid messages of every hostile kind, in turn: random bytes, ``NaN`` and
+    ``Infinity`` literals, a 400-digit number, 2,000-deep nesting, wrong types, a bad label, a point
+    outside ``{0, ..., domain_size - 1}``, a unicode stream id, a missing field; ``oversized`` of
+    them (spread out) are over the 1 MB limit. For the flood benchmark and the load tests.
+
+    >>> [m[:30] for m in hostile_messages(3, "s", 10)][1:]
+    [b'{"stream_id": "s", "x": NaN, "', b'{"stream_id": "s", "x": Infini']
+    """
+    rng = np.random.default_rng(seed)
+    sid = json.dumps(stream_id).encode()
+    kinds = [
+        lambda i: bytes(rng.integers(0, 256, int(rng.integers(1, 60)), dtype=np.uint8)),
+        lambda i: b'{"stream_id": %s, "x": NaN, "y": 1}' % sid,
+        lambda i: b'{"stream_id": %s, "x": Infinity, "y": 1}' % sid,
+        lambda i: b'{"stream_id": %s, "x": 1%s, "y": 1}' % (sid, b"0" * 400),
+        lambda i: b"[" * 2000 + b"]" * 2000,
+        lambda i: b'{"stream_id": %s, "x": "%d", "y": 1}' % (sid, i),
+        lambda i: b'{"stream_id": %s, "x": %d, "y": 7}' % (sid, i),
+        lambda i: b'{"stream_id": %s, "x": %d, "y": 1}' % (sid, domain_size + i),
+        lambda i: '{"stream_id": "\u00e9t\u00e9-\U0001f600", "x": 1, "y": 1}'.encode(),
+        lambda i: b'{"x": 1, "y": 1}',
+    ]
+    messages = [kinds[i % len(kinds)](i) for i in range(count)]
+    big = b'{"stream_id": %s, "x": 1, "y": 1, "pad": "%s"}' % (sid, b"p" * 1_100_000)
+    for k in range(oversized):
+        messages[(k + 1) * count // (oversized + 1)] = big
+    return messages
