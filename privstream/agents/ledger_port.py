@@ -3,12 +3,44 @@
 The service's durable implementations are in :mod:`privstream.stream_app.store` (``SqliteLedger``,
 ``PostgresLedger``); the agents depend only on what is here (DESIGN.md §2: agents never import the
 service).
+
+**The release path (E-DESIGN.md §3.1): reserve, compute, complete.** A release of a node of the
+release tree is charged *before* its learner runs: :meth:`PrivacyLedger.reserve` checks the
+lifetime budget, spends it, draws a secret 32-byte seed and stores all of it in one transaction.
+The learner then runs with randomness derived from that seed
+(:func:`privstream.learning.randomness.derived`), so a retry after a crash reproduces the release
+bit for bit instead of drawing fresh noise; :meth:`PrivacyLedger.complete` stores the release
+bytes (first bytes win), and the outbox (:meth:`PrivacyLedger.unpublished`) lists completed
+releases not yet published. :meth:`PrivacyLedger.incomplete` lists reservations whose release was
+never stored (a worker died while its learner ran): recompute them with their stored seeds.
+
+**Lifetime accounting at the example level (issue 17.1).** Level-0 windows of a stream are
+disjoint, and a node ``(j, m)`` covers windows ``[m·2^j, (m+1)·2^j)`` (:class:`NodeRange`). An
+example of window ``w`` is touched by every charge whose node covers ``w``, so its lifetime cost
+is the sum of those charges (parallel composition over disjoint nodes, sequential over levels);
+the ledger refuses a charge iff it would take some covered window past the stream's lifetime
+budget. A charge without a node range (the one-shot :meth:`PrivacyLedger.charge`, or a charge
+written by schema version 1) counts against *every* window of the stream: the safe reading.
+
+>>> node = NodeRange.of(level=2, index=3)        # node (2, 3): windows 12..15
+>>> node, node.windows, node.covers(15), node.covers(16)
+(NodeRange(level=2, first_window=12, last_window=15), 4, True, False)
+>>> [str(n) for n in node.children()]
+['L1[12..13]', 'L1[14..15]']
+
+**User level: the individual privacy filter (issue 17.3, Feldman & Zrnic 2021).** One per-user
+ledger serves the whole deployment. A user-level reservation names the users present in the
+node; the ledger charges the reservation's (epsilon, delta) to each of them whose lifetime spend
+plus the charge fits their budget, and excludes the others (they are left out of the node before
+the learner sees it). Users absent from a node pay nothing. The included set is stored with the
+reservation (a retry sees the same set); how many users were excluded is private (an operator
+metric, never published).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import NamedTuple, Protocol, runtime_checkable
 
@@ -21,8 +53,11 @@ __all__ = [
     "LedgerError",
     "LedgerMissingError",
     "LedgerUnavailableError",
+    "LifetimeFigures",
+    "NodeRange",
     "PrivacyCost",
     "PrivacyLedger",
+    "Reservation",
     "UnknownEntryError",
     "UnknownStreamError",
 ]
@@ -63,13 +98,15 @@ class UnknownStreamError(LedgerError):
 
 
 class UnknownEntryError(LedgerError):
-    """No charge has this entry id."""
+    """No charge (or reservation) has this entry id."""
 
 
 class BudgetExhaustedError(LedgerError):
     """A charge was refused: it would exceed the stream's epsilon or delta budget.
 
-    The refusal is recorded in the ledger (see :meth:`SqliteLedger.refusals`) before this is raised.
+    For a charge of a node, ``spent`` is the largest lifetime spend of a window the node covers
+    (the spend the charge would have raised past the budget). The refusal is recorded in the
+    ledger (see :meth:`PrivacyLedger.refusals`) before this is raised.
     """
 
     def __init__(
@@ -106,8 +143,97 @@ class PrivacyCost(NamedTuple):
 
 
 @dataclass(frozen=True, slots=True)
+class NodeRange:
+    """Which level-0 windows a charge covers: ``first_window..last_window`` (both inclusive).
+
+    ``level`` is the node's level in the release tree (0: a window). The ledger accepts any range
+    (it sums the charges covering each window); the release agent charges aligned dyadic nodes,
+    built with :meth:`of`.
+
+    >>> NodeRange(0, 5, 4)
+    Traceback (most recent call last):
+    ...
+    ValueError: a node range needs 0 <= level and first_window <= last_window, got (0, 5, 4)
+    """
+
+    level: int
+    first_window: int  # inclusive
+    last_window: int  # inclusive
+
+    def __post_init__(self) -> None:
+        for name in ("level", "first_window", "last_window"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"{name} must be an int, got {value!r}")
+        if self.level < 0 or self.first_window > self.last_window:
+            raise ValueError(
+                "a node range needs 0 <= level and first_window <= last_window, got "
+                f"({self.level}, {self.first_window}, {self.last_window})"
+            )
+
+    @classmethod
+    def of(cls, level: int, index: int) -> NodeRange:
+        """Node ``(level, index)`` of the release tree: windows ``[index·2^level, (index+1)·2^level)``."""
+        return cls(level, index << level, ((index + 1) << level) - 1)
+
+    @property
+    def windows(self) -> int:
+        """How many level-0 windows the node covers."""
+        return self.last_window - self.first_window + 1
+
+    def covers(self, window: int) -> bool:
+        return self.first_window <= window <= self.last_window
+
+    def children(self) -> tuple[NodeRange, NodeRange]:
+        """The two nodes one level down that this (aligned) node is merged from."""
+        if self.level == 0:
+            raise ValueError("a level-0 node (a window) has no children")
+        half = self.windows // 2
+        return (NodeRange(self.level - 1, self.first_window, self.first_window + half - 1),
+                NodeRange(self.level - 1, self.first_window + half, self.last_window))
+
+    def __str__(self) -> str:
+        return f"L{self.level}[{self.first_window}..{self.last_window}]"
+
+
+@dataclass(frozen=True, slots=True)
+class LifetimeFigures:
+    """A stream's lifetime accounting (example level), public: a function of the schedule only.
+
+    ``spent_per_example`` is the largest lifetime cost of an example: the max over level-0 windows
+    of the sum of the charges covering the window (epsilon and delta maximised separately, so the
+    pair is an upper bound). ``releases_per_level`` counts the stream's charges by node level
+    (charges without a node range under the key ``None``); ``refusals`` counts refused charges.
+
+    >>> figures = LifetimeFigures(PrivacyCost(1.0, 0.0), PrivacyCost(0.75, 0.0), {0: 4, 1: 2}, 0)
+    >>> figures.remaining, figures.releases
+    (PrivacyCost(epsilon=0.25, delta=0.0), 6)
+    """
+
+    budget: PrivacyCost
+    spent_per_example: PrivacyCost
+    releases_per_level: Mapping[int | None, int] = field(default_factory=dict)
+    refusals: int = 0
+
+    @property
+    def remaining(self) -> PrivacyCost:
+        """Budget minus the per-example spend, never negative (a lowered budget leaves 0)."""
+        return PrivacyCost(max(self.budget.epsilon - self.spent_per_example.epsilon, 0.0),
+                           max(self.budget.delta - self.spent_per_example.delta, 0.0))
+
+    @property
+    def releases(self) -> int:
+        return sum(self.releases_per_level.values())
+
+
+@dataclass(frozen=True, slots=True)
 class Charge:
-    """One charged release: its ledger entry (``entry_id`` goes into the release certificate)."""
+    """One charged release: its ledger entry (``entry_id`` goes into the release certificate).
+
+    ``node`` is the range of windows it covers (``None``: a one-shot charge, which counts against
+    every window); ``included_users`` the number of users a user-level release charged (``None``
+    at the example level; the set itself stays in the ledger).
+    """
 
     entry_id: int
     stream_id: str
@@ -118,6 +244,8 @@ class Charge:
     release: bytes
     charged_at: datetime
     published_at: datetime | None
+    node: NodeRange | None = None
+    included_users: int | None = None
 
     @property
     def cost(self) -> PrivacyCost:
@@ -126,6 +254,53 @@ class Charge:
     @property
     def published(self) -> bool:
         return self.published_at is not None
+
+    @property
+    def level(self) -> int | None:
+        return None if self.node is None else self.node.level
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """A reserved (charged) release of a node: what the learner needs to run, and to run again.
+
+    ``seed`` holds 32 secret random bytes drawn at reservation: the learner's randomness is
+    :func:`privstream.learning.randomness.derived` from it, so a recomputation after a crash is
+    bit-identical. It is never published. ``included_users`` is the filter's choice at the user
+    level (``None`` at the example level). ``lifetime`` is the stream's figures right after this
+    charge. ``release`` is ``None`` until :meth:`PrivacyLedger.complete` stores the bytes.
+    """
+
+    entry_id: int
+    stream_id: str
+    window_id: str  # the node id
+    mechanism: str
+    epsilon: float
+    delta: float
+    node: NodeRange | None
+    seed: bytes
+    included_users: frozenset[str] | None
+    lifetime: LifetimeFigures
+    release: bytes | None
+    published: bool
+
+    @property
+    def cost(self) -> PrivacyCost:
+        return PrivacyCost(self.epsilon, self.delta)
+
+    @property
+    def completed(self) -> bool:
+        return self.release is not None
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return self.stream_id, self.window_id, self.mechanism
+
+    def __repr__(self) -> str:  # never print the seed (it is a secret), nor a million user ids
+        users = None if self.included_users is None else len(self.included_users)
+        return (f"Reservation(entry_id={self.entry_id}, key={self.key!r}, cost={self.cost}, "
+                f"node={self.node}, included_users={users}, completed={self.completed}, "
+                f"published={self.published})")
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,10 +315,56 @@ class ChargeReceipt:
 class PrivacyLedger(Protocol):
     """What the agents need from a privacy ledger (no storage types leak through it).
 
-    ``charge`` is the write-ahead step: it must be called, and must succeed, before a release is
-    published; it is idempotent per (stream_id, window_id, mechanism) and always returns the
-    bytes to publish (the stored ones if the key was charged before).
+    The release path (E-DESIGN.md §3.1) is :meth:`reserve` (the charge, write-ahead, before the
+    learner runs), then :meth:`complete` (the bytes), :meth:`mark_published` (the outbox).
+    :meth:`charge` is the one-shot form (reserve a charge without a node range and complete it in
+    one transaction) for offline callers; it is idempotent per (stream_id, window_id, mechanism)
+    and always returns the bytes to publish (the stored ones if the key was charged before).
     """
+
+    def register_stream(self, stream_id: str, lifetime: PrivacyCost) -> float:
+        """Set (or change, audited) the stream's lifetime budget per example (or per user); return
+        the stream's registration time (Unix seconds, fixed at the first registration, public:
+        the anchor of the time-window schedule). The lifetime spend is never reset."""
+        ...
+
+    def reserve(
+        self,
+        stream_id: str,
+        window_id: str,
+        mechanism: str,
+        epsilon: float,
+        delta: float,
+        node: NodeRange,
+        *,
+        users: Collection[str] | None = None,
+        user_budget: PrivacyCost | None = None,
+    ) -> Reservation:
+        """Charge a release of ``node`` in one atomic transaction and draw its secret seed.
+
+        Idempotent per (stream_id, window_id, mechanism): a second call returns the stored
+        reservation unchanged (same entry, seed and included users). Refuses (records the
+        refusal durably, then raises :class:`BudgetExhaustedError`) iff some window of the node
+        would pass the stream's lifetime budget. With ``users`` (user level): charges (epsilon,
+        delta) to each user whose deployment-wide spend plus the charge fits ``user_budget``
+        (default: the stream's lifetime budget), stores that included set; absent users pay
+        nothing.
+        """
+        ...
+
+    def complete(self, entry_id: int, release: bytes) -> Charge:
+        """Store the reservation's release bytes; the first bytes win (a second call returns the
+        stored charge unchanged). Raises :class:`UnknownEntryError` for an unknown entry."""
+        ...
+
+    def incomplete(self, stream_id: str | None = None) -> list[Reservation]:
+        """Reservations whose release was never stored, oldest first: recompute them with their
+        seeds (a worker died while the learner ran)."""
+        ...
+
+    def reservation(self, stream_id: str, window_id: str, mechanism: str) -> Reservation | None:
+        """The reservation stored under this key, completed or not."""
+        ...
 
     def charge(
         self,
@@ -155,16 +376,33 @@ class PrivacyLedger(Protocol):
         release_bytes: bytes | Callable[[ChargeReceipt], bytes],
     ) -> Charge: ...
 
-    def lookup(self, stream_id: str, window_id: str, mechanism: str) -> Charge | None: ...
+    def lookup(self, stream_id: str, window_id: str, mechanism: str) -> Charge | None:
+        """The completed charge stored under this key, if any (see :meth:`reservation`)."""
+        ...
 
     def mark_published(self, entry_id: int) -> None: ...
 
-    def unpublished(self, stream_id: str | None = None) -> list[Charge]: ...
+    def unpublished(self, stream_id: str | None = None) -> list[Charge]:
+        """The outbox: completed charges not yet marked published, oldest first."""
+        ...
 
-    def spent(self, stream_id: str) -> PrivacyCost: ...
+    def lifetime(self, stream_id: str) -> LifetimeFigures: ...
+
+    def user_spent(self, user_id: str) -> PrivacyCost:
+        """A user's lifetime spend across all streams (0 for a user never charged)."""
+        ...
+
+    def spent(self, stream_id: str) -> PrivacyCost:
+        """The stream's lifetime spend per example (``lifetime(...).spent_per_example``)."""
+        ...
 
     def remaining(self, stream_id: str) -> PrivacyCost: ...
 
     def entries(self, stream_id: str) -> list[Charge]: ...
 
     def refusals(self, stream_id: str) -> int: ...
+
+    def latest_published(
+        self, stream_id: str, mechanism_prefix: str = "", level: int | None = None
+    ) -> Charge | None: ...
+

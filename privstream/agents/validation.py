@@ -38,7 +38,7 @@ it can give and a ``check(stream, example)`` returning an :class:`Invalid` or No
 changes. A rule that needs more of a stream's configuration adds a field to :class:`Stream`.
 
 >>> [rule.reasons for rule in STREAM_RULES]
-[('unknown_stream',), ('wrong_type', 'out_of_domain'), ('missing_field',)]
+[('unknown_stream',), ('wrong_type', 'out_of_domain'), ('missing_field', 'wrong_type')]
 >>> INVALID_REASONS  # the schema's reasons, then the rules' new ones, in order
 ('invalid_json', 'missing_field', 'wrong_type', 'invalid_label', 'out_of_domain', 'unknown_stream')
 
@@ -134,6 +134,9 @@ def _users_given(stream: Stream | None, example: ValidExample | ExampleBatch) ->
         users = [example.user_id] if type(example) is ValidExample else (example.user_ids or [None])
         if any(u is None for u in users):
             return Invalid("missing_field", "user_id: required by the stream's user-level privacy")
+        if any("\x00" in u for u in users):  # type: ignore[operator]
+            # the user ledger keeps ids as text, which PostgreSQL cannot hold with a NUL in it
+            return Invalid("wrong_type", "user_id: contains a NUL character")
     return None
 
 
@@ -143,7 +146,7 @@ def _users_given(stream: Stream | None, example: ValidExample | ExampleBatch) ->
 STREAM_RULES: tuple[StreamRule, ...] = (
     StreamRule(("unknown_stream",), _configured),
     StreamRule(("wrong_type", "out_of_domain"), _in_domain),
-    StreamRule(("missing_field",), _users_given),
+    StreamRule(("missing_field", "wrong_type"), _users_given),
 )
 
 #: What the schema rejects for, in the order it checks: parsing, then the fields of ``Example``.

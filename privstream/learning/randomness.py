@@ -4,6 +4,13 @@ Why this module exists (DESIGN §4 "Randomness", dp_landscape.md "Secure selecti
 
 * Production draws come from the operating system's CSPRNG (``secrets``); tests and audits inject a
   seeded source. Every mechanism takes a :class:`RandomSource` and nothing else draws randomness.
+* A release reserved in the privacy ledger draws from :func:`derived`: a deterministic,
+  cryptographically secure stream (HMAC-SHA256 in counter mode) keyed by the reservation's secret
+  32-byte seed, so a retry after a crash reproduces the release bit for bit instead of drawing
+  fresh noise (E-DESIGN.md §3.2). Its output is indistinguishable from uniform bits to anyone who
+  does not know the seed (HMAC-SHA256 as a pseudorandom function, NIST SP 800-108 counter mode),
+  so the privacy guarantee holds against computationally bounded adversaries as long as the seed
+  stays secret (the ledger never publishes it).
 * No floating point touches a sampling decision. Textbook float Laplace / inverse-CDF / softmax
   sampling leaks through rounding (Mironov 2012; Casacuberta et al. 2022). The samplers here consume
   uniform *bits* only and use exact integer / ``Fraction`` arithmetic:
@@ -27,6 +34,8 @@ precisely is outside this threat model (as for OpenDP, which says the same of it
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import math
 import random
 import secrets
@@ -38,9 +47,11 @@ from functools import lru_cache
 from privstream.learning.errors import PrivacyParameterError
 
 __all__ = [
+    "DerivedRandomSource",
     "RandomSource",
     "SecureRandomSource",
     "SeededRandomSource",
+    "derived",
     "exp_neg_bounds",
     "resolve",
     "secure",
@@ -206,6 +217,76 @@ class SeededRandomSource(RandomSource):
 
     def __repr__(self) -> str:
         return f"SeededRandomSource({self.seed!r})"
+
+
+class DerivedRandomSource(RandomSource):
+    """A deterministic, cryptographically secure stream of bits from a secret seed.
+
+    Block ``i`` (32 bytes) of the stream is ``HMAC-SHA256(seed, b"privstream.derived.v1" ||
+    i as 8 big-endian bytes)``; the blocks are read as one big-endian bit string, and
+    :meth:`getrandbits` takes the next ``k`` bits of it (the first bit is the most significant of
+    the result). A source pickles as its seed and position, so a child process continues the
+    same stream (and a copy made before any draw replays it from the start).
+
+    >>> a, b = derived(bytes(32)), derived(bytes(32))
+    >>> [a.getrandbits(12) for _ in range(3)] == [b.getrandbits(12) for _ in range(3)]
+    True
+    >>> derived(bytes(32)).uniform_int(10**6) == derived(bytes(32)).uniform_int(10**6)
+    True
+    """
+
+    __slots__ = ("_bits", "_block", "_buffer", "_seed")
+    _LABEL = b"privstream.derived.v1"
+
+    def __init__(self, seed: bytes) -> None:
+        if not isinstance(seed, bytes | bytearray) or len(seed) < 16:
+            raise ValueError("a derived source needs a secret seed of at least 16 bytes")
+        self._seed = bytes(seed)
+        self._block = 0  # index of the next block to compute
+        self._buffer = 0  # bits computed but not yet returned (the low ``_bits`` bits)
+        self._bits = 0
+
+    def _next_block(self) -> int:
+        message = self._LABEL + self._block.to_bytes(8, "big")
+        self._block += 1
+        return int.from_bytes(hmac.new(self._seed, message, hashlib.sha256).digest(), "big")
+
+    def getrandbits(self, k: int) -> int:
+        if k < 0:
+            raise ValueError("k must be >= 0")
+        while self._bits < k:
+            self._buffer = (self._buffer << 256) | self._next_block()
+            self._bits += 256
+        self._bits -= k
+        value = self._buffer >> self._bits
+        self._buffer &= (1 << self._bits) - 1
+        return value
+
+    @property
+    def position(self) -> int:
+        """How many bits were drawn so far."""
+        return self._block * 256 - self._bits
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return _restore_derived, (self._seed, self.position)
+
+    def __repr__(self) -> str:  # never the seed: it is a secret
+        return f"DerivedRandomSource(position={self.position})"
+
+
+def _restore_derived(seed: bytes, position: int) -> DerivedRandomSource:
+    source = DerivedRandomSource(seed)
+    source._block = position // 256
+    skip = position % 256
+    if skip:
+        source.getrandbits(skip)
+    return source
+
+
+def derived(seed: bytes) -> RandomSource:
+    """The randomness of a reserved release: deterministic given its secret ledger seed, and
+    cryptographically secure while the seed stays secret (see :class:`DerivedRandomSource`)."""
+    return DerivedRandomSource(seed)
 
 
 def secure() -> RandomSource:

@@ -243,6 +243,16 @@ def test_user_level_streams_need_user_ids():
         == "missing_field"
 
 
+def test_user_ids_with_a_nul_are_dead_lettered_before_the_user_ledger():
+    """The user ledger stores ids as text; PostgreSQL text cannot hold NUL, so such an id would make a
+    release fail (data-dependently) unless it is refused at the door."""
+    validator = ExampleValidator({"u": domain_check(10)}, user_level=frozenset({"u"}))
+    assert validator.validate(raw(stream_id="u", x=1, y=1, user_id="a\x00b")).reason == "wrong_type"
+    assert validator.validate(raw(stream_id="u", xs=[1, 2], ys=[1, 1], user_ids=["a", "\x00"])).reason \
+        == "wrong_type"
+    assert isinstance(validator.validate(raw(stream_id="u", x=1, y=1, user_id="a b")), ValidExample)
+
+
 def test_vector_and_integer_streams_check_their_kind_of_point():
     validator = ExampleValidator({"v": vector_domain(2), "s": integer_domain(domain_check(10))})
     assert validator.validate(raw(stream_id="v", x=[0.5, 1], y=1)) == ValidExample("v", [0.5, 1.0], 1)

@@ -39,6 +39,9 @@ RUNS: dict[tuple[str, str | None], Runs] = {
     ("generic", None): Runs(6000, 3, min_lower_bound=0.2),  # exact loss on its pair: 0.886
     ("generic", "sensitivity_understated"): Runs(6000, 4),  # true loss on the pair ≈ 1.75
     ("generic", "no_noise"): Runs(2000, 5),
+    ("generic-intervals", None): Runs(6000, 3, min_lower_bound=0.2),  # exact loss on its pair: 0.780
+    ("generic-intervals", "sensitivity_understated"): Runs(6000, 4),  # true loss ≈ 1.54
+    ("generic-intervals", "no_noise"): Runs(2000, 5),
     ("proper", None): Runs(3000, 4),
     ("proper", "scores_not_halved"): Runs(3000, 5),
     ("proper", "no_noise"): Runs(3000, 5),

@@ -27,6 +27,7 @@ from privstream.learning.audit.harness import AuditSpec
 __all__ = ["AUDITS", "audit_spec", "audit_spec_factory"]
 
 _MECHANISMS = "privstream.learning.mechanisms.audit_specs"
+_GENERIC = "privstream.learning.private_learners.generic.audit_spec"
 _CONSISTENT = "privstream.learning.consistent.audit_specs"
 _SANITIZERS = "privstream.learning.sanitizers.audit_specs"
 
@@ -44,7 +45,8 @@ AUDITS: dict[str, str] = {
     "stable_histogram_singleton": f"{_MECHANISMS}:stable_histogram_singleton_audit_spec",
     "above_threshold": f"{_MECHANISMS}:above_threshold_audit_spec",
     # private learners (private_learners/base.py: LEARNERS)
-    "generic": "privstream.learning.private_learners.generic.audit_spec:generic_audit_spec",
+    "generic": f"{_GENERIC}:generic_audit_spec",
+    "generic-intervals": f"{_GENERIC}:generic_intervals_audit_spec",
     "proper": "privstream.learning.private_learners.proper.audit_spec:proper_audit_spec",
     "global-stability":
         "privstream.learning.private_learners.global_stability.audit_spec:global_stability_audit_spec",

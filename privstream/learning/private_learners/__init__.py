@@ -5,8 +5,9 @@
 * One folder per learner, with its helpers and its audit spec: :mod:`.generic`, :mod:`.proper`,
   :mod:`.global_stability`.
 * Re-exported here: ``"generic"``, :class:`GenericLearner`, the exponential mechanism over the
-  class [S Thm 3.3], exact and without enumerating the class (:func:`error_levels`), with its
-  theorem sample size :func:`generic_sample_size`.
+  class [S Thm 3.3], exact and without enumerating the class (:func:`error_levels`; intervals
+  in O(n log n) by :mod:`.generic.interval_sampler`), with its theorem sample size
+  :func:`generic_sample_size`.
 """
 
 from privstream.learning.private_learners.base import LEARNERS, LearnerResult, PrivateLearner, make_learner

@@ -15,8 +15,11 @@ server started here unless ``--url`` names one; the bench then creates and drops
 fsynced on both backends. The backends are measured in turn for each workload and writer count,
 so that both see the same minute of a shared, noisy machine: compare them within one run.
 
-Extension point: per-user charges at 10^6 users (issue 17) is one more entry of
-:data:`WORKLOADS` once the ledger has per-user spends; it is not measured before that exists.
+**Per-user charges (issue 17.3).** A user-level release charges every user present in its node,
+in the reservation's one transaction. For each number of users per release (10^4, 10^5, 10^6 by
+default) one process reserves ``user_releases`` user-level nodes of the same users on a fresh
+ledger: the first release inserts every user's spend, the next ones read and update them; the
+figure is users charged per second (and seconds per release), first and later releases apart.
 """
 
 from __future__ import annotations
@@ -83,6 +86,32 @@ def _writer(
         ledger.close()  # type: ignore[attr-defined]
     except BaseException as exc:  # report it: the parent must not wait for a result that never comes
         results.put(exc)
+
+
+def measure_user_charges(target: LedgerTarget, users: int, releases: int) -> dict[str, float]:
+    """Users charged per second by user-level reservations of ``users`` users each (one process)."""
+    from privstream.agents.ledger_port import NodeRange, PrivacyCost
+
+    population = [f"user-{i:07d}" for i in range(users)]
+    ledger = target.open()
+    try:
+        seconds = []
+        for w in range(releases):
+            began = time.perf_counter()
+            reservation = ledger.reserve("users", f"t60-L0-{w}", "bench", 0.001, 0.0, NodeRange.of(0, w),
+                                         users=population, user_budget=PrivacyCost(BUDGET, 0.0))
+            seconds.append(time.perf_counter() - began)
+            if len(reservation.included_users) != users:
+                raise RuntimeError("the bench's users were not all charged")
+    finally:
+        ledger.close()
+    later = seconds[1:] or seconds
+    return {
+        "first_release_users_per_second": round(users / seconds[0], 1),
+        "later_releases_users_per_second": round(users * len(later) / sum(later), 1),
+        "first_release_seconds": round(seconds[0], 3),
+        "later_release_seconds": round(sum(later) / len(later), 3),
+    }
 
 
 def measure(target: LedgerTarget, workload: str, writers: int, seconds: float) -> float:
@@ -179,11 +208,21 @@ def run_ledger_benchmark(
     writers: Sequence[int] = (1, 4, 16),
     seconds: float = 3.0,
     workloads: Sequence[str] = WORKLOADS,
+    users_per_release: Sequence[int] = (10_000, 100_000, 1_000_000),
+    user_releases: int = 2,
 ) -> dict[str, Any]:
-    """Charges per second, ``{"results": {store: {workload: {writers: rate}}}, ...}``, and the
-    PostgreSQL/SQLite ratios when both stores were measured."""
+    """Charges per second, ``{"results": {store: {workload: {writers: rate}}}, ...}``, the
+    PostgreSQL/SQLite ratios when both stores were measured, and per-user charges per second
+    (``"per_user": {store: {users: figures}}``)."""
     results: dict[str, dict[str, dict[str, float]]] = {}
+    per_user: dict[str, dict[str, dict[str, float]]] = {}
     with contextmanager_for_stores(stores, url, password, sslmode, sslrootcert) as fresh_by_store:
+        for users in users_per_release:
+            for store in stores:
+                with fresh_by_store[store]() as target:
+                    target.open(create=True, budgets={"users": (BUDGET, 0.0)}).close()
+                    per_user.setdefault(store, {})[str(users)] = measure_user_charges(
+                        target, users, user_releases)
         # Backends interleaved per measurement, so both see the machine's noise of the same minute.
         for workload in workloads:
             for count in writers:
@@ -203,7 +242,8 @@ def run_ledger_benchmark(
                        for n in results["sqlite"][workload]}
             for workload in workloads
         }
-    summary["not_measured"] = {"per_user_charges_at_1e6_users": "needs per-user spends (issue 17)"}
+    summary["per_user"] = per_user
+    summary["per_user_unit"] = "users charged per second by one user-level reservation (one process)"
     return summary
 
 

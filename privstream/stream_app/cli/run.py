@@ -73,6 +73,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "settings); default: a throwaway local server")
     ledger.add_argument("--writers", default="1,4,16", help="concurrent writer processes (1,4,16)")
     ledger.add_argument("--seconds", type=float, default=3.0, help="length of each measurement (3)")
+    ledger.add_argument("--users", default="10000,100000,1000000",
+                        help="users per user-level release for the per-user measurement (10^4,10^5,10^6)")
+    ledger.add_argument("--user-releases", type=int, default=2,
+                        help="user-level releases per measurement (2)")
     ledger.add_argument("--json", action="store_true", help="print the result as one JSON line")
     ledger.set_defaults(handler=run_bench_ledger)
     faults = bench_kinds.add_parser(
@@ -239,6 +243,8 @@ def run_bench_ledger(args: argparse.Namespace) -> int:
         sslrootcert=str(settings.store_sslrootcert) if args.url and settings.store_sslrootcert else None,
         writers=writers,
         seconds=args.seconds,
+        users_per_release=[int(n) for n in args.users.split(",") if n],
+        user_releases=args.user_releases,
     )
     if args.json:
         print(json.dumps(result))
@@ -247,6 +253,12 @@ def run_bench_ledger(args: argparse.Namespace) -> int:
             for workload, rates in workloads.items():
                 line = ", ".join(f"{n} writers {rate:,.0f}/s" for n, rate in rates.items())
                 print(f"{store:10} {workload:18} {line}")
+        for store, by_users in result["per_user"].items():
+            for users, figures in by_users.items():
+                first = figures["first_release_users_per_second"]
+                later = figures["later_releases_users_per_second"]
+                print(f"{store:10} {users:>8} users per release: first {first:,.0f} users/s, "
+                      f"later {later:,.0f} users/s")
     return 0
 
 

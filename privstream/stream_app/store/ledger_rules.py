@@ -13,14 +13,35 @@ decision about numbers is made here, once, so both refuse and accept exactly the
 (True, False)
 >>> budget.remaining
 PrivacyCost(epsilon=0.2, delta=0.0)
+
+**Lifetime per example (issue 17.1).** A charge of a node covers a range of level-0 windows; an
+example's lifetime cost is the sum of the charges covering its window. A backend keeps, per
+stream, ``unranged`` (the sum of charges without a node range: a cost of *every* window, the safe
+reading of a one-shot or schema-1 charge) and ``peak`` (the max over windows of the ranged
+charges covering it); it reads the ranged charges overlapping a new node and :func:`window_peak`
+gives their largest sum over one window of the node. :class:`LifetimeState` decides.
+
+>>> rows = [(0, 3, "1/4", "0"), (0, 1, "1/8", "0"), (2, 3, "1/8", "0"), (2, 2, "1/16", "0")]
+>>> window_peak(rows, 0, 3)   # window 2: 1/4 + 1/8 + 1/16
+(Fraction(7, 16), Fraction(0, 1))
+>>> state = LifetimeState(Fraction(1, 2), Fraction(0), Fraction(0), Fraction(0), Fraction(7, 16), Fraction(0))
+>>> state.allows_node(window_peak(rows, 2, 2), exact(0.0625, "epsilon"), Fraction(0))
+True
+>>> state.allows_node(window_peak(rows, 2, 2), exact(0.0626, "epsilon"), Fraction(0))
+False
+
+**The individual filter (issue 17.3).** :func:`filter_users` decides, from each user's stored
+spend, who is charged by a user-level release and what each one's spend becomes.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import numbers
-from collections.abc import Callable, Iterable
+import zlib
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
@@ -30,20 +51,37 @@ from privstream.agents.ledger_port import (
     Charge,
     ChargeReceipt,
     LedgerCorruptError,
+    LifetimeFigures,
+    NodeRange,
     PrivacyCost,
 )
 
 __all__ = [
+    "SEED_BYTES",
     "ChargeRequest",
+    "LifetimeState",
     "StreamBudget",
+    "UserFilter",
     "budget_change",
     "check_name",
+    "check_node",
     "check_spends",
+    "check_users",
     "exact",
+    "filter_users",
+    "lifetime_from_json",
+    "lifetime_to_json",
+    "pack_users",
     "release_bytes_of",
+    "spend_after",
+    "unpack_users",
+    "window_peak",
 ]
 
 log = logging.getLogger("privstream.stream_app.store.ledger")
+
+#: Bytes of secret randomness drawn per reservation (the seed of its derived randomness).
+SEED_BYTES = 32
 
 Release = bytes | Callable[[ChargeReceipt], bytes]
 
@@ -243,3 +281,224 @@ def check_spends(
             )
     if sums:
         raise LedgerCorruptError(f"{where}: charges of unknown streams {sorted(sums)}")
+
+
+# --------------------------------------------------------------------------- lifetime per example
+
+Exact = tuple[Fraction, Fraction]
+
+
+def window_peak(rows: Iterable[tuple[int, int, str, str]], first: int, last: int) -> Exact:
+    """The largest (epsilon, delta) sum over one window of ``first..last`` of the charges
+    ``(first_window, last_window, epsilon, delta)`` covering it (each maximised separately).
+
+    Rows not overlapping the range are ignored; a window no row covers costs 0. A sweep over the
+    rows' end points: O(r log r) for r rows.
+    """
+    changes: dict[int, list[Fraction]] = {}
+    parsed: dict[str, Fraction] = {}
+
+    def number(text: str) -> Fraction:
+        value = parsed.get(text)
+        if value is None:
+            value = parsed[text] = Fraction(text)
+        return value
+
+    for row_first, row_last, epsilon, delta in rows:
+        start, stop = max(row_first, first), min(row_last, last) + 1
+        if start >= stop:
+            continue
+        eps, dlt = number(epsilon), number(delta)
+        for point, sign in ((start, 1), (stop, -1)):
+            change = changes.setdefault(point, [Fraction(0), Fraction(0)])
+            change[0] += sign * eps
+            change[1] += sign * dlt
+    peak_eps = peak_delta = running_eps = running_delta = Fraction(0)
+    for point in sorted(changes):
+        running_eps += changes[point][0]
+        running_delta += changes[point][1]
+        if point <= last:
+            peak_eps, peak_delta = max(peak_eps, running_eps), max(peak_delta, running_delta)
+    return peak_eps, peak_delta
+
+
+@dataclass(frozen=True, slots=True)
+class LifetimeState:
+    """A stream's lifetime budget and spend per example, as exact rationals (stored as text)."""
+
+    epsilon_budget: Fraction
+    delta_budget: Fraction
+    unranged_epsilon: Fraction  # charges without a node range: a cost of every window
+    unranged_delta: Fraction
+    peak_epsilon: Fraction  # max over windows of the ranged charges covering it
+    peak_delta: Fraction
+
+    @classmethod
+    def from_text(cls, *values: str) -> LifetimeState:
+        return cls(*(Fraction(v) for v in values))
+
+    @property
+    def per_example(self) -> Exact:
+        return self.unranged_epsilon + self.peak_epsilon, self.unranged_delta + self.peak_delta
+
+    def _fits(self, spent: Exact, epsilon: Fraction, delta: Fraction) -> bool:
+        return spent[0] + epsilon <= self.epsilon_budget and spent[1] + delta <= self.delta_budget
+
+    def spent_in(self, peak: Exact) -> Exact:
+        """The largest per-example spend in a node whose windows' ranged peak is ``peak``."""
+        return self.unranged_epsilon + peak[0], self.unranged_delta + peak[1]
+
+    def allows_node(self, peak: Exact, epsilon: Fraction, delta: Fraction) -> bool:
+        """Whether a charge of a node, whose windows' ranged charges peak at ``peak``, fits."""
+        return self._fits(self.spent_in(peak), epsilon, delta)
+
+    def allows_everywhere(self, epsilon: Fraction, delta: Fraction) -> bool:
+        """Whether a charge without a node range (a cost of every window) fits."""
+        return self._fits(self.per_example, epsilon, delta)
+
+    def after_node(self, peak: Exact, epsilon: Fraction, delta: Fraction) -> LifetimeState:
+        return LifetimeState(self.epsilon_budget, self.delta_budget, self.unranged_epsilon,
+                             self.unranged_delta, max(self.peak_epsilon, peak[0] + epsilon),
+                             max(self.peak_delta, peak[1] + delta))
+
+    def after_unranged(self, epsilon: Fraction, delta: Fraction) -> LifetimeState:
+        return LifetimeState(self.epsilon_budget, self.delta_budget, self.unranged_epsilon + epsilon,
+                             self.unranged_delta + delta, self.peak_epsilon, self.peak_delta)
+
+    def with_budget(self, epsilon_budget: Fraction, delta_budget: Fraction) -> LifetimeState:
+        return LifetimeState(epsilon_budget, delta_budget, self.unranged_epsilon, self.unranged_delta,
+                             self.peak_epsilon, self.peak_delta)
+
+    @property
+    def budget(self) -> PrivacyCost:
+        return PrivacyCost(float(self.epsilon_budget), float(self.delta_budget))
+
+    @property
+    def spent(self) -> PrivacyCost:
+        eps, delta = self.per_example
+        return PrivacyCost(float(eps), float(delta))
+
+    @property
+    def remaining(self) -> PrivacyCost:
+        eps, delta = self.per_example
+        return PrivacyCost(float(max(self.epsilon_budget - eps, 0)), float(max(self.delta_budget - delta, 0)))
+
+    def left_after(self, epsilon: Fraction, delta: Fraction) -> PrivacyCost:
+        """A one-shot charge's receipt: the budget left per example once it is spent."""
+        eps, dlt = self.per_example
+        return PrivacyCost(float(self.epsilon_budget - eps - epsilon), float(self.delta_budget - dlt - delta))
+
+    @property
+    def columns(self) -> tuple[str, str, str, str]:
+        """The stored spend columns: unranged epsilon and delta, peak epsilon and delta."""
+        return (str(self.unranged_epsilon), str(self.unranged_delta),
+                str(self.peak_epsilon), str(self.peak_delta))
+
+    def figures(self, releases_per_level: Mapping[int | None, int], refusals: int) -> LifetimeFigures:
+        return LifetimeFigures(self.budget, self.spent, dict(releases_per_level), refusals)
+
+
+def lifetime_to_json(figures: LifetimeFigures) -> str:
+    """The figures stored with a reservation, so a replay returns them unchanged."""
+    return json.dumps({
+        "budget": list(figures.budget), "spent": list(figures.spent_per_example),
+        "releases": [[level, count] for level, count in sorted(
+            figures.releases_per_level.items(), key=lambda item: -1 if item[0] is None else item[0])],
+        "refusals": figures.refusals,
+    })
+
+
+def lifetime_from_json(text: str) -> LifetimeFigures:
+    data = json.loads(text)
+    return LifetimeFigures(PrivacyCost(*data["budget"]), PrivacyCost(*data["spent"]),
+                           {level: count for level, count in data["releases"]}, data["refusals"])
+
+
+def check_node(node: NodeRange) -> NodeRange:
+    if not isinstance(node, NodeRange):
+        raise TypeError(f"node must be a NodeRange, got {type(node).__name__}")
+    return node
+
+
+# --------------------------------------------------------------------------- the individual filter
+
+
+@dataclass(frozen=True, slots=True)
+class UserFilter:
+    """The filter's decision for one user-level release."""
+
+    included: list[str]  # the users charged, in the order given (each once)
+    spends: list[tuple[str, str, str]]  # (user, new epsilon spend, new delta spend) to store
+    excluded: int  # private: an operator metric only
+
+
+def check_users(users: Collection[str]) -> list[str]:
+    """The distinct user ids, in the order given (each a non-empty str without NUL, which
+    PostgreSQL's text cannot hold: ingest validation keeps such ids out of the stores)."""
+    distinct = list(dict.fromkeys(users))
+    for user in distinct:
+        if not isinstance(user, str) or not user or "\x00" in user:
+            raise TypeError(f"user ids must be non-empty str without NUL, got {user!r}")
+    return distinct
+
+
+def pack_users(users: Iterable[str]) -> bytes:
+    """The users a reservation charged, as stored with it: one zlib-compressed, NUL-separated
+    UTF-8 string (one value per charge instead of a row per user: a release of 10^6 users writes
+    one compressed value, not 10^6 index entries).
+
+    >>> unpack_users(pack_users(["b", "a\\n", "ü"])) == {"a\\n", "b", "ü"}
+    True
+    >>> unpack_users(pack_users([]))
+    frozenset()
+    """
+    return zlib.compress("\x00".join(users).encode(), 6)
+
+
+def unpack_users(packed: bytes) -> frozenset[str]:
+    text = zlib.decompress(packed).decode()
+    return frozenset(text.split("\x00")) if text else frozenset()
+
+
+def spend_after(
+    spend: tuple[str, str], epsilon: Fraction, delta: Fraction, budget: Exact
+) -> tuple[str, str] | None:
+    """A user's spend (as text) after a charge of (epsilon, delta), or None if it would pass ``budget``.
+
+    >>> spend_after(("1/2", "0"), Fraction(1, 2), Fraction(0), (Fraction(1), Fraction(0)))
+    ('1', '0')
+    >>> spend_after(("1/2", "0"), Fraction(3, 5), Fraction(0), (Fraction(1), Fraction(0))) is None
+    True
+    """
+    eps, dlt = Fraction(spend[0]) + epsilon, Fraction(spend[1]) + delta
+    return (str(eps), str(dlt)) if eps <= budget[0] and dlt <= budget[1] else None
+
+
+def filter_users(
+    users: list[str], stored: Mapping[str, tuple[str, str]], epsilon: Fraction, delta: Fraction,
+    budget: Exact,
+) -> UserFilter:
+    """Charge (epsilon, delta) to each user whose spend plus it fits ``budget``; exclude the others.
+
+    ``stored`` maps users charged before to their spend as text (absent: never charged). Users
+    sharing a spend share the arithmetic, so a million users cost a million dict look-ups.
+
+    >>> f = filter_users(["a", "b", "c"], {"a": ("9/10", "0"), "b": ("1/2", "0")},
+    ...                  Fraction(1, 2), Fraction(0), (Fraction(1), Fraction(0)))
+    >>> f.included, f.spends, f.excluded
+    (['b', 'c'], [('b', '1', '0'), ('c', '1/2', '0')], 1)
+    """
+    decided: dict[tuple[str, str], tuple[str, str] | None] = {}
+    included: list[str] = []
+    spends: list[tuple[str, str, str]] = []
+    zero = ("0", "0")
+    for user in users:
+        spend = stored.get(user, zero)
+        if spend in decided:
+            new = decided[spend]
+        else:
+            new = decided[spend] = spend_after(spend, epsilon, delta, budget)
+        if new is not None:
+            included.append(user)
+            spends.append((user, *new))
+    return UserFilter(included, spends, len(users) - len(included))

@@ -41,7 +41,9 @@ the connection's ``search_path`` (``public`` unless the URL says ``options=-csea
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+import secrets
+import time
+from collections.abc import Callable, Collection, Mapping
 from datetime import UTC, datetime
 from fractions import Fraction
 from types import TracebackType
@@ -58,16 +60,30 @@ from privstream.agents.ledger_port import (
     LedgerError,
     LedgerMissingError,
     LedgerUnavailableError,
+    LifetimeFigures,
+    NodeRange,
     PrivacyCost,
+    Reservation,
     UnknownEntryError,
     UnknownStreamError,
 )
 from privstream.stream_app.store.ledger_rules import (
+    SEED_BYTES,
     ChargeRequest,
+    LifetimeState,
     StreamBudget,
     budget_change,
+    check_node,
     check_spends,
+    check_users,
+    exact,
+    lifetime_from_json,
+    lifetime_to_json,
+    pack_users,
     release_bytes_of,
+    spend_after,
+    unpack_users,
+    window_peak,
 )
 from privstream.stream_app.store.migrations import Migration, latest
 from privstream.stream_app.store.postgres_db import Database, PostgresConfig, StoreErrors
@@ -119,22 +135,90 @@ MIGRATIONS = (
             changed_at     TIMESTAMPTZ NOT NULL
         )""",
     )),
+    Migration(2, "the release path: reservations (node range, seed, completion), lifetime per "
+                 "example, per-user spends of the deployment", (
+        # See the SQLite ledger's migration 2, which this one mirrors.
+        "ALTER TABLE ledger_streams ADD COLUMN registered_at DOUBLE PRECISION",
+        """UPDATE ledger_streams s SET registered_at = (
+            SELECT extract(epoch FROM min(changed_at)) FROM ledger_budget_changes b
+            WHERE b.stream_id = s.stream_id)""",
+        """ALTER TABLE ledger_streams
+            ADD COLUMN unranged_epsilon TEXT NOT NULL DEFAULT '0',
+            ADD COLUMN unranged_delta TEXT NOT NULL DEFAULT '0',
+            ADD COLUMN peak_epsilon TEXT NOT NULL DEFAULT '0',
+            ADD COLUMN peak_delta TEXT NOT NULL DEFAULT '0'""",
+        "UPDATE ledger_streams SET unranged_epsilon = epsilon_spent, unranged_delta = delta_spent",
+        """ALTER TABLE ledger_charges
+            ADD COLUMN level INTEGER,
+            ADD COLUMN first_window BIGINT,
+            ADD COLUMN last_window BIGINT,
+            ADD COLUMN seed BYTEA,
+            ADD COLUMN included_users BIGINT,
+            ADD COLUMN users BYTEA,
+            ADD COLUMN lifetime TEXT,
+            ADD COLUMN completed_at TIMESTAMPTZ""",
+        "UPDATE ledger_charges SET completed_at = charged_at",
+        """CREATE INDEX ledger_charges_by_node ON ledger_charges (stream_id, level, first_window)
+            WHERE level IS NOT NULL""",
+        "CREATE INDEX ledger_charges_incomplete ON ledger_charges (entry_id) WHERE completed_at IS NULL",
+        """CREATE TABLE ledger_levels (
+            stream_id TEXT NOT NULL REFERENCES ledger_streams (stream_id),
+            level     INTEGER NOT NULL,
+            releases  BIGINT NOT NULL,
+            max_span  BIGINT NOT NULL,
+            PRIMARY KEY (stream_id, level)
+        )""",
+        "INSERT INTO ledger_levels SELECT stream_id, -1, count(*), 0 FROM ledger_charges GROUP BY stream_id",
+        """ALTER TABLE ledger_refusals
+            ADD COLUMN level INTEGER,
+            ADD COLUMN first_window BIGINT,
+            ADD COLUMN last_window BIGINT""",
+        """CREATE TABLE ledger_user_spends (
+            user_id TEXT PRIMARY KEY,
+            epsilon TEXT NOT NULL,
+            delta   TEXT NOT NULL
+        )""",
+    )),
 )
 SCHEMA_VERSION = latest(MIGRATIONS)
-TABLES = frozenset({"ledger_streams", "ledger_charges", "ledger_refusals", "ledger_budget_changes"})
+TABLES = frozenset({"ledger_streams", "ledger_charges", "ledger_refusals", "ledger_budget_changes",
+                    "ledger_levels", "ledger_user_spends"})
+#: The advisory lock that serialises user-level reservations (the per-user spends are one budget
+#: for every stream of the deployment). ASCII "PSUS".
+_USER_SPENDS_LOCK = 0x50535553
 _ERRORS = StoreErrors(
     base=LedgerError, missing=LedgerMissingError, corrupt=LedgerCorruptError, busy=LedgerBusyError,
     unavailable=LedgerUnavailableError,
 )
 _CHARGE_COLUMNS = (
-    "entry_id, stream_id, window_id, mechanism, epsilon, delta, release, charged_at, published_at"
+    "entry_id, stream_id, window_id, mechanism, epsilon, delta, release, charged_at, published_at, "
+    "level, first_window, last_window, included_users"
+)
+_RESERVATION_COLUMNS = (
+    "entry_id, stream_id, window_id, mechanism, epsilon, delta, level, first_window, last_window, seed, "
+    "users, lifetime, release, completed_at, published_at"
 )
 
 Cursor = psycopg.Cursor[Any]
 
 
+def _copy_text(values: list[str]) -> str:
+    """One text column in COPY's text format: a line per value, ``\\``, newline, carriage return
+    and tab escaped (values hold no NUL: ledger_rules.check_users). Built with a few C-speed
+    passes over one joined string instead of a Python call per value."""
+    joined = "\x00".join(values)
+    for raw, escaped in (("\\", "\\\\"), ("\n", "\\n"), ("\r", "\\r"), ("\t", "\\t")):
+        joined = joined.replace(raw, escaped)
+    return joined.replace("\x00", "\n") + "\n"
+
+
+def _node(level: int | None, first: int | None, last: int | None) -> NodeRange | None:
+    return None if level is None or first is None or last is None else NodeRange(level, int(first), int(last))
+
+
 def _to_charge(row: tuple[Any, ...]) -> Charge:
-    entry_id, stream_id, window_id, mechanism, epsilon, delta, release, charged_at, published_at = row
+    (entry_id, stream_id, window_id, mechanism, epsilon, delta, release, charged_at, published_at,
+     level, first, last, included) = row
     return Charge(
         entry_id=int(entry_id),
         stream_id=stream_id,
@@ -145,6 +229,8 @@ def _to_charge(row: tuple[Any, ...]) -> Charge:
         release=bytes(release),
         charged_at=charged_at,
         published_at=published_at,
+        node=_node(level, first, last),
+        included_users=None if included is None else int(included),
     )
 
 
@@ -203,16 +289,35 @@ class PostgresLedger:
     # ----------------------------------------------------------------- budgets
 
     def set_budget(self, stream_id: str, epsilon_budget: float, delta_budget: float) -> None:
-        """Set a stream's (epsilon, delta) budget; what it has spent is kept (see SqliteLedger)."""
+        """Set a stream's lifetime (epsilon, delta) budget per example; what it has spent is kept
+        (see SqliteLedger)."""
         self._db.transaction(lambda cur: self._set_budget(cur, stream_id, epsilon_budget, delta_budget))
+
+    def register_stream(self, stream_id: str, lifetime: PrivacyCost | tuple[float, float]) -> float:
+        """Set the stream's lifetime budget and return its registration time (Unix seconds of
+        the first registration, never changed; see :meth:`SqliteLedger.register_stream`)."""
+        epsilon_budget, delta_budget = lifetime
+
+        def run(cur: Cursor) -> float:
+            self._set_budget(cur, stream_id, epsilon_budget, delta_budget)
+            cur.execute(
+                "UPDATE ledger_streams SET registered_at = coalesce(registered_at, %s) WHERE stream_id = %s "
+                "RETURNING registered_at",
+                (time.time(), stream_id),
+            )
+            return float(cur.fetchone()[0])  # type: ignore[index]
+
+        return self._db.transaction(run)
 
     def _set_budget(self, cur: Cursor, stream_id: str, epsilon_budget: float, delta_budget: float) -> None:
         fresh = budget_change(stream_id, None, epsilon_budget, delta_budget)  # validates the numbers
         assert fresh is not None
         budget = (str(fresh.epsilon_budget), str(fresh.delta_budget))
         cur.execute(
-            "INSERT INTO ledger_streams VALUES (%s, %s, %s, '0', '0') ON CONFLICT (stream_id) DO NOTHING",
-            (stream_id, *budget),
+            "INSERT INTO ledger_streams (stream_id, epsilon_budget, delta_budget, epsilon_spent, "
+            "delta_spent, registered_at) VALUES (%s, %s, %s, '0', '0', %s) "
+            "ON CONFLICT (stream_id) DO NOTHING",
+            (stream_id, *budget, time.time()),
         )
         if cur.rowcount == 0:  # the stream exists: lock it and compare
             old = self._find_stream(cur, stream_id, lock=True)
@@ -245,6 +350,26 @@ class PostgresLedger:
             )
         return stream
 
+    def _lifetime_state(self, cur: Cursor, stream_id: str) -> LifetimeState:
+        row = cur.execute(
+            "SELECT epsilon_budget, delta_budget, unranged_epsilon, unranged_delta, peak_epsilon, "
+            "peak_delta FROM ledger_streams WHERE stream_id = %s",
+            (stream_id,),
+        ).fetchone()
+        if row is None:
+            self._stream(cur, stream_id)  # raises UnknownStreamError
+        return LifetimeState.from_text(*row)  # type: ignore[misc]
+
+    @staticmethod
+    def _figures(cur: Cursor, stream_id: str, state: LifetimeState) -> LifetimeFigures:
+        levels = cur.execute(
+            "SELECT level, releases FROM ledger_levels WHERE stream_id = %s ORDER BY level", (stream_id,)
+        ).fetchall()
+        refused = cur.execute(
+            "SELECT count(*) FROM ledger_refusals WHERE stream_id = %s", (stream_id,)
+        ).fetchone()[0]  # type: ignore[index]
+        return state.figures({None if level < 0 else int(level): int(n) for level, n in levels}, int(refused))
+
     def streams(self) -> list[str]:
         """The ids of the streams that have a budget, sorted."""
         rows = self._db.transaction(
@@ -254,16 +379,22 @@ class PostgresLedger:
         return [row[0] for row in rows]
 
     def budget(self, stream_id: str) -> PrivacyCost:
-        """The stream's configured (epsilon, delta) budget."""
+        """The stream's configured lifetime (epsilon, delta) budget per example."""
         return self._db.transaction(lambda cur: self._stream(cur, stream_id)).budget
 
     def spent(self, stream_id: str) -> PrivacyCost:
-        """The sum of the stream's charges (basic composition)."""
-        return self._db.transaction(lambda cur: self._stream(cur, stream_id)).spent
+        """The stream's lifetime spend per example (see :meth:`SqliteLedger.spent`)."""
+        return self._db.transaction(lambda cur: self._lifetime_state(cur, stream_id)).spent
 
     def remaining(self, stream_id: str) -> PrivacyCost:
-        """Budget minus spend, never negative (0 once a lowered budget is below the spend)."""
-        return self._db.transaction(lambda cur: self._stream(cur, stream_id)).remaining
+        """Budget minus the spend per example, never negative."""
+        return self._db.transaction(lambda cur: self._lifetime_state(cur, stream_id)).remaining
+
+    def lifetime(self, stream_id: str) -> LifetimeFigures:
+        """The stream's lifetime figures (see :meth:`SqliteLedger.lifetime`)."""
+        return self._db.transaction(
+            lambda cur: self._figures(cur, stream_id, self._lifetime_state(cur, stream_id)), snapshot=True
+        )
 
     def refusals(self, stream_id: str) -> int:
         """How many charges of the stream were refused for lack of budget (for a metric)."""
@@ -275,7 +406,250 @@ class PostgresLedger:
 
         return self._db.transaction(count)
 
-    # ----------------------------------------------------------------- charges
+    def user_spent(self, user_id: str) -> PrivacyCost:
+        """The user's lifetime spend across every stream of the deployment (0 if never charged)."""
+        row = self._db.transaction(lambda cur: cur.execute(
+            "SELECT epsilon, delta FROM ledger_user_spends WHERE user_id = %s", (user_id,)).fetchone())
+        if row is None:
+            return PrivacyCost(0.0, 0.0)
+        return PrivacyCost(float(Fraction(row[0])), float(Fraction(row[1])))
+
+    # ----------------------------------------------------------------- reservations (the release path)
+
+    def reserve(
+        self,
+        stream_id: str,
+        window_id: str,
+        mechanism: str,
+        epsilon: float,
+        delta: float,
+        node: NodeRange,
+        *,
+        users: Collection[str] | None = None,
+        user_budget: PrivacyCost | tuple[float, float] | None = None,
+    ) -> Reservation:
+        """Charge a release of ``node`` before its learner runs (see :meth:`SqliteLedger.reserve`).
+
+        The stream's row lock serialises its charges; user-level reservations of the whole
+        deployment also take one transaction-level advisory lock, because the per-user spends are
+        one budget shared by every stream (two streams must not both read a user's old spend).
+        """
+        request = ChargeRequest.validate(stream_id, window_id, mechanism, epsilon, delta, b"")
+        check_node(node)
+        eps, dlt = request.epsilon, request.delta
+        distinct = None if users is None else check_users(users)
+        limit = None
+        if user_budget is not None:
+            limit = (exact(user_budget[0], "user epsilon budget"),
+                     exact(user_budget[1], "user delta budget", upper=Fraction(1)))
+
+        def run(cur: Cursor) -> Reservation | BudgetExhaustedError:
+            existing = self._reservation(cur, *request.key)  # a replay needs no lock
+            if existing is not None:
+                return existing
+            self._stream(cur, stream_id, lock=True)  # serialises the stream's charges
+            existing = self._reservation(cur, *request.key)  # reserved while we waited for the lock?
+            if existing is not None:
+                return existing
+            if distinct is not None:
+                cur.execute("SELECT pg_advisory_xact_lock(%s)", (_USER_SPENDS_LOCK,))
+            state = self._lifetime_state(cur, stream_id)
+            peak = window_peak(self._overlapping(cur, stream_id, node), node.first_window, node.last_window)
+            now = datetime.now(UTC)
+            if not state.allows_node(peak, eps, dlt):
+                cur.execute(
+                    "INSERT INTO ledger_refusals (stream_id, window_id, mechanism, epsilon, delta, "
+                    "refused_at, level, first_window, last_window) "
+                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                    (*request.key, str(eps), str(dlt), now, node.level, node.first_window, node.last_window),
+                )
+                spent_eps, spent_delta = state.spent_in(peak)
+                spent = PrivacyCost(float(spent_eps), float(spent_delta))
+                return BudgetExhaustedError(*request.key, request.cost, spent, state.budget)
+            after = state.after_node(peak, eps, dlt)
+            decisions = None
+            if distinct is not None:
+                budget = limit if limit is not None else (state.epsilon_budget, state.delta_budget)
+                decisions = self._decide_users(cur, distinct, eps, dlt, budget)
+            included = None
+            if decisions is not None:
+                included = sum(n for n, new in decisions.values() if new is not None)
+            seed = secrets.token_bytes(SEED_BYTES)
+            row = cur.execute(
+                "INSERT INTO ledger_charges (stream_id, window_id, mechanism, epsilon, delta, release, "
+                "charged_at, level, first_window, last_window, seed, included_users) "
+                "VALUES (%s, %s, %s, %s, %s, '', %s, %s, %s, %s, %s, %s) RETURNING entry_id",
+                (*request.key, str(eps), str(dlt), now, node.level, node.first_window, node.last_window,
+                 seed, included),
+            ).fetchone()
+            entry_id = int(row[0])  # type: ignore[index]
+            chosen = None
+            if distinct is not None and decisions is not None:
+                chosen = self._charge_users(cur, entry_id, distinct, decisions)
+            stream = self._stream(cur, stream_id).spend(eps, dlt)
+            cur.execute(
+                "UPDATE ledger_streams SET epsilon_spent = %s, delta_spent = %s, unranged_epsilon = %s, "
+                "unranged_delta = %s, peak_epsilon = %s, peak_delta = %s WHERE stream_id = %s",
+                (*stream.spend_text, *after.columns, stream_id),
+            )
+            self._count_level(cur, stream_id, node.level, node.last_window - node.first_window)
+            figures = self._figures(cur, stream_id, after)
+            cur.execute("UPDATE ledger_charges SET lifetime = %s WHERE entry_id = %s",
+                        (lifetime_to_json(figures), entry_id))
+            return Reservation(
+                entry_id, stream_id, window_id, mechanism, float(eps), float(dlt), node, seed,
+                chosen, figures, None, False,
+            )
+
+        outcome = self._db.transaction(run)
+        if isinstance(outcome, BudgetExhaustedError):
+            raise outcome
+        if (outcome.cost, outcome.node) != (request.cost, node):
+            log.warning("ledger key %r was reserved before as %s %s; asked again as %s %s: "
+                        "returning the stored reservation", request.key, outcome.cost, outcome.node,
+                        request.cost, node)
+        return outcome
+
+    # The individual filter in bulk: the users go to the server once (COPY into a temporary
+    # table); what a user's spend becomes depends only on the spend, so the server groups the
+    # users by spend, Python decides per distinct spend (ledger_rules.spend_after), and the server
+    # applies the decisions to every user with a join. Only excluded users come back.
+
+    @staticmethod
+    def _decide_users(
+        cur: Cursor, users: list[str], epsilon: Fraction, delta: Fraction,
+        budget: tuple[Fraction, Fraction],
+    ) -> dict[tuple[str, str], tuple[int, tuple[str, str] | None]]:
+        """Per distinct stored spend of the users: how many users have it, and what it becomes
+        (None: those users are excluded)."""
+        cur.execute("CREATE TEMPORARY TABLE reserve_users (user_id TEXT NOT NULL) ON COMMIT DROP")
+        with cur.copy("COPY reserve_users (user_id) FROM STDIN") as copy:
+            copy.write(_copy_text(users))
+        groups = cur.execute(
+            "SELECT coalesce(s.epsilon, '0'), coalesce(s.delta, '0'), count(*) FROM reserve_users r "
+            "LEFT JOIN ledger_user_spends s USING (user_id) GROUP BY 1, 2"
+        ).fetchall()
+        return {(e, d): (int(n), spend_after((e, d), epsilon, delta, budget)) for e, d, n in groups}
+
+    @staticmethod
+    def _charge_users(
+        cur: Cursor, entry_id: int, users: list[str],
+        decisions: dict[tuple[str, str], tuple[int, tuple[str, str] | None]],
+    ) -> frozenset[str]:
+        """Apply the decisions: update the included users' spends, record them with the entry."""
+        charged = [(old, new) for old, (_, new) in decisions.items() if new is not None]
+        refused = [old for old, (_, new) in decisions.items() if new is None]
+        cur.execute(
+            "CREATE TEMPORARY TABLE reserve_included ON COMMIT DROP AS "
+            "SELECT r.user_id, d.new_epsilon, d.new_delta FROM reserve_users r "
+            "LEFT JOIN ledger_user_spends s USING (user_id) "
+            "JOIN unnest(%s::text[], %s::text[], %s::text[], %s::text[]) "
+            "AS d (old_epsilon, old_delta, new_epsilon, new_delta) "
+            "ON d.old_epsilon = coalesce(s.epsilon, '0') AND d.old_delta = coalesce(s.delta, '0')",
+            ([o[0] for o, _ in charged], [o[1] for o, _ in charged],
+             [n[0] for _, n in charged], [n[1] for _, n in charged]),
+        )
+        cur.execute(
+            "INSERT INTO ledger_user_spends (user_id, epsilon, delta) SELECT * FROM reserve_included "
+            "ON CONFLICT (user_id) DO UPDATE SET epsilon = excluded.epsilon, delta = excluded.delta"
+        )
+        excluded: set[str] = set()
+        if refused:  # typically a few users: those whose budget this release would pass
+            excluded = {user for (user,) in cur.execute(
+                "SELECT r.user_id FROM reserve_users r LEFT JOIN reserve_included i USING (user_id) "
+                "WHERE i.user_id IS NULL"
+            ).fetchall()}
+        cur.execute("DROP TABLE reserve_users, reserve_included")
+        included = [user for user in users if user not in excluded] if excluded else users
+        cur.execute("UPDATE ledger_charges SET users = %s WHERE entry_id = %s",
+                    (pack_users(included), entry_id))
+        return frozenset(included)
+
+    @staticmethod
+    def _count_level(cur: Cursor, stream_id: str, level: int, span: int) -> None:
+        cur.execute(
+            "INSERT INTO ledger_levels (stream_id, level, releases, max_span) VALUES (%s, %s, 1, %s) "
+            "ON CONFLICT (stream_id, level) DO UPDATE SET releases = ledger_levels.releases + 1, "
+            "max_span = greatest(ledger_levels.max_span, excluded.max_span)",
+            (stream_id, level, span),
+        )
+
+    @staticmethod
+    def _overlapping(cur: Cursor, stream_id: str, node: NodeRange) -> list[tuple[int, int, str, str]]:
+        """The stream's ranged charges overlapping the node (per level, an index range scan)."""
+        rows: list[tuple[int, int, str, str]] = []
+        levels = cur.execute(
+            "SELECT level, max_span FROM ledger_levels WHERE stream_id = %s AND level >= 0", (stream_id,)
+        ).fetchall()
+        for level, span in levels:
+            rows += cur.execute(
+                "SELECT first_window, last_window, epsilon, delta FROM ledger_charges WHERE stream_id = %s "
+                "AND level = %s AND first_window BETWEEN %s AND %s AND last_window >= %s",
+                (stream_id, level, node.first_window - span, node.last_window, node.first_window),
+            ).fetchall()
+        return rows
+
+    def _reservation(self, cur: Cursor, stream_id: str, window_id: str, mechanism: str) -> Reservation | None:
+        row = cur.execute(
+            f"SELECT {_RESERVATION_COLUMNS} FROM ledger_charges "
+            "WHERE stream_id = %s AND window_id = %s AND mechanism = %s",
+            (stream_id, window_id, mechanism),
+        ).fetchone()
+        return None if row is None else self._to_reservation(cur, row)
+
+    def _to_reservation(self, cur: Cursor, row: tuple[Any, ...]) -> Reservation:
+        (entry_id, stream_id, window_id, mechanism, epsilon, delta, level, first, last, seed, packed,
+         lifetime, release, completed_at, published_at) = row
+        users = None if packed is None else unpack_users(bytes(packed))
+        if lifetime is not None:
+            figures = lifetime_from_json(lifetime)
+        else:  # a version-1 charge: no figures were recorded with it; today's stand in
+            figures = self._figures(cur, stream_id, self._lifetime_state(cur, stream_id))
+        return Reservation(
+            int(entry_id), stream_id, window_id, mechanism, float(Fraction(epsilon)), float(Fraction(delta)),
+            _node(level, first, last), b"" if seed is None else bytes(seed), users, figures,
+            None if completed_at is None else bytes(release), published_at is not None,
+        )
+
+    def reservation(self, stream_id: str, window_id: str, mechanism: str) -> Reservation | None:
+        """The reservation stored under this key, completed or not."""
+        return self._db.transaction(lambda cur: self._reservation(cur, stream_id, window_id, mechanism),
+                                    snapshot=True)
+
+    def complete(self, entry_id: int, release: bytes) -> Charge:
+        """Store a reservation's release bytes; the first bytes win."""
+        if not isinstance(release, bytes | bytearray | memoryview):
+            raise TypeError(f"release must be bytes, got {type(release).__name__}")
+
+        def run(cur: Cursor) -> Any:
+            cur.execute(
+                "UPDATE ledger_charges SET release = %s, completed_at = %s "
+                "WHERE entry_id = %s AND completed_at IS NULL",
+                (bytes(release), datetime.now(UTC), entry_id),
+            )
+            return cur.execute(
+                f"SELECT {_CHARGE_COLUMNS} FROM ledger_charges WHERE entry_id = %s", (entry_id,)
+            ).fetchone()
+
+        row = self._db.transaction(run)
+        if row is None:
+            raise UnknownEntryError(f"no ledger entry {entry_id!r} in {self._db.where}")
+        return _to_charge(row)
+
+    def incomplete(self, stream_id: str | None = None) -> list[Reservation]:
+        """Reservations whose release was never stored, oldest first."""
+        where = "completed_at IS NULL" + ("" if stream_id is None else " AND stream_id = %s")
+        params = () if stream_id is None else (stream_id,)
+
+        def read(cur: Cursor) -> list[Reservation]:
+            rows = cur.execute(
+                f"SELECT {_RESERVATION_COLUMNS} FROM ledger_charges WHERE {where} ORDER BY entry_id", params
+            ).fetchall()
+            return [self._to_reservation(cur, row) for row in rows]
+
+        return self._db.transaction(read, snapshot=True)
+
+    # ----------------------------------------------------------------- one-shot charges
 
     def charge(
         self,
@@ -290,12 +664,19 @@ class PostgresLedger:
     ) -> Charge:
         """Atomically check and spend the stream's budget and store the release (write-ahead).
 
-        The same contract as :meth:`SqliteLedger.charge` (``fence`` included). ``release_bytes``
-        (and ``fence``), if a function, may be called more than once (a rerun after a dropped
-        connection); only one result is stored.
+        The same contract as :meth:`SqliteLedger.charge` (no node range: a cost of every window;
+        ``fence`` included). ``release_bytes`` (and ``fence``), if a function, may be called more
+        than once (a rerun after a dropped connection); only one result is stored.
         """
         request = ChargeRequest.validate(stream_id, window_id, mechanism, epsilon, delta, release_bytes)
         eps, dlt = request.epsilon, request.delta
+
+        def complete_reserved(cur: Cursor, existing: Charge) -> Charge:
+            state = self._lifetime_state(cur, stream_id)
+            release = release_bytes_of(release_bytes, ChargeReceipt(existing.entry_id, state.remaining))
+            cur.execute("UPDATE ledger_charges SET release = %s, completed_at = %s WHERE entry_id = %s "
+                        "AND completed_at IS NULL", (release, datetime.now(UTC), existing.entry_id))
+            return request.replayed(self._lookup(cur, *request.key) or existing)
 
         def run(cur: Cursor) -> Charge | BudgetExhaustedError:
             if fence is not None:
@@ -303,32 +684,39 @@ class PostgresLedger:
             existing = self._lookup(cur, *request.key)  # a replay needs no lock
             if existing is not None:
                 return request.replayed(existing)
-            stream = self._stream(cur, stream_id, lock=True)  # serialises the stream's charges
-            existing = self._lookup(cur, *request.key)  # charged while we waited for the lock?
+            self._stream(cur, stream_id, lock=True)  # serialises the stream's charges
+            existing = self._lookup(cur, *request.key, completed=False)  # charged while we waited?
             if existing is not None:
-                return request.replayed(existing)
+                if self._completed(cur, existing.entry_id):
+                    return request.replayed(existing)
+                return complete_reserved(cur, existing)
+            state = self._lifetime_state(cur, stream_id)
             now = datetime.now(UTC)
-            if not stream.allows(eps, dlt):
+            if not state.allows_everywhere(eps, dlt):
                 # Recorded in the same committed transaction; raised once the refusal is durable.
                 cur.execute(
                     "INSERT INTO ledger_refusals (stream_id, window_id, mechanism, epsilon, delta, "
                     "refused_at) VALUES (%s, %s, %s, %s, %s, %s)",
                     (*request.key, str(eps), str(dlt), now),
                 )
-                return request.refusal(stream)
+                return BudgetExhaustedError(*request.key, request.cost, state.spent, state.budget)
             row = cur.execute("SELECT nextval(pg_get_serial_sequence('ledger_charges', 'entry_id'))")
             entry_id = int(row.fetchone()[0])  # type: ignore[index]
-            release = release_bytes_of(release_bytes, ChargeReceipt(entry_id, stream.left_after(eps, dlt)))
+            release = release_bytes_of(release_bytes, ChargeReceipt(entry_id, state.left_after(eps, dlt)))
             cur.execute(
                 "INSERT INTO ledger_charges (entry_id, stream_id, window_id, mechanism, epsilon, delta, "
-                "release, charged_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
-                (entry_id, *request.key, str(eps), str(dlt), release, now),
+                "release, charged_at, completed_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                (entry_id, *request.key, str(eps), str(dlt), release, now, now),
             )
+            stream = self._stream(cur, stream_id).spend(eps, dlt)
             cur.execute(
-                "UPDATE ledger_streams SET epsilon_spent = %s, delta_spent = %s WHERE stream_id = %s",
-                (*stream.spend(eps, dlt).spend_text, stream_id),
+                "UPDATE ledger_streams SET epsilon_spent = %s, delta_spent = %s, unranged_epsilon = %s, "
+                "unranged_delta = %s, peak_epsilon = %s, peak_delta = %s WHERE stream_id = %s",
+                (*stream.spend_text, *state.after_unranged(eps, dlt).columns, stream_id),
             )
-            return _to_charge((entry_id, *request.key, str(eps), str(dlt), release, now, None))
+            self._count_level(cur, stream_id, -1, 0)
+            return _to_charge((entry_id, *request.key, str(eps), str(dlt), release, now, None,
+                               None, None, None, None))
 
         outcome = self._db.transaction(run)
         if isinstance(outcome, BudgetExhaustedError):
@@ -336,16 +724,25 @@ class PostgresLedger:
         return outcome
 
     @staticmethod
-    def _lookup(cur: Cursor, stream_id: str, window_id: str, mechanism: str) -> Charge | None:
+    def _completed(cur: Cursor, entry_id: int) -> bool:
+        row = cur.execute(
+            "SELECT completed_at FROM ledger_charges WHERE entry_id = %s", (entry_id,)
+        ).fetchone()
+        return row is not None and row[0] is not None
+
+    @staticmethod
+    def _lookup(cur: Cursor, stream_id: str, window_id: str, mechanism: str, *,
+                completed: bool = True) -> Charge | None:
+        done = " AND completed_at IS NOT NULL" if completed else ""
         row = cur.execute(
             f"SELECT {_CHARGE_COLUMNS} FROM ledger_charges "
-            "WHERE stream_id = %s AND window_id = %s AND mechanism = %s",
+            f"WHERE stream_id = %s AND window_id = %s AND mechanism = %s{done}",
             (stream_id, window_id, mechanism),
         ).fetchone()
         return None if row is None else _to_charge(row)
 
     def lookup(self, stream_id: str, window_id: str, mechanism: str) -> Charge | None:
-        """The charge stored under this key, if any (lets an agent skip recomputing a release)."""
+        """The completed charge stored under this key, if any (see :meth:`reservation`)."""
         return self._db.transaction(lambda cur: self._lookup(cur, stream_id, window_id, mechanism))
 
     def mark_published(self, entry_id: int) -> None:
@@ -362,8 +759,9 @@ class PostgresLedger:
             raise UnknownEntryError(f"no ledger entry {entry_id!r} in {self._db.where}")
 
     def unpublished(self, stream_id: str | None = None) -> list[Charge]:
-        """The outbox: charges whose release is stored but not yet marked published, oldest first."""
-        where = "published_at IS NULL" + ("" if stream_id is None else " AND stream_id = %s")
+        """The outbox: completed charges not yet marked published, oldest first."""
+        where = "published_at IS NULL AND completed_at IS NOT NULL" + (
+            "" if stream_id is None else " AND stream_id = %s")
         params = () if stream_id is None else (stream_id,)
         rows = self._db.transaction(
             lambda cur: cur.execute(
@@ -373,27 +771,33 @@ class PostgresLedger:
         return [_to_charge(row) for row in rows]
 
     def entries(self, stream_id: str) -> list[Charge]:
-        """All charges of the stream, oldest first."""
+        """All completed charges of the stream, oldest first (:meth:`incomplete` lists the rest)."""
 
         def read(cur: Cursor) -> list[Any]:
             self._stream(cur, stream_id)
             return cur.execute(
-                f"SELECT {_CHARGE_COLUMNS} FROM ledger_charges WHERE stream_id = %s ORDER BY entry_id",
+                f"SELECT {_CHARGE_COLUMNS} FROM ledger_charges WHERE stream_id = %s "
+                "AND completed_at IS NOT NULL ORDER BY entry_id",
                 (stream_id,),
             ).fetchall()
 
         return [_to_charge(row) for row in self._db.transaction(read)]
 
-    def latest_published(self, stream_id: str, mechanism_prefix: str = "") -> Charge | None:
-        """The stream's most recently charged release (of mechanisms starting with the prefix)
-        that was confirmed published."""
+    def latest_published(
+        self, stream_id: str, mechanism_prefix: str = "", level: int | None = None
+    ) -> Charge | None:
+        """The stream's most recently charged release (of mechanisms starting with the prefix,
+        and of nodes of ``level`` if given) that was confirmed published."""
+        by_level = "" if level is None else " AND level = %s"
+        params: tuple[Any, ...] = (stream_id, mechanism_prefix) + (() if level is None else (level,))
 
         def read(cur: Cursor) -> Any:
             self._stream(cur, stream_id)
             return cur.execute(
                 f"SELECT {_CHARGE_COLUMNS} FROM ledger_charges WHERE stream_id = %s "
-                "AND published_at IS NOT NULL AND starts_with(mechanism, %s) ORDER BY entry_id DESC LIMIT 1",
-                (stream_id, mechanism_prefix),
+                f"AND published_at IS NOT NULL AND starts_with(mechanism, %s){by_level} "
+                "ORDER BY entry_id DESC LIMIT 1",
+                params,
             ).fetchone()
 
         row = self._db.transaction(read)

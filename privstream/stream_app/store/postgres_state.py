@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import psycopg
 
-from privstream.agents.interfaces import StateStoreError, WindowData
+from privstream.agents.interfaces import NodeBounds, NodeData, ScheduleState, StateStoreError, WindowData
 from privstream.stream_app.store.migrations import Migration
 from privstream.stream_app.store.postgres_db import Database, PostgresConfig, StoreErrors
 
@@ -74,9 +74,20 @@ MIGRATIONS = (
             stream_id TEXT PRIMARY KEY, state TEXT NOT NULL, updated_at TIMESTAMPTZ NOT NULL
         )""",
     )),
+    Migration(2, "the release tree: compact node data, the schedule's last closed window", (
+        # A node's NodeData as NodeData.to_bytes() (numpy .npz, no pickle).
+        """CREATE TABLE state_nodes (
+            stream_id TEXT NOT NULL, family TEXT NOT NULL, level INTEGER NOT NULL, idx BIGINT NOT NULL,
+            data BYTEA NOT NULL,
+            PRIMARY KEY (stream_id, family, level, idx)
+        )""",
+        """CREATE TABLE state_schedules (
+            stream_id TEXT PRIMARY KEY, family TEXT NOT NULL, last_closed_window BIGINT
+        )""",
+    )),
 )
 TABLES = frozenset({"state_meta", "state_stream_seq", "state_positions", "state_examples", "state_windows",
-                    "state_soa"})
+                    "state_soa", "state_nodes", "state_schedules"})
 _ERRORS = StoreErrors(StateStoreError, StateStoreError, StateStoreError, StateStoreError, StateStoreError)
 
 Cursor = psycopg.Cursor[Any]
@@ -190,9 +201,13 @@ class PostgresStateStore:
         return {int(r[0]) for r in rows}
 
     def _window(self, where: str, params: tuple[Any, ...]) -> WindowData:
-        rows = self._db.transaction(lambda cur: cur.execute(
+        return self._db.transaction(lambda cur: self._window_on(cur, where, params))
+
+    @staticmethod
+    def _window_on(cur: Cursor, where: str, params: tuple[Any, ...]) -> WindowData:
+        rows = cur.execute(
             f"SELECT x, x_vector, y, user_id, seq FROM state_examples WHERE {where} ORDER BY seq", params
-        ).fetchall())
+        ).fetchall()
         if not rows:
             empty = np.empty(0, dtype=np.int64)
             return WindowData(empty, np.empty(0, dtype=np.uint8), np.empty(0, dtype=object), empty)
@@ -258,3 +273,109 @@ class PostgresStateStore:
             "SELECT state FROM state_soa WHERE stream_id = %s", (stream_id,)
         ).fetchone())
         return None if row is None else json.loads(row[0])
+
+    # --- the release tree (see SqliteStateStore) -----------------------------------------------------
+    def close_window(
+        self, stream_id: str, family: str, window: int, bounds: NodeBounds, *,
+        seqs: tuple[int, int] | None = None, time_window: int | None = None,
+        vectors: int | None = None, user_level: bool = False,
+    ) -> NodeData:
+        """Turn the window's raw rows into node (0, window)'s data, store it, drop the rows and
+        advance the schedule, in one transaction (see :meth:`SqliteStateStore.close_window`)."""
+        if (seqs is None) == (time_window is None):
+            raise ValueError("close_window needs exactly one of seqs and time_window")
+        if seqs is not None:
+            where, params = "stream_id = %s AND seq >= %s AND seq < %s", (stream_id, *seqs)
+        else:
+            where, params = "stream_id = %s AND time_window = %s", (stream_id, time_window)
+
+        def run(cur: Cursor) -> NodeData:
+            data = self._load_node(cur, stream_id, family, 0, window)
+            if data is None:
+                rows = self._window_on(cur, where, params)
+                data = NodeData.from_window(rows, bounds, vectors=vectors, user_level=user_level)
+                cur.execute(
+                    "INSERT INTO state_nodes VALUES (%s, %s, 0, %s, %s) ON CONFLICT DO NOTHING",
+                    (stream_id, family, window, data.to_bytes()),
+                )
+                if cur.rowcount == 0:  # another worker closed it meanwhile: theirs stands
+                    data = self._load_node(cur, stream_id, family, 0, window) or data
+                cur.execute(f"DELETE FROM state_examples WHERE {where}", params)
+            cur.execute(
+                "INSERT INTO state_schedules VALUES (%s, %s, %s) ON CONFLICT (stream_id) DO UPDATE SET "
+                "family = excluded.family, last_closed_window = greatest(state_schedules.last_closed_window, "
+                "excluded.last_closed_window)",
+                (stream_id, family, window),
+            )
+            return data
+
+        return self._db.transaction(run)
+
+    @staticmethod
+    def _load_node(cur: Cursor, stream_id: str, family: str, level: int, index: int) -> NodeData | None:
+        row = cur.execute(
+            "SELECT data FROM state_nodes WHERE stream_id = %s AND family = %s AND level = %s AND idx = %s",
+            (stream_id, family, level, index),
+        ).fetchone()
+        return None if row is None else NodeData.from_bytes(bytes(row[0]))
+
+    def save_node(self, stream_id: str, family: str, level: int, index: int, data: NodeData) -> None:
+        self._db.transaction(lambda cur: cur.execute(
+            "INSERT INTO state_nodes VALUES (%s, %s, %s, %s, %s) ON CONFLICT (stream_id, family, level, idx) "
+            "DO UPDATE SET data = excluded.data",
+            (stream_id, family, level, index, data.to_bytes()),
+        ))
+
+    def load_node(self, stream_id: str, family: str, level: int, index: int) -> NodeData | None:
+        return self._db.transaction(lambda cur: self._load_node(cur, stream_id, family, level, index))
+
+    def merge_node(self, stream_id: str, family: str, level: int, index: int, bounds: NodeBounds) -> NodeData:
+        """Build node (level, index) from its two stored children and store it (idempotent)."""
+        if level < 1:
+            raise ValueError("only nodes of level >= 1 are merged from children")
+
+        def run(cur: Cursor) -> NodeData:
+            data = self._load_node(cur, stream_id, family, level, index)
+            if data is not None:
+                return data
+            left = self._load_node(cur, stream_id, family, level - 1, 2 * index)
+            right = self._load_node(cur, stream_id, family, level - 1, 2 * index + 1)
+            if left is None or right is None:
+                raise StateStoreError(
+                    f"state store {self.location}: node ({level}, {index}) of {stream_id!r}/{family} cannot "
+                    "be built: a child node is missing (dropped before its parent was built?)"
+                )
+            data = NodeData.merge(left, right, bounds)
+            cur.execute(
+                "INSERT INTO state_nodes VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                (stream_id, family, level, index, data.to_bytes()),
+            )
+            return data
+
+        return self._db.transaction(run)
+
+    def drop_node(self, stream_id: str, family: str, level: int, index: int) -> None:
+        self._db.transaction(lambda cur: cur.execute(
+            "DELETE FROM state_nodes WHERE stream_id = %s AND family = %s AND level = %s AND idx = %s",
+            (stream_id, family, level, index),
+        ))
+
+    def nodes(self, stream_id: str, family: str) -> list[tuple[int, int]]:
+        rows = self._db.transaction(lambda cur: cur.execute(
+            "SELECT level, idx FROM state_nodes WHERE stream_id = %s AND family = %s ORDER BY level, idx",
+            (stream_id, family),
+        ).fetchall())
+        return [(int(level), int(index)) for level, index in rows]
+
+    def schedule(self, stream_id: str) -> ScheduleState | None:
+        row = self._db.transaction(lambda cur: cur.execute(
+            "SELECT family, last_closed_window FROM state_schedules WHERE stream_id = %s", (stream_id,)
+        ).fetchone())
+        return None if row is None else ScheduleState(row[0], None if row[1] is None else int(row[1]))
+
+    def save_schedule(self, stream_id: str, state: ScheduleState) -> None:
+        self._db.transaction(lambda cur: cur.execute(
+            "INSERT INTO state_schedules VALUES (%s, %s, %s) ON CONFLICT (stream_id) DO UPDATE SET "
+            "family = excluded.family, last_closed_window = excluded.last_closed_window",
+            (stream_id, state.family, state.last_closed_window),
+        ))

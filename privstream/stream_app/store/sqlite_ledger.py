@@ -25,12 +25,23 @@ privstream.agents.ledger_port.BudgetExhaustedError: stream 's1': refusing to cha
 >>> ledger.refusals("s1")
 1
 
-**Accounting.** The ledger is a plain additive budget: a stream's spend is the sum of its charges
-(basic sequential composition), compared against the stream's (epsilon, delta) budget. It does no
-accounting theory: the caller decides what each window costs. For count windows at the example
-level, disjoint windows compose in parallel (the privacy loss is the max over windows, not the
-sum), so charging every window against one total budget is conservative; a tighter accountant
-(advanced composition, RDP/PLD) can be layered on top by the caller choosing the per-window cost.
+**Accounting: a lifetime budget per example.** The release path charges nodes of the release
+tree with :meth:`SqliteLedger.reserve` (before the learner runs: node range, secret seed, the
+individual user filter; see :mod:`privstream.agents.ledger_port` for the rules and the README's
+storage section for the filter's privacy argument) and stores their bytes with
+:meth:`SqliteLedger.complete`. An example's lifetime cost is the sum of the charges whose node
+covers its window; :meth:`SqliteLedger.spent` is the max over windows, and a charge is refused iff
+some window of its node would pass the budget. A one-shot :meth:`SqliteLedger.charge` has no
+node range, so it counts against every window: a ledger used only through ``charge`` is the plain
+additive budget (basic sequential composition) above.
+
+>>> tree = SqliteLedger.open(":memory:", budgets={"s": (1.0, 0.0)})
+>>> a = tree.reserve("s", "c10-L0-0", "learner:x", 0.5, 0.0, NodeRange.of(0, 0))
+>>> b = tree.reserve("s", "c10-L0-1", "learner:x", 0.5, 0.0, NodeRange.of(0, 1))  # disjoint: parallel
+>>> tree.spent("s"), [r.release for r in tree.incomplete()]
+(PrivacyCost(epsilon=0.5, delta=0.0), [None, None])
+>>> tree.complete(a.entry_id, b"bytes of a").release, tree.complete(a.entry_id, b"other").release
+(b'bytes of a', b'bytes of a')
 
 **Exact arithmetic.** Numbers are read as the shortest decimal that round-trips the float
 (``0.1`` means 1/10) and summed as exact rationals, so ten charges of 0.1 spend exactly 1.0 and
@@ -63,10 +74,11 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
 from fractions import Fraction
@@ -83,17 +95,31 @@ from privstream.agents.ledger_port import (
     LedgerError,
     LedgerMissingError,
     LedgerUnavailableError,
+    LifetimeFigures,
+    NodeRange,
     PrivacyCost,
     PrivacyLedger,
+    Reservation,
     UnknownEntryError,
     UnknownStreamError,
 )
 from privstream.stream_app.store.ledger_rules import (
+    SEED_BYTES,
     ChargeRequest,
+    LifetimeState,
     StreamBudget,
     budget_change,
+    check_node,
     check_spends,
+    check_users,
+    exact,
+    filter_users,
+    lifetime_from_json,
+    lifetime_to_json,
+    pack_users,
     release_bytes_of,
+    unpack_users,
+    window_peak,
 )
 from privstream.stream_app.store.migrations import Migration, SchemaTooNewError, latest, pending
 
@@ -109,8 +135,11 @@ __all__ = [
     "LedgerError",
     "LedgerMissingError",
     "LedgerUnavailableError",
+    "LifetimeFigures",
+    "NodeRange",
     "PrivacyCost",
     "PrivacyLedger",
+    "Reservation",
     "SqliteLedger",
     "UnknownEntryError",
     "UnknownStreamError",
@@ -167,21 +196,80 @@ MIGRATIONS = (
             changed_at     TEXT NOT NULL
         )""",
     )),
+    Migration(2, "the release path: reservations (node range, seed, completion), lifetime per "
+                 "example, per-user spends of the deployment", (
+        # Registration time (Unix seconds): the anchor of the time-window schedule. A stream of a
+        # version-1 file was registered when its first budget was set.
+        "ALTER TABLE streams ADD COLUMN registered_at REAL",
+        """UPDATE streams SET registered_at = (
+            SELECT round((julianday(min(changed_at)) - 2440587.5) * 86400.0, 3) FROM budget_changes b
+            WHERE b.stream_id = streams.stream_id)""",
+        # Lifetime per example = unranged + peak (see ledger_rules.LifetimeState). Version-1
+        # charges have no node range: their total counts against every window (the safe reading).
+        "ALTER TABLE streams ADD COLUMN unranged_epsilon TEXT NOT NULL DEFAULT '0'",
+        "ALTER TABLE streams ADD COLUMN unranged_delta TEXT NOT NULL DEFAULT '0'",
+        "UPDATE streams SET unranged_epsilon = epsilon_spent, unranged_delta = delta_spent",
+        "ALTER TABLE streams ADD COLUMN peak_epsilon TEXT NOT NULL DEFAULT '0'",
+        "ALTER TABLE streams ADD COLUMN peak_delta TEXT NOT NULL DEFAULT '0'",
+        # A reservation is a charge whose release is stored later (completed_at NULL until then).
+        "ALTER TABLE charges ADD COLUMN level INTEGER",
+        "ALTER TABLE charges ADD COLUMN first_window INTEGER",
+        "ALTER TABLE charges ADD COLUMN last_window INTEGER",
+        "ALTER TABLE charges ADD COLUMN seed BLOB",
+        "ALTER TABLE charges ADD COLUMN included_users INTEGER",  # how many users (user level)
+        "ALTER TABLE charges ADD COLUMN users BLOB",  # which ones: ledger_rules.pack_users
+        "ALTER TABLE charges ADD COLUMN lifetime TEXT",
+        "ALTER TABLE charges ADD COLUMN completed_at TEXT",
+        "UPDATE charges SET completed_at = charged_at",
+        "CREATE INDEX charges_by_node ON charges (stream_id, level, first_window) WHERE level IS NOT NULL",
+        "CREATE INDEX charges_incomplete ON charges (entry_id) WHERE completed_at IS NULL",
+        # Per stream and level (-1: charges without a node range): how many charges, and the
+        # widest node, which bounds the search for the charges overlapping a new node.
+        """CREATE TABLE levels (
+            stream_id TEXT NOT NULL REFERENCES streams (stream_id),
+            level     INTEGER NOT NULL,
+            releases  INTEGER NOT NULL,
+            max_span  INTEGER NOT NULL,
+            PRIMARY KEY (stream_id, level)
+        ) WITHOUT ROWID""",
+        """INSERT INTO levels SELECT stream_id, -1, count(*), 0 FROM charges GROUP BY stream_id""",
+        "ALTER TABLE refusals ADD COLUMN level INTEGER",
+        "ALTER TABLE refusals ADD COLUMN first_window INTEGER",
+        "ALTER TABLE refusals ADD COLUMN last_window INTEGER",
+        # The individual filter: one spend per user for the whole deployment (all streams).
+        """CREATE TABLE user_spends (
+            user_id TEXT PRIMARY KEY,
+            epsilon TEXT NOT NULL,
+            delta   TEXT NOT NULL
+        ) WITHOUT ROWID""",
+    )),
 )
 #: ``PRAGMA user_version`` of the schema this module reads and writes.
 SCHEMA_VERSION = latest(MIGRATIONS)
-_TABLES = frozenset({"streams", "charges", "refusals", "budget_changes"})
+_TABLES = frozenset({"streams", "charges", "refusals", "budget_changes", "levels", "user_spends"})
 _CHARGE_COLUMNS = (
-    "entry_id, stream_id, window_id, mechanism, epsilon, delta, release, charged_at, published_at"
+    "entry_id, stream_id, window_id, mechanism, epsilon, delta, release, charged_at, published_at, "
+    "level, first_window, last_window, included_users"
 )
+_RESERVATION_COLUMNS = (
+    "entry_id, stream_id, window_id, mechanism, epsilon, delta, level, first_window, last_window, seed, "
+    "users, lifetime, release, completed_at, published_at"
+)
+#: Rows per statement when reading many users' spends (below SQLite's 32766 variables).
+_USER_BATCH = 10_000
 
 
 def _now() -> str:
     return datetime.now(UTC).isoformat()
 
 
+def _node(level: int | None, first: int | None, last: int | None) -> NodeRange | None:
+    return None if level is None or first is None or last is None else NodeRange(level, first, last)
+
+
 def _to_charge(row: tuple) -> Charge:
-    entry_id, stream_id, window_id, mechanism, epsilon, delta, release, charged_at, published_at = row
+    (entry_id, stream_id, window_id, mechanism, epsilon, delta, release, charged_at, published_at,
+     level, first, last, included) = row
     return Charge(
         entry_id=entry_id,
         stream_id=stream_id,
@@ -192,6 +280,8 @@ def _to_charge(row: tuple) -> Charge:
         release=bytes(release),
         charged_at=datetime.fromisoformat(charged_at),
         published_at=None if published_at is None else datetime.fromisoformat(published_at),
+        node=_node(level, first, last),
+        included_users=included,
     )
 
 
@@ -415,7 +505,7 @@ class SqliteLedger:
     # ----------------------------------------------------------------- budgets
 
     def set_budget(self, stream_id: str, epsilon_budget: float, delta_budget: float) -> None:
-        """Set a stream's (epsilon, delta) budget; what it has spent is kept.
+        """Set a stream's lifetime (epsilon, delta) budget per example; what it has spent is kept.
 
         A budget lowered below the spend leaves the stream exhausted. Each change is recorded.
 
@@ -429,6 +519,28 @@ class SqliteLedger:
         with self._write() as cur:
             self._set_budget(cur, stream_id, epsilon_budget, delta_budget)
 
+    def register_stream(self, stream_id: str, lifetime: PrivacyCost | tuple[float, float]) -> float:
+        """Set the stream's lifetime budget (as :meth:`set_budget`) and return its registration
+        time: Unix seconds of its first registration, never changed (the public anchor of the
+        time-window schedule).
+
+        >>> ledger = SqliteLedger.open(":memory:")
+        >>> first = ledger.register_stream("s", PrivacyCost(1.0, 0.0))
+        >>> ledger.register_stream("s", PrivacyCost(2.0, 0.0)) == first, ledger.budget("s")
+        (True, PrivacyCost(epsilon=2.0, delta=0.0))
+        """
+        epsilon_budget, delta_budget = lifetime
+        with self._write() as cur:
+            self._set_budget(cur, stream_id, epsilon_budget, delta_budget)
+            (registered,) = cur.execute(
+                "SELECT registered_at FROM streams WHERE stream_id = ?", (stream_id,)
+            ).fetchone()
+            if registered is None:  # a version-1 stream without a recorded budget change
+                registered = time.time()
+                cur.execute("UPDATE streams SET registered_at = ? WHERE stream_id = ?",
+                            (registered, stream_id))
+        return float(registered)
+
     def _set_budget(
         self, cur: sqlite3.Cursor, stream_id: str, epsilon_budget: float, delta_budget: float
     ) -> None:
@@ -438,7 +550,11 @@ class SqliteLedger:
             return  # a restart with the same configuration changes nothing
         budget = (str(new.epsilon_budget), str(new.delta_budget))
         if old is None:
-            cur.execute("INSERT INTO streams VALUES (?, ?, ?, '0', '0')", (stream_id, *budget))
+            cur.execute(
+                "INSERT INTO streams (stream_id, epsilon_budget, delta_budget, epsilon_spent, delta_spent, "
+                "registered_at) VALUES (?, ?, ?, '0', '0', ?)",
+                (stream_id, *budget, time.time()),
+            )
         else:
             cur.execute(
                 "UPDATE streams SET epsilon_budget = ?, delta_budget = ? WHERE stream_id = ?",
@@ -467,25 +583,57 @@ class SqliteLedger:
             )
         return stream
 
+    def _lifetime_state(self, cur: sqlite3.Cursor, stream_id: str) -> LifetimeState:
+        row = cur.execute(
+            "SELECT epsilon_budget, delta_budget, unranged_epsilon, unranged_delta, peak_epsilon, "
+            "peak_delta FROM streams WHERE stream_id = ?",
+            (stream_id,),
+        ).fetchone()
+        if row is None:
+            self._stream(cur, stream_id)  # raises UnknownStreamError
+        return LifetimeState.from_text(*row)
+
+    def _figures(self, cur: sqlite3.Cursor, stream_id: str, state: LifetimeState) -> LifetimeFigures:
+        levels = cur.execute(
+            "SELECT level, releases FROM levels WHERE stream_id = ? ORDER BY level", (stream_id,)
+        ).fetchall()
+        (refused,) = cur.execute("SELECT count(*) FROM refusals WHERE stream_id = ?", (stream_id,)).fetchone()
+        return state.figures({None if level < 0 else level: count for level, count in levels}, int(refused))
+
     def streams(self) -> list[str]:
         """The ids of the streams that have a budget, sorted."""
         with self._read() as cur:
             return [row[0] for row in cur.execute("SELECT stream_id FROM streams ORDER BY stream_id")]
 
     def budget(self, stream_id: str) -> PrivacyCost:
-        """The stream's configured (epsilon, delta) budget."""
+        """The stream's configured lifetime (epsilon, delta) budget per example."""
         with self._read() as cur:
             return self._stream(cur, stream_id).budget
 
     def spent(self, stream_id: str) -> PrivacyCost:
-        """The sum of the stream's charges (basic composition)."""
+        """The stream's lifetime spend per example: the max over windows of the charges covering
+        the window (charges without a node range cover every window)."""
         with self._read() as cur:
-            return self._stream(cur, stream_id).spent
+            return self._lifetime_state(cur, stream_id).spent
 
     def remaining(self, stream_id: str) -> PrivacyCost:
-        """Budget minus spend, never negative (0 once a lowered budget is below the spend)."""
+        """Budget minus the spend per example, never negative (0 once a lowered budget is below it)."""
         with self._read() as cur:
-            return self._stream(cur, stream_id).remaining
+            return self._lifetime_state(cur, stream_id).remaining
+
+    def lifetime(self, stream_id: str) -> LifetimeFigures:
+        """The stream's lifetime figures: budget, spend per example, releases per level, refusals.
+
+        >>> ledger = SqliteLedger.open(":memory:", budgets={"s": (1.0, 0.0)})
+        >>> for w in range(4):
+        ...     _ = ledger.reserve("s", f"L0-{w}", "m", 0.25, 0.0, NodeRange.of(0, w))
+        >>> _ = ledger.reserve("s", "L1-0", "m", 0.5, 0.0, NodeRange.of(1, 0))
+        >>> figures = ledger.lifetime("s")
+        >>> figures.spent_per_example, figures.releases_per_level
+        (PrivacyCost(epsilon=0.75, delta=0.0), {0: 4, 1: 1})
+        """
+        with self._read() as cur:
+            return self._figures(cur, stream_id, self._lifetime_state(cur, stream_id))
 
     def refusals(self, stream_id: str) -> int:
         """How many charges of the stream were refused for lack of budget (for a metric)."""
@@ -496,7 +644,210 @@ class SqliteLedger:
             ).fetchone()
             return int(count)
 
-    # ----------------------------------------------------------------- charges
+    def user_spent(self, user_id: str) -> PrivacyCost:
+        """The user's lifetime spend across every stream of the deployment (0 if never charged)."""
+        with self._read() as cur:
+            row = cur.execute(
+                "SELECT epsilon, delta FROM user_spends WHERE user_id = ?", (user_id,)
+            ).fetchone()
+        if row is None:
+            return PrivacyCost(0.0, 0.0)
+        return PrivacyCost(float(Fraction(row[0])), float(Fraction(row[1])))
+
+    # ----------------------------------------------------------------- reservations (the release path)
+
+    def reserve(
+        self,
+        stream_id: str,
+        window_id: str,
+        mechanism: str,
+        epsilon: float,
+        delta: float,
+        node: NodeRange,
+        *,
+        users: Collection[str] | None = None,
+        user_budget: PrivacyCost | tuple[float, float] | None = None,
+    ) -> Reservation:
+        """Charge a release of ``node`` before its learner runs, and draw its secret seed: one
+        transaction (see :meth:`PrivacyLedger.reserve`).
+
+        Refused (recorded, then :class:`BudgetExhaustedError`) iff some window of the node would
+        pass the stream's lifetime budget. With ``users``: the individual filter charges each user
+        whose deployment-wide spend plus (epsilon, delta) fits ``user_budget`` (default: the
+        stream's budget) and excludes the others; their spends are written in batches in this
+        same transaction.
+
+        >>> ledger = SqliteLedger.open(":memory:", budgets={"s": (1.0, 0.0)})
+        >>> r = ledger.reserve("s", "t60-L0-0", "learner:x", 0.6, 0.0, NodeRange.of(0, 0), users=["a", "b"])
+        >>> r2 = ledger.reserve("s", "t60-L0-1", "learner:x", 0.6, 0.0, NodeRange.of(0, 1), users=["b", "c"])
+        >>> sorted(r2.included_users), ledger.user_spent("b")   # b would pass 1.0: excluded
+        (['c'], PrivacyCost(epsilon=0.6, delta=0.0))
+        >>> ledger.reserve("s", "t60-L0-1", "learner:x", 0.6, 0.0, NodeRange.of(0, 1)).seed == r2.seed
+        True
+        """
+        request = ChargeRequest.validate(stream_id, window_id, mechanism, epsilon, delta, b"")
+        check_node(node)
+        eps, dlt = request.epsilon, request.delta
+        distinct = None if users is None else check_users(users)
+        limit = None
+        if user_budget is not None:
+            limit = (exact(user_budget[0], "user epsilon budget"),
+                     exact(user_budget[1], "user delta budget", upper=Fraction(1)))
+        with self._write() as cur:
+            existing = self._reservation(cur, *request.key)
+            if existing is not None:
+                if existing.cost != request.cost or existing.node != node:
+                    log.warning("ledger key %r was reserved before as %s %s; asked again as %s %s: "
+                                "returning the stored reservation", request.key, existing.cost,
+                                existing.node, request.cost, node)
+                return existing
+            self._stream(cur, stream_id)
+            state = self._lifetime_state(cur, stream_id)
+            peak = window_peak(self._overlapping(cur, stream_id, node), node.first_window, node.last_window)
+            now = _now()
+            if not state.allows_node(peak, eps, dlt):
+                cur.execute(
+                    "INSERT INTO refusals (stream_id, window_id, mechanism, epsilon, delta, refused_at, "
+                    "level, first_window, last_window) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (*request.key, str(eps), str(dlt), now, node.level, node.first_window, node.last_window),
+                )
+                spent_eps, spent_delta = state.spent_in(peak)
+                spent = PrivacyCost(float(spent_eps), float(spent_delta))
+                refusal = BudgetExhaustedError(*request.key, request.cost, spent, state.budget)
+            else:
+                after = state.after_node(peak, eps, dlt)
+                chosen = None
+                if distinct is not None:
+                    budget = limit if limit is not None else (state.epsilon_budget, state.delta_budget)
+                    chosen = filter_users(distinct, self._user_spends(cur, distinct), eps, dlt, budget)
+                seed = secrets.token_bytes(SEED_BYTES)
+                cur.execute(
+                    "INSERT INTO charges (stream_id, window_id, mechanism, epsilon, delta, release, "
+                    "charged_at, level, first_window, last_window, seed, included_users, users) "
+                    "VALUES (?, ?, ?, ?, ?, x'', ?, ?, ?, ?, ?, ?, ?)",
+                    (*request.key, str(eps), str(dlt), now, node.level, node.first_window, node.last_window,
+                     seed, None if chosen is None else len(chosen.included),
+                     None if chosen is None else pack_users(chosen.included)),
+                )
+                entry_id = cur.lastrowid
+                assert entry_id is not None
+                if chosen is not None:
+                    cur.executemany(
+                        "INSERT INTO user_spends (user_id, epsilon, delta) VALUES (?, ?, ?) "
+                        "ON CONFLICT (user_id) DO UPDATE SET epsilon = excluded.epsilon, "
+                        "delta = excluded.delta",
+                        chosen.spends,
+                    )
+                stream = self._stream(cur, stream_id).spend(eps, dlt)
+                cur.execute(
+                    "UPDATE streams SET epsilon_spent = ?, delta_spent = ?, unranged_epsilon = ?, "
+                    "unranged_delta = ?, peak_epsilon = ?, peak_delta = ? WHERE stream_id = ?",
+                    (*stream.spend_text, *after.columns, stream_id),
+                )
+                self._count_level(cur, stream_id, node.level, node.last_window - node.first_window)
+                figures = self._figures(cur, stream_id, after)
+                cur.execute("UPDATE charges SET lifetime = ? WHERE entry_id = ?",
+                            (lifetime_to_json(figures), entry_id))
+                return Reservation(
+                    entry_id, stream_id, window_id, mechanism, float(eps), float(dlt), node, seed,
+                    None if chosen is None else frozenset(chosen.included), figures, None, False,
+                )
+        raise refusal
+
+    @staticmethod
+    def _count_level(cur: sqlite3.Cursor, stream_id: str, level: int, span: int) -> None:
+        cur.execute(
+            "INSERT INTO levels (stream_id, level, releases, max_span) VALUES (?, ?, 1, ?) "
+            "ON CONFLICT (stream_id, level) DO UPDATE SET releases = releases + 1, "
+            "max_span = max(max_span, excluded.max_span)",
+            (stream_id, level, span),
+        )
+
+    @staticmethod
+    def _overlapping(cur: sqlite3.Cursor, stream_id: str, node: NodeRange) -> list[tuple[int, int, str, str]]:
+        """The stream's ranged charges overlapping the node: per level, an index range scan
+        bounded by that level's widest node."""
+        rows: list[tuple[int, int, str, str]] = []
+        levels = cur.execute(
+            "SELECT level, max_span FROM levels WHERE stream_id = ? AND level >= 0", (stream_id,)
+        ).fetchall()
+        for level, span in levels:
+            rows += cur.execute(
+                "SELECT first_window, last_window, epsilon, delta FROM charges WHERE stream_id = ? "
+                "AND level = ? AND first_window BETWEEN ? AND ? AND last_window >= ?",
+                (stream_id, level, node.first_window - span, node.last_window, node.first_window),
+            ).fetchall()
+        return rows
+
+    @staticmethod
+    def _user_spends(cur: sqlite3.Cursor, users: list[str]) -> dict[str, tuple[str, str]]:
+        spends: dict[str, tuple[str, str]] = {}
+        for start in range(0, len(users), _USER_BATCH):
+            batch = users[start:start + _USER_BATCH]
+            marks = ",".join("?" * len(batch))
+            for user, epsilon, delta in cur.execute(
+                f"SELECT user_id, epsilon, delta FROM user_spends WHERE user_id IN ({marks})", batch
+            ):
+                spends[user] = (epsilon, delta)
+        return spends
+
+    def _reservation(self, cur: sqlite3.Cursor, stream_id: str, window_id: str, mechanism: str
+                     ) -> Reservation | None:
+        row = cur.execute(
+            f"SELECT {_RESERVATION_COLUMNS} FROM charges "
+            "WHERE stream_id = ? AND window_id = ? AND mechanism = ?",
+            (stream_id, window_id, mechanism),
+        ).fetchone()
+        return None if row is None else self._to_reservation(cur, row)
+
+    def _to_reservation(self, cur: sqlite3.Cursor, row: tuple) -> Reservation:
+        (entry_id, stream_id, window_id, mechanism, epsilon, delta, level, first, last, seed, packed,
+         lifetime, release, completed_at, published_at) = row
+        users = None if packed is None else unpack_users(bytes(packed))
+        if lifetime is not None:
+            figures = lifetime_from_json(lifetime)
+        else:  # a version-1 charge: no figures were recorded with it; today's stand in
+            figures = self._figures(cur, stream_id, self._lifetime_state(cur, stream_id))
+        return Reservation(
+            entry_id, stream_id, window_id, mechanism, float(Fraction(epsilon)), float(Fraction(delta)),
+            _node(level, first, last), b"" if seed is None else bytes(seed), users, figures,
+            None if completed_at is None else bytes(release), published_at is not None,
+        )
+
+    def reservation(self, stream_id: str, window_id: str, mechanism: str) -> Reservation | None:
+        """The reservation stored under this key, completed or not."""
+        with self._read() as cur:
+            return self._reservation(cur, stream_id, window_id, mechanism)
+
+    def complete(self, entry_id: int, release: bytes) -> Charge:
+        """Store a reservation's release bytes; the first bytes win (later calls return the stored
+        charge, whatever bytes they pass)."""
+        if not isinstance(release, bytes | bytearray | memoryview):
+            raise TypeError(f"release must be bytes, got {type(release).__name__}")
+        with self._write() as cur:
+            cur.execute(
+                "UPDATE charges SET release = ?, completed_at = ? "
+                "WHERE entry_id = ? AND completed_at IS NULL",
+                (bytes(release), _now(), entry_id),
+            )
+            row = cur.execute(
+                f"SELECT {_CHARGE_COLUMNS} FROM charges WHERE entry_id = ?", (entry_id,)
+            ).fetchone()
+            if row is None:
+                raise UnknownEntryError(f"no ledger entry {entry_id!r} in {self._path}")
+        return _to_charge(row)
+
+    def incomplete(self, stream_id: str | None = None) -> list[Reservation]:
+        """Reservations whose release was never stored, oldest first (recompute them with their seeds)."""
+        where = "completed_at IS NULL" + ("" if stream_id is None else " AND stream_id = ?")
+        params = () if stream_id is None else (stream_id,)
+        with self._read() as cur:
+            rows = cur.execute(
+                f"SELECT {_RESERVATION_COLUMNS} FROM charges WHERE {where} ORDER BY entry_id", params
+            ).fetchall()
+            return [self._to_reservation(cur, row) for row in rows]
+
+    # ----------------------------------------------------------------- one-shot charges
 
     def charge(
         self,
@@ -511,10 +862,14 @@ class SqliteLedger:
     ) -> Charge:
         """Atomically check and spend the stream's budget and store the release (write-ahead).
 
+        A one-shot charge has no node range: it counts against every window of the stream (for
+        offline callers; the release path uses :meth:`reserve` and :meth:`complete`).
+
         If the (stream_id, window_id, mechanism) key was charged before, nothing is spent and the
         stored charge, with its stored release bytes, is returned; publish ``result.release``,
-        not the bytes passed in. Raises :class:`BudgetExhaustedError` (after recording the
-        refusal) if the spend would exceed the stream's epsilon or delta budget.
+        not the bytes passed in (a reserved key not yet completed is completed with these bytes).
+        Raises :class:`BudgetExhaustedError` (after recording the refusal) if the spend would take
+        some window past the stream's lifetime budget.
 
         ``release_bytes`` may be a function of the :class:`ChargeReceipt` (entry id and budget left
         after this charge), called inside the transaction, so a release's certificate can state
@@ -528,46 +883,66 @@ class SqliteLedger:
         with self._write() as cur:
             if fence is not None:
                 fence(cur)
-            existing = self._lookup(cur, *request.key)
+            existing = self._lookup(cur, *request.key, completed=False)
             if existing is not None:
-                return request.replayed(existing)
-            stream = self._stream(cur, stream_id)
+                if existing.release or self._completed(cur, existing.entry_id):
+                    return request.replayed(existing)
+                state = self._lifetime_state(cur, stream_id)
+                release = release_bytes_of(release_bytes, ChargeReceipt(existing.entry_id, state.remaining))
+                cur.execute("UPDATE charges SET release = ?, completed_at = ? WHERE entry_id = ?",
+                            (release, _now(), existing.entry_id))
+                return request.replayed(self._lookup(cur, *request.key) or existing)
+            self._stream(cur, stream_id)
+            state = self._lifetime_state(cur, stream_id)
             now = _now()
-            if not stream.allows(eps, dlt):
+            if not state.allows_everywhere(eps, dlt):
                 # Recorded in the same committed transaction; raised once the refusal is durable.
                 cur.execute(
                     "INSERT INTO refusals (stream_id, window_id, mechanism, epsilon, delta, refused_at) "
                     "VALUES (?, ?, ?, ?, ?, ?)",
                     (*request.key, str(eps), str(dlt), now),
                 )
-                refusal = request.refusal(stream)
+                refusal = BudgetExhaustedError(*request.key, request.cost, state.spent, state.budget)
             else:
                 cur.execute(
                     "INSERT INTO charges (stream_id, window_id, mechanism, epsilon, delta, release, "
-                    "charged_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (*request.key, str(eps), str(dlt), b"", now),
+                    "charged_at, completed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (*request.key, str(eps), str(dlt), b"", now, now),
                 )
                 entry_id = cur.lastrowid
                 assert entry_id is not None
-                receipt = ChargeReceipt(entry_id, stream.left_after(eps, dlt))
+                receipt = ChargeReceipt(entry_id, state.left_after(eps, dlt))
                 release = release_bytes_of(release_bytes, receipt)
                 cur.execute("UPDATE charges SET release = ? WHERE entry_id = ?", (release, entry_id))
+                stream = self._stream(cur, stream_id).spend(eps, dlt)
                 cur.execute(
-                    "UPDATE streams SET epsilon_spent = ?, delta_spent = ? WHERE stream_id = ?",
-                    (*stream.spend(eps, dlt).spend_text, stream_id),
+                    "UPDATE streams SET epsilon_spent = ?, delta_spent = ?, unranged_epsilon = ?, "
+                    "unranged_delta = ?, peak_epsilon = ?, peak_delta = ? WHERE stream_id = ?",
+                    (*stream.spend_text, *state.after_unranged(eps, dlt).columns, stream_id),
                 )
-                return _to_charge((entry_id, *request.key, str(eps), str(dlt), release, now, None))
+                self._count_level(cur, stream_id, -1, 0)
+                return _to_charge((entry_id, *request.key, str(eps), str(dlt), release, now, None,
+                                   None, None, None, None))
         raise refusal
 
-    def _lookup(self, cur: sqlite3.Cursor, stream_id: str, window_id: str, mechanism: str) -> Charge | None:
+    @staticmethod
+    def _completed(cur: sqlite3.Cursor, entry_id: int) -> bool:
+        row = cur.execute("SELECT completed_at FROM charges WHERE entry_id = ?", (entry_id,)).fetchone()
+        return row is not None and row[0] is not None
+
+    def _lookup(self, cur: sqlite3.Cursor, stream_id: str, window_id: str, mechanism: str, *,
+                completed: bool = True) -> Charge | None:
+        done = " AND completed_at IS NOT NULL" if completed else ""
         row = cur.execute(
-            f"SELECT {_CHARGE_COLUMNS} FROM charges WHERE stream_id = ? AND window_id = ? AND mechanism = ?",
+            f"SELECT {_CHARGE_COLUMNS} FROM charges WHERE stream_id = ? AND window_id = ? AND mechanism = ?"
+            f"{done}",
             (stream_id, window_id, mechanism),
         ).fetchone()
         return None if row is None else _to_charge(row)
 
     def lookup(self, stream_id: str, window_id: str, mechanism: str) -> Charge | None:
-        """The charge stored under this key, if any (lets an agent skip recomputing a release)."""
+        """The completed charge stored under this key, if any (lets an agent skip recomputing a
+        release; :meth:`reservation` also sees reservations not yet completed)."""
         with self._read() as cur:
             return self._lookup(cur, stream_id, window_id, mechanism)
 
@@ -582,8 +957,9 @@ class SqliteLedger:
                 raise UnknownEntryError(f"no ledger entry {entry_id!r} in {self._path}")
 
     def unpublished(self, stream_id: str | None = None) -> list[Charge]:
-        """The outbox: charges whose release is stored but not yet marked published, oldest first."""
-        where = "published_at IS NULL" + ("" if stream_id is None else " AND stream_id = ?")
+        """The outbox: completed charges not yet marked published, oldest first."""
+        where = "published_at IS NULL AND completed_at IS NOT NULL" + (
+            "" if stream_id is None else " AND stream_id = ?")
         params = () if stream_id is None else (stream_id,)
         with self._read() as cur:
             rows = cur.execute(
@@ -592,24 +968,30 @@ class SqliteLedger:
         return [_to_charge(row) for row in rows]
 
     def entries(self, stream_id: str) -> list[Charge]:
-        """All charges of the stream, oldest first."""
+        """All completed charges of the stream, oldest first (:meth:`incomplete` lists the rest)."""
         with self._read() as cur:
             self._stream(cur, stream_id)
             rows = cur.execute(
-                f"SELECT {_CHARGE_COLUMNS} FROM charges WHERE stream_id = ? ORDER BY entry_id",
+                f"SELECT {_CHARGE_COLUMNS} FROM charges WHERE stream_id = ? AND completed_at IS NOT NULL "
+                "ORDER BY entry_id",
                 (stream_id,),
             ).fetchall()
         return [_to_charge(row) for row in rows]
 
-    def latest_published(self, stream_id: str, mechanism_prefix: str = "") -> Charge | None:
-        """The stream's most recently charged release (of mechanisms starting with the prefix)
-        that was confirmed published."""
+    def latest_published(
+        self, stream_id: str, mechanism_prefix: str = "", level: int | None = None
+    ) -> Charge | None:
+        """The stream's most recently charged release (of mechanisms starting with the prefix,
+        and of nodes of ``level`` if given) that was confirmed published."""
+        by_level = "" if level is None else " AND level = ?"
+        params: tuple = (stream_id, len(mechanism_prefix), mechanism_prefix)
+        params += () if level is None else (level,)
         with self._read() as cur:
             self._stream(cur, stream_id)
             row = cur.execute(
                 f"SELECT {_CHARGE_COLUMNS} FROM charges WHERE stream_id = ? AND published_at IS NOT NULL "
-                "AND substr(mechanism, 1, ?) = ? ORDER BY entry_id DESC LIMIT 1",
-                (stream_id, len(mechanism_prefix), mechanism_prefix),
+                f"AND substr(mechanism, 1, ?) = ?{by_level} ORDER BY entry_id DESC LIMIT 1",
+                params,
             ).fetchone()
         return None if row is None else _to_charge(row)
 

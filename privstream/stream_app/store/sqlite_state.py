@@ -22,6 +22,21 @@ buffered example costs a little accuracy while losing a charge would cost privac
 True
 >>> store.count_window("s", 0, 1).xs.tolist()
 [3]
+
+**The release tree (E-DESIGN.md §3.3).** :meth:`SqliteStateStore.close_window` turns a closed
+window's raw rows into node (0, w)'s compact :class:`~privstream.agents.interfaces.NodeData` and
+drops the rows, in one transaction with the schedule's last closed window; a parent node is
+merged from its two stored children (:meth:`SqliteStateStore.merge_node`), never rebuilt from
+Kafka. Nodes stay until the release agent drops them.
+
+>>> bounds = NodeBounds()
+>>> for offset, x in enumerate([5, 5, 9]):
+...     _ = store.append("t", partition=0, offset=offset, x=x, y=1, user=None, time_window=None)
+>>> store.close_window("t", "c2", 0, bounds, seqs=(0, 2)).counts.tolist()
+[2]
+>>> _ = store.close_window("t", "c2", 1, bounds, seqs=(2, 4))
+>>> store.merge_node("t", "c2", 1, 0, bounds).xs.tolist(), store.schedule("t")
+([5, 9], ScheduleState(family='c2', last_closed_window=1))
 """
 
 from __future__ import annotations
@@ -38,7 +53,7 @@ from typing import Any
 
 import numpy as np
 
-from privstream.agents.interfaces import StateStoreError, WindowData
+from privstream.agents.interfaces import NodeBounds, NodeData, ScheduleState, StateStoreError, WindowData
 from privstream.stream_app.store.migrations import Migration, SchemaTooNewError, latest, pending
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "SqliteStateStore", "StateStoreError"]
@@ -80,6 +95,17 @@ MIGRATIONS = (
         )""",
         """CREATE TABLE IF NOT EXISTS soa (
             stream_id TEXT PRIMARY KEY, state TEXT NOT NULL, updated_at TEXT NOT NULL
+        )""",
+    )),
+    Migration(2, "the release tree: compact node data, the schedule's last closed window", (
+        # A node's NodeData as NodeData.to_bytes() (numpy .npz, no pickle).
+        """CREATE TABLE nodes (
+            stream_id TEXT NOT NULL, family TEXT NOT NULL, level INTEGER NOT NULL, idx INTEGER NOT NULL,
+            data BLOB NOT NULL,
+            PRIMARY KEY (stream_id, family, level, idx)
+        )""",
+        """CREATE TABLE schedules (
+            stream_id TEXT PRIMARY KEY, family TEXT NOT NULL, last_closed_window INTEGER
         )""",
     )),
 )
@@ -242,9 +268,13 @@ class SqliteStateStore:
 
     def _window(self, where: str, params: tuple[Any, ...]) -> WindowData:
         with self._read_lock:
-            rows = self._reader.execute(
-                f"SELECT x, y, user_id, seq FROM examples WHERE {where} ORDER BY seq", params
-            ).fetchall()
+            return self._window_on(self._reader, where, params)
+
+    @staticmethod
+    def _window_on(db: sqlite3.Connection, where: str, params: tuple[Any, ...]) -> WindowData:
+        rows = db.execute(
+            f"SELECT x, y, user_id, seq FROM examples WHERE {where} ORDER BY seq", params
+        ).fetchall()
         if not rows:
             empty = np.empty(0, dtype=np.int64)
             return WindowData(empty, np.empty(0, dtype=np.uint8), np.empty(0, dtype=object), empty)
@@ -317,3 +347,127 @@ class SqliteStateStore:
         with self._lock:
             row = self._db.execute("SELECT state FROM soa WHERE stream_id = ?", (stream_id,)).fetchone()
         return None if row is None else json.loads(row[0])
+
+    # --- the release tree -------------------------------------------------------------------------
+    def close_window(
+        self, stream_id: str, family: str, window: int, bounds: NodeBounds, *,
+        seqs: tuple[int, int] | None = None, time_window: int | None = None,
+        vectors: int | None = None, user_level: bool = False,
+    ) -> NodeData:
+        """Turn the window's raw rows into node (0, window)'s data, store it, drop the rows and
+        advance the schedule, in one transaction (idempotent: a closed window's node is returned).
+
+        Rows come from sequence numbers ``[seqs[0], seqs[1])`` (count windows) or time window
+        ``time_window``; ``vectors`` is the feature dimension (for an empty vector window);
+        ``user_level`` keeps (user, x, y) rows, each user's first k (rows without a user, which
+        validation dead-letters at the user level, are left out).
+        """
+        if (seqs is None) == (time_window is None):
+            raise ValueError("close_window needs exactly one of seqs and time_window")
+        with self._lock:
+            db = self._db
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                data = self._load_node(db, stream_id, family, 0, window)
+                if data is None:
+                    if seqs is not None:
+                        where, params = "stream_id = ? AND seq >= ? AND seq < ?", (stream_id, *seqs)
+                    else:
+                        where, params = "stream_id = ? AND time_window = ?", (stream_id, time_window)
+                    rows = self._window_on(db, where, params)
+                    data = NodeData.from_window(rows, bounds, vectors=vectors, user_level=user_level)
+                    self._save_node(db, stream_id, family, 0, window, data)
+                    db.execute(f"DELETE FROM examples WHERE {where}", params)
+                db.execute(
+                    "INSERT INTO schedules VALUES (?, ?, ?) ON CONFLICT (stream_id) DO UPDATE SET "
+                    "family = excluded.family, last_closed_window = max(coalesce(last_closed_window, "
+                    "excluded.last_closed_window), excluded.last_closed_window)",
+                    (stream_id, family, window),
+                )
+                db.execute("COMMIT")
+                return data
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+
+    @staticmethod
+    def _load_node(db: sqlite3.Connection, stream_id: str, family: str, level: int, index: int
+                   ) -> NodeData | None:
+        row = db.execute(
+            "SELECT data FROM nodes WHERE stream_id = ? AND family = ? AND level = ? AND idx = ?",
+            (stream_id, family, level, index),
+        ).fetchone()
+        return None if row is None else NodeData.from_bytes(row[0])
+
+    @staticmethod
+    def _save_node(db: sqlite3.Connection, stream_id: str, family: str, level: int, index: int,
+                   data: NodeData) -> None:
+        db.execute(
+            "INSERT INTO nodes VALUES (?, ?, ?, ?, ?) ON CONFLICT (stream_id, family, level, idx) "
+            "DO UPDATE SET data = excluded.data",
+            (stream_id, family, level, index, data.to_bytes()),
+        )
+
+    def save_node(self, stream_id: str, family: str, level: int, index: int, data: NodeData) -> None:
+        with self._lock:
+            self._save_node(self._db, stream_id, family, level, index, data)
+
+    def load_node(self, stream_id: str, family: str, level: int, index: int) -> NodeData | None:
+        with self._read_lock:
+            return self._load_node(self._reader, stream_id, family, level, index)
+
+    def merge_node(self, stream_id: str, family: str, level: int, index: int, bounds: NodeBounds) -> NodeData:
+        """Build node (level, index) from its two stored children and store it (idempotent)."""
+        if level < 1:
+            raise ValueError("only nodes of level >= 1 are merged from children")
+        with self._lock:
+            db = self._db
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                data = self._load_node(db, stream_id, family, level, index)
+                if data is None:
+                    left = self._load_node(db, stream_id, family, level - 1, 2 * index)
+                    right = self._load_node(db, stream_id, family, level - 1, 2 * index + 1)
+                    if left is None or right is None:
+                        raise StateStoreError(
+                            f"state store {self.path}: node ({level}, {index}) of {stream_id!r}/{family} "
+                            "cannot be built: a child node is missing (dropped before its parent was built?)"
+                        )
+                    data = NodeData.merge(left, right, bounds)
+                    self._save_node(db, stream_id, family, level, index, data)
+                db.execute("COMMIT")
+                return data
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+
+    def drop_node(self, stream_id: str, family: str, level: int, index: int) -> None:
+        with self._lock:
+            self._db.execute(
+                "DELETE FROM nodes WHERE stream_id = ? AND family = ? AND level = ? AND idx = ?",
+                (stream_id, family, level, index),
+            )
+
+    def nodes(self, stream_id: str, family: str) -> list[tuple[int, int]]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT level, idx FROM nodes WHERE stream_id = ? AND family = ? ORDER BY level, idx",
+                (stream_id, family),
+            ).fetchall()
+        return [(int(level), int(index)) for level, index in rows]
+
+    def schedule(self, stream_id: str) -> ScheduleState | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT family, last_closed_window FROM schedules WHERE stream_id = ?", (stream_id,)
+            ).fetchone()
+        return None if row is None else ScheduleState(row[0], row[1])
+
+    def save_schedule(self, stream_id: str, state: ScheduleState) -> None:
+        with self._lock:
+            self._db.execute(
+                "INSERT INTO schedules VALUES (?, ?, ?) ON CONFLICT (stream_id) DO UPDATE SET "
+                "family = excluded.family, last_closed_window = excluded.last_closed_window",
+                (stream_id, state.family, state.last_closed_window),
+            )
+

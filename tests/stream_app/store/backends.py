@@ -15,13 +15,17 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 from privstream.stream_app.store.pg_server import PostgresServer
 from privstream.stream_app.store.postgres_db import PostgresConfig
+from privstream.stream_app.store.postgres_ledger import MIGRATIONS as POSTGRES_LEDGER_MIGRATIONS
 from privstream.stream_app.store.postgres_ledger import PostgresLedger
 from privstream.stream_app.store.postgres_state import PostgresStateStore
+from privstream.stream_app.store.sqlite_ledger import APPLICATION_ID as SQLITE_APPLICATION_ID
+from privstream.stream_app.store.sqlite_ledger import MIGRATIONS as SQLITE_LEDGER_MIGRATIONS
 from privstream.stream_app.store.sqlite_ledger import SqliteLedger
 from privstream.stream_app.store.sqlite_state import SqliteStateStore
 
@@ -63,6 +67,12 @@ class LedgerBackend:
         """Fill the empty location with another application's table named like a ledger table."""
         raise NotImplementedError
 
+    def write_version_1(self, stream_id: str, budget: str, charges: list[tuple[str, str]]) -> None:
+        """Write a ledger as privstream's schema version 1 did (its own SQL, not today's code):
+        one stream with an epsilon ``budget`` and completed, unpublished charges
+        ``(window_id, epsilon)`` (rationals as text)."""
+        raise NotImplementedError
+
 
 class SqliteLedgerBackend(LedgerBackend):
     name = "sqlite"
@@ -97,6 +107,23 @@ class SqliteLedgerBackend(LedgerBackend):
 
     def make_foreign(self) -> None:
         self._execute("CREATE TABLE streams (stream_id TEXT PRIMARY KEY, other TEXT)")
+
+    def write_version_1(self, stream_id: str, budget: str, charges: list[tuple[str, str]]) -> None:
+        spent = sum((Fraction(eps) for _, eps in charges), Fraction(0))
+        with sqlite3.connect(self.path) as raw:
+            for statement in SQLITE_LEDGER_MIGRATIONS[0].statements:
+                raw.execute(statement)
+            raw.execute(f"PRAGMA application_id = {SQLITE_APPLICATION_ID}")
+            raw.execute("PRAGMA user_version = 1")
+            raw.execute("INSERT INTO streams VALUES (?, ?, '0', ?, '0')", (stream_id, budget, str(spent)))
+            raw.execute("INSERT INTO budget_changes (stream_id, epsilon_budget, delta_budget, changed_at) "
+                        "VALUES (?, ?, '0', '2026-01-02T03:04:05.000000+00:00')", (stream_id, budget))
+            raw.executemany(
+                "INSERT INTO charges (stream_id, window_id, mechanism, epsilon, delta, release, charged_at) "
+                "VALUES (?, ?, 'laplace', ?, '0', ?, '2026-01-02T03:04:06.000000+00:00')",
+                [(stream_id, window, eps, window.encode()) for window, eps in charges],
+            )
+        raw.close()
 
 
 class PostgresLedgerBackend(LedgerBackend):
@@ -144,6 +171,28 @@ class PostgresLedgerBackend(LedgerBackend):
 
     def make_foreign(self) -> None:
         self._execute("CREATE TABLE ledger_streams (stream_id TEXT PRIMARY KEY, other TEXT)")
+
+    def write_version_1(self, stream_id: str, budget: str, charges: list[tuple[str, str]]) -> None:
+        spent = sum((Fraction(eps) for _, eps in charges), Fraction(0))
+        self._execute(
+            "CREATE TABLE privstream_migrations (component TEXT NOT NULL, version INTEGER NOT NULL, "
+            "description TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL DEFAULT now(), "
+            "PRIMARY KEY (component, version))"
+        )
+        for statement in POSTGRES_LEDGER_MIGRATIONS[0].statements:
+            self._execute(statement)
+        self._execute("INSERT INTO privstream_migrations (component, version, description) "
+                      "VALUES ('ledger', 1, 'streams, charges (with the outbox), refusals, budget changes')")
+        self._execute("INSERT INTO ledger_streams VALUES (%s, %s, '0', %s, '0')",
+                      (stream_id, budget, str(spent)))
+        self._execute("INSERT INTO ledger_budget_changes (stream_id, epsilon_budget, delta_budget, "
+                      "changed_at) VALUES (%s, %s, '0', '2026-01-02T03:04:05+00:00')", (stream_id, budget))
+        for window, eps in charges:
+            self._execute(
+                "INSERT INTO ledger_charges (stream_id, window_id, mechanism, epsilon, delta, release, "
+                "charged_at) VALUES (%s, %s, 'laplace', %s, '0', %s, '2026-01-02T03:04:06+00:00')",
+                (stream_id, window, eps, window.encode()),
+            )
 
 
 def open_ledger_from_spec(

@@ -57,12 +57,16 @@ def test_a_postgresql_url_opens_both_stores_in_that_database(pg_server: Postgres
 
 def test_the_ledger_bench_measures_both_backends_side_by_side(pg_server: PostgresServer) -> None:
     result = run_ledger_benchmark(["sqlite", "postgresql"], url=pg_server.url(), password=pg_server.password,
-                                  writers=(1, 2), seconds=0.3)
+                                  writers=(1, 2), seconds=0.3, users_per_release=(50,), user_releases=2)
     for store in ("sqlite", "postgresql"):
         for workload in ("shared_stream", "stream_per_writer"):
             rates = result["results"][store][workload]
             assert set(rates) == {"1", "2"} and all(rate > 0 for rate in rates.values())
     assert set(result["postgresql_over_sqlite"]) == {"shared_stream", "stream_per_writer"}
+    for store in ("sqlite", "postgresql"):
+        figures = result["per_user"][store]["50"]
+        assert figures["first_release_users_per_second"] > 0
+        assert figures["later_releases_users_per_second"] > 0
     with pg_server.connect() as admin:  # the bench dropped the databases it made
         names = [r[0] for r in admin.execute("SELECT datname FROM pg_database").fetchall()]
     assert not [n for n in names if n.startswith("privstream_bench_")]

@@ -27,15 +27,18 @@ hypotheses whose restriction to ``{v_j}`` is the same have the same error, so H 
   ``g`` unsampled points, which agree with the empty function on the sample. So the empty
   function and all in-gap intervals form one block at ``#ones`` errors, and the empty function
   is counted once. Sizes sum to ``N(N+1)/2 + 1``. O(k²) time (all ``α < β`` pairs, vectorised
-  in chunks of bounded memory): fine for n up to a few thousand.
+  in chunks of bounded memory): fine for n up to a few thousand. These exact level counts serve
+  the exact checks (:func:`~privstream.learning.private_learners.generic.output_law`, tests,
+  audits) and ERM baselines; the generic learner does not use them: it samples intervals in
+  O(n log n) (:mod:`~privstream.learning.private_learners.generic.interval_sampler`).
 * finite (file) classes: the errors of every row from the packed truth table, one bit-plane
   of the per-point label counts at a time (``popcount(row & plane)``); O(|H|·N/8·log n).
 
 Exactness: every count is an exact integer. Sizes use ``uint64`` only where every partial sum
 is bounded by ``|H| < 2**64`` (so nothing can overflow), else Python ints; the interval pair
-sums for ``|H| >= 2**64`` are split into 16-bit limbs so that each ``uint64`` accumulator stays
-below ``2**64`` (proved at :func:`_pair_level_sums`). The tests compare every count and the
-member maps with brute-force enumeration.
+sums for ``|H| >= 2**64`` are split into 16-bit limbs and their ``uint64`` accumulators added
+into Python ints before they can reach ``2**64`` (proved at :func:`_pair_level_sums`). The tests
+compare every count and the member maps with brute-force enumeration.
 """
 
 from __future__ import annotations
@@ -60,14 +63,13 @@ from privstream.learning.hypothesis_classes import (
 )
 from privstream.learning.hypothesis_classes.finite import FiniteClass
 
-__all__ = ["MAX_DENSE_ENTRIES", "MAX_INTERVAL_PAIRS", "ErrorLevels", "error_levels"]
+__all__ = ["MAX_DENSE_ENTRIES", "ErrorLevels", "SampleSummary", "error_levels", "nth_pair", "summarise"]
 
 #: Largest ``|H| x N`` truth table built for a class that is neither structured nor a file class.
 MAX_DENSE_ENTRIES = 2**26
-#: Largest number of (a-block, b-block) pairs enumerated for intervals (about 20,000 distinct points).
-MAX_INTERVAL_PAIRS = 2 * 10**8
 _UINT64_LIMIT = 2**64
 _CHUNK_ELEMENTS = 1 << 20  # bounds the temporary arrays of the pair enumeration
+_FLUSH_PRODUCTS = 1 << 32  # limb products (each < 2**32) a uint64 accumulator takes between flushes
 
 
 @dataclass(frozen=True)
@@ -105,7 +107,7 @@ class ErrorLevels:
 
 
 @dataclass(frozen=True)
-class _Summary:
+class SampleSummary:
     """The sample as its sorted distinct points ``vals`` with the label counts at each."""
 
     n: int
@@ -123,9 +125,20 @@ class _Summary:
         """``ones(v) - zeros(v)`` per distinct point: how much covering v lowers the error."""
         return self.ones - self.zeros
 
+    @property
+    def walk(self) -> np.ndarray:
+        """``W[j] = Σ_{i<j} net(v_i)``, ``j = 0..k`` (``int64``): covering ``v_a..v_{b-1}`` gains
+        ``W[b] - W[a]``."""
+        return np.concatenate(([0], np.cumsum(self.net))).astype(np.int64)
 
-def _summarise(xs: np.ndarray, ys: np.ndarray, domain_size: int) -> _Summary:
-    """Sort and count the sample; O(n log n). ``xs`` are validated points, ``ys`` 0/1 ``uint8``."""
+
+def summarise(xs: np.ndarray, ys: np.ndarray, domain_size: int) -> SampleSummary:
+    """Sort and count the sample; O(n log n). ``xs`` are validated points, ``ys`` 0/1 ``uint8``.
+
+    >>> s = summarise(np.array([5, 2, 5, 5]), np.array([1, 0, 0, 1], dtype=np.uint8), 8)
+    >>> s.vals.tolist(), s.ones.tolist(), s.zeros.tolist(), s.walk.tolist()
+    ([2, 5], [0, 2], [1, 1], [0, -1, 0])
+    """
     n = int(xs.shape[0])
     ones_total = int(ys.sum(dtype=np.int64))
     if xs.dtype == object:  # points beyond int64: exact Python ints
@@ -136,12 +149,20 @@ def _summarise(xs: np.ndarray, ys: np.ndarray, domain_size: int) -> _Summary:
         vals = _size_array(keys, domain_size)
         zeros = np.array([tally[v][0] for v in keys], dtype=np.int64)
         ones = np.array([tally[v][1] for v in keys], dtype=np.int64)
-    else:
-        uniq, inverse, counts = np.unique(xs, return_inverse=True, return_counts=True)
-        ones = np.bincount(inverse[ys.astype(bool)], minlength=uniq.shape[0]).astype(np.int64)
-        zeros = counts.astype(np.int64) - ones
-        vals = _size_array(uniq, domain_size)
-    return _Summary(n, ones_total, vals, ones, zeros)
+        return SampleSummary(n, ones_total, vals, ones, zeros)
+    # One sort of 2x + y (points are below 2**63, so it fits a uint64): points in order, and
+    # at each point its zeros before its ones.
+    keys = (xs.astype(np.uint64) << np.uint64(1)) | ys.astype(np.uint64)
+    keys.sort()
+    points = keys >> np.uint64(1)
+    first = np.ones(n, dtype=bool)
+    np.not_equal(points[1:], points[:-1], out=first[1:])
+    starts = np.flatnonzero(first)
+    counts = np.diff(np.append(starts, n)).astype(np.int64)
+    ones = (np.add.reduceat((keys & np.uint64(1)).astype(np.int64), starts) if n
+            else np.zeros(0, dtype=np.int64))
+    vals = _size_array(points[starts], domain_size)
+    return SampleSummary(n, ones_total, vals, ones, counts - ones)
 
 
 def _size_array(values: object, bound: int) -> np.ndarray:
@@ -161,7 +182,7 @@ def _scalar(value: int, like: np.ndarray) -> object:
 # -- thresholds -------------------------------------------------------------------------------
 
 
-def _threshold_levels(hclass: Thresholds, s: _Summary) -> ErrorLevels:
+def _threshold_levels(hclass: Thresholds, s: SampleSummary) -> ErrorLevels:
     n_dom = hclass.domain_size
     vals = _size_array(s.vals, n_dom + 1)  # block ends are <= N, sizes <= N + 1
     one = _scalar(1, vals)
@@ -199,7 +220,7 @@ def _locate(sizes: np.ndarray, r: int) -> tuple[int, int]:
 # -- points -----------------------------------------------------------------------------------
 
 
-def _point_levels(hclass: Points, s: _Summary) -> ErrorLevels:
+def _point_levels(hclass: Points, s: SampleSummary) -> ErrorLevels:
     n_dom = hclass.domain_size
     errs = s.ones_total - s.net  # h_v: misses the other ones, errs on the zeros at v
     counts = [int(c) for c in np.bincount(errs, minlength=s.n + 1)]
@@ -224,12 +245,8 @@ def _point_levels(hclass: Points, s: _Summary) -> ErrorLevels:
 # -- intervals --------------------------------------------------------------------------------
 
 
-def _interval_levels(hclass: Intervals, s: _Summary) -> ErrorLevels:
+def _interval_levels(hclass: Intervals, s: SampleSummary) -> ErrorLevels:
     n_dom, k = hclass.domain_size, s.k
-    if (k + 1) * k // 2 > MAX_INTERVAL_PAIRS:
-        raise LearningInputError(
-            f"the generic learner on {hclass.spec} enumerates O(k^2) blocks; {k} distinct sample "
-            f"points is too many (limit {MAX_INTERVAL_PAIRS} pairs); use a smaller window")
     vals = _size_array(s.vals, n_dom)
     one = _scalar(1, vals)
     vals_list = [int(v) for v in vals.tolist()]
@@ -282,13 +299,13 @@ def _in_gap_interval(n_dom: int, starts: list[int], gaps: list[int], r: int) -> 
     for start, g in zip(starts, gaps, strict=True):
         inside = g * (g + 1) // 2
         if r < inside:
-            i, j = _nth_pair(g, r)
+            i, j = nth_pair(g, r)
             return interval_hypothesis(n_dom, start + i, start + j)
         r -= inside
     raise AssertionError("gap index out of range")  # unreachable: r < zero_block
 
 
-def _nth_pair(g: int, r: int) -> tuple[int, int]:
+def nth_pair(g: int, r: int) -> tuple[int, int]:
     """The ``r``-th pair ``0 <= i < j <= g`` in lexicographic order (``g - i`` pairs start at i)."""
     lo, hi = 0, g - 1  # largest i with before(i) <= r, before(i) = i·g - i(i-1)/2
 
@@ -319,31 +336,33 @@ def _limbs(sizes: np.ndarray, exact_total: bool) -> list[tuple[int, np.ndarray]]
 
 def _pair_level_sums(size_a: np.ndarray, size_b: np.ndarray, walk: np.ndarray, ones_total: int,
                      n: int, class_size: int) -> tuple[int, ...]:
-    """``out[e] = Σ_{α < β, #ones - (W[β] - W[α]) = e} |A_α|·|B_β|``, exactly.
+    """``out[e] = Σ_{α < β, #ones - (W[β] - W[α]) = e} |A_α|·|B_β|``, exactly; O(k²) time.
 
     Overflow argument: each level sum is at most ``|H|``. If ``|H| < 2**64`` the ``uint64``
     accumulators never exceed ``|H|`` (all terms are non-negative). Otherwise the sizes are
-    split into 16-bit limbs and the accumulator of limbs ``(i, j)`` is at most
-    ``(Σ_α a_i)(Σ_β b_j) < ((k+1)·2**16)**2``, below ``2**64`` for ``k + 1 < 2**16`` (guaranteed
-    by :data:`MAX_INTERVAL_PAIRS`); the limb sums are recombined with Python ints.
+    split into 16-bit limbs, so every product of limbs is below ``2**32``; the ``uint64``
+    accumulators are added into Python ints before ``2**32`` products can have reached them.
     """
     k = walk.shape[0] - 1
     exact = class_size < _UINT64_LIMIT
     limbs_a, limbs_b = _limbs(size_a, exact), _limbs(size_b, exact)
-    if not exact and k + 1 >= 2**16:
-        raise LearningInputError("too many distinct sample points for exact interval counts")
     total = [0] * (n + 1)
     rows = max(1, _CHUNK_ELEMENTS // max(k, 1))
+    flush_every = max(1, _FLUSH_PRODUCTS // (rows * (k + 1)))  # < 2**32 products of < 2**32 per flush
     beta = np.arange(k + 1)
     for sa, la in limbs_a:
         for sb, lb in limbs_b:
             acc = np.zeros(n + 1, dtype=np.uint64)
-            for start in range(0, k, rows):
+            for chunk, start in enumerate(range(0, k, rows)):
                 alpha = np.arange(start, min(start + rows, k))
                 mask = beta[None, :] > alpha[:, None]
                 errs = ones_total - (walk[None, :] - walk[alpha][:, None])
                 prod = la[alpha][:, None] * lb[None, :]
                 np.add.at(acc, errs[mask], prod[mask])
+                if not exact and (chunk + 1) % flush_every == 0:
+                    for e, c in enumerate(acc.tolist()):
+                        total[e] += c << (sa + sb)
+                    acc[:] = 0
             for e, c in enumerate(acc.tolist()):
                 total[e] += c << (sa + sb)
     return tuple(total)
@@ -385,7 +404,7 @@ def _table_levels(hclass: HypothesisClass, packed: np.ndarray, xs: np.ndarray, y
 def error_levels(hclass: HypothesisClass, xs: np.ndarray, ys: np.ndarray) -> ErrorLevels:
     """Partition ``hclass`` by errors on the validated sample ``(xs, ys)`` (see the module doc)."""
     if isinstance(hclass, Thresholds | Points | Intervals):
-        s = _summarise(xs, ys, hclass.domain_size)
+        s = summarise(xs, ys, hclass.domain_size)
         if isinstance(hclass, Thresholds):
             return _threshold_levels(hclass, s)
         if isinstance(hclass, Points):

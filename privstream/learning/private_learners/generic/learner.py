@@ -18,14 +18,17 @@ so the bound is not eroded by rounding.
 neighbours, for every n. The reported fields never used n except for
 ``accuracy_guarantee_holds``, which then compares the theorem's n with m instead.
 
-**Exact and efficient sampling.** H is never enumerated: :func:`error_levels` gives the exact
-number ``c_e`` of hypotheses with ``e`` errors (``e = 0..n``; these counts may be astronomically
-large Python ints), the exact exponential mechanism over blocks
-(:meth:`privstream.learning.mechanisms.ExponentialMechanism.select_member`) picks level e with probability
-``∝ c_e·exp(-ε·e/2)`` without floating point, and a uniform index ``r < c_e`` from the same
-random source picks the member. Then ``Pr[h] = c_e·exp(-ε·e/2)/Z · 1/c_e``, which is ``P_S(h)``
-above. Cost per run: O(n log n) for thresholds and points, O(k²) for intervals (k distinct
-sample points), O(|H|·N/8·log n) for file classes, plus the mechanism over at most n+1 blocks.
+**Exact and efficient sampling.** H is never enumerated. For intervals,
+:mod:`~privstream.learning.private_learners.generic.interval_sampler` samples the O(k²) blocks (k distinct
+sample points) by exact rejection from a factorised proposal, in O(n log n). For the other
+classes :func:`error_levels` gives the exact number ``c_e`` of hypotheses with ``e`` errors
+(``e = 0..n``; these counts may be astronomically large Python ints), the exact exponential
+mechanism over blocks (:meth:`privstream.learning.mechanisms.ExponentialMechanism.select_member`)
+picks level e with probability ``∝ c_e·exp(-ε·e/2)`` without floating point, and a uniform
+index ``r < c_e`` from the same random source picks the member. Then
+``Pr[h] = c_e·exp(-ε·e/2)/Z · 1/c_e``, which is ``P_S(h)`` above. Cost per run: O(n log n) for
+thresholds, points and intervals, O(|H|·N/8·log n) for file classes, plus the mechanism over
+at most n+1 blocks. No size of the data can make a run fail: a window of any size is released.
 
 **Output.** A member of the class (proper), as its canonical :class:`Hypothesis`, so two
 releases of the same function compare (and serialise) equal.
@@ -39,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from privstream.learning.hypotheses import Hypothesis
-from privstream.learning.hypothesis_classes import HypothesisClass
+from privstream.learning.hypothesis_classes import HypothesisClass, Intervals
 from privstream.learning.mechanisms import ExponentialMechanism
 from privstream.learning.private_learners.base import (
     LearnerResult,
@@ -50,11 +53,13 @@ from privstream.learning.private_learners.base import (
     neighbouring_relation,
 )
 from privstream.learning.private_learners.generic.error_levels import ErrorLevels, error_levels
+from privstream.learning.private_learners.generic.interval_sampler import sample_interval
 from privstream.learning.randomness import RandomSource, resolve
 
 __all__ = [
     "MECHANISM",
     "GenericLearner",
+    "exponential_mechanism",
     "generic_sample_size",
     "level_probabilities",
     "output_law",
@@ -137,6 +142,17 @@ def sample_hypothesis(levels: ErrorLevels, epsilon: float, rng: RandomSource, *,
     return levels.member(level, index)
 
 
+def exponential_mechanism(hclass: HypothesisClass, xs: np.ndarray, ys: np.ndarray, epsilon: float,
+                          rng: RandomSource, *, sensitivity: float = 1) -> Hypothesis:
+    """One exact draw of A' on the validated sample: the interval sampler, or the error levels.
+
+    ``sensitivity`` as in :func:`sample_hypothesis`.
+    """
+    if isinstance(hclass, Intervals):
+        return sample_interval(hclass, xs, ys, epsilon, rng, sensitivity=sensitivity)
+    return sample_hypothesis(error_levels(hclass, xs, ys), epsilon, rng, sensitivity=sensitivity)
+
+
 class GenericLearner:
     """A' as a :class:`~privstream.learning.private_learners.base.PrivateLearner` (name ``"generic"``).
 
@@ -162,8 +178,7 @@ class GenericLearner:
         b = check_accuracy_parameter(beta, "beta")
         m = check_expected_size(expected_size)
         points, labels = check_sample(hclass, xs, ys)
-        levels = error_levels(hclass, points, labels)
-        hypothesis = sample_hypothesis(levels, eps, resolve(rng))
+        hypothesis = exponential_mechanism(hclass, points, labels, eps, resolve(rng))
         n = int(points.shape[0])
         needed = generic_sample_size(hclass.size, a, b, eps)
         parameters: dict[str, Any] = {

@@ -14,9 +14,14 @@ from hypothesis import strategies as st
 
 from privstream.learning.audit import audit_spec, privacy_loss
 from privstream.learning.domain import as_points
-from privstream.learning.errors import DomainError, LabelError, LearningInputError, PrivacyParameterError
+from privstream.learning.errors import DomainError, LabelError, PrivacyParameterError
 from privstream.learning.hypotheses import hypothesis_from_dict
-from privstream.learning.hypothesis_classes import FiniteClass, HypothesisClass, parse_class_spec
+from privstream.learning.hypothesis_classes import (
+    FiniteClass,
+    HypothesisClass,
+    interval_hypothesis,
+    parse_class_spec,
+)
 from privstream.learning.private_learners import (
     GenericLearner,
     LearnerResult,
@@ -138,8 +143,12 @@ def test_huge_domains_are_exact(kind, n_dom, offsets, r_frac) -> None:
             assert int((h.predict(xs).astype(np.uint8) != ys).sum()) == e
 
 
-def test_interval_limb_path_equals_direct_path() -> None:
-    """The 16-bit-limb summation (used when |H| >= 2^64) agrees with the plain uint64 sums."""
+@pytest.mark.parametrize("flush", [1 << 32, 1])
+def test_interval_limb_path_equals_direct_path(flush, monkeypatch) -> None:
+    """The 16-bit-limb summation (used when |H| >= 2^64) agrees with the plain uint64 sums,
+    also when its accumulators are flushed into Python ints after every chunk."""
+    monkeypatch.setattr(levels_module, "_FLUSH_PRODUCTS", flush)
+    monkeypatch.setattr(levels_module, "_CHUNK_ELEMENTS", 8)
     rng = np.random.default_rng(5)
     for _ in range(20):
         k = int(rng.integers(1, 30))
@@ -391,11 +400,21 @@ def test_bad_samples(xs, ys, error, match) -> None:
         GenericLearner().fit(parse_class_spec("thresholds:4"), np.array(xs), np.array(ys), epsilon=1.0)
 
 
-def test_intervals_refuse_too_many_distinct_points(monkeypatch) -> None:
-    monkeypatch.setattr(levels_module, "MAX_INTERVAL_PAIRS", 10)
-    xs = np.arange(5, dtype=np.int64)
-    with pytest.raises(LearningInputError, match="too many"):
-        GenericLearner().fit(parse_class_spec("intervals:8"), xs, xs % 2, epsilon=1.0)
+def test_intervals_release_windows_of_any_size() -> None:
+    """30,000 distinct points (k(k+1)/2 > 2e8 blocks, which the O(k²) enumeration refused) and zero
+    examples are released like any window; the release is the class's own canonical hypothesis."""
+    hclass = parse_class_spec("intervals:2^32")
+    rng = np.random.default_rng(21)
+    xs = rng.choice(2**32, 30_000, replace=False)
+    truth = (xs >= 10**9) & (xs < 3 * 10**9)
+    res = GenericLearner().fit(hclass, xs, truth.astype(np.uint8), epsilon=1.0, rng=seeded(4))
+    first, changes = res.hypothesis.change_points()
+    assert not first and len(changes) == 2 and res.sample_size == 30_000
+    assert abs(changes[0] - 10**9) < 10**6 and abs(changes[1] - 3 * 10**9) < 10**6
+    assert res.hypothesis == interval_hypothesis(2**32, *changes)
+    empty = GenericLearner().fit(hclass, np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.uint8),
+                                 epsilon=1.0, rng=seeded(5))
+    assert empty.sample_size == 0 and empty.hypothesis.domain_size == 2**32
 
 
 # -- the audit spec (audited with every registered spec: tests/contract/test_audits.py) ------------
@@ -412,3 +431,14 @@ def test_audit_spec_has_an_exact_worst_case() -> None:
     assert privacy_loss(p, q) == pytest.approx(worst_case)
     assert privacy_loss(p, q) <= eps
 
+
+def test_intervals_audit_spec_has_an_exact_worst_case() -> None:
+    """``generic-intervals``: the interval sampler's production path on intervals:8, S = [(0, 1)]
+    vs S' = [(0, 0)]; exact loss ln((8ρ + 29)/(ρ(8 + 29ρ))), ρ = e^{-ε/2} (audited, with its
+    broken variants, in tests/contract/test_audits.py)."""
+    spec = audit_spec("generic-intervals")
+    assert set(spec.broken) == {"sensitivity_understated", "no_noise"}
+    p, q = spec.exact()
+    rho = math.exp(-0.5)
+    assert privacy_loss(p, q) == pytest.approx(math.log((8 * rho + 29) / (rho * (8 + 29 * rho))))
+    assert len(p) == 37 and privacy_loss(p, q) <= 1.0

@@ -1,0 +1,105 @@
+"""The state store's release-tree part (E-DESIGN.md §3.3), on every backend: a closed window's
+rows become node (0, w)'s compact data atomically, parents merge from children, the schedule
+remembers the last closed window, and all of it survives reopening."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from privstream.agents.interfaces import NodeBounds, NodeData, ScheduleState, StateStoreError
+from tests.stream_app.store.backends import StateBackend
+
+
+@pytest.fixture
+def store(state_backend: StateBackend):
+    opened = state_backend.open()
+    yield opened
+    opened.close()
+
+
+def test_closing_a_count_window_turns_its_rows_into_a_histogram_node(store) -> None:
+    store.append_many("s", 0, [(o, x, int(x > 4), None, None) for o, x in enumerate([7, 3, 7, 7, 1, 9])])
+
+    node = store.close_window("s", "c4", 0, NodeBounds(), seqs=(0, 4))
+
+    assert (node.xs.tolist(), node.ys.tolist(), node.counts.tolist()) == ([3, 7], [0, 1], [1, 3])
+    assert store.count_window("s", 0, 4).xs.tolist() == []  # the raw rows are gone
+    assert store.count_window("s", 4, 8).xs.tolist() == [1, 9]  # the next window's are not
+    assert store.load_node("s", "c4", 0, 0) == node
+    assert store.schedule("s") == ScheduleState("c4", 0)
+    assert store.close_window("s", "c4", 0, NodeBounds(), seqs=(0, 4)) == node  # idempotent
+
+
+def test_closing_an_empty_window_stores_an_empty_node(store) -> None:
+    node = store.close_window("s", "t60", 41, NodeBounds(), time_window=41)
+    assert node.size == 0 and store.load_node("s", "t60", 0, 41) == NodeData.empty()
+    vectors = store.close_window("v", "t60", 41, NodeBounds(max_node_examples=10), time_window=41, vectors=3)
+    assert vectors.xs.shape == (0, 3)
+    users = store.close_window("u", "t60", 41, NodeBounds(user_contribution_bound=2), time_window=41,
+                               user_level=True)
+    assert users.users is not None and users.size == 0
+
+
+def test_a_user_level_time_window_keeps_each_users_first_k_rows(store) -> None:
+    rows = [(0, 1, 0, "a", 5), (1, 2, 0, "a", 5), (2, 3, 1, "b", 5), (3, 4, 1, "a", 5), (4, 9, 1, "a", 6)]
+    store.append_many("s", 0, rows)
+
+    bounds = NodeBounds(user_contribution_bound=2)
+    node = store.close_window("s", "t60", 5, bounds, time_window=5, user_level=True)
+
+    assert list(zip(node.users.tolist(), node.xs.tolist(), strict=True)) == [("a", 1), ("a", 2), ("b", 3)]
+    assert store.time_window("s", 5).xs.tolist() == [] and store.time_window("s", 6).xs.tolist() == [9]
+    assert store.schedule("s") == ScheduleState("t60", 5)
+
+
+def test_feature_vector_windows_keep_their_first_rows_up_to_the_bound(store) -> None:
+    store.append_many("s", 0, [(o, [float(o), 1.0], o % 2, None, None) for o in range(5)])
+    node = store.close_window("s", "c5", 0, NodeBounds(max_node_examples=3), seqs=(0, 5), vectors=2)
+    assert node.xs.tolist() == [[0.0, 1.0], [1.0, 1.0], [2.0, 1.0]] and node.ys.tolist() == [0, 1, 0]
+
+
+def test_parents_merge_from_children_and_nodes_can_be_dropped(store) -> None:
+    bounds = NodeBounds()
+    store.append_many("s", 0, [(o, o % 3, 1, None, None) for o in range(8)])
+    for w in range(4):
+        store.close_window("s", "c2", w, bounds, seqs=(2 * w, 2 * w + 2))
+    for m in range(2):
+        store.merge_node("s", "c2", 1, m, bounds)
+    root = store.merge_node("s", "c2", 2, 0, bounds)
+
+    assert (root.xs.tolist(), root.counts.tolist(), root.size) == ([0, 1, 2], [3, 3, 2], 8)
+    assert store.nodes("s", "c2") == [(0, 0), (0, 1), (0, 2), (0, 3), (1, 0), (1, 1), (2, 0)]
+    assert store.schedule("s") == ScheduleState("c2", 3)
+    for w in range(4):
+        store.drop_node("s", "c2", 0, w)
+    assert store.merge_node("s", "c2", 1, 0, bounds).size == 4  # already built: returned as stored
+    store.drop_node("s", "c2", 1, 1)
+    with pytest.raises(StateStoreError, match="child"):
+        store.merge_node("s", "c2", 2, 1, bounds)  # its children were never built
+    assert store.nodes("s", "c2") == [(1, 0), (2, 0)]
+    assert store.nodes("s", "other") == []
+
+
+def test_closing_windows_out_of_order_never_moves_the_schedule_back(store) -> None:
+    store.close_window("s", "t60", 9, NodeBounds(), time_window=9)
+    store.close_window("s", "t60", 7, NodeBounds(), time_window=7)
+    assert store.schedule("s") == ScheduleState("t60", 9)
+    store.save_schedule("s", ScheduleState("t60", 3))  # an explicit save is the caller's word
+    assert store.schedule("s") == ScheduleState("t60", 3) and store.schedule("nothing") is None
+
+
+def test_nodes_and_schedule_survive_reopening(state_backend: StateBackend) -> None:
+    store = state_backend.open()
+    store.append_many("s", 0, [(0, 4, 1, "u", 2), (1, 5, 0, "v", 2)])
+    node = store.close_window("s", "t60", 2, NodeBounds(user_contribution_bound=1), time_window=2,
+                              user_level=True)
+    store.save_node("s", "t60", 3, 0, NodeData.from_rows(np.array([1]), np.array([1]), None, NodeBounds()))
+    store.close()
+    again = state_backend.open()
+    try:
+        assert again.load_node("s", "t60", 0, 2) == node and again.schedule("s") == ScheduleState("t60", 2)
+        assert again.load_node("s", "t60", 3, 0).counts.tolist() == [1]
+        assert again.load_node("s", "t60", 3, 1) is None
+    finally:
+        again.close()
