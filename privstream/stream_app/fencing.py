@@ -58,6 +58,13 @@ class FencedLedger:
         return self._ledger.charge(stream_id, window_id, mechanism, epsilon, delta, release_bytes,
                                    fence=fence)
 
+    def reserve(self, stream_id: str, *args: Any, **kwargs: Any) -> Any:
+        # The release path of lifetime accounting (reserve, then complete). Checked just before,
+        # not yet inside its transaction: when the agents move from charge() to reserve(), give
+        # reserve() the same ``fence`` hook as charge() (two lines in each ledger) and pass it here.
+        self._leases.check(self._partitions_of(stream_id))
+        return self._ledger.reserve(stream_id, *args, **kwargs)
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self._ledger, name)
 

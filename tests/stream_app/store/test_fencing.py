@@ -9,7 +9,10 @@ import threading
 import zlib
 
 import numpy as np
+import pytest
 
+from privstream.agents.interfaces import LeaseLostError
+from privstream.agents.ledger_port import NodeRange
 from privstream.agents.releases import Product, ReleaseAgent, ReleasePolicy
 from privstream.learning.hypothesis_classes import parse_class_spec
 from privstream.learning.private_learners import make_learner
@@ -125,3 +128,14 @@ async def test_a_stalled_owner_cannot_publish_after_the_takeover(ledger_backend)
     await old.drain()
     assert old_published.messages == []  # the stalled owner's publication is refused
     assert len(ledger.entries("s")) == 1 and ledger.unpublished("s") == []
+
+
+def test_a_reservation_is_refused_to_a_worker_that_lost_the_partition(ledger_backend):
+    plain = ledger_backend.open(create=True, budgets={"s": (10.0, 0.0)})
+    old, new = leases_of(ledger_backend, "old"), leases_of(ledger_backend, "new")
+    old.take({0})
+    new.take({0})
+    stale, owner = FencedLedger(plain, old, lambda s: {0}), FencedLedger(plain, new, lambda s: {0})
+    with pytest.raises(LeaseLostError):
+        stale.reserve("s", "w0", "learner:generic", 1.0, 0.0, NodeRange.of(0, 0))
+    assert owner.reserve("s", "w0", "learner:generic", 1.0, 0.0, NodeRange.of(0, 0)).entry_id
