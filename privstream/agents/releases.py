@@ -1,15 +1,44 @@
 """The release agent: windows of examples -> a private learner -> the ledger -> the public topic.
 
-For each stream with a release configuration, every valid example is appended to the durable
-state store; when a window closes, a background task
+The public schedule (issue 16; E-DESIGN.md §4). Which releases exist, their ids, their ledger
+entries, their certificates and when they are published are a function of the configuration and
+the clock only, never of which windows hold data:
 
-1. returns early if the ledger already holds this window's release (a replay: it re-publishes the
+* count windows (example level) close when their N-th example arrives (n is public);
+* time windows close on the worker's clock (an injected ``clock``; production: ``time.time``):
+  window ``w`` closes when ``clock() >= (w+1)*seconds + allowed_lateness_seconds``. Every window
+  from the stream's first one (the one holding its schedule start) on is closed, charged and
+  released, empty ones included (the learner's release on zero examples, same certificate shape);
+  after downtime the missed windows are caught up in order. A timer (:meth:`ReleaseAgent.tick`)
+  closes them: no example is needed. An example whose window is closed already is late (an
+  operator metric) and feeds the SOA only; one dated further from the clock than the public
+  maximum skew never gets here (validation dead-letters it, ``event_time_out_of_range``);
+* a learner that raises on a window's data (any exception) releases its fit on zero examples with
+  the same parameters and randomness (data-independent, same certificate shape, charged the same);
+  a failure that is not the data's (the learner's child process died) is retried with the same
+  randomness source;
+* a time window's release is published at ``close time + publish_delay_seconds``; one whose learner
+  needs longer is published when done and counted late (operators only: that timing depends on
+  the data).
+
+The release tree (issue 17): with ``levels = L``, the window that completes an aligned node of
+level j (2^j windows, ids ``{family}-L{j}-{m}``) also schedules that node's release, at the level's
+ε; each example is in one node per level, so the ledger's lifetime cost per example is the sum
+over the levels (parallel composition within a level).
+
+For each node (a window is a node of level 0), a background task, in the schedule's order
+
+1. returns early if the ledger already holds this node's release (a replay: it re-publishes the
    stored bytes if they were not confirmed published; nothing is recomputed with fresh noise);
-2. refuses, records the refusal in the ledger and stops releasing when the budget is spent;
+2. reserves the release in the ledger (the charge, write-ahead, with a secret seed), before the
+   data is loaded or the learner runs, so entry ids and budgets do not depend on either; a refusal
+   (a lowered budget: a valid configuration never runs out) is recorded by the ledger. At the user
+   level the reservation is the individual filter's: the users present are charged unless their
+   lifetime budget would be passed, and the excluded ones' examples never reach the learner;
 3. runs the learner off the event loop (an executor: the service's is a child process, off the
-   GIL too), so ingestion and the SOA keep flowing;
-4. charges the ledger and stores the release bytes in one transaction (write-ahead), then
-   publishes exactly those bytes and marks them published.
+   GIL too) with randomness derived from the seed, so a retry after a crash is bit-identical;
+4. completes the reservation with the release bytes, then publishes exactly those bytes (at the
+   scheduled time) and marks them published.
 
 A worker that lost the stream's partition to another worker (the ledger or the publisher raises
 :class:`~privstream.agents.interfaces.LeaseLostError`: the service fences both by partition
@@ -25,6 +54,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from concurrent.futures import Executor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
@@ -33,20 +63,33 @@ from typing import Any, Literal
 import numpy as np
 
 from privstream.agents.interfaces import LeaseLostError, ReleaseMetrics, StateStore, WindowData
-from privstream.agents.ledger_port import BudgetExhaustedError, ChargeReceipt, PrivacyLedger
+from privstream.agents.ledger_port import (
+    BudgetExhaustedError,
+    Charge,
+    ChargeReceipt,
+    NodeRange,
+    PrivacyCost,
+    PrivacyLedger,
+)
 from privstream.agents.windows import (
     bound_contributions,
+    completed_nodes,
+    concat,
+    count_family,
     count_window_id,
     count_window_index,
-    time_window_id,
+    node_id,
+    node_windows,
+    time_family,
     time_window_index,
     user_level_parameters,
 )
 from privstream.learning.hypothesis_classes import HypothesisClass
 from privstream.learning.private_learners import LearnerResult
 from privstream.learning.private_learners.vector_base import VectorLearnerResult
+from privstream.learning.randomness import derived
 from privstream.learning.sanitizers import SanitizerResult
-from privstream.schemas import Certificate, HypothesisRelease, SanitizedRelease, WindowInfo
+from privstream.schemas import Certificate, HypothesisRelease, LifetimeBound, SanitizedRelease, WindowInfo
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +111,14 @@ class Product:
     delta: float = 0.0
     labelled: bool = False  # sanitizers: answer Pr[h(x) = y] over (x, y) instead of Pr[h(x) = 1]
     vector: bool = False  # a VectorLearner on feature vectors (learning.private_learners.vector_base)
+    level_epsilon: tuple[float, ...] = ()  # ε per level 0..L of the release tree; () means epsilon
+    level_delta: tuple[float, ...] = ()
+
+    def cost(self, level: int) -> tuple[float, float]:
+        """(ε, δ) of this product's release of a node of ``level``."""
+        epsilon = self.level_epsilon[level] if self.level_epsilon else self.epsilon
+        delta = self.level_delta[level] if self.level_delta else self.delta
+        return epsilon, delta
 
     @property
     def name(self) -> str:
@@ -98,9 +149,20 @@ class ReleasePolicy:
     window_size: int = 2000
     window_seconds: float | None = None
     allowed_lateness_seconds: float = 0.0
+    publish_delay_seconds: float = 0.0
+    schedule_start: float | None = None  # Unix seconds: the stream's first time window holds it
     privacy_unit: str = "example"
     user_contribution_bound: int | None = None
     expected_size: int | None = None  # where n is private: the size the algorithms use instead of n
+    levels: int = 0  # the release tree's top level L
+    lifetime: LifetimeBound | None = None  # the certificate's lifetime bound (None: sequential total)
+    user_budget: PrivacyCost | None = None  # user level: each user's lifetime budget (all streams)
+
+    @property
+    def family(self) -> str:
+        """Time windows' family; count windows' also needs the store's generation (the agent's)."""
+        assert self.window_seconds is not None
+        return time_family(self.window_seconds)
 
     @property
     def neighbouring_relation(self) -> str:
@@ -109,13 +171,36 @@ class ReleasePolicy:
         return "replace-one" if self.window_kind == "count" else "add-remove-one"
 
 
+def stand_in(policy: ReleasePolicy, data: WindowData, level: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """The data-independent input of a fallback release (issue 16.3).
+
+    Where n is private (``expected_size`` set): zero examples. Where n is public (count windows at
+    the example level): n copies of one public example (the domain's first point, or the feature
+    bounds' lower corner, labelled 0), so the learner derives the same parameters from the same
+    public n, and the certificate has the same shape as any other window's.
+
+    >>> p = ReleasePolicy("s", None, (), window_size=3)
+    >>> data = WindowData(np.arange(5), np.ones(5, np.uint8), np.array([None] * 5), np.arange(5))
+    >>> stand_in(p, data)
+    (array([0, 0, 0]), array([0, 0, 0], dtype=uint8))
+    """
+    if policy.expected_size is not None:
+        return data.xs[:0], data.ys[:0]
+    n = policy.window_size << level
+    if data.xs.ndim == 2:
+        assert policy.feature_bounds is not None
+        xs = np.repeat(policy.feature_bounds[:, 0][None, :], n, axis=0).astype(data.xs.dtype)
+    else:
+        xs = np.zeros(n, dtype=data.xs.dtype)
+    return xs, np.zeros(n, dtype=data.ys.dtype)
+
+
 @dataclass
 class _StreamState:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     recovered: bool = False
     exhausted: bool = False
-    watermark: float = float("-inf")  # highest event time seen (time windows)
-    last_closed_time_window: int | None = None
+    next_time_window: int | None = None  # time windows: the first one not closed yet (the schedule)
     releases: int = 0
     scheduled: set[str] = field(default_factory=set)
 
@@ -134,6 +219,8 @@ class ReleaseAgent:
         library_version: str,
         executor: Executor | None = None,
         rng_factory: Callable[[str], Any] | None = None,
+        clock: Callable[[], float] = time.time,
+        partition_of: Callable[[str], int] | None = None,
     ):
         self.policies = policies
         self.store = store
@@ -146,6 +233,21 @@ class ReleaseAgent:
         self._rng_factory = rng_factory
         self._streams = {sid: _StreamState() for sid in policies}
         self._tasks: set[asyncio.Task[None]] = set()
+        # The public clock of the time windows' schedule (tests inject one and move it).
+        self.clock = clock
+        started = clock()
+        self._start = {sid: p.schedule_start if p.schedule_start is not None else started
+                       for sid, p in policies.items()}
+        # Ownership (E-DESIGN §4): a stream is served by the owner of its key's partition of the
+        # examples topic; None: this agent owns every stream (one worker, tests).
+        self._partition_of = partition_of
+        self._owned: set[int] = set()  # the examples topic's partitions assigned to this worker
+        # Charged releases waiting for their public publication time: (time, order, topic, charge)
+        self._parked: list[tuple[float, int, str, Charge]] = []
+        self._parked_order = 0
+
+    #: At most this many windows are closed per tick (a catch-up after long downtime goes on the next).
+    MAX_WINDOWS_PER_TICK = 1000
 
     # --- intake -----------------------------------------------------------------------------
     def observe_batch(
@@ -173,33 +275,96 @@ class ReleaseAgent:
             size = policy.window_size
             for seq in self.store.append_many(stream_id, partition, rows):
                 if (seq + 1) % size == 0:
-                    index = count_window_index(seq, size)
-                    self._schedule(state, count_window_id(self.store.generation, index, size),
-                                   self._release_count(policy, index))
+                    self._schedule_window(policy, state, count_window_index(seq, size))
             return
         assert policy.window_seconds is not None
+        first_open = self._next_time_window(policy, state)
         rows = []
-        for o, x, y, u, t, stamp in zip(offsets, xs, ys, users, event_times, stamps_ms, strict=True):
-            moment = t.timestamp() if t is not None else (stamp / 1000 if stamp is not None else time.time())
+        now = self.clock()
+        for o, x, y, u, t in zip(offsets, xs, ys, users, event_times, strict=True):
+            # No event time: the arrival on the worker's clock (a Kafka timestamp is the
+            # producer's to choose, like an event time, so it is not trusted either).
+            moment = t.timestamp() if t is not None else now
             index = time_window_index(moment, policy.window_seconds)
-            if state.last_closed_time_window is not None and index <= state.last_closed_time_window:
-                self.metrics.late_example(stream_id)  # its window was released already
+            if index < first_open:
+                self.metrics.late_example(stream_id)  # its window was closed already
                 continue
-            state.watermark = max(state.watermark, moment)
             rows.append((o, x, y, u, index))
         self.store.append_many(stream_id, partition, rows)
-        self._close_time_windows(policy, state)
+        if self._owns(stream_id):
+            self._close_due_time_windows(policy, state, now)
 
-    def _close_time_windows(self, policy: ReleasePolicy, state: _StreamState) -> None:
+    # --- the public schedule of time windows -------------------------------------------------------
+    def _owns(self, stream_id: str) -> bool:
+        if self._partition_of is None:
+            return True
+        return self._partition_of(stream_id) in self._owned
+
+    def _next_time_window(self, policy: ReleasePolicy, state: _StreamState) -> int:
+        """The first time window not closed yet: after the last one the store saw closed, else the
+        stream's first window (the one holding its schedule start)."""
+        if state.next_time_window is None:
+            assert policy.window_seconds is not None
+            first = time_window_index(self._start[policy.stream_id], policy.window_seconds)
+            prefix = f"{policy.family}-L0-"  # level-0 windows; nodes record their own closing
+            closed = [int(w[len(prefix):]) for w in self.store.closed_windows(policy.stream_id)
+                      if w.startswith(prefix)]
+            pending = self.store.pending_time_windows(policy.stream_id)
+            # Catch up after a restart: windows whose rows were buffered but not released yet.
+            state.next_time_window = max(closed) + 1 if closed else min([first, *pending])
+        return state.next_time_window
+
+    def close_time(self, policy: ReleasePolicy, index: int) -> float:
+        """When time window ``index`` closes on the worker's clock (public)."""
         assert policy.window_seconds is not None
-        for index in self.store.pending_time_windows(policy.stream_id):
-            end = (index + 1) * policy.window_seconds
-            if end + policy.allowed_lateness_seconds > state.watermark:
+        return (index + 1) * policy.window_seconds + policy.allowed_lateness_seconds
+
+    def _close_due_time_windows(self, policy: ReleasePolicy, state: _StreamState, now: float) -> None:
+        """Schedule every window whose close time has come, in order, empty ones included."""
+        index = self._next_time_window(policy, state)
+        for _ in range(self.MAX_WINDOWS_PER_TICK):
+            if self.close_time(policy, index) > now:
                 break
-            last = state.last_closed_time_window
-            state.last_closed_time_window = index if last is None else max(last, index)
-            self._schedule(state, time_window_id(index, policy.window_seconds),
-                           self._release_time(policy, index))
+            self._schedule_window(policy, state, index)
+            index += 1
+        state.next_time_window = index
+
+    async def tick(self) -> None:
+        """The timer: close the time windows due on the clock; publish parked releases now due.
+
+        The service calls it every second; tests call it after moving their clock."""
+        now = self.clock()
+        for stream_id, policy in self.policies.items():
+            if policy.window_kind == "time" and self._owns(stream_id):
+                state = self._streams[stream_id]
+                if not state.recovered:
+                    state.recovered = True
+                    self._spawn(self._recover(policy))
+                self._close_due_time_windows(policy, state, now)
+        await self._publish_due(now)
+
+    async def _publish_due(self, now: float) -> None:
+        self._parked.sort(key=lambda item: item[:2])
+        while self._parked and self._parked[0][0] <= now:
+            _, _, topic, charge = self._parked.pop(0)
+            try:
+                await self._publish(topic, charge.stream_id, charge.release)
+            except LeaseLostError:  # the new owner of the stream's partition publishes it (outbox)
+                continue
+            await asyncio.to_thread(self.ledger.mark_published, charge.entry_id)
+
+    def _family(self, policy: ReleasePolicy) -> str:
+        if policy.window_kind == "count":
+            return count_family(self.store.generation, policy.window_size)
+        return policy.family
+
+    def _schedule_window(self, policy: ReleasePolicy, state: _StreamState, index: int) -> None:
+        """Schedule window ``index``'s release and those of the tree's nodes it completes, in that
+        order, now: the order of releases (and so of ledger entries) is fixed when the window
+        closes, never by how long a learner runs."""
+        family = self._family(policy)
+        for level, node in [(0, index), *completed_nodes(index, policy.levels)]:
+            self._schedule(state, node_id(family, level, node), self._release_node(policy, level, node))
 
     def _schedule(self, state: _StreamState, window_id: str, coro: Coroutine[Any, Any, None]) -> None:
         """Release a window once per run (recovery and the live trigger may both ask)."""
@@ -228,37 +393,49 @@ class ReleaseAgent:
         charged but unpublished releases) in the store and the ledger, and nothing else would
         ever wake them up.
         """
+        self._owned = set(partitions)
         for stream_id, policy in self.policies.items():
             state = self._streams[stream_id]
             state.recovered = False  # a rebalance may have moved the stream here or back
-            if self.store.partitions(stream_id) & partitions:
+            state.next_time_window = None  # re-read from the store: another owner may have closed some
+            if self.store.partitions(stream_id) & partitions or (
+                    policy.window_kind == "time" and self._owns(stream_id)):
                 state.recovered = True
                 self._spawn(self._recover(policy))
 
     async def _recover(self, policy: ReleasePolicy) -> None:
         """On first sight of a stream: publish its outbox, release windows that closed before a crash."""
         await self.replay_outbox(policy.stream_id)
+        closed = set(self.store.closed_windows(policy.stream_id))
+        # Nodes of the tree whose last window was closed but which were not (a crash between the
+        # two): release them now (their windows' examples are kept until the top level is done;
+        # a node reserved before the crash is recomputed from its reservation's seed).
+        family, state = self._family(policy), self._streams[policy.stream_id]
+        prefix = f"{family}-L0-"
+        for window in sorted(int(w[len(prefix):]) for w in closed if w.startswith(prefix)):
+            for level, index in completed_nodes(window, policy.levels):
+                if node_id(family, level, index) not in closed:
+                    self._schedule(state, node_id(family, level, index),
+                                   self._release_node(policy, level, index))
         if policy.window_kind != "count":
             return
         size = policy.window_size
-        closed = set(self.store.closed_windows(policy.stream_id))
         complete = self.store.next_seq(policy.stream_id) // size
         for index in range(complete):
             if count_window_id(self.store.generation, index, size) in closed:
                 continue
             window = self.store.count_window(policy.stream_id, index * size, (index + 1) * size)
             if len(window.seqs) == size:
-                state = self._streams[policy.stream_id]
-                self._schedule(state, count_window_id(self.store.generation, index, size),
-                               self._release_count(policy, index))
+                self._schedule_window(policy, self._streams[policy.stream_id], index)
 
     async def replay_outbox(self, stream_id: str | None = None) -> int:
         """Publish charged releases not confirmed published (after a crash); returns how many."""
         pending = await asyncio.to_thread(self.ledger.unpublished, stream_id)
         count = 0
         lost: set[str] = set()
+        parked = {c.entry_id for _, _, _, c in self._parked}
         for charge in pending:
-            if charge.stream_id not in self.policies or charge.stream_id in lost:
+            if charge.stream_id not in self.policies or charge.entry_id in parked or charge.stream_id in lost:
                 continue
             try:
                 await self._publish(topic_of_key(charge.mechanism), charge.stream_id, charge.release)
@@ -274,28 +451,48 @@ class ReleaseAgent:
         return count
 
     # --- releasing ----------------------------------------------------------------------------
-    async def _release_count(self, policy: ReleasePolicy, index: int) -> None:
-        size = policy.window_size
-        window_id = count_window_id(self.store.generation, index, size)
-        info = WindowInfo(window_id=window_id, kind="count", start=index * size, end=(index + 1) * size)
-        await self._release(
-            policy, window_id, info,
-            load=lambda: self.store.count_window(policy.stream_id, index * size, (index + 1) * size),
-            close=lambda outcome: self.store.mark_closed(
-                policy.stream_id, window_id, outcome, seqs=(index * size, (index + 1) * size)),
-        )
+    async def _release_node(self, policy: ReleasePolicy, level: int, index: int) -> None:
+        """Release node ``(level, index)``: a window (level 0) or 2^level consecutive ones.
 
-    async def _release_time(self, policy: ReleasePolicy, index: int) -> None:
-        assert policy.window_seconds is not None
-        window_id = time_window_id(index, policy.window_seconds)
-        start = datetime.fromtimestamp(index * policy.window_seconds, UTC)
-        end = datetime.fromtimestamp((index + 1) * policy.window_seconds, UTC)
-        await self._release(
-            policy, window_id, WindowInfo(window_id=window_id, kind="time", start=start, end=end),
-            load=lambda: self.store.time_window(policy.stream_id, index),
-            close=lambda outcome: self.store.mark_closed(
-                policy.stream_id, window_id, outcome, time_window=index),
-        )
+        The windows' examples stay in the store until the top level's node over them is released
+        (level ``policy.levels``); then they are dropped. Lower nodes only record their outcome.
+        """
+        stream_id = policy.stream_id
+        window_id = node_id(self._family(policy), level, index)
+        windows = node_windows(level, index)
+        top = level == policy.levels
+        publish_at: float | None = None
+        if policy.window_kind == "count":
+            size = policy.window_size
+            first, end = windows.start * size, windows.stop * size
+            info = WindowInfo(window_id=window_id, kind="count", start=first, end=end,
+                              first_window=windows.start, last_window=windows.stop - 1)
+
+            def load() -> WindowData:
+                return self.store.count_window(stream_id, first, end)
+
+            def close(outcome: str) -> None:
+                self.store.mark_closed(stream_id, window_id, outcome, seqs=(first, end) if top else None)
+        else:
+            assert policy.window_seconds is not None
+            seconds = policy.window_seconds
+            info = WindowInfo(window_id=window_id, kind="time",
+                              start=datetime.fromtimestamp(windows.start * seconds, UTC),
+                              end=datetime.fromtimestamp(windows.stop * seconds, UTC),
+                              first_window=windows.start, last_window=windows.stop - 1)
+            publish_at = self.close_time(policy, windows.stop - 1) + policy.publish_delay_seconds
+
+            def load() -> WindowData:
+                return concat([self.store.time_window(stream_id, w) for w in windows])
+
+            def close(outcome: str) -> None:
+                if not top:
+                    self.store.mark_closed(stream_id, window_id, outcome)
+                    return
+                for w in windows:  # the first call records the node; each drops one window's rows
+                    self.store.mark_closed(stream_id, window_id, outcome, time_window=w)
+        await self._release(policy, window_id, info, load=load, close=close, publish_at=publish_at,
+                            level=level)
 
     async def _release(
         self,
@@ -304,6 +501,8 @@ class ReleaseAgent:
         info: WindowInfo,
         load: Callable[[], WindowData],
         close: Callable[[str], None],
+        publish_at: float | None = None,
+        level: int = 0,
     ) -> None:
         stream_id = policy.stream_id
         state = self._streams[stream_id]
@@ -322,7 +521,8 @@ class ReleaseAgent:
             outcomes = []
             for product in policy.products:
                 try:
-                    outcome = await self._release_product(policy, product, state, window_id, info, window)
+                    outcome = await self._release_product(policy, product, state, window_id, info, window,
+                                                          publish_at, level)
                     outcomes.append(outcome)
                 except LeaseLostError as exc:
                     # Another worker owns the stream's partition now and releases this window; if
@@ -333,7 +533,8 @@ class ReleaseAgent:
                     state.scheduled.discard(window_id)
                     return
                 except Exception:
-                    # A learner or publication failure must not kill the worker: log, count, surface.
+                    # Not the data's (the fallback covers the learner): the ledger, the broker.
+                    # Log, count, keep the window for a retry after a restart.
                     log.exception("%s of window %s of stream %s failed", product.key, window_id, stream_id,
                                   extra={"stream_id": stream_id, "window_id": window_id,
                                          "ledger_entry_id": None})
@@ -341,6 +542,66 @@ class ReleaseAgent:
                     outcomes.append("failed")
             if "failed" not in outcomes:  # a failed product keeps the window for a retry after restart
                 await asyncio.to_thread(close, ",".join(outcomes))
+
+    #: Runs of a learner whose child process died, before the release fails (kept for a restart).
+    CRASH_RETRIES = 2
+
+    async def _fit(self, policy: ReleasePolicy, product: Product, data: WindowData, window_id: str,
+                   epsilon: float, delta: float, level: int = 0,
+                   seed: bytes | None = None) -> tuple[Any, Any, bool]:
+        """Run the learner: (result, its randomness source, whether the fallback was released).
+
+        A learner that raises on the data (any exception) is run again on zero examples with the
+        same parameters, ``expected_size`` and randomness: a data-independent release, the same
+        certificate shape, charged the same (issue 16.3). A child process that died (not the data's
+        doing) is retried with the same randomness source, never fresh noise for the same window.
+        """
+        stream_id, key = policy.stream_id, product.key
+
+        def source() -> Any:
+            """The same randomness on every attempt: derived from the reservation's secret seed
+            (tests inject seeded sources instead)."""
+            if self._rng_factory:
+                return self._rng_factory(f"{window_id}/{key}")
+            return derived(seed) if seed is not None else None
+
+        # n private: the algorithms derive everything they publish from the operator's expected size
+        # (a node of level j expects 2^j windows' worth)
+        size = {} if policy.expected_size is None else {"expected_size": policy.expected_size << level}
+
+        def call(xs: np.ndarray, ys: np.ndarray, rng: Any) -> Callable[[], Any]:
+            if product.vector:
+                return partial(product.algorithm.fit, xs, ys, epsilon=epsilon, delta=delta,
+                               bounds=policy.feature_bounds, rng=rng, **size)
+            if product.topic == "hypotheses":
+                return partial(product.algorithm.fit, policy.hypothesis_class, xs, ys, epsilon=epsilon,
+                               delta=delta, alpha=policy.alpha, beta=policy.beta, rng=rng, **size)
+            return partial(product.algorithm.fit, policy.hypothesis_class, xs,
+                           ys if product.labelled else None, epsilon=epsilon, delta=delta, rng=rng, **size)
+
+        loop = asyncio.get_running_loop()
+        extra = {"stream_id": stream_id, "window_id": window_id, "ledger_entry_id": None}
+        for attempt in range(self.CRASH_RETRIES + 1):
+            rng = source()
+            started = time.perf_counter()
+            try:
+                result = await loop.run_in_executor(self.executor, call(data.xs, data.ys, rng))
+            except BrokenProcessPool:
+                if attempt == self.CRASH_RETRIES:
+                    raise
+                log.warning("the learner's process died during %s of window %s of stream %s; running it "
+                            "again with the same randomness", key, window_id, stream_id, extra=extra)
+                continue
+            except Exception:
+                log.exception("%s failed on window %s of stream %s: releasing its fit on zero examples "
+                              "(data-independent, charged the same)", key, window_id, stream_id, extra=extra)
+                self.metrics.learner_failed(stream_id)
+                rng = source()
+                xs, ys = stand_in(policy, data, level)
+                return await loop.run_in_executor(self.executor, call(xs, ys, rng)), rng, True
+            self.metrics.learner_ran(product.name, time.perf_counter() - started, len(data.xs))
+            return result, rng, False
+        raise AssertionError("unreachable")  # pragma: no cover
 
     async def _release_product(
         self,
@@ -350,8 +611,11 @@ class ReleaseAgent:
         window_id: str,
         info: WindowInfo,
         window: Callable[[], Awaitable[WindowData]],
+        publish_at: float | None = None,
+        level: int = 0,
     ) -> str:
-        """Release one product of a window; returns "released" or "refused"."""
+        """Release one product of a node: reserve (the charge, write-ahead, with the secret seed),
+        compute from the seed, complete (the bytes), publish; returns "released" or "refused"."""
         stream_id, key = policy.stream_id, product.key
         existing = await asyncio.to_thread(self.ledger.lookup, stream_id, window_id, key)
         if existing is not None:  # released before a crash or by the partition's previous owner
@@ -359,67 +623,72 @@ class ReleaseAgent:
                 await self._publish(product.topic, stream_id, existing.release)
                 await asyncio.to_thread(self.ledger.mark_published, existing.entry_id)
             return "released"
-        remaining = await asyncio.to_thread(self.ledger.remaining, stream_id)
-        if remaining.epsilon < product.epsilon or remaining.delta < product.delta:
-            await self._refuse(policy, product, state, window_id)
-            return "refused"
-
-        data = await window()
+        cost_epsilon, cost_delta = product.cost(level)
+        assert info.first_window is not None and info.last_window is not None
+        node = NodeRange(level, info.first_window, info.last_window)
+        users: list[str] | None = None
+        data: WindowData | None = None
         if policy.privacy_unit == "user":
-            assert policy.user_contribution_bound is not None
-            epsilon, delta = user_level_parameters(product.epsilon, product.delta,
-                                                   policy.user_contribution_bound)
-        else:
-            epsilon, delta = product.epsilon, product.delta
-        rng = self._rng_factory(f"{window_id}/{key}") if self._rng_factory else None
-        # n private: the algorithms derive everything they publish from the operator's expected size
-        size = {} if policy.expected_size is None else {"expected_size": policy.expected_size}
-        if product.vector:
-            run = partial(product.algorithm.fit, data.xs, data.ys, epsilon=epsilon, delta=delta,
-                          bounds=policy.feature_bounds, rng=rng, **size)
-        elif product.topic == "hypotheses":
-            run = partial(product.algorithm.fit, policy.hypothesis_class, data.xs, data.ys,
-                          epsilon=epsilon, delta=delta, alpha=policy.alpha, beta=policy.beta, rng=rng, **size)
-        else:
-            run = partial(product.algorithm.fit, policy.hypothesis_class, data.xs,
-                          data.ys if product.labelled else None, epsilon=epsilon, delta=delta, rng=rng,
-                          **size)
-        started = time.perf_counter()
-        result = await asyncio.get_running_loop().run_in_executor(self.executor, run)
-        self.metrics.learner_ran(product.name, time.perf_counter() - started, len(data.xs))
-
-        def release_bytes(receipt: ChargeReceipt) -> bytes:
-            return self._release_json(policy, product, result, info, receipt, "seeded" if rng else "secure")
-
+            # The individual filter (E-DESIGN §5): the users present in the node are charged unless
+            # their lifetime budget would be passed; who is charged is decided before the learner.
+            data = await window()
+            users = sorted({str(u) for u in data.users.tolist()})
         try:
-            charge = await asyncio.to_thread(
-                self.ledger.charge, stream_id, window_id, key, product.epsilon, product.delta, release_bytes
-            )
-        except BudgetExhaustedError:  # spent concurrently by another worker since the check
-            await self._refuse(policy, product, state, window_id, recorded=True)
+            reservation = await asyncio.to_thread(
+                partial(self.ledger.reserve, stream_id, window_id, key, cost_epsilon, cost_delta, node,
+                        users=users, user_budget=policy.user_budget))
+        except BudgetExhaustedError:  # the ledger recorded the refusal (a lowered budget, an old ledger)
+            await self._refuse(policy, product, state, window_id, level=level)
             return "refused"
-        await self._publish(product.topic, stream_id, charge.release)
-        await asyncio.to_thread(self.ledger.mark_published, charge.entry_id)
+        if reservation.completed:  # completed concurrently (another worker): its bytes, not ours
+            charge = await asyncio.to_thread(self.ledger.complete, reservation.entry_id, b"")
+        else:
+            data = data if data is not None else await window()
+            if reservation.included_users is not None:
+                excluded = len(users or ()) - len(reservation.included_users)
+                if excluded:
+                    self.metrics.users_excluded(stream_id, excluded)  # private: operators only
+                keep = np.array([str(u) in reservation.included_users for u in data.users.tolist()], bool)
+                data = WindowData(*(column[keep] for column in data))
+            if policy.privacy_unit == "user":
+                assert policy.user_contribution_bound is not None
+                epsilon, delta = user_level_parameters(cost_epsilon, cost_delta,
+                                                       policy.user_contribution_bound)
+            else:
+                epsilon, delta = cost_epsilon, cost_delta
+            result, _rng, _fallback = await self._fit(policy, product, data, window_id, epsilon, delta, level,
+                                                     seed=reservation.seed)
+            receipt = ChargeReceipt(reservation.entry_id, reservation.lifetime.remaining)
+            body = self._release_json(policy, product, result, info, receipt,
+                                      "seeded" if self._rng_factory else "secure", level)
+            charge = await asyncio.to_thread(self.ledger.complete, reservation.entry_id, body)
+        extra = {"stream_id": stream_id, "window_id": window_id, "ledger_entry_id": str(charge.entry_id)}
+        now = self.clock()
+        if publish_at is not None and now < publish_at:  # wait for the public publication time
+            self._parked.append((publish_at, self._parked_order, product.topic, charge))
+            self._parked_order += 1
+        else:
+            if publish_at is not None and policy.publish_delay_seconds > 0:
+                # later than scheduled: the learner's run time (it depends on the data) shows
+                self.metrics.release_late(stream_id)
+                log.warning("release %s of window %s of stream %s is %.3g s late", key, window_id,
+                            stream_id, now - publish_at, extra=extra)
+            await self._publish(product.topic, stream_id, charge.release)
+            await asyncio.to_thread(self.ledger.mark_published, charge.entry_id)
         state.releases += 1
         spent = await asyncio.to_thread(self.ledger.spent, stream_id)
         left = await asyncio.to_thread(self.ledger.remaining, stream_id)
         self.metrics.released(stream_id, spent.epsilon, left.epsilon)
-        log.info("released %s for window %s of stream %s (ledger entry %s, epsilon left %g)",
-                 key, window_id, stream_id, charge.entry_id, left.epsilon, extra={
-                     "stream_id": stream_id, "window_id": window_id, "ledger_entry_id": str(charge.entry_id)})
+        self.metrics.released_level(stream_id, level)
+        log.info("released %s for window %s of stream %s (ledger entry %s, lifetime epsilon per example "
+                 "spent %g)", key, window_id, stream_id, charge.entry_id, spent.epsilon, extra=extra)
         return "released"
 
     async def _refuse(self, policy: ReleasePolicy, product: Product, state: _StreamState, window_id: str,
-                      recorded: bool = False) -> None:
+                      level: int = 0) -> None:
+        """The ledger refused a reservation and recorded it (a safety net: a valid configuration
+        never runs out; a lowered budget or a ledger shared with an older configuration can)."""
         stream_id = policy.stream_id
-        if not recorded:
-            try:  # the ledger records the refusal itself, durably, and raises
-                await asyncio.to_thread(self.ledger.charge, stream_id, window_id, product.key,
-                                        product.epsilon, product.delta, b"")
-            except BudgetExhaustedError:
-                pass
-            else:  # pragma: no cover - the check above saw too little budget; it cannot grow
-                raise RuntimeError("the ledger accepted a charge beyond the stream's budget")
         if not state.exhausted:
             state.exhausted = True
             log.warning("stream %s: privacy budget exhausted; no more releases (the online SOA keeps "
@@ -437,21 +706,27 @@ class ReleaseAgent:
         info: WindowInfo,
         receipt: ChargeReceipt,
         randomness: str,
+        level: int = 0,
     ) -> bytes:
         # n is public only for count windows of examples: at the user level, how many examples
         # survive the per-user bound depends on how much each user sent (uncharged, private).
         n_public = policy.window_kind == "count" and policy.privacy_unit == "example"
         is_learner = product.topic == "hypotheses"
+        epsilon, delta = product.cost(level)
         certificate = Certificate(
             mechanism=result.mechanism,
-            epsilon=product.epsilon,
-            delta=product.delta,
+            epsilon=epsilon,
+            delta=delta,
+            level=level,
+            lifetime=policy.lifetime,
+            composition=("sequential" if policy.lifetime is None
+                         else "individual-filter" if policy.privacy_unit == "user" else "tree"),
             neighbouring_relation=policy.neighbouring_relation,
             privacy_unit=policy.privacy_unit,
             privacy=result.privacy,
             user_contribution_bound=policy.user_contribution_bound,
             window=info,
-            sample_size=result.sample_size if n_public else None,
+            sample_size=(policy.window_size << level) if n_public else None,  # a count node's n: public
             ledger_entry_id=str(receipt.entry_id),
             epsilon_budget_remaining=receipt.remaining.epsilon,
             delta_budget_remaining=receipt.remaining.delta,

@@ -11,7 +11,9 @@ Two steps decide, in this order, and the first thing wrong names the reason:
    in the model's order (``missing_field``, ``wrong_type``, ``out_of_domain`` for a negative ``x``,
    ``invalid_label``);
 2. the stream's rules, :data:`STREAM_RULES`, in their order (``unknown_stream``, the stream's
-   domain, user ids).
+   domain, user ids, and for time windows ``event_time_out_of_range``: an event time further than
+   the stream's public maximum skew from the worker's clock, so that no example can move a time
+   window's schedule, issue 16.2).
 
 Step 1 is decided without pydantic for single-example messages: :meth:`ExampleValidator.validate`
 checks the fields itself, accepting exactly what the model accepts and rejecting with the reason
@@ -38,9 +40,12 @@ it can give and a ``check(stream, example)`` returning an :class:`Invalid` or No
 changes. A rule that needs more of a stream's configuration adds a field to :class:`Stream`.
 
 >>> [rule.reasons for rule in STREAM_RULES]
-[('unknown_stream',), ('wrong_type', 'out_of_domain'), ('missing_field', 'wrong_type')]
->>> INVALID_REASONS  # the schema's reasons, then the rules' new ones, in order
+[('unknown_stream',), ('wrong_type', 'out_of_domain'), ('missing_field', 'wrong_type'), \
+('event_time_out_of_range',)]
+>>> INVALID_REASONS[:6]  # the schema's reasons, then the rules' new ones, in order
 ('invalid_json', 'missing_field', 'wrong_type', 'invalid_label', 'out_of_domain', 'unknown_stream')
+>>> INVALID_REASONS[6:]
+('event_time_out_of_range',)
 
 A rule's check, called the way :meth:`ExampleValidator.validate` calls it:
 
@@ -54,6 +59,7 @@ True
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import NamedTuple
@@ -95,6 +101,8 @@ class Stream(NamedTuple):
 
     domain: Callable[[object], None]  # raises TypeError (wrong kind of point) or ValueError (outside)
     user_level: bool  # the privacy unit is the user: every example needs a user_id
+    event_time_skew: float | None = None  # time windows: the public maximum |event_time - clock()|
+    clock: Callable[[], float] = time.time  # the worker's clock (tests inject one)
 
 
 class StreamRule(NamedTuple):
@@ -140,6 +148,22 @@ def _users_given(stream: Stream | None, example: ValidExample | ExampleBatch) ->
     return None
 
 
+def _event_time_in_range(stream: Stream | None, example: ValidExample | ExampleBatch) -> Invalid | None:
+    """Time windows close on the worker's clock; an event time far from it is refused before it
+    touches a window (issue 16.2), so a date ten years ahead moves nothing."""
+    assert stream is not None
+    if stream.event_time_skew is None:
+        return None
+    times = [example.event_time] if type(example) is ValidExample else (example.event_times or [])
+    now = stream.clock()
+    for moment in times:
+        if moment is not None and abs(moment.timestamp() - now) > stream.event_time_skew:
+            return Invalid("event_time_out_of_range",
+                           f"event_time {moment.isoformat()} is more than {stream.event_time_skew:g} s from "
+                           "the worker's clock (the stream's max_event_time_skew_seconds)")
+    return None
+
+
 #: What a schema-valid example or batch must also satisfy on its stream, checked in this order (the
 #: first rule broken names the reason). A new rule is one more entry here (see the module docstring):
 #: :data:`INVALID_REASONS`, hence the metric's labels, follows.
@@ -147,6 +171,7 @@ STREAM_RULES: tuple[StreamRule, ...] = (
     StreamRule(("unknown_stream",), _configured),
     StreamRule(("wrong_type", "out_of_domain"), _in_domain),
     StreamRule(("missing_field", "wrong_type"), _users_given),
+    StreamRule(("event_time_out_of_range",), _event_time_in_range),
 )
 
 #: What the schema rejects for, in the order it checks: parsing, then the fields of ``Example``.
@@ -197,13 +222,17 @@ class ExampleValidator:
     ``domain_checks`` maps each stream id to a function that raises ``ValueError`` when ``x``
     is outside that stream's domain and ``TypeError`` when it is the wrong kind of point (see
     :func:`integer_domain` and :func:`vector_domain`); ``user_level`` names the streams whose
-    privacy unit is the user (a ``user_id`` is required).
+    privacy unit is the user (a ``user_id`` is required); ``event_time_skew`` maps the streams with
+    time windows to their public maximum skew from ``clock()``.
     """
 
     def __init__(
-        self, domain_checks: Mapping[str, Callable[[object], None]], user_level: frozenset[str] = frozenset()
+        self, domain_checks: Mapping[str, Callable[[object], None]], user_level: frozenset[str] = frozenset(),
+        *, event_time_skew: Mapping[str, float] | None = None, clock: Callable[[], float] = time.time,
     ):
-        self._streams = {sid: Stream(check, sid in user_level) for sid, check in domain_checks.items()}
+        skews = event_time_skew or {}
+        self._streams = {sid: Stream(check, sid in user_level, skews.get(sid), clock)
+                         for sid, check in domain_checks.items()}
         # Configured ids the schema accepts: one set lookup instead of the pattern, usually.
         self._good_ids = frozenset(sid for sid in domain_checks if _STREAM_ID.fullmatch(sid))
 

@@ -1,4 +1,11 @@
-"""Windows for private releases: deterministic ids and user-level contribution bounding.
+"""Windows and the release tree's nodes: deterministic ids, ranges, and user-level bounding.
+
+Vocabulary (E-DESIGN.md §1). A *window* is level 0 of the release tree: ``size`` consecutive
+examples (count windows) or ``seconds`` of time (time windows), window index ``w`` absolute so ids
+are deterministic. A *node* ``(j, m)`` of level ``j`` covers the aligned level-0 windows
+``[m·2^j, (m+1)·2^j)``; node ``(0, w)`` is window ``w``. Each window lies in exactly one node per
+level, so an example's lifetime cost is the sum over the levels of one release's ε each (parallel
+composition within a level, sequential over the levels).
 
 Pure functions; the release agent applies them to what the state store holds.
 """
@@ -17,13 +24,60 @@ def count_window_index(seq: int, size: int) -> int:
     return seq // size
 
 
+def count_family(generation: str, size: int) -> str:
+    """The family of a stream's count windows: the store's generation and the size.
+
+    >>> count_family("ab12", 2000)
+    'ab12-c2000'
+    """
+    return f"{generation}-c{size}"
+
+
+def time_family(seconds: float) -> str:
+    """The family of time windows of this length (time itself names them: no generation).
+
+    >>> time_family(60.0)
+    't60'
+    """
+    return f"t{seconds:g}"
+
+
+def node_id(family: str, level: int, index: int) -> str:
+    """Deterministic id of node ``(level, index)``: a replay gives the same id.
+
+    >>> node_id("t60", 3, 5)
+    't60-L3-5'
+    """
+    return f"{family}-L{level}-{index}"
+
+
+def node_windows(level: int, index: int) -> range:
+    """The level-0 windows node ``(level, index)`` covers.
+
+    >>> node_windows(2, 3)
+    range(12, 16)
+    """
+    return range(index << level, (index + 1) << level)
+
+
+def completed_nodes(window: int, levels: int) -> list[tuple[int, int]]:
+    """The nodes of levels 1..``levels`` that window ``window`` completes (it is their last window).
+
+    >>> completed_nodes(7, 4)
+    [(1, 3), (2, 1), (3, 0)]
+    >>> completed_nodes(4, 4)
+    []
+    """
+    return [(j, ((window + 1) >> j) - 1) for j in range(1, levels + 1) if (window + 1) % (1 << j) == 0]
+
+
 def count_window_id(generation: str, index: int, size: int) -> str:
-    """Deterministic id of a count window: a replay of the same examples gives the same id.
+    """Deterministic id of a count window (node ``(0, index)``).
 
     >>> count_window_id("ab12", 3, 2000)
-    'ab12-c2000-3'
+    'ab12-c2000-L0-3'
     """
-    return f"{generation}-c{size}-{index}"
+    return node_id(count_family(generation, size), 0, index)
 
 
 def time_window_index(moment: float, seconds: float) -> int:
@@ -32,16 +86,24 @@ def time_window_index(moment: float, seconds: float) -> int:
 
 
 def time_window_id(index: int, seconds: float) -> str:
-    """Deterministic id of a time window; independent of the store (time itself names it).
+    """Deterministic id of a time window (node ``(0, index)``); independent of the store.
 
     >>> time_window_id(5, 60.0)
-    't60-5'
+    't60-L0-5'
     """
-    return f"t{seconds:g}-{index}"
+    return node_id(time_family(seconds), 0, index)
+
+
+def concat(parts: list[WindowData]) -> WindowData:
+    """The examples of several windows, in order (a node's data from its windows')."""
+    if len(parts) == 1:
+        return parts[0]
+    nonempty = [p for p in parts if len(p.xs)] or parts[:1]
+    return WindowData(*(np.concatenate([getattr(p, f) for p in nonempty]) for f in WindowData._fields))
 
 
 def bound_contributions(window: WindowData, bound: int) -> WindowData:
-    """Keep each user's first ``bound`` examples of the window (in arrival order).
+    """Keep each user's first ``bound`` examples of the window or node (in arrival order).
 
     This is what makes user-level privacy hold: a user changes at most ``bound`` examples of
     the learner's input. Deterministic (by sequence number), so a replay keeps the same ones.

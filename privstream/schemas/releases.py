@@ -40,13 +40,33 @@ _WITHIN_RANGE = "numbers beyond 2^53 in magnitude are written as decimal strings
 
 
 class WindowInfo(PublicMessage):
-    """Which examples a release was computed from."""
+    """Which examples a release was computed from: a window, or a node of the release tree.
 
-    window_id: str = Field(description="deterministic id: replays reproduce it")
+    A node of level j covers the level-0 windows ``first_window..last_window`` (2^j of them);
+    ``start``/``end`` are the node's whole sequence or time range.
+    """
+
+    window_id: str = Field(description="deterministic id (a node's, e.g. 't60-L3-5'): replays reproduce it")
     kind: Literal["count", "time", "file"]
     start: _Offset | datetime | None = Field(default=None, description="first offset index or start time")
     end: _Offset | datetime | None = Field(default=None,
                                           description="last offset index (exclusive) or end time")
+    first_window: int | None = Field(default=None, ge=-MAX_SAFE_INTEGER, le=MAX_SAFE_INTEGER,
+                                     description="index of the first level-0 window covered (inclusive)")
+    last_window: int | None = Field(default=None, ge=-MAX_SAFE_INTEGER, le=MAX_SAFE_INTEGER,
+                                    description="index of the last level-0 window covered (inclusive)")
+
+
+class LifetimeBound(PublicMessage):
+    """What one example (or user) can lose to all of a stream's releases, for ever, and why."""
+
+    epsilon: float = Field(ge=0, description="lifetime ε per example (per user at the user level)")
+    delta: float = Field(ge=0, lt=1)
+    epsilon_budget: float = Field(ge=0, description="the configured lifetime budget it stays within")
+    delta_budget: float = Field(ge=0, lt=1)
+    levels: int = Field(ge=0, le=20, description="the tree's top level L (levels 0..L)")
+    level_epsilon: list[float] = Field(description="ε per level: the learner's plus the sanitizer's")
+    rule: str = Field(description="the composition argument that gives the bound, in words")
 
 
 class Certificate(PublicMessage):
@@ -69,9 +89,15 @@ class Certificate(PublicMessage):
         description="n; null under add-remove-one, where n itself is private",
     )
     ledger_entry_id: str | None = Field(default=None, description="the charge in the privacy ledger")
-    composition: Literal["sequential"] = Field(
-        default="sequential", description="how the stream's releases add up against its budget"
+    composition: Literal["sequential", "tree", "individual-filter"] = Field(
+        default="sequential", description="how the stream's releases add up against its budget: "
+        "'tree': parallel over the disjoint nodes of a level, sequential over the levels; "
+        "'individual-filter': per user, only the releases that include them (see lifetime.rule)"
     )
+    level: int | None = Field(default=None, ge=0, le=20,
+                              description="the release tree's level of this release (0: one window)")
+    lifetime: LifetimeBound | None = Field(
+        default=None, description="the per-example (or per-user) lifetime bound and its composition rule")
     epsilon_budget_remaining: float | None = None
     delta_budget_remaining: float | None = None
     parameters: JsonSafeDict = Field(

@@ -75,6 +75,20 @@ class ServiceMetrics:
         # --- private releases (labels: configured streams with releases, configured learners) ---
         self.releases = Counter(
             "privstream_releases_total", "Private releases published.", ["stream"], registry=r)
+        self.releases_by_level = Counter(
+            "privstream_releases_by_level_total", "Private releases published, by the release tree's level.",
+            ["stream", "level"], registry=r)
+        self.lifetime_epsilon_spent = Gauge(
+            "privstream_privacy_lifetime_epsilon_spent",
+            "Lifetime ε per example: the max over windows of the charges covering it (ledger).", ["stream"],
+            registry=r)
+        self.lifetime_epsilon_budget = Gauge(
+            "privstream_privacy_lifetime_epsilon_budget", "The configured lifetime ε per example (or user).",
+            ["stream"], registry=r)
+        self.excluded_users = Counter(
+            "privstream_filter_excluded_users_total",
+            "Users left out of a user-level release because their lifetime budget would be passed "
+            "(private: operators only).", ["stream"], registry=r)
         self.refusals = Counter(
             "privstream_release_refusals_total",
             "Windows not released because the stream's privacy budget is spent.", ["stream"], registry=r)
@@ -85,6 +99,10 @@ class ServiceMetrics:
             "privstream_late_examples_total",
             "Examples that arrived after their time window was released (kept by the SOA only).",
             ["stream"], registry=r)
+        self.late_releases = Counter(
+            "privstream_late_releases_total",
+            "Time-window releases published after their scheduled time (the learner took longer than "
+            "publish_delay_seconds; operators only: the delay depends on the data).", ["stream"], registry=r)
         self.epsilon_spent = Gauge(
             "privstream_privacy_epsilon_spent", "ε spent by the stream's releases (ledger).",
             ["stream"], registry=r)
@@ -104,7 +122,8 @@ class ServiceMetrics:
             "privstream_window_size_examples", "Examples in a window handed to a learner.", ["learner"],
             buckets=(10, 100, 500, 1000, 2000, 5000, 10_000, 50_000, 100_000, 1_000_000), registry=r)
         for stream, (remaining, algorithms) in (release_streams or {}).items():
-            for child in (self.releases, self.refusals, self.release_failures, self.late_examples):
+            for child in (self.releases, self.refusals, self.release_failures, self.late_examples,
+                          self.late_releases, self.excluded_users):
                 child.labels(stream=stream)
             self.epsilon_spent.labels(stream=stream).set(0)
             self.epsilon_remaining.labels(stream=stream).set(remaining)
@@ -170,8 +189,10 @@ class ServiceMetrics:
         self.budget(stream_id, epsilon_spent, epsilon_remaining)
 
     def budget(self, stream_id: str, epsilon_spent: float, epsilon_remaining: float) -> None:
+        # The ledger's spend is per example for ever (lifetime): the same figure, two names.
         self.epsilon_spent.labels(stream=stream_id).set(epsilon_spent)
         self.epsilon_remaining.labels(stream=stream_id).set(epsilon_remaining)
+        self.lifetime_epsilon_spent.labels(stream=stream_id).set(epsilon_spent)
 
     def learner_failed(self, stream_id: str) -> None:
         self.release_failures.labels(stream=stream_id).inc()
@@ -182,6 +203,19 @@ class ServiceMetrics:
 
     def late_example(self, stream_id: str) -> None:
         self.late_examples.labels(stream=stream_id).inc()
+
+    def release_late(self, stream_id: str) -> None:
+        self.late_releases.labels(stream=stream_id).inc()
+
+    def released_level(self, stream_id: str, level: int) -> None:
+        self.releases_by_level.labels(stream=stream_id, level=str(level)).inc()
+
+    def users_excluded(self, stream_id: str, count: int) -> None:
+        self.excluded_users.labels(stream=stream_id).inc(count)
+
+    def lifetime(self, stream_id: str, epsilon_spent: float, epsilon_budget: float) -> None:
+        self.lifetime_epsilon_spent.labels(stream=stream_id).set(epsilon_spent)
+        self.lifetime_epsilon_budget.labels(stream=stream_id).set(epsilon_budget)
 
     def timed(self, store: T, name: str) -> T:
         """``store`` with every method call timed into ``privstream_store_operation_seconds``."""

@@ -7,6 +7,7 @@ registration functions, so the agents never import the service (DESIGN.md §2).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -15,6 +16,7 @@ import faust
 import numpy as np
 
 from privstream import __version__
+from privstream.agents.ledger_port import PrivacyCost
 from privstream.agents.online import OnlineLearners, OnlineStream
 from privstream.agents.pipeline import IngestPipeline
 from privstream.agents.progress import Progress
@@ -25,12 +27,13 @@ from privstream.learning.planning import window_too_small
 from privstream.learning.private_learners import make_learner
 from privstream.learning.private_learners.vector_base import make_vector_learner
 from privstream.learning.sanitizers import make_sanitizer
+from privstream.schemas import LifetimeBound
 from privstream.schemas.releases import RELEASE_SCHEMA_VERSION
 from privstream.stream_app.fencing import FencedLedger, fenced_publisher
 from privstream.stream_app.kafka.ingest import IngestService
 from privstream.stream_app.learner_process import LearnerProcess
 from privstream.stream_app.metrics import ServiceMetrics
-from privstream.stream_app.settings import FAUST_ENV_PREFIX, Settings, StreamConfig
+from privstream.stream_app.settings import FAUST_ENV_PREFIX, ReleaseConfig, Settings, StreamConfig
 from privstream.stream_app.store import factory
 from privstream.stream_app.store.factory import Ledger, StateStore
 from privstream.stream_app.store.leases import Leases, LeaseStoreError
@@ -178,13 +181,14 @@ def release_policy(stream: StreamConfig, hclass: HypothesisClass | None) -> Rele
     else:
         alpha, beta = float(params.pop("alpha", 0.25)), float(params.pop("beta", 0.25))
         learner = make_learner(config.learner, **params)
-    products = [Product("hypotheses", learner, config.epsilon, config.delta, vector=stream.kind == "vector")]
+    products = [Product("hypotheses", learner, config.learner_epsilons[0], config.delta,
+                        vector=stream.kind == "vector", level_epsilon=tuple(config.learner_epsilons),
+                        level_delta=tuple(config.learner_deltas))]
     if config.sanitizer is not None:
         products.append(Product(
             "sanitized", make_sanitizer(config.sanitizer, **config.sanitizer_params),
-            config.sanitizer_epsilon or config.epsilon,
-            config.sanitizer_delta if config.sanitizer_delta is not None else config.delta,
-            labelled=config.sanitizer_labelled,
+            config.sanitizer_epsilons[0], config.sanitizer_deltas[0], labelled=config.sanitizer_labelled,
+            level_epsilon=tuple(config.sanitizer_epsilons), level_delta=tuple(config.sanitizer_deltas),
         ))
     return ReleasePolicy(
         stream_id=stream.name,
@@ -197,10 +201,63 @@ def release_policy(stream: StreamConfig, hclass: HypothesisClass | None) -> Rele
         window_size=config.window.size,
         window_seconds=config.window.seconds,
         allowed_lateness_seconds=config.window.allowed_lateness_seconds,
+        publish_delay_seconds=config.window.publish_delay_seconds,
         privacy_unit=config.privacy_unit,
         user_contribution_bound=config.user_contribution_bound,
         expected_size=config.expected_size,
+        levels=config.levels,
+        lifetime=lifetime_bound(config),  # the user level's is set with the deployment's user budget
     )
+
+
+def lifetime_bound(config: ReleaseConfig, user_budget: PrivacyCost | None = None) -> LifetimeBound:
+    """The certificate's lifetime bound: what one example (or user) can lose to all releases.
+
+    Example level: each example lies in exactly one node per level (the nodes of a level are
+    disjoint), so parallel composition within a level and sequential composition over the L+1
+    levels bound its loss by the sum over the levels of (learner ε + sanitizer ε), for ever.
+    User level: a user's examples can lie in every node of a level, so the individual privacy
+    filter bounds each user by their deployment-wide budget (E-DESIGN §5).
+    """
+    if config.privacy_unit == "user":
+        budget = user_budget or PrivacyCost(config.epsilon_budget, config.delta_budget)
+        return LifetimeBound(
+            epsilon=budget.epsilon, delta=budget.delta, epsilon_budget=budget.epsilon,
+            delta_budget=budget.delta, levels=config.levels,
+            level_epsilon=[e + (config.sanitizer_epsilons[j] if config.sanitizer else 0.0)
+                           for j, e in enumerate(config.learner_epsilons)],
+            rule=("individual privacy filter (Feldman & Zrnic 2021): each user is charged only by the "
+                  "releases that include them, and excluded once their lifetime budget "
+                  f"{budget.epsilon:g} (all streams of the deployment) would be passed; each release is "
+                  "epsilon-DP for a user's presence, so the product of the ratios stays within "
+                  f"e^{budget.epsilon:g}"))
+    epsilon, delta = config.lifetime_cost
+    per_level = [e + (config.sanitizer_epsilons[j] if config.sanitizer else 0.0)
+                 for j, e in enumerate(config.learner_epsilons)]
+    terms = " + ".join(f"{e:g}" for e in per_level)
+    return LifetimeBound(
+        epsilon=epsilon, delta=delta, epsilon_budget=config.epsilon_budget, delta_budget=config.delta_budget,
+        levels=config.levels, level_epsilon=per_level,
+        rule=(f"parallel composition over the disjoint nodes of a level (each example is in exactly one "
+              f"node per level), sequential composition over the {config.levels + 1} levels: "
+              f"sum over levels of epsilon_j = {terms} = {epsilon:g} <= epsilon_budget "
+              f"{config.epsilon_budget:g} per example, for ever"),
+    )
+
+
+def stream_partition(partitions: int) -> Any:
+    """The partition of the examples topic a stream's messages go to (Kafka's default partitioner
+    on the key ``stream_id``): its owner closes the stream's time windows (E-DESIGN §4)."""
+    from aiokafka.partitioner import DefaultPartitioner
+
+    partitioner = DefaultPartitioner()
+    every = list(range(partitions))
+    return lambda stream_id: partitioner(stream_id.encode(), every, every)
+
+
+def time_window_tick(policies: dict[str, ReleasePolicy]) -> float:
+    """Seconds between two looks at the clock: a tenth of the shortest time window, at most 1 s."""
+    return min([1.0, *(p.window_seconds / 10 for p in policies.values() if p.window_seconds)])
 
 
 def open_ledger(settings: Settings) -> Ledger | None:
@@ -226,6 +283,19 @@ def build_service(settings: Settings) -> Service:
         s.name: release_policy(s, streams[s.name].hypothesis_class if s.name in streams else None)
         for s in settings.streams if s.release
     }
+    if ledger is not None:
+        user_budget = (PrivacyCost(settings.user_epsilon_budget, settings.user_delta_budget)
+                       if settings.user_epsilon_budget is not None else None)
+        for s in settings.streams:
+            if s.release is None:
+                continue
+            # The schedule's public anchor: the stream's registration time in the ledger.
+            lifetime = PrivacyCost(s.release.epsilon_budget, s.release.delta_budget)
+            start = ledger.register_stream(s.name, lifetime)
+            user_level = s.release.privacy_unit == "user"
+            policies[s.name] = dataclasses.replace(
+                policies[s.name], schedule_start=start, user_budget=user_budget if user_level else None,
+                lifetime=lifetime_bound(s.release, user_budget) if user_level else policies[s.name].lifetime)
     for p in policies.values():  # simulated on synthetic data of the class, once per configuration
         if p.hypothesis_class is not None and p.window_kind == "count" and (why := window_too_small(
                 p.products[0].algorithm, p.hypothesis_class, epsilon=p.products[0].epsilon,
@@ -253,7 +323,10 @@ def build_service(settings: Settings) -> Service:
         else vector_domain(s.features or 0)
         for s in settings.streams
     }
-    validator = ExampleValidator(domains, user_level=user_level)
+    # Time windows: an event time further than the public skew from the clock is dead-lettered.
+    skews = {s.name: s.release.window.max_event_time_skew_seconds for s in settings.streams
+             if s.release is not None and s.release.window.kind == "time"}
+    validator = ExampleValidator(domains, user_level=user_level, event_time_skew=skews)
     pipeline = IngestPipeline(validator, learners, metrics, progress)
     ingest = IngestService(settings, pipeline, on_assigned=lambda parts: on_assigned(parts),
                            metrics=metrics, loop=None)
@@ -262,12 +335,14 @@ def build_service(settings: Settings) -> Service:
         assert ledger is not None
         for sid in policies:
             metrics.budget(sid, ledger.spent(sid).epsilon, ledger.remaining(sid).epsilon)
+            metrics.lifetime(sid, ledger.spent(sid).epsilon, ledger.lifetime(sid).budget.epsilon)
         assert leases is not None
         releases = ReleaseAgent(
             policies, store, ledger, fenced_publisher(publisher(ingest, settings), leases, store.partitions),
             metrics,
             library_version=__version__,
             executor=LearnerProcess().start(),  # off the GIL the ingest loop needs (learner_process.py)
+            partition_of=stream_partition(settings.topic_partitions),
         )
         pipeline.releases = releases
 
@@ -286,6 +361,12 @@ def build_service(settings: Settings) -> Service:
         async def _replay_outbox() -> None:
             # Publications that failed (a Kafka hiccup) are retried from the ledger's outbox.
             await releases.replay_outbox()
+
+        if any(p.window_kind == "time" for p in policies.values()):
+            @app.timer(time_window_tick(policies))
+            async def _close_time_windows() -> None:
+                # Time windows close on the clock, with or without examples (issue 16.1, 16.2).
+                await releases.tick()
 
     probe = StoreProbe(store_ping(settings))
 

@@ -47,8 +47,15 @@ class WindowConfig(BaseModel):
 
     ``count`` windows (the default) hold ``size`` consecutive examples of the stream: n is public
     and neighbouring windows differ by replacing one example. ``time`` windows hold the examples
-    whose event time falls in ``[k*seconds, (k+1)*seconds)``; they close once an example more than
-    ``allowed_lateness_seconds`` past their end arrives; their size is private (add/remove-one).
+    whose event time falls in ``[k*seconds, (k+1)*seconds)``; their size is private (add/remove-one).
+
+    Time windows close on the worker's clock, never on the data (issue 16.2): window k closes when
+    the clock passes ``(k+1)*seconds + allowed_lateness_seconds``, whether or not it holds
+    examples, and every window from the stream's start on is closed, charged and released. An
+    ``event_time`` further than ``max_event_time_skew_seconds`` from the worker's clock (either way)
+    is dead-lettered (``event_time_out_of_range``) before it touches a window, so no example can
+    move the schedule. A release is published ``publish_delay_seconds`` after its window closes (a
+    public time; a learner that needs longer makes it late, which operators see).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -57,17 +64,18 @@ class WindowConfig(BaseModel):
     size: int = Field(default=2000, ge=1, le=10_000_000, description="examples per count window")
     seconds: float | None = Field(default=None, gt=0, description="length of a time window")
     allowed_lateness_seconds: float = Field(default=0.0, ge=0)
+    max_event_time_skew_seconds: float = Field(
+        default=300.0, gt=0, description="time windows: an event_time further than this from the worker's "
+        "clock (future or past) is dead-lettered as event_time_out_of_range (public)")
+    publish_delay_seconds: float = Field(
+        default=0.0, ge=0, description="time windows: a release is published this long after its window "
+        "closes (public); a learner that needs longer makes the release late (an operator metric)")
 
     @model_validator(mode="after")
     def _time_needs_length(self) -> WindowConfig:
         if self.kind == "time" and self.seconds is None:
             raise ValueError("a time window needs 'seconds'")
         return self
-
-
-#: Learners whose release and certificate are the same whatever the window's size n, so they may
-#: run on time windows (add/remove-one neighbours, where n itself is private).
-N_FREE_LEARNERS = frozenset({"generic"})
 
 
 class ReleaseConfig(BaseModel):
@@ -81,14 +89,27 @@ class ReleaseConfig(BaseModel):
         default=None, description="also release a sanitizer: 'hierarchical' (the most accurate for "
                                   "thresholds, intervals and points), 'mwem' (also class files) or 'fooling'")
     sanitizer_params: dict[str, Any] = Field(default_factory=dict)
-    sanitizer_epsilon: float | None = Field(default=None, gt=0, le=100, description="default: epsilon")
+    sanitizer_epsilon: float | None = Field(
+        default=None, gt=0, le=100, description="ε of each sanitizer release, at every level (default: "
+        "the sanitizer's even share of the lifetime budget)")
+    sanitizer_level_epsilon: list[float] | None = Field(
+        default=None, description="ε of the sanitizer per level 0..levels (instead of sanitizer_epsilon)")
     sanitizer_delta: float | None = Field(default=None, ge=0, lt=1, description="default: delta")
     sanitizer_labelled: bool = Field(default=False, description="answer Pr[h(x) = y] instead of Pr[h(x) = 1]")
     window: WindowConfig = Field(default_factory=WindowConfig)
-    epsilon: float = Field(gt=0, le=100, description="ε of each release")
-    delta: float = Field(default=0.0, ge=0, lt=1, description="δ of each release")
-    epsilon_budget: float = Field(gt=0, description="total ε the stream may spend (sequential composition)")
-    delta_budget: float = Field(default=0.0, ge=0, lt=1)
+    levels: int = Field(
+        default=0, ge=0, le=20, description="the release tree's top level L: a level-j release learns from "
+        "2^j consecutive windows (issue 17); every example is in one node per level. 0: windows only")
+    epsilon: float | None = Field(
+        default=None, gt=0, le=100, description="ε of each learner release, at every level (default: the "
+        "lifetime budget, minus the sanitizer's share, split evenly over the levels)")
+    level_epsilon: list[float] | None = Field(
+        default=None, description="ε of the learner per level 0..levels (instead of epsilon)")
+    delta: float = Field(default=0.0, ge=0, lt=1, description="δ of each release, at every level")
+    epsilon_budget: float = Field(
+        gt=0, description="lifetime ε per example (per user at the user level): the sum over the levels of "
+        "the ε of the releases an example is in (parallel composition within a level)")
+    delta_budget: float = Field(default=0.0, ge=0, lt=1, description="lifetime δ, as epsilon_budget")
     privacy_unit: Literal["example", "user"] = "example"
     user_contribution_bound: int | None = Field(
         default=None, ge=1, description="with privacy_unit=user: examples kept per user and window"
@@ -118,21 +139,82 @@ class ReleaseConfig(BaseModel):
         if not self.n_private and self.expected_size is not None:
             raise ValueError("expected_size applies only where a window's size is private (time windows or "
                              "privacy_unit 'user'); count windows at the example level publish n")
-        if self.window.kind == "time" and (self.learner not in N_FREE_LEARNERS or self.sanitizer is not None):
-            # Under add/remove-one neighbours a window's size is private; these algorithms choose
-            # their parameters (and so their output's form and certificate) from n, which would
-            # publish it. The generic learner's output and certificate do not depend on n.
+        if self.privacy_unit == "user" and self.window.kind == "count":
+            # A count window at the user level is cut by a private count: how many examples the
+            # users sent decides where the windows end (issue 16.8). The public clock cuts instead.
             raise ValueError(
-                f"time windows keep n private: supported only with the learners {sorted(N_FREE_LEARNERS)} "
-                f"and no sanitizer (learner {self.learner!r}, sanitizer {self.sanitizer!r} derive "
-                "parameters from n); use count windows"
-            )
-        epsilon, delta = self.window_cost
-        if delta > self.delta_budget:
-            raise ValueError(f"delta {delta} per window exceeds delta_budget {self.delta_budget}")
-        if epsilon > self.epsilon_budget:
-            raise ValueError(f"epsilon {epsilon} per window exceeds epsilon_budget {self.epsilon_budget}")
+                "privacy_unit 'user' needs time windows (window kind 'time'): count windows would be cut "
+                "by the number of examples users send, which is private at the user level")
+        for name in ("level_epsilon", "sanitizer_level_epsilon"):
+            values = getattr(self, name)
+            if values is not None and (len(values) != self.levels + 1 or min(values) <= 0):
+                raise ValueError(f"{name} needs {self.levels + 1} positive values (levels 0..{self.levels}), "
+                                 f"got {values}")
+        if self.level_epsilon is not None and self.epsilon is not None:
+            raise ValueError("give epsilon (every level) or level_epsilon (per level), not both")
+        if self.sanitizer_level_epsilon is not None and self.sanitizer_epsilon is not None:
+            raise ValueError("give sanitizer_epsilon or sanitizer_level_epsilon, not both")
+        if self.sanitizer is None and (self.sanitizer_level_epsilon or self.sanitizer_epsilon):
+            raise ValueError("sanitizer_epsilon is set but no sanitizer is")
+        epsilon, delta = self.lifetime_cost
+        if min(self.learner_epsilons) <= 0 or (self.sanitizer and min(self.sanitizer_epsilons) <= 0):
+            raise ValueError(f"the sanitizer's ε leaves no budget for the learner (epsilon_budget "
+                             f"{self.epsilon_budget}, sanitizer per level {self.sanitizer_epsilons})")
+        if epsilon > self.epsilon_budget * (1 + 1e-9):
+            raise ValueError(
+                f"the releases cost ε={epsilon:g} per example over the {self.levels + 1} levels (learner "
+                f"{self.learner_epsilons}, sanitizer {self.sanitizer_epsilons}), more than the lifetime "
+                f"epsilon_budget {self.epsilon_budget:g}: lower epsilon or levels, or raise the budget")
+        if delta > self.delta_budget * (1 + 1e-9):
+            raise ValueError(f"the releases cost δ={delta:g} per example over the {self.levels + 1} levels, "
+                             f"more than the lifetime delta_budget {self.delta_budget:g}")
         return self
+
+    @property
+    def sanitizer_epsilons(self) -> list[float]:
+        """The sanitizer's ε per level (empty without a sanitizer)."""
+        if self.sanitizer is None:
+            return []
+        if self.sanitizer_level_epsilon is not None:
+            return list(self.sanitizer_level_epsilon)
+        if self.sanitizer_epsilon is not None:
+            return [self.sanitizer_epsilon] * (self.levels + 1)
+        if self.epsilon is not None or self.level_epsilon is not None:
+            return list(self._learner_epsilons_given())  # as the learner, as before levels existed
+        return [self.epsilon_budget / (2 * (self.levels + 1))] * (self.levels + 1)
+
+    def _learner_epsilons_given(self) -> list[float]:
+        if self.level_epsilon is not None:
+            return list(self.level_epsilon)
+        assert self.epsilon is not None
+        return [self.epsilon] * (self.levels + 1)
+
+    @property
+    def learner_epsilons(self) -> list[float]:
+        """The learner's ε per level 0..levels: as given, or the lifetime budget left by the sanitizer
+        split evenly over the levels."""
+        if self.level_epsilon is not None or self.epsilon is not None:
+            return self._learner_epsilons_given()
+        rest = self.epsilon_budget - sum(self.sanitizer_epsilons)
+        return [rest / (self.levels + 1)] * (self.levels + 1)
+
+    @property
+    def learner_deltas(self) -> list[float]:
+        return [self.delta] * (self.levels + 1)
+
+    @property
+    def sanitizer_deltas(self) -> list[float]:
+        if self.sanitizer is None:
+            return []
+        return [self.sanitizer_delta if self.sanitizer_delta is not None else self.delta] * (self.levels + 1)
+
+    @property
+    def lifetime_cost(self) -> tuple[float, float]:
+        """(ε, δ) per example (or user) for ever: one node per level, the learner's and the sanitizer's.
+
+        Parallel composition over the disjoint nodes of a level, sequential over the levels."""
+        return (sum(self.learner_epsilons) + sum(self.sanitizer_epsilons),
+                sum(self.learner_deltas) + sum(self.sanitizer_deltas))
 
     @property
     def n_private(self) -> bool:
@@ -142,11 +224,10 @@ class ReleaseConfig(BaseModel):
 
     @property
     def window_cost(self) -> tuple[float, float]:
-        """(ε, δ) charged per window: the learner's plus the sanitizer's, if any."""
-        if self.sanitizer is None:
-            return self.epsilon, self.delta
-        return (self.epsilon + (self.sanitizer_epsilon or self.epsilon),
-                self.delta + (self.sanitizer_delta if self.sanitizer_delta is not None else self.delta))
+        """(ε, δ) charged per level-0 window: the learner's plus the sanitizer's, if any."""
+        san_e = self.sanitizer_epsilons[0] if self.sanitizer else 0.0
+        san_d = self.sanitizer_deltas[0] if self.sanitizer else 0.0
+        return self.learner_epsilons[0] + san_e, self.delta + san_d
 
 
 class StreamConfig(BaseModel):
@@ -250,6 +331,12 @@ class Settings(BaseSettings):
     stall_seconds: float = Field(
         default=60.0, gt=0, description="/healthz fails when received examples wait this long"
     )
+
+    # --- the individual privacy filter (user level; E-DESIGN §5) --------------------------------
+    user_epsilon_budget: float | None = Field(
+        default=None, gt=0, description="each user's lifetime ε across all user-level streams of the "
+        "deployment (one ledger); unset: each stream's epsilon_budget")
+    user_delta_budget: float = Field(default=0.0, ge=0, lt=1, description="each user's lifetime δ")
 
     # --- state and logging ----------------------------------------------------------------------
     data_dir: Path = Field(default=Path("var"), description="local state: faust data, ledger")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import zlib
 from collections import Counter
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import numpy as np
 import pytest
@@ -18,6 +18,7 @@ from privstream.schemas import Example, HypothesisRelease
 from privstream.stream_app.sdk import Release
 from privstream.stream_app.store.sqlite_ledger import SqliteLedger
 from privstream.stream_app.store.sqlite_state import SqliteStateStore
+from tests.agents.twins import T0, FakeClock
 
 CLASS = parse_class_spec("thresholds:1024")
 TARGET = 600
@@ -42,6 +43,15 @@ class RecordingMetrics:
 
     def late_example(self, stream_id):
         self.events["late"] += 1
+
+    def release_late(self, stream_id):
+        self.events["late_release"] += 1
+
+    def released_level(self, stream_id, level):
+        self.events[f"level{level}"] += 1
+
+    def users_excluded(self, stream_id, count):
+        self.events["excluded"] += count
 
 
 class Published:
@@ -70,7 +80,7 @@ def policy(learner=None, sanitizer=None, **overrides):
 
 
 def make_agent(policies, *, budget=(10.0, 0.0), ledger=None, store=None, publish=None, metrics=None,
-               executor=None, rng_factory=None):
+               executor=None, rng_factory=None, clock=None):
     ledger = ledger or SqliteLedger.open(":memory:", budgets={p: budget for p in policies})
     store = store or SqliteStateStore(":memory:")
     agent = ReleaseAgent(
@@ -78,6 +88,7 @@ def make_agent(policies, *, budget=(10.0, 0.0), ledger=None, store=None, publish
         library_version="test",
         rng_factory=rng_factory or (lambda window_id: seeded(zlib.crc32(window_id.encode()))),
         executor=executor,
+        **({"clock": clock} if clock is not None else {}),
     )
     return agent
 
@@ -138,14 +149,15 @@ async def test_count_windows_release_once_each_with_a_valid_certificate():
         assert (c.epsilon, c.delta, c.sample_size) == (1.0, 0.0, 100)
         assert c.neighbouring_relation == "replace-one" and c.privacy_unit == "example"
         assert c.window.kind == "count" and (c.window.start, c.window.end) == (100 * i, 100 * (i + 1))
-        assert c.epsilon_budget_remaining == pytest.approx(10.0 - (i + 1))
+        # lifetime per example: every example is in one window, so each window leaves 10 - 1
+        assert c.epsilon_budget_remaining == pytest.approx(9.0)
         assert c.proper is True and c.randomness == "seeded"
         # The SDK reproduces the hypothesis: predict equals the released function.
         sdk = Release.from_json(publish.messages[i][1])
         xs = np.arange(1024)
         assert np.array_equal(sdk.predict(xs), sdk.hypothesis.predict(xs))
         assert sdk.predict(0) in (0, 1)
-    assert agent.ledger.spent("s").epsilon == pytest.approx(10.0)
+    assert agent.ledger.spent("s").epsilon == pytest.approx(1.0)  # per example, for ever
     assert all(c.published_at is not None for c in agent.ledger.entries("s"))
 
 
@@ -159,15 +171,25 @@ async def test_replayed_examples_do_not_make_new_windows():
     assert agent.store.next_seq("s") == 300
 
 
-async def test_budget_for_three_releases_gives_exactly_three_then_refusals():
+async def test_a_lifetime_budget_below_a_release_refuses_every_window_and_records_it():
+    """The safety net (a lowered budget): the ledger refuses per window, durably."""
     publish, metrics = Published(), RecordingMetrics()
-    agent = make_agent({"s": policy()}, budget=(3.0, 0.0), publish=publish, metrics=metrics)
+    agent = make_agent({"s": policy()}, budget=(0.5, 0.0), publish=publish, metrics=metrics)
     await feed(agent, examples(800))
-    assert len(publish.messages) == 3
-    assert metrics.events["refused"] == 5
-    assert agent.ledger.refusals("s") == 5
-    assert agent.ledger.spent("s").epsilon == pytest.approx(3.0)
+    assert len(publish.messages) == 0
+    assert metrics.events["refused"] == 8
+    assert agent.ledger.refusals("s") == 8
+    assert agent.ledger.spent("s").epsilon == 0.0
     assert agent.stream_status("s")["exhausted"] is True
+
+
+async def test_a_lifetime_budget_lets_count_windows_release_for_ever():
+    """Issue 17: the budget is per example for ever; disjoint windows compose in parallel."""
+    publish = Published()
+    agent = make_agent({"s": policy()}, budget=(1.0, 0.0), publish=publish)
+    await feed(agent, examples(3000))
+    assert len(publish.messages) == 30 and agent.ledger.refusals("s") == 0
+    assert agent.ledger.spent("s").epsilon == pytest.approx(1.0)
     # Refused windows are dropped from the store: memory stays bounded.
     assert len(agent.store.count_window("s", 0, 800).xs) == 0
 
@@ -203,7 +225,9 @@ async def test_window_closed_before_a_crash_is_released_after_restart():
     assert publish.releases()[0].certificate.sample_size == 100
 
 
-async def test_learner_failure_is_counted_and_the_next_window_still_releases():
+async def test_a_learner_failure_releases_the_fallback_charged_like_any_window():
+    """Issue 16.3: the window whose learner raised is released all the same, from a data-independent
+    stand-in of the public size; its certificate has the same fields and values but the DP outputs."""
     class Flaky:
         name = "flaky"
 
@@ -211,53 +235,91 @@ async def test_learner_failure_is_counted_and_the_next_window_still_releases():
             self.calls = 0
             self.inner = make_learner("generic")
 
-        def fit(self, *args, **kwargs):
+        def fit(self, hclass, xs, ys, **kwargs):
             self.calls += 1
             if self.calls == 1:
                 raise RuntimeError("learner bug")
-            return self.inner.fit(*args, **kwargs)
+            return self.inner.fit(hclass, xs, ys, **kwargs)
 
     publish, metrics = Published(), RecordingMetrics()
     agent = make_agent({"s": policy(learner=Flaky())}, publish=publish, metrics=metrics)
     await feed(agent, examples(200))
-    assert metrics.events["failed"] == 1
-    assert len(publish.messages) == 1
-    assert agent.ledger.spent("s").epsilon == pytest.approx(1.0)  # a failed run is not charged
+    assert metrics.events["failed"] == 1  # operators see the failure
+    first, second = publish.releases()
+    charged = [(c.window_id.rsplit("-", 1)[1], c.epsilon) for c in agent.ledger.entries("s")]
+    assert charged == [("0", 1.0), ("1", 1.0)]  # charged like any window
+    strip = {"dp_outputs", "ledger_entry_id", "window", "epsilon_budget_remaining"}
+    assert first.certificate.model_dump(exclude=strip) == second.certificate.model_dump(exclude=strip)
+    assert first.certificate.sample_size == 100
 
 
 async def test_user_level_bounds_contributions_and_scales_epsilon():
     publish, metrics = Published(), RecordingMetrics()
-    p = policy(privacy_unit="user", user_contribution_bound=2)
-    agent = make_agent({"s": p}, publish=publish, metrics=metrics)
-    # 100 examples from 10 users (10 each): at most 2 per user reach the learner.
-    await feed(agent, examples(100, user=lambda i: f"u{i % 10}"))
+    clock = FakeClock(T0)
+    p = policy(privacy_unit="user", user_contribution_bound=2, window_kind="time", window_seconds=60.0,
+               expected_size=20)
+    agent = make_agent({"s": p}, publish=publish, metrics=metrics, clock=clock)
+    # 100 examples from 10 users (10 each), all in the first window: at most 2 per user are learned.
+    await feed(agent, timed(examples(100, user=lambda i: f"u{i % 10}"), T0))
+    clock.now = T0 + 60
+    await agent.tick()
+    await agent.drain()
     assert metrics.window_sizes == [20]
     c = publish.releases()[0].certificate
     assert c.privacy_unit == "user" and c.user_contribution_bound == 2
     assert c.epsilon == 1.0 and c.parameters["algorithm_epsilon"] == pytest.approx(0.5)
 
 
-async def test_time_windows_close_on_the_watermark_and_hide_n():
+def timed(batch, start, step=0.1):
+    """The examples with event times ``start, start + step, ...`` (Unix seconds)."""
+    return [(e.model_copy(update={"event_time": datetime.fromtimestamp(start + i * step, UTC)}), part, off)
+            for i, (e, part, off) in enumerate(batch)]
+
+
+async def test_time_windows_close_on_the_clock_empty_ones_too_and_hide_n():
     publish, metrics = Published(), RecordingMetrics()
-    p = policy(window_kind="time", window_seconds=60.0, allowed_lateness_seconds=10.0)
-    agent = make_agent({"s": p}, publish=publish, metrics=metrics)
-    t0 = datetime(2026, 1, 1, tzinfo=UTC)
-    batch = []
-    for i, (example, partition, offset) in enumerate(examples(90)):
-        moment = t0 + timedelta(seconds=i)  # 0..89 s: window 0 is [0, 60), window 1 is [60, 120)
-        batch.append((example.model_copy(update={"event_time": moment}), partition, offset))
-    await feed(agent, batch)
-    # The watermark (89 s) passed 60 + 10 s: window 0 closed; window 1 is still open.
+    clock = FakeClock(T0)
+    p = policy(window_kind="time", window_seconds=60.0, allowed_lateness_seconds=10.0, expected_size=50)
+    agent = make_agent({"s": p}, publish=publish, metrics=metrics, clock=clock)
+    await feed(agent, timed(examples(90), T0, step=0.5))  # 0..44.5 s: all in window 0
+    clock.now = T0 + 69.9  # window 0 is [0, 60) and closes at 60 + 10 s on the clock
+    await agent.tick()
+    await agent.drain()
+    assert publish.messages == []  # no example is needed to close it, and none can close it early
+    clock.now = T0 + 70
+    await agent.tick()
+    await agent.drain()
     assert len(publish.messages) == 1
     c = publish.releases()[0].certificate
     assert c.neighbouring_relation == "add-remove-one"
     assert c.sample_size is None and c.accuracy_guarantee_holds is None
     assert c.window.kind == "time"
     # A late example for the released window is not learned privately.
-    late = examples(1, start=500)[0][0].model_copy(update={"event_time": t0 + timedelta(seconds=5)})
-    await feed(agent, [(late, 0, 500)])
+    await feed(agent, timed(examples(1, start=500), T0 + 5))
     assert metrics.events["late"] == 1
-    assert len(publish.messages) == 1
+    # Three minutes later, with no example at all: windows 1, 2 and 3 are released (empty).
+    clock.now = T0 + 250
+    await agent.tick()
+    await agent.drain()
+    windows = [r.certificate.window.window_id for r in publish.releases()]
+    assert windows == [f"t60-L0-{int(T0 // 60) + i}" for i in range(4)]
+    assert metrics.window_sizes == [90, 0, 0, 0]
+
+
+async def test_a_release_is_published_at_its_scheduled_time_not_when_its_learner_finishes():
+    publish, metrics = Published(), RecordingMetrics()
+    clock = FakeClock(T0)
+    p = policy(window_kind="time", window_seconds=60.0, expected_size=50, publish_delay_seconds=30.0)
+    agent = make_agent({"s": p}, publish=publish, metrics=metrics, clock=clock)
+    await feed(agent, timed(examples(10), T0))
+    clock.now = T0 + 61
+    await agent.tick()
+    await agent.drain()
+    assert publish.messages == [] and len(agent.ledger.entries("s")) == 1  # charged, not published yet
+    assert await agent.replay_outbox() == 0  # the outbox does not publish it early either
+    clock.now = T0 + 90
+    await agent.tick()
+    assert len(publish.messages) == 1 and agent.ledger.entries("s")[0].published
 
 
 async def test_where_n_is_private_the_algorithms_get_expected_size_and_the_certificate_their_outputs():
@@ -265,13 +327,14 @@ async def test_where_n_is_private_the_algorithms_get_expected_size_and_the_certi
     from privstream.schemas import SanitizedRelease
 
     publish = Published()
+    clock = FakeClock(T0)
     p = policy(sanitizer=make_sanitizer("mwem", rounds=3), window_kind="time", window_seconds=60.0,
                expected_size=50)
-    agent = make_agent({"s": p}, publish=publish)
-    t0 = datetime(2026, 1, 1, tzinfo=UTC)
-    batch = [(e.model_copy(update={"event_time": t0 + timedelta(seconds=i)}), part, off)
-             for i, (e, part, off) in enumerate(examples(90))]
-    await feed(agent, batch)
+    agent = make_agent({"s": p}, publish=publish, clock=clock)
+    await feed(agent, timed(examples(90), T0, step=0.5))
+    clock.now = T0 + 60
+    await agent.tick()
+    await agent.drain()
     (hypothesis,) = publish.releases()
     (sanitized,) = [SanitizedRelease.model_validate_json(b) for _, b in publish.sanitized]
     assert hypothesis.certificate.privacy == sanitized.certificate.privacy == "information-theoretic"
@@ -294,8 +357,8 @@ async def test_a_sanitizer_is_released_beside_the_hypothesis_and_charged_separat
     sanitized = [SanitizedRelease.model_validate_json(b) for _, b in publish.sanitized]
     assert {s.certificate.epsilon for s in sanitized} == {0.5}
     assert all(s.certificate.proper is False for s in sanitized)
-    # Two windows, two products each: 2 × (1.0 + 0.5) spent, four ledger entries.
-    assert agent.ledger.spent("s").epsilon == pytest.approx(3.0)
+    # Two windows, two products each: 1.0 + 0.5 per example (each is in one window), four entries.
+    assert agent.ledger.spent("s").epsilon == pytest.approx(1.5)
     assert sorted(c.mechanism for c in agent.ledger.entries("s")) == \
         ["learner:generic", "learner:generic", "sanitizer:mwem", "sanitizer:mwem"]
     view = SanitizedView.from_json(publish.sanitized[0][1])
@@ -319,7 +382,7 @@ async def test_partition_assignment_releases_windows_left_by_a_crashed_owner():
     agent.on_partitions_assigned({0, 1})
     await agent.drain()
     assert len(publish.messages) == 2  # two complete windows of 100; 50 examples stay buffered
-    assert ledger.spent("s").epsilon == pytest.approx(2.0)
+    assert len(ledger.entries("s")) == 2 and ledger.spent("s").epsilon == pytest.approx(1.0)
 
 
 async def test_a_stream_of_feature_vectors_releases_a_private_model():
@@ -346,3 +409,33 @@ async def test_a_stream_of_feature_vectors_releases_a_private_model():
     assert predictions.shape == (400,) and set(np.unique(predictions)) <= {0, 1}
     assert release.predict([0.9, 0.1]) in (0, 1)
     assert agent.ledger.spent("s").epsilon == pytest.approx(1.0)
+
+
+async def test_the_individual_filter_charges_present_users_until_their_budget_then_excludes_them():
+    """E-DESIGN §5: a user present in every window is used until one more release would pass their
+    budget; absent users pay nothing; a user in two streams pays from one budget."""
+    from privstream.agents.ledger_port import PrivacyCost
+
+    clock = FakeClock(T0)
+    common = dict(privacy_unit="user", user_contribution_bound=1, window_kind="time", window_seconds=60.0,
+                  expected_size=5, user_budget=PrivacyCost(3.0, 0.0))
+    policies = {"s": policy(**common), "t": policy(**common, stream_id="t")}
+    metrics = RecordingMetrics()
+    agent = make_agent(policies, budget=(3.0, 0.0), metrics=metrics, clock=clock)
+    for w in range(4):  # "u" sends to both streams in every window; "v" only to "s", in window 0
+        senders = {"s": ["u"] + (["v"] if w == 0 else []), "t": ["u"]}
+        for stream_id, users in senders.items():
+            agent.observe_batch(stream_id, 0, [100 * w + i + (50 if stream_id == "t" else 0)
+                                               for i in range(len(users))],
+                                [700] * len(users), [1] * len(users), users,
+                                [datetime.fromtimestamp(T0 + 60 * w + 1, UTC)] * len(users),
+                                [None] * len(users))
+        clock.now = T0 + 60 * (w + 1)
+        await agent.tick()
+        await agent.drain()
+    # ε = 1 per release; "u" is in 8 releases (4 windows x 2 streams) but pays 3, its budget.
+    assert agent.ledger.user_spent("u").epsilon == pytest.approx(3.0)
+    assert agent.ledger.user_spent("v").epsilon == pytest.approx(1.0)  # present once
+    assert agent.ledger.user_spent("nobody").epsilon == 0.0
+    assert metrics.events["excluded"] == 5  # operators only: how many were left out
+    assert metrics.events["refused"] == 0  # releases go on, without the exhausted user

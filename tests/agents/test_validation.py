@@ -262,3 +262,18 @@ def test_vector_and_integer_streams_check_their_kind_of_point():
     assert validator.validate(b'{"stream_id": "v", "x": [NaN, 1], "y": 1}').reason == "wrong_type"
     batch = validator.validate(raw(stream_id="v", xs=[[0.1, 0.2], [0.3, 0.4]], ys=[0, 1]))
     assert isinstance(batch, ExampleBatch) and batch.xs == [[0.1, 0.2], [0.3, 0.4]]
+
+
+def test_an_event_time_beyond_the_public_skew_is_refused_either_way():
+    from privstream.agents.validation import ExampleValidator, integer_domain
+
+    now = 1_767_225_600.0  # 2026-01-01T00:00:00Z
+    validator = ExampleValidator({"s": integer_domain(lambda x: None)}, event_time_skew={"s": 60.0},
+                                 clock=lambda: now)
+    ok = validator.validate(b'{"stream_id": "s", "x": 1, "y": 1, "event_time": "2026-01-01T00:00:59Z"}')
+    assert ok.event_time is not None
+    for moment in ("2036-01-01T00:00:00Z", "2025-12-31T23:58:59Z"):
+        raw = f'{{"stream_id": "s", "x": 1, "y": 1, "event_time": "{moment}"}}'.encode()
+        assert validator.validate(raw).reason == "event_time_out_of_range"
+    batch = b'{"stream_id": "s", "xs": [1, 2], "ys": [1, 0], "event_times": [null, "2036-01-01T00:00:00Z"]}'
+    assert validator.validate(batch).reason == "event_time_out_of_range"

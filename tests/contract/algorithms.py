@@ -206,23 +206,47 @@ class NullMetrics:
     def late_example(self, stream_id: str) -> None:
         pass
 
+    def release_late(self, stream_id: str) -> None:
+        pass
+
+    def released_level(self, stream_id: str, level: int) -> None:
+        pass
+
+    def users_excluded(self, stream_id: str, count: int) -> None:
+        pass
+
 
 def empty_window_release(algorithm: Algorithm) -> bytes:
-    """The bytes the release agent publishes when the store hands it a window of zero examples.
+    """The bytes the release agent publishes for a time window that holds no example.
 
-    Count windows are never empty today (time windows will be, DESIGN.md §4: "an empty window is
-    released like any other"), so the store double closes a window of one example and then reads
-    it back as the store reads an empty range.
+    Time windows close on the clock whether or not they hold data (DESIGN.md §4, issue 16.1): the
+    agent's clock is moved past the first window's end without any example.
     """
+    from privstream.stream_app.service import release_policy
+    from privstream.stream_app.store.sqlite_ledger import SqliteLedger
+    from privstream.stream_app.store.sqlite_state import SqliteStateStore
+
+    counted = stream_settings(algorithm, 10)
+    assert counted.release is not None
+    release = counted.release.model_copy(update={
+        "window": counted.release.window.model_copy(update={"kind": "time", "seconds": 60.0}),
+        "expected_size": 10})
+    stream = counted.model_copy(update={"release": release})
+    hclass = parse_class_spec(CLASS_SPEC) if stream.hypothesis_class else None
+    ledger = SqliteLedger.open(":memory:", budgets={STREAM: (release.epsilon_budget, release.delta_budget)})
     published: list[tuple[str, bytes]] = []
-    agent = release_agent(algorithm, 1, published)
-    store = agent.store
-    assert hasattr(store, "count_window")
-    store.count_window = lambda stream_id, start, end: type(store).count_window(store, stream_id, 0, 0)  # type: ignore[method-assign]
-    data = window(algorithm, 1)
+
+    async def publish(topic: str, stream_id: str, body: bytes) -> None:
+        published.append((topic, body))
+
+    now = [6000.0]
+    agent = ReleaseAgent({STREAM: release_policy(stream, hclass)}, SqliteStateStore(":memory:"), ledger,
+                         publish, NullMetrics(), library_version=__version__,
+                         rng_factory=lambda window_id: seeded(SEED), clock=lambda: now[0])
 
     async def run() -> None:
-        agent.observe_batch(STREAM, 0, [0], data.xs.tolist(), data.ys.tolist(), [None], [None], [None])
+        now[0] = 6060.0  # window [6000, 6060) closed, with nothing in it
+        await agent.tick()
         await agent.drain()
 
     asyncio.run(run())

@@ -43,6 +43,7 @@ BOUNDED_LABELS = {
     "instance": "workers",
     "job": "Prometheus jobs",
     "partition": "partitions of the examples topic",
+    "level": "levels of the release tree (0..20, configured)",
     "store": "ledger or state",
     "operation": "methods of the storage ports",
     "version": "privstream versions running",

@@ -30,11 +30,12 @@ pytestmark = pytest.mark.live
 CLASS = "thresholds:4096"
 
 
-def releasing_stream(name: str, window: int, epsilon: float, budget: float) -> StreamConfig:
+def releasing_stream(name: str, window: int, epsilon: float, budget: float, levels: int = 0) -> StreamConfig:
     return StreamConfig(
         name=name,
         hypothesis_class=CLASS,
-        release=ReleaseConfig(window=WindowConfig(size=window), epsilon=epsilon, epsilon_budget=budget),
+        release=ReleaseConfig(window=WindowConfig(size=window), epsilon=epsilon, epsilon_budget=budget,
+                              levels=levels),
     )
 
 
@@ -67,9 +68,10 @@ def check_public_topic(records, ledger) -> dict[str, list[HypothesisRelease]]:
     return streams
 
 
-def test_windows_budget_refusals_and_public_topic(unique_settings, tmp_path):
+def test_windows_lifetime_budget_tree_and_public_topic(unique_settings, tmp_path):
     settings = unique_settings.model_copy(update={
-        "streams": [releasing_stream("big", 2000, 0.5, 10.0), releasing_stream("small", 500, 1.0, 3.0)],
+        "streams": [releasing_stream("big", 2000, 0.5, 10.0),
+                    releasing_stream("small", 500, 1.0, 2.0, levels=1)],
         "ledger_create_if_missing": True,
     })
     run(ensure_topics(settings))
@@ -78,19 +80,20 @@ def test_windows_budget_refusals_and_public_topic(unique_settings, tmp_path):
         big, big_records = stream_records("big", 20_000, seed=1)
         _, small_records = stream_records("small", 3000, seed=2)
         run(produce_json(settings, settings.topic("examples"), big_records + small_records))
+
         def budget(stream: str) -> dict:
             return fetch_json(f"{worker.public_url}/streams/{stream}/budget") or {}
 
-        wait_until(lambda: budget("small").get("refusals") == 3 and budget("big").get("releases") == 10,
-                   180, what="10 + 3 releases and 3 refusals")
-        records = run(consume_all(settings, settings.topic("hypotheses"), 13))
+        wait_until(lambda: budget("small").get("releases") == 9 and budget("big").get("releases") == 10,
+                   180, what="10 + 9 releases")
+        records = run(consume_all(settings, settings.topic("hypotheses"), 19))
         ledger = SqliteLedger.open(settings.resolved_ledger_path)
         streams = check_public_topic(records, ledger)
 
-        # 20,000 examples in windows of 2,000: exactly 10 releases, ε spent = 10 × 0.5.
+        # 20,000 examples in windows of 2,000: exactly 10 releases; each example is in one window, so
+        # its lifetime ε is 0.5 (parallel composition), however many windows the stream releases.
         assert len(streams["big"]) == 10
-        assert ledger.spent("big").epsilon == pytest.approx(5.0)
-        assert sum(r.certificate.epsilon for r in streams["big"]) == pytest.approx(5.0)
+        assert ledger.spent("big").epsilon == pytest.approx(0.5)
         fresh = synthetic_examples(CLASS, 2000, seed=1, target=big.target)
         for release in streams["big"]:
             c = release.certificate
@@ -100,19 +103,17 @@ def test_windows_budget_refusals_and_public_topic(unique_settings, tmp_path):
             # The SDK's predict reproduces the released function, scalar and vectorised.
             assert [sdk.predict(int(x)) for x in fresh.xs[:50]] == list(sdk.predict(fresh.xs[:50]))
             assert sdk.error_on(fresh.xs, fresh.ys) < 0.05
-        # A budget for 3 releases: exactly 3, then refusals, counted in the ledger and metrics.
-        assert len(streams["small"]) == 3
-        assert ledger.spent("small").epsilon == pytest.approx(3.0)
-        assert ledger.refusals("small") == 3
+        # The tree: six windows and three level-1 nodes, none refused; lifetime ε 1 + 1 per example.
+        assert [r.certificate.level for r in streams["small"]] == [0, 0, 1, 0, 0, 1, 0, 0, 1]
+        assert ledger.spent("small").epsilon == pytest.approx(2.0) and ledger.refusals("small") == 0
+        assert {r.certificate.lifetime.epsilon for r in streams["small"]} == {2.0}
         text = urllib.request.urlopen(f"{worker.operator_url}/metrics").read().decode()
-        assert 'privstream_release_refusals_total{stream="small"} 3.0' in text
+        assert 'privstream_release_refusals_total{stream="small"} 0.0' in text
         assert 'privstream_releases_total{stream="big"} 10.0' in text
-        assert 'privstream_privacy_budget_exhausted{stream="small"} 1.0' in text
-        # The stream keeps predicting online after its budget is gone.
+        assert 'privstream_releases_by_level_total{level="1",stream="small"} 3.0' in text
+        assert 'privstream_privacy_lifetime_epsilon_spent{stream="small"} 2.0' in text
         status = fetch_json(f"{worker.operator_url}/status")
         assert status["streams"]["small"]["examples"] == 3000
-        overview = {s["stream_id"]: s for s in fetch_json(f"{worker.public_url}/streams")["streams"]}
-        assert overview["small"]["status"].startswith("budget exhausted")
         latest = fetch_json(f"{worker.public_url}/streams/big/releases/latest")
         assert latest["certificate"]["ledger_entry_id"] == streams["big"][-1].certificate.ledger_entry_id
     finally:
@@ -144,7 +145,8 @@ def test_sigkill_during_a_window_then_restart(unique_settings, tmp_path):
         windows = [r.certificate.window.window_id for r in streams["s"]]
         assert len(windows) == len(set(windows)) == 6  # no window released twice
         assert len(ledger.entries("s")) == 6  # no window charged twice
-        assert ledger.spent("s").epsilon == pytest.approx(sum(r.certificate.epsilon for r in streams["s"]))
+        # each example is in one window: its lifetime ε is one window's, whatever the crash
+        assert ledger.spent("s").epsilon == pytest.approx(1.0)
         assert ledger.unpublished("s") == []
     finally:
         assert restarted.stop() == 0
@@ -195,7 +197,7 @@ def test_two_workers_share_streams_by_partition(unique_settings, tmp_path, store
         for name in names:
             windows = [r.certificate.window.window_id for r in streams[name]]
             assert len(windows) == len(set(windows)) == 2
-            assert ledger.spent(name).epsilon == pytest.approx(2.0)
+            assert ledger.spent(name).epsilon == pytest.approx(1.0)  # per example: one window each
         handled = [fetch_json(f"{w.operator_url}/status")["handled"] for w in (first, second)]
         assert sum(handled) == len(records)
         assert all(h > 0 for h in handled), f"one worker got no partition: {handled}"

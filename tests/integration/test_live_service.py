@@ -190,7 +190,7 @@ def test_demo_json_summary():
     started = time.monotonic()
     out = subprocess.run(
         [sys.executable, "-m", "privstream", "demo", "--examples", "3000", "--json", "--seed", "3",
-         "--invalid", "12", "--window", "500", "--epsilon", "0.5", "--epsilon-budget", "2"],
+         "--invalid", "12", "--window", "500", "--levels", "1", "--epsilon", "0.5", "--epsilon-budget", "1"],
         capture_output=True, text=True, timeout=300, env={**_clean_env()},
     )
     assert out.returncode == 0, out.stderr[-3000:]
@@ -198,9 +198,12 @@ def test_demo_json_summary():
     assert summary["processed"] == summary["examples"] == 3000
     assert summary["mistakes"] <= summary["mistake_bound"] == 16  # floor(log2(65537))
     assert summary["invalid"] == 12
-    # Six windows of 500 close; a budget of 2 at ε = 0.5 allows four releases, then refusals.
-    assert (summary["releases"], summary["refusals"]) == (4, 2)
-    assert summary["epsilon_spent"] == 2.0 == summary["epsilon_budget"]
+    # Six windows of 500 close and three level-1 nodes complete: all released, none refused; each
+    # example is in one node per level, so its lifetime ε is 0.5 + 0.5, the whole budget, for ever.
+    assert (summary["releases"], summary["refusals"]) == (9, 0)
+    assert summary["releases_per_level"] == {"0": 6, "1": 3}
+    assert summary["epsilon_spent"] == 1.0 == summary["epsilon_budget"] == summary["lifetime_epsilon_bound"]
+    assert summary["best_release_level"] == 1 and 0 <= summary["best_release_error"] < 0.1
     assert 0 <= summary["last_release_error"] < 0.1
     assert time.monotonic() - started < 300
 
@@ -218,7 +221,8 @@ def test_demo_with_label_noise_reports_non_realizable_in_its_text_summary():
     assert learned is not None, text
     assert int(learned.group(1)) > 6
     assert re.search(r"^0 invalid messages", text, re.MULTILINE), text
-    assert re.search(r"^\d+ private releases, 0 refused: ε spent [\d.]+ of 10$", text, re.MULTILINE), text
+    assert re.search(r"^\d+ private releases, 0 refused: ε spent [\d.]+ of 10 per example \(lifetime\)$",
+                     text, re.MULTILINE), text
 
 
 def _clean_env() -> dict[str, str]:

@@ -163,15 +163,24 @@ def test_vector_stream_configuration():
         {"learner": "global-stability", "epsilon": 1, "delta": 1e-6, "epsilon_budget": 5,
          "delta_budget": 1e-5},
         {"learner": "generic", "sanitizer": "mwem", "epsilon": 1, "epsilon_budget": 5},
+        {"learner": "generic", "sanitizer": "hierarchical", "epsilon": 1, "epsilon_budget": 5},
     ],
 )
-def test_time_windows_refuse_algorithms_whose_output_depends_on_n(release):
+def test_time_windows_take_every_learner_and_sanitizer(release):
+    """Issue 16.4: the algorithms derive their parameters from expected_size where n is private."""
     window = {"kind": "time", "seconds": 60}
-    with pytest.raises(ValidationError, match="time windows keep n private"):
-        Settings(streams=[{"name": "s", "hypothesis_class": "thresholds:8",
-                           "release": {**release, "window": window, "expected_size": 500}}])
-    ok = {"learner": "generic", "epsilon": 1, "epsilon_budget": 5, "window": window, "expected_size": 500}
-    assert Settings(streams=[{"name": "s", "hypothesis_class": "thresholds:8", "release": ok}]).streams
+    settings = Settings(streams=[{"name": "s", "hypothesis_class": "thresholds:8",
+                                  "release": {**release, "window": window, "expected_size": 500}}])
+    assert settings.streams[0].release.window.kind == "time"
+
+
+def test_user_level_count_windows_are_refused_naming_the_privacy_unit():
+    release = {"learner": "generic", "epsilon": 1, "epsilon_budget": 5, "expected_size": 50,
+               "privacy_unit": "user", "user_contribution_bound": 3}
+    with pytest.raises(ValidationError, match="privacy_unit 'user' needs time windows"):
+        Settings(streams=[{"name": "s", "hypothesis_class": "thresholds:8", "release": release}])
+    timed = {**release, "window": {"kind": "time", "seconds": 60}}
+    assert Settings(streams=[{"name": "s", "hypothesis_class": "thresholds:8", "release": timed}]).streams
 
 
 # --------------------------------------------------------------------------- the store
@@ -250,7 +259,7 @@ def test_invalid_store_settings_are_clear_errors(kwargs, message):
 
 @pytest.mark.parametrize("private", [
     {"window": {"kind": "time", "seconds": 60}},
-    {"privacy_unit": "user", "user_contribution_bound": 2},
+    {"privacy_unit": "user", "user_contribution_bound": 2, "window": {"kind": "time", "seconds": 60}},
 ])
 def test_expected_size_is_required_exactly_where_n_is_private(private):
     release = {"learner": "generic", "epsilon": 1, "epsilon_budget": 5, **private}

@@ -105,8 +105,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                       help="flip each label with probability P (P > 0 makes the stream non-realizable)")
     demo.add_argument("--invalid", type=int, default=0, help="also send this many malformed messages")
     demo.add_argument("--window", type=int, default=2000, help="examples per private release (2000)")
-    demo.add_argument("--epsilon", type=float, default=1.0, help="ε of each release (1.0)")
-    demo.add_argument("--epsilon-budget", type=float, default=10.0, help="the stream's total ε (10)")
+    demo.add_argument("--levels", type=int, default=4,
+                      help="the release tree's top level: a level-j release learns from 2^j windows (4)")
+    demo.add_argument("--epsilon", type=float, default=None,
+                      help="ε of each release, every level (default: the lifetime budget split evenly)")
+    demo.add_argument("--epsilon-budget", type=float, default=10.0,
+                      help="lifetime ε per example, over every level (10)")
     demo.add_argument("--seed", type=int, help="seed of the synthetic target and examples")
     demo.add_argument("--timeout", type=float, default=300.0, help="give up after this many seconds")
     demo.add_argument("--json", action="store_true", help="print one JSON summary line at the end")

@@ -37,6 +37,40 @@ DEMO_STREAM = "demo"
 FRESH_EXAMPLES = 10_000
 
 
+def expected_nodes(windows: int, levels: int) -> int:
+    """How many nodes of the release tree ``windows`` closed windows complete.
+
+    >>> expected_nodes(30, 4)  # 30 + 15 + 7 + 3 + 1
+    56
+    """
+    return sum(windows >> j for j in range(levels + 1))
+
+
+def best_release(releases: list[Release]) -> Release | None:
+    """``level="best"``: the newest release of the highest level completed so far."""
+    if not releases:
+        return None
+    top = max(r.certificate.level or 0 for r in releases)
+    return [r for r in releases if (r.certificate.level or 0) == top][-1]
+
+
+async def published_releases(settings: Settings, expected: int, timeout: float = 20.0) -> list[Release]:
+    """The demo stream's releases on the public topic, in order (stops at ``expected`` or ``timeout``)."""
+    from privstream.stream_app.sdk import subscribe
+
+    out: list[Release] = []
+
+    async def collect() -> None:
+        async for release in subscribe(DEMO_STREAM, settings=settings):
+            out.append(release)
+            if len(out) >= expected:
+                return
+
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(collect(), timeout)
+    return out
+
+
 def fetch_json(url: str, timeout: float = 2.0) -> dict[str, Any] | None:
     """GET a JSON page; None while the worker is not answering yet."""
     try:
@@ -55,7 +89,7 @@ def summary_text(summary: dict[str, Any]) -> str:
     ...     "label_noise": 0.0}))
     learned 10 of 10 examples online (thresholds:64): 2 SOA mistakes, bound 6 (realizable)
     0 invalid messages (in the dead-letter topic)
-    1 private releases, 0 refused: ε spent 1 of 10
+    1 private releases, 0 refused: ε spent 1 of 10 per example (lifetime)
     the last release errs on 1.23% of 10,000 fresh examples
     """
     realizable = {True: "realizable", False: "not realizable: the bound holds only for clean labels",
@@ -66,11 +100,18 @@ def summary_text(summary: dict[str, Any]) -> str:
         f"bound {summary['mistake_bound']} ({realizable})",
         f"{summary['invalid']} invalid messages (in the dead-letter topic)",
         f"{summary['releases']} private releases, {summary['refusals']} refused: "
-        f"ε spent {summary['epsilon_spent']:g} of {summary['epsilon_budget']:g}",
+        f"ε spent {summary['epsilon_spent']:g} of {summary['epsilon_budget']:g} per example (lifetime)",
     ]
+    if summary.get("releases_per_level"):
+        levels = sorted(summary["releases_per_level"].items(), key=lambda item: int(item[0]))
+        lines.append("releases per level of the tree: " + ", ".join(f"L{j}: {n}" for j, n in levels))
     error = summary["last_release_error"]
     lines.append("no release was published" if error is None
                  else f"the last release errs on {error:.2%} of {FRESH_EXAMPLES:,} fresh examples")
+    best, level0 = summary.get("best_release_error"), summary.get("last_level0_release_error")
+    if best is not None and level0 is not None:
+        lines.append(f"the best release (level {summary['best_release_level']}) errs on {best:.2%}, "
+                     f"the last level-0 release on {level0:.2%}")
     return "\n".join(lines)
 
 
@@ -192,6 +233,7 @@ class Demo:
                         hypothesis_class=args.class_spec,
                         release=ReleaseConfig(
                             window=WindowConfig(size=args.window),
+                            levels=args.levels,
                             epsilon=args.epsilon,
                             epsilon_budget=args.epsilon_budget,
                         ),
@@ -200,8 +242,8 @@ class Demo:
                 "ledger_create_if_missing": True,  # the demo's ledger lives in a fresh temporary folder
             }
         )
-        # Windows that close: each is released or, once the budget is spent, refused.
-        self.expected_windows = args.examples // args.window
+        # Nodes that complete: every window, and every node of levels 1..L whose windows all closed.
+        self.expected_windows = expected_nodes(args.examples // args.window, args.levels)
 
     def run(self) -> dict[str, Any]:
         args = self.args
@@ -230,16 +272,26 @@ class Demo:
             records += [(DEMO_STREAM, raw) for raw in malformed_messages(args.invalid, DEMO_STREAM)]
             status = asyncio.run(self._produce_and_watch(settings, worker, records))
             latest = worker.latest_release()
+            releases = asyncio.run(published_releases(settings, self.expected_windows))
             exit_status = worker.stop()
             if exit_status not in (0, None):
                 print(f"worker exited with status {exit_status}; its log:\n"
                       + (workdir / "worker.log").read_text()[-4000:], file=sys.stderr)
         stream = (status or {}).get("streams", {}).get(DEMO_STREAM, {})
         budget = (status or {}).get("budget") or {}
-        error = None
+        error = best_error = level0_error = None
+        per_level: dict[str, int] = {}
+        for release in releases:
+            level = str(release.certificate.level or 0)
+            per_level[level] = per_level.get(level, 0) + 1
+        best = best_release(releases)
+        level0 = [r for r in releases if (r.certificate.level or 0) == 0]
         if latest is not None:  # fresh data from the demo's target, never seen by the learner
             fresh = synthetic_examples(args.class_spec, FRESH_EXAMPLES, 0.0, seed=None, target=batch.target)
             error = latest.error_on(fresh.xs, fresh.ys)
+            best_error = best.error_on(fresh.xs, fresh.ys) if best is not None else None
+            level0_error = level0[-1].error_on(fresh.xs, fresh.ys) if level0 else None
+        lifetime = releases[-1].certificate.lifetime if releases else None
         return {
             "examples": args.examples,
             "processed": stream.get("examples", 0),
@@ -252,6 +304,12 @@ class Demo:
             "epsilon_spent": budget.get("epsilon_spent", 0.0),
             "epsilon_budget": budget.get("epsilon_budget", args.epsilon_budget),
             "last_release_error": error,
+            "releases_per_level": per_level,
+            "lifetime_epsilon_per_example": budget.get("epsilon_spent", 0.0),
+            "lifetime_epsilon_bound": lifetime.epsilon if lifetime is not None else None,
+            "best_release_level": best.certificate.level if best is not None else None,
+            "best_release_error": best_error,
+            "last_level0_release_error": level0_error,
             "hypothesis_class": args.class_spec,
             "label_noise": args.label_noise,
         }

@@ -59,7 +59,7 @@ def budget(stream: StreamConfig | None, ledger: LedgerReader | None) -> dict[str
         "releases": sum(1 for c in entries if c.mechanism.startswith("learner:")),
         "sanitized_releases": sum(1 for c in entries if c.mechanism.startswith("sanitizer:")),
         "refusals": ledger.refusals(stream_id),
-        "exhausted": remaining.epsilon < config.epsilon or remaining.delta < config.delta,
+        "exhausted": remaining.epsilon < config.window_cost[0] or remaining.delta < config.window_cost[1],
         "composition": "sequential",
     }
 
