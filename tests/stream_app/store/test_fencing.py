@@ -83,10 +83,12 @@ def observe(agent, n: int) -> None:
                         [None] * n, [None] * n, [None] * n)
 
 
-async def test_a_stalled_owner_cannot_charge_after_the_takeover(ledger_backend):
+async def test_a_owner_stalled_in_its_learner_cannot_release_after_the_takeover(ledger_backend):
+    # The release path reserves (charges) before the learner runs, so the stall comes after the
+    # reservation: the new owner completes it from the same seed; the old one publishes nothing.
     ledger_backend.open(create=True, budgets={"s": (10.0, 0.0)}).close()
     stalled = PausedLearner()
-    old, old_leases, old_published, ledger = worker(ledger_backend, "old", stalled, fence_publish=False)
+    old, old_leases, old_published, ledger = worker(ledger_backend, "old", stalled)
     new, new_leases, new_published, _ = worker(ledger_backend, "new", make_learner("generic"))
     old_leases.take({0})
     observe(old, 100)  # window 0 closes; the old owner's learner starts, then stalls
