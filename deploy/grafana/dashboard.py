@@ -8,7 +8,8 @@ regenerate. ``tests/deploy`` checks that the JSON file is this script's output, 
 ``tests/ops/test_live_prometheus.py`` runs every target against a real Prometheus scraping a live
 worker and names the panels that return no data. Names with colons are recording rules
 (``deploy/prometheus/rules.yml``). Labels are bounded: stream, reason, learner, instance,
-partition, store, operation, version (never one value per example, user or window).
+partition, store, operation, version, level (the release tree's, 0..20) (never one value per
+example, user or window).
 """
 
 from __future__ import annotations
@@ -105,8 +106,12 @@ ROWS = [
              "failed {{stream}}"),
             (f"sum by (stream) (increase(privstream_late_examples_total{{{STREAM}}}[$__range]))",
              "late examples {{stream}}"),
+            (f"sum by (stream) (increase(privstream_late_releases_total{{{STREAM}}}[$__range]))",
+             "late releases {{stream}}"),
         ], "Windows released, refused for lack of budget, or failed (retried after a restart); "
-           "examples that came after their time window was released.", kind="stat", width=8),
+           "examples that came after their time window was released; time-window releases published "
+           "after their scheduled time (the learner took longer than publish_delay_seconds).",
+           kind="stat", width=8),
         Panel("Releases and refusals in the last 15 minutes", "short", [
             (f"sum by (stream) (increase(privstream_releases_total{{{STREAM}}}[15m]))",
              "released {{stream}}"),
@@ -118,20 +123,34 @@ ROWS = [
              "{{stream}}"),
         ], "The PrivstreamNoReleaseForTooLong alert fires after an hour while budget is left.", width=8),
     ]),
-    Row("Privacy budget", [
+    Row("Lifetime privacy budget", [
         Panel("Lifetime ε budget used, per stream", "percentunit", [
-            (f"max by (stream) (privstream_privacy_epsilon_spent{{{STREAM}}}) "
-             f"/ (max by (stream) (privstream_privacy_epsilon_spent{{{STREAM}}}) "
-             f"+ max by (stream) (privstream_privacy_epsilon_remaining{{{STREAM}}}))", "{{stream}}"),
-        ], "Share of the stream's ε budget its releases have spent (from the privacy ledger). At "
-           "100% windows are refused and the online SOA keeps serving.", width=10, max=1),
-        Panel("ε spent and remaining", "none", [
-            (f"max by (stream) (privstream_privacy_epsilon_spent{{{STREAM}}})", "spent {{stream}}"),
-            (f"max by (stream) (privstream_privacy_epsilon_remaining{{{STREAM}}})", "remaining {{stream}}"),
-        ], "The ledger's figures, in units of ε.", width=9),
+            (f"max by (stream) (privstream_privacy_lifetime_epsilon_spent{{{STREAM}}}) "
+             f"/ max by (stream) (privstream_privacy_lifetime_epsilon_budget{{{STREAM}}})", "{{stream}}"),
+        ], "The largest lifetime ε of an example (or user), over the lifetime budget (privacy ledger): "
+           "the sum of the charges of the release-tree nodes covering its window. It reaches the "
+           "configured sum over the levels once the top level has released and stays there: new "
+           "windows start fresh, so a valid configuration never runs out.", width=7, max=1),
+        Panel("Lifetime ε per example: spent and budget", "none", [
+            (f"max by (stream) (privstream_privacy_lifetime_epsilon_spent{{{STREAM}}})", "spent {{stream}}"),
+            (f"max by (stream) (privstream_privacy_lifetime_epsilon_budget{{{STREAM}}})",
+             "budget {{stream}}"),
+        ], "The ledger's figures, in units of ε.", width=6),
+        Panel("Releases per level in the dashboard's time range", "short", [
+            (f"sum by (stream, level) (increase(privstream_releases_by_level_total{{{STREAM}}}[$__range]))",
+             "{{stream}} level {{level}}"),
+        ], "Level 0 releases every window, level j every node of 2^j windows once complete.",
+           kind="stat", width=4),
+        Panel("Users excluded by the individual privacy filter", "short", [
+            (f"sum by (stream) (increase(privstream_filter_excluded_users_total{{{STREAM}}}[$__range]))",
+             "{{stream}}"),
+        ], "User-level streams: users left out of a release because their lifetime budget would be "
+           "passed (their examples still feed the SOA). Private: operators only.", kind="stat", width=4),
         Panel("Budget exhausted", "bool_yes_no", [
             (f"max by (stream) (privstream_privacy_budget_exhausted{{{STREAM}}})", "{{stream}}"),
-        ], "Yes once a window was refused for lack of budget.", kind="stat", width=5),
+        ], "Yes once the ledger refused a release: the configuration costs more than the lifetime "
+           "budget (a lowered budget, or a ledger shared with an older configuration).",
+           kind="stat", width=3),
     ]),
     Row("Learners", [
         Panel("Learner run time per window (p50, p95, p99, mean)", "s", [

@@ -195,6 +195,14 @@ def stand_in(policy: ReleasePolicy, data: WindowData, level: int = 0) -> tuple[n
     return xs, np.zeros(n, dtype=data.ys.dtype)
 
 
+def _theorem_fields(result: Any) -> dict[str, Any]:
+    """A vector learner's theorem and guarantee, as the offline CLI states them
+    (``VectorLearnerResult.certificate_fields``); nothing for the other results."""
+    if isinstance(result, VectorLearnerResult):
+        return {"theorem": result.theorem, "guarantee": result.guarantee}
+    return {}
+
+
 @dataclass
 class _StreamState:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -730,7 +738,8 @@ class ReleaseAgent:
             ledger_entry_id=str(receipt.entry_id),
             epsilon_budget_remaining=receipt.remaining.epsilon,
             delta_budget_remaining=receipt.remaining.delta,
-            parameters={**result.parameters, "learner" if is_learner else "sanitizer": product.name,
+            parameters={**result.parameters, **_theorem_fields(result),
+                        "learner" if is_learner else "sanitizer": product.name,
                         "algorithm_epsilon": result.epsilon, "algorithm_delta": result.delta},
             proper=result.proper if is_learner else False,
             dp_outputs=result.dp_outputs,

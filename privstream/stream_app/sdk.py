@@ -2,7 +2,18 @@
 
 >>> async def follow():                                     # doctest: +SKIP
 ...     async for release in subscribe("clicks", bootstrap="127.0.0.1:9092"):
-...         print(release.certificate.epsilon, release.predict(1234))
+...         print(release.level, release.certificate.epsilon, release.predict(1234))
+
+**Levels** (the release tree, E-DESIGN.md §1). A stream releases every window (level 0) and, at
+level j, every node of 2^j consecutive windows once its last window has closed; a release's
+``level`` is in its certificate. Higher levels learn from more examples at the same lifetime
+budget, so they are usually more accurate but come less often. :func:`subscribe` yields
+
+* ``level="best"`` (the default): the newest release of the highest level completed so far -- a
+  release is yielded when its level is at least that of every release yielded before (and, within
+  a level, when it covers later windows);
+* ``level=j``: only the releases of level j, e.g. ``level=0`` for every window as soon as it closes;
+* ``level="all"``: every release.
 
 Releases are published at least once: after a crash the same release (same bytes, same ledger
 entry) can appear twice on the topic; :func:`subscribe` yields each ledger entry once.
@@ -13,7 +24,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import AsyncIterator
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Literal, Self, TypeAlias
 
 import numpy as np
 from aiokafka import AIOKafkaConsumer
@@ -50,6 +61,18 @@ class _Published:
     @property
     def certificate(self) -> Certificate:
         return self.model.certificate
+
+    @property
+    def level(self) -> int:
+        """The release's level in the release tree (0: one window; releases made before the tree
+        carry no level and are windows, level 0)."""
+        return self.certificate.level or 0
+
+    @property
+    def last_window(self) -> int | None:
+        """The index of the last level-0 window the release covers, if its certificate says."""
+        window = self.certificate.window
+        return None if window is None else window.last_window
 
     def to_json(self) -> str:
         return self.model.model_dump_json()
@@ -91,7 +114,70 @@ class Release(_Published):
 
     def __repr__(self) -> str:
         c = self.certificate
-        return f"Release(stream={self.stream_id!r}, entry={c.ledger_entry_id}, epsilon={c.epsilon})"
+        return (f"Release(stream={self.stream_id!r}, entry={c.ledger_entry_id}, level={self.level}, "
+                f"epsilon={c.epsilon})")
+
+
+#: Which releases :func:`subscribe` yields: ``"best"``, ``"all"`` or one level (an int >= 0).
+LevelChoice: TypeAlias = Literal["best", "all"] | int
+
+
+def check_level(level: object) -> LevelChoice:
+    """A valid level choice, or ``ValueError`` naming the choices.
+
+    >>> check_level("best"), check_level(3)
+    ('best', 3)
+    >>> check_level(-1)
+    Traceback (most recent call last):
+    ...
+    ValueError: level must be 'best', 'all' or a level >= 0, got -1
+    """
+    if level in ("best", "all"):
+        return level  # type: ignore[return-value]
+    if isinstance(level, int) and not isinstance(level, bool) and level >= 0:
+        return level
+    raise ValueError(f"level must be 'best', 'all' or a level >= 0, got {level!r}")
+
+
+class ReleaseSelector:
+    """Decides, release by release in publication order, which ones a subscriber gets.
+
+    Each ledger entry once (re-publications after a crash are dropped), filtered by ``level``
+    (see the module docstring). ``"best"`` keeps the highest (level, last window) yielded so far
+    and yields a release that reaches it: a level-1 release replaces level 0 for good, and an
+    older node of the same level published late is not yielded after a newer one.
+
+    >>> best = ReleaseSelector("best")  # (ledger entry, level, last window) in publication order
+    >>> [best.admits(*r) for r in [("1", 0, 0), ("2", 0, 1), ("3", 1, 1), ("3", 1, 1), ("4", 0, 2)]]
+    [True, True, True, False, False]
+    >>> ReleaseSelector(0).admits("3", 1, 1)
+    False
+    """
+
+    def __init__(self, level: LevelChoice = "best"):
+        self.level = check_level(level)
+        self._seen: set[str] = set()
+        self._best: tuple[int, int] | None = None
+
+    def accept(self, release: Release) -> bool:
+        """Whether the subscriber gets ``release`` (the next one published)."""
+        entry = release.ledger_entry_id or json.dumps(release.model.hypothesis, sort_keys=True)
+        return self.admits(entry, release.level, release.last_window)
+
+    def admits(self, entry: str, level: int, last_window: int | None) -> bool:
+        """:meth:`accept` on a release's ledger entry, level and last window (None: unknown)."""
+        if entry in self._seen:  # the same release re-published after a crash
+            return False
+        self._seen.add(entry)
+        if self.level == "all":
+            return True
+        if self.level != "best":
+            return level == self.level
+        rank = (level, -1 if last_window is None else last_window)
+        if self._best is not None and (rank < self._best or (rank == self._best and last_window is not None)):
+            return False
+        self._best = rank
+        return True
 
 
 async def subscribe(
@@ -101,12 +187,16 @@ async def subscribe(
     settings: Settings | None = None,
     from_beginning: bool = True,
     group_id: str | None = None,
+    level: LevelChoice = "best",
 ) -> AsyncIterator[Release]:
     """Yield the stream's releases from the public ``hypotheses`` topic as they are published.
 
-    ``from_beginning`` replays the releases published so far first. Without ``group_id`` each
-    subscriber reads independently (a fresh consumer group that commits nothing).
+    ``level``: ``"best"`` (the newest release of the highest completed level), one level (an
+    int), or ``"all"`` (module docstring). ``from_beginning`` replays the releases published so
+    far first. Without ``group_id`` each subscriber reads independently (a fresh consumer group
+    that commits nothing).
     """
+    selector = ReleaseSelector(level)
     if settings is None:
         settings = Settings(kafka_bootstrap=bootstrap) if bootstrap else Settings()
     elif bootstrap:
@@ -123,18 +213,14 @@ async def subscribe(
     # Bounded, and a refused login or an unreachable broker is named (KafkaAuthenticationError /
     # KafkaUnavailableError) instead of aiokafka's generic "Unable to bootstrap".
     await start_client(consumer, settings)
-    seen: set[str] = set()
     key = stream_id.encode()
     try:
         async for record in consumer:
             if record.key != key or record.value is None:
                 continue
             release = Release.from_json(record.value)
-            entry = release.ledger_entry_id or json.dumps(release.model.hypothesis, sort_keys=True)
-            if entry in seen:  # the same release re-published after a crash
-                continue
-            seen.add(entry)
-            yield release
+            if selector.accept(release):
+                yield release
     finally:
         await consumer.stop()
 

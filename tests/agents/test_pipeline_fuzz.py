@@ -47,7 +47,8 @@ def reference_verdict(raw: bytes) -> bool:
         return False
     if example.stream_id not in STREAMS or not isinstance(example.x, int) or example.x >= DOMAIN:
         return False
-    return not (example.stream_id == "u" and example.user_id is None)
+    # the user-level stream's ids go to the user ledger: present, and without a NUL (text in PostgreSQL)
+    return not (example.stream_id == "u" and (example.user_id is None or "\x00" in example.user_id))
 
 
 def run_batch(values: list[bytes | None]) -> tuple[dict[int, str], set[int], ServiceMetrics]:
@@ -149,7 +150,7 @@ hostile = (
 valid = st.builds(
     lambda s, x, y, user: json.dumps({"stream_id": s, "x": x, "y": y, "user_id": user}).encode(),
     st.sampled_from(STREAMS), st.integers(0, DOMAIN - 1), st.sampled_from([0, 1, -1, True, False]),
-    st.text(min_size=1, max_size=20),
+    st.text(min_size=1, max_size=20).filter(lambda u: "\x00" not in u),  # NUL: refused at user level
 )
 
 

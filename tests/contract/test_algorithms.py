@@ -78,14 +78,7 @@ CERTIFICATE_FIELDS_TO_COME: dict[str, str] = {
 }
 
 #: (algorithm id, check) -> why it fails today. Every entry is asserted to still fail.
-KNOWN_GAPS: dict[tuple[str, str], str] = {
-    ("vector-learner:bayes-consistent", "cli_matches_service"):
-        "the CLI's certificate parameters add the result's theorem, guarantee and diagnostics "
-        "(VectorLearnerResult.certificate_fields); the agent's hold result.parameters only",
-    ("vector-learner:semi-supervised", "cli_matches_service"):
-        "privstream learn passes its --alpha/--beta defaults (0.25) to the learner, the service the "
-        "learner's own (0.1): another stump for the same seed and window; and the parameters as above",
-}
+KNOWN_GAPS: dict[tuple[str, str], str] = {}
 
 
 def _schema(algorithm: Algorithm) -> dict[str, Any]:

@@ -276,7 +276,7 @@ def test_alert_rules_have_expr_for_labels_and_annotations():
         assert re.fullmatch(r"\d+[smh]", rule.get("for", "0s")), rule["alert"]
     # The conditions the service promises to alert on.
     exprs = {r["alert"]: r["expr"] for r in rules}
-    assert "privstream_privacy_epsilon_remaining" in exprs["PrivstreamPrivacyBudgetNearlySpent"]
+    assert "privstream_privacy_lifetime_epsilon_budget" in exprs["PrivstreamLifetimeBudgetPassed"]
     assert "privstream_privacy_budget_exhausted" in exprs["PrivstreamPrivacyBudgetExhausted"]
     assert "privstream_stream_realizable" in exprs["PrivstreamStreamNotRealizable"]
     assert "privstream_soa_mistake_bound" in exprs["PrivstreamStreamNotRealizable"]

@@ -13,6 +13,7 @@ not answered for ``stall_seconds`` the worker logs one clear error line and ``/h
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 from collections import Counter
@@ -20,6 +21,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
+from privstream.learning.private_learners.base import LEARNERS
 from privstream.stream_app.embedded.broker import EmbeddedBroker, free_port
 from privstream.stream_app.embedded.demo import fetch_json
 from privstream.stream_app.kafka.clients import ensure_topics, produce_json
@@ -132,9 +134,35 @@ def test_broker_restart_is_reported_then_recovered(unique_settings, tmp_path):
     assert exit_status == 0
 
 
-def test_ingestion_continues_while_a_slow_window_is_learned(unique_settings, tmp_path):
-    """A 12,000-point window of ``intervals:2^20`` takes the generic learner seconds (O(k^2)
-    blocks); meanwhile another stream's examples keep being learned online."""
+#: A learner that takes seconds on any window: the generic learner after a pause. Every real learner
+#: is now fast on windows a test can fill (the interval sampler is O(n log n)), so the slowness is
+#: made on purpose; it is registered in the worker (and its spawned learner child) by sitecustomize.
+SLOW_LEARNER_MODULE = """
+import time
+from privstream.learning.private_learners.generic.learner import GenericLearner
+
+class SlowGenericLearner(GenericLearner):
+    def fit(self, *args, **kwargs):
+        time.sleep({seconds})
+        return super().fit(*args, **kwargs)
+"""
+SLOW_LEARNER_REGISTRATION = """
+from privstream.learning.private_learners import base
+base.LEARNERS["slow-generic"] = "privstream_slow_learner:SlowGenericLearner"
+"""
+
+
+def test_ingestion_continues_while_a_slow_window_is_learned(unique_settings, tmp_path, monkeypatch):
+    """A window whose learner takes seconds (a generic learner made slow on purpose, in the worker's
+    learner child process); meanwhile another stream's examples keep being learned online."""
+    plugin = tmp_path / "plugin"
+    plugin.mkdir()
+    (plugin / "privstream_slow_learner.py").write_text(SLOW_LEARNER_MODULE.format(seconds=8))
+    (plugin / "sitecustomize.py").write_text(SLOW_LEARNER_REGISTRATION)
+    paths = [str(plugin), os.environ.get("PYTHONPATH")]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in paths if p))  # the worker and its child
+    monkeypatch.syspath_prepend(str(plugin))  # this process checks the settings' learner name
+    monkeypatch.setitem(LEARNERS, "slow-generic", "privstream_slow_learner:SlowGenericLearner")
     window = 12_000
     rng = np.random.default_rng(8)
     xs = rng.choice(2**20, window, replace=False).tolist()
@@ -143,7 +171,7 @@ def test_ingestion_continues_while_a_slow_window_is_learned(unique_settings, tmp
     settings = unique_settings.model_copy(update={
         "streams": [
             StreamConfig(name="slow", hypothesis_class="intervals:1048576", release=ReleaseConfig(
-                window=WindowConfig(size=window), epsilon=1.0, epsilon_budget=10.0)),
+                learner="slow-generic", window=WindowConfig(size=window), epsilon=1.0, epsilon_budget=10.0)),
             StreamConfig(name="load-a", hypothesis_class="thresholds:4294967296"),
         ],
         "ledger_create_if_missing": True,

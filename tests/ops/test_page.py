@@ -63,13 +63,17 @@ async def test_the_stream_page_shows_the_stream_its_charts_and_follows_a_new_rel
             releases: Number(document.body.dataset.releases),
             charts: document.querySelectorAll("#releases-chart canvas, #budget-chart canvas").length,
             budget: document.getElementById("budget-text").textContent,
+            levels: document.getElementById("levels-text").textContent,
         })""")
         assert page["title"] == deployment.stream
         assert page["summary"].startswith("thresholds:65536 · releasing")
         assert page["releases"] >= len(history["releases"])
         assert page["charts"] == 2 and page["shapes"] >= 1
-        spent, budget = history["budget"]["epsilon_spent"], history["budget"]["epsilon_budget"]
-        assert page["budget"].startswith(f"{spent:g} of {budget:g} ε used"), page["budget"]
+        figures = history["lifetime"]
+        spent, budget = figures["lifetime_epsilon_spent"], figures["lifetime_epsilon_budget"]
+        used = f"{spent:g} of {budget:g} lifetime ε per example used"
+        assert page["budget"].startswith(used), page["budget"]
+        assert page["levels"].startswith("Releases: ") and "at level 0" in page["levels"], page["levels"]
         # The drawing is the released threshold: its change point is labelled on the domain line.
         hypothesis = release["hypothesis"]
         assert hypothesis["kind"] == "runs" and hypothesis["domain"] == 65536
@@ -92,7 +96,8 @@ async def test_the_stream_page_shows_the_stream_its_charts_and_follows_a_new_rel
         card = await browser.wait_for(
             f"document.querySelector('[data-stream={json.dumps(deployment.stream)}]')?.textContent", 20,
             "the stream's card")
-        assert "releasing" in card and "ε used" in card and "Latest release" in card
+        assert "releasing" in card and "lifetime ε per example used" in card and "Latest release" in card
+        assert "at level 0" in card
         assert browser.errors == [], browser.errors
     finally:
         await browser.close()
@@ -106,6 +111,28 @@ def two_d_models() -> dict[str, dict]:
     grid = make_vector_learner("bayes-consistent").fit(xs, ys, epsilon=1.0, delta=0.0, bounds=bounds)
     stump = make_vector_learner("semi-supervised").fit(xs, ys, epsilon=1.0, delta=1e-6, bounds=bounds)
     return {"grid": grid.model.to_dict(), "stump": stump.model.to_dict()}
+
+
+async def test_the_lifetime_chart_sums_the_releases_covering_each_window(deployment, tmp_path):
+    """The lifetime ε per example after each release, from the releases' nodes (the ledger's rule):
+    a tree of levels 0..2 over 4 windows at ε = 0.25 per level, a sanitizer at 0.1 beside window 0,
+    then a release without a node (before the tree), which counts against every window."""
+    browser_binary = require("chromium")
+    deployment.running()
+
+    def node(level: int, index: int, epsilon: float = 0.25) -> dict:
+        return {"epsilon": epsilon, "first_window": index << level, "last_window": ((index + 1) << level) - 1}
+
+    releases = [node(0, 0), node(0, 0, 0.1), node(0, 1), node(1, 0), node(0, 2), node(0, 3), node(1, 1),
+                node(2, 0), {"epsilon": 0.5, "first_window": None, "last_window": None}]
+    browser = await Browser(browser_binary, tmp_path / "chromium").start()
+    try:
+        await browser.open(f"{deployment.public_url}/stream/{deployment.stream}")
+        spent = await browser.evaluate(f"PrivstreamPage.lifetimeSpent({json.dumps(releases)})")
+        assert spent == pytest.approx([0.25, 0.35, 0.35, 0.6, 0.6, 0.6, 0.6, 0.85, 1.35])
+        assert browser.errors == [], browser.errors
+    finally:
+        await browser.close()
 
 
 async def test_the_page_draws_every_kind_of_hypothesis(deployment, tmp_path):

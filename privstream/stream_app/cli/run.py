@@ -10,9 +10,13 @@ import signal
 import sys
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from privstream.stream_app.cli.common import add_config_option, load_settings
 from privstream.stream_app.logs import configure_logging
+
+if TYPE_CHECKING:
+    from privstream.stream_app.sdk import Release
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -44,6 +48,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_config_option(subscribe)
     subscribe.add_argument("stream", help="stream_id")
     subscribe.add_argument("--latest", action="store_true", help="only releases published from now on")
+    subscribe.add_argument(
+        "--level", type=level_choice, default="best",
+        help="'best' (default): the newest release of the highest completed level of the release tree; "
+             "a number: only that level (0: every window); 'all': every release")
     subscribe.add_argument("--count", type=int, help="stop after this many releases")
     subscribe.add_argument("--timeout", type=float, help="stop after this many seconds")
     subscribe.add_argument("--json", action="store_true", help="one release JSON per line")
@@ -191,6 +199,30 @@ def run_produce(args: argparse.Namespace) -> int:
     return 0
 
 
+def level_choice(text: str) -> str | int:
+    """``--level``: ``best``, ``all`` or a level number.
+
+    >>> level_choice("best"), level_choice("3")
+    ('best', 3)
+    """
+    from privstream.stream_app.sdk import check_level
+
+    try:
+        return check_level(int(text) if text.strip().lstrip("-").isdigit() else text.strip())
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def describe_release(release: Release) -> str:
+    """One line for a person: entry, level, hypothesis, ε and δ, n where public, the lifetime bound."""
+    c = release.certificate
+    n = "" if c.sample_size is None else f", n={c.sample_size}"
+    life = "" if c.lifetime is None else \
+        f", lifetime ε {c.lifetime.epsilon:g} of {c.lifetime.epsilon_budget:g} per {c.privacy_unit}"
+    return (f"release {c.ledger_entry_id} of {release.stream_id} (level {release.level}): "
+            f"{release.model.hypothesis} (ε={c.epsilon:g}, δ={c.delta:g}{n}{life})")
+
+
 def run_subscribe(args: argparse.Namespace) -> int:
     from privstream.stream_app.sdk import subscribe
 
@@ -200,15 +232,13 @@ def run_subscribe(args: argparse.Namespace) -> int:
 
     async def follow() -> int:
         received = 0
-        async for release in subscribe(args.stream, settings=settings, from_beginning=not args.latest):
+        async for release in subscribe(args.stream, settings=settings, from_beginning=not args.latest,
+                                       level=args.level):
             received += 1
             if args.json:
                 print(release.to_json(), flush=True)
             else:
-                c = release.certificate
-                print(f"release {c.ledger_entry_id} of {release.stream_id}: {release.model.hypothesis} "
-                      f"(ε={c.epsilon:g}, δ={c.delta:g}, n={c.sample_size}, "
-                      f"ε left={c.epsilon_budget_remaining:g})", flush=True)
+                print(describe_release(release), flush=True)
             if args.count is not None and received >= args.count:
                 break
         return received

@@ -68,8 +68,14 @@ async def test_public_listener_serves_releases_and_budgets_only(listeners):
     assert (status, body) == (200, b'{"release": 0}')  # the stored bytes, as on the topic
     status, body = await asyncio.to_thread(get, f"{public}/streams/clicks/budget")
     assert status == 200 and json.loads(body)["releases"] == 1
+    assert json.loads(body)["lifetime_epsilon_spent"] == 1.0
     status, body = await asyncio.to_thread(get, f"{public}/streams/online/budget")
     assert status == 404
+    status, body = await asyncio.to_thread(get, f"{public}/streams/clicks")
+    assert status == 200 and json.loads(body)["lifetime"]["releases_per_level"] == {"0": 1}
+    status, body = await asyncio.to_thread(get, f"{public}/streams/online")
+    assert status == 200 and json.loads(body)["status"] == "online only"
+    assert (await asyncio.to_thread(get, f"{public}/streams/nope"))[0] == 404
     for operator_path in ("/metrics", "/status", "/healthz", "/readyz"):
         status, _ = await asyncio.to_thread(get, f"{public}{operator_path}")
         assert status == 404, f"{operator_path} must not be on the public listener"

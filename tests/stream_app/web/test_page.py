@@ -95,6 +95,27 @@ async def test_the_releases_over_time_are_the_published_certificates_oldest_firs
     assert first["product"] == "hypotheses" and first["window_id"] == "w0" and first["epsilon"] == 1.0
     assert first["epsilon_budget_remaining"] == 2.0 and first["level"] is None
     assert isinstance(first["published_at"], float)
-    assert answer["budget"]["epsilon_spent"] == 3.0 and answer["budget"]["releases"] == 3
+    figures = answer["lifetime"]
+    assert figures["lifetime_epsilon_spent"] == 3.0 and figures["lifetime_epsilon_budget"] == 3.0
+    assert figures["releases"] == 3 and figures["releases_per_level"] == {"0": 3}
     assert (await get(f"{page}/streams/online/releases"))[0] == 404  # no private releases
     assert (await get(f"{page}/streams/nope/releases"))[0] == 404
+
+
+def test_a_tree_release_is_summarised_with_its_level_node_and_lifetime_bound():
+    from datetime import UTC, datetime
+
+    from privstream.agents.ledger_port import Charge, NodeRange
+    from privstream.stream_app.web.page import release_summary
+
+    lifetime = {"epsilon": 1.0, "delta": 0.0, "epsilon_budget": 1.0, "delta_budget": 0.0, "levels": 2,
+                "level_epsilon": [1 / 3] * 3, "rule": "parallel ..."}
+    body = {"certificate": {"epsilon": 1 / 3, "delta": 0.0, "level": 2, "lifetime": lifetime,
+                            "window": {"window_id": "ab12-c4-L2-1", "kind": "count", "first_window": 4,
+                                       "last_window": 7}}}
+    charge = Charge(9, "clicks", "ab12-c4-L2-1", "learner:generic", 1 / 3, 0.0, json.dumps(body).encode(),
+                    datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 1, 1, tzinfo=UTC),
+                    node=NodeRange.of(2, 1))
+    summary = release_summary(charge)
+    assert (summary["level"], summary["first_window"], summary["last_window"]) == (2, 4, 7)
+    assert summary["lifetime"] == lifetime and summary["epsilon_budget_remaining"] is None

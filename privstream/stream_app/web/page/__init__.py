@@ -1,14 +1,14 @@
 """The page for people: what a stream has released, drawn, for those who consume the releases.
 
-``/`` lists the streams with their latest release and how much of their privacy budget is used;
-``/stream/{id}`` draws the stream's current hypothesis (a threshold, an interval or points on the
-domain line; the decision regions of a 2-D vector model), its releases over time with their ε
-(and level, when releases carry one), and its budget used over time. It updates itself when a new
-release arrives (it polls the JSON endpoints every few seconds).
+``/`` lists the streams with their latest release and how much of their lifetime privacy budget an
+example has used; ``/stream/{id}`` draws the stream's current hypothesis (a threshold, an interval
+or points on the domain line; the decision regions of a 2-D vector model), its releases over time
+with their ε and level, the releases per level, and the lifetime ε per example over time. It
+updates itself when a new release arrives (it polls the JSON endpoints every few seconds).
 
 Plain HTML and JavaScript from ``assets/``, served by the worker, with one vendored charting
 library (uPlot, MIT: ``assets/NOTICE``): no CDN, the pages work offline. Everything they show is
-public: the published releases and their certificates, the ledger's budget figures and the
+public: the published releases and their certificates, the ledger's lifetime figures and the
 streams' configuration (the public listener's JSON endpoints, and ``/streams/{id}/releases`` here).
 
 :func:`page_routes` gives the routes, which the service adds to the public listener's.
@@ -26,7 +26,7 @@ from aiohttp import web
 from privstream.agents.ledger_port import Charge
 from privstream.stream_app.settings import StreamConfig
 from privstream.stream_app.web.listener import Route
-from privstream.stream_app.web.public import LedgerReader, budget
+from privstream.stream_app.web.public import LedgerReader, lifetime
 
 #: How many releases ``/streams/{id}/releases`` returns at most (the most recent).
 HISTORY_LIMIT = 1000
@@ -37,7 +37,9 @@ _CONTENT_TYPES = {".html": "text/html", ".js": "text/javascript", ".css": "text/
 def release_summary(charge: Charge) -> dict[str, Any]:
     """What the page draws of one published release, read from its certificate.
 
-    Fields a certificate may not carry (``level``, from the release tree of issue 17) are None.
+    ``level``, the node's ``first_window``/``last_window`` and ``lifetime`` (the certificate's
+    lifetime bound and its rule; the release tree, issue 17) are None for releases made before
+    the tree, which carry the draining ``epsilon_budget_remaining`` instead (None for the others).
 
     >>> from datetime import UTC, datetime
     >>> release = {"certificate": {"epsilon": 1.0, "delta": 0.0, "window": {"window_id": "w-0"},
@@ -59,6 +61,9 @@ def release_summary(charge: Charge) -> dict[str, Any]:
         "epsilon": certificate.get("epsilon", charge.epsilon),
         "delta": certificate.get("delta", charge.delta),
         "level": certificate.get("level"),
+        "first_window": (certificate.get("window") or {}).get("first_window"),
+        "last_window": (certificate.get("window") or {}).get("last_window"),
+        "lifetime": certificate.get("lifetime"),
         "epsilon_budget_remaining": certificate.get("epsilon_budget_remaining"),
         "window": certificate.get("window"),
     }
@@ -119,10 +124,10 @@ def page_routes(streams: Sequence[StreamConfig], ledger: LedgerReader | None) ->
 
     async def releases_page(request: web.Request) -> web.Response:
         stream_id = request.match_info["stream_id"]
-        figures = budget(by_name.get(stream_id), ledger)
+        figures = lifetime(by_name.get(stream_id), ledger)
         if figures is None or ledger is None:
             return web.json_response({"error": f"stream {stream_id!r} has no private releases"}, status=404)
-        return web.json_response({"stream_id": stream_id, "budget": figures,
+        return web.json_response({"stream_id": stream_id, "lifetime": figures,
                                   "releases": history.of(ledger.entries(stream_id))})
 
     return [

@@ -5,8 +5,10 @@
  * Hypotheses are drawn as inline SVG (a domain line, or the decision regions of a 2-D model);
  * the time series with uPlot (assets/uPlot.iife.min.js, MIT).
  *
- * Fields that later releases may carry (a release's `level`, a lifetime budget) are shown when
- * present and left out when not.
+ * Lifetime accounting (issue 17): the budget shown is the stream's lifetime budget per example
+ * (or per user) and the largest lifetime ε an example has spent (/streams/{id}/releases "lifetime");
+ * releases carry their `level` in the release tree. Releases made before the tree (no level, a
+ * draining `epsilon_budget_remaining`) are drawn as windows, level 0.
  */
 (function () {
   "use strict";
@@ -75,15 +77,20 @@
     if (node) node.textContent = "Last update " + new Date().toLocaleTimeString() + ".";
   }
 
-  // The budget figures to show: a lifetime budget when the service reports one, else the
-  // stream's total ε budget (sequential composition).
-  function budgetFigures(budget) {
-    if (!budget) return null;
-    var lifetime = budget.lifetime_epsilon_budget !== undefined;
-    var total = lifetime ? budget.lifetime_epsilon_budget : budget.epsilon_budget;
-    var used = lifetime ? budget.lifetime_epsilon_spent : budget.epsilon_spent;
+  // The lifetime figures to show (the "lifetime" object of /streams/{id}/releases).
+  function budgetFigures(lifetime) {
+    if (!lifetime) return null;
+    var total = lifetime.lifetime_epsilon_budget, used = lifetime.lifetime_epsilon_spent;
+    var unit = lifetime.privacy_unit === "user" ? "user" : "example";
     return { total: total, used: used, share: total > 0 ? Math.min(1, used / total) : 0,
-             label: lifetime ? "lifetime ε" : "ε", exhausted: !!budget.exhausted };
+             label: "lifetime ε per " + unit, exhausted: !!lifetime.exhausted,
+             perLevel: lifetime.releases_per_level || {} };
+  }
+
+  // "12 at level 0, 6 at level 1, ..." (releases per level of the release tree)
+  function levelsText(perLevel) {
+    var levels = Object.keys(perLevel).sort(function (a, b) { return a - b; });
+    return levels.map(function (l) { return fmt(perLevel[l]) + " at level " + l; }).join(", ");
   }
 
   // --- hypotheses -------------------------------------------------------------------------
@@ -241,7 +248,7 @@
 
   // --- the list of streams ----------------------------------------------------------------
   function streamCard(stream, history, latest) {
-    var budget = budgetFigures(history && history.budget);
+    var budget = budgetFigures(history && history.lifetime);
     var releases = (history && history.releases) || [];
     var last = releases.length ? releases[releases.length - 1] : null;
     var card = el("article", { className: "card stream-card", "data-stream": stream.stream_id },
@@ -269,7 +276,7 @@
       bar.firstChild.style.width = (100 * budget.share).toFixed(1) + "%";
       card.appendChild(bar);
       card.appendChild(el("p", { className: "muted", text: fmt(budget.used) + " of " + fmt(budget.total) + " " +
-        budget.label + " used; " + releases.length + " releases." }));
+        budget.label + " used; " + releases.length + " releases (" + levelsText(budget.perLevel) + ")." }));
     }
     return card;
   }
@@ -300,6 +307,13 @@
   // --- one stream -------------------------------------------------------------------------
   function chartWidth(node) { return Math.max(320, node.clientWidth || 600); }
 
+  // The time axis: the releases' span, or two minutes around a lone release (uPlot would
+  // otherwise stretch one point over years).
+  function timeScale(releases) {
+    var first = releases[0].published_at, last = releases[releases.length - 1].published_at;
+    return first === last ? { time: true, auto: false, min: first - 60, max: last + 60 } : { time: true };
+  }
+
   function releasesChart(node, releases) {
     var products = ["hypotheses", "sanitized"].filter(function (p) {
       return releases.some(function (r) { return r.product === p; });
@@ -323,29 +337,46 @@
     }
     series.slice(1).forEach(function (s) { if (!s.scale) s.scale = "eps"; });
     return new uPlot({ width: chartWidth(node), height: 240, series: series, axes: axes,
-                       scales: { eps: { range: function (u, lo, hi) { return [0, Math.max(hi * 1.2, 1e-9)]; } } },
+                       scales: { x: timeScale(releases),
+                                 eps: { range: function (u, lo, hi) { return [0, Math.max(hi * 1.2, 1e-9)]; } } },
                        legend: { live: false } }, data, node);
   }
 
-  function budgetChart(node, releases, budget) {
-    var figures = budgetFigures(budget);
-    var times = releases.map(function (r) { return r.published_at; });
-    // The ε used after each release: the certificate's remaining budget when it states it,
-    // else the running total of the releases' ε.
-    var total = 0;
-    var used = releases.map(function (r) {
-      total += r.epsilon;
-      return r.epsilon_budget_remaining !== null && r.epsilon_budget_remaining !== undefined
-        ? budget.epsilon_budget - r.epsilon_budget_remaining : total;
+  // The largest lifetime ε of an example after each release, from the published releases alone
+  // (the ledger's rule): an example of window w pays the ε of every release whose node covers w;
+  // a release without a node (made before the release tree) counts against every window. The
+  // maximum over windows is reached at some node's first window, so only those are summed.
+  function lifetimeSpent(releases) {
+    var everywhere = 0, nodes = [], starts = [];
+    return releases.map(function (r) {
+      var first = r.first_window, last = r.last_window;
+      if (first === null || first === undefined || last === null || last === undefined) {
+        everywhere += r.epsilon;
+      } else {
+        nodes.push([first, last, r.epsilon]);
+        starts.push(first);
+      }
+      var worst = 0;
+      starts.forEach(function (w) {
+        var sum = 0;
+        nodes.forEach(function (n) { if (n[0] <= w && w <= n[1]) sum += n[2]; });
+        if (sum > worst) worst = sum;
+      });
+      return everywhere + worst;
     });
-    var data = [times, used, times.map(function () { return budget.epsilon_budget; })];
+  }
+
+  function budgetChart(node, releases, lifetime) {
+    var figures = budgetFigures(lifetime);
+    var times = releases.map(function (r) { return r.published_at; });
+    var data = [times, lifetimeSpent(releases), times.map(function () { return figures.total; })];
     return new uPlot({
       width: chartWidth(node), height: 240,
-      series: [{}, { label: "ε used", stroke: "#2f6fdb", width: 2, fill: "rgba(47,111,219,0.12)",
+      series: [{}, { label: figures.label + " spent", stroke: "#2f6fdb", width: 2, fill: "rgba(47,111,219,0.12)",
                      paths: uPlot.paths.stepped({ align: 1 }) },
-               { label: "ε budget", stroke: "#b5470b", width: 1, dash: [6, 4], points: { show: false } }],
+               { label: "lifetime budget", stroke: "#b5470b", width: 1, dash: [6, 4], points: { show: false } }],
       axes: [{}, { label: figures.label }],
-      scales: { y: { range: function () { return [0, budget.epsilon_budget * 1.05 || 1]; } } },
+      scales: { x: timeScale(releases), y: { range: function () { return [0, figures.total * 1.05 || 1]; } } },
       legend: { live: false },
     }, data, node);
   }
@@ -355,14 +386,22 @@
       ["ledger entry", certificate.ledger_entry_id],
       ["mechanism", certificate.mechanism],
       ["ε, δ", fmt(certificate.epsilon) + ", " + fmt(certificate.delta)],
-      ["level", certificate.level],
+      ["level", certificate.level === undefined || certificate.level === null ? undefined
+        : certificate.level + (certificate.window && typeof certificate.window.first_window === "number"
+          ? " (windows " + fmt(certificate.window.first_window) + " … " + fmt(certificate.window.last_window) + ")"
+          : "")],
       ["neighbours", certificate.neighbouring_relation + " (privacy unit: " + certificate.privacy_unit + ")"],
       ["window", certificate.window && certificate.window.window_id],
       ["sample size", certificate.sample_size === null ? "private" : fmt(certificate.sample_size)],
       ["proper", certificate.proper ? "yes (a member of the class)" : "no"],
       ["accuracy theorem holds", certificate.accuracy_guarantee_holds === null ? "not published (n is private)"
         : (certificate.accuracy_guarantee_holds ? "yes" : "no")],
-      ["ε left after it", fmt(certificate.epsilon_budget_remaining)],
+      ["lifetime bound", certificate.lifetime ? "ε " + fmt(certificate.lifetime.epsilon) + " per " +
+        certificate.privacy_unit + " for ever, within the budget " + fmt(certificate.lifetime.epsilon_budget) +
+        " (" + certificate.lifetime.rule + ")" : undefined],
+      // a release made before the release tree: its draining budget
+      ["ε left after it", certificate.lifetime || typeof certificate.epsilon_budget_remaining !== "number"
+        ? undefined : fmt(certificate.epsilon_budget_remaining)],
       ["randomness", certificate.randomness],
       ["library", certificate.library_version],
       ["class", release.hypothesis_class],
@@ -384,14 +423,16 @@
     document.getElementById("title").textContent = id;
 
     function draw(stream, history, latest) {
-      var budget = budgetFigures(history.budget), releases = history.releases;
+      var budget = budgetFigures(history.lifetime), releases = history.releases;
       var last = releases.length ? releases[releases.length - 1] : null;
       document.getElementById("summary").textContent = (stream.hypothesis_class || (stream.features +
         " features")) + " · " + stream.status + " · " + releases.length + " releases" +
         (last ? ", the latest " + ago(last.published_at) : "");
       document.getElementById("budget-text").textContent = budget ? fmt(budget.used) + " of " +
         fmt(budget.total) + " " + budget.label + " used (" + (100 * budget.share).toFixed(1) + "%)" +
-        (budget.exhausted ? ": the budget is spent, releases have stopped." : ".") : "";
+        (budget.exhausted ? ": the ledger has refused releases." : ".") : "";
+      document.getElementById("levels-text").textContent = budget ? "Releases: " +
+        (levelsText(budget.perLevel) || "none yet") + "." : "";
       var entry = latest ? latest.certificate.ledger_entry_id : "";
       var key = entry + "/" + releases.length;
       if (key === shown) return;  // nothing new: keep the drawings
@@ -415,7 +456,7 @@
         var rNode = document.getElementById("releases-chart"), bNode = document.getElementById("budget-chart");
         rNode.replaceChildren();
         bNode.replaceChildren();
-        charts.push(releasesChart(rNode, releases), budgetChart(bNode, releases, history.budget));
+        charts.push(releasesChart(rNode, releases), budgetChart(bNode, releases, history.lifetime));
       }
       if (!first) {
         var card = hypothesisNode.closest(".card");
@@ -457,6 +498,7 @@
       var drawn = drawHypothesis(release, stream || null);
       return { text: drawn.text, svg: drawn.figure ? drawn.figure.outerHTML : null };
     },
+    lifetimeSpent: lifetimeSpent,
   };
 
   var page = document.body.getAttribute("data-page");
