@@ -857,6 +857,8 @@ class SqliteLedger:
         epsilon: float,
         delta: float,
         release_bytes: bytes | Callable[[ChargeReceipt], bytes],
+        *,
+        fence: Callable[[sqlite3.Cursor], None] | None = None,
     ) -> Charge:
         """Atomically check and spend the stream's budget and store the release (write-ahead).
 
@@ -872,10 +874,15 @@ class SqliteLedger:
         ``release_bytes`` may be a function of the :class:`ChargeReceipt` (entry id and budget left
         after this charge), called inside the transaction, so a release's certificate can state
         both exactly.
+
+        ``fence``, if given, runs first in the transaction and may raise to refuse the charge with
+        nothing written (the caller lost its lease on the stream's partition: :mod:`.leases`).
         """
         request = ChargeRequest.validate(stream_id, window_id, mechanism, epsilon, delta, release_bytes)
         eps, dlt = request.epsilon, request.delta
         with self._write() as cur:
+            if fence is not None:
+                fence(cur)
             existing = self._lookup(cur, *request.key, completed=False)
             if existing is not None:
                 if existing.release or self._completed(cur, existing.entry_id):
