@@ -3,7 +3,7 @@
 The release agent keeps its plain :class:`~privstream.agents.ledger_port.PrivacyLedger` and
 ``publish`` function; the service hands it these wrappers instead, so that a worker that lost a
 partition (and does not know it yet) gets :class:`~privstream.agents.interfaces.LeaseLostError`
-from a charge (checked inside the charge's transaction) or a publication (checked just before it)
+from a charge or a reservation (checked inside its transaction) or a publication (checked just before it)
 for any stream whose examples came from that partition.
 
 >>> import tempfile, pathlib
@@ -59,11 +59,11 @@ class FencedLedger:
                                    fence=fence)
 
     def reserve(self, stream_id: str, *args: Any, **kwargs: Any) -> Any:
-        # The release path of lifetime accounting (reserve, then complete). Checked just before,
-        # not yet inside its transaction: when the agents move from charge() to reserve(), give
-        # reserve() the same ``fence`` hook as charge() (two lines in each ledger) and pass it here.
-        self._leases.check(self._partitions_of(stream_id))
-        return self._ledger.reserve(stream_id, *args, **kwargs)
+        # The release path (reserve, then complete): the fence runs inside reserve's transaction,
+        # as in charge(). complete() is not fenced: it writes the bytes fixed by the reservation's
+        # seed and the node's stored data, the same a new owner computes, and the first bytes win.
+        fence = self._leases.fence(self._partitions_of(stream_id))
+        return self._ledger.reserve(stream_id, *args, fence=fence, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._ledger, name)

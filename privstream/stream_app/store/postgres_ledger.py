@@ -427,6 +427,7 @@ class PostgresLedger:
         *,
         users: Collection[str] | None = None,
         user_budget: PrivacyCost | tuple[float, float] | None = None,
+        fence: Callable[[Cursor], None] | None = None,
     ) -> Reservation:
         """Charge a release of ``node`` before its learner runs (see :meth:`SqliteLedger.reserve`).
 
@@ -444,6 +445,8 @@ class PostgresLedger:
                      exact(user_budget[1], "user delta budget", upper=Fraction(1)))
 
         def run(cur: Cursor) -> Reservation | BudgetExhaustedError:
+            if fence is not None:  # the partition leases (stream_app/fencing.py): may refuse
+                fence(cur)
             existing = self._reservation(cur, *request.key)  # a replay needs no lock
             if existing is not None:
                 return existing

@@ -667,6 +667,7 @@ class SqliteLedger:
         *,
         users: Collection[str] | None = None,
         user_budget: PrivacyCost | tuple[float, float] | None = None,
+        fence: Callable[[sqlite3.Cursor], None] | None = None,
     ) -> Reservation:
         """Charge a release of ``node`` before its learner runs, and draw its secret seed: one
         transaction (see :meth:`PrivacyLedger.reserve`).
@@ -694,6 +695,8 @@ class SqliteLedger:
             limit = (exact(user_budget[0], "user epsilon budget"),
                      exact(user_budget[1], "user delta budget", upper=Fraction(1)))
         with self._write() as cur:
+            if fence is not None:  # the partition leases (stream_app/fencing.py): may refuse
+                fence(cur)
             existing = self._reservation(cur, *request.key)
             if existing is not None:
                 if existing.cost != request.cost or existing.node != node:

@@ -9,6 +9,7 @@ import time
 import pytest
 
 from privstream.agents.interfaces import LeaseLostError
+from privstream.agents.ledger_port import NodeRange
 from privstream.stream_app.store import leases as leases_module
 from privstream.stream_app.store.leases import LeaseStoreError, PostgresLeases, SqliteLeases
 from privstream.stream_app.store.migrations import Migration
@@ -60,6 +61,21 @@ def test_a_fenced_charge_writes_nothing_and_the_owner_charges(ledger_backend, le
         ledger.charge("s", "w0", "learner:generic", 1.0, 0.0, b"old", fence=old.fence({0}))
     with pytest.raises(LeaseLostError):  # a lease never taken fences too
         ledger.charge("s", "w1", "learner:generic", 1.0, 0.0, b"x", fence=old.fence({5}))
+
+
+def test_a_fenced_reservation_writes_nothing_and_the_owner_reserves(ledger_backend, ledger):
+    """The release path (reserve, then complete) runs the fence inside reserve's transaction."""
+    old, new = leases_of(ledger_backend, "old"), leases_of(ledger_backend, "new")
+    old.take({0})
+    new.take({0})
+    node = NodeRange.of(0, 0)
+    with pytest.raises(LeaseLostError):
+        ledger.reserve("s", "c2-L0-0", "learner:generic", 1.0, 0.0, node, fence=old.fence({0}))
+    assert ledger.incomplete("s") == [] and ledger.lifetime("s").spent_per_example.epsilon == 0.0
+    reservation = ledger.reserve("s", "c2-L0-0", "learner:generic", 1.0, 0.0, node, fence=new.fence({0}))
+    assert ledger.incomplete("s") == [reservation]
+    with pytest.raises(LeaseLostError):  # a stale owner gets not even the reservation's seed
+        ledger.reserve("s", "c2-L0-0", "learner:generic", 1.0, 0.0, node, fence=old.fence({0}))
 
 
 def test_a_stream_spread_over_two_workers_partitions_is_charged_by_either(ledger_backend, ledger):
