@@ -59,6 +59,12 @@ class StateStoreError(RuntimeError):
     its database unreachable); the message names the file or database."""
 
 
+class LeaseLostError(RuntimeError):
+    """This worker no longer owns the partition its stream's examples come from (the consumer group
+    gave it to another worker, which took its lease): it must not charge or publish for the stream.
+    Nothing was written; the new owner releases the window."""
+
+
 class WindowData(NamedTuple):
     """A window's examples in compact numpy form (never a list of objects)."""
 

@@ -48,6 +48,10 @@ For each node (a window is a node of level 0), a background task, in the schedul
 4. completes the reservation with the release bytes, then publishes exactly those bytes (at the
    scheduled time) and marks them published.
 
+A worker that lost the stream's partition to another worker (the ledger or the publisher raises
+:class:`~privstream.agents.interfaces.LeaseLostError`: the service fences both by partition
+leases) leaves the window, unclosed, to the new owner.
+
 Nothing computed from raw examples without a charged mechanism leaves this module.
 """
 
@@ -67,7 +71,14 @@ from typing import Any, Literal
 
 import numpy as np
 
-from privstream.agents.interfaces import NodeBounds, NodeData, ReleaseMetrics, StateStore, WindowData
+from privstream.agents.interfaces import (
+    LeaseLostError,
+    NodeBounds,
+    NodeData,
+    ReleaseMetrics,
+    StateStore,
+    WindowData,
+)
 from privstream.agents.ledger_port import (
     BudgetExhaustedError,
     Charge,
@@ -417,7 +428,10 @@ class ReleaseAgent:
         self._parked.sort(key=lambda item: item[:2])
         while self._parked and self._parked[0][0] <= now:
             _, _, topic, charge = self._parked.pop(0)
-            await self._publish(topic, charge.stream_id, charge.release)
+            try:
+                await self._publish(topic, charge.stream_id, charge.release)
+            except LeaseLostError:  # the new owner of the stream's partition publishes it (outbox)
+                continue
             await asyncio.to_thread(self.ledger.mark_published, charge.entry_id)
 
     def _family(self, policy: ReleasePolicy) -> str:
@@ -501,11 +515,16 @@ class ReleaseAgent:
         """Publish charged releases not confirmed published (after a crash); returns how many."""
         pending = await asyncio.to_thread(self.ledger.unpublished, stream_id)
         count = 0
+        lost: set[str] = set()
         parked = {c.entry_id for _, _, _, c in self._parked}
         for charge in pending:
-            if charge.stream_id not in self.policies or charge.entry_id in parked:
+            if charge.stream_id not in self.policies or charge.entry_id in parked or charge.stream_id in lost:
                 continue
-            await self._publish(topic_of_key(charge.mechanism), charge.stream_id, charge.release)
+            try:
+                await self._publish(topic_of_key(charge.mechanism), charge.stream_id, charge.release)
+            except LeaseLostError:  # the stream's partition is another worker's now: its outbox too
+                lost.add(charge.stream_id)
+                continue
             await asyncio.to_thread(self.ledger.mark_published, charge.entry_id)
             log.info("re-published release %s of stream %s from the ledger's outbox",
                      charge.entry_id, charge.stream_id, extra={
@@ -614,6 +633,14 @@ class ReleaseAgent:
                     outcome = await self._release_product(policy, product, state, window_id, info, window,
                                                           publish_at, level)
                     outcomes.append(outcome)
+                except LeaseLostError as exc:
+                    # Another worker owns the stream's partition now and releases this window; if
+                    # the partition comes back here, the recovery on assignment schedules it again.
+                    log.warning("%s of window %s of stream %s not released here: %s", product.key,
+                                window_id, stream_id, exc, extra={
+                                    "stream_id": stream_id, "window_id": window_id, "ledger_entry_id": None})
+                    state.scheduled.discard(window_id)
+                    return
                 except Exception:
                     # Not the data's (the fallback covers the learner): the ledger, the broker.
                     # Log, count, keep the window for a retry after a restart.

@@ -6,6 +6,7 @@ registration functions, so the agents never import the service (DESIGN.md §2).
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 from dataclasses import dataclass
@@ -28,18 +29,25 @@ from privstream.learning.private_learners.vector_base import make_vector_learner
 from privstream.learning.sanitizers import make_sanitizer
 from privstream.schemas import LifetimeBound
 from privstream.schemas.releases import RELEASE_SCHEMA_VERSION
+from privstream.stream_app.fencing import FencedLedger, fenced_publisher
 from privstream.stream_app.kafka.ingest import IngestService
 from privstream.stream_app.learner_process import LearnerProcess
 from privstream.stream_app.metrics import ServiceMetrics
 from privstream.stream_app.settings import FAUST_ENV_PREFIX, ReleaseConfig, Settings, StreamConfig
 from privstream.stream_app.store import factory
 from privstream.stream_app.store.factory import Ledger, StateStore
+from privstream.stream_app.store.leases import Leases, LeaseStoreError
+from privstream.stream_app.store.probe import StoreProbe, store_ping
 from privstream.stream_app.web.listener import HttpListener, bearer_token_guard
 from privstream.stream_app.web.operator import PROBE_PATHS, operator_routes
 from privstream.stream_app.web.page import page_routes
 from privstream.stream_app.web.public import public_routes
 
 log = logging.getLogger(__name__)
+
+#: How often the store is pinged for ``/readyz``; retrying to take leases the store refused.
+STORE_PROBE_SECONDS = 5.0
+LEASE_RETRY_SECONDS = 5.0
 
 
 @dataclass
@@ -56,6 +64,8 @@ class Service:
     store: StateStore
     ledger: Ledger | None = None
     releases: ReleaseAgent | None = None
+    leases: Leases | None = None
+    store_probe: StoreProbe | None = None
 
     def status(self) -> dict[str, Any]:
         """``/status`` (operators only: raw counts, not private): per-stream online state, invalid counts."""
@@ -80,6 +90,22 @@ class Service:
             "invalid_by_reason": invalid,
             "streams": streams,
         }
+
+
+@dataclass
+class ServiceProbes:
+    """``/healthz`` from the ingest consumer; ``/readyz`` needs the consumer ready and the store
+    answering (a worker cut off from its database is not restarted, only taken out of service)."""
+
+    ingest: IngestService
+    store: StoreProbe
+
+    def health(self) -> tuple[bool, str]:
+        return self.ingest.health()
+
+    def readiness(self) -> tuple[bool, str]:
+        ok, reason = self.ingest.readiness()
+        return self.store.readiness() if ok else (ok, reason)
 
 
 def faust_broker_url(bootstrap: str) -> str:
@@ -285,7 +311,11 @@ def build_service(settings: Settings) -> Service:
     )
     # Every call of the storage ports is timed (privstream_store_operation_seconds).
     store = metrics.timed(factory.open_state_store(settings), "state")
-    ledger = metrics.timed(ledger, "ledger") if ledger is not None else None
+    # Fencing (store/leases.py): the partitions this worker was assigned, by lease; a charge or a
+    # publication for a stream whose partition another worker has taken since is refused.
+    leases = factory.open_leases(settings) if ledger is not None else None
+    if ledger is not None and leases is not None:
+        ledger = metrics.timed(FencedLedger(ledger, leases, store.partitions), "ledger")
     learners = OnlineLearners(streams, metrics, store)
     progress = Progress()
     user_level = frozenset(sid for sid, p in policies.items() if p.privacy_unit == "user")
@@ -307,15 +337,20 @@ def build_service(settings: Settings) -> Service:
         for sid in policies:
             metrics.budget(sid, ledger.spent(sid).epsilon, ledger.remaining(sid).epsilon)
             metrics.lifetime(sid, ledger.spent(sid).epsilon, ledger.lifetime(sid).budget.epsilon)
+        assert leases is not None
         releases = ReleaseAgent(
-            policies, store, ledger, publisher(ingest, settings), metrics,
+            policies, store, ledger, fenced_publisher(publisher(ingest, settings), leases, store.partitions),
+            metrics,
             library_version=__version__,
             executor=LearnerProcess().start(),  # off the GIL the ingest loop needs (learner_process.py)
             partition_of=stream_partition(settings.topic_partitions),
         )
         pipeline.releases = releases
 
-    def on_assigned(partitions: set[int]) -> None:
+    async def on_assigned(partitions: set[int]) -> None:
+        # Take the partitions' leases first: from now on the previous owners' charges are refused.
+        if leases is not None:
+            await take_leases(leases, partitions, ingest)
         # A stream may have been served by another worker meanwhile: continue from its saved
         # state, and finish what a crashed owner left half done.
         learners.reload()
@@ -334,17 +369,55 @@ def build_service(settings: Settings) -> Service:
                 # Time windows close on the clock, with or without examples (issue 16.1, 16.2).
                 await releases.tick()
 
-    service = Service(settings, app, ingest, pipeline, metrics, learners, progress, store, ledger, releases)
+    probe = StoreProbe(store_ping(settings))
+
+    @app.timer(STORE_PROBE_SECONDS, on_leader=False)
+    async def _probe_store() -> None:
+        await asyncio.to_thread(probe.check)
+
+    service = Service(settings, app, ingest, pipeline, metrics, learners, progress, store, ledger, releases,
+                      leases, probe)
     app.service(HttpListener("public", settings.public_host, settings.public_port,
                              public_routes(settings.streams, ledger) + page_routes(settings.streams, ledger)))
     guard = ([bearer_token_guard(settings.operator_token.get_secret_value(), open_paths=PROBE_PATHS)]
              if settings.operator_token is not None else [])
+    probes = ServiceProbes(ingest, probe)
     app.service(HttpListener("operator", settings.operator_host, settings.operator_port,
-                             operator_routes(metrics.exposition, ingest, service.status), middlewares=guard))
+                             operator_routes(metrics.exposition, probes, service.status), middlewares=guard))
     # After the listeners: services start in this order, so the probes answer (503 "starting")
     # before the first poll instead of after it.
     app.service(ingest)
     return service
+
+
+async def take_leases(leases: Leases, partitions: set[int], ingest: IngestService) -> None:
+    """Take the leases of newly assigned partitions (before their first fetch). If the store does
+    not answer, keep trying in the background until it does or the group assigns anew (that
+    assignment takes its own): this worker's charges are refused meanwhile, nothing else waits."""
+    assigned = set(partitions)
+
+    async def attempt() -> bool:
+        try:
+            await asyncio.to_thread(leases.take, assigned)
+            return True
+        except LeaseStoreError as exc:
+            log.error("cannot take the leases of partitions %s (%s); retrying every %g s",
+                      sorted(assigned), exc, LEASE_RETRY_SECONDS)
+            return False
+
+    async def retry() -> None:
+        while True:
+            await asyncio.sleep(LEASE_RETRY_SECONDS)
+            if {tp.partition for tp in ingest.assignment()} != assigned or await attempt():
+                return
+
+    if not await attempt():
+        _background.add(task := asyncio.ensure_future(retry()))
+        task.add_done_callback(_background.discard)
+
+
+#: Tasks nothing else holds a reference to (asyncio keeps only weak ones).
+_background: set[asyncio.Future[None]] = set()
 
 
 def publisher(ingest: IngestService, settings: Settings) -> Any:

@@ -44,7 +44,7 @@ def privstream_env(env: dict[str, str]) -> dict[str, str]:
     return {k: v for k, v in env.items() if k.startswith(ENV_PREFIX)}
 
 
-@pytest.mark.parametrize("service", ["worker-1", "worker-2", "producer"])
+@pytest.mark.parametrize("service", ["worker-1", "worker-2", "worker-3", "producer"])
 def test_compose_settings_are_read_by_the_service(monkeypatch, service):
     env = privstream_env(compose_env(load_yaml(COMPOSE)["services"][service]))
     fields = field_names(env)
@@ -57,15 +57,14 @@ def test_compose_settings_are_read_by_the_service(monkeypatch, service):
         (stream,) = settings.streams
         assert stream.release is not None and stream.release.epsilon_budget >= stream.release.lifetime_cost[0]
         assert stream.release.levels == 4  # a release tree: releases per level on the dashboard
-        assert settings.resolved_ledger_path.parent == settings.resolved_state_path.parent
-        assert settings.resolved_ledger_path.parent != settings.data_dir
+        assert settings.store_backend == "postgresql" and settings.store_password_file is not None
 
 
 def k8s_worker_env() -> dict[str, str]:
     """The worker container's environment: its ConfigMap and Secret (envFrom) plus its env list."""
     docs = k8s_documents()
-    (sts,) = [d for d in docs if d["kind"] == "StatefulSet"]
-    (container,) = sts["spec"]["template"]["spec"]["containers"]
+    (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
     env: dict[str, str] = {}
     for source in container.get("envFrom", []):
         if "configMapRef" in source:
@@ -77,6 +76,10 @@ def k8s_worker_env() -> dict[str, str]:
                          and d["metadata"]["name"] == source["secretRef"]["name"]]
             env.update(secret["stringData"])
     env.update({e["name"]: e["value"] for e in container.get("env", []) if "value" in e})
+    for e in container.get("env", []):
+        if ref := e.get("valueFrom", {}).get("secretKeyRef"):
+            (secret,) = [d for d in docs if d["kind"] == "Secret" and d["metadata"]["name"] == ref["name"]]
+            env[e["name"]] = secret["stringData"][ref["key"]]
     return env
 
 
@@ -92,10 +95,14 @@ def test_k8s_settings_are_read_by_the_service(monkeypatch):
     assert settings.topic_replication_factor == 3
     assert not settings.ledger_create_if_missing  # production: a missing ledger is an error
     assert settings.operator_token is not None  # the operator listener is reachable in the cluster
-    (sts,) = [d for d in k8s_documents() if d["kind"] == "StatefulSet"]
-    mounts = {m["mountPath"] for m in sts["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]}
+    # The shared store: PostgreSQL, its URL and password from a Secret, TLS verified against a CA.
+    assert settings.store_backend == "postgresql" and settings.store_password is not None
+    assert settings.store_sslmode == "verify-full"
+    (deployment,) = [d for d in k8s_documents() if d["kind"] == "Deployment"]
+    mounts = {m["mountPath"] for m in deployment["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]}
     assert str(settings.kafka_ssl_cafile.parent) in mounts
-    assert str(settings.data_dir) in mounts  # ledger and state default into data_dir
+    assert str(settings.store_sslrootcert.parent) in mounts
+    assert str(settings.data_dir) in mounts
 
 
 def test_a_misspelt_setting_is_caught():

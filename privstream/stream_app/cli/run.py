@@ -87,6 +87,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="user-level releases per measurement (2)")
     ledger.add_argument("--json", action="store_true", help="print the result as one JSON line")
     ledger.set_defaults(handler=run_bench_ledger)
+    faults = bench_kinds.add_parser(
+        "faults", help="workers on a shared store, killed every 20 s and cut from the database once: "
+                       "nothing lost, released twice or charged twice"
+    )
+    faults.add_argument("--workers", type=int, default=3, help="worker processes (3)")
+    faults.add_argument("--store", choices=("sqlite", "postgresql"), default="postgresql",
+                        help="the shared store: SQLite files on this host, or a throwaway PostgreSQL server")
+    faults.add_argument("--examples", type=int, default=200_000, help="examples produced (200000)")
+    faults.add_argument("--streams", type=int, default=12, help="streams, each on its own partition (12)")
+    faults.add_argument("--window", type=int, default=2000, help="count window size (2000)")
+    faults.add_argument("--rate", type=float, default=2500.0, help="examples per second produced (2500)")
+    faults.add_argument("--kill-every", type=float, default=20.0, help="seconds between SIGKILLs (20)")
+    faults.add_argument("--timeout", type=float, default=900.0,
+                        help="seconds to wait, after the producer, for every window (900)")
+    faults.add_argument("--json", action="store_true", help="print the result as one JSON line")
+    faults.set_defaults(handler=run_bench_faults)
 
     demo = subparsers.add_parser("demo", help="run everything on this machine: broker, worker, producer")
     add_config_option(demo)
@@ -278,6 +294,21 @@ def run_bench_ledger(args: argparse.Namespace) -> int:
                 print(f"{store:10} {users:>8} users per release: first {first:,.0f} users/s, "
                       f"later {later:,.0f} users/s")
     return 0
+
+
+def run_bench_faults(args: argparse.Namespace) -> int:
+    from privstream.stream_app.bench.faults import Options, run_faults_benchmark, targets_met
+
+    result = run_faults_benchmark(Options(
+        workers=args.workers, store=args.store, examples=args.examples, streams=args.streams,
+        window=args.window, rate=args.rate, kill_every=args.kill_every, timeout=args.timeout,
+    ))
+    if args.json:
+        print(json.dumps(result))
+    else:
+        for key, value in result.items():
+            print(f"{key:28} {value}")
+    return 0 if targets_met(result) else 1
 
 
 def run_demo(args: argparse.Namespace) -> int:

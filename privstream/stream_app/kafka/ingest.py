@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 import time
 from typing import Any
 
 import mode
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
+from aiokafka.errors import CommitFailedError
 from aiokafka.partitioner import DefaultPartitioner
 
 from privstream.agents.pipeline import DeadLetter, IngestPipeline
@@ -98,7 +100,10 @@ class _Rebalance(ConsumerRebalanceListener):
 
     async def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
         log.info("ingest: partitions assigned: %s", sorted(tp.partition for tp in assigned))
-        self.service.on_assigned({tp.partition for tp in assigned})
+        # Before the first fetch of the new assignment (the service takes the partitions' leases).
+        result = self.service.on_assigned({tp.partition for tp in assigned})
+        if inspect.isawaitable(result):
+            await result
 
 
 class IngestService(mode.Service):
@@ -230,7 +235,16 @@ class IngestService(mode.Service):
                     pending += await send_dead_letters(producer, dlq_topic, output.dead_letters)
                 await asyncio.gather(*pending)  # every output acknowledged before the commit
                 handled = {tp: messages[-1].offset + 1 for tp, messages in polled.items()}
-                await consumer.commit(handled)
+                try:
+                    await consumer.commit(handled)
+                except CommitFailedError:
+                    # The group rebalanced while the batch was handled (a worker joined or died, or
+                    # a slow store held the batch up): its partitions' new owners read it again
+                    # from the last commit, which the idempotent state store and ledger absorb.
+                    # Not a reason to stop: the next poll rejoins the group.
+                    log.warning("ingest: the group rebalanced during a batch, whose offsets were not "
+                                "committed; its partitions are read again by their new owners")
+                    continue
                 self.batches += 1
                 self.handled_offsets.update(handled)
                 if self.metrics is not None:

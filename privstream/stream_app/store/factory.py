@@ -23,6 +23,7 @@ from privstream.stream_app.store.sqlite_ledger import SqliteLedger
 from privstream.stream_app.store.sqlite_state import SqliteStateStore
 
 if TYPE_CHECKING:
+    from privstream.stream_app.store.leases import Leases
     from privstream.stream_app.store.postgres_db import PostgresConfig
     from privstream.stream_app.store.postgres_ledger import PostgresLedger
     from privstream.stream_app.store.postgres_state import PostgresStateStore
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
 Ledger: TypeAlias = "SqliteLedger | PostgresLedger"
 StateStore: TypeAlias = "SqliteStateStore | PostgresStateStore"
 
-__all__ = ["Ledger", "StateStore", "open_ledger", "open_state_store", "postgres_config"]
+__all__ = ["Ledger", "StateStore", "open_leases", "open_ledger", "open_state_store", "postgres_config"]
 
 
 def postgres_config(settings: Settings) -> PostgresConfig:
@@ -70,3 +71,14 @@ def open_state_store(settings: Settings) -> StateStore:
 
         return PostgresStateStore(postgres_config(settings))
     return SqliteStateStore(settings.resolved_state_path)
+
+
+def open_leases(settings: Settings, owner: str | None = None) -> Leases:
+    """This worker's partition leases on the examples topic (:mod:`.leases`): in the SQLite ledger
+    file (open the ledger first: it creates the file) or in the PostgreSQL database."""
+    from privstream.stream_app.store.leases import PostgresLeases, SqliteLeases
+
+    source = settings.topic("examples")
+    if settings.store_backend == "postgresql":
+        return PostgresLeases(postgres_config(settings), source, owner)
+    return SqliteLeases(settings.resolved_ledger_path, source, owner)

@@ -427,6 +427,7 @@ class PostgresLedger:
         *,
         users: Collection[str] | None = None,
         user_budget: PrivacyCost | tuple[float, float] | None = None,
+        fence: Callable[[Cursor], None] | None = None,
     ) -> Reservation:
         """Charge a release of ``node`` before its learner runs (see :meth:`SqliteLedger.reserve`).
 
@@ -444,6 +445,8 @@ class PostgresLedger:
                      exact(user_budget[1], "user delta budget", upper=Fraction(1)))
 
         def run(cur: Cursor) -> Reservation | BudgetExhaustedError:
+            if fence is not None:  # the partition leases (stream_app/fencing.py): may refuse
+                fence(cur)
             existing = self._reservation(cur, *request.key)  # a replay needs no lock
             if existing is not None:
                 return existing
@@ -659,12 +662,14 @@ class PostgresLedger:
         epsilon: float,
         delta: float,
         release_bytes: bytes | Callable[[ChargeReceipt], bytes],
+        *,
+        fence: Callable[[Cursor], None] | None = None,
     ) -> Charge:
         """Atomically check and spend the stream's budget and store the release (write-ahead).
 
-        The same contract as :meth:`SqliteLedger.charge` (no node range: a cost of every window).
-        ``release_bytes``, if a function, may be called more than once (a rerun after a dropped
-        connection); only one result is stored.
+        The same contract as :meth:`SqliteLedger.charge` (no node range: a cost of every window;
+        ``fence`` included). ``release_bytes`` (and ``fence``), if a function, may be called more
+        than once (a rerun after a dropped connection); only one result is stored.
         """
         request = ChargeRequest.validate(stream_id, window_id, mechanism, epsilon, delta, release_bytes)
         eps, dlt = request.epsilon, request.delta
@@ -677,6 +682,8 @@ class PostgresLedger:
             return request.replayed(self._lookup(cur, *request.key) or existing)
 
         def run(cur: Cursor) -> Charge | BudgetExhaustedError:
+            if fence is not None:
+                fence(cur)
             existing = self._lookup(cur, *request.key)  # a replay needs no lock
             if existing is not None:
                 return request.replayed(existing)

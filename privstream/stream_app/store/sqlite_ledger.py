@@ -667,6 +667,7 @@ class SqliteLedger:
         *,
         users: Collection[str] | None = None,
         user_budget: PrivacyCost | tuple[float, float] | None = None,
+        fence: Callable[[sqlite3.Cursor], None] | None = None,
     ) -> Reservation:
         """Charge a release of ``node`` before its learner runs, and draw its secret seed: one
         transaction (see :meth:`PrivacyLedger.reserve`).
@@ -694,6 +695,8 @@ class SqliteLedger:
             limit = (exact(user_budget[0], "user epsilon budget"),
                      exact(user_budget[1], "user delta budget", upper=Fraction(1)))
         with self._write() as cur:
+            if fence is not None:  # the partition leases (stream_app/fencing.py): may refuse
+                fence(cur)
             existing = self._reservation(cur, *request.key)
             if existing is not None:
                 if existing.cost != request.cost or existing.node != node:
@@ -857,6 +860,8 @@ class SqliteLedger:
         epsilon: float,
         delta: float,
         release_bytes: bytes | Callable[[ChargeReceipt], bytes],
+        *,
+        fence: Callable[[sqlite3.Cursor], None] | None = None,
     ) -> Charge:
         """Atomically check and spend the stream's budget and store the release (write-ahead).
 
@@ -872,10 +877,15 @@ class SqliteLedger:
         ``release_bytes`` may be a function of the :class:`ChargeReceipt` (entry id and budget left
         after this charge), called inside the transaction, so a release's certificate can state
         both exactly.
+
+        ``fence``, if given, runs first in the transaction and may raise to refuse the charge with
+        nothing written (the caller lost its lease on the stream's partition: :mod:`.leases`).
         """
         request = ChargeRequest.validate(stream_id, window_id, mechanism, epsilon, delta, release_bytes)
         eps, dlt = request.epsilon, request.delta
         with self._write() as cur:
+            if fence is not None:
+                fence(cur)
             existing = self._lookup(cur, *request.key, completed=False)
             if existing is not None:
                 if existing.release or self._completed(cur, existing.entry_id):

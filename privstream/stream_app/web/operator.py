@@ -10,7 +10,7 @@ probes ``/healthz`` and ``/readyz`` stay open: they carry a state and a reason, 
 | ``/metrics`` | Prometheus text format (every name starts with ``privstream_``) |
 | ``/status`` | per-stream examples, mistakes, bound, realizability; invalid counts |
 | ``/healthz`` | 200 while the ingest consumer runs and nothing is stuck, else 503 |
-| ``/readyz`` | 200 once partitions are assigned, else 503 |
+| ``/readyz`` | 200 once partitions are assigned and the store answers, else 503 |
 """
 
 from __future__ import annotations
