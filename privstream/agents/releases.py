@@ -26,6 +26,14 @@ level j (2^j windows, ids ``{family}-L{j}-{m}``) also schedules that node's rele
 ε; each example is in one node per level, so the ledger's lifetime cost per example is the sum
 over the levels (parallel composition within a level).
 
+A node's examples live in the state store in compact form (E-DESIGN §3.3, issue 17.2): a window
+that closes becomes node (0, w) (its raw rows dropped in the same transaction), a node (j, m) is
+merged from its two children when its release runs, and a node's data is dropped once its parent
+is built and the node released. The learner gets the node's data expanded exactly (a histogram's
+(x, y) rows repeated by their counts, then put in a uniformly random order drawn from the
+release's seed: a release is a function of the node's multiset of examples and the seed, and any
+learner DP on sequences stays DP, see :meth:`ReleaseAgent._fit`).
+
 For each node (a window is a node of level 0), a background task, in the schedule's order
 
 1. returns early if the ledger already holds this node's release (a replay: it re-publishes the
@@ -50,6 +58,7 @@ Nothing computed from raw examples without a charged mechanism leaves this modul
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
@@ -62,7 +71,14 @@ from typing import Any, Literal
 
 import numpy as np
 
-from privstream.agents.interfaces import LeaseLostError, ReleaseMetrics, StateStore, WindowData
+from privstream.agents.interfaces import (
+    LeaseLostError,
+    NodeBounds,
+    NodeData,
+    ReleaseMetrics,
+    StateStore,
+    WindowData,
+)
 from privstream.agents.ledger_port import (
     BudgetExhaustedError,
     Charge,
@@ -74,12 +90,13 @@ from privstream.agents.ledger_port import (
 from privstream.agents.windows import (
     bound_contributions,
     completed_nodes,
-    concat,
     count_family,
     count_window_id,
     count_window_index,
+    node_examples,
     node_id,
     node_windows,
+    shuffled,
     time_family,
     time_window_index,
     user_level_parameters,
@@ -157,6 +174,7 @@ class ReleasePolicy:
     levels: int = 0  # the release tree's top level L
     lifetime: LifetimeBound | None = None  # the certificate's lifetime bound (None: sequential total)
     user_budget: PrivacyCost | None = None  # user level: each user's lifetime budget (all streams)
+    max_node_examples: int | None = None  # feature vectors: the rows a node keeps (None: all)
 
     @property
     def family(self) -> str:
@@ -169,6 +187,61 @@ class ReleasePolicy:
         # Count windows have a public size: neighbours replace one example. A time window's size
         # depends on the data, so neighbours add or remove one (DESIGN.md §3).
         return "replace-one" if self.window_kind == "count" else "add-remove-one"
+
+
+def capped(policy: ReleasePolicy) -> bool:
+    """Whether the policy's nodes keep at most ``max_node_examples`` rows (feature vectors only:
+    an integer class's node is an exact histogram)."""
+    return policy.feature_bounds is not None and policy.max_node_examples is not None
+
+
+def cap_halves_epsilon(policy: ReleasePolicy) -> bool:
+    """Whether the learner of a capped node runs at half the level's ε (E-DESIGN §3.4).
+
+    A node keeps its first ``max_node_examples`` rows by arrival. Count windows (replace-one):
+    replacing an example replaces one kept row or none, so the level's ε holds. Where n is private
+    (add/remove-one), adding an example among the first B pushes the B-th out: inside the kept set
+    an addition becomes a replacement, two add/remove steps, so the learner runs at ε/2 (group
+    privacy). Whether the cap binds depends on the private n, so the rule is data-independent:
+    always, for every level (``max_node_examples: null`` keeps every row and the whole ε).
+
+    >>> bounds = np.zeros((2, 2))
+    >>> time = ReleasePolicy("s", None, (), feature_bounds=bounds, expected_size=10, max_node_examples=100,
+    ...                      window_kind="time")
+    >>> count = ReleasePolicy("s", None, (), feature_bounds=bounds, max_node_examples=100)
+    >>> cap_halves_epsilon(time), cap_halves_epsilon(count)
+    (True, False)
+    """
+    return capped(policy) and policy.expected_size is not None
+
+
+def cap_parameters(policy: ReleasePolicy) -> dict[str, Any]:
+    """The certificate's statement of a vector node's cap and its accounting rule."""
+    if policy.feature_bounds is None:
+        return {}
+    if not capped(policy):
+        return {"max_node_examples": None, "cap_rule": "uncapped: a node keeps all its examples"}
+    rule = ("a node keeps its first max_node_examples examples by arrival; "
+            + ("n is private (add/remove-one), so an addition can become a replacement inside the kept "
+               "set (two add/remove steps): the learner runs at half the level's epsilon (group privacy)"
+               if cap_halves_epsilon(policy) else
+               "n is public (replace-one): a replacement changes at most one kept example, the learner "
+               "runs at the level's epsilon"))
+    return {"max_node_examples": policy.max_node_examples, "cap_rule": rule}
+
+
+def node_expected_size(policy: ReleasePolicy, level: int) -> int:
+    """The size the algorithms of a node of ``level`` use where n is private: ``expected_size·2^j``,
+    at most the cap of a capped node."""
+    assert policy.expected_size is not None
+    size = policy.expected_size << level
+    return min(size, policy.max_node_examples) if capped(policy) else size  # type: ignore[type-var]
+
+
+def node_sample_size(policy: ReleasePolicy, level: int) -> int:
+    """A count node's public n: ``size·2^j`` examples, at most the cap of a capped node."""
+    size = policy.window_size << level
+    return min(size, policy.max_node_examples) if capped(policy) else size  # type: ignore[type-var]
 
 
 def stand_in(policy: ReleasePolicy, data: WindowData, level: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -186,7 +259,7 @@ def stand_in(policy: ReleasePolicy, data: WindowData, level: int = 0) -> tuple[n
     """
     if policy.expected_size is not None:
         return data.xs[:0], data.ys[:0]
-    n = policy.window_size << level
+    n = node_sample_size(policy, level)
     if data.xs.ndim == 2:
         assert policy.feature_bounds is not None
         xs = np.repeat(policy.feature_bounds[:, 0][None, :], n, axis=0).astype(data.xs.dtype)
@@ -416,8 +489,8 @@ class ReleaseAgent:
         await self.replay_outbox(policy.stream_id)
         closed = set(self.store.closed_windows(policy.stream_id))
         # Nodes of the tree whose last window was closed but which were not (a crash between the
-        # two): release them now (their windows' examples are kept until the top level is done;
-        # a node reserved before the crash is recomputed from its reservation's seed).
+        # two): release them now (their children's data is kept until they are built; a node
+        # reserved before the crash is recomputed from its reservation's seed).
         family, state = self._family(policy), self._streams[policy.stream_id]
         prefix = f"{family}-L0-"
         for window in sorted(int(w[len(prefix):]) for w in closed if w.startswith(prefix)):
@@ -429,11 +502,13 @@ class ReleaseAgent:
             return
         size = policy.window_size
         complete = self.store.next_seq(policy.stream_id) // size
+        stored = {i for level, i in self.store.nodes(policy.stream_id, family) if level == 0}
         for index in range(complete):
             if count_window_id(self.store.generation, index, size) in closed:
                 continue
-            window = self.store.count_window(policy.stream_id, index * size, (index + 1) * size)
-            if len(window.seqs) == size:
+            # closed into node (0, index) before the crash (its rows are gone), or still rows
+            if index in stored or len(self.store.count_window(
+                    policy.stream_id, index * size, (index + 1) * size).seqs) == size:
                 self._schedule_window(policy, self._streams[policy.stream_id], index)
 
     async def replay_outbox(self, stream_id: str | None = None) -> int:
@@ -459,28 +534,59 @@ class ReleaseAgent:
         return count
 
     # --- releasing ----------------------------------------------------------------------------
+    def _bounds(self, policy: ReleasePolicy) -> NodeBounds:
+        """The public bounds a node's data is kept within (stated in the certificate)."""
+        return NodeBounds(
+            user_contribution_bound=policy.user_contribution_bound if policy.privacy_unit == "user" else None,
+            max_node_examples=policy.max_node_examples if policy.feature_bounds is not None else None,
+        )
+
+    def _build_node(self, policy: ReleasePolicy, level: int, index: int) -> NodeData:
+        """Node ``(level, index)``'s compact data, built once and stored (E-DESIGN §3.3): a window's
+        rows become node (0, w) and are dropped (one transaction); a higher node is merged from its
+        two children, which are dropped once they were released (recorded closed). Idempotent: a
+        restart finds the stored node. Never re-reads Kafka."""
+        stream_id, family, bounds = policy.stream_id, self._family(policy), self._bounds(policy)
+        if level > 0:
+            data = self.store.merge_node(stream_id, family, level, index, bounds)
+            closed = self.store.closed_windows(stream_id)
+            for child in (2 * index, 2 * index + 1):  # the parent is built: released children go
+                if node_id(family, level - 1, child) in closed:
+                    self.store.drop_node(stream_id, family, level - 1, child)
+            return data
+        vectors = None if policy.feature_bounds is None else int(policy.feature_bounds.shape[0])
+        user_level = policy.privacy_unit == "user"
+        if policy.window_kind == "count":
+            size = policy.window_size
+            return self.store.close_window(stream_id, family, index, bounds,
+                                           seqs=(index * size, (index + 1) * size), vectors=vectors,
+                                           user_level=user_level)
+        return self.store.close_window(stream_id, family, index, bounds, time_window=index, vectors=vectors,
+                                       user_level=user_level)
+
+    def _node_released(self, policy: ReleasePolicy, level: int, index: int, outcome: str) -> None:
+        """Record node ``(level, index)`` released (or refused) and drop its data if nothing needs it
+        any more: a top-level node, or one whose parent is built already (a retry after a restart)."""
+        stream_id, family = policy.stream_id, self._family(policy)
+        self.store.mark_closed(stream_id, node_id(family, level, index), outcome)
+        parent_built = self.store.load_node(stream_id, family, level + 1, index // 2) is not None
+        if level == policy.levels or parent_built:
+            self.store.drop_node(stream_id, family, level, index)
+
     async def _release_node(self, policy: ReleasePolicy, level: int, index: int) -> None:
         """Release node ``(level, index)``: a window (level 0) or 2^level consecutive ones.
 
-        The windows' examples stay in the store until the top level's node over them is released
-        (level ``policy.levels``); then they are dropped. Lower nodes only record their outcome.
+        The learner's input is the node's compact data in the state store (:meth:`_build_node`),
+        kept until the node's parent is built and the node released.
         """
-        stream_id = policy.stream_id
         window_id = node_id(self._family(policy), level, index)
         windows = node_windows(level, index)
-        top = level == policy.levels
         publish_at: float | None = None
         if policy.window_kind == "count":
             size = policy.window_size
-            first, end = windows.start * size, windows.stop * size
-            info = WindowInfo(window_id=window_id, kind="count", start=first, end=end,
-                              first_window=windows.start, last_window=windows.stop - 1)
-
-            def load() -> WindowData:
-                return self.store.count_window(stream_id, first, end)
-
-            def close(outcome: str) -> None:
-                self.store.mark_closed(stream_id, window_id, outcome, seqs=(first, end) if top else None)
+            info = WindowInfo(window_id=window_id, kind="count", start=windows.start * size,
+                              end=windows.stop * size, first_window=windows.start,
+                              last_window=windows.stop - 1)
         else:
             assert policy.window_seconds is not None
             seconds = policy.window_seconds
@@ -490,16 +596,11 @@ class ReleaseAgent:
                               first_window=windows.start, last_window=windows.stop - 1)
             publish_at = self.close_time(policy, windows.stop - 1) + policy.publish_delay_seconds
 
-            def load() -> WindowData:
-                return concat([self.store.time_window(stream_id, w) for w in windows])
+        def load() -> WindowData:
+            return node_examples(self._build_node(policy, level, index))
 
-            def close(outcome: str) -> None:
-                if not top:
-                    self.store.mark_closed(stream_id, window_id, outcome)
-                    return
-                for w in windows:  # the first call records the node; each drops one window's rows
-                    self.store.mark_closed(stream_id, window_id, outcome, time_window=w)
-        await self._release(policy, window_id, info, load=load, close=close, publish_at=publish_at,
+        await self._release(policy, window_id, info, load=load,
+                            close=partial(self._node_released, policy, level, index), publish_at=publish_at,
                             level=level)
 
     async def _release(
@@ -575,7 +676,7 @@ class ReleaseAgent:
 
         # n private: the algorithms derive everything they publish from the operator's expected size
         # (a node of level j expects 2^j windows' worth)
-        size = {} if policy.expected_size is None else {"expected_size": policy.expected_size << level}
+        size = {} if policy.expected_size is None else {"expected_size": node_expected_size(policy, level)}
 
         def call(xs: np.ndarray, ys: np.ndarray, rng: Any) -> Callable[[], Any]:
             if product.vector:
@@ -586,6 +687,16 @@ class ReleaseAgent:
                                delta=delta, alpha=policy.alpha, beta=policy.beta, rng=rng, **size)
             return partial(product.algorithm.fit, policy.hypothesis_class, xs,
                            ys if product.labelled else None, epsilon=epsilon, delta=delta, rng=rng, **size)
+
+        if policy.feature_bounds is None and policy.privacy_unit == "example":
+            # A histogram node, expanded in sorted order: put it in a random order (windows.shuffled
+            # says why) drawn from its own randomness, derived from the same seed
+            if self._rng_factory:
+                order = self._rng_factory(f"{window_id}/{key}/order")
+            else:
+                assert seed is not None
+                order = derived(hashlib.sha256(b"privstream node order/" + seed).digest())
+            data = shuffled(data, order)
 
         loop = asyncio.get_running_loop()
         extra = {"stream_id": stream_id, "window_id": window_id, "ledger_entry_id": None}
@@ -658,12 +769,13 @@ class ReleaseAgent:
                     self.metrics.users_excluded(stream_id, excluded)  # private: operators only
                 keep = np.array([str(u) in reservation.included_users for u in data.users.tolist()], bool)
                 data = WindowData(*(column[keep] for column in data))
-            if policy.privacy_unit == "user":
-                assert policy.user_contribution_bound is not None
-                epsilon, delta = user_level_parameters(cost_epsilon, cost_delta,
-                                                       policy.user_contribution_bound)
-            else:
-                epsilon, delta = cost_epsilon, cost_delta
+            # group privacy: a user changes up to k rows; a capped node of a time window turns one
+            # addition into a replacement inside the kept set (twice the changes, see cap_rule)
+            group = policy.user_contribution_bound if policy.privacy_unit == "user" else 1
+            assert group is not None
+            group *= 2 if cap_halves_epsilon(policy) else 1
+            epsilon, delta = ((cost_epsilon, cost_delta) if group == 1
+                              else user_level_parameters(cost_epsilon, cost_delta, group))
             result, _rng, _fallback = await self._fit(policy, product, data, window_id, epsilon, delta, level,
                                                      seed=reservation.seed)
             receipt = ChargeReceipt(reservation.entry_id, reservation.lifetime.remaining)
@@ -734,13 +846,14 @@ class ReleaseAgent:
             privacy=result.privacy,
             user_contribution_bound=policy.user_contribution_bound,
             window=info,
-            sample_size=(policy.window_size << level) if n_public else None,  # a count node's n: public
+            sample_size=node_sample_size(policy, level) if n_public else None,  # a count node's n: public
             ledger_entry_id=str(receipt.entry_id),
             epsilon_budget_remaining=receipt.remaining.epsilon,
             delta_budget_remaining=receipt.remaining.delta,
             parameters={**result.parameters, **_theorem_fields(result),
                         "learner" if is_learner else "sanitizer": product.name,
-                        "algorithm_epsilon": result.epsilon, "algorithm_delta": result.delta},
+                        "algorithm_epsilon": result.epsilon, "algorithm_delta": result.delta,
+                        **cap_parameters(policy)},
             proper=result.proper if is_learner else False,
             dp_outputs=result.dp_outputs,
             accuracy_guarantee_holds=result.accuracy_guarantee_holds if n_public else None,

@@ -16,7 +16,8 @@ import math
 
 import numpy as np
 
-from privstream.agents.interfaces import WindowData
+from privstream.agents.interfaces import NodeBounds, NodeData, WindowData
+from privstream.learning.randomness import RandomSource
 
 
 def count_window_index(seq: int, size: int) -> int:
@@ -94,12 +95,53 @@ def time_window_id(index: int, seconds: float) -> str:
     return node_id(time_family(seconds), 0, index)
 
 
-def concat(parts: list[WindowData]) -> WindowData:
-    """The examples of several windows, in order (a node's data from its windows')."""
-    if len(parts) == 1:
-        return parts[0]
-    nonempty = [p for p in parts if len(p.xs)] or parts[:1]
-    return WindowData(*(np.concatenate([getattr(p, f) for p in nonempty]) for f in WindowData._fields))
+def node_examples(node: NodeData) -> WindowData:
+    """A node's compact data as the learner's input: a histogram expanded exactly (each (x, y) row
+    repeated by its count, in the histogram's sorted order), user rows and vectors as stored (in
+    arrival order). Sequence numbers are the rows' positions (the order the node keeps).
+
+    >>> node = NodeData.from_rows(np.array([5, 3, 5]), np.array([1, 0, 1]), None, NodeBounds())
+    >>> node_examples(node).xs, node_examples(node).ys
+    (array([3, 5, 5]), array([0, 1, 1], dtype=uint8))
+    """
+    xs, ys = node.examples()
+    n = len(ys)
+    users = node.users.astype(object) if node.users is not None else np.full(n, None, dtype=object)
+    return WindowData(xs, ys, users, np.arange(n, dtype=np.int64))
+
+
+def shuffled(data: WindowData, source: RandomSource) -> WindowData:
+    """The rows in a uniformly random order drawn from ``source`` (exact Fisher-Yates).
+
+    A histogram node is expanded in sorted (x, y) order, where a neighbour's sequence is shifted
+    rather than changed in one position. A uniformly random order makes the learner's input a
+    uniformly random permutation of the node's multiset: neighbouring multisets couple to
+    sequences that differ in one position (replace-one) or by one insertion (add/remove), so any
+    learner that is DP on sequences stays DP, whatever its output's dependence on order.
+
+    >>> from privstream.learning.randomness import seeded
+    >>> data = WindowData(np.arange(4), np.zeros(4, np.uint8), np.full(4, None), np.arange(4))
+    >>> sorted(shuffled(data, seeded(1)).xs.tolist())
+    [0, 1, 2, 3]
+    """
+    if len(data.xs) < 2:
+        return data
+    order = np.array(source.permutation(len(data.xs)), dtype=np.int64)
+    return WindowData(*(column[order] for column in data))
+
+
+def learner_input(xs: np.ndarray, ys: np.ndarray, order: RandomSource) -> tuple[np.ndarray, np.ndarray]:
+    """What the release agent gives a learner of an integer class for these examples: their
+    histogram node expanded, in the random order drawn from ``order`` (the offline CLI uses it so
+    that its release equals the service's for the same seed).
+
+    >>> from privstream.learning.randomness import seeded
+    >>> xs, ys = learner_input(np.array([3, 1, 3]), np.array([1, 0, 1]), seeded(0))
+    >>> sorted(zip(xs.tolist(), ys.tolist()))
+    [(1, 0), (3, 1), (3, 1)]
+    """
+    data = shuffled(node_examples(NodeData.from_rows(xs, ys, None, NodeBounds())), order)
+    return data.xs, data.ys
 
 
 def bound_contributions(window: WindowData, bound: int) -> WindowData:

@@ -206,6 +206,7 @@ def release_policy(stream: StreamConfig, hclass: HypothesisClass | None) -> Rele
         user_contribution_bound=config.user_contribution_bound,
         expected_size=config.expected_size,
         levels=config.levels,
+        max_node_examples=config.max_node_examples,
         lifetime=lifetime_bound(config),  # the user level's is set with the deployment's user budget
     )
 

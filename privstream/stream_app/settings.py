@@ -125,6 +125,14 @@ class ReleaseConfig(BaseModel):
         "Required there; not allowed with count windows at the example level, where n is public",
     )
 
+    max_node_examples: int | None = Field(
+        default=100_000, ge=1, le=2**53,
+        description="feature vectors: the examples a node of the release tree keeps (its first ones by "
+        "arrival; stated in the certificate). With time windows a capped node's learner runs at half the "
+        "level's ε (an addition can become a replacement inside the kept set). null: keep every example "
+        "(memory grows with the node)",
+    )
+
     @model_validator(mode="after")
     def _consistent(self) -> ReleaseConfig:
         if self.privacy_unit == "user" and self.user_contribution_bound is None:

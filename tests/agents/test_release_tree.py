@@ -153,3 +153,52 @@ async def test_a_node_left_unreleased_by_a_crash_is_released_after_restart_once(
     restarted.on_partitions_assigned({0})  # again: nothing twice
     await restarted.drain()
     assert len(restarted.ledger.entries("s")) == 3 and len(publish.messages) == 1
+
+
+async def test_nodes_are_stored_compactly_and_dropped_once_their_parent_is_built_and_they_are_released():
+    """Issue 17.2: a window's rows become node (0, w) when it closes; a node is merged from its
+    children, which go once it is built; a top node goes once released. Nothing else is kept."""
+    from privstream.agents.interfaces import NodeBounds, NodeData
+    from privstream.agents.windows import count_family
+    from tests.agents.test_releases import examples, feed, make_agent, policy
+
+    agent = make_agent({"s": policy(levels=2)}, budget=LEGACY)
+    family = count_family(agent.store.generation, 100)
+    batch = examples(400)
+    await feed(agent, batch[:300])
+    # L0-0 and L0-1 were released and L1-0 built from them: gone; L1-0 waits for L2-0, L0-2 for L1-1
+    assert agent.store.nodes("s", family) == [(0, 2), (1, 0)]
+    xs = np.array([e.x for e, _, _ in batch])
+    ys = (xs >= 600).astype(np.uint8)
+    node = NodeData.from_rows(xs[:200], ys[:200], None, NodeBounds())
+    assert agent.store.load_node("s", family, 1, 0) == node
+    assert len(agent.store.load_node("s", family, 1, 0).xs) <= 2 * len(np.unique(xs[:200]))  # a histogram
+    assert len(agent.store.count_window("s", 0, 300).xs) == 0  # the raw rows went when the windows closed
+    await feed(agent, batch[300:])
+    assert agent.store.nodes("s", family) == []  # the top node was released: nothing is kept
+    assert [c.level for c in agent.ledger.entries("s")] == [0, 0, 1, 0, 0, 1, 2]
+
+
+async def test_a_window_closed_into_its_node_before_a_crash_is_released_from_the_node_after_restart():
+    """The worker died after the window's rows became node (0, 0) and before its release."""
+    from privstream.agents.interfaces import NodeBounds
+    from privstream.agents.windows import count_family
+    from tests.agents.test_releases import Published, examples, make_agent, policy
+
+    crashed = make_agent({"s": policy()}, publish=Published())
+    batch = examples(100)
+    for example_, partition, offset in batch:
+        crashed.store.append("s", partition, offset, example_.x, example_.y, None, None)
+    family = count_family(crashed.store.generation, 100)
+    crashed.store.close_window("s", family, 0, NodeBounds(), seqs=(0, 100))
+    assert len(crashed.store.count_window("s", 0, 100).xs) == 0
+    crashed.on_partitions_assigned({0})
+    await crashed.drain()
+    [released] = crashed._publish.releases()
+    xs = np.array([e.x for e, _, _ in batch])
+    seed = zlib.crc32(f"{family}-L0-0/learner:generic".encode())
+    ys = (xs >= 600).astype(np.uint8)
+    offline = make_learner("generic").fit(parse_class_spec("thresholds:1024"), xs, ys, epsilon=1.0,
+                                          rng=seeded(seed))
+    assert released.hypothesis == offline.hypothesis.to_dict() and released.certificate.sample_size == 100
+    assert crashed.store.nodes("s", family) == []

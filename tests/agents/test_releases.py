@@ -439,3 +439,51 @@ async def test_the_individual_filter_charges_present_users_until_their_budget_th
     assert agent.ledger.user_spent("nobody").epsilon == 0.0
     assert metrics.events["excluded"] == 5  # operators only: how many were left out
     assert metrics.events["refused"] == 0  # releases go on, without the exhausted user
+
+
+async def test_a_vector_node_keeps_its_first_max_node_examples_and_states_the_cap_and_its_rule():
+    """E-DESIGN §3.4: count windows keep the level's ε; time windows (n private) halve it, always."""
+    from privstream.agents.windows import count_family
+    from privstream.learning.private_learners.vector_base import make_vector_learner
+
+    def vector_policy(**overrides):
+        return ReleasePolicy(
+            stream_id="s", hypothesis_class=None, window_size=400, max_node_examples=150, levels=1,
+            products=(Product("hypotheses", make_vector_learner("bayes-consistent"), 1.0, vector=True),),
+            feature_bounds=np.array([[0.0, 1.0], [0.0, 1.0]]), **overrides)
+
+    rng = np.random.default_rng(5)
+    points = rng.random((800, 2))
+    labels = (points[:, 0] > 0.5).astype(int)
+    publish = Published()
+    agent = make_agent({"s": vector_policy()}, publish=publish)
+    agent.observe_batch("s", 0, list(range(400)), points[:400].tolist(), labels[:400].tolist(), [None] * 400,
+                        [None] * 400, [None] * 400)
+    await agent.drain()
+    node = agent.store.load_node("s", count_family(agent.store.generation, 400), 0, 0)
+    assert np.array_equal(node.xs, points[:150])  # the first 150 by arrival
+    agent.observe_batch("s", 0, list(range(400, 800)), points[400:].tolist(), labels[400:].tolist(),
+                        [None] * 400, [None] * 400, [None] * 400)
+    await agent.drain()
+    certificates = [r.certificate for r in publish.releases()]
+    assert [c.level for c in certificates] == [0, 0, 1]
+    for c in certificates:
+        assert c.sample_size == 150 and c.parameters["max_node_examples"] == 150
+        assert c.parameters["algorithm_epsilon"] == c.epsilon == 1.0  # replace-one: the whole ε
+        assert "replace-one" in c.parameters["cap_rule"]
+
+    clock = FakeClock(T0)
+    publish = Published()
+    timed_agent = make_agent({"s": vector_policy(window_kind="time", window_seconds=60.0, expected_size=10)},
+                             publish=publish, clock=clock)
+    times = [datetime.fromtimestamp(T0 + i, UTC) for i in range(20)]
+    timed_agent.observe_batch("s", 0, list(range(20)), points[:20].tolist(), labels[:20].tolist(),
+                              [None] * 20, times, [None] * 20)
+    clock.now = T0 + 200
+    await timed_agent.tick()
+    await timed_agent.drain()
+    certificates = [r.certificate for r in publish.releases()]
+    assert certificates and all(c.epsilon == 1.0 for c in certificates)
+    for c in certificates:  # the cap can bind whatever the expected size: half the ε, always
+        assert c.parameters["algorithm_epsilon"] == 0.5
+        assert "half the level's epsilon" in c.parameters["cap_rule"]

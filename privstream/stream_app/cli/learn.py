@@ -83,8 +83,10 @@ def _randomness_notes(args: argparse.Namespace) -> Any:
 
 
 def run_learn(args: argparse.Namespace) -> int:
+    from privstream.agents.windows import learner_input
     from privstream.learning.hypothesis_classes import parse_class_spec
     from privstream.learning.private_learners import make_learner
+    from privstream.learning.randomness import secure, seeded
     from privstream.schemas import Certificate, HypothesisRelease, WindowInfo
     from privstream.stream_app.sources.files import read_examples
 
@@ -99,6 +101,9 @@ def run_learn(args: argparse.Namespace) -> int:
     xs, ys = read_examples(path)
     learner = make_learner(args.learner)
     rng = _randomness_notes(args)
+    # the examples as the service's release agent gives them to the learner (a node's histogram,
+    # in a random order from its own source): the same release for the same seed
+    xs, ys = learner_input(xs, ys, seeded(args.seed) if args.seed is not None else secure())
     window = WindowInfo(window_id=file_window_id(path), kind="file", start=0, end=int(xs.shape[0]))
     for run in range(args.runs):
         result = learner.fit(hclass, xs, ys, epsilon=args.epsilon, delta=args.delta,

@@ -49,8 +49,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_sanitize(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from privstream.agents.windows import learner_input
     from privstream.learning.hypothesis_classes import parse_class_spec
-    from privstream.learning.randomness import seeded
+    from privstream.learning.randomness import secure, seeded
     from privstream.learning.sanitizers import make_sanitizer
     from privstream.schemas import Certificate, SanitizedRelease, WindowInfo
     from privstream.stream_app.sources.files import read_query_data
@@ -58,6 +61,13 @@ def run_sanitize(args: argparse.Namespace) -> int:
     hclass = parse_class_spec(args.hclass)
     path = Path(args.data)
     xs, ys = read_query_data(path)
+    # the examples as the service's release agent gives them to the sanitizer (a node's histogram,
+    # in a random order from its own source): the same release for the same seed
+    order = seeded(args.seed) if args.seed is not None else secure()
+    if ys is None:
+        xs, _ = learner_input(xs, np.zeros(len(xs), np.uint8), order)
+    else:
+        xs, ys = learner_input(xs, ys, order)
     name = default_sanitizer(hclass) if args.sanitizer == "auto" else args.sanitizer
     sanitizer = make_sanitizer(name, **({"rounds": args.rounds} if name in ("mwem", "fooling") else {}))
     if args.seed is not None:
