@@ -61,7 +61,7 @@ async def published_releases(settings: Settings, expected: int, timeout: float =
     out: list[Release] = []
 
     async def collect() -> None:
-        async for release in subscribe(DEMO_STREAM, settings=settings):
+        async for release in subscribe(DEMO_STREAM, settings=settings, level="all"):
             out.append(release)
             if len(out) >= expected:
                 return
@@ -205,7 +205,8 @@ class ProgressView:
                 f"examples {done}/{self.total}  mistakes {s.get('mistakes', 0)}/{s.get('mistake_bound', '?')}"
                 f" (bound)  realizable {'yes' if s.get('realizable', True) else 'NO'}  "
                 f"invalid {status.get('invalid', 0)}  releases {budget.get('releases', 0)} "
-                f"(ε {budget.get('epsilon_spent', 0):g}/{budget.get('epsilon_budget', 0):g})"
+                f"(ε {budget.get('lifetime_epsilon_spent', 0):g}"
+                f"/{budget.get('lifetime_epsilon_budget', 0):g})"
                 f"  {rate:,.0f} ex/s"
             )
         if line == self._last_line and not self.tty:
@@ -301,11 +302,11 @@ class Demo:
             "invalid": (status or {}).get("invalid", 0),
             "releases": budget.get("releases", 0),
             "refusals": budget.get("refusals", 0),
-            "epsilon_spent": budget.get("epsilon_spent", 0.0),
-            "epsilon_budget": budget.get("epsilon_budget", args.epsilon_budget),
+            "epsilon_spent": budget.get("lifetime_epsilon_spent", 0.0),
+            "epsilon_budget": budget.get("lifetime_epsilon_budget", args.epsilon_budget),
             "last_release_error": error,
             "releases_per_level": per_level,
-            "lifetime_epsilon_per_example": budget.get("epsilon_spent", 0.0),
+            "lifetime_epsilon_per_example": budget.get("lifetime_epsilon_spent", 0.0),
             "lifetime_epsilon_bound": lifetime.epsilon if lifetime is not None else None,
             "best_release_level": best.certificate.level if best is not None else None,
             "best_release_error": best_error,
