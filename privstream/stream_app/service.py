@@ -314,8 +314,15 @@ def build_service(settings: Settings) -> Service:
     # Fencing (store/leases.py): the partitions this worker was assigned, by lease; a charge or a
     # publication for a stream whose partition another worker has taken since is refused.
     leases = factory.open_leases(settings) if ledger is not None else None
+    key_partition = stream_partition(settings.topic_partitions)
+
+    def source_partitions(stream_id: str) -> set[int]:
+        # Where the stream's examples came from, and its key's partition: a time-window stream
+        # that has seen no example yet is still released (empty windows, §4) by its key's owner.
+        return store.partitions(stream_id) | {key_partition(stream_id)}
+
     if ledger is not None and leases is not None:
-        ledger = metrics.timed(FencedLedger(ledger, leases, store.partitions), "ledger")
+        ledger = metrics.timed(FencedLedger(ledger, leases, source_partitions), "ledger")
     learners = OnlineLearners(streams, metrics, store)
     progress = Progress()
     user_level = frozenset(sid for sid, p in policies.items() if p.privacy_unit == "user")
@@ -339,11 +346,11 @@ def build_service(settings: Settings) -> Service:
             metrics.lifetime(sid, ledger.spent(sid).epsilon, ledger.lifetime(sid).budget.epsilon)
         assert leases is not None
         releases = ReleaseAgent(
-            policies, store, ledger, fenced_publisher(publisher(ingest, settings), leases, store.partitions),
+            policies, store, ledger, fenced_publisher(publisher(ingest, settings), leases, source_partitions),
             metrics,
             library_version=__version__,
             executor=LearnerProcess().start(),  # off the GIL the ingest loop needs (learner_process.py)
-            partition_of=stream_partition(settings.topic_partitions),
+            partition_of=key_partition,
         )
         pipeline.releases = releases
 
