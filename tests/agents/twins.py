@@ -18,6 +18,7 @@ by field and names the first difference.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import json
 import zlib
@@ -99,9 +100,9 @@ class TwinRun:
         hclass = parse_class_spec(stream.hypothesis_class or "")
         policy = release_policy(stream, hclass)
         if learner is not None:  # a learner swapped in (e.g. one that fails on some data)
-            products = (type(policy.products[0])("hypotheses", learner, policy.products[0].epsilon,
-                                                  policy.products[0].delta), *policy.products[1:])
-            policy = type(policy)(**{**policy.__dict__, "products": products})
+            # the configured product with its algorithm swapped: every other field (ε per level) kept
+            products = (dataclasses.replace(policy.products[0], algorithm=learner), *policy.products[1:])
+            policy = dataclasses.replace(policy, products=products)
         release = stream.release
         assert release is not None
         self.ledger = SqliteLedger.open(
