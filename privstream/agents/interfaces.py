@@ -34,7 +34,7 @@ True
 from __future__ import annotations
 
 import io
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
@@ -280,7 +280,10 @@ class StateStore(Protocol):
         with sequence numbers in ``[seqs[0], seqs[1])``, or of time window ``time_window``)."""
         ...
 
-    def closed_windows(self, stream_id: str) -> dict[str, str]: ...
+    def closed_windows(self, stream_id: str, among: Iterable[str] | None = None) -> dict[str, str]:
+        """``{window_id: outcome}`` of the stream's closed windows and nodes; with ``among``, only
+        of those ids (a lookup by key: the release path's check, not a scan of the stream's past)."""
+        ...
 
     def save_soa(self, stream_id: str, state: dict[str, Any]) -> None: ...
 

@@ -549,7 +549,8 @@ class ReleaseAgent:
         stream_id, family, bounds = policy.stream_id, self._family(policy), self._bounds(policy)
         if level > 0:
             data = self.store.merge_node(stream_id, family, level, index, bounds)
-            closed = self.store.closed_windows(stream_id)
+            children = [node_id(family, level - 1, child) for child in (2 * index, 2 * index + 1)]
+            closed = self.store.closed_windows(stream_id, among=children)
             for child in (2 * index, 2 * index + 1):  # the parent is built: released children go
                 if node_id(family, level - 1, child) in closed:
                     self.store.drop_node(stream_id, family, level - 1, child)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -254,10 +254,12 @@ class PostgresStateStore:
 
         self._db.transaction(run)
 
-    def closed_windows(self, stream_id: str) -> dict[str, str]:
-        rows = self._db.transaction(lambda cur: cur.execute(
-            "SELECT window_id, outcome FROM state_windows WHERE stream_id = %s", (stream_id,)
-        ).fetchall())
+    def closed_windows(self, stream_id: str, among: Iterable[str] | None = None) -> dict[str, str]:
+        query, params = "SELECT window_id, outcome FROM state_windows WHERE stream_id = %s", [stream_id]
+        if among is not None:
+            query += " AND window_id = ANY(%s)"
+            params.append(list(among))
+        rows = self._db.transaction(lambda cur: cur.execute(query, params).fetchall())
         return dict(rows)
 
     # --- SOA snapshots ---------------------------------------------------------------------------

@@ -46,7 +46,7 @@ import secrets
 import sqlite3
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -327,11 +327,14 @@ class SqliteStateStore:
                 db.execute("ROLLBACK")
                 raise
 
-    def closed_windows(self, stream_id: str) -> dict[str, str]:
+    def closed_windows(self, stream_id: str, among: Iterable[str] | None = None) -> dict[str, str]:
+        query, params = "SELECT window_id, outcome FROM windows WHERE stream_id = ?", [stream_id]
+        if among is not None:
+            ids = list(among)
+            query += f" AND window_id IN ({', '.join('?' * len(ids))})"
+            params += ids
         with self._lock:
-            rows = self._db.execute(
-                "SELECT window_id, outcome FROM windows WHERE stream_id = ?", (stream_id,)
-            ).fetchall()
+            rows = self._db.execute(query, params).fetchall()
         return dict(rows)
 
     # --- SOA snapshots ---------------------------------------------------------------------------

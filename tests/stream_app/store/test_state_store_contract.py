@@ -71,6 +71,15 @@ def test_replay_after_a_window_was_dropped_is_still_recognised(store) -> None:
     assert store.closed_windows("a") == {"w0": "released"}
 
 
+def test_closed_windows_are_looked_up_among_given_ids(store) -> None:
+    for window in ("w0", "w1", "w2"):
+        store.mark_closed("a", window, "released")
+    store.mark_closed("b", "w3", "refused")
+    assert store.closed_windows("a", among=["w1", "w3", "w9"]) == {"w1": "released"}
+    assert store.closed_windows("a", among=[]) == {}
+    assert store.closed_windows("b", among=("w3",)) == {"w3": "refused"}
+
+
 def test_time_windows_are_listed_read_and_dropped(store) -> None:
     store.append_many("t", 0, [(0, 1, 1, "u1", 12), (1, 2, 0, "u2", 11), (2, 3, 1, None, 12)])
     assert store.pending_time_windows("t") == [11, 12]
