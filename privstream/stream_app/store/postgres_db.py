@@ -13,6 +13,10 @@ operation of a store as one transaction, :meth:`Database.transaction`:
   operations are (a charge is keyed by (stream, window, mechanism), a budget change compares
   with the stored budget, publication is marked once);
 * waiting longer than ``lock_timeout`` for a row lock raises the store's "busy" error;
+* a session that sits inside a transaction doing nothing for ``idle_in_transaction_timeout``
+  (a worker frozen or cut off between two statements) is ended by the server, which rolls the
+  transaction back and releases its row locks: a stalled worker cannot hold a stream's charges
+  or a partition's lease rows for ever (the frozen worker's next statement fails and is retried);
 * after an outage, the same store object works again once the server is back (the pool
   reconnects within a few seconds; no worker restart is needed).
 
@@ -50,8 +54,9 @@ MIGRATIONS_TABLE = "privstream_migrations"
 _MIGRATION_LOCK = 0x7072_6976_7374_726D & 0x7FFF_FFFF_FFFF_FFFF  # "privstrm"
 #: SQLSTATEs after which PostgreSQL has rolled the transaction back and a rerun may succeed.
 _ROLLED_BACK = frozenset({"40001", "40P01"})  # serialization_failure, deadlock_detected
-#: SQLSTATEs of a connection that is gone (class 08, and the server shutting a backend down).
-_CONNECTION_GONE = frozenset({"57P01", "57P02", "57P03"})
+#: SQLSTATEs of a connection that is gone (class 08, the server shutting a backend down, and the
+#: server ending a session left idle inside a transaction: ``idle_in_transaction_timeout``).
+_CONNECTION_GONE = frozenset({"57P01", "57P02", "57P03", "25P03"})
 _LOCK_NOT_AVAILABLE = "55P03"
 _RECONNECT_GIVE_UP_SECONDS = 4.0
 _POOL_WAIT_SECONDS = 2.0
@@ -81,6 +86,7 @@ class PostgresConfig:
     connect_timeout: float = 10.0
     retry_seconds: float = 30.0
     lock_timeout: float = 10.0
+    idle_in_transaction_timeout: float = 60.0
 
     def __post_init__(self) -> None:
         try:
@@ -176,10 +182,13 @@ class Database:
         self._pool.open(wait=True, timeout=self.config.connect_timeout)
 
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
-        # UTC timestamps whatever the server's default; a bounded wait for row locks.
+        # UTC timestamps whatever the server's default; a bounded wait for row locks; locks of a
+        # transaction left idle (a frozen worker) released by the server.
         conn.execute(
-            "SELECT set_config('TimeZone', 'UTC', false), set_config('lock_timeout', %s, false)",
-            (f"{round(self.config.lock_timeout * 1000)}ms",),
+            "SELECT set_config('TimeZone', 'UTC', false), set_config('lock_timeout', %s, false), "
+            "set_config('idle_in_transaction_session_timeout', %s, false)",
+            (f"{round(self.config.lock_timeout * 1000)}ms",
+             f"{round(self.config.idle_in_transaction_timeout * 1000)}ms"),
         )
 
     def close(self) -> None:

@@ -262,3 +262,37 @@ def test_a_stream_locked_too_long_is_a_busy_error(pg_server: PostgresServer, pg_
         assert ledger.charge("other", "w0", "laplace", 0.25, 0.0, b"r").release == b"r"
     assert ledger.charge("s", "w0", "laplace", 0.25, 0.0, b"r").release == b"r"
     ledger.close()
+
+
+def test_a_worker_frozen_inside_a_transaction_loses_its_locks(pg_server: PostgresServer, pg_database: str):
+    """A worker stopped (SIGSTOP, a long GC pause, a cut network) between two statements of a
+    transaction: the server ends its session after ``idle_in_transaction_timeout`` and another
+    worker's charge goes through instead of waiting for ever."""
+    config = _config(pg_server, pg_database, lock_timeout=5.0, idle_in_transaction_timeout=0.5)
+    frozen = PostgresLedger.open(config, create_if_missing=True, budgets={"s": (1.0, 0.0)})
+    other = PostgresLedger.open(config)
+    with frozen._db._pool.connection() as conn:  # the frozen worker's own pooled session
+        assert conn.execute("SHOW idle_in_transaction_session_timeout").fetchone()[0] == "500ms"
+        # its session is ended by the server: the frozen worker's next statement fails
+        with pytest.raises(psycopg.errors.IdleInTransactionSessionTimeout), conn.transaction():
+            conn.execute("SELECT * FROM ledger_streams WHERE stream_id = 's' FOR UPDATE")
+            time.sleep(1.5)  # frozen, holding the stream's row lock
+            started = time.monotonic()
+            assert other.charge("s", "w0", "laplace", 0.25, 0.0, b"r").release == b"r"
+            assert time.monotonic() - started < 5.0  # not a busy error: the lock was gone
+            conn.execute("SELECT 1")
+    assert frozen.spent("s").epsilon == 0.25
+    # The frozen worker wakes up inside its own charge: the server ended that session, the
+    # transaction is run again on another connection, and the charge is made once.
+    attempts = []
+
+    def freezes_once(cur: object) -> None:  # the fence runs inside the charge's transaction
+        attempts.append(time.monotonic())
+        if len(attempts) == 1:
+            time.sleep(1.5)
+
+    frozen.charge("s", "w1", "laplace", 0.25, 0.0, b"r", fence=freezes_once)
+    assert len(attempts) == 2
+    assert [e.window_id for e in frozen.entries("s")] == ["w0", "w1"] and frozen.spent("s").epsilon == 0.5
+    frozen.close()
+    other.close()
