@@ -45,7 +45,7 @@ import numpy as np
 import pydantic_core
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from privstream.stream_app.embedded.broker import EmbeddedBroker, free_listener_ports
+from privstream.stream_app.embedded.broker import EmbeddedBroker, free_listener_ports, on_embedded_broker
 from privstream.stream_app.embedded.demo import WorkerProcess, fetch_json
 from privstream.stream_app.kafka.clients import client_options, ensure_topics
 from privstream.stream_app.settings import Settings, StreamConfig
@@ -247,7 +247,7 @@ def run_ingest_benchmark(n: int = 100_000, batch_size: int = 1000, latency_secon
         workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="privstream-bench-")))
         if settings.kafka_bootstrap is None:
             broker = stack.enter_context(EmbeddedBroker(log_path=workdir / "broker.log"))
-            settings = settings.model_copy(update={"kafka_bootstrap": broker.bootstrap})
+            settings = on_embedded_broker(settings, broker)
         settings = settings.model_copy(update={
             "app_id": f"privstream-bench-{run}", "topic_prefix": f"bench-{run}.", "topic_partitions": 4,
             **free_listener_ports(), "data_dir": workdir / "data",

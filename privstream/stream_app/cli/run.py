@@ -128,7 +128,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run_worker(args: argparse.Namespace) -> int:
     import faust
 
-    from privstream.stream_app.embedded.broker import EmbeddedBroker
+    from privstream.stream_app.embedded.broker import EmbeddedBroker, on_embedded_broker
     from privstream.stream_app.kafka.clients import ensure_topics
     from privstream.stream_app.service import build_service
 
@@ -137,7 +137,7 @@ def run_worker(args: argparse.Namespace) -> int:
     broker = None
     if settings.kafka_bootstrap is None:
         broker = EmbeddedBroker().start()
-        settings = settings.model_copy(update={"kafka_bootstrap": broker.bootstrap})
+        settings = on_embedded_broker(settings, broker)
         print(f"privstream worker: started the embedded broker at {broker.bootstrap}", file=sys.stderr)
     try:
         asyncio.run(ensure_topics(settings))

@@ -22,11 +22,20 @@ import subprocess
 import time
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 log = logging.getLogger(__name__)
 
 LOOPBACK = "127.0.0.1"
 _PR_SET_PDEATHSIG = 1
+
+
+if TYPE_CHECKING:
+    from privstream.stream_app.settings import Settings
+
+#: The session timeout a service on the embedded broker uses unless one is set: the broker holds
+#: every consumer-group join for half of it (measured: 5 s at 10 s, 15 s at the default 30 s).
+EMBEDDED_SESSION_TIMEOUT_SECONDS = 10.0
 
 
 class BrokerError(RuntimeError):
@@ -219,3 +228,12 @@ class EmbeddedBroker:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop()
+
+
+def on_embedded_broker(settings: Settings, broker: EmbeddedBroker) -> Settings:
+    """``settings`` pointed at ``broker``, with the short session timeout that makes its group
+    joins quick (:data:`EMBEDDED_SESSION_TIMEOUT_SECONDS`) unless the operator set one."""
+    update: dict[str, object] = {"kafka_bootstrap": broker.bootstrap}
+    if "kafka_session_timeout_seconds" not in settings.model_fields_set:
+        update["kafka_session_timeout_seconds"] = EMBEDDED_SESSION_TIMEOUT_SECONDS
+    return settings.model_copy(update=update)

@@ -26,6 +26,7 @@ from privstream.stream_app.embedded.broker import (
     EmbeddedBroker,
     die_with_parent,
     free_listener_ports,
+    on_embedded_broker,
 )
 from privstream.stream_app.kafka.clients import ensure_topics, produce_json
 from privstream.stream_app.sdk import Release
@@ -257,7 +258,7 @@ class Demo:
             (workdir / "data").mkdir()
             if settings.kafka_bootstrap is None:
                 broker = stack.enter_context(EmbeddedBroker(log_path=workdir / "broker.log"))
-                settings = settings.model_copy(update={"kafka_bootstrap": broker.bootstrap})
+                settings = on_embedded_broker(settings, broker)
                 print(f"embedded broker at {broker.bootstrap}", file=sys.stderr)
             asyncio.run(ensure_topics(settings))
             worker = WorkerProcess(settings, workdir / "worker.log").start()
@@ -273,7 +274,9 @@ class Demo:
             records += [(DEMO_STREAM, raw) for raw in malformed_messages(args.invalid, DEMO_STREAM)]
             status = asyncio.run(self._produce_and_watch(settings, worker, records))
             latest = worker.latest_release()
-            releases = asyncio.run(published_releases(settings, self.expected_windows))
+            # no window can close (fewer examples than a window): nothing to wait for
+            releases = (asyncio.run(published_releases(settings, self.expected_windows))
+                        if self.expected_windows else [])
             exit_status = worker.stop()
             if exit_status not in (0, None):
                 print(f"worker exited with status {exit_status}; its log:\n"

@@ -30,3 +30,17 @@ def test_embedded_broker_binds_loopback_and_stops():
             assert not kafka_api_versions_ok(outside, int(port), timeout=0.3)
     assert process.poll() is not None
     assert not kafka_api_versions_ok(host, int(port), timeout=0.3)
+
+
+def test_a_service_on_the_embedded_broker_gets_a_short_session_timeout_unless_one_is_set():
+    from types import SimpleNamespace
+
+    from privstream.stream_app.embedded.broker import EMBEDDED_SESSION_TIMEOUT_SECONDS, on_embedded_broker
+    from privstream.stream_app.settings import Settings
+
+    broker = SimpleNamespace(bootstrap="127.0.0.1:9")
+    default = on_embedded_broker(Settings(_env_file=None), broker)  # type: ignore[arg-type]
+    assert (default.kafka_bootstrap, default.kafka_session_timeout_seconds) == (
+        "127.0.0.1:9", EMBEDDED_SESSION_TIMEOUT_SECONDS)
+    chosen = on_embedded_broker(Settings(_env_file=None, kafka_session_timeout_seconds=45), broker)  # type: ignore[arg-type]
+    assert chosen.kafka_session_timeout_seconds == 45
