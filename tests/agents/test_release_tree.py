@@ -119,7 +119,7 @@ def test_parallel_composition_audit_every_release_of_every_level():
     or below the lifetime ε. The broken variant is audited on count windows below, where the
     exponential mechanism can attain nearly its whole ε per release."""
     lifetime = sum(LEVEL_EPSILON)
-    result = audit(tree_path(ReleaseAgent)(seeded(3)), PAIR, PrivacyGuarantee(lifetime, 0.0), samples=800,
+    result = audit(tree_path(ReleaseAgent)(seeded(3)), PAIR, PrivacyGuarantee(lifetime, 0.0), samples=500,
                    confidence=0.999, name="release tree")
     print(f"lifetime epsilon lower bound {result.epsilon_lower_bound:.3f} (certificate {lifetime}), "
           f"estimate {result.epsilon_estimate:.3f}")

@@ -195,7 +195,8 @@ def test_a_worker_with_scram_credentials_learns_and_a_wrong_password_stops_it(sc
     settings = sasl_settings(
         f"127.0.0.1:{scram_kafka.port}", PASSWORD, "SCRAM-SHA-512",
         app_id=f"privstream-sec-{uuid.uuid4().hex[:8]}", **free_listener_ports(), data_dir=tmp_path / "data",
-        kafka_session_timeout_seconds=10,
+        kafka_session_timeout_seconds=6,  # a group join on the embedded broker waits half of it
+        kafka_heartbeat_interval_seconds=2,
         streams=[{"name": "s", "hypothesis_class": "thresholds:64"}],
     )
     asyncio.run(ensure_topics(settings))

@@ -90,7 +90,8 @@ def live_metrics(broker, tmp_path_factory) -> str:
         **free_listener_ports(),
         data_dir=tmp_path / "data",
         topic_partitions=2,
-        kafka_session_timeout_seconds=10,
+        kafka_session_timeout_seconds=6,  # a group join on the embedded broker waits half of it
+        kafka_heartbeat_interval_seconds=2,
         ledger_create_if_missing=True,
         # ε = 1 per window, lifetime 1.5 per example: every window is released (parallel composition).
         streams=[StreamConfig(name="s", hypothesis_class=CLASS, release=ReleaseConfig(

@@ -60,7 +60,9 @@ def unique_settings(broker, tmp_path) -> Settings:
         **free_listener_ports(),
         data_dir=tmp_path / "data",
         topic_partitions=2,
-        kafka_session_timeout_seconds=10,
+        # the embedded broker holds a group join for half the session timeout: 3 s per join
+        kafka_session_timeout_seconds=6,
+        kafka_heartbeat_interval_seconds=2,
         _env_file=None,
     )
 

@@ -50,7 +50,8 @@ class LiveDeployment:
             operator_token=OPERATOR_TOKEN,
             data_dir=workdir / "data",
             topic_partitions=2,
-            kafka_session_timeout_seconds=10,
+            kafka_session_timeout_seconds=6,  # a group join on the embedded broker waits half of it
+            kafka_heartbeat_interval_seconds=2,
             ledger_create_if_missing=True,
             log_format="json",
             streams=[StreamConfig(name=DEMO_STREAM, hypothesis_class=CLASS, release=ReleaseConfig(
