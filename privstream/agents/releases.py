@@ -549,10 +549,10 @@ class ReleaseAgent:
         stream_id, family, bounds = policy.stream_id, self._family(policy), self._bounds(policy)
         if level > 0:
             data = self.store.merge_node(stream_id, family, level, index, bounds)
-            children = [node_id(family, level - 1, child) for child in (2 * index, 2 * index + 1)]
-            closed = self.store.closed_windows(stream_id, among=children)
-            for child in (2 * index, 2 * index + 1):  # the parent is built: released children go
-                if node_id(family, level - 1, child) in closed:
+            children = {child: node_id(family, level - 1, child) for child in (2 * index, 2 * index + 1)}
+            closed = self.store.closed_windows(stream_id, among=children.values())
+            for child, child_id in children.items():  # the parent is built: released children go
+                if child_id in closed:
                     self.store.drop_node(stream_id, family, level - 1, child)
             return data
         vectors = None if policy.feature_bounds is None else int(policy.feature_bounds.shape[0])
