@@ -96,6 +96,7 @@ CASES: dict[str, Callable[[int, int | None, int], Any]] = {
     "bayes-consistent": vector_case("bayes-consistent"),
     "bayes-consistent-prf": vector_case("bayes-consistent", randomness="prf"),
     "semi-supervised": vector_case("semi-supervised", delta=1e-6, unlabelled=0.8, n_semi=50),
+    "halfspaces": vector_case("halfspaces", unlabelled=0.3),
 }
 
 
@@ -207,7 +208,7 @@ def test_vector_learners_never_refuse_data() -> None:
     """Out-of-bounds values are clipped and unlabelled rows cast no vote: no data makes fit raise."""
     X = np.array([[-50.0, 9.0], [0.5, 0.0], [3.0, -7.0]])
     y = np.array([1, -1, 0])
-    for name, params in (("bayes-consistent", {}), ("semi-supervised", {"n_semi": 20})):
+    for name, params in (("bayes-consistent", {}), ("semi-supervised", {"n_semi": 20}), ("halfspaces", {})):
         res = make_vector_learner(name, **params).fit(X, y, epsilon=1.0, delta=1e-6, bounds=BOUNDS_2D,
                                                       rng=seeded(1))
         assert res.parameters["out_of_bounds"] == "clip"

@@ -58,6 +58,7 @@ AUDITS: dict[str, str] = {
     "bayes-consistent-empty-cell": f"{_CONSISTENT}:empty_cell_audit_spec",
     "semi-supervised": f"{_CONSISTENT}:semi_supervised_audit_spec",
     "pcde": f"{_CONSISTENT}:pcde_audit_spec",
+    "halfspaces": "privstream.learning.private_learners.halfspaces_audit:halfspaces_audit_spec",
     # sanitizers (sanitizers/base.py: SANITIZERS)
     "mwem": f"{_SANITIZERS}:mwem_audit_spec",
     "mwem-zcdp": f"{_SANITIZERS}:mwem_zcdp_audit_spec",

@@ -19,10 +19,10 @@ the data would leak it. Finite values and the row length are validated before wi
 * ``result.model`` is the *public* predictor: ``predict(X) -> uint8``, ``to_dict()`` (canonical
   JSON: equal models give equal dicts) and :func:`vector_model_from_dict` to read it back. It is
   a function of the mechanism's DP output only.
-* :data:`VECTOR_LEARNERS`: ``"bayes-consistent"`` and ``"semi-supervised"``.
+* :data:`VECTOR_LEARNERS`: ``"bayes-consistent"``, ``"semi-supervised"`` and ``"halfspaces"``.
 
 >>> sorted(VECTOR_LEARNERS)
-['bayes-consistent', 'semi-supervised']
+['bayes-consistent', 'halfspaces', 'semi-supervised']
 >>> make_vector_learner("bayes-consistent").name
 'bayes-consistent'
 """
@@ -135,12 +135,14 @@ class VectorLearner(Protocol):
 VECTOR_LEARNERS: dict[str, str] = {
     "bayes-consistent": "privstream.learning.consistent.pcl:BayesConsistentLearner",
     "semi-supervised": "privstream.learning.consistent.semisupervised:SemiSupervisedLearner",
+    "halfspaces": "privstream.learning.private_learners.halfspaces:HalfspaceLearner",
 }
 
 #: Released model kinds -> ``"module:Class"`` with a ``from_dict`` classmethod.
 VECTOR_MODELS: dict[str, str] = {
     "grid-labels": "privstream.learning.consistent.pcl:GridLabelModel",
     "stump": "privstream.learning.consistent.semisupervised:StumpModel",
+    "halfspace": "privstream.learning.private_learners.halfspaces:HalfspaceModel",
 }
 
 
@@ -155,7 +157,7 @@ def make_vector_learner(name: str, **params: Any) -> VectorLearner:
     >>> make_vector_learner("svm")
     Traceback (most recent call last):
     ...
-    ValueError: unknown vector learner 'svm'; known: bayes-consistent, semi-supervised
+    ValueError: unknown vector learner 'svm'; known: bayes-consistent, halfspaces, semi-supervised
     """
     target = VECTOR_LEARNERS.get(name) if isinstance(name, str) else None
     if target is None:

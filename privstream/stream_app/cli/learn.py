@@ -23,7 +23,6 @@ from privstream.stream_app.cli.common import CLASS_HELP, EXAMPLES_HELP, file_win
 VECTOR_EXAMPLES_HELP = "CSV with a header, label column y (empty = unlabelled) and feature columns"
 BOUNDS_HELP = ("public feature bounds of the vector learners (required by them, never derived from the "
                "data): 'lo:hi' for every feature or a JSON list [[lo, hi], ...]; write --bounds=-1:1")
-VECTOR_LEARNER_NAMES = ("bayes-consistent", "semi-supervised")  # see vector_base.VECTOR_LEARNERS
 #: α and β of the class learners when not given (the service's default too: agents.releases.ReleasePolicy)
 CLASS_LEARNER_ACCURACY = 0.25
 
@@ -34,15 +33,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help=CLASS_HELP + " (omit it for the vector learners)")
     learn.add_argument("--examples", required=True, metavar="FILE", help=EXAMPLES_HELP)
     learn.add_argument("--learner", default="generic",
-                       help="private learner (default: generic); bayes-consistent and semi-supervised "
-                            "read feature vectors: " + VECTOR_EXAMPLES_HELP)
+                       help="private learner (default: generic); bayes-consistent, semi-supervised and "
+                            "halfspaces read feature vectors: " + VECTOR_EXAMPLES_HELP)
     learn.add_argument("--bounds", metavar="BOUNDS", help=BOUNDS_HELP)
     learn.add_argument("--epsilon", type=float, required=True, help="privacy parameter ε of each run")
     learn.add_argument("--delta", type=float, default=0.0, help="allowed δ (default 0; generic is pure DP)")
     learn.add_argument("--alpha", type=float,
-                       help="target accuracy α (default 0.25; semi-supervised: the learner's own, 0.1)")
+                       help="target accuracy α (default 0.25; semi-supervised, halfspaces: their own)")
     learn.add_argument("--beta", type=float,
-                       help="target confidence β (default 0.25; semi-supervised: the learner's own, 0.1)")
+                       help="target confidence β (default 0.25; semi-supervised, halfspaces: their own)")
     learn.add_argument("--seed", type=int,
                        help="seeded randomness: reproducible and NOT private (experiments only)")
     learn.add_argument("--runs", type=int, default=1, metavar="K",
@@ -86,13 +85,14 @@ def run_learn(args: argparse.Namespace) -> int:
     from privstream.agents.windows import learner_input
     from privstream.learning.hypothesis_classes import parse_class_spec
     from privstream.learning.private_learners import make_learner
+    from privstream.learning.private_learners.vector_base import VECTOR_LEARNERS
     from privstream.learning.randomness import secure, seeded
     from privstream.schemas import Certificate, HypothesisRelease, WindowInfo
     from privstream.stream_app.sources.files import read_examples
 
     if args.runs < 1:
         raise ValueError(f"--runs must be at least 1, got {args.runs}")
-    if args.learner in VECTOR_LEARNER_NAMES:
+    if args.learner in VECTOR_LEARNERS:
         return _learn_vectors(args)
     if args.hclass is None:
         raise ValueError(f"learner {args.learner!r} needs a CLASS ({CLASS_HELP})")
@@ -173,7 +173,8 @@ def _learn_vectors(args: argparse.Namespace) -> int:
     bounds = _parse_bounds(args.bounds, X.shape[1])
     # only what was given: the service runs the learner with its own defaults too
     given = {"alpha": args.alpha, "beta": args.beta}.items()
-    params = {k: v for k, v in given if v is not None} if args.learner == "semi-supervised" else {}
+    params = ({k: v for k, v in given if v is not None} if args.learner in ("semi-supervised", "halfspaces")
+              else {})
     learner = make_vector_learner(args.learner, **params)
     rng = _randomness_notes(args)
     window = WindowInfo(window_id=file_window_id(path), kind="file", start=0, end=int(X.shape[0]))

@@ -158,7 +158,7 @@ def test_public_resolution_for_add_remove_neighbours() -> None:
 
 
 def test_registry_and_protocol() -> None:
-    assert set(VECTOR_LEARNERS) == {"bayes-consistent", "semi-supervised"}
+    assert set(VECTOR_LEARNERS) == {"bayes-consistent", "halfspaces", "semi-supervised"}
     learner = make_vector_learner("bayes-consistent", max_cells=100)
     with pytest.raises(ReleaseTooLargeError):  # refused before touching the data
         learner.fit(np.zeros((569, 30)), np.zeros(569, dtype=np.uint8), epsilon=1.0,

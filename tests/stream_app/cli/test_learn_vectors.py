@@ -1,4 +1,4 @@
-"""``privstream learn/evaluate`` with the vector learners (bayes-consistent, semi-supervised)."""
+"""``privstream learn/evaluate`` with the vector learners (bayes-consistent, semi-supervised, halfspaces)."""
 
 from __future__ import annotations
 
@@ -77,6 +77,22 @@ def test_evaluate_vector_release(capsys, labelled, tmp_path) -> None:
     X, y, _ = read_vector_examples(labelled)
     assert result["error"] == pytest.approx(float(np.mean(model.predict(X) != y)))
     assert result["error"] < 0.25  # Bayes error 0.1 on a 7×7 grid
+
+
+def test_learn_and_evaluate_halfspaces(capsys, labelled, tmp_path) -> None:
+    code, out, err = run(capsys, "learn", "--learner", "halfspaces", "--examples", str(labelled),
+                         "--bounds", "0:1", "--epsilon", "1", "--alpha", "0.1", "--seed", "4", "--json")
+    assert code == 0, err
+    release = HypothesisRelease.model_validate_json(out)
+    cert = release.certificate
+    assert (cert.mechanism, cert.epsilon, cert.delta, cert.proper) == ("halfspace-net-em", 1.0, 0.0, True)
+    assert cert.parameters["learner"] == "halfspaces" and cert.parameters["alpha"] == 0.1
+    assert cert.parameters["resolution"] == 1000  # ⌈ε·n/2⌉
+    assert release.hypothesis["kind"] == "halfspace" and release.hypothesis_class == "halfspaces:2"
+    (tmp_path / "r.jsonl").write_text(out)
+    _, out, _ = run(capsys, "evaluate", "--release", str(tmp_path / "r.jsonl"), "--examples", str(labelled),
+                    "--json")
+    assert json.loads(out)["error"] < 0.13  # the target a + b > 1 is a halfspace; 10% of labels flipped
 
 
 def test_learn_and_evaluate_semi_supervised(capsys, partly_labelled, tmp_path) -> None:
