@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 
 from privstream.learning.private_learners import make_learner
+from privstream.learning.private_learners.vector_base import VECTOR_LEARNERS, make_vector_learner
 from privstream.stream_app.settings import StreamConfig
 from tests.agents.twins import T0, Step, assert_twins, example, twins
 
@@ -100,3 +101,44 @@ async def test_finding_8_user_level_twins_differing_in_one_user_agree():
 
     a, b = await twins(stream, users(False), users(True))
     assert_twins(a, b)
+
+
+# -- streams of feature vectors: every registered vector learner --------------------------------------
+
+VECTOR_PARAMS = {"semi-supervised": {"n_semi": 20}}  # a small cover: the twins run in a second
+
+
+def vector_stream(learner: str) -> StreamConfig:
+    return StreamConfig(name="s", features=2, feature_bounds=[[0.0, 1.0], [0.0, 1.0]], release={
+        "learner": learner, "learner_params": VECTOR_PARAMS.get(learner, {}), "epsilon": 1.0,
+        "delta": 1e-6, "epsilon_budget": 100.0, "delta_budget": 1e-3, "expected_size": 20, "levels": 1,
+        "window": {"kind": "time", "seconds": 60.0, "allowed_lateness_seconds": 10.0}})
+
+
+def vector_steps(extra: dict[int, list[dict]] | None = None, until: int = 7) -> list[Step]:
+    """Windows 0 (80 examples: enough that a schedule in the true n, not ``expected_size``, would
+    show) and 2 (two) hold examples of the target ``1[x_2 >= x_1]``; the others are empty."""
+    spread = [example([(0.37 * i) % 1, (0.61 * i) % 1], at=T0 + 1 + i / 20) for i in range(80)]
+    base = {0: spread, 2: [example([0.9, 0.95], at=T0 + 125), example([0.3, 0.1], at=T0 + 126)]}
+    return [Step(T0 + 60 * i + 5, base.get(i, []) + (extra or {}).get(i, [])) for i in range(until)]
+
+
+@pytest.mark.parametrize("learner", sorted(VECTOR_LEARNERS))
+@pytest.mark.parametrize("neighbour", [
+    # one example more, alone in a window otherwise empty
+    {1: [example([0.5, 0.6], at=T0 + 65)]},
+    # a hostile feature value, far outside the public bounds, in a window with others
+    {2: [example([1e300, -1e300], at=T0 + 127)]},
+    # one example more in a window whose other rows then all carry one label (an ERM would be constant)
+    {0: [example([0.2, 0.9], at=T0 + 8, y=1)]},
+], ids=["one-more-alone", "hostile-value", "one-more-same-label"])
+async def test_vector_streams_twins_differing_in_one_example_agree(learner, neighbour):
+    """Time windows of feature vectors (n private): every vector learner, every level, with one
+    example more on one side; only the DP outputs (the models) may differ."""
+    stream = vector_stream(learner)
+    a, b = await twins(stream, vector_steps(), vector_steps(neighbour))
+    assert_twins(a, b)
+    assert len(a.messages) == 5 + 2  # windows 0-4 have closed (5 at T0 + 370), and level-1 nodes 0-1, 2-3
+    assert {m["release"]["certificate"]["mechanism"] for m in a.messages} == {
+        make_vector_learner(learner).fit([], [], epsilon=1.0, delta=1e-6, bounds=[[0, 1], [0, 1]],
+                                         expected_size=20).mechanism}

@@ -31,7 +31,7 @@ from privstream.agents.online import OnlineLearners, OnlineStream
 from privstream.agents.pipeline import IngestPipeline, RawRecord
 from privstream.agents.progress import Progress
 from privstream.agents.releases import ReleaseAgent
-from privstream.agents.validation import ExampleValidator, integer_domain
+from privstream.agents.validation import ExampleValidator, integer_domain, vector_domain
 from privstream.learning.hypothesis_classes import parse_class_spec
 from privstream.learning.randomness import seeded
 from privstream.stream_app.metrics import ServiceMetrics
@@ -97,7 +97,8 @@ class TwinRun:
 
         self.stream = stream
         self.clock = FakeClock()
-        hclass = parse_class_spec(stream.hypothesis_class or "")
+        # a stream of feature vectors has no class and no online SOA: private releases only
+        hclass = parse_class_spec(stream.hypothesis_class) if stream.kind == "class" else None
         policy = release_policy(stream, hclass)
         if learner is not None:  # a learner swapped in (e.g. one that fails on some data)
             # the configured product with its algorithm swapped: every other field (ε per level) kept
@@ -124,10 +125,13 @@ class TwinRun:
             validator_options = {"clock": self.clock, "event_time_skew": {stream.name: skew}
                                  if release.window.kind == "time" else {}}
         user_level = frozenset({stream.name}) if release.privacy_unit == "user" else frozenset()
-        validator = ExampleValidator({stream.name: integer_domain(hclass.check_point)}, user_level=user_level,
-                                     **validator_options)
-        learners = OnlineLearners({stream.name: OnlineStream(stream.name, hclass, stream.soa_tie)},
-                                  self.metrics, self.store)
+        if hclass is not None:
+            domain = integer_domain(hclass.check_point)
+            online = {stream.name: OnlineStream(stream.name, hclass, stream.soa_tie)}
+        else:
+            domain, online = vector_domain(stream.features or 0), {}
+        validator = ExampleValidator({stream.name: domain}, user_level=user_level, **validator_options)
+        learners = OnlineLearners(online, self.metrics, self.store)
         self.pipeline = IngestPipeline(validator, learners, self.metrics, Progress(), self.agent)
         self.offset = 0
 
@@ -203,9 +207,12 @@ def _same(x: Any, y: Any, where: str) -> None:
         assert x == y, f"{where}: {x!r} vs {y!r}"
 
 
-def example(x: int, *, at: float | None = None, user: str | None = None, stream: str = "s") -> dict[str, Any]:
-    """A raw example message (``at``: its event time, Unix seconds)."""
-    message: dict[str, Any] = {"stream_id": stream, "x": x, "y": int(x >= 600)}
+def example(x: int | list[float], *, at: float | None = None, user: str | None = None, stream: str = "s",
+            y: int | None = None) -> dict[str, Any]:
+    """A raw example message (``at``: its event time, Unix seconds); ``y`` defaults to ``1[x >= 600]``
+    for a point and to ``1[x_2 >= x_1]`` for a feature vector."""
+    label = y if y is not None else int(x >= 600) if isinstance(x, int) else int(x[-1] >= x[0])
+    message: dict[str, Any] = {"stream_id": stream, "x": x, "y": label}
     if at is not None:
         message["event_time"] = datetime.fromtimestamp(at, UTC).isoformat()
     if user is not None:
