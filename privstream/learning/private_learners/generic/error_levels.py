@@ -63,7 +63,8 @@ from privstream.learning.hypothesis_classes import (
 )
 from privstream.learning.hypothesis_classes.finite import FiniteClass
 
-__all__ = ["MAX_DENSE_ENTRIES", "ErrorLevels", "SampleSummary", "error_levels", "nth_pair", "summarise"]
+__all__ = ["MAX_DENSE_ENTRIES", "ErrorLevels", "SampleSummary", "VersionSpace", "error_levels", "nth_pair",
+           "summarise", "version_space"]
 
 #: Largest ``|H| x N`` truth table built for a class that is neither structured nor a file class.
 MAX_DENSE_ENTRIES = 2**26
@@ -289,6 +290,56 @@ def _interval_levels(hclass: Intervals, s: SampleSummary) -> ErrorLevels:
         raise AssertionError("level index out of range")  # unreachable: counts match the enumeration
 
     return ErrorLevels(tuple(counts), member)
+
+
+@dataclass(frozen=True)
+class VersionSpace:
+    """Level 0 alone: the ``size`` hypotheses without an error on the sample, and ``member(r)``,
+    the ``r``-th of them in the order of ``error_levels(...).member(0, r)``."""
+
+    size: int
+    member: Callable[[int], Hypothesis]
+
+
+def version_space(hclass: HypothesisClass, xs: np.ndarray, ys: np.ndarray) -> VersionSpace:
+    """The hypotheses consistent with the sample, in O(n log n) on intervals (the full levels
+    take O(k²) there); other classes take level 0 of :func:`error_levels`.
+
+    On ``intervals:N`` a consistent interval holds every positive point and no negative one. With
+    positives, it must cover exactly the distinct points ``v_α..v_{β-1}`` from the first positive to
+    the last (``α``, ``β`` fixed), all of them pure positives, so level 0 is the one block (α, β) of
+    :func:`error_levels`, a product of an a-range and a b-range (or nothing). Without positives it is
+    the zero block: the empty function and every interval inside a gap.
+
+    >>> from privstream.learning.hypothesis_classes import parse_class_spec
+    >>> labels = np.array([0, 1, 0], dtype=np.uint8)
+    >>> vs = version_space(parse_class_spec("intervals:8"), np.array([1, 3, 6]), labels)
+    >>> vs.size, [vs.member(r).change_points()[1] for r in range(vs.size)]
+    (6, [[2, 4], [2, 5], [2, 6], [3, 4], [3, 5], [3, 6]])
+    """
+    if not isinstance(hclass, Intervals):
+        levels = error_levels(hclass, xs, ys)
+        return VersionSpace(levels.counts[0], lambda r: levels.member(0, r))
+    n_dom = hclass.domain_size
+    s = summarise(xs, ys, n_dom)
+    vals = [int(v) for v in s.vals.tolist()]
+    lo = [0] + [v + 1 for v in vals]  # as in _interval_levels: first a (or b) with α points below
+    if s.ones_total == 0:
+        gaps = [h - f for f, h in zip(lo, [*vals, n_dom], strict=True)]
+        return VersionSpace(1 + sum(g * (g + 1) // 2 for g in gaps),
+                            lambda r: _in_gap_interval(n_dom, lo, gaps, r))
+    positive = np.flatnonzero(s.ones > 0)
+    alpha, beta = int(positive[0]), int(positive[-1]) + 1
+    if s.zeros[alpha:beta].any():
+        return VersionSpace(0, lambda r: _in_gap_interval(n_dom, lo, [], r))  # never called: size 0
+    a_first, a_size = lo[alpha], vals[alpha] - lo[alpha] + 1  # a in (v_{α-1}, v_α]
+    b_first = lo[beta]  # b in (v_{β-1}, v_β] (b <= N past the last point)
+    b_size = ([*vals, n_dom][beta]) - b_first + 1
+
+    def member(r: int) -> Hypothesis:
+        return interval_hypothesis(n_dom, a_first + r // b_size, b_first + r % b_size)
+
+    return VersionSpace(a_size * b_size, member)
 
 
 def _in_gap_interval(n_dom: int, starts: list[int], gaps: list[int], r: int) -> Hypothesis:

@@ -11,7 +11,9 @@ in three steps.
 ``q <= α_1 = (d+2)α_Δ``, so it lies inside ``L = {f : mistakes_T(f) <= b}``, ``b = floor((d+2)·α_Δ·n0)``
 (the top level's integer bound). The class's other rows never enter an Ldim, an order, a witness or an
 SOA: ReduceTree(F, T) = ReduceTree(L, T). The exact error levels
-(:func:`~..generic.error_levels.error_levels`) give |L| without enumerating the class.
+(:func:`~..generic.error_levels.error_levels`) give |L| without enumerating the class; when
+``b = 0``, L is the version space and :func:`~..generic.error_levels.version_space` gives it in
+O(n0 log n0) (the full levels of intervals cost O(k²) in the k distinct points).
 
 **2. The version-space regime: closed forms.** When ``b = 0`` (``(d+2)·α_Δ·n0 < 1``) every level is
 the block's version space V, whatever its size:
@@ -44,7 +46,8 @@ an exact search over subclasses, 3 s for the 529 intervals of ``intervals:32`` w
 for ``intervals:64``. Beyond 4,096 hypotheses the learner requires ``b = 0``
 (:func:`needs_version_space_regime`, checked on public parameters before any data).
 
-Cost per block: O(n0 log n0) for the levels, O(n0) for the closed forms, a ReduceTree on at most
+Cost per block: O(n0 log n0) for the version space (b = 0; the levels of the small classes
+otherwise), O(n0) for the closed forms, a ReduceTree on at most
 ``cap`` rows and ``2·cap`` cells otherwise. Nothing depends on the domain size: ``thresholds:2^32``
 costs what ``thresholds:1024`` costs.
 
@@ -67,7 +70,7 @@ import numpy as np
 
 from privstream.learning.hypotheses import Hypothesis, hypothesis_from_runs
 from privstream.learning.hypothesis_classes import HypothesisClass, Intervals, Points, Thresholds
-from privstream.learning.private_learners.generic.error_levels import error_levels
+from privstream.learning.private_learners.generic.error_levels import error_levels, version_space
 from privstream.learning.private_learners.proper.irreducibility import INFINITE, MAX_ROWS, ClassLattice
 from privstream.learning.private_learners.proper.reduce_tree import reduce_tree, row_mistakes
 from privstream.learning.private_learners.proper.structured_selection import BlockSet, coordinates
@@ -189,8 +192,15 @@ def block_set(hclass: HypothesisClass, xs: np.ndarray, ys: np.ndarray, *, n0: in
     one when given (its memo is shared by every block of a fit).
     """
     bound = top_bound(n0, alpha_delta, d)
-    levels = error_levels(hclass, xs, ys)
-    counts = levels.counts[:bound + 1]
+    if bound == 0:  # the version-space regime: level 0 alone, O(n log n) on every structured class
+        vs = version_space(hclass, xs, ys)
+        counts: tuple[int, ...] = (vs.size,)
+
+        def member(e: int, r: int) -> Hypothesis:
+            return vs.member(r)
+    else:  # small classes only (needs_version_space_regime): the full levels are cheap there
+        levels = error_levels(hclass, xs, ys)
+        counts, member = levels.counts[:bound + 1], levels.member  # type: ignore[assignment]
     size = sum(counts)
     if size == 0:
         return BlockSet(), "matrix"
@@ -204,7 +214,7 @@ def block_set(hclass: HypothesisClass, xs: np.ndarray, ys: np.ndarray, *, n0: in
     if lattice is not None:
         return lattice_block_set(hclass, lattice, xs, ys, n0=n0, k_prime=k_prime, alpha_delta=alpha_delta,
                                  d=d), "matrix"
-    members = [levels.member(e, r) for e, c in enumerate(counts) for r in range(c)]
+    members = [member(e, r) for e, c in enumerate(counts) for r in range(c)]
     mistakes = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
     functions = _compressed(hclass, members, mistakes, n0, k_prime, alpha_delta, d)
     return to_block_set(hclass, functions), "matrix"

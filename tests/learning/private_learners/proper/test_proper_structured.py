@@ -20,6 +20,7 @@ from privstream.learning.audit import audit_spec, run_audit
 from privstream.learning.errors import LearningInputError
 from privstream.learning.hypotheses import Hypothesis, hypothesis_from_runs
 from privstream.learning.hypothesis_classes import FiniteClass, parse_class_spec
+from privstream.learning.private_learners.generic.error_levels import error_levels, version_space
 from privstream.learning.private_learners.proper.audit_spec import ADD_REMOVE_PAIR
 from privstream.learning.private_learners.proper.irreducibility import ClassLattice, lattice_of
 from privstream.learning.private_learners.proper.learner import (
@@ -143,6 +144,40 @@ def test_closed_forms_need_no_matrix_on_huge_domains() -> None:
     assert how == "isolating" and got.boxes == (((65536,), (65536,)),)  # {all-zero} (Lemma B)
     got, how = block_set(big, xs, np.zeros(4), n0=4, k_prime=1, alpha_delta=Fraction(1, 10**6), d=62)
     assert how == "abstain" and got == BlockSet()  # no positive: no closed form, too large for a matrix
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(["intervals:1", "intervals:5", "intervals:12", "thresholds:9", "points:7"]),
+       st.lists(st.tuples(st.integers(0, 11), st.integers(0, 1)), max_size=8), st.booleans())
+def test_the_version_space_is_level_zero_in_its_order(spec, rows, realizable) -> None:
+    hclass = parse_class_spec(spec)
+    xs = np.array([x % hclass.domain_size for x, _ in rows], dtype=np.int64)
+    ys = np.array([y for _, y in rows], dtype=np.uint8)
+    if realizable:  # half the samples labelled by a member, so the version space is not empty
+        ys = hclass.hypothesis(len(rows) * 7 % hclass.size).predict(xs).astype(np.uint8)
+    levels, vs = error_levels(hclass, xs, ys), version_space(hclass, xs, ys)
+    assert vs.size == levels.counts[0]
+    assert [vs.member(r) for r in range(vs.size)] == [levels.member(0, r) for r in range(vs.size)]
+
+
+def test_the_version_space_regime_never_computes_the_full_levels(monkeypatch) -> None:
+    """The full levels of intervals cost O(k²) in the k distinct points (hours at 10^7); a block in
+    the version-space regime needs only level 0, found in O(n log n)."""
+    from privstream.learning.private_learners.proper import structured_reduce
+
+    def refuse(*args: object) -> None:
+        raise AssertionError("block_set computed every error level")
+
+    monkeypatch.setattr(structured_reduce, "error_levels", refuse)
+    big = parse_class_spec("intervals:4294967296")
+    xs = np.arange(200_000, dtype=np.int64) * 20_000
+    ys = ((xs >= 1_000_000_000) & (xs < 3_000_000_000)).astype(np.uint8)
+    got, how = block_set(big, xs, ys, n0=200_000, k_prime=1, alpha_delta=Fraction(1, 10**8), d=62)
+    # a in (the last negative below, the first positive], b in (the last positive, the next negative]
+    assert how == "product" and got.boxes == (((999_980_001, 2_999_980_001), (1_000_000_000, 3_000_000_000)),)
+    got, how = block_set(big, xs, np.zeros(xs.shape[0], dtype=np.uint8), n0=200_000, k_prime=1,
+                         alpha_delta=Fraction(1, 10**8), d=62)
+    assert how == "abstain"  # no positive: about 4·10^13 in-gap intervals, beyond any matrix
 
 
 # -- selection and cover -----------------------------------------------------------------------------
