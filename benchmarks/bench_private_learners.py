@@ -2,7 +2,7 @@
 
 Run:  .venv/bin/python benchmarks/bench_private_learners.py [--runs 10] [--slow-runs 3] [--timeout 120]
                                                              [--seed 0] [--out benchmarks/results]
-                                                             [--only table,gs-curve,proper-large]
+                                                             [--only table,gs-curve,proper-large,proper-scale]
 Prints one JSON object (also written to OUT/bench_private_learners.json) and writes the plots
 OUT/bench_private_learners.png and OUT/bench_gs_curve.png (``benchmarks/results/`` is gitignored).
 
@@ -15,7 +15,9 @@ Three parts (``--only`` picks some):
   α = β = 0.1, ``--runs`` samples per n; the 0.9-quantile and mean error, the success rate;
 * ``proper-large`` (issue 20): the proper learner on ``intervals:65536`` (target ``[16384, 40960)``)
   and ``thresholds:2^32`` (target ``1[x >= 1234567890]``), uniform marginal, n = 20,000, ε = 1,
-  δ = 1e-6: fit time and exact error per run (``--runs`` runs), in the public-n and private-n modes.
+  δ = 1e-6: fit time and exact error per run (``--runs`` runs), in the public-n and private-n modes;
+* ``proper-scale``: the proper learner on ``intervals:2^32`` (target ``[10^9, 3·10^9)``) at n = 10^5,
+  10^6 and 10^7, one run each, beside the generic learner on the same data: fit time and exact error.
 
 Benchmark-only dependency (NOT a runtime dependency of privstream): ``.venv/bin/pip install matplotlib``;
 without it no plot is written.
@@ -263,6 +265,32 @@ def proper_large(runs: int, seed: int) -> dict[str, Any]:
     return out
 
 
+def proper_scale(seed: int, sizes: tuple[int, ...] = (10**5, 10**6, 10**7)) -> dict[str, Any]:
+    """The proper learner against n on intervals:2^32 (target ``[10^9, 3·10^9)``), one run per n,
+    beside the generic learner (its O(n log n) interval sampler) on the same data: fit seconds and
+    exact error."""
+    from privstream.learning.hypotheses import hypothesis_from_runs
+
+    hclass = parse_class_spec("intervals:4294967296")
+    truth = hypothesis_from_runs(hclass.domain_size, 0, (10**9, 3 * 10**9))
+    rows = []
+    for n in sizes:
+        xs = np.random.default_rng(seed + n).integers(0, hclass.domain_size, n)
+        row: dict[str, Any] = {"n": n}
+        for name in ("proper", "generic"):
+            start = time.perf_counter()
+            res = make_learner(name).fit(hclass, xs, truth.predict(xs), epsilon=1.0, delta=DELTA,
+                                         alpha=ALPHA, beta=BETA, rng=seeded(seed))
+            seconds = time.perf_counter() - start
+            row[name] = {"seconds": seconds, "error": _uniform_error(res.hypothesis, truth)}
+        row["proper_over_generic_time"] = row["proper"]["seconds"] / row["generic"]["seconds"]
+        proper = row["proper"]
+        print(f"proper-scale n={n}: proper {proper['seconds']:.2f} s (error {proper['error']:.2e}), "
+              f"generic {row['generic']['seconds']:.2f} s", flush=True)
+        rows.append(row)
+    return {"class": hclass.spec, "target": [10**9, 3 * 10**9], "rows": rows}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10)
@@ -270,8 +298,8 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per fit of a slow learner")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
-    parser.add_argument("--only", default="table,gs-curve,proper-large",
-                        help="comma-separated parts: table, gs-curve, proper-large")
+    parser.add_argument("--only", default="table,gs-curve,proper-large,proper-scale",
+                        help="comma-separated parts: table, gs-curve, proper-large, proper-scale")
     args = parser.parse_args()
     parts = set(args.only.split(","))
     args.out.mkdir(parents=True, exist_ok=True)
@@ -281,6 +309,8 @@ def main() -> None:
         plot_gs_curve(extra["gs_curve"], args.out / "bench_gs_curve.png")
     if "proper-large" in parts:
         extra["proper_large"] = proper_large(args.runs, args.seed)
+    if "proper-scale" in parts:
+        extra["proper_scale"] = proper_scale(args.seed)
     if "table" not in parts:
         results = {"setting": {"alpha": ALPHA, "beta": BETA, "delta": DELTA, "runs": args.runs,
                                "seed": args.seed, "python": platform.python_version()}, **extra}
