@@ -147,8 +147,9 @@ def _logreg(X: np.ndarray, y: np.ndarray) -> Any:
     return lambda Z: model.predict(Z).astype(np.uint8)
 
 
-def _pcl_predictor(X: np.ndarray, y: np.ndarray, eps: float, bounds: np.ndarray,
-                   seed: int) -> tuple[Any, str]:
+def _pcl_predictor(
+    X: np.ndarray, y: np.ndarray, eps: float, bounds: np.ndarray, seed: int
+) -> tuple[Any, str]:
     """The released model if K^d fits the release limit, else the trusted-zone lazy table."""
     try:
         res = BayesConsistentLearner().fit(X, y, epsilon=eps, bounds=bounds, rng=seeded(seed))
@@ -167,9 +168,11 @@ def _mean(values: list[float]) -> float:
 
 def synthetic(runs: int, seed: int, peers: bool) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for name, sample, points, bounds in (("F1", _f1, _f1_points(), np.array([[0.0, 1.0]])),
-                                         ("F4", _f4, _f4_points(), np.array([[0.0, 1.0], [0.0, 1.0]])),
-                                         ("F5", _f5, _f5_points(), F5_BOUNDS)):
+    for name, sample, points, bounds in (
+        ("F1", _f1, _f1_points(), np.array([[0.0, 1.0]])),
+        ("F4", _f4, _f4_points(), np.array([[0.0, 1.0], [0.0, 1.0]])),
+        ("F5", _f5, _f5_points(), F5_BOUNDS),
+    ):
         rows = []
         for n in SYN_N:
             hist = []
@@ -184,8 +187,12 @@ def synthetic(runs: int, seed: int, peers: bool) -> dict[str, Any]:
                     if peers:
                         acc["dp_gnb"].append(_excess(_dp_gnb(X, y, eps, bounds, seed + r), points))
                         acc["dp_logreg"].append(_excess(_dp_logreg(X, y, eps, bounds, seed + r), points))
-                row = {"n": n, "epsilon": eps, "histogram": _mean(hist),
-                       **{k: (_mean(v) if v else None) for k, v in acc.items()}}
+                row = {
+                    "n": n,
+                    "epsilon": eps,
+                    "histogram": _mean(hist),
+                    **{k: (_mean(v) if v else None) for k, v in acc.items()},
+                }
                 row["ratio_pcl_to_histogram"] = row["pcl"] / row["histogram"] if row["histogram"] else None
                 for peer in ("dp_gnb", "dp_logreg"):
                     row[f"ratio_pcl_to_{peer}"] = row["pcl"] / row[peer] if row.get(peer) else None
@@ -202,11 +209,17 @@ def _datasets() -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
         return data
     bc = load_breast_cancer()
     # published ranges (DESCR summary statistics = full-data min/max), taken as public bounds
-    data["breast_cancer"] = (bc.data, (bc.target == 0).astype(np.uint8),  # 1 = malignant
-                             np.column_stack((bc.data.min(axis=0), bc.data.max(axis=0))))
+    data["breast_cancer"] = (
+        bc.data,
+        (bc.target == 0).astype(np.uint8),  # 1 = malignant
+        np.column_stack((bc.data.min(axis=0), bc.data.max(axis=0))),
+    )
     wine = load_wine()
-    data["wine_class0"] = (wine.data, (wine.target == 0).astype(np.uint8),
-                           np.column_stack((wine.data.min(axis=0), wine.data.max(axis=0))))
+    data["wine_class0"] = (
+        wine.data,
+        (wine.target == 0).astype(np.uint8),
+        np.column_stack((wine.data.min(axis=0), wine.data.max(axis=0))),
+    )
     try:
         from river.datasets import Phishing
     except ImportError:
@@ -234,8 +247,11 @@ def real(runs: int, seed: int, peers: bool) -> dict[str, Any]:
             cut = int(0.7 * n)
             splits.append((perm[:cut], perm[cut:]))
         for tr, te in splits:
-            base["histogram"].append(float(np.mean(histogram_rule(X[tr], y[tr], bounds=bounds).predict(X[te])
-                                                   != y[te])) if _fits(len(tr), d) else float("nan"))
+            base["histogram"].append(
+                float(np.mean(histogram_rule(X[tr], y[tr], bounds=bounds).predict(X[te]) != y[te]))
+                if _fits(len(tr), d)
+                else float("nan")
+            )
             if peers:
                 base["logreg"].append(float(np.mean(_logreg(X[tr], y[tr])(X[te]) != y[te])))
         mode = ""
@@ -246,8 +262,9 @@ def real(runs: int, seed: int, peers: bool) -> dict[str, Any]:
                 acc["pcl"].append(float(np.mean(predict(X[te]) != y[te])))
                 y_semi = y[tr].astype(np.float64)
                 y_semi[np.random.default_rng(seed + r).random(len(tr)) < 0.5] = np.nan
-                ssl = SemiSupervisedLearner(n_semi=500).fit(X[tr], y_semi, epsilon=eps, delta=len(tr) ** -2.0,
-                                                            bounds=bounds, rng=seeded(seed + r))
+                ssl = SemiSupervisedLearner(n_semi=500).fit(
+                    X[tr], y_semi, epsilon=eps, delta=len(tr) ** -2.0, bounds=bounds, rng=seeded(seed + r)
+                )
                 acc["semi_supervised"].append(float(np.mean(ssl.model.predict(X[te]) != y[te])))
                 if peers:
                     for peer, fit in (("dp_gnb", _dp_gnb), ("dp_logreg", _dp_logreg)):
@@ -258,11 +275,17 @@ def real(runs: int, seed: int, peers: bool) -> dict[str, Any]:
                 row[f"ratio_pcl_to_{peer}"] = row["pcl"] / row[peer] if row.get(peer) else None
             rows.append(row)
         k = math.ceil((0.7 * n) ** (1 / (2 * d)))
-        out[name] = {"n": n, "d": d, "cells_per_axis": k, "cells": k**d, "pcl_predictions": mode,
-                     "majority_error": float(min(np.mean(y), 1 - np.mean(y))),
-                     "histogram_error": _mean(base["histogram"]) if _fits(int(0.7 * n), d) else None,
-                     "logreg_error": _mean(base["logreg"]) if base["logreg"] else None,
-                     "test_error": rows}
+        out[name] = {
+            "n": n,
+            "d": d,
+            "cells_per_axis": k,
+            "cells": k**d,
+            "pcl_predictions": mode,
+            "majority_error": float(min(np.mean(y), 1 - np.mean(y))),
+            "histogram_error": _mean(base["histogram"]) if _fits(int(0.7 * n), d) else None,
+            "logreg_error": _mean(base["logreg"]) if base["logreg"] else None,
+            "test_error": rows,
+        }
     return out
 
 
@@ -317,8 +340,11 @@ def main() -> None:
     peers = _peers_available()
     start = time.time()
     result: dict[str, Any] = {
-        "benchmark": "bench_consistent", "runs": args.runs, "seed": args.seed,
-        "python": platform.python_version(), "peers_available": peers,
+        "benchmark": "bench_consistent",
+        "runs": args.runs,
+        "seed": args.seed,
+        "python": platform.python_version(),
+        "peers_available": peers,
         "synthetic": synthetic(args.runs, args.seed, peers),
         "real": real(args.runs, args.seed, peers),
     }

@@ -70,7 +70,8 @@ def peer_fit(xs01: np.ndarray, ys: np.ndarray, epsilon: float, seed: int) -> Any
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # its convergence/PrivacyLeakWarning chatter
         return LogisticRegression(epsilon=epsilon, data_norm=1.0, random_state=seed).fit(
-            xs01.reshape(-1, 1), ys)
+            xs01.reshape(-1, 1), ys
+        )
 
 
 def peer_available() -> bool:
@@ -82,8 +83,11 @@ def peer_available() -> bool:
 
 
 def summary(values: list[float]) -> dict[str, float]:
-    return {"mean": statistics.fmean(values), "median": statistics.median(values),
-            "sd": statistics.pstdev(values)}
+    return {
+        "mean": statistics.fmean(values),
+        "median": statistics.median(values),
+        "sd": statistics.pstdev(values),
+    }
 
 
 # -- synthetic --------------------------------------------------------------------------------
@@ -111,8 +115,13 @@ def synthetic_point(kind: str, n: int, eps: float, runs: int, seed: int, with_pe
         if with_peer:
             clf = peer_fit(xs / (N_SYNTH - 1), ys, eps, seed=run + 7919 * n)
             errs["peer"].append(float(np.mean(clf.predict(grid01).astype(bool) != truth)))
-    out: dict[str, Any] = {"class": hclass.spec, "n": n, "epsilon": eps, "runs": runs,
-                           "generic_fit_seconds_median": statistics.median(fit_seconds)}
+    out: dict[str, Any] = {
+        "class": hclass.spec,
+        "n": n,
+        "epsilon": eps,
+        "runs": runs,
+        "generic_fit_seconds_median": statistics.median(fit_seconds),
+    }
     for name, values in errs.items():
         out[name] = summary(values) if values else None
     return out
@@ -144,8 +153,9 @@ def breast_cancer(runs: int, seed: int, with_peer: bool) -> dict[str, Any] | Non
             cut = int(0.7 * q.shape[0])
             train, test = order[:cut], order[cut:]
             xt, yt, xv, yv = q[train], malignant[train], q[test], malignant[test]
-            rows["generic"].append(float(np.mean(
-                learner.fit(hclass, xt, yt, epsilon=eps, rng=rng).hypothesis.predict(xv) != yv)))
+            rows["generic"].append(
+                float(np.mean(learner.fit(hclass, xt, yt, epsilon=eps, rng=rng).hypothesis.predict(xv) != yv))
+            )
             rows["erm"].append(float(np.mean(erm(hclass, xt, yt, rng).predict(xv) != yv)))
             # Best threshold in hindsight on the test split: its least error count, exactly.
             rows["best_threshold"].append(error_levels(hclass, xv, yv).nonempty()[0][0] / xv.shape[0])
@@ -154,8 +164,13 @@ def breast_cancer(runs: int, seed: int, with_peer: bool) -> dict[str, Any] | Non
                 pred = clf.predict((xv / (RADIUS_LEVELS - 1)).reshape(-1, 1))
                 rows["peer"].append(float(np.mean(pred != yv)))
         best = rows["best_threshold"]
-        entry: dict[str, Any] = {"epsilon": eps, "runs": runs, "n_train": cut,
-                                 "n_test": int(q.shape[0]) - cut, "best_threshold_test_error": summary(best)}
+        entry: dict[str, Any] = {
+            "epsilon": eps,
+            "runs": runs,
+            "n_train": cut,
+            "n_test": int(q.shape[0]) - cut,
+            "best_threshold_test_error": summary(best),
+        }
         for name in ("generic", "erm", "peer"):
             if rows[name]:
                 entry[name] = summary(rows[name])
@@ -163,9 +178,14 @@ def breast_cancer(runs: int, seed: int, with_peer: bool) -> dict[str, Any] | Non
             else:
                 entry[name] = entry[f"{name}_excess"] = None
         results.append(entry)
-    return {"dataset": "sklearn breast_cancer (Wisconsin diagnostic)", "feature": "mean radius",
-            "quantisation": {"public_range": list(RADIUS_RANGE), "levels": RADIUS_LEVELS},
-            "label": "1 = malignant", "class": hclass.spec, "results": results}
+    return {
+        "dataset": "sklearn breast_cancer (Wisconsin diagnostic)",
+        "feature": "mean radius",
+        "quantisation": {"public_range": list(RADIUS_RANGE), "levels": RADIUS_LEVELS},
+        "label": "1 = malignant",
+        "class": hclass.spec,
+        "results": results,
+    }
 
 
 # -- plot -------------------------------------------------------------------------------------
@@ -192,12 +212,24 @@ def plot(report: dict[str, Any], path: Path) -> bool:
                 ys = [r[name]["mean"] if r[name] else None for r in rows]
                 if any(y is None for y in ys):
                     continue
-                ax.plot([r[xkey] for r in rows], [max(y, 1e-6) for y in ys], ls, color=colour, marker="o",
-                        label=f"{label}, {kind}")
-    axes[0].set(xscale="log", yscale="log", xlabel="n (ε = 1)", ylabel="population error",
-                title="realizable, domain 2^20: error vs n")
-    axes[1].set(xscale="log", yscale="log", xlabel="ε (n = 1000)", ylabel="population error",
-                title="error vs ε")
+                ax.plot(
+                    [r[xkey] for r in rows],
+                    [max(y, 1e-6) for y in ys],
+                    ls,
+                    color=colour,
+                    marker="o",
+                    label=f"{label}, {kind}",
+                )
+    axes[0].set(
+        xscale="log",
+        yscale="log",
+        xlabel="n (ε = 1)",
+        ylabel="population error",
+        title="realizable, domain 2^20: error vs n",
+    )
+    axes[1].set(
+        xscale="log", yscale="log", xlabel="ε (n = 1000)", ylabel="population error", title="error vs ε"
+    )
     axes[0].legend(fontsize=7)
     bc = report.get("breast_cancer")
     if bc:
@@ -208,8 +240,12 @@ def plot(report: dict[str, Any], path: Path) -> bool:
                 axes[2].plot(eps, [r[name]["mean"] for r in rows], color=colour, marker="o", label=label)
         best = [r["best_threshold_test_error"]["mean"] for r in rows]
         axes[2].plot(eps, best, "k:", label="best threshold (hindsight)")
-        axes[2].set(xscale="log", xlabel="ε", ylabel="test error",
-                    title=f"breast cancer, mean radius (n_train = {rows[0]['n_train']})")
+        axes[2].set(
+            xscale="log",
+            xlabel="ε",
+            ylabel="test error",
+            title=f"breast cancer, mean radius (n_train = {rows[0]['n_train']})",
+        )
         axes[2].legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -259,8 +295,11 @@ def main(argv: list[str] | None = None) -> None:
     report["seconds"] = round(time.perf_counter() - started, 1)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "bench_generic_learner.json").write_text(json.dumps(report, indent=1) + "\n")
-    report["plot"] = str(args.out / "bench_generic_learner.png") if plot(
-        report, args.out / "bench_generic_learner.png") else None
+    report["plot"] = (
+        str(args.out / "bench_generic_learner.png")
+        if plot(report, args.out / "bench_generic_learner.png")
+        else None
+    )
     print(json.dumps(report))
 
 

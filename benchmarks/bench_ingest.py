@@ -28,11 +28,26 @@ def main() -> None:
         result = run_ingest_benchmark(args.examples, invalid_ratio=args.invalid_ratio)
         print(json.dumps(result), flush=True)
         runs.append(result)
-    keys = ["raw_rate", "service_rate", "ratio", "strict_ratio", "batch_rate", "batch_ratio",
-            "p50_latency_seconds", "p99_latency_seconds"]
+    keys = [
+        "raw_rate",
+        "service_rate",
+        "ratio",
+        "strict_ratio",
+        "batch_rate",
+        "batch_ratio",
+        "p50_latency_seconds",
+        "p99_latency_seconds",
+    ]
     if args.invalid_ratio > 0:
-        keys += ["mix_rate", "mix_ratio", "strict_mix_ratio", "mix_valid_rate", "flood_rate", "flood_ratio",
-                 "strict_flood_ratio"]
+        keys += [
+            "mix_rate",
+            "mix_ratio",
+            "strict_mix_ratio",
+            "mix_valid_rate",
+            "flood_rate",
+            "flood_ratio",
+            "strict_flood_ratio",
+        ]
     summary = {key: statistics.median(r[key] for r in runs) for key in keys}
     summary["runs"] = len(runs)
     print(json.dumps({"median": summary}))

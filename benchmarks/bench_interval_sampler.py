@@ -76,8 +76,13 @@ def time_new(xs: np.ndarray, ys: np.ndarray, n_dom: int, seed: int) -> dict[str,
     sampler.propose = counting  # type: ignore[method-assign]
     start = time.perf_counter()
     sampler.draw(seeded(seed))
-    return {"fit": fit, "build": build, "draw": time.perf_counter() - start, "rounds": rounds,
-            "distinct": sampler.k}
+    return {
+        "fit": fit,
+        "build": build,
+        "draw": time.perf_counter() - start,
+        "rounds": rounds,
+        "distinct": sampler.k,
+    }
 
 
 def time_old(xs: np.ndarray, ys: np.ndarray, n_dom: int, seed: int) -> float:
@@ -111,8 +116,9 @@ def measure(domain: str, n_dom: int, kind: str, size: int, repeats: int, old_bud
     row["old_fit_s"] = None  # beyond the budget: not run
     if pairs <= old_budget:
         row["old_runs"] = 1 if row["old_guard_refused"] else repeats  # refused windows take minutes
-        row["old_fit_s"] = statistics.median(time_old(*window(size, n_dom, kind, seed), n_dom, seed)
-                                             for seed in range(row["old_runs"]))
+        row["old_fit_s"] = statistics.median(
+            time_old(*window(size, n_dom, kind, seed), n_dom, seed) for seed in range(row["old_runs"])
+        )
         row["old_over_new"] = row["old_fit_s"] / row["new_fit_s"]
     return row
 
@@ -120,10 +126,16 @@ def measure(domain: str, n_dom: int, kind: str, size: int, repeats: int, old_bud
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=float, nargs="+", default=[1e5, 1e6, 1e7])
-    parser.add_argument("--old-sizes", type=float, nargs="+", default=[1e3, 3e3, 1e4, 1.9e4],
-                        help="windows also run through the O(k²) path (side by side)")
-    parser.add_argument("--old-budget", type=float, default=2.2e9,
-                        help="largest k(k+1)/2 run through the O(k²) path")
+    parser.add_argument(
+        "--old-sizes",
+        type=float,
+        nargs="+",
+        default=[1e3, 3e3, 1e4, 1.9e4],
+        help="windows also run through the O(k²) path (side by side)",
+    )
+    parser.add_argument(
+        "--old-budget", type=float, default=2.2e9, help="largest k(k+1)/2 run through the O(k²) path"
+    )
     parser.add_argument("--domains", nargs="+", default=["2^32", "65536"])
     parser.add_argument("--kinds", nargs="+", default=["noisy", "zeros"], choices=["noisy", "zeros"])
     parser.add_argument("--repeats", type=int, default=3)
@@ -150,10 +162,19 @@ def main() -> None:
                     "old_fit_s": {str(r["n"]): r["old_fit_s"] for r in scaled},
                     "old_over_new": {str(r["n"]): r.get("old_over_new") for r in scaled},
                 }
-    result = {"bench": "interval_sampler", "epsilon": EPSILON, "repeats": args.repeats,
-              "machine": {"python": platform.python_version(), "numpy": np.__version__,
-                          "processor": platform.machine()},
-              "old_budget_pairs": args.old_budget, "rows": rows, "scaling": summary}
+    result = {
+        "bench": "interval_sampler",
+        "epsilon": EPSILON,
+        "repeats": args.repeats,
+        "machine": {
+            "python": platform.python_version(),
+            "numpy": np.__version__,
+            "processor": platform.machine(),
+        },
+        "old_budget_pairs": args.old_budget,
+        "rows": rows,
+        "scaling": summary,
+    }
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "bench_interval_sampler.json").write_text(json.dumps(result, indent=2))
@@ -172,12 +193,22 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for i, (domain, kind) in enumerate(sorted({(r["domain"], r["kind"]) for r in rows})):
         mine = [r for r in rows if (r["domain"], r["kind"]) == (domain, kind)]
-        ax.loglog([r["n"] for r in mine], [r["new_fit_s"] for r in mine], "o-", color=f"C{i}",
-                  label=f"interval sampler, {domain}, {kind}")
+        ax.loglog(
+            [r["n"] for r in mine],
+            [r["new_fit_s"] for r in mine],
+            "o-",
+            color=f"C{i}",
+            label=f"interval sampler, {domain}, {kind}",
+        )
         old = [r for r in mine if r["old_fit_s"] is not None]
         if old:
-            ax.loglog([r["n"] for r in old], [r["old_fit_s"] for r in old], "x--", color=f"C{i}",
-                      label=f"O(k²) levels, {domain}, {kind}")
+            ax.loglog(
+                [r["n"] for r in old],
+                [r["old_fit_s"] for r in old],
+                "x--",
+                color=f"C{i}",
+                label=f"O(k²) levels, {domain}, {kind}",
+            )
     ax.set_xlabel("examples in the window (n)")
     ax.set_ylabel("seconds per release (median)")
     ax.grid(True, which="both", alpha=0.3)

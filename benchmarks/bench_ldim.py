@@ -62,8 +62,11 @@ def bench(name: str, matrix: np.ndarray, timeout: float, repeats: int) -> dict:
         assert ref == d, (name, ref, d)
     speedup = t_ref / t_fast
     return {
-        "workload": name, "hypotheses": int(np.unique(matrix, axis=0).shape[0]), "domain": matrix.shape[1],
-        "ldim": d, "bitset_s": round(t_fast, 5),
+        "workload": name,
+        "hypotheses": int(np.unique(matrix, axis=0).shape[0]),
+        "domain": matrix.shape[1],
+        "ldim": d,
+        "bitset_s": round(t_fast, 5),
         "reference_s": round(t_ref, 3) if ref is not None else f">= {timeout} (stopped)",
         "speedup": round(speedup, 1) if ref is not None else f">= {round(speedup, 1)}",
     }
@@ -77,13 +80,26 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     rng = np.random.default_rng(args.seed)
-    workloads = [(spec, parse_class_spec(spec).matrix())
-                 for spec in ("thresholds:128", "intervals:12", "intervals:16", "intervals:24")]
-    workloads += [(f"random 256x16 #{i}", rng.integers(0, 2, (256, 16)).astype(bool))
-                  for i in range(args.random_classes)]
+    workloads = [
+        (spec, parse_class_spec(spec).matrix())
+        for spec in ("thresholds:128", "intervals:12", "intervals:16", "intervals:24")
+    ]
+    workloads += [
+        (f"random 256x16 #{i}", rng.integers(0, 2, (256, 16)).astype(bool))
+        for i in range(args.random_classes)
+    ]
     results = [bench(name, m, args.timeout, args.repeats) for name, m in workloads]
-    print(json.dumps({"python": platform.python_version(), "numpy": np.__version__,
-                      "timeout_s": args.timeout, "results": results}, indent=2))
+    print(
+        json.dumps(
+            {
+                "python": platform.python_version(),
+                "numpy": np.__version__,
+                "timeout_s": args.timeout,
+                "results": results,
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

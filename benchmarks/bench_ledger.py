@@ -28,8 +28,9 @@ def main() -> None:
         print(json.dumps(result), flush=True)
         runs.append(result)
     ratios = {
-        workload: {n: statistics.median(r["postgresql_over_sqlite"][workload][n] for r in runs)
-                   for n in rates}
+        workload: {
+            n: statistics.median(r["postgresql_over_sqlite"][workload][n] for r in runs) for n in rates
+        }
         for workload, rates in runs[0]["postgresql_over_sqlite"].items()
     }
     summary = {"median_postgresql_over_sqlite": ratios, "runs": runs}

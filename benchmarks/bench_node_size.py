@@ -27,18 +27,28 @@ def main() -> None:
     per_level = {}
     j = 0
     while True:
-        per_level[j] = {"nodes": len(level), "bytes": sum(len(node.to_bytes()) for node in level),
-                        "cells_per_node_max": max(len(node.xs) for node in level)}
+        per_level[j] = {
+            "nodes": len(level),
+            "bytes": sum(len(node.to_bytes()) for node in level),
+            "cells_per_node_max": max(len(node.xs) for node in level),
+        }
         if len(level) == 1:
             break
         level = [NodeData.merge(level[i], level[i + 1], bounds) for i in range(0, len(level), 2)]
         j += 1
-    print(json.dumps({
-        "windows": WINDOWS, "examples_per_window": SIZE, "class": f"thresholds:{DOMAIN}",
-        "per_level": per_level,
-        "tree_bytes": sum(level["bytes"] for level in per_level.values()),
-        "raw_examples_bytes_int64_x_uint8_y": WINDOWS * SIZE * 9,
-    }, indent=2))
+    print(
+        json.dumps(
+            {
+                "windows": WINDOWS,
+                "examples_per_window": SIZE,
+                "class": f"thresholds:{DOMAIN}",
+                "per_level": per_level,
+                "tree_bytes": sum(level["bytes"] for level in per_level.values()),
+                "raw_examples_bytes_int64_x_uint8_y": WINDOWS * SIZE * 9,
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -96,8 +96,14 @@ def problems(seed: int) -> list[tuple[str, HypothesisClass, np.ndarray, np.ndarr
     marginal = np.full(1024, 0.8 / 1024)
     marginal[17] += 0.2
     out.append(("points:1024", parse_class_spec("points:1024"), marginal, np.arange(1024) == 17))
-    out.append(("intervals:64", parse_class_spec("intervals:64"), np.full(64, 1 / 64),
-                (np.arange(64) >= 16) & (np.arange(64) < 40)))
+    out.append(
+        (
+            "intervals:64",
+            parse_class_spec("intervals:64"),
+            np.full(64, 1 / 64),
+            (np.arange(64) >= 16) & (np.arange(64) < 40),
+        )
+    )
     for d in (1, 2, 3):
         hclass = random_class(d, seed + d)
         target = hclass.matrix()[np.random.default_rng(seed + 10 * d).integers(0, hclass.size)]
@@ -105,8 +111,15 @@ def problems(seed: int) -> list[tuple[str, HypothesisClass, np.ndarray, np.ndarr
     return out
 
 
-def _fit_error(name: str, hclass: HypothesisClass, marginal: np.ndarray, target: np.ndarray, n: int,
-               epsilon: float, seed: int) -> tuple[float, float]:
+def _fit_error(
+    name: str,
+    hclass: HypothesisClass,
+    marginal: np.ndarray,
+    target: np.ndarray,
+    n: int,
+    epsilon: float,
+    seed: int,
+) -> tuple[float, float]:
     data = np.random.default_rng(seed)
     xs = data.choice(hclass.domain_size, size=n, p=marginal)
     ys = target[xs].astype(np.uint8)
@@ -114,8 +127,11 @@ def _fit_error(name: str, hclass: HypothesisClass, marginal: np.ndarray, target:
     if name == "erm":
         h = erm(hclass, xs, ys, seeded(seed))
     else:
-        h = make_learner(name).fit(hclass, xs, ys, epsilon=epsilon, delta=DELTA, alpha=ALPHA, beta=BETA,
-                                   rng=seeded(seed)).hypothesis
+        h = (
+            make_learner(name)
+            .fit(hclass, xs, ys, epsilon=epsilon, delta=DELTA, alpha=ALPHA, beta=BETA, rng=seeded(seed))
+            .hypothesis
+        )
     seconds = time.perf_counter() - start
     return float(marginal[h.truth_table() != target].sum()), seconds
 
@@ -146,8 +162,9 @@ def fit_error(name: str, timeout: float, *args: Any) -> tuple[str, Any]:
     return queue.get() if not queue.empty() else ("error", f"child exited with {proc.exitcode}")
 
 
-def cell(name: str, prob: tuple, n: int, epsilon: float, runs: int, timeout: float,
-         seed: int) -> dict[str, Any]:
+def cell(
+    name: str, prob: tuple, n: int, epsilon: float, runs: int, timeout: float, seed: int
+) -> dict[str, Any]:
     _, hclass, marginal, target = prob
     errors, times, problems_seen = [], [], []
     for r in range(runs):
@@ -161,9 +178,12 @@ def cell(name: str, prob: tuple, n: int, epsilon: float, runs: int, timeout: flo
     if problems_seen:
         out["failure"] = problems_seen[0]
     if errors:
-        out.update(error_q90=float(np.quantile(errors, 0.9)), error_mean=float(np.mean(errors)),
-                   success_rate=float(np.mean([e <= ALPHA for e in errors])),
-                   seconds_mean=float(np.mean(times)))
+        out.update(
+            error_q90=float(np.quantile(errors, 0.9)),
+            error_mean=float(np.mean(errors)),
+            success_rate=float(np.mean([e <= ALPHA for e in errors])),
+            seconds_mean=float(np.mean(times)),
+        )
     return out
 
 
@@ -196,9 +216,11 @@ def gs_problems() -> list[tuple[str, HypothesisClass, np.ndarray, np.ndarray]]:
     marginal = np.full(size, 0.8 / size)
     marginal[17] += 0.2
     grid = np.arange(size)
-    return [("thresholds:1024", parse_class_spec("thresholds:1024"), uniform, grid >= 512),
-            ("points:1024", parse_class_spec("points:1024"), marginal, grid == 17),
-            ("intervals:1024", parse_class_spec("intervals:1024"), uniform, (grid >= 256) & (grid < 640))]
+    return [
+        ("thresholds:1024", parse_class_spec("thresholds:1024"), uniform, grid >= 512),
+        ("points:1024", parse_class_spec("points:1024"), marginal, grid == 17),
+        ("intervals:1024", parse_class_spec("intervals:1024"), uniform, (grid >= 256) & (grid < 640)),
+    ]
 
 
 def gs_curve(runs: int, seed: int) -> dict[str, Any]:
@@ -214,14 +236,24 @@ def gs_curve(runs: int, seed: int) -> dict[str, Any]:
                     err, sec = _fit_error(name, hclass, marginal, target, n, 1.0, seed + r)
                     errors.append(err)
                     times.append(sec)
-                cells.append({"n": n, "runs": runs, "error_q90": float(np.quantile(errors, 0.9)),
-                              "error_mean": float(np.mean(errors)), "error_max": float(np.max(errors)),
-                              "success_rate": float(np.mean([e <= ALPHA for e in errors])),
-                              "seconds_mean": float(np.mean(times))})
+                cells.append(
+                    {
+                        "n": n,
+                        "runs": runs,
+                        "error_q90": float(np.quantile(errors, 0.9)),
+                        "error_mean": float(np.mean(errors)),
+                        "error_max": float(np.max(errors)),
+                        "success_rate": float(np.mean([e <= ALPHA for e in errors])),
+                        "seconds_mean": float(np.mean(times)),
+                    }
+                )
             entry[name] = cells
             at = next(c for c in cells if c["n"] == 20_000)
-            print(f"gs-curve {pname:16s} {name:17s} n=20000: q90 error {at['error_q90']:.4f} "
-                  f"max {at['error_max']:.4f} success {at['success_rate']:.2f}", flush=True)
+            print(
+                f"gs-curve {pname:16s} {name:17s} n=20000: q90 error {at['error_q90']:.4f} "
+                f"max {at['error_max']:.4f} success {at['success_rate']:.2f}",
+                flush=True,
+            )
         out[pname] = entry
     return out
 
@@ -239,8 +271,10 @@ def proper_large(runs: int, seed: int) -> dict[str, Any]:
     from privstream.learning.private_learners.proper.structured_selection import coordinates
 
     out: dict[str, Any] = {}
-    for spec, first, changes in (("intervals:65536", 0, (16384, 40960)),
-                                 ("thresholds:4294967296", 0, (1234567890,))):
+    for spec, first, changes in (
+        ("intervals:65536", 0, (16384, 40960)),
+        ("thresholds:4294967296", 0, (1234567890,)),
+    ):
         hclass = parse_class_spec(spec)
         truth = hypothesis_from_runs(hclass.domain_size, first, changes)
         entry: dict[str, Any] = {}
@@ -249,18 +283,37 @@ def proper_large(runs: int, seed: int) -> dict[str, Any]:
             for r in range(runs):
                 xs = np.random.default_rng(seed + r).integers(0, hclass.domain_size, 20_000)
                 start = time.perf_counter()
-                res = make_learner("proper").fit(hclass, xs, truth.predict(xs), epsilon=1.0, delta=DELTA,
-                                                 alpha=ALPHA, beta=BETA, rng=seeded(seed + r),
-                                                 expected_size=expected)
+                res = make_learner("proper").fit(
+                    hclass,
+                    xs,
+                    truth.predict(xs),
+                    epsilon=1.0,
+                    delta=DELTA,
+                    alpha=ALPHA,
+                    beta=BETA,
+                    rng=seeded(seed + r),
+                    expected_size=expected,
+                )
                 seconds = time.perf_counter() - start
-                rows.append({"seconds": seconds, "error": _uniform_error(res.hypothesis, truth),
-                             "proper": bool(res.proper and coordinates(hclass, res.hypothesis) is not None)})
-            entry[mode] = {"runs": rows, "seconds_max": max(r["seconds"] for r in rows),
-                           "error_max": max(r["error"] for r in rows),
-                           "all_proper": all(r["proper"] for r in rows),
-                           "parameters": {k: v for k, v in res.parameters.items() if k != "constants"}}
-            print(f"proper-large {spec:22s} {mode:32s} max {entry[mode]['seconds_max']:.2f} s, "
-                  f"max error {entry[mode]['error_max']:.5f}, proper {entry[mode]['all_proper']}", flush=True)
+                rows.append(
+                    {
+                        "seconds": seconds,
+                        "error": _uniform_error(res.hypothesis, truth),
+                        "proper": bool(res.proper and coordinates(hclass, res.hypothesis) is not None),
+                    }
+                )
+            entry[mode] = {
+                "runs": rows,
+                "seconds_max": max(r["seconds"] for r in rows),
+                "error_max": max(r["error"] for r in rows),
+                "all_proper": all(r["proper"] for r in rows),
+                "parameters": {k: v for k, v in res.parameters.items() if k != "constants"},
+            }
+            print(
+                f"proper-large {spec:22s} {mode:32s} max {entry[mode]['seconds_max']:.2f} s, "
+                f"max error {entry[mode]['error_max']:.5f}, proper {entry[mode]['all_proper']}",
+                flush=True,
+            )
         out[spec] = entry
     return out
 
@@ -279,14 +332,25 @@ def proper_scale(seed: int, sizes: tuple[int, ...] = (10**5, 10**6, 10**7)) -> d
         row: dict[str, Any] = {"n": n}
         for name in ("proper", "generic"):
             start = time.perf_counter()
-            res = make_learner(name).fit(hclass, xs, truth.predict(xs), epsilon=1.0, delta=DELTA,
-                                         alpha=ALPHA, beta=BETA, rng=seeded(seed))
+            res = make_learner(name).fit(
+                hclass,
+                xs,
+                truth.predict(xs),
+                epsilon=1.0,
+                delta=DELTA,
+                alpha=ALPHA,
+                beta=BETA,
+                rng=seeded(seed),
+            )
             seconds = time.perf_counter() - start
             row[name] = {"seconds": seconds, "error": _uniform_error(res.hypothesis, truth)}
         row["proper_over_generic_time"] = row["proper"]["seconds"] / row["generic"]["seconds"]
         proper = row["proper"]
-        print(f"proper-scale n={n}: proper {proper['seconds']:.2f} s (error {proper['error']:.2e}), "
-              f"generic {row['generic']['seconds']:.2f} s", flush=True)
+        print(
+            f"proper-scale n={n}: proper {proper['seconds']:.2f} s (error {proper['error']:.2e}), "
+            f"generic {row['generic']['seconds']:.2f} s",
+            flush=True,
+        )
         rows.append(row)
     return {"class": hclass.spec, "target": [10**9, 3 * 10**9], "rows": rows}
 
@@ -298,8 +362,11 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per fit of a slow learner")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
-    parser.add_argument("--only", default="table,gs-curve,proper-large,proper-scale",
-                        help="comma-separated parts: table, gs-curve, proper-large, proper-scale")
+    parser.add_argument(
+        "--only",
+        default="table,gs-curve,proper-large,proper-scale",
+        help="comma-separated parts: table, gs-curve, proper-large, proper-scale",
+    )
     args = parser.parse_args()
     parts = set(args.only.split(","))
     args.out.mkdir(parents=True, exist_ok=True)
@@ -312,18 +379,38 @@ def main() -> None:
     if "proper-scale" in parts:
         extra["proper_scale"] = proper_scale(args.seed)
     if "table" not in parts:
-        results = {"setting": {"alpha": ALPHA, "beta": BETA, "delta": DELTA, "runs": args.runs,
-                               "seed": args.seed, "python": platform.python_version()}, **extra}
+        results = {
+            "setting": {
+                "alpha": ALPHA,
+                "beta": BETA,
+                "delta": DELTA,
+                "runs": args.runs,
+                "seed": args.seed,
+                "python": platform.python_version(),
+            },
+            **extra,
+        }
         (args.out / "bench_private_learners.json").write_text(json.dumps(results, indent=1))
         print(json.dumps(results))
         return
     learners = ["erm", "generic", "global-stability"] + (["proper"] if "proper" in LEARNERS else [])
-    results: dict[str, Any] = {"setting": {"alpha": ALPHA, "beta": BETA, "delta": DELTA, "ns": NS,
-                                           "extra_ns": EXTRA_NS, "epsilons": EPSILONS, "eps_n": EPS_N,
-                                           "runs": args.runs, "slow_runs": args.slow_runs,
-                                           "timeout_s": args.timeout, "seed": args.seed,
-                                           "python": platform.python_version()},
-                               "problems": {}}
+    results: dict[str, Any] = {
+        "setting": {
+            "alpha": ALPHA,
+            "beta": BETA,
+            "delta": DELTA,
+            "ns": NS,
+            "extra_ns": EXTRA_NS,
+            "epsilons": EPSILONS,
+            "eps_n": EPS_N,
+            "runs": args.runs,
+            "slow_runs": args.slow_runs,
+            "timeout_s": args.timeout,
+            "seed": args.seed,
+            "python": platform.python_version(),
+        },
+        "problems": {},
+    }
     for prob in problems(args.seed):
         pname, hclass, _, _ = prob
         d = hclass.version_space().ldim()
@@ -341,23 +428,32 @@ def main() -> None:
                 stop = "failure" in c  # a timeout or an error at n: larger n would not do better
                 if smallest is None and "failure" not in c and c.get("success_rate", 0) >= 0.9:
                     smallest = n
-            by_eps = [] if name == "erm" or name in SLOW else [
-                cell(name, prob, EPS_N, e, runs, args.timeout, args.seed) for e in EPSILONS]
+            by_eps = (
+                []
+                if name == "erm" or name in SLOW
+                else [cell(name, prob, EPS_N, e, runs, args.timeout, args.seed) for e in EPSILONS]
+            )
             theory = theory_n(name, hclass, d)
             ratio = None
             if smallest is not None and theory.get("log10") is not None and name != "erm":
                 ratio = round(math.log10(smallest) - theory["log10"], 3)
             entry["learners"][name] = {
-                "error_vs_n": by_n, "error_vs_epsilon": by_eps, "smallest_n_alpha_0.1_w.p._0.9": smallest,
-                "theory_n": theory, "log10_practical_over_theory_n": ratio,
+                "error_vs_n": by_n,
+                "error_vs_epsilon": by_eps,
+                "smallest_n_alpha_0.1_w.p._0.9": smallest,
+                "theory_n": theory,
+                "log10_practical_over_theory_n": ratio,
             }
-            print(f"{pname:16s} {name:17s} smallest n {smallest} theory log10 {theory.get('log10')}",
-                  flush=True)
+            print(
+                f"{pname:16s} {name:17s} smallest n {smallest} theory log10 {theory.get('log10')}", flush=True
+            )
         gen_t = {c["n"]: c.get("seconds_mean") for c in entry["learners"]["generic"]["error_vs_n"]}
         for rec in entry["learners"].values():
             rec["time_ratio_vs_generic"] = {
                 c["n"]: round(c["seconds_mean"] / gen_t[c["n"]], 2)
-                for c in rec["error_vs_n"] if c.get("seconds_mean") and gen_t.get(c["n"])}
+                for c in rec["error_vs_n"]
+                if c.get("seconds_mean") and gen_t.get(c["n"])
+            }
         results["problems"][pname] = entry
     results.update(extra)
     (args.out / "bench_private_learners.json").write_text(json.dumps(results, indent=1))
@@ -374,8 +470,12 @@ def plot(results: dict[str, Any], path: Path) -> None:
     except ImportError:
         return
     probs = results["problems"]
-    colours = {"erm": "tab:blue", "generic": "tab:orange", "global-stability": "tab:green",
-               "proper": "tab:red"}
+    colours = {
+        "erm": "tab:blue",
+        "generic": "tab:orange",
+        "global-stability": "tab:green",
+        "proper": "tab:red",
+    }
     fig, axes = plt.subplots(len(probs), 2, figsize=(11, 3.2 * len(probs)), squeeze=False)
     for row, (pname, entry) in enumerate(probs.items()):
         for name, rec in entry["learners"].items():

@@ -106,12 +106,19 @@ def run(window: int, flow: int, log_dir: Path | None = None) -> dict[str, Any]:
         work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-stall-")))
         broker = stack.enter_context(EmbeddedBroker(log_path=work / "broker.log"))
         settings = Settings(
-            app_id=f"bench-stall-{tag}", topic_prefix=f"bench-stall-{tag}.", kafka_bootstrap=broker.bootstrap,
-            **free_listener_ports(), data_dir=work / "data", topic_partitions=2,
+            app_id=f"bench-stall-{tag}",
+            topic_prefix=f"bench-stall-{tag}.",
+            kafka_bootstrap=broker.bootstrap,
+            **free_listener_ports(),
+            data_dir=work / "data",
+            topic_partitions=2,
             ledger_create_if_missing=True,
             streams=[
-                StreamConfig(name="big", hypothesis_class=CLASS, release=ReleaseConfig(
-                    window=WindowConfig(size=window), epsilon=1.0, epsilon_budget=10.0)),
+                StreamConfig(
+                    name="big",
+                    hypothesis_class=CLASS,
+                    release=ReleaseConfig(window=WindowConfig(size=window), epsilon=1.0, epsilon_budget=10.0),
+                ),
                 StreamConfig(name="flow", hypothesis_class=CLASS),
             ],
             _env_file=None,
@@ -169,8 +176,11 @@ def run(window: int, flow: int, log_dir: Path | None = None) -> dict[str, Any]:
         "ratio_whole_backlog": round(busy_rate / quiet_rate, 3),
         "rate_during_release_interval": None if during is None else round(during),
         "ratio_during_release_interval": None if during is None else round(during / quiet_rate, 3),
-        "release_interval_seconds": (None if released_at is None or closed_at is None
-                                     else round(busy[released_at][0] - busy[closed_at][0], 3)),
+        "release_interval_seconds": (
+            None
+            if released_at is None or closed_at is None
+            else round(busy[released_at][0] - busy[closed_at][0], 3)
+        ),
         "release_finished_before_backlog_drained": released_during,
         "target_ratio": 0.8,
         "invalid": metrics.get("invalid"),

@@ -168,10 +168,12 @@ class ThresholdTask:
         truth = (xs >= THRESHOLD_TARGET).astype(np.uint8)
         return Sample(xs, truth, truth)
 
-    def fit(self, xs: np.ndarray, ys: np.ndarray, epsilon: float, seed: int,
-            expected_size: int | None) -> Predictor:
-        result = self._learner.fit(self.hclass, xs, ys, epsilon=epsilon, rng=seeded(seed),
-                                   expected_size=expected_size)
+    def fit(
+        self, xs: np.ndarray, ys: np.ndarray, epsilon: float, seed: int, expected_size: int | None
+    ) -> Predictor:
+        result = self._learner.fit(
+            self.hclass, xs, ys, epsilon=epsilon, rng=seeded(seed), expected_size=expected_size
+        )
         return result.hypothesis.predict  # type: ignore[no-any-return]
 
 
@@ -194,10 +196,12 @@ class VectorTask:
         truth = (xs[:, 1] >= 0.25 + 0.5 * xs[:, 0]).astype(np.uint8)
         return Sample(xs, truth, truth)
 
-    def fit(self, xs: np.ndarray, ys: np.ndarray, epsilon: float, seed: int,
-            expected_size: int | None) -> Predictor:
-        result = self._learner.fit(xs, ys, epsilon=epsilon, bounds=np.array(BOUNDS), rng=seeded(seed),
-                                   expected_size=expected_size)
+    def fit(
+        self, xs: np.ndarray, ys: np.ndarray, epsilon: float, seed: int, expected_size: int | None
+    ) -> Predictor:
+        result = self._learner.fit(
+            xs, ys, epsilon=epsilon, bounds=np.array(BOUNDS), rng=seeded(seed), expected_size=expected_size
+        )
         return result.model.predict
 
 
@@ -254,10 +258,15 @@ def run_task(task: ThresholdTask | VectorTask, mode: str, args: argparse.Namespa
             ex = [v for (jj, _), vs in excess[L].items() if jj == j for v in vs]
             ho = [v for (jj, _), vs in holdout[L].items() if jj == j for v in vs]
             tr = [v for (jj, _), vs in truth_err[L].items() if jj == j for v in vs]
-            rows[str(j)] = {"epsilon": level_epsilons(eps, L)[j], "examples": size << j,
-                            "expected_size": None if mode == "public" else size << j,
-                            "releases_per_run": windows >> j, "excess": _stats(ex),
-                            "excess_holdout": _stats(ho), "vs_truth": _stats(tr)}
+            rows[str(j)] = {
+                "epsilon": level_epsilons(eps, L)[j],
+                "examples": size << j,
+                "expected_size": None if mode == "public" else size << j,
+                "releases_per_run": windows >> j,
+                "excess": _stats(ex),
+                "excess_holdout": _stats(ho),
+                "vs_truth": _stats(tr),
+            }
         return rows
 
     level0 = _stats([v for (j, _), vs in excess[0].items() for v in vs])
@@ -267,8 +276,13 @@ def run_task(task: ThresholdTask | VectorTask, mode: str, args: argparse.Namespa
         curve = []
         for k in range(1, windows + 1):
             node = best_node(k, L)
-            curve.append({"examples_seen": k * size, "level": node.level,
-                          **_stats(excess[L][(node.level, node.index)])})
+            curve.append(
+                {
+                    "examples_seen": k * size,
+                    "level": node.level,
+                    **_stats(excess[L][(node.level, node.index)]),
+                }
+            )
         rows = level_rows(L)
         # the best release once the top level has completed: a level-L release (every one of them is
         # the best release for a while), averaged over all its nodes and runs
@@ -282,7 +296,8 @@ def run_task(task: ThresholdTask | VectorTask, mode: str, args: argparse.Namespa
             "last_release_excess": curve[-1]["mean"],
             "best_mean_over_stream": float(np.mean([c["mean"] for c in curve])),
             "ratio_best_to_level0": top / level0["mean"] if level0["mean"] > 0 else None,
-            "ratio_best_to_level0_holdout": top_holdout / level0_holdout["mean"] if level0_holdout["mean"] > 0
+            "ratio_best_to_level0_holdout": top_holdout / level0_holdout["mean"]
+            if level0_holdout["mean"] > 0
             else None,
             "curve": curve,
         }
@@ -292,12 +307,17 @@ def run_task(task: ThresholdTask | VectorTask, mode: str, args: argparse.Namespa
     best = trees[str(best_L)]
     ratio, ratio_holdout = best["ratio_best_to_level0"], best["ratio_best_to_level0_holdout"]
     return {
-        "learner": task.learner, "mode": mode,
+        "learner": task.learner,
+        "mode": mode,
         "expected_size": "None (n public)" if mode == "public" else "window_size * 2^level",
         "level0_at_lifetime_budget": {"epsilon": eps, "excess": level0, "excess_holdout": level0_holdout},
-        "old_scheme_one_window": {"epsilon": eps, "examples": size, "excess": old,
-                                  "excess_holdout": _stats(holdout[0][(0, 0)]),
-                                  "note": "the draining total spent on window 0; no release after it"},
+        "old_scheme_one_window": {
+            "epsilon": eps,
+            "examples": size,
+            "excess": old,
+            "excess_holdout": _stats(holdout[0][(0, 0)]),
+            "note": "the draining total spent on window 0; no release after it",
+        },
         "trees": trees,
         "best_L": best_L,
         "best_L_mean_over_stream": best_L_stream,
@@ -328,8 +348,10 @@ def ledger_cost(args: argparse.Namespace) -> dict[str, Any]:
 
     node_range = getattr(ledger_port, "NodeRange", None)
     if not hasattr(SqliteLedger, "reserve") or node_range is None:
-        return {"measured": False,
-                "reason": "this ledger has no reserve(...)/NodeRange (E-DESIGN.md §3.1, branch ledger-tree)"}
+        return {
+            "measured": False,
+            "reason": "this ledger has no reserve(...)/NodeRange (E-DESIGN.md §3.1, branch ledger-tree)",
+        }
     windows, levels = args.ledger_windows, args.max_levels
     eps = args.epsilon / (levels + 1)
 
@@ -341,8 +363,14 @@ def ledger_cost(args: argparse.Namespace) -> dict[str, Any]:
                 times = []
                 for node in nodes:
                     t0 = time.perf_counter()
-                    ledger.reserve("bench", f"c2000-L{node.level}-{node.index}", "learner:generic", eps, 0.0,
-                                   node_range(node.level, node.first, node.last))
+                    ledger.reserve(
+                        "bench",
+                        f"c2000-L{node.level}-{node.index}",
+                        "learner:generic",
+                        eps,
+                        0.0,
+                        node_range(node.level, node.first, node.last),
+                    )
                     times.append(time.perf_counter() - t0)
                 return times, ledger.lifetime("bench")
             finally:
@@ -354,20 +382,38 @@ def ledger_cost(args: argparse.Namespace) -> dict[str, Any]:
     per_level = {}
     for j in range(levels + 1):
         times, _ = reserve_all([Node(j, m) for m in range(windows >> j)])
-        per_level[str(j)] = {"reservations": len(times), "per_second": rate(times),
-                             "median_ms": 1000 * float(np.median(times))}
-    order = [Node(j, (w + 1 >> j) - 1) for w in range(windows) for j in range(levels + 1)
-             if (w + 1) % (1 << j) == 0]
+        per_level[str(j)] = {
+            "reservations": len(times),
+            "per_second": rate(times),
+            "median_ms": 1000 * float(np.median(times)),
+        }
+    order = [
+        Node(j, (w + 1 >> j) - 1)
+        for w in range(windows)
+        for j in range(levels + 1)
+        if (w + 1) % (1 << j) == 0
+    ]
     times, lifetime = reserve_all(order)
     tenth = max(len(times) // 10, 1)
-    return {"measured": True, "backend": "sqlite (one transaction per reservation, a temporary file)",
-            "windows": windows, "levels": levels, "epsilon_per_level": eps, "per_level": per_level,
-            "schedule": {"reservations": len(times), "per_second": rate(times),
-                         "first_tenth_per_second": rate(times[:tenth]),
-                         "last_tenth_per_second": rate(times[-tenth:]),
-                         "lifetime_after": {"spent_per_example": lifetime.spent_per_example.epsilon,
-                                            "budget": lifetime.budget.epsilon,
-                                            "refusals": lifetime.refusals}}}
+    return {
+        "measured": True,
+        "backend": "sqlite (one transaction per reservation, a temporary file)",
+        "windows": windows,
+        "levels": levels,
+        "epsilon_per_level": eps,
+        "per_level": per_level,
+        "schedule": {
+            "reservations": len(times),
+            "per_second": rate(times),
+            "first_tenth_per_second": rate(times[:tenth]),
+            "last_tenth_per_second": rate(times[-tenth:]),
+            "lifetime_after": {
+                "spent_per_example": lifetime.spent_per_example.epsilon,
+                "budget": lifetime.budget.epsilon,
+                "refusals": lifetime.refusals,
+            },
+        },
+    }
 
 
 # -- the plot ---------------------------------------------------------------------------------
@@ -422,7 +468,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parser.parse_args(argv)
     parts = set(args.only.split(","))
     report: dict[str, Any] = {
-        "benchmark": "release_tree", "machine": platform.platform(),
+        "benchmark": "release_tree",
+        "machine": platform.platform(),
         "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
         "tasks": {},
     }
@@ -431,12 +478,25 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             task = factory()
             report["tasks"][name] = {mode: run_task(task, mode, args) for mode in args.modes.split(",")}
     report["summary"] = {
-        f"{name}/{mode}": {k: r[k] for k in ("best_L", "best_L_mean_over_stream", "best_release_excess",
-                                             "ratio_best_to_level0", "ratio_best_to_old_scheme", "target_met",
-                                             "ratio_best_to_level0_holdout", "target_met_holdout")}
-        | {"level0_excess": r["level0_at_lifetime_budget"]["excess"]["mean"],
-           "old_scheme_excess": r["old_scheme_one_window"]["excess"]["mean"]}
-        for name, modes in report["tasks"].items() for mode, r in modes.items()
+        f"{name}/{mode}": {
+            k: r[k]
+            for k in (
+                "best_L",
+                "best_L_mean_over_stream",
+                "best_release_excess",
+                "ratio_best_to_level0",
+                "ratio_best_to_old_scheme",
+                "target_met",
+                "ratio_best_to_level0_holdout",
+                "target_met_holdout",
+            )
+        }
+        | {
+            "level0_excess": r["level0_at_lifetime_budget"]["excess"]["mean"],
+            "old_scheme_excess": r["old_scheme_one_window"]["excess"]["mean"],
+        }
+        for name, modes in report["tasks"].items()
+        for mode, r in modes.items()
     }
     if "ledger" in parts:
         report["ledger"] = ledger_cost(args)

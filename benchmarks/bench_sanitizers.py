@@ -110,8 +110,9 @@ def run_ours(name: str, bits: int, xs: np.ndarray, eps: float, seeds: list[int])
         out: dict[str, float] = {}
         if name == "hierarchical":  # one release answers every class of the domain
             t0 = time.perf_counter()
-            res = make_sanitizer(name).fit(parse_class_spec(f"thresholds:2^{bits}"), xs, epsilon=eps,
-                                           rng=seeded(seed))
+            res = make_sanitizer(name).fit(
+                parse_class_spec(f"thresholds:2^{bits}"), xs, epsilon=eps, rng=seeded(seed)
+            )
             out["seconds"] = time.perf_counter() - t0
             out["blocks"] = res.distribution.num_blocks
             for cls in CLASSES:
@@ -162,8 +163,9 @@ def _alarm(signum: int, frame: Any) -> None:
     raise PeerTimeout
 
 
-def run_smartnoise_once(bits: int, xs: np.ndarray, eps: float, seed: int, public_domain: bool,
-                        timeout: float) -> dict[str, Any]:
+def run_smartnoise_once(
+    bits: int, xs: np.ndarray, eps: float, seed: int, public_domain: bool, timeout: float
+) -> dict[str, Any]:
     try:
         import pandas as pd
         from snsynth.mwem import MWEMSynthesizer
@@ -202,11 +204,20 @@ def run_smartnoise_once(bits: int, xs: np.ndarray, eps: float, seed: int, public
     return {**dense_errors(xs, mass), "seconds": fit_seconds}
 
 
-def run_smartnoise(bits: int, xs: np.ndarray, eps: float, seeds: list[int], public_domain: bool,
-                   max_bits: int, timeout: float) -> dict[str, Any]:
+def run_smartnoise(
+    bits: int,
+    xs: np.ndarray,
+    eps: float,
+    seeds: list[int],
+    public_domain: bool,
+    max_bits: int,
+    timeout: float,
+) -> dict[str, Any]:
     if public_domain and bits > max_bits:
-        return {"status": f"not run: its dense histogram over the public domain has {2**bits:,} cells "
-                          f"(--peer-max-bits {max_bits})"}
+        return {
+            "status": f"not run: its dense histogram over the public domain has {2**bits:,} cells "
+            f"(--peer-max-bits {max_bits})"
+        }
     if bits > 20:
         return {"status": f"not run: scored by a dense scan of 2^{bits} cells"}
     runs, problems = [], []
@@ -223,8 +234,9 @@ def run_smartnoise(bits: int, xs: np.ndarray, eps: float, seeds: list[int], publ
     return {**summarise(runs), "status": "ok" if not problems else "; ".join(problems)}
 
 
-def run_all(bits: int, xs: np.ndarray, eps: float, args: argparse.Namespace,
-            skip: dict[str, str] | None = None) -> dict[str, Any]:
+def run_all(
+    bits: int, xs: np.ndarray, eps: float, args: argparse.Namespace, skip: dict[str, str] | None = None
+) -> dict[str, Any]:
     """Every sanitizer on one (domain, data, ε); ``skip`` maps a name to why it is not run."""
     skip = skip or {}
     seeds = list(range(args.seed, args.seed + args.seeds))
@@ -234,8 +246,9 @@ def run_all(bits: int, xs: np.ndarray, eps: float, args: argparse.Namespace,
     runners = {
         **{name: (lambda name=name: run_ours(name, bits, xs, eps, seeds)) for name in OURS},
         "smartnoise": lambda: run_smartnoise(bits, xs, eps, peer_seeds, True, max_bits, args.peer_timeout),
-        "smartnoise_data_domain": lambda: run_smartnoise(bits, xs, eps, peer_seeds, False, max_bits,
-                                                         args.peer_timeout),
+        "smartnoise_data_domain": lambda: run_smartnoise(
+            bits, xs, eps, peer_seeds, False, max_bits, args.peer_timeout
+        ),
         "laplace_histogram": lambda: run_laplace(bits, xs, eps, args.seed),
     }
     for name, runner in runners.items():
@@ -272,8 +285,11 @@ def progress(section: str, row: dict[str, Any]) -> None:
     brief = {k: v for k, v in row.items() if not isinstance(v, dict)}
     for name in ("hierarchical", "mwem", "smartnoise"):
         if "thresholds_max" in row.get(name, {}):
-            brief[name] = [round(row[name]["thresholds_max"], 5), round(row[name]["intervals_max"], 5),
-                           round(row[name]["seconds"], 3)]
+            brief[name] = [
+                round(row[name]["thresholds_max"], 5),
+                round(row[name]["intervals_max"], 5),
+                round(row[name]["seconds"], 3),
+            ]
     print(json.dumps({"progress": section, **brief}), flush=True)
 
 
@@ -285,27 +301,44 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=5, help="seeded releases of ours per setting (mean)")
     parser.add_argument("--peer-seeds", type=int, default=3, help="runs of smartnoise per setting")
     parser.add_argument("--peer-max-bits", type=int, default=16)
-    parser.add_argument("--peer-timeout", type=float, default=60.0,
-                        help="a smartnoise release longer than this is stopped and reported as timed out")
+    parser.add_argument(
+        "--peer-timeout",
+        type=float,
+        default=60.0,
+        help="a smartnoise release longer than this is stopped and reported as timed out",
+    )
     parser.add_argument("--epsilons", type=float, nargs="+", default=[0.1, 0.3, 1.0, 3.0, 10.0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000, 100_000, 1_000_000])
-    parser.add_argument("--time-budget", type=float, default=60.0,
-                        help="vs_n: a sanitizer slower than this (s per setting) is not run at larger n")
+    parser.add_argument(
+        "--time-budget",
+        type=float,
+        default=60.0,
+        help="vs_n: a sanitizer slower than this (s per setting) is not run at larger n",
+    )
     parser.add_argument("--quick", action="store_true", help="targets only, 3 seeds")
     parser.add_argument("--no-plot", action="store_true")
     args = parser.parse_args()
     if args.quick:
         args.seeds, args.peer_seeds = 3, 1
-    result: dict[str, Any] = {"benchmark": "sanitizers", "python": platform.python_version(),
-                              "machine": platform.machine(), "seeds": args.seeds,
-                              "peer_seeds": args.peer_seeds}
+    result: dict[str, Any] = {
+        "benchmark": "sanitizers",
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "seeds": args.seeds,
+        "peer_seeds": args.peer_seeds,
+    }
 
     targets = []
     for kind in ("skewed", "bimodal"):
         for bits in (16, 32):
             xs = make_data(kind, bits, 10_000, args.data_seed)
-            row: dict[str, Any] = {"data": kind, "domain": f"2^{bits}", "bits": bits, "epsilon": 1.0,
-                                   "n": 10_000}
+            row: dict[str, Any] = {
+                "data": kind,
+                "domain": f"2^{bits}",
+                "bits": bits,
+                "epsilon": 1.0,
+                "n": 10_000,
+            }
             row.update(run_all(bits, xs, 1.0, args))
             row["ratios"], row["checks"] = ratios(row), checks(row)
             progress("targets", row)
@@ -326,12 +359,19 @@ def main() -> None:
         slow: dict[str, str] = {}
         for n in args.sizes:
             xs = make_data("bimodal", 16, n, args.data_seed)
-            row = {"data": "bimodal", "bits": 16, "epsilon": 1.0, "n": n,
-                   **run_all(16, xs, 1.0, args, dict(slow))}
+            row = {
+                "data": "bimodal",
+                "bits": 16,
+                "epsilon": 1.0,
+                "n": n,
+                **run_all(16, xs, 1.0, args, dict(slow)),
+            }
             for name, fig in row.items():
                 if isinstance(fig, dict) and fig.get("seconds", 0.0) > args.time_budget and name not in slow:
-                    slow[name] = (f"not run: {fig['seconds']:.0f} s at n = {n:,} exceeded the time budget "
-                                  f"({args.time_budget:g} s)")
+                    slow[name] = (
+                        f"not run: {fig['seconds']:.0f} s at n = {n:,} exceeded the time budget "
+                        f"({args.time_budget:g} s)"
+                    )
             progress("vs_n", row)
             vs_n.append(row)
         result["vs_n"] = vs_n
@@ -343,10 +383,14 @@ def main() -> None:
         plot(result, args.out / "bench_sanitizers.png")
 
 
-STYLE = {"hierarchical": ("hierarchical (ours)", "C0"), "mwem": ("MWEM (ours)", "C1"),
-         "smartnoise": ("smartnoise-synth MWEM", "C3"), "laplace_histogram": ("Laplace histogram", "C2"),
-         "fooling": ("fooling (ours, δ = 1e-6)", "C4"),
-         "smartnoise_data_domain": ("smartnoise, data-derived domain (leaks)", "C7")}
+STYLE = {
+    "hierarchical": ("hierarchical (ours)", "C0"),
+    "mwem": ("MWEM (ours)", "C1"),
+    "smartnoise": ("smartnoise-synth MWEM", "C3"),
+    "laplace_histogram": ("Laplace histogram", "C2"),
+    "fooling": ("fooling (ours, δ = 1e-6)", "C4"),
+    "smartnoise_data_domain": ("smartnoise, data-derived domain (leaks)", "C7"),
+}
 
 
 def plot(result: dict[str, Any], path: Path) -> None:
@@ -363,8 +407,14 @@ def plot(result: dict[str, Any], path: Path) -> None:
             for cls, line in (("intervals", "-"), ("thresholds", ":")):
                 pts = [(r[key], r[name][f"{cls}_max"]) for r in rows if f"{cls}_max" in r[name]]
                 if pts:
-                    ax.plot(*zip(*pts, strict=True), line, marker="o", color=colour, ms=3,
-                            label=f"{title}, {cls}" if cls == "intervals" else None)
+                    ax.plot(
+                        *zip(*pts, strict=True),
+                        line,
+                        marker="o",
+                        color=colour,
+                        ms=3,
+                        label=f"{title}, {cls}" if cls == "intervals" else None,
+                    )
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel(label)
@@ -372,18 +422,26 @@ def plot(result: dict[str, Any], path: Path) -> None:
     axes[0, 0].legend(fontsize=7)
     ax = axes[1, 0]
     targets = result["targets"]
-    names = [n for n in ("hierarchical", "mwem", "smartnoise")
-             if any("intervals_max" in r[n] for r in targets)]
+    names = [
+        n for n in ("hierarchical", "mwem", "smartnoise") if any("intervals_max" in r[n] for r in targets)
+    ]
     width = 0.8 / (2 * len(names))
     for i, name in enumerate(names):
         for j, cls in enumerate(CLASSES):
             xs = [k + (2 * i + j) * width for k in range(len(targets))]
             ys = [r[name].get(f"{cls}_max", 0.0) for r in targets]
-            ax.bar(xs, ys, width, color=STYLE[name][1], alpha=1.0 if cls == "intervals" else 0.5,
-                   label=f"{STYLE[name][0]}, {cls}")
+            ax.bar(
+                xs,
+                ys,
+                width,
+                color=STYLE[name][1],
+                alpha=1.0 if cls == "intervals" else 0.5,
+                label=f"{STYLE[name][0]}, {cls}",
+            )
     ax.axhline(0.008, color="k", ls="--", lw=1, label="target 0.008")
-    ax.set_xticks([k + 0.4 - width / 2 for k in range(len(targets))],
-                  [f"{r['data']}, {r['domain']}" for r in targets])
+    ax.set_xticks(
+        [k + 0.4 - width / 2 for k in range(len(targets))], [f"{r['data']}, {r['domain']}" for r in targets]
+    )
     ax.set_yscale("log")
     ax.set_title("issue 20 targets: n = 10,000, ε = 1 (mean of seeded releases)")
     ax.legend(fontsize=7)

@@ -61,10 +61,14 @@ def measure(broker: EmbeddedBroker, k: int, n: int, work: Path) -> dict[str, Any
     shared = work / f"shared-{k}"
     shared.mkdir()
     base = Settings(
-        app_id=f"bench-scale-{tag}", topic_prefix=f"bench-scale-{tag}.", kafka_bootstrap=broker.bootstrap,
-        topic_partitions=PARTITIONS, ledger_path=shared / "ledger.sqlite3",
+        app_id=f"bench-scale-{tag}",
+        topic_prefix=f"bench-scale-{tag}.",
+        kafka_bootstrap=broker.bootstrap,
+        topic_partitions=PARTITIONS,
+        ledger_path=shared / "ledger.sqlite3",
         state_path=shared / "state.sqlite3",
-        streams=[StreamConfig(name=s, hypothesis_class=CLASS) for s in streams], _env_file=None,
+        streams=[StreamConfig(name=s, hypothesis_class=CLASS) for s in streams],
+        _env_file=None,
     )
     asyncio.run(ensure_topics(base))
     messages = [m for i, s in enumerate(streams) for m in examples(s, n // PARTITIONS, seed=i)]
@@ -91,8 +95,15 @@ def measure(broker: EmbeddedBroker, k: int, n: int, work: Path) -> dict[str, Any
         ready = all(fetch_json(f"{w.operator_url}/readyz") is not None for w in workers)
         exits = [w.stop() for w in workers]
     rate = (samples[-1][1] - samples[first][1]) / elapsed
-    return {"workers": k, "examples": len(messages), "rate": round(rate), "seconds": round(elapsed, 3),
-            "handled_per_worker": shares, "answered": ready, "exit_status": exits}
+    return {
+        "workers": k,
+        "examples": len(messages),
+        "rate": round(rate),
+        "seconds": round(elapsed, 3),
+        "handled_per_worker": shares,
+        "answered": ready,
+        "exit_status": exits,
+    }
 
 
 def main() -> None:
@@ -101,15 +112,20 @@ def main() -> None:
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
     args = parser.parse_args()
     runs = []
-    with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp, \
-            EmbeddedBroker(log_path=Path(tmp) / "broker.log") as broker:
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp,
+        EmbeddedBroker(log_path=Path(tmp) / "broker.log") as broker,
+    ):
         for k in args.workers:
             result = measure(broker, k, args.examples, Path(tmp))
             print(json.dumps(result), flush=True)
             runs.append(result)
     one = next((r["rate"] for r in runs if r["workers"] == 1), runs[0]["rate"])
-    summary = {"ratios_to_one_worker": {r["workers"]: round(r["rate"] / one, 3) for r in runs},
-               "partitions": PARTITIONS, "cores": os.cpu_count()}
+    summary = {
+        "ratios_to_one_worker": {r["workers"]: round(r["rate"] / one, 3) for r in runs},
+        "partitions": PARTITIONS,
+        "cores": os.cpu_count(),
+    }
     print(json.dumps(summary))
     out = Path(__file__).with_name("results")
     out.mkdir(exist_ok=True)

@@ -86,7 +86,10 @@ def bench_thresholds(n_examples: int, seed: int, repeats: int) -> dict:
     assert a.mistakes == b.mistakes == c.mistakes and a.state_dict() == b.state_dict()
     t_batch, t_one, t_plain = (best_time(f, repeats) for f in (batch, one, plain))
     return {
-        "class": cls.spec, "examples": n_examples, "mistakes": a.mistakes, "mistake_bound": a.mistake_bound,
+        "class": cls.spec,
+        "examples": n_examples,
+        "mistakes": a.mistakes,
+        "mistake_bound": a.mistake_bound,
         "batch_examples_per_s": round(n_examples / t_batch),
         "learn_one_examples_per_s": round(n_examples / t_one),
         "plain_python_soa_examples_per_s": round(n_examples / t_plain),
@@ -127,8 +130,11 @@ def bench_file_class(n_examples: int, seed: int, repeats: int) -> dict:
         assert s1.state_dict() == s2.state_dict() and s1.mistakes <= s1.mistake_bound
         mistakes.append(s1.mistakes)
     return {
-        "class": f"random |H|=1024 (distinct rows: {cls.size}), |X|=64", "examples": n_examples,
-        "mistake_bound": soa.mistake_bound, "mistakes": mistakes, "warm_up_s": round(warm_up_s, 2),
+        "class": f"random |H|=1024 (distinct rows: {cls.size}), |X|=64",
+        "examples": n_examples,
+        "mistake_bound": soa.mistake_bound,
+        "mistakes": mistakes,
+        "warm_up_s": round(warm_up_s, 2),
         "learn_one_examples_per_s": round(n_examples / t_one),
         "batch_examples_per_s": round(n_examples / t_batch),
     }
@@ -142,7 +148,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     out = {
-        "python": platform.python_version(), "numpy": np.__version__,
+        "python": platform.python_version(),
+        "numpy": np.__version__,
         "thresholds": bench_thresholds(args.examples, args.seed, args.repeats),
         "file_class": bench_file_class(args.file_examples, args.seed, args.repeats),
     }

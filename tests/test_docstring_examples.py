@@ -15,7 +15,8 @@ import pytest
 import privstream
 
 MODULES = sorted(
-    m.name for m in pkgutil.walk_packages(privstream.__path__, "privstream.")
+    m.name
+    for m in pkgutil.walk_packages(privstream.__path__, "privstream.")
     if not m.name.endswith("__main__")  # importing it would run the CLI
 )
 

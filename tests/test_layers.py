@@ -1,4 +1,4 @@
-"""The layering of DESIGN.md §2 holds, no import cycle is in the package, and the tree is ruff-clean."""
+"""The layers hold, no import cycle is in the package, and the tree is ruff-clean and formatted."""
 
 from __future__ import annotations
 
@@ -165,3 +165,10 @@ def test_ruff_is_clean():
     assert ruff, "ruff is part of the test extra; install with pip install -e '.[test]'"
     result = subprocess.run([ruff, "check", "--quiet", str(ROOT)], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_ruff_format_is_applied():
+    ruff = shutil.which("ruff", path=str(Path(sys.executable).parent)) or shutil.which("ruff")
+    assert ruff, "ruff is part of the test extra; install with pip install -e '.[test]'"
+    result = subprocess.run([ruff, "format", "--check", str(ROOT)], capture_output=True, text=True)
+    assert result.returncode == 0, "run `ruff format .`:\n" + result.stdout + result.stderr

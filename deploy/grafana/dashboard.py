@@ -40,151 +40,384 @@ class Row:
 
 
 ROWS = [
-    Row("Ingest: rate against capacity", [
-        Panel("Examples learned per second, and the capacity", "suffix: ex/s", [
-            ("sum(instance:privstream_examples_learned:rate1m)", "learned (all workers)"),
-            ("sum(instance:privstream_examples_learned:rate1m"
-             " / (instance:privstream_ingest_busy:rate1m > 0))", "capacity (learned per busy second)"),
-        ], "The rate at which the workers learn valid examples, against what they would learn if their "
-           "ingest loops were busy all the time (examples learned per second spent handling batches).",
-            width=10),
-        Panel("Ingest loop busy", "percentunit", [
-            ("instance:privstream_ingest_busy:rate1m", "{{instance}}"),
-        ], "Share of the time each worker's ingest loop spends on polled batches (validate, learn, "
-           "publish, commit). Near 100%, the worker runs at its capacity and bursts become lag.",
-            width=7, max=1),
-        Panel("Consumer lag (messages)", "short", [
-            ("sum by (instance, partition) (privstream_consumer_lag_messages)",
-             "{{instance}} partition {{partition}}"),
-        ], "Messages of the examples topic not handled yet, per partition of each worker (Kafka's "
-           "high watermark from the worker's own fetches, minus the next offset it will handle).",
-            width=7),
-    ]),
-    Row("Workers", [
-        Panel("Workers up", "short", [('sum(up{job="privstream"})', "workers up")],
-              "Workers whose /metrics answered Prometheus's last scrape.", kind="stat", width=6),
-        Panel("Time since each worker last handled a message", "s", [
-            ("time() - max by (instance) (privstream_last_progress_timestamp_seconds)", "{{instance}}"),
-        ], "Grows while no message arrives; with messages waiting it means a stalled worker "
-           "(the PrivstreamWorkerStalled alert).", width=12),
-        Panel("Versions running", "short", [("count by (version) (privstream_build_info)", "{{version}}")],
-              "Workers per privstream version (a rolling upgrade shows two).", kind="stat", width=6),
-    ]),
-    Row("Dead letters", [
-        Panel("Messages received and dead-lettered per second, by reason", "suffix: msg/s", [
-            ("sum(instance:privstream_examples_received:rate1m)", "received"),
-            ("reason:privstream_examples_invalid:rate1m", "invalid: {{reason}}"),
-            ("sum(rate(privstream_dead_letters_published_total[$__rate_interval]))",
-             "published to examples.dlq"),
-        ], "Messages consumed from the examples topic; those rejected by validation, by reason; "
-           "and those published to the dead-letter topic (with the reason in their headers).", width=16),
-        Panel("Share of messages dead-lettered", "percentunit", [
-            ("sum(rate(privstream_dead_letters_published_total[$__rate_interval])) "
-             "/ sum(rate(privstream_examples_received_total[$__rate_interval]))", "dead-lettered"),
-        ], "The PrivstreamDeadLetterRate alert fires above 5% for 10 minutes.", width=8, max=1),
-    ]),
-    Row("Online learning (trusted zone)", [
-        Panel("SOA mistakes against the bound, per stream", "short", [
-            (f"sum by (stream) (privstream_soa_mistakes_total{{{STREAM}}})", "mistakes {{stream}}"),
-            (f"max by (stream) (privstream_soa_mistake_bound{{{STREAM}}})", "bound (Ldim) {{stream}}"),
-        ], "On a realizable stream the SOA makes at most Ldim mistakes; more proves the stream is not "
-           "realizable by its class.", width=10),
-        Panel("Examples learned per second, per stream", "suffix: ex/s", [
-            (f"stream:privstream_examples_learned:rate1m{{{STREAM}}}", "{{stream}}"),
-        ], "Valid examples predicted and learned by each stream's SOA.", width=9),
-        Panel("Realizable", "bool_yes_no", [
-            (f"min by (stream) (privstream_stream_realizable{{{STREAM}}})", "{{stream}}"),
-        ], "No once a stream has proven itself not realizable by its class.", kind="stat", width=5),
-    ]),
-    Row("Private releases (public zone)", [
-        Panel("Releases, refusals and failures in the dashboard's time range", "short", [
-            (f"sum by (stream) (increase(privstream_releases_total{{{STREAM}}}[$__range]))",
-             "released {{stream}}"),
-            (f"sum by (stream) (increase(privstream_release_refusals_total{{{STREAM}}}[$__range]))",
-             "refused (budget spent) {{stream}}"),
-            (f"sum by (stream) (increase(privstream_release_failures_total{{{STREAM}}}[$__range]))",
-             "failed {{stream}}"),
-            (f"sum by (stream) (increase(privstream_late_examples_total{{{STREAM}}}[$__range]))",
-             "late examples {{stream}}"),
-            (f"sum by (stream) (increase(privstream_late_releases_total{{{STREAM}}}[$__range]))",
-             "late releases {{stream}}"),
-        ], "Windows released, refused for lack of budget, or failed (retried after a restart); "
-           "examples that came after their time window was released; time-window releases published "
-           "after their scheduled time (the learner took longer than publish_delay_seconds).",
-           kind="stat", width=8),
-        Panel("Releases and refusals in the last 15 minutes", "short", [
-            (f"sum by (stream) (increase(privstream_releases_total{{{STREAM}}}[15m]))",
-             "released {{stream}}"),
-            (f"sum by (stream) (increase(privstream_release_refusals_total{{{STREAM}}}[15m]))",
-             "refused {{stream}}"),
-        ], "How often windows close and are released, over time.", width=8),
-        Panel("Time since the last release", "s", [
-            (f"time() - max by (stream) (privstream_last_release_timestamp_seconds{{{STREAM}}})",
-             "{{stream}}"),
-        ], "The PrivstreamNoReleaseForTooLong alert fires after an hour while budget is left.", width=8),
-    ]),
-    Row("Lifetime privacy budget", [
-        Panel("Lifetime ε budget used, per stream", "percentunit", [
-            (f"max by (stream) (privstream_privacy_lifetime_epsilon_spent{{{STREAM}}}) "
-             f"/ max by (stream) (privstream_privacy_lifetime_epsilon_budget{{{STREAM}}})", "{{stream}}"),
-        ], "The largest lifetime ε of an example (or user), over the lifetime budget (privacy ledger): "
-           "the sum of the charges of the release-tree nodes covering its window. It reaches the "
-           "configured sum over the levels once the top level has released and stays there: new "
-           "windows start fresh, so a valid configuration never runs out.", width=7, max=1),
-        Panel("Lifetime ε per example: spent and budget", "none", [
-            (f"max by (stream) (privstream_privacy_lifetime_epsilon_spent{{{STREAM}}})", "spent {{stream}}"),
-            (f"max by (stream) (privstream_privacy_lifetime_epsilon_budget{{{STREAM}}})",
-             "budget {{stream}}"),
-        ], "The ledger's figures, in units of ε.", width=6),
-        Panel("Releases per level in the dashboard's time range", "short", [
-            (f"sum by (stream, level) (increase(privstream_releases_by_level_total{{{STREAM}}}[$__range]))",
-             "{{stream}} level {{level}}"),
-        ], "Level 0 releases every window, level j every node of 2^j windows once complete.",
-           kind="stat", width=4),
-        Panel("Users excluded by the individual privacy filter", "short", [
-            (f"sum by (stream) (increase(privstream_filter_excluded_users_total{{{STREAM}}}[$__range]))",
-             "{{stream}}"),
-        ], "User-level streams: users left out of a release because their lifetime budget would be "
-           "passed (their examples still feed the SOA). Private: operators only.", kind="stat", width=4),
-        Panel("Budget exhausted", "bool_yes_no", [
-            (f"max by (stream) (privstream_privacy_budget_exhausted{{{STREAM}}})", "{{stream}}"),
-        ], "Yes once the ledger refused a release: the configuration costs more than the lifetime "
-           "budget (a lowered budget, or a ledger shared with an older configuration).",
-           kind="stat", width=3),
-    ]),
-    Row("Learners", [
-        Panel("Learner run time per window (p50, p95, p99, mean)", "s", [
-            ("histogram_quantile(0.5, learner_le:privstream_learner_run_seconds_bucket:rate15m)",
-             "p50 {{learner}}"),
-            ("histogram_quantile(0.95, learner_le:privstream_learner_run_seconds_bucket:rate15m)",
-             "p95 {{learner}}"),
-            ("histogram_quantile(0.99, learner_le:privstream_learner_run_seconds_bucket:rate15m)",
-             "p99 {{learner}}"),
-            ("sum by (learner) (rate(privstream_learner_run_seconds_sum[15m])) "
-             "/ sum by (learner) (rate(privstream_learner_run_seconds_count[15m]))", "mean {{learner}}"),
-        ], "Time a private learner or sanitizer took on one window (in the worker's learner process), "
-           "over the last 15 minutes.", width=12),
-        Panel("Examples per window (p50, p95)", "short", [
-            ("histogram_quantile(0.5, learner_le:privstream_window_size_examples_bucket:rate15m)",
-             "p50 {{learner}}"),
-            ("histogram_quantile(0.95, learner_le:privstream_window_size_examples_bucket:rate15m)",
-             "p95 {{learner}}"),
-        ], "Examples in the windows handed to each learner, over the last 15 minutes (bucket bounds).",
-            width=12),
-    ]),
-    Row("Stores: the privacy ledger and the state store", [
-        Panel("Store latency (p50, p99), by operation", "s", [
-            ("histogram_quantile(0.5, store_operation_le:privstream_store_operation_seconds_bucket:rate1m)",
-             "p50 {{store}}.{{operation}}"),
-            ("histogram_quantile(0.99, store_operation_le:privstream_store_operation_seconds_bucket:rate1m)",
-             "p99 {{store}}.{{operation}}"),
-        ], "Time one call of the ledger or the state store takes. The ingest path appends to the state "
-           "store and saves the SOA on every batch; each release charges the ledger.", width=12),
-        Panel("Store calls per second, by operation", "suffix: calls/s", [
-            ("sum by (store, operation) (rate(privstream_store_operation_seconds_count[$__rate_interval]))",
-             "{{store}}.{{operation}}"),
-        ], "How often each operation of the stores runs.", width=12),
-    ]),
+    Row(
+        "Ingest: rate against capacity",
+        [
+            Panel(
+                "Examples learned per second, and the capacity",
+                "suffix: ex/s",
+                [
+                    ("sum(instance:privstream_examples_learned:rate1m)", "learned (all workers)"),
+                    (
+                        "sum(instance:privstream_examples_learned:rate1m"
+                        " / (instance:privstream_ingest_busy:rate1m > 0))",
+                        "capacity (learned per busy second)",
+                    ),
+                ],
+                "The rate at which the workers learn valid examples, against what they would learn if their "
+                "ingest loops were busy all the time (examples learned per second spent handling batches).",
+                width=10,
+            ),
+            Panel(
+                "Ingest loop busy",
+                "percentunit",
+                [
+                    ("instance:privstream_ingest_busy:rate1m", "{{instance}}"),
+                ],
+                "Share of the time each worker's ingest loop spends on polled batches (validate, learn, "
+                "publish, commit). Near 100%, the worker runs at its capacity and bursts become lag.",
+                width=7,
+                max=1,
+            ),
+            Panel(
+                "Consumer lag (messages)",
+                "short",
+                [
+                    (
+                        "sum by (instance, partition) (privstream_consumer_lag_messages)",
+                        "{{instance}} partition {{partition}}",
+                    ),
+                ],
+                "Messages of the examples topic not handled yet, per partition of each worker (Kafka's "
+                "high watermark from the worker's own fetches, minus the next offset it will handle).",
+                width=7,
+            ),
+        ],
+    ),
+    Row(
+        "Workers",
+        [
+            Panel(
+                "Workers up",
+                "short",
+                [('sum(up{job="privstream"})', "workers up")],
+                "Workers whose /metrics answered Prometheus's last scrape.",
+                kind="stat",
+                width=6,
+            ),
+            Panel(
+                "Time since each worker last handled a message",
+                "s",
+                [
+                    (
+                        "time() - max by (instance) (privstream_last_progress_timestamp_seconds)",
+                        "{{instance}}",
+                    ),
+                ],
+                "Grows while no message arrives; with messages waiting it means a stalled worker "
+                "(the PrivstreamWorkerStalled alert).",
+                width=12,
+            ),
+            Panel(
+                "Versions running",
+                "short",
+                [("count by (version) (privstream_build_info)", "{{version}}")],
+                "Workers per privstream version (a rolling upgrade shows two).",
+                kind="stat",
+                width=6,
+            ),
+        ],
+    ),
+    Row(
+        "Dead letters",
+        [
+            Panel(
+                "Messages received and dead-lettered per second, by reason",
+                "suffix: msg/s",
+                [
+                    ("sum(instance:privstream_examples_received:rate1m)", "received"),
+                    ("reason:privstream_examples_invalid:rate1m", "invalid: {{reason}}"),
+                    (
+                        "sum(rate(privstream_dead_letters_published_total[$__rate_interval]))",
+                        "published to examples.dlq",
+                    ),
+                ],
+                "Messages consumed from the examples topic; those rejected by validation, by reason; "
+                "and those published to the dead-letter topic (with the reason in their headers).",
+                width=16,
+            ),
+            Panel(
+                "Share of messages dead-lettered",
+                "percentunit",
+                [
+                    (
+                        "sum(rate(privstream_dead_letters_published_total[$__rate_interval])) "
+                        "/ sum(rate(privstream_examples_received_total[$__rate_interval]))",
+                        "dead-lettered",
+                    ),
+                ],
+                "The PrivstreamDeadLetterRate alert fires above 5% for 10 minutes.",
+                width=8,
+                max=1,
+            ),
+        ],
+    ),
+    Row(
+        "Online learning (trusted zone)",
+        [
+            Panel(
+                "SOA mistakes against the bound, per stream",
+                "short",
+                [
+                    (f"sum by (stream) (privstream_soa_mistakes_total{{{STREAM}}})", "mistakes {{stream}}"),
+                    (
+                        f"max by (stream) (privstream_soa_mistake_bound{{{STREAM}}})",
+                        "bound (Ldim) {{stream}}",
+                    ),
+                ],
+                "On a realizable stream the SOA makes at most Ldim mistakes; more proves the stream is not "
+                "realizable by its class.",
+                width=10,
+            ),
+            Panel(
+                "Examples learned per second, per stream",
+                "suffix: ex/s",
+                [
+                    (f"stream:privstream_examples_learned:rate1m{{{STREAM}}}", "{{stream}}"),
+                ],
+                "Valid examples predicted and learned by each stream's SOA.",
+                width=9,
+            ),
+            Panel(
+                "Realizable",
+                "bool_yes_no",
+                [
+                    (f"min by (stream) (privstream_stream_realizable{{{STREAM}}})", "{{stream}}"),
+                ],
+                "No once a stream has proven itself not realizable by its class.",
+                kind="stat",
+                width=5,
+            ),
+        ],
+    ),
+    Row(
+        "Private releases (public zone)",
+        [
+            Panel(
+                "Releases, refusals and failures in the dashboard's time range",
+                "short",
+                [
+                    (
+                        f"sum by (stream) (increase(privstream_releases_total{{{STREAM}}}[$__range]))",
+                        "released {{stream}}",
+                    ),
+                    (
+                        "sum by (stream) "
+                        f"(increase(privstream_release_refusals_total{{{STREAM}}}[$__range]))",
+                        "refused (budget spent) {{stream}}",
+                    ),
+                    (
+                        "sum by (stream) "
+                        f"(increase(privstream_release_failures_total{{{STREAM}}}[$__range]))",
+                        "failed {{stream}}",
+                    ),
+                    (
+                        f"sum by (stream) (increase(privstream_late_examples_total{{{STREAM}}}[$__range]))",
+                        "late examples {{stream}}",
+                    ),
+                    (
+                        f"sum by (stream) (increase(privstream_late_releases_total{{{STREAM}}}[$__range]))",
+                        "late releases {{stream}}",
+                    ),
+                ],
+                "Windows released, refused for lack of budget, or failed (retried after a restart); "
+                "examples that came after their time window was released; time-window releases published "
+                "after their scheduled time (the learner took longer than publish_delay_seconds).",
+                kind="stat",
+                width=8,
+            ),
+            Panel(
+                "Releases and refusals in the last 15 minutes",
+                "short",
+                [
+                    (
+                        f"sum by (stream) (increase(privstream_releases_total{{{STREAM}}}[15m]))",
+                        "released {{stream}}",
+                    ),
+                    (
+                        f"sum by (stream) (increase(privstream_release_refusals_total{{{STREAM}}}[15m]))",
+                        "refused {{stream}}",
+                    ),
+                ],
+                "How often windows close and are released, over time.",
+                width=8,
+            ),
+            Panel(
+                "Time since the last release",
+                "s",
+                [
+                    (
+                        f"time() - max by (stream) (privstream_last_release_timestamp_seconds{{{STREAM}}})",
+                        "{{stream}}",
+                    ),
+                ],
+                "The PrivstreamNoReleaseForTooLong alert fires after an hour while budget is left.",
+                width=8,
+            ),
+        ],
+    ),
+    Row(
+        "Lifetime privacy budget",
+        [
+            Panel(
+                "Lifetime ε budget used, per stream",
+                "percentunit",
+                [
+                    (
+                        f"max by (stream) (privstream_privacy_lifetime_epsilon_spent{{{STREAM}}}) "
+                        f"/ max by (stream) (privstream_privacy_lifetime_epsilon_budget{{{STREAM}}})",
+                        "{{stream}}",
+                    ),
+                ],
+                "The largest lifetime ε of an example (or user), over the lifetime budget (privacy ledger): "
+                "the sum of the charges of the release-tree nodes covering its window. It reaches the "
+                "configured sum over the levels once the top level has released and stays there: new "
+                "windows start fresh, so a valid configuration never runs out.",
+                width=7,
+                max=1,
+            ),
+            Panel(
+                "Lifetime ε per example: spent and budget",
+                "none",
+                [
+                    (
+                        f"max by (stream) (privstream_privacy_lifetime_epsilon_spent{{{STREAM}}})",
+                        "spent {{stream}}",
+                    ),
+                    (
+                        f"max by (stream) (privstream_privacy_lifetime_epsilon_budget{{{STREAM}}})",
+                        "budget {{stream}}",
+                    ),
+                ],
+                "The ledger's figures, in units of ε.",
+                width=6,
+            ),
+            Panel(
+                "Releases per level in the dashboard's time range",
+                "short",
+                [
+                    (
+                        "sum by (stream, level) "
+                        f"(increase(privstream_releases_by_level_total{{{STREAM}}}[$__range]))",
+                        "{{stream}} level {{level}}",
+                    ),
+                ],
+                "Level 0 releases every window, level j every node of 2^j windows once complete.",
+                kind="stat",
+                width=4,
+            ),
+            Panel(
+                "Users excluded by the individual privacy filter",
+                "short",
+                [
+                    (
+                        "sum by (stream) "
+                        f"(increase(privstream_filter_excluded_users_total{{{STREAM}}}[$__range]))",
+                        "{{stream}}",
+                    ),
+                ],
+                "User-level streams: users left out of a release because their lifetime budget would be "
+                "passed (their examples still feed the SOA). Private: operators only.",
+                kind="stat",
+                width=4,
+            ),
+            Panel(
+                "Budget exhausted",
+                "bool_yes_no",
+                [
+                    (f"max by (stream) (privstream_privacy_budget_exhausted{{{STREAM}}})", "{{stream}}"),
+                ],
+                "Yes once the ledger refused a release: the configuration costs more than the lifetime "
+                "budget (a lowered budget, or a ledger shared with an older configuration).",
+                kind="stat",
+                width=3,
+            ),
+        ],
+    ),
+    Row(
+        "Learners",
+        [
+            Panel(
+                "Learner run time per window (p50, p95, p99, mean)",
+                "s",
+                [
+                    (
+                        "histogram_quantile(0.5, learner_le:privstream_learner_run_seconds_bucket:rate15m)",
+                        "p50 {{learner}}",
+                    ),
+                    (
+                        "histogram_quantile(0.95, learner_le:privstream_learner_run_seconds_bucket:rate15m)",
+                        "p95 {{learner}}",
+                    ),
+                    (
+                        "histogram_quantile(0.99, learner_le:privstream_learner_run_seconds_bucket:rate15m)",
+                        "p99 {{learner}}",
+                    ),
+                    (
+                        "sum by (learner) (rate(privstream_learner_run_seconds_sum[15m])) "
+                        "/ sum by (learner) (rate(privstream_learner_run_seconds_count[15m]))",
+                        "mean {{learner}}",
+                    ),
+                ],
+                "Time a private learner or sanitizer took on one window (in the worker's learner process), "
+                "over the last 15 minutes.",
+                width=12,
+            ),
+            Panel(
+                "Examples per window (p50, p95)",
+                "short",
+                [
+                    (
+                        "histogram_quantile(0.5, learner_le:privstream_window_size_examples_bucket:rate15m)",
+                        "p50 {{learner}}",
+                    ),
+                    (
+                        "histogram_quantile(0.95, learner_le:privstream_window_size_examples_bucket:rate15m)",
+                        "p95 {{learner}}",
+                    ),
+                ],
+                "Examples in the windows handed to each learner, over the last 15 minutes (bucket bounds).",
+                width=12,
+            ),
+        ],
+    ),
+    Row(
+        "Stores: the privacy ledger and the state store",
+        [
+            Panel(
+                "Store latency (p50, p99), by operation",
+                "s",
+                [
+                    (
+                        "histogram_quantile(0.5, "
+                        "store_operation_le:privstream_store_operation_seconds_bucket:rate1m)",
+                        "p50 {{store}}.{{operation}}",
+                    ),
+                    (
+                        "histogram_quantile(0.99, "
+                        "store_operation_le:privstream_store_operation_seconds_bucket:rate1m)",
+                        "p99 {{store}}.{{operation}}",
+                    ),
+                ],
+                "Time one call of the ledger or the state store takes. The ingest path appends to the state "
+                "store and saves the SOA on every batch; each release charges the ledger.",
+                width=12,
+            ),
+            Panel(
+                "Store calls per second, by operation",
+                "suffix: calls/s",
+                [
+                    (
+                        "sum by (store, operation) "
+                        "(rate(privstream_store_operation_seconds_count[$__rate_interval]))",
+                        "{{store}}.{{operation}}",
+                    ),
+                ],
+                "How often each operation of the stores runs.",
+                width=12,
+            ),
+        ],
+    ),
 ]
 
 
@@ -206,19 +439,33 @@ def panel_json(panel: Panel, panel_id: int, x: int, y: int) -> dict:
         ],
     }
     if panel.kind == "stat":
-        out["options"] = {"reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
-                          "colorMode": "value", "graphMode": "none", "textMode": "value_and_name"}
+        out["options"] = {
+            "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
+            "colorMode": "value",
+            "graphMode": "none",
+            "textMode": "value_and_name",
+        }
     else:
-        out["options"] = {"legend": {"displayMode": "list", "placement": "bottom", "showLegend": True},
-                          "tooltip": {"mode": "multi", "sort": "desc"}}
+        out["options"] = {
+            "legend": {"displayMode": "list", "placement": "bottom", "showLegend": True},
+            "tooltip": {"mode": "multi", "sort": "desc"},
+        }
     return out
 
 
 def dashboard() -> dict:
     panels, panel_id, y = [], 1, 0
     for row in ROWS:
-        panels.append({"id": panel_id, "type": "row", "title": row.title, "collapsed": False,
-                       "gridPos": {"x": 0, "y": y, "w": 24, "h": 1}, "panels": []})
+        panels.append(
+            {
+                "id": panel_id,
+                "type": "row",
+                "title": row.title,
+                "collapsed": False,
+                "gridPos": {"x": 0, "y": y, "w": 24, "h": 1},
+                "panels": [],
+            }
+        )
         panel_id, y, x = panel_id + 1, y + 1, 0
         for panel in row.panels:
             if x + panel.width > 24:
@@ -230,7 +477,7 @@ def dashboard() -> dict:
         "uid": "privstream-overview",
         "title": "privstream",
         "description": "Online SOA learning and differentially-private releases "
-                       "(generated by deploy/grafana/dashboard.py)",
+        "(generated by deploy/grafana/dashboard.py)",
         "tags": ["privstream"],
         "schemaVersion": 39,
         "version": 2,
@@ -239,14 +486,27 @@ def dashboard() -> dict:
         "refresh": "10s",
         "time": {"from": "now-30m", "to": "now"},
         "timezone": "browser",
-        "templating": {"list": [{
-            "name": "stream", "label": "stream", "type": "query", "datasource": DATASOURCE,
-            "query": {"query": "label_values(privstream_examples_learned_total, stream)",
-                      "refId": "StandardVariableQuery"},
-            "definition": "label_values(privstream_examples_learned_total, stream)",
-            "refresh": 2, "includeAll": True, "multi": True, "allValue": ".*",
-            "current": {"selected": True, "text": ["All"], "value": ["$__all"]}, "sort": 1,
-        }]},
+        "templating": {
+            "list": [
+                {
+                    "name": "stream",
+                    "label": "stream",
+                    "type": "query",
+                    "datasource": DATASOURCE,
+                    "query": {
+                        "query": "label_values(privstream_examples_learned_total, stream)",
+                        "refId": "StandardVariableQuery",
+                    },
+                    "definition": "label_values(privstream_examples_learned_total, stream)",
+                    "refresh": 2,
+                    "includeAll": True,
+                    "multi": True,
+                    "allValue": ".*",
+                    "current": {"selected": True, "text": ["All"], "value": ["$__all"]},
+                    "sort": 1,
+                }
+            ]
+        },
         "annotations": {"list": []},
         "links": [],
         "panels": panels,

@@ -105,8 +105,7 @@ class NodeData(NamedTuple):
     def empty(cls, *, vectors: int | None = None, users: bool = False) -> NodeData:
         """A node without examples (``vectors``: the dimension of feature vectors)."""
         xs = np.zeros((0, vectors), np.float64) if vectors is not None else np.zeros(0, np.int64)
-        return cls(xs, np.zeros(0, np.uint8), np.zeros(0, np.int64),
-                   np.zeros(0, np.str_) if users else None)
+        return cls(xs, np.zeros(0, np.uint8), np.zeros(0, np.int64), np.zeros(0, np.str_) if users else None)
 
     @classmethod
     def from_rows(
@@ -180,8 +179,9 @@ class NodeData(NamedTuple):
         pairs = [(self.xs, other.xs), (self.ys, other.ys), (self.counts, other.counts)]
         if self.users is not None:
             pairs.append((self.users, other.users))
-        return all(a.shape == b.shape and a.dtype.kind == b.dtype.kind and np.array_equal(a, b)
-                   for a, b in pairs)
+        return all(
+            a.shape == b.shape and a.dtype.kind == b.dtype.kind and np.array_equal(a, b) for a, b in pairs
+        )
 
     def __ne__(self, other: object) -> bool:
         equal = self.__eq__(other)
@@ -273,8 +273,13 @@ class StateStore(Protocol):
     def pending_time_windows(self, stream_id: str) -> list[int]: ...
 
     def mark_closed(
-        self, stream_id: str, window_id: str, outcome: str, *,
-        seqs: tuple[int, int] | None = None, time_window: int | None = None,
+        self,
+        stream_id: str,
+        window_id: str,
+        outcome: str,
+        *,
+        seqs: tuple[int, int] | None = None,
+        time_window: int | None = None,
     ) -> None:
         """Record the window as done (released, refused or failed) and drop its examples (those
         with sequence numbers in ``[seqs[0], seqs[1])``, or of time window ``time_window``)."""
@@ -292,9 +297,16 @@ class StateStore(Protocol):
     # --------------------------------------------------------------- the release tree (§3.3)
 
     def close_window(
-        self, stream_id: str, family: str, window: int, bounds: NodeBounds, *,
-        seqs: tuple[int, int] | None = None, time_window: int | None = None,
-        vectors: int | None = None, user_level: bool = False,
+        self,
+        stream_id: str,
+        family: str,
+        window: int,
+        bounds: NodeBounds,
+        *,
+        seqs: tuple[int, int] | None = None,
+        time_window: int | None = None,
+        vectors: int | None = None,
+        user_level: bool = False,
     ) -> NodeData:
         """Turn window ``window``'s raw rows (sequence numbers ``[seqs[0], seqs[1])`` of a count
         window, or time window ``time_window``) into node (0, window)'s data, store it, drop the

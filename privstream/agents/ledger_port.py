@@ -189,8 +189,10 @@ class NodeRange:
         if self.level == 0:
             raise ValueError("a level-0 node (a window) has no children")
         half = self.windows // 2
-        return (NodeRange(self.level - 1, self.first_window, self.first_window + half - 1),
-                NodeRange(self.level - 1, self.first_window + half, self.last_window))
+        return (
+            NodeRange(self.level - 1, self.first_window, self.first_window + half - 1),
+            NodeRange(self.level - 1, self.first_window + half, self.last_window),
+        )
 
     def __str__(self) -> str:
         return f"L{self.level}[{self.first_window}..{self.last_window}]"
@@ -218,8 +220,10 @@ class LifetimeFigures:
     @property
     def remaining(self) -> PrivacyCost:
         """Budget minus the per-example spend, never negative (a lowered budget leaves 0)."""
-        return PrivacyCost(max(self.budget.epsilon - self.spent_per_example.epsilon, 0.0),
-                           max(self.budget.delta - self.spent_per_example.delta, 0.0))
+        return PrivacyCost(
+            max(self.budget.epsilon - self.spent_per_example.epsilon, 0.0),
+            max(self.budget.delta - self.spent_per_example.delta, 0.0),
+        )
 
     @property
     def releases(self) -> int:
@@ -298,9 +302,11 @@ class Reservation:
 
     def __repr__(self) -> str:  # never print the seed (it is a secret), nor a million user ids
         users = None if self.included_users is None else len(self.included_users)
-        return (f"Reservation(entry_id={self.entry_id}, key={self.key!r}, cost={self.cost}, "
-                f"node={self.node}, included_users={users}, completed={self.completed}, "
-                f"published={self.published})")
+        return (
+            f"Reservation(entry_id={self.entry_id}, key={self.key!r}, cost={self.cost}, "
+            f"node={self.node}, included_users={users}, completed={self.completed}, "
+            f"published={self.published})"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -405,4 +411,3 @@ class PrivacyLedger(Protocol):
     def latest_published(
         self, stream_id: str, mechanism_prefix: str = "", level: int | None = None
     ) -> Charge | None: ...
-

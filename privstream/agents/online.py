@@ -96,13 +96,18 @@ class OnlineLearners:
             log.warning(
                 "stream %s is not realizable by its class %s: no hypothesis agrees with all of its "
                 "%d examples; the SOA keeps serving with the papers' pointwise extension",
-                stream_id, soa.hypothesis_class.spec, soa.examples_seen,
+                stream_id,
+                soa.hypothesis_class.spec,
+                soa.examples_seen,
             )
         if mistakes_before <= soa.mistake_bound < soa.mistakes:
             log.warning(
                 "stream %s made %d mistakes, more than its mistake bound %d (the Littlestone "
                 "dimension): it is not realizable by %s",
-                stream_id, soa.mistakes, soa.mistake_bound, soa.hypothesis_class.spec,
+                stream_id,
+                soa.mistakes,
+                soa.mistake_bound,
+                soa.hypothesis_class.spec,
             )
         realizable = soa.realizable and soa.mistakes <= soa.mistake_bound
         self._metrics.learned(stream_id, len(xs), new_mistakes, realizable)

@@ -171,9 +171,13 @@ class IngestPipeline:
                 invalid[result.reason] = invalid.get(result.reason, 0) + 1
                 # Cut to the size limit: an oversized message must still fit a Kafka request (1 MB
                 # by default), or sending its dead letter would fail and stop the consumer.
-                out.dead_letters.append(DeadLetter(
-                    record.key, (record.value or b"")[:MAX_MESSAGE_BYTES], dead_letter_headers(result, record)
-                ))
+                out.dead_letters.append(
+                    DeadLetter(
+                        record.key,
+                        (record.value or b"")[:MAX_MESSAGE_BYTES],
+                        dead_letter_headers(result, record),
+                    )
+                )
             else:  # an ExampleBatch: one message, many examples
                 group = groups.get((result.stream_id, record.partition))
                 if group is None:
@@ -189,18 +193,29 @@ class IngestPipeline:
                 for i in range(0, len(group.xs), MAX_PREDICTIONS_PER_MESSAGE):
                     part = slice(i, i + MAX_PREDICTIONS_PER_MESSAGE)
                     batch = self.learners.learn_batch(
-                        stream_id, partition, group.offsets[part], group.items[part],
+                        stream_id,
+                        partition,
+                        group.offsets[part],
+                        group.items[part],
                         np.asarray(group.xs[part], dtype=np.int64),
-                        np.asarray(group.ys[part], dtype=np.uint8), group.ids[part],
+                        np.asarray(group.ys[part], dtype=np.uint8),
+                        group.ids[part],
                     )
                     out.predictions.append((stream_id.encode(), batch.model_dump_json().encode()))
             if self.releases is not None:
-                self.releases.observe_batch(stream_id, partition, group.offsets, group.xs, group.ys,
-                                            group.users, group.times, group.stamps)
+                self.releases.observe_batch(
+                    stream_id,
+                    partition,
+                    group.offsets,
+                    group.xs,
+                    group.ys,
+                    group.users,
+                    group.times,
+                    group.stamps,
+                )
             out.examples += len(group.xs)
         self.metrics.received(count)
         if out.dead_letters:
             self.metrics.dead_lettered(len(out.dead_letters))
         self.progress.tick(count)
         return out
-

@@ -221,12 +221,13 @@ def cap_parameters(policy: ReleasePolicy) -> dict[str, Any]:
         return {}
     if not capped(policy):
         return {"max_node_examples": None, "cap_rule": "uncapped: a node keeps all its examples"}
-    rule = ("a node keeps its first max_node_examples examples by arrival; "
-            + ("n is private (add/remove-one), so an addition can become a replacement inside the kept "
-               "set (two add/remove steps): the learner runs at half the level's epsilon (group privacy)"
-               if cap_halves_epsilon(policy) else
-               "n is public (replace-one): a replacement changes at most one kept example, the learner "
-               "runs at the level's epsilon"))
+    rule = "a node keeps its first max_node_examples examples by arrival; " + (
+        "n is private (add/remove-one), so an addition can become a replacement inside the kept "
+        "set (two add/remove steps): the learner runs at half the level's epsilon (group privacy)"
+        if cap_halves_epsilon(policy)
+        else "n is public (replace-one): a replacement changes at most one kept example, the learner "
+        "runs at the level's epsilon"
+    )
     return {"max_node_examples": policy.max_node_examples, "cap_rule": rule}
 
 
@@ -317,8 +318,9 @@ class ReleaseAgent:
         # The public clock of the time windows' schedule (tests inject one and move it).
         self.clock = clock
         started = clock()
-        self._start = {sid: p.schedule_start if p.schedule_start is not None else started
-                       for sid, p in policies.items()}
+        self._start = {
+            sid: p.schedule_start if p.schedule_start is not None else started for sid, p in policies.items()
+        }
         # Ownership (E-DESIGN §4): a stream is served by the owner of its key's partition of the
         # examples topic; None: this agent owns every stream (one worker, tests).
         self._partition_of = partition_of
@@ -388,8 +390,11 @@ class ReleaseAgent:
             assert policy.window_seconds is not None
             first = time_window_index(self._start[policy.stream_id], policy.window_seconds)
             prefix = f"{policy.family}-L0-"  # level-0 windows; nodes record their own closing
-            closed = [int(w[len(prefix):]) for w in self.store.closed_windows(policy.stream_id)
-                      if w.startswith(prefix)]
+            closed = [
+                int(w[len(prefix) :])
+                for w in self.store.closed_windows(policy.stream_id)
+                if w.startswith(prefix)
+            ]
             pending = self.store.pending_time_windows(policy.stream_id)
             # Catch up after a restart: windows whose rows were buffered but not released yet.
             state.next_time_window = max(closed) + 1 if closed else min([first, *pending])
@@ -480,7 +485,8 @@ class ReleaseAgent:
             state.recovered = False  # a rebalance may have moved the stream here or back
             state.next_time_window = None  # re-read from the store: another owner may have closed some
             if self.store.partitions(stream_id) & partitions or (
-                    policy.window_kind == "time" and self._owns(stream_id)):
+                policy.window_kind == "time" and self._owns(stream_id)
+            ):
                 state.recovered = True
                 self._spawn(self._recover(policy))
 
@@ -493,11 +499,12 @@ class ReleaseAgent:
         # reserved before the crash is recomputed from its reservation's seed).
         family, state = self._family(policy), self._streams[policy.stream_id]
         prefix = f"{family}-L0-"
-        for window in sorted(int(w[len(prefix):]) for w in closed if w.startswith(prefix)):
+        for window in sorted(int(w[len(prefix) :]) for w in closed if w.startswith(prefix)):
             for level, index in completed_nodes(window, policy.levels):
                 if node_id(family, level, index) not in closed:
-                    self._schedule(state, node_id(family, level, index),
-                                   self._release_node(policy, level, index))
+                    self._schedule(
+                        state, node_id(family, level, index), self._release_node(policy, level, index)
+                    )
         if policy.window_kind != "count":
             return
         size = policy.window_size
@@ -507,8 +514,11 @@ class ReleaseAgent:
             if count_window_id(self.store.generation, index, size) in closed:
                 continue
             # closed into node (0, index) before the crash (its rows are gone), or still rows
-            if index in stored or len(self.store.count_window(
-                    policy.stream_id, index * size, (index + 1) * size).seqs) == size:
+            if (
+                index in stored
+                or len(self.store.count_window(policy.stream_id, index * size, (index + 1) * size).seqs)
+                == size
+            ):
                 self._schedule_window(policy, self._streams[policy.stream_id], index)
 
     async def replay_outbox(self, stream_id: str | None = None) -> int:
@@ -526,10 +536,16 @@ class ReleaseAgent:
                 lost.add(charge.stream_id)
                 continue
             await asyncio.to_thread(self.ledger.mark_published, charge.entry_id)
-            log.info("re-published release %s of stream %s from the ledger's outbox",
-                     charge.entry_id, charge.stream_id, extra={
-                         "stream_id": charge.stream_id, "window_id": charge.window_id,
-                         "ledger_entry_id": str(charge.entry_id)})
+            log.info(
+                "re-published release %s of stream %s from the ledger's outbox",
+                charge.entry_id,
+                charge.stream_id,
+                extra={
+                    "stream_id": charge.stream_id,
+                    "window_id": charge.window_id,
+                    "ledger_entry_id": str(charge.entry_id),
+                },
+            )
             count += 1
         return count
 
@@ -559,11 +575,18 @@ class ReleaseAgent:
         user_level = policy.privacy_unit == "user"
         if policy.window_kind == "count":
             size = policy.window_size
-            return self.store.close_window(stream_id, family, index, bounds,
-                                           seqs=(index * size, (index + 1) * size), vectors=vectors,
-                                           user_level=user_level)
-        return self.store.close_window(stream_id, family, index, bounds, time_window=index, vectors=vectors,
-                                       user_level=user_level)
+            return self.store.close_window(
+                stream_id,
+                family,
+                index,
+                bounds,
+                seqs=(index * size, (index + 1) * size),
+                vectors=vectors,
+                user_level=user_level,
+            )
+        return self.store.close_window(
+            stream_id, family, index, bounds, time_window=index, vectors=vectors, user_level=user_level
+        )
 
     def _node_released(self, policy: ReleasePolicy, level: int, index: int, outcome: str) -> None:
         """Record node ``(level, index)`` released (or refused) and drop its data if nothing needs it
@@ -585,24 +608,39 @@ class ReleaseAgent:
         publish_at: float | None = None
         if policy.window_kind == "count":
             size = policy.window_size
-            info = WindowInfo(window_id=window_id, kind="count", start=windows.start * size,
-                              end=windows.stop * size, first_window=windows.start,
-                              last_window=windows.stop - 1)
+            info = WindowInfo(
+                window_id=window_id,
+                kind="count",
+                start=windows.start * size,
+                end=windows.stop * size,
+                first_window=windows.start,
+                last_window=windows.stop - 1,
+            )
         else:
             assert policy.window_seconds is not None
             seconds = policy.window_seconds
-            info = WindowInfo(window_id=window_id, kind="time",
-                              start=datetime.fromtimestamp(windows.start * seconds, UTC),
-                              end=datetime.fromtimestamp(windows.stop * seconds, UTC),
-                              first_window=windows.start, last_window=windows.stop - 1)
+            info = WindowInfo(
+                window_id=window_id,
+                kind="time",
+                start=datetime.fromtimestamp(windows.start * seconds, UTC),
+                end=datetime.fromtimestamp(windows.stop * seconds, UTC),
+                first_window=windows.start,
+                last_window=windows.stop - 1,
+            )
             publish_at = self.close_time(policy, windows.stop - 1) + policy.publish_delay_seconds
 
         def load() -> WindowData:
             return node_examples(self._build_node(policy, level, index))
 
-        await self._release(policy, window_id, info, load=load,
-                            close=partial(self._node_released, policy, level, index), publish_at=publish_at,
-                            level=level)
+        await self._release(
+            policy,
+            window_id,
+            info,
+            load=load,
+            close=partial(self._node_released, policy, level, index),
+            publish_at=publish_at,
+            level=level,
+        )
 
     async def _release(
         self,
@@ -631,23 +669,33 @@ class ReleaseAgent:
             outcomes = []
             for product in policy.products:
                 try:
-                    outcome = await self._release_product(policy, product, state, window_id, info, window,
-                                                          publish_at, level)
+                    outcome = await self._release_product(
+                        policy, product, state, window_id, info, window, publish_at, level
+                    )
                     outcomes.append(outcome)
                 except LeaseLostError as exc:
                     # Another worker owns the stream's partition now and releases this window; if
                     # the partition comes back here, the recovery on assignment schedules it again.
-                    log.warning("%s of window %s of stream %s not released here: %s", product.key,
-                                window_id, stream_id, exc, extra={
-                                    "stream_id": stream_id, "window_id": window_id, "ledger_entry_id": None})
+                    log.warning(
+                        "%s of window %s of stream %s not released here: %s",
+                        product.key,
+                        window_id,
+                        stream_id,
+                        exc,
+                        extra={"stream_id": stream_id, "window_id": window_id, "ledger_entry_id": None},
+                    )
                     state.scheduled.discard(window_id)
                     return
                 except Exception:
                     # Not the data's (the fallback covers the learner): the ledger, the broker.
                     # Log, count, keep the window for a retry after a restart.
-                    log.exception("%s of window %s of stream %s failed", product.key, window_id, stream_id,
-                                  extra={"stream_id": stream_id, "window_id": window_id,
-                                         "ledger_entry_id": None})
+                    log.exception(
+                        "%s of window %s of stream %s failed",
+                        product.key,
+                        window_id,
+                        stream_id,
+                        extra={"stream_id": stream_id, "window_id": window_id, "ledger_entry_id": None},
+                    )
                     self.metrics.learner_failed(stream_id)
                     outcomes.append("failed")
             if "failed" not in outcomes:  # a failed product keeps the window for a retry after restart
@@ -656,9 +704,17 @@ class ReleaseAgent:
     #: Runs of a learner whose child process died, before the release fails (kept for a restart).
     CRASH_RETRIES = 2
 
-    async def _fit(self, policy: ReleasePolicy, product: Product, data: WindowData, window_id: str,
-                   epsilon: float, delta: float, level: int = 0,
-                   seed: bytes | None = None) -> tuple[Any, Any, bool]:
+    async def _fit(
+        self,
+        policy: ReleasePolicy,
+        product: Product,
+        data: WindowData,
+        window_id: str,
+        epsilon: float,
+        delta: float,
+        level: int = 0,
+        seed: bytes | None = None,
+    ) -> tuple[Any, Any, bool]:
         """Run the learner: (result, its randomness source, whether the fallback was released).
 
         A learner that raises on the data (any exception) is run again on zero examples with the
@@ -681,13 +737,39 @@ class ReleaseAgent:
 
         def call(xs: np.ndarray, ys: np.ndarray, rng: Any) -> Callable[[], Any]:
             if product.vector:
-                return partial(product.algorithm.fit, xs, ys, epsilon=epsilon, delta=delta,
-                               bounds=policy.feature_bounds, rng=rng, **size)
+                return partial(
+                    product.algorithm.fit,
+                    xs,
+                    ys,
+                    epsilon=epsilon,
+                    delta=delta,
+                    bounds=policy.feature_bounds,
+                    rng=rng,
+                    **size,
+                )
             if product.topic == "hypotheses":
-                return partial(product.algorithm.fit, policy.hypothesis_class, xs, ys, epsilon=epsilon,
-                               delta=delta, alpha=policy.alpha, beta=policy.beta, rng=rng, **size)
-            return partial(product.algorithm.fit, policy.hypothesis_class, xs,
-                           ys if product.labelled else None, epsilon=epsilon, delta=delta, rng=rng, **size)
+                return partial(
+                    product.algorithm.fit,
+                    policy.hypothesis_class,
+                    xs,
+                    ys,
+                    epsilon=epsilon,
+                    delta=delta,
+                    alpha=policy.alpha,
+                    beta=policy.beta,
+                    rng=rng,
+                    **size,
+                )
+            return partial(
+                product.algorithm.fit,
+                policy.hypothesis_class,
+                xs,
+                ys if product.labelled else None,
+                epsilon=epsilon,
+                delta=delta,
+                rng=rng,
+                **size,
+            )
 
         if policy.feature_bounds is None and policy.privacy_unit == "example":
             # A histogram node, expanded in sorted order: put it in a random order (windows.shuffled
@@ -709,12 +791,24 @@ class ReleaseAgent:
             except BrokenProcessPool:
                 if attempt == self.CRASH_RETRIES:
                     raise
-                log.warning("the learner's process died during %s of window %s of stream %s; running it "
-                            "again with the same randomness", key, window_id, stream_id, extra=extra)
+                log.warning(
+                    "the learner's process died during %s of window %s of stream %s; running it "
+                    "again with the same randomness",
+                    key,
+                    window_id,
+                    stream_id,
+                    extra=extra,
+                )
                 continue
             except Exception:
-                log.exception("%s failed on window %s of stream %s: releasing its fit on zero examples "
-                              "(data-independent, charged the same)", key, window_id, stream_id, extra=extra)
+                log.exception(
+                    "%s failed on window %s of stream %s: releasing its fit on zero examples "
+                    "(data-independent, charged the same)",
+                    key,
+                    window_id,
+                    stream_id,
+                    extra=extra,
+                )
                 self.metrics.learner_failed(stream_id)
                 rng = source()
                 xs, ys = stand_in(policy, data, level)
@@ -755,8 +849,18 @@ class ReleaseAgent:
             users = sorted({str(u) for u in data.users.tolist()})
         try:
             reservation = await asyncio.to_thread(
-                partial(self.ledger.reserve, stream_id, window_id, key, cost_epsilon, cost_delta, node,
-                        users=users, user_budget=policy.user_budget))
+                partial(
+                    self.ledger.reserve,
+                    stream_id,
+                    window_id,
+                    key,
+                    cost_epsilon,
+                    cost_delta,
+                    node,
+                    users=users,
+                    user_budget=policy.user_budget,
+                )
+            )
         except BudgetExhaustedError:  # the ledger recorded the refusal (a lowered budget, an old ledger)
             await self._refuse(policy, product, state, window_id, level=level)
             return "refused"
@@ -775,13 +879,18 @@ class ReleaseAgent:
             group = policy.user_contribution_bound if policy.privacy_unit == "user" else 1
             assert group is not None
             group *= 2 if cap_halves_epsilon(policy) else 1
-            epsilon, delta = ((cost_epsilon, cost_delta) if group == 1
-                              else user_level_parameters(cost_epsilon, cost_delta, group))
-            result, _rng, _fallback = await self._fit(policy, product, data, window_id, epsilon, delta, level,
-                                                     seed=reservation.seed)
+            epsilon, delta = (
+                (cost_epsilon, cost_delta)
+                if group == 1
+                else user_level_parameters(cost_epsilon, cost_delta, group)
+            )
+            result, _rng, _fallback = await self._fit(
+                policy, product, data, window_id, epsilon, delta, level, seed=reservation.seed
+            )
             receipt = ChargeReceipt(reservation.entry_id, reservation.lifetime.remaining)
-            body = self._release_json(policy, product, result, info, receipt,
-                                      "seeded" if self._rng_factory else "secure", level)
+            body = self._release_json(
+                policy, product, result, info, receipt, "seeded" if self._rng_factory else "secure", level
+            )
             charge = await asyncio.to_thread(self.ledger.complete, reservation.entry_id, body)
         extra = {"stream_id": stream_id, "window_id": window_id, "ledger_entry_id": str(charge.entry_id)}
         now = self.clock()
@@ -792,8 +901,14 @@ class ReleaseAgent:
             if publish_at is not None and policy.publish_delay_seconds > 0:
                 # later than scheduled: the learner's run time (it depends on the data) shows
                 self.metrics.release_late(stream_id)
-                log.warning("release %s of window %s of stream %s is %.3g s late", key, window_id,
-                            stream_id, now - publish_at, extra=extra)
+                log.warning(
+                    "release %s of window %s of stream %s is %.3g s late",
+                    key,
+                    window_id,
+                    stream_id,
+                    now - publish_at,
+                    extra=extra,
+                )
             await self._publish(product.topic, stream_id, charge.release)
             await asyncio.to_thread(self.ledger.mark_published, charge.entry_id)
         state.releases += 1
@@ -801,20 +916,30 @@ class ReleaseAgent:
         left = await asyncio.to_thread(self.ledger.remaining, stream_id)
         self.metrics.released(stream_id, spent.epsilon, left.epsilon)
         self.metrics.released_level(stream_id, level)
-        log.info("released %s for window %s of stream %s (ledger entry %s, lifetime epsilon per example "
-                 "spent %g)", key, window_id, stream_id, charge.entry_id, spent.epsilon, extra=extra)
+        log.info(
+            "released %s for window %s of stream %s (ledger entry %s, lifetime epsilon per example spent %g)",
+            key,
+            window_id,
+            stream_id,
+            charge.entry_id,
+            spent.epsilon,
+            extra=extra,
+        )
         return "released"
 
-    async def _refuse(self, policy: ReleasePolicy, product: Product, state: _StreamState, window_id: str,
-                      level: int = 0) -> None:
+    async def _refuse(
+        self, policy: ReleasePolicy, product: Product, state: _StreamState, window_id: str, level: int = 0
+    ) -> None:
         """The ledger refused a reservation and recorded it (a safety net: a valid configuration
         never runs out; a lowered budget or a ledger shared with an older configuration can)."""
         stream_id = policy.stream_id
         if not state.exhausted:
             state.exhausted = True
-            log.warning("stream %s: privacy budget exhausted; no more releases (the online SOA keeps "
-                        "serving)", stream_id,
-                        extra={"stream_id": stream_id, "window_id": window_id, "ledger_entry_id": None})
+            log.warning(
+                "stream %s: privacy budget exhausted; no more releases (the online SOA keeps serving)",
+                stream_id,
+                extra={"stream_id": stream_id, "window_id": window_id, "ledger_entry_id": None},
+            )
         spent = await asyncio.to_thread(self.ledger.spent, stream_id)
         left = await asyncio.to_thread(self.ledger.remaining, stream_id)
         self.metrics.refused(stream_id, spent.epsilon, left.epsilon)
@@ -840,8 +965,13 @@ class ReleaseAgent:
             delta=delta,
             level=level,
             lifetime=policy.lifetime,
-            composition=("sequential" if policy.lifetime is None
-                         else "individual-filter" if policy.privacy_unit == "user" else "tree"),
+            composition=(
+                "sequential"
+                if policy.lifetime is None
+                else "individual-filter"
+                if policy.privacy_unit == "user"
+                else "tree"
+            ),
             neighbouring_relation=policy.neighbouring_relation,
             privacy_unit=policy.privacy_unit,
             privacy=result.privacy,
@@ -851,10 +981,14 @@ class ReleaseAgent:
             ledger_entry_id=str(receipt.entry_id),
             epsilon_budget_remaining=receipt.remaining.epsilon,
             delta_budget_remaining=receipt.remaining.delta,
-            parameters={**result.parameters, **_theorem_fields(result),
-                        "learner" if is_learner else "sanitizer": product.name,
-                        "algorithm_epsilon": result.epsilon, "algorithm_delta": result.delta,
-                        **cap_parameters(policy)},
+            parameters={
+                **result.parameters,
+                **_theorem_fields(result),
+                "learner" if is_learner else "sanitizer": product.name,
+                "algorithm_epsilon": result.epsilon,
+                "algorithm_delta": result.delta,
+                **cap_parameters(policy),
+            },
             proper=result.proper if is_learner else False,
             dp_outputs=result.dp_outputs,
             accuracy_guarantee_holds=result.accuracy_guarantee_holds if n_public else None,
@@ -867,10 +1001,12 @@ class ReleaseAgent:
         if is_learner:
             model = result.model if product.vector else result.hypothesis
             release: HypothesisRelease | SanitizedRelease = HypothesisRelease(
-                **common, hypothesis=model.to_dict())
+                **common, hypothesis=model.to_dict()
+            )
         else:
-            release = SanitizedRelease(**common, distribution=result.distribution.to_dict(),
-                                       labelled=product.labelled)
+            release = SanitizedRelease(
+                **common, distribution=result.distribution.to_dict(), labelled=product.labelled
+            )
         return release.model_dump_json().encode()
 
     # --- status ---------------------------------------------------------------------------------

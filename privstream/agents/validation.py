@@ -158,9 +158,11 @@ def _event_time_in_range(stream: Stream | None, example: ValidExample | ExampleB
     now = stream.clock()
     for moment in times:
         if moment is not None and abs(moment.timestamp() - now) > stream.event_time_skew:
-            return Invalid("event_time_out_of_range",
-                           f"event_time {moment.isoformat()} is more than {stream.event_time_skew:g} s from "
-                           "the worker's clock (the stream's max_event_time_skew_seconds)")
+            return Invalid(
+                "event_time_out_of_range",
+                f"event_time {moment.isoformat()} is more than {stream.event_time_skew:g} s from "
+                "the worker's clock (the stream's max_event_time_skew_seconds)",
+            )
     return None
 
 
@@ -178,8 +180,9 @@ STREAM_RULES: tuple[StreamRule, ...] = (
 SCHEMA_REASONS = ("invalid_json", "missing_field", "wrong_type", "invalid_label", "out_of_domain")
 
 #: Every reason a message can be rejected for; bounded, so safe as a Prometheus label.
-INVALID_REASONS: tuple[str, ...] = tuple(dict.fromkeys(
-    SCHEMA_REASONS + tuple(reason for rule in STREAM_RULES for reason in rule.reasons)))
+INVALID_REASONS: tuple[str, ...] = tuple(
+    dict.fromkeys(SCHEMA_REASONS + tuple(reason for rule in STREAM_RULES for reason in rule.reasons))
+)
 
 
 # --- the schema without pydantic: the fields of ``Example`` in its order -------------------------
@@ -227,12 +230,18 @@ class ExampleValidator:
     """
 
     def __init__(
-        self, domain_checks: Mapping[str, Callable[[object], None]], user_level: frozenset[str] = frozenset(),
-        *, event_time_skew: Mapping[str, float] | None = None, clock: Callable[[], float] = time.time,
+        self,
+        domain_checks: Mapping[str, Callable[[object], None]],
+        user_level: frozenset[str] = frozenset(),
+        *,
+        event_time_skew: Mapping[str, float] | None = None,
+        clock: Callable[[], float] = time.time,
     ):
         skews = event_time_skew or {}
-        self._streams = {sid: Stream(check, sid in user_level, skews.get(sid), clock)
-                         for sid, check in domain_checks.items()}
+        self._streams = {
+            sid: Stream(check, sid in user_level, skews.get(sid), clock)
+            for sid, check in domain_checks.items()
+        }
         # Configured ids the schema accepts: one set lookup instead of the pattern, usually.
         self._good_ids = frozenset(sid for sid in domain_checks if _STREAM_ID.fullmatch(sid))
 

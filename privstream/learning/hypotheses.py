@@ -97,8 +97,12 @@ class RunsHypothesis(Hypothesis):
         return (bisect_right(self.changes, x) & 1) ^ self.first
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": "runs", "domain": self.domain_size, "first": self.first,
-                "changes": list(self.changes)}
+        return {
+            "kind": "runs",
+            "domain": self.domain_size,
+            "first": self.first,
+            "changes": list(self.changes),
+        }
 
     def key(self) -> tuple[Any, ...]:
         return ("runs", self.domain_size, self.first, self.changes)
@@ -124,8 +128,11 @@ class BitsHypothesis(Hypothesis):
         return int(self.table[check_point(x, self.domain_size)])
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": "bits", "domain": self.domain_size,
-                "bits": base64.b64encode(self._packed).decode("ascii")}
+        return {
+            "kind": "bits",
+            "domain": self.domain_size,
+            "bits": base64.b64encode(self._packed).decode("ascii"),
+        }
 
     def key(self) -> tuple[Any, ...]:
         return ("bits", self.domain_size, self._packed)
@@ -147,7 +154,8 @@ def hypothesis_from_runs(domain_size: int, first: int, changes: Iterable[int]) -
     for c in ch:
         if not prev < c < domain_size:
             raise HypothesisFormatError(
-                f"change points must be strictly increasing in (0, {domain_size}), got {list(ch)[:10]}")
+                f"change points must be strictly increasing in (0, {domain_size}), got {list(ch)[:10]}"
+            )
         prev = c
     if _runs_is_canonical(domain_size, len(ch)):
         return RunsHypothesis(domain_size, first, ch)
@@ -207,7 +215,8 @@ def patched(h: Hypothesis, patches: Mapping[int, int]) -> Hypothesis:
     if isinstance(h, BitsHypothesis):
         t = h.table.copy()
         t[np.fromiter(patches.keys(), dtype=np.int64, count=len(patches))] = np.fromiter(
-            patches.values(), dtype=bool, count=len(patches))
+            patches.values(), dtype=bool, count=len(patches)
+        )
         return hypothesis_from_table(t)
     _, changes = h.change_points()
     n = h.domain_size

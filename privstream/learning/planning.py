@@ -74,8 +74,21 @@ __all__ = [
 ]
 
 #: Sample sizes tried, in order; the practical size is the first one that works.
-GRID: tuple[int, ...] = (100, 200, 500, 1000, 2000, 5000, 10_000, 20_000, 50_000, 100_000, 200_000, 500_000,
-                         1_000_000)
+GRID: tuple[int, ...] = (
+    100,
+    200,
+    500,
+    1000,
+    2000,
+    5000,
+    10_000,
+    20_000,
+    50_000,
+    100_000,
+    200_000,
+    500_000,
+    1_000_000,
+)
 #: How the planner's data are drawn (also in its JSON).
 SYNTHETIC_DATA = "realizable: a seeded target member; marginal 1/2 uniform on the domain + 1/2 on its ones"
 #: The size of the applicability probe (a fit that must not raise).
@@ -163,19 +176,30 @@ def synthetic_problem(hclass: HypothesisClass, seed: int = 0) -> SyntheticProble
 # -- one fit, judged ---------------------------------------------------------------------------------
 
 
-def _fit_error(kind: str, algorithm: Any, problem: SyntheticProblem, n: int, seed: int, epsilon: float,
-               delta: float, alpha: float, beta: float) -> tuple[float, Any]:
+def _fit_error(
+    kind: str,
+    algorithm: Any,
+    problem: SyntheticProblem,
+    n: int,
+    seed: int,
+    epsilon: float,
+    delta: float,
+    alpha: float,
+    beta: float,
+) -> tuple[float, Any]:
     """(error, result) of one seeded fit on n fresh examples."""
     xs, ys = problem.sample(n, seed)
     rng = seeded(seed)
     if kind == "learner":
-        result = algorithm.fit(problem.hclass, xs, ys, epsilon=epsilon, delta=delta, alpha=alpha, beta=beta,
-                               rng=rng)
+        result = algorithm.fit(
+            problem.hclass, xs, ys, epsilon=epsilon, delta=delta, alpha=alpha, beta=beta, rng=rng
+        )
         return problem.error(result.hypothesis), result
     from privstream.learning.sanitizers.evaluation import class_errors  # sanitizers only
 
-    result = algorithm.fit(problem.hclass, xs, None, epsilon=epsilon, delta=delta, alpha=alpha, beta=beta,
-                           rng=rng)
+    result = algorithm.fit(
+        problem.hclass, xs, None, epsilon=epsilon, delta=delta, alpha=alpha, beta=beta, rng=rng
+    )
     return class_errors(problem.hclass, result.distribution, xs)[0], result
 
 
@@ -189,13 +213,29 @@ class Measurement:
     seconds: float
 
     def to_dict(self) -> dict[str, Any]:
-        return {"n": self.n, "runs": self.runs, "successes": self.successes,
-                "success_rate": round(self.successes / self.runs, 4) if self.runs else None,
-                "fit_seconds": round(self.seconds, 4)}
+        return {
+            "n": self.n,
+            "runs": self.runs,
+            "successes": self.successes,
+            "success_rate": round(self.successes / self.runs, 4) if self.runs else None,
+            "fit_seconds": round(self.seconds, 4),
+        }
 
 
-def _measure(kind: str, algorithm: Any, problem: SyntheticProblem, n: int, *, runs: int, seed: int,
-             epsilon: float, delta: float, alpha: float, beta: float, deadline: float) -> Measurement | None:
+def _measure(
+    kind: str,
+    algorithm: Any,
+    problem: SyntheticProblem,
+    n: int,
+    *,
+    runs: int,
+    seed: int,
+    epsilon: float,
+    delta: float,
+    alpha: float,
+    beta: float,
+    deadline: float,
+) -> Measurement | None:
     """Up to ``runs`` fits at n, stopping once the success rate cannot reach 1 - β (None: out of time)."""
     allowed = math.floor(beta * runs)
     successes = failures = 0
@@ -249,10 +289,17 @@ class Candidate:
     def to_dict(self) -> dict[str, Any]:
         t = self.theorem_sample_size
         as_float = None if t is None or t > 1e308 else float(t)
-        return {"kind": self.kind, "name": self.name, "applies": self.applies, "reason": self.reason,
-                "theorem_sample_size": as_float, "theorem_sample_size_log10": self.theorem_sample_size_log10,
-                "practical_size": self.practical_size, "status": self.status,
-                "measurements": [m.to_dict() for m in self.measurements]}
+        return {
+            "kind": self.kind,
+            "name": self.name,
+            "applies": self.applies,
+            "reason": self.reason,
+            "theorem_sample_size": as_float,
+            "theorem_sample_size_log10": self.theorem_sample_size_log10,
+            "practical_size": self.practical_size,
+            "status": self.status,
+            "measurements": [m.to_dict() for m in self.measurements],
+        }
 
 
 @dataclass(frozen=True)
@@ -271,11 +318,19 @@ class Plan:
     recommendation: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"hypothesis_class": self.hypothesis_class, "epsilon": self.epsilon, "delta": self.delta,
-                "alpha": self.alpha, "beta": self.beta, "seed": self.seed, "runs": self.runs,
-                "time_budget_seconds": self.time_budget,
-                "synthetic_data": SYNTHETIC_DATA,
-                "candidates": [c.to_dict() for c in self.candidates], "recommendation": self.recommendation}
+        return {
+            "hypothesis_class": self.hypothesis_class,
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "alpha": self.alpha,
+            "beta": self.beta,
+            "seed": self.seed,
+            "runs": self.runs,
+            "time_budget_seconds": self.time_budget,
+            "synthetic_data": SYNTHETIC_DATA,
+            "candidates": [c.to_dict() for c in self.candidates],
+            "recommendation": self.recommendation,
+        }
 
 
 def _algorithms(names: Sequence[str] | None) -> list[tuple[str, str]]:
@@ -289,8 +344,9 @@ def _algorithms(names: Sequence[str] | None) -> list[tuple[str, str]]:
     return pairs
 
 
-def _probe(kind: str, name: str, problem: SyntheticProblem, epsilon: float, delta: float, alpha: float,
-           beta: float) -> Candidate:
+def _probe(
+    kind: str, name: str, problem: SyntheticProblem, epsilon: float, delta: float, alpha: float, beta: float
+) -> Candidate:
     """Build the algorithm and fit it once on a small sample: does it apply, and its theorem's n."""
     try:
         algorithm = make_learner(name) if kind == "learner" else make_sanitizer(name)
@@ -298,8 +354,14 @@ def _probe(kind: str, name: str, problem: SyntheticProblem, epsilon: float, delt
     except (ValueError, PrivacyParameterError, LearningInputError) as exc:
         return Candidate(kind, name, False, reason=str(exc).split("\n")[0][:200])
     log10 = result.parameters.get("theorem_sample_size_log10") if result.theorem_sample_size is None else None
-    return Candidate(kind, name, True, theorem_sample_size=result.theorem_sample_size, status="pending",
-                     theorem_log10=float(log10) if log10 else None)
+    return Candidate(
+        kind,
+        name,
+        True,
+        theorem_sample_size=result.theorem_sample_size,
+        status="pending",
+        theorem_log10=float(log10) if log10 else None,
+    )
 
 
 def _recommend(candidates: Sequence[Candidate]) -> dict[str, Any]:
@@ -321,10 +383,20 @@ def _recommend(candidates: Sequence[Candidate]) -> dict[str, Any]:
     return out
 
 
-def plan(hclass: HypothesisClass | str, *, epsilon: float, alpha: float, beta: float = 0.1,
-         delta: float = 1e-6, seed: int = 0, runs: int = 10, time_budget: float = 60.0,
-         names: Sequence[str] | None = None, grid: Sequence[int] = GRID,
-         progress: Progress | None = None) -> Plan:
+def plan(
+    hclass: HypothesisClass | str,
+    *,
+    epsilon: float,
+    alpha: float,
+    beta: float = 0.1,
+    delta: float = 1e-6,
+    seed: int = 0,
+    runs: int = 10,
+    time_budget: float = 60.0,
+    names: Sequence[str] | None = None,
+    grid: Sequence[int] = GRID,
+    progress: Progress | None = None,
+) -> Plan:
     """Theorem and practical sample sizes of every applicable learner and sanitizer (module docstring).
 
     ``time_budget`` (seconds) is shared by the candidates; ``names`` restricts the candidates;
@@ -344,7 +416,9 @@ def plan(hclass: HypothesisClass | str, *, epsilon: float, alpha: float, beta: f
     start = time.monotonic()
     candidates: list[Candidate] = [
         Candidate("learner", name, False, reason="a vector learner: it takes feature vectors, not 1-D points")
-        for name in sorted(VECTOR_LEARNERS) if names is None or name in names]
+        for name in sorted(VECTOR_LEARNERS)
+        if names is None or name in names
+    ]
     probed = [_probe(kind, name, problem, eps, dlt, a, b) for kind, name in pairs]
     active = [c for c in probed if c.applies]
     for i, cand in enumerate(active):
@@ -355,8 +429,19 @@ def plan(hclass: HypothesisClass | str, *, epsilon: float, alpha: float, beta: f
         status, size = "not reached", None
         for j, n in enumerate(grid):
             report((i + j / len(grid)) / len(active), f"{cand.name} at n = {n}")
-            m = _measure(cand.kind, algorithm, problem, n, runs=runs, seed=seed + 1000 * j, epsilon=eps,
-                         delta=dlt, alpha=a, beta=b, deadline=deadline)
+            m = _measure(
+                cand.kind,
+                algorithm,
+                problem,
+                n,
+                runs=runs,
+                seed=seed + 1000 * j,
+                epsilon=eps,
+                delta=dlt,
+                alpha=a,
+                beta=b,
+                deadline=deadline,
+            )
             if m is None:
                 status = "out of time"
                 break
@@ -364,15 +449,25 @@ def plan(hclass: HypothesisClass | str, *, epsilon: float, alpha: float, beta: f
             if m.runs == runs and m.successes >= runs - math.floor(b * runs):
                 status, size = "measured", n
                 break
-        candidates.append(Candidate(cand.kind, cand.name, True, theorem_sample_size=cand.theorem_sample_size,
-                                    practical_size=size, status=status, measurements=tuple(measurements),
-                                    theorem_log10=cand.theorem_log10))
+        candidates.append(
+            Candidate(
+                cand.kind,
+                cand.name,
+                True,
+                theorem_sample_size=cand.theorem_sample_size,
+                practical_size=size,
+                status=status,
+                measurements=tuple(measurements),
+                theorem_log10=cand.theorem_log10,
+            )
+        )
     candidates.extend(c for c in probed if not c.applies)
     report(1.0, "done")
     order = {name: i for i, (_, name) in enumerate(pairs)}  # registry order; vector learners after
     candidates.sort(key=lambda c: (c.kind != "learner", order.get(c.name, len(order)), c.name))
-    return Plan(hc.spec, eps, dlt, a, b, seed, runs, float(time_budget), tuple(candidates),
-                _recommend(candidates))
+    return Plan(
+        hc.spec, eps, dlt, a, b, seed, runs, float(time_budget), tuple(candidates), _recommend(candidates)
+    )
 
 
 # -- the service's check -----------------------------------------------------------------------------
@@ -388,9 +483,19 @@ class WindowCheck:
     message: str
 
 
-def window_check(learner: Any, hclass: HypothesisClass, *, epsilon: float, delta: float, alpha: float,
-                 beta: float, window_size: int, runs: int = 5, time_budget: float = 5.0,
-                 seed: int = 0) -> WindowCheck:
+def window_check(
+    learner: Any,
+    hclass: HypothesisClass,
+    *,
+    epsilon: float,
+    delta: float,
+    alpha: float,
+    beta: float,
+    window_size: int,
+    runs: int = 5,
+    time_budget: float = 5.0,
+    seed: int = 0,
+) -> WindowCheck:
     """Does ``learner`` (a :class:`~privstream.learning.private_learners.PrivateLearner` or a registered
     name) reach error α with probability 1 - β on windows of ``window_size`` examples of the class?
 
@@ -398,27 +503,55 @@ def window_check(learner: Any, hclass: HypothesisClass, *, epsilon: float, delta
     """
     algorithm = make_learner(learner) if isinstance(learner, str) else learner
     problem = synthetic_problem(hclass, seed)
-    m = _measure("learner", algorithm, problem, int(window_size), runs=runs, seed=seed, epsilon=epsilon,
-                 delta=delta, alpha=alpha, beta=beta, deadline=time.monotonic() + time_budget)
+    m = _measure(
+        "learner",
+        algorithm,
+        problem,
+        int(window_size),
+        runs=runs,
+        seed=seed,
+        epsilon=epsilon,
+        delta=delta,
+        alpha=alpha,
+        beta=beta,
+        deadline=time.monotonic() + time_budget,
+    )
     name = getattr(algorithm, "name", str(learner))
     if m is None or (m.runs < runs and m.successes + (runs - m.runs) >= runs - math.floor(beta * runs)):
-        return WindowCheck(None, None, 0 if m is None else m.runs,
-                           f"{name} on {hclass.spec}: no verdict within {time_budget:g} s")
+        return WindowCheck(
+            None,
+            None,
+            0 if m is None else m.runs,
+            f"{name} on {hclass.spec}: no verdict within {time_budget:g} s",
+        )
     rate = m.successes / m.runs
     useful = m.runs == runs and m.successes >= runs - math.floor(beta * runs)
     verdict = "reaches" if useful else "does not reach"
     hint = f"privstream plan {hclass.spec} --epsilon {epsilon:g} --alpha {alpha:g}"
-    return WindowCheck(useful, rate, m.runs,
-                       f"{name} on {hclass.spec} with windows of {window_size} examples {verdict} error "
-                       f"{alpha:g} w.p. {1 - beta:g} on realizable synthetic data (success "
-                       f"{m.successes}/{m.runs} at eps={epsilon:g}); `{hint}` says which size would")
+    return WindowCheck(
+        useful,
+        rate,
+        m.runs,
+        f"{name} on {hclass.spec} with windows of {window_size} examples {verdict} error "
+        f"{alpha:g} w.p. {1 - beta:g} on realizable synthetic data (success "
+        f"{m.successes}/{m.runs} at eps={epsilon:g}); `{hint}` says which size would",
+    )
 
 
 _CHECKS: dict[tuple[Any, ...], WindowCheck] = {}
 
 
-def window_too_small(learner: Any, hclass: HypothesisClass, *, epsilon: float, delta: float, alpha: float,
-                     beta: float, window_size: int | None, time_budget: float = 3.0) -> str | None:
+def window_too_small(
+    learner: Any,
+    hclass: HypothesisClass,
+    *,
+    epsilon: float,
+    delta: float,
+    alpha: float,
+    beta: float,
+    window_size: int | None,
+    time_budget: float = 3.0,
+) -> str | None:
     """A warning when the window is too small for the learner to be useful, else None.
 
     For the service at start (:func:`window_check`, once per configuration: the verdicts are cached by
@@ -427,12 +560,27 @@ def window_too_small(learner: Any, hclass: HypothesisClass, *, epsilon: float, d
     """
     if window_size is None or isinstance(hclass, FiniteClass):
         return None
-    key = (repr(learner), hclass.spec, float(epsilon), float(delta), float(alpha), float(beta),
-           int(window_size))
+    key = (
+        repr(learner),
+        hclass.spec,
+        float(epsilon),
+        float(delta),
+        float(alpha),
+        float(beta),
+        int(window_size),
+    )
     if key not in _CHECKS:
         try:
-            _CHECKS[key] = window_check(learner, hclass, epsilon=epsilon, delta=delta, alpha=alpha, beta=beta,
-                                        window_size=int(window_size), time_budget=time_budget)
+            _CHECKS[key] = window_check(
+                learner,
+                hclass,
+                epsilon=epsilon,
+                delta=delta,
+                alpha=alpha,
+                beta=beta,
+                window_size=int(window_size),
+                time_budget=time_budget,
+            )
         except (ValueError, PrivacyParameterError):
             return None
     check = _CHECKS[key]

@@ -19,9 +19,9 @@ SCHEMA_VERSION = 1
 
 StreamId = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:-]+$")]
 #: A point: an integer of a finite domain {0, ..., N-1}, or a feature vector.
-Point = Annotated[StrictInt, Field(ge=0)] | Annotated[
-    list[FiniteFloat], Field(min_length=1, max_length=10_000)
-]
+Point = (
+    Annotated[StrictInt, Field(ge=0)] | Annotated[list[FiniteFloat], Field(min_length=1, max_length=10_000)]
+)
 
 
 def normalise_label(value: Any) -> int:

@@ -1,6 +1,6 @@
 """Generate the JSON Schemas of the wire formats from the pydantic models.
 
-    python -m privstream.schemas.export [DIR]     # default: privstream/schemas/json
+python -m privstream.schemas.export [DIR]     # default: privstream/schemas/json
 """
 
 from __future__ import annotations

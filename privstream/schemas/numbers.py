@@ -74,8 +74,10 @@ def check_json_numbers(obj: Any, path: str = "$") -> None:
         return
     if isinstance(obj, int | float):
         if (isinstance(obj, float) and not math.isfinite(obj)) or abs(obj) > MAX_SAFE_INTEGER:
-            raise ValueError(f"{path}: {obj!r} is beyond the JSON number range of public messages (2^53); "
-                             "write it as a string (privstream.schemas.numbers)")
+            raise ValueError(
+                f"{path}: {obj!r} is beyond the JSON number range of public messages (2^53); "
+                "write it as a string (privstream.schemas.numbers)"
+            )
         return
     if isinstance(obj, Mapping):
         for k, v in obj.items():

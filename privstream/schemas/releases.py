@@ -49,12 +49,21 @@ class WindowInfo(PublicMessage):
     window_id: str = Field(description="deterministic id (a node's, e.g. 't60-L3-5'): replays reproduce it")
     kind: Literal["count", "time", "file"]
     start: _Offset | datetime | None = Field(default=None, description="first offset index or start time")
-    end: _Offset | datetime | None = Field(default=None,
-                                          description="last offset index (exclusive) or end time")
-    first_window: int | None = Field(default=None, ge=-MAX_SAFE_INTEGER, le=MAX_SAFE_INTEGER,
-                                     description="index of the first level-0 window covered (inclusive)")
-    last_window: int | None = Field(default=None, ge=-MAX_SAFE_INTEGER, le=MAX_SAFE_INTEGER,
-                                    description="index of the last level-0 window covered (inclusive)")
+    end: _Offset | datetime | None = Field(
+        default=None, description="last offset index (exclusive) or end time"
+    )
+    first_window: int | None = Field(
+        default=None,
+        ge=-MAX_SAFE_INTEGER,
+        le=MAX_SAFE_INTEGER,
+        description="index of the first level-0 window covered (inclusive)",
+    )
+    last_window: int | None = Field(
+        default=None,
+        ge=-MAX_SAFE_INTEGER,
+        le=MAX_SAFE_INTEGER,
+        description="index of the last level-0 window covered (inclusive)",
+    )
 
 
 class LifetimeBound(PublicMessage):
@@ -85,19 +94,24 @@ class Certificate(PublicMessage):
     user_contribution_bound: int | None = Field(default=None, ge=1, le=MAX_SAFE_INTEGER)
     window: WindowInfo | None = None
     sample_size: int | None = Field(
-        default=None, ge=0, le=MAX_SAFE_INTEGER,
+        default=None,
+        ge=0,
+        le=MAX_SAFE_INTEGER,
         description="n; null under add-remove-one, where n itself is private",
     )
     ledger_entry_id: str | None = Field(default=None, description="the charge in the privacy ledger")
     composition: Literal["sequential", "tree", "individual-filter"] = Field(
-        default="sequential", description="how the stream's releases add up against its budget: "
+        default="sequential",
+        description="how the stream's releases add up against its budget: "
         "'tree': parallel over the disjoint nodes of a level, sequential over the levels; "
-        "'individual-filter': per user, only the releases that include them (see lifetime.rule)"
+        "'individual-filter': per user, only the releases that include them (see lifetime.rule)",
     )
-    level: int | None = Field(default=None, ge=0, le=20,
-                              description="the release tree's level of this release (0: one window)")
+    level: int | None = Field(
+        default=None, ge=0, le=20, description="the release tree's level of this release (0: one window)"
+    )
     lifetime: LifetimeBound | None = Field(
-        default=None, description="the per-example (or per-user) lifetime bound and its composition rule")
+        default=None, description="the per-example (or per-user) lifetime bound and its composition rule"
+    )
     epsilon_budget_remaining: float | None = None
     delta_budget_remaining: float | None = None
     parameters: JsonSafeDict = Field(
@@ -116,7 +130,9 @@ class Certificate(PublicMessage):
         "null when n is private (time windows): even this one bit would depend on it"
     )
     theorem_sample_size: float | None = Field(
-        default=None, ge=0, le=MAX_SAFE_INTEGER,
+        default=None,
+        ge=0,
+        le=MAX_SAFE_INTEGER,
         description="the n the accuracy theorem needs at these parameters, exact when at most 2^53; "
         "null when there is no such n or it exceeds 2^53 (then read theorem_sample_size_log10)",
     )
@@ -147,5 +163,6 @@ class HypothesisRelease(PublicMessage):
     stream_id: str
     hypothesis_class: str = Field(description="the class spec string, e.g. 'thresholds:65536'")
     hypothesis: JsonSafeDict = Field(
-        description=f"canonical form: equal functions compare equal; {_WITHIN_RANGE}")
+        description=f"canonical form: equal functions compare equal; {_WITHIN_RANGE}"
+    )
     certificate: Certificate

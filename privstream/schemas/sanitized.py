@@ -24,6 +24,7 @@ class SanitizedRelease(PublicMessage):
     hypothesis_class: str = Field(description="the class spec string, e.g. 'thresholds:65536'")
     distribution: JsonSafeDict = Field(
         description="canonical form: {domain, labelled, edges (interior block boundaries), weights}; "
-        "domain and edges beyond 2^53 are decimal strings (privstream.schemas.numbers)")
+        "domain and edges beyond 2^53 are decimal strings (privstream.schemas.numbers)"
+    )
     labelled: bool = Field(description="answers are Pr[h(x) = y] over (x, y) instead of Pr[h(x) = 1]")
     certificate: Certificate

@@ -55,8 +55,9 @@ class FencedLedger:
         release_bytes: bytes | Callable[[ChargeReceipt], bytes],
     ) -> Charge:
         fence = self._leases.fence(self._partitions_of(stream_id))
-        return self._ledger.charge(stream_id, window_id, mechanism, epsilon, delta, release_bytes,
-                                   fence=fence)
+        return self._ledger.charge(
+            stream_id, window_id, mechanism, epsilon, delta, release_bytes, fence=fence
+        )
 
     def reserve(self, stream_id: str, *args: Any, **kwargs: Any) -> Any:
         # The release path (reserve, then complete): the fence runs inside reserve's transaction,

@@ -45,8 +45,12 @@ class LearnerProcess(Executor):
         self._lock = threading.Lock()
 
     def _new_pool(self) -> ProcessPoolExecutor:
-        return ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
-                                   initializer=_die_with, initargs=(os.getpid(),))
+        return ProcessPoolExecutor(
+            max_workers=1,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_die_with,
+            initargs=(os.getpid(),),
+        )
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
         with self._lock:

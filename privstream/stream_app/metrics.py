@@ -31,99 +31,173 @@ class ServiceMetrics:
     ):
         self.registry = registry or CollectorRegistry(auto_describe=True)
         r = self.registry
-        self.build_info = Gauge("privstream_build_info", "Build information (value is 1).",
-                                ["version"], registry=r)
+        self.build_info = Gauge(
+            "privstream_build_info", "Build information (value is 1).", ["version"], registry=r
+        )
         self.build_info.labels(version=__version__).set(1)
         self.examples_received = Counter(
-            "privstream_examples_received_total", "Messages consumed from the examples topic.", registry=r)
+            "privstream_examples_received_total", "Messages consumed from the examples topic.", registry=r
+        )
         self.examples_invalid = Counter(
-            "privstream_examples_invalid_total", "Messages rejected by validation, by reason.",
-            ["reason"], registry=r)
+            "privstream_examples_invalid_total",
+            "Messages rejected by validation, by reason.",
+            ["reason"],
+            registry=r,
+        )
         self.dead_letters = Counter(
-            "privstream_dead_letters_published_total", "Messages published to the dead-letter topic.",
-            registry=r)
+            "privstream_dead_letters_published_total",
+            "Messages published to the dead-letter topic.",
+            registry=r,
+        )
         self.examples_learned = Counter(
-            "privstream_examples_learned_total", "Valid examples predicted and learned by the SOA.",
-            ["stream"], registry=r)
+            "privstream_examples_learned_total",
+            "Valid examples predicted and learned by the SOA.",
+            ["stream"],
+            registry=r,
+        )
         self.soa_mistakes = Counter(
-            "privstream_soa_mistakes_total", "Mistakes of the online SOA.", ["stream"], registry=r)
+            "privstream_soa_mistakes_total", "Mistakes of the online SOA.", ["stream"], registry=r
+        )
         self.soa_mistake_bound = Gauge(
-            "privstream_soa_mistake_bound", "The SOA's mistake bound: the class's Littlestone dimension.",
-            ["stream"], registry=r)
+            "privstream_soa_mistake_bound",
+            "The SOA's mistake bound: the class's Littlestone dimension.",
+            ["stream"],
+            registry=r,
+        )
         self.stream_realizable = Gauge(
             "privstream_stream_realizable",
-            "1 while the stream is realizable by its class, 0 once proven otherwise.", ["stream"], registry=r)
+            "1 while the stream is realizable by its class, 0 once proven otherwise.",
+            ["stream"],
+            registry=r,
+        )
         self.last_progress = Gauge(
             "privstream_last_progress_timestamp_seconds",
-            "Unix time at which the agents last finished a message.", registry=r)
+            "Unix time at which the agents last finished a message.",
+            registry=r,
+        )
         # Examples handled per busy second is what the worker could ingest flat out: the
         # dashboard sets it against the rate it is asked to ingest.
         self.ingest_busy = Counter(
             "privstream_ingest_busy_seconds",
             "Seconds the ingest loop spent handling polled batches (validate, learn, publish, commit).",
-            registry=r)
+            registry=r,
+        )
         self.consumer_lag = Gauge(
             "privstream_consumer_lag_messages",
             "Messages of an assigned partition of the examples topic not handled yet (Kafka's "
-            "high watermark minus the next offset to handle).", ["partition"], registry=r)
+            "high watermark minus the next offset to handle).",
+            ["partition"],
+            registry=r,
+        )
         self._lag_partitions: set[int] = set()
         self.store_seconds = Histogram(
             "privstream_store_operation_seconds",
-            "Time one call of the ledger or the state store took.", ["store", "operation"],
+            "Time one call of the ledger or the state store took.",
+            ["store", "operation"],
             buckets=(0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10),
-            registry=r)
+            registry=r,
+        )
         # --- private releases (labels: configured streams with releases, configured learners) ---
         self.releases = Counter(
-            "privstream_releases_total", "Private releases published.", ["stream"], registry=r)
+            "privstream_releases_total", "Private releases published.", ["stream"], registry=r
+        )
         self.releases_by_level = Counter(
-            "privstream_releases_by_level_total", "Private releases published, by the release tree's level.",
-            ["stream", "level"], registry=r)
+            "privstream_releases_by_level_total",
+            "Private releases published, by the release tree's level.",
+            ["stream", "level"],
+            registry=r,
+        )
         self.lifetime_epsilon_spent = Gauge(
             "privstream_privacy_lifetime_epsilon_spent",
-            "Lifetime ε per example: the max over windows of the charges covering it (ledger).", ["stream"],
-            registry=r)
+            "Lifetime ε per example: the max over windows of the charges covering it (ledger).",
+            ["stream"],
+            registry=r,
+        )
         self.lifetime_epsilon_budget = Gauge(
-            "privstream_privacy_lifetime_epsilon_budget", "The configured lifetime ε per example (or user).",
-            ["stream"], registry=r)
+            "privstream_privacy_lifetime_epsilon_budget",
+            "The configured lifetime ε per example (or user).",
+            ["stream"],
+            registry=r,
+        )
         self.excluded_users = Counter(
             "privstream_filter_excluded_users_total",
             "Users left out of a user-level release because their lifetime budget would be passed "
-            "(private: operators only).", ["stream"], registry=r)
+            "(private: operators only).",
+            ["stream"],
+            registry=r,
+        )
         self.refusals = Counter(
             "privstream_release_refusals_total",
-            "Windows not released because the stream's privacy budget is spent.", ["stream"], registry=r)
+            "Windows not released because the stream's privacy budget is spent.",
+            ["stream"],
+            registry=r,
+        )
         self.release_failures = Counter(
-            "privstream_release_failures_total", "Windows whose learner or publication failed.",
-            ["stream"], registry=r)
+            "privstream_release_failures_total",
+            "Windows whose learner or publication failed.",
+            ["stream"],
+            registry=r,
+        )
         self.late_examples = Counter(
             "privstream_late_examples_total",
             "Examples that arrived after their time window was released (kept by the SOA only).",
-            ["stream"], registry=r)
+            ["stream"],
+            registry=r,
+        )
         self.late_releases = Counter(
             "privstream_late_releases_total",
             "Time-window releases published after their scheduled time (the learner took longer than "
-            "publish_delay_seconds; operators only: the delay depends on the data).", ["stream"], registry=r)
+            "publish_delay_seconds; operators only: the delay depends on the data).",
+            ["stream"],
+            registry=r,
+        )
         self.epsilon_spent = Gauge(
-            "privstream_privacy_epsilon_spent", "ε spent by the stream's releases (ledger).",
-            ["stream"], registry=r)
+            "privstream_privacy_epsilon_spent",
+            "ε spent by the stream's releases (ledger).",
+            ["stream"],
+            registry=r,
+        )
         self.epsilon_remaining = Gauge(
-            "privstream_privacy_epsilon_remaining", "ε left in the stream's budget (ledger).",
-            ["stream"], registry=r)
+            "privstream_privacy_epsilon_remaining",
+            "ε left in the stream's budget (ledger).",
+            ["stream"],
+            registry=r,
+        )
         self.budget_exhausted = Gauge(
-            "privstream_privacy_budget_exhausted", "1 once a release was refused for lack of budget.",
-            ["stream"], registry=r)
+            "privstream_privacy_budget_exhausted",
+            "1 once a release was refused for lack of budget.",
+            ["stream"],
+            registry=r,
+        )
         self.last_release = Gauge(
-            "privstream_last_release_timestamp_seconds", "Unix time of the stream's last release.",
-            ["stream"], registry=r)
+            "privstream_last_release_timestamp_seconds",
+            "Unix time of the stream's last release.",
+            ["stream"],
+            registry=r,
+        )
         self.learner_seconds = Histogram(
-            "privstream_learner_run_seconds", "Time a private learner took on one window.", ["learner"],
-            buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300), registry=r)
+            "privstream_learner_run_seconds",
+            "Time a private learner took on one window.",
+            ["learner"],
+            buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
+            registry=r,
+        )
         self.window_size = Histogram(
-            "privstream_window_size_examples", "Examples in a window handed to a learner.", ["learner"],
-            buckets=(10, 100, 500, 1000, 2000, 5000, 10_000, 50_000, 100_000, 1_000_000), registry=r)
+            "privstream_window_size_examples",
+            "Examples in a window handed to a learner.",
+            ["learner"],
+            buckets=(10, 100, 500, 1000, 2000, 5000, 10_000, 50_000, 100_000, 1_000_000),
+            registry=r,
+        )
         for stream, (remaining, algorithms) in (release_streams or {}).items():
-            for child in (self.releases, self.refusals, self.release_failures, self.late_examples,
-                          self.late_releases, self.excluded_users):
+            for child in (
+                self.releases,
+                self.refusals,
+                self.release_failures,
+                self.late_examples,
+                self.late_releases,
+                self.excluded_users,
+            ):
                 child.labels(stream=stream)
             self.epsilon_spent.labels(stream=stream).set(0)
             self.epsilon_remaining.labels(stream=stream).set(remaining)

@@ -87,7 +87,8 @@ class Release(_Published):
         super().__init__(model)
         # A hypothesis of a class (integer points) or a model on feature vectors.
         self.hypothesis: Hypothesis | VectorModel = (
-            vector_model_from_dict(model.hypothesis) if is_vector_model_dict(model.hypothesis)
+            vector_model_from_dict(model.hypothesis)
+            if is_vector_model_dict(model.hypothesis)
             else hypothesis_from_dict(model.hypothesis)
         )
 
@@ -114,8 +115,10 @@ class Release(_Published):
 
     def __repr__(self) -> str:
         c = self.certificate
-        return (f"Release(stream={self.stream_id!r}, entry={c.ledger_entry_id}, level={self.level}, "
-                f"epsilon={c.epsilon})")
+        return (
+            f"Release(stream={self.stream_id!r}, entry={c.ledger_entry_id}, level={self.level}, "
+            f"epsilon={c.epsilon})"
+        )
 
 
 #: Which releases :func:`subscribe` yields: ``"best"``, ``"all"`` or one level (an int >= 0).

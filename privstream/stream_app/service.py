@@ -181,15 +181,29 @@ def release_policy(stream: StreamConfig, hclass: HypothesisClass | None) -> Rele
     else:
         alpha, beta = float(params.pop("alpha", 0.25)), float(params.pop("beta", 0.25))
         learner = make_learner(config.learner, **params)
-    products = [Product("hypotheses", learner, config.learner_epsilons[0], config.delta,
-                        vector=stream.kind == "vector", level_epsilon=tuple(config.learner_epsilons),
-                        level_delta=tuple(config.learner_deltas))]
+    products = [
+        Product(
+            "hypotheses",
+            learner,
+            config.learner_epsilons[0],
+            config.delta,
+            vector=stream.kind == "vector",
+            level_epsilon=tuple(config.learner_epsilons),
+            level_delta=tuple(config.learner_deltas),
+        )
+    ]
     if config.sanitizer is not None:
-        products.append(Product(
-            "sanitized", make_sanitizer(config.sanitizer, **config.sanitizer_params),
-            config.sanitizer_epsilons[0], config.sanitizer_deltas[0], labelled=config.sanitizer_labelled,
-            level_epsilon=tuple(config.sanitizer_epsilons), level_delta=tuple(config.sanitizer_deltas),
-        ))
+        products.append(
+            Product(
+                "sanitized",
+                make_sanitizer(config.sanitizer, **config.sanitizer_params),
+                config.sanitizer_epsilons[0],
+                config.sanitizer_deltas[0],
+                labelled=config.sanitizer_labelled,
+                level_epsilon=tuple(config.sanitizer_epsilons),
+                level_delta=tuple(config.sanitizer_deltas),
+            )
+        )
     return ReleasePolicy(
         stream_id=stream.name,
         hypothesis_class=hclass,
@@ -223,26 +237,42 @@ def lifetime_bound(config: ReleaseConfig, user_budget: PrivacyCost | None = None
     if config.privacy_unit == "user":
         budget = user_budget or PrivacyCost(config.epsilon_budget, config.delta_budget)
         return LifetimeBound(
-            epsilon=budget.epsilon, delta=budget.delta, epsilon_budget=budget.epsilon,
-            delta_budget=budget.delta, levels=config.levels,
-            level_epsilon=[e + (config.sanitizer_epsilons[j] if config.sanitizer else 0.0)
-                           for j, e in enumerate(config.learner_epsilons)],
-            rule=("individual privacy filter (Feldman & Zrnic 2021): each user is charged only by the "
-                  "releases that include them, and excluded once their lifetime budget "
-                  f"{budget.epsilon:g} (all streams of the deployment) would be passed; each release is "
-                  "epsilon-DP for a user's presence, so the product of the ratios stays within "
-                  f"e^{budget.epsilon:g}"))
+            epsilon=budget.epsilon,
+            delta=budget.delta,
+            epsilon_budget=budget.epsilon,
+            delta_budget=budget.delta,
+            levels=config.levels,
+            level_epsilon=[
+                e + (config.sanitizer_epsilons[j] if config.sanitizer else 0.0)
+                for j, e in enumerate(config.learner_epsilons)
+            ],
+            rule=(
+                "individual privacy filter (Feldman & Zrnic 2021): each user is charged only by the "
+                "releases that include them, and excluded once their lifetime budget "
+                f"{budget.epsilon:g} (all streams of the deployment) would be passed; each release is "
+                "epsilon-DP for a user's presence, so the product of the ratios stays within "
+                f"e^{budget.epsilon:g}"
+            ),
+        )
     epsilon, delta = config.lifetime_cost
-    per_level = [e + (config.sanitizer_epsilons[j] if config.sanitizer else 0.0)
-                 for j, e in enumerate(config.learner_epsilons)]
+    per_level = [
+        e + (config.sanitizer_epsilons[j] if config.sanitizer else 0.0)
+        for j, e in enumerate(config.learner_epsilons)
+    ]
     terms = " + ".join(f"{e:g}" for e in per_level)
     return LifetimeBound(
-        epsilon=epsilon, delta=delta, epsilon_budget=config.epsilon_budget, delta_budget=config.delta_budget,
-        levels=config.levels, level_epsilon=per_level,
-        rule=(f"parallel composition over the disjoint nodes of a level (each example is in exactly one "
-              f"node per level), sequential composition over the {config.levels + 1} levels: "
-              f"sum over levels of epsilon_j = {terms} = {epsilon:g} <= epsilon_budget "
-              f"{config.epsilon_budget:g} per example, for ever"),
+        epsilon=epsilon,
+        delta=delta,
+        epsilon_budget=config.epsilon_budget,
+        delta_budget=config.delta_budget,
+        levels=config.levels,
+        level_epsilon=per_level,
+        rule=(
+            f"parallel composition over the disjoint nodes of a level (each example is in exactly one "
+            f"node per level), sequential composition over the {config.levels + 1} levels: "
+            f"sum over levels of epsilon_j = {terms} = {epsilon:g} <= epsilon_budget "
+            f"{config.epsilon_budget:g} per example, for ever"
+        ),
     )
 
 
@@ -276,17 +306,22 @@ def build_service(settings: Settings) -> Service:
     # Class streams have an online SOA; streams of feature vectors have only private releases.
     streams = {
         s.name: OnlineStream(s.name, parse_class_spec(s.hypothesis_class), s.soa_tie)
-        for s in settings.streams if s.hypothesis_class is not None
+        for s in settings.streams
+        if s.hypothesis_class is not None
     }
     if not settings.streams:
         log.warning("no streams are configured: every example will go to the dead-letter topic")
     policies = {
         s.name: release_policy(s, streams[s.name].hypothesis_class if s.name in streams else None)
-        for s in settings.streams if s.release
+        for s in settings.streams
+        if s.release
     }
     if ledger is not None:
-        user_budget = (PrivacyCost(settings.user_epsilon_budget, settings.user_delta_budget)
-                       if settings.user_epsilon_budget is not None else None)
+        user_budget = (
+            PrivacyCost(settings.user_epsilon_budget, settings.user_delta_budget)
+            if settings.user_epsilon_budget is not None
+            else None
+        )
         for s in settings.streams:
             if s.release is None:
                 continue
@@ -295,12 +330,27 @@ def build_service(settings: Settings) -> Service:
             start = ledger.register_stream(s.name, lifetime)
             user_level = s.release.privacy_unit == "user"
             policies[s.name] = dataclasses.replace(
-                policies[s.name], schedule_start=start, user_budget=user_budget if user_level else None,
-                lifetime=lifetime_bound(s.release, user_budget) if user_level else policies[s.name].lifetime)
+                policies[s.name],
+                schedule_start=start,
+                user_budget=user_budget if user_level else None,
+                lifetime=lifetime_bound(s.release, user_budget) if user_level else policies[s.name].lifetime,
+            )
     for p in policies.values():  # simulated on synthetic data of the class, once per configuration
-        if p.hypothesis_class is not None and p.window_kind == "count" and (why := window_too_small(
-                p.products[0].algorithm, p.hypothesis_class, epsilon=p.products[0].epsilon,
-                delta=p.products[0].delta, alpha=p.alpha, beta=p.beta, window_size=p.window_size)):
+        if (
+            p.hypothesis_class is not None
+            and p.window_kind == "count"
+            and (
+                why := window_too_small(
+                    p.products[0].algorithm,
+                    p.hypothesis_class,
+                    epsilon=p.products[0].epsilon,
+                    delta=p.products[0].delta,
+                    alpha=p.alpha,
+                    beta=p.beta,
+                    window_size=p.window_size,
+                )
+            )
+        ):
             log.warning("stream %s: window too small to be useful: %s", p.stream_id, why)
     metrics = ServiceMetrics(
         list(streams),
@@ -327,17 +377,22 @@ def build_service(settings: Settings) -> Service:
     progress = Progress()
     user_level = frozenset(sid for sid, p in policies.items() if p.privacy_unit == "user")
     domains = {
-        s.name: integer_domain(streams[s.name].hypothesis_class.check_point) if s.name in streams
+        s.name: integer_domain(streams[s.name].hypothesis_class.check_point)
+        if s.name in streams
         else vector_domain(s.features or 0)
         for s in settings.streams
     }
     # Time windows: an event time further than the public skew from the clock is dead-lettered.
-    skews = {s.name: s.release.window.max_event_time_skew_seconds for s in settings.streams
-             if s.release is not None and s.release.window.kind == "time"}
+    skews = {
+        s.name: s.release.window.max_event_time_skew_seconds
+        for s in settings.streams
+        if s.release is not None and s.release.window.kind == "time"
+    }
     validator = ExampleValidator(domains, user_level=user_level, event_time_skew=skews)
     pipeline = IngestPipeline(validator, learners, metrics, progress)
-    ingest = IngestService(settings, pipeline, on_assigned=lambda parts: on_assigned(parts),
-                           metrics=metrics, loop=None)
+    ingest = IngestService(
+        settings, pipeline, on_assigned=lambda parts: on_assigned(parts), metrics=metrics, loop=None
+    )
     releases = None
     if policies:
         assert ledger is not None
@@ -346,7 +401,10 @@ def build_service(settings: Settings) -> Service:
             metrics.lifetime(sid, ledger.spent(sid).epsilon, ledger.lifetime(sid).budget.epsilon)
         assert leases is not None
         releases = ReleaseAgent(
-            policies, store, ledger, fenced_publisher(publisher(ingest, settings), leases, source_partitions),
+            policies,
+            store,
+            ledger,
+            fenced_publisher(publisher(ingest, settings), leases, source_partitions),
             metrics,
             library_version=__version__,
             executor=LearnerProcess().start(),  # off the GIL the ingest loop needs (learner_process.py)
@@ -365,12 +423,14 @@ def build_service(settings: Settings) -> Service:
             releases.on_partitions_assigned(partitions)
 
     if releases is not None:
+
         @app.timer(60.0)
         async def _replay_outbox() -> None:
             # Publications that failed (a Kafka hiccup) are retried from the ledger's outbox.
             await releases.replay_outbox()
 
         if any(p.window_kind == "time" for p in policies.values()):
+
             @app.timer(time_window_tick(policies))
             async def _close_time_windows() -> None:
                 # Time windows close on the clock, with or without examples (issue 16.1, 16.2).
@@ -382,15 +442,32 @@ def build_service(settings: Settings) -> Service:
     async def _probe_store() -> None:
         await asyncio.to_thread(probe.check)
 
-    service = Service(settings, app, ingest, pipeline, metrics, learners, progress, store, ledger, releases,
-                      leases, probe)
-    app.service(HttpListener("public", settings.public_host, settings.public_port,
-                             public_routes(settings.streams, ledger) + page_routes(settings.streams, ledger)))
-    guard = ([bearer_token_guard(settings.operator_token.get_secret_value(), open_paths=PROBE_PATHS)]
-             if settings.operator_token is not None else [])
+    service = Service(
+        settings, app, ingest, pipeline, metrics, learners, progress, store, ledger, releases, leases, probe
+    )
+    app.service(
+        HttpListener(
+            "public",
+            settings.public_host,
+            settings.public_port,
+            public_routes(settings.streams, ledger) + page_routes(settings.streams, ledger),
+        )
+    )
+    guard = (
+        [bearer_token_guard(settings.operator_token.get_secret_value(), open_paths=PROBE_PATHS)]
+        if settings.operator_token is not None
+        else []
+    )
     probes = ServiceProbes(ingest, probe)
-    app.service(HttpListener("operator", settings.operator_host, settings.operator_port,
-                             operator_routes(metrics.exposition, probes, service.status), middlewares=guard))
+    app.service(
+        HttpListener(
+            "operator",
+            settings.operator_host,
+            settings.operator_port,
+            operator_routes(metrics.exposition, probes, service.status),
+            middlewares=guard,
+        )
+    )
     # After the listeners: services start in this order, so the probes answer (503 "starting")
     # before the first poll instead of after it.
     app.service(ingest)
@@ -408,8 +485,12 @@ async def take_leases(leases: Leases, partitions: set[int], ingest: IngestServic
             await asyncio.to_thread(leases.take, assigned)
             return True
         except LeaseStoreError as exc:
-            log.error("cannot take the leases of partitions %s (%s); retrying every %g s",
-                      sorted(assigned), exc, LEASE_RETRY_SECONDS)
+            log.error(
+                "cannot take the leases of partitions %s (%s); retrying every %g s",
+                sorted(assigned),
+                exc,
+                LEASE_RETRY_SECONDS,
+            )
             return False
 
     async def retry() -> None:

@@ -65,11 +65,17 @@ class WindowConfig(BaseModel):
     seconds: float | None = Field(default=None, gt=0, description="length of a time window")
     allowed_lateness_seconds: float = Field(default=0.0, ge=0)
     max_event_time_skew_seconds: float = Field(
-        default=300.0, gt=0, description="time windows: an event_time further than this from the worker's "
-        "clock (future or past) is dead-lettered as event_time_out_of_range (public)")
+        default=300.0,
+        gt=0,
+        description="time windows: an event_time further than this from the worker's "
+        "clock (future or past) is dead-lettered as event_time_out_of_range (public)",
+    )
     publish_delay_seconds: float = Field(
-        default=0.0, ge=0, description="time windows: a release is published this long after its window "
-        "closes (public); a learner that needs longer makes the release late (an operator metric)")
+        default=0.0,
+        ge=0,
+        description="time windows: a release is published this long after its window "
+        "closes (public); a learner that needs longer makes the release late (an operator metric)",
+    )
 
     @model_validator(mode="after")
     def _time_needs_length(self) -> WindowConfig:
@@ -86,29 +92,47 @@ class ReleaseConfig(BaseModel):
     learner: str = Field(default="generic", description="private learner, e.g. 'generic'")
     learner_params: dict[str, Any] = Field(default_factory=dict, description="e.g. alpha, beta")
     sanitizer: str | None = Field(
-        default=None, description="also release a sanitizer: 'hierarchical' (the most accurate for "
-                                  "thresholds, intervals and points), 'mwem' (also class files) or 'fooling'")
+        default=None,
+        description="also release a sanitizer: 'hierarchical' (the most accurate for "
+        "thresholds, intervals and points), 'mwem' (also class files) or 'fooling'",
+    )
     sanitizer_params: dict[str, Any] = Field(default_factory=dict)
     sanitizer_epsilon: float | None = Field(
-        default=None, gt=0, le=100, description="ε of each sanitizer release, at every level (default: "
-        "the sanitizer's even share of the lifetime budget)")
+        default=None,
+        gt=0,
+        le=100,
+        description="ε of each sanitizer release, at every level (default: "
+        "the sanitizer's even share of the lifetime budget)",
+    )
     sanitizer_level_epsilon: list[float] | None = Field(
-        default=None, description="ε of the sanitizer per level 0..levels (instead of sanitizer_epsilon)")
+        default=None, description="ε of the sanitizer per level 0..levels (instead of sanitizer_epsilon)"
+    )
     sanitizer_delta: float | None = Field(default=None, ge=0, lt=1, description="default: delta")
     sanitizer_labelled: bool = Field(default=False, description="answer Pr[h(x) = y] instead of Pr[h(x) = 1]")
     window: WindowConfig = Field(default_factory=WindowConfig)
     levels: int = Field(
-        default=0, ge=0, le=20, description="the release tree's top level L: a level-j release learns from "
-        "2^j consecutive windows (issue 17); every example is in one node per level. 0: windows only")
+        default=0,
+        ge=0,
+        le=20,
+        description="the release tree's top level L: a level-j release learns from "
+        "2^j consecutive windows (issue 17); every example is in one node per level. 0: windows only",
+    )
     epsilon: float | None = Field(
-        default=None, gt=0, le=100, description="ε of each learner release, at every level (default: the "
-        "lifetime budget, minus the sanitizer's share, split evenly over the levels)")
+        default=None,
+        gt=0,
+        le=100,
+        description="ε of each learner release, at every level (default: the "
+        "lifetime budget, minus the sanitizer's share, split evenly over the levels)",
+    )
     level_epsilon: list[float] | None = Field(
-        default=None, description="ε of the learner per level 0..levels (instead of epsilon)")
+        default=None, description="ε of the learner per level 0..levels (instead of epsilon)"
+    )
     delta: float = Field(default=0.0, ge=0, lt=1, description="δ of each release, at every level")
     epsilon_budget: float = Field(
-        gt=0, description="lifetime ε per example (per user at the user level): the sum over the levels of "
-        "the ε of the releases an example is in (parallel composition within a level)")
+        gt=0,
+        description="lifetime ε per example (per user at the user level): the sum over the levels of "
+        "the ε of the releases an example is in (parallel composition within a level)",
+    )
     delta_budget: float = Field(default=0.0, ge=0, lt=1, description="lifetime δ, as epsilon_budget")
     privacy_unit: Literal["example", "user"] = "example"
     user_contribution_bound: int | None = Field(
@@ -118,7 +142,9 @@ class ReleaseConfig(BaseModel):
         default="stop", description="stop releasing (the online SOA keeps serving)"
     )
     expected_size: int | None = Field(
-        default=None, ge=1, le=2**53,
+        default=None,
+        ge=1,
+        le=2**53,
         description="where a window's size n is private (time windows, privacy_unit 'user'): the number "
         "of examples you expect per window. The algorithms derive every published parameter from it "
         "instead of n, and their guarantee holds under add/remove-one neighbours whatever the actual n. "
@@ -126,7 +152,9 @@ class ReleaseConfig(BaseModel):
     )
 
     max_node_examples: int | None = Field(
-        default=100_000, ge=1, le=2**53,
+        default=100_000,
+        ge=1,
+        le=2**53,
         description="feature vectors: the examples a node of the release tree keeps (its first ones by "
         "arrival; stated in the certificate). With time windows a capped node's learner runs at half the "
         "level's ε (an addition can become a replacement inside the kept set). null: keep every example "
@@ -143,21 +171,26 @@ class ReleaseConfig(BaseModel):
             raise ValueError(
                 "expected_size is required when a window's size is private (time windows or privacy_unit "
                 "'user'): set it to the number of examples you expect per window; the algorithms use it "
-                "instead of the private n for every parameter they publish")
+                "instead of the private n for every parameter they publish"
+            )
         if not self.n_private and self.expected_size is not None:
-            raise ValueError("expected_size applies only where a window's size is private (time windows or "
-                             "privacy_unit 'user'); count windows at the example level publish n")
+            raise ValueError(
+                "expected_size applies only where a window's size is private (time windows or "
+                "privacy_unit 'user'); count windows at the example level publish n"
+            )
         if self.privacy_unit == "user" and self.window.kind == "count":
             # A count window at the user level is cut by a private count: how many examples the
             # users sent decides where the windows end (issue 16.8). The public clock cuts instead.
             raise ValueError(
                 "privacy_unit 'user' needs time windows (window kind 'time'): count windows would be cut "
-                "by the number of examples users send, which is private at the user level")
+                "by the number of examples users send, which is private at the user level"
+            )
         for name in ("level_epsilon", "sanitizer_level_epsilon"):
             values = getattr(self, name)
             if values is not None and (len(values) != self.levels + 1 or min(values) <= 0):
-                raise ValueError(f"{name} needs {self.levels + 1} positive values (levels 0..{self.levels}), "
-                                 f"got {values}")
+                raise ValueError(
+                    f"{name} needs {self.levels + 1} positive values (levels 0..{self.levels}), got {values}"
+                )
         if self.level_epsilon is not None and self.epsilon is not None:
             raise ValueError("give epsilon (every level) or level_epsilon (per level), not both")
         if self.sanitizer_level_epsilon is not None and self.sanitizer_epsilon is not None:
@@ -166,16 +199,21 @@ class ReleaseConfig(BaseModel):
             raise ValueError("sanitizer_epsilon is set but no sanitizer is")
         epsilon, delta = self.lifetime_cost
         if min(self.learner_epsilons) <= 0 or (self.sanitizer and min(self.sanitizer_epsilons) <= 0):
-            raise ValueError(f"the sanitizer's ε leaves no budget for the learner (epsilon_budget "
-                             f"{self.epsilon_budget}, sanitizer per level {self.sanitizer_epsilons})")
+            raise ValueError(
+                f"the sanitizer's ε leaves no budget for the learner (epsilon_budget "
+                f"{self.epsilon_budget}, sanitizer per level {self.sanitizer_epsilons})"
+            )
         if epsilon > self.epsilon_budget * (1 + 1e-9):
             raise ValueError(
                 f"the releases cost ε={epsilon:g} per example over the {self.levels + 1} levels (learner "
                 f"{self.learner_epsilons}, sanitizer {self.sanitizer_epsilons}), more than the lifetime "
-                f"epsilon_budget {self.epsilon_budget:g}: lower epsilon or levels, or raise the budget")
+                f"epsilon_budget {self.epsilon_budget:g}: lower epsilon or levels, or raise the budget"
+            )
         if delta > self.delta_budget * (1 + 1e-9):
-            raise ValueError(f"the releases cost δ={delta:g} per example over the {self.levels + 1} levels, "
-                             f"more than the lifetime delta_budget {self.delta_budget:g}")
+            raise ValueError(
+                f"the releases cost δ={delta:g} per example over the {self.levels + 1} levels, "
+                f"more than the lifetime delta_budget {self.delta_budget:g}"
+            )
         return self
 
     @property
@@ -221,8 +259,10 @@ class ReleaseConfig(BaseModel):
         """(ε, δ) per example (or user) for ever: one node per level, the learner's and the sanitizer's.
 
         Parallel composition over the disjoint nodes of a level, sequential over the levels."""
-        return (sum(self.learner_epsilons) + sum(self.sanitizer_epsilons),
-                sum(self.learner_deltas) + sum(self.sanitizer_deltas))
+        return (
+            sum(self.learner_epsilons) + sum(self.sanitizer_epsilons),
+            sum(self.learner_deltas) + sum(self.sanitizer_deltas),
+        )
 
     @property
     def n_private(self) -> bool:
@@ -277,10 +317,15 @@ class StreamConfig(BaseModel):
                 raise ValueError(f"feature vectors need a vector learner ({known}), not {learner!r}")
             if self.release.sanitizer is not None:
                 raise ValueError("sanitizers answer a hypothesis class's queries, not feature vectors")
-        elif self.release is not None and self.release.sanitizer == "hierarchical" and not isinstance(
-                parse_class_spec(self.hypothesis_class or ""), Thresholds | Intervals | Points):
-            raise ValueError(f"the hierarchical sanitizer answers thresholds, intervals and points, not the "
-                             f"class {self.hypothesis_class!r}; use sanitizer 'mwem'")
+        elif (
+            self.release is not None
+            and self.release.sanitizer == "hierarchical"
+            and not isinstance(parse_class_spec(self.hypothesis_class or ""), Thresholds | Intervals | Points)
+        ):
+            raise ValueError(
+                f"the hierarchical sanitizer answers thresholds, intervals and points, not the "
+                f"class {self.hypothesis_class!r}; use sanitizer 'mwem'"
+            )
         elif self.release is not None and self.release.learner in VECTOR_LEARNERS:
             raise ValueError(f"learner {self.release.learner!r} needs feature vectors (set features)")
         return self
@@ -319,7 +364,9 @@ class Settings(BaseSettings):
     kafka_session_timeout_seconds: float = Field(default=30.0, gt=0)
     kafka_heartbeat_interval_seconds: float = Field(default=3.0, gt=0)
     kafka_fetch_max_wait_ms: int = Field(
-        default=50, ge=0, le=60_000,
+        default=50,
+        ge=0,
+        le=60_000,
         description="how long the ingest consumer's fetch may wait at the broker for new data; the "
         "embedded broker waits all of it (Kafka's default 500 ms put ~0.6 s into p50 latency)",
     )
@@ -342,8 +389,11 @@ class Settings(BaseSettings):
 
     # --- the individual privacy filter (user level; E-DESIGN §5) --------------------------------
     user_epsilon_budget: float | None = Field(
-        default=None, gt=0, description="each user's lifetime ε across all user-level streams of the "
-        "deployment (one ledger); unset: each stream's epsilon_budget")
+        default=None,
+        gt=0,
+        description="each user's lifetime ε across all user-level streams of the "
+        "deployment (one ledger); unset: each stream's epsilon_budget",
+    )
     user_delta_budget: float = Field(default=0.0, ge=0, lt=1, description="each user's lifetime δ")
 
     # --- state and logging ----------------------------------------------------------------------
@@ -383,8 +433,9 @@ class Settings(BaseSettings):
     )
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["text", "json"] = Field(
-        default="text", description="text lines for people, or one JSON object per line for log "
-        "pipelines (the container and Kubernetes files set json)"
+        default="text",
+        description="text lines for people, or one JSON object per line for log "
+        "pipelines (the container and Kubernetes files set json)",
     )
 
     # --- streams --------------------------------------------------------------------------------
@@ -479,7 +530,7 @@ class Settings(BaseSettings):
     def _renamed(cls, data: Any) -> Any:
         renamed = {"web_host": "public_host", "web_port": "public_port"}
         given = set(data) if isinstance(data, dict) else set()
-        given |= {k[len(ENV_PREFIX):].lower() for k in os.environ if k.startswith(ENV_PREFIX)}
+        given |= {k[len(ENV_PREFIX) :].lower() for k in os.environ if k.startswith(ENV_PREFIX)}
         for old, new in renamed.items():
             if old in given:
                 raise ValueError(
@@ -523,8 +574,9 @@ class Settings(BaseSettings):
             try:
                 return self.store_password_file.read_text().rstrip("\r\n")
             except OSError as exc:
-                raise ValueError(f"cannot read store_password_file {self.store_password_file}: {exc}") \
-                    from None
+                raise ValueError(
+                    f"cannot read store_password_file {self.store_password_file}: {exc}"
+                ) from None
         return None
 
     def stream(self, name: str) -> StreamConfig | None:

@@ -13,8 +13,11 @@ rows = st.lists(st.tuples(st.integers(-5, 5), st.integers(0, 1), st.sampled_from
 
 
 def _arrays(part: list[tuple[int, int, str]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    return (np.array([r[0] for r in part], dtype=np.int64), np.array([r[1] for r in part], dtype=np.uint8),
-            np.array([r[2] for r in part], dtype=np.str_))
+    return (
+        np.array([r[0] for r in part], dtype=np.int64),
+        np.array([r[1] for r in part], dtype=np.uint8),
+        np.array([r[2] for r in part], dtype=np.str_),
+    )
 
 
 @settings(max_examples=200, deadline=None)
@@ -65,8 +68,12 @@ def test_empty_nodes_of_every_form_merge_and_round_trip() -> None:
 
 
 def test_from_window_uses_the_stored_rows() -> None:
-    window = WindowData(np.array([1, 2, 2]), np.array([1, 0, 0], dtype=np.uint8),
-                        np.array(["u", None, "u"], dtype=object), np.arange(3))
+    window = WindowData(
+        np.array([1, 2, 2]),
+        np.array([1, 0, 0], dtype=np.uint8),
+        np.array(["u", None, "u"], dtype=object),
+        np.arange(3),
+    )
     node = NodeData.from_window(window, NodeBounds(user_contribution_bound=1), user_level=True)
     assert (node.xs.tolist(), node.users.tolist()) == ([1], ["u"])
     assert NodeData.from_window(window, NodeBounds()).counts.tolist() == [1, 2]

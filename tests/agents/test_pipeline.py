@@ -27,8 +27,9 @@ def make_pipeline(store=None):
 
 
 def records(values, partition=0, start=0):
-    return [RawRecord("examples", partition, start + i, b"s", v, 1_700_000_000_000)
-            for i, v in enumerate(values)]
+    return [
+        RawRecord("examples", partition, start + i, b"s", v, 1_700_000_000_000) for i, v in enumerate(values)
+    ]
 
 
 def example(x, y):
@@ -97,4 +98,3 @@ def test_huge_polls_become_several_prediction_messages_under_the_size_limit():
     assert [len(b.xs) for b in batches] == [MAX_PREDICTIONS_PER_MESSAGE, MAX_PREDICTIONS_PER_MESSAGE, 7]
     assert batches[1].mistakes_before == batches[0].mistakes and batches[2].source_items[-1] == n - 1
     assert all(len(v) < 1_000_000 for _, v in out.predictions)
-

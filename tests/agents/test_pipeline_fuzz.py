@@ -80,7 +80,9 @@ def run_batch(values: list[bytes | None]) -> tuple[dict[int, str], set[int], Ser
 
 # JSON values of every shape, including unicode strings and huge numbers.
 json_scalars = (
-    st.none() | st.booleans() | st.text(max_size=30)
+    st.none()
+    | st.booleans()
+    | st.text(max_size=30)
     | st.integers(min_value=-(10**40), max_value=10**40)
     | st.floats(allow_nan=False, allow_infinity=False)
 )
@@ -99,8 +101,13 @@ near_users = st.none() | st.sampled_from(["alice", "", "ü" * 3, "x" * 200, "x" 
 @st.composite
 def near_valid_messages(draw) -> bytes:
     message: dict[str, object] = {}
-    for key, strategy in (("stream_id", near_ids), ("x", near_x), ("y", near_y), ("user_id", near_users),
-                          ("id", near_users)):
+    for key, strategy in (
+        ("stream_id", near_ids),
+        ("x", near_x),
+        ("y", near_y),
+        ("user_id", near_users),
+        ("id", near_users),
+    ):
         if draw(st.integers(0, 9)) > 0:  # each field present 90% of the time
             message[key] = draw(strategy)
     if draw(st.booleans()):
@@ -108,29 +115,31 @@ def near_valid_messages(draw) -> bytes:
     return json.dumps(message, ensure_ascii=draw(st.booleans())).encode()
 
 
-special_literals = st.sampled_from([
-    b'{"stream_id": "s", "x": NaN, "y": 1}',
-    b'{"stream_id": "s", "x": Infinity, "y": 1}',
-    b'{"stream_id": "s", "x": 1, "y": -Infinity}',
-    b'{"stream_id": "s", "x": 1, "y": 1, "extra": NaN}',
-    b'{"stream_id": "s", "x": 1e400, "y": 1}',
-    b'{"stream_id": "s", "x": 1' + b"0" * 5000 + b', "y": 1}',
-    b'{"stream_id": "s", "x": 12, "y": 1, "stream_id": "nope"}',  # duplicate key: the last one wins
-    b'{"stream_id": "s\\u0000", "x": 12, "y": 1}',
-    b'{"stream_id": "\\ud800", "x": 12, "y": 1}',  # a lone surrogate
-    b"\xef\xbb\xbf" + b'{"stream_id": "s", "x": 12, "y": 1}',  # a byte-order mark
-    b'{"stream_id": "s", "x": 12, "y": 1}\x00',
-    b'{"stream_id": "s", "xs": [1, 2], "ys": [1]}',
-    b'{"stream_id": "s", "xs": [], "ys": []}',
-    b'{"stream_id": "s", "xs": [1, 5000], "ys": [0, 1]}',
-    b'{"stream_id": "u", "xs": [1, 2], "ys": [0, 1]}',
-    b'{"stream_id": "s", "xs": "12", "ys": [0]}',
-    b"[" * 100_000 + b"]" * 100_000,  # deep nesting
-    b'{"a":' * 50_000 + b"1" + b"}" * 50_000,
-    b"",
-    b"null",
-    b"\xff\xfe\xfd",
-])
+special_literals = st.sampled_from(
+    [
+        b'{"stream_id": "s", "x": NaN, "y": 1}',
+        b'{"stream_id": "s", "x": Infinity, "y": 1}',
+        b'{"stream_id": "s", "x": 1, "y": -Infinity}',
+        b'{"stream_id": "s", "x": 1, "y": 1, "extra": NaN}',
+        b'{"stream_id": "s", "x": 1e400, "y": 1}',
+        b'{"stream_id": "s", "x": 1' + b"0" * 5000 + b', "y": 1}',
+        b'{"stream_id": "s", "x": 12, "y": 1, "stream_id": "nope"}',  # duplicate key: the last one wins
+        b'{"stream_id": "s\\u0000", "x": 12, "y": 1}',
+        b'{"stream_id": "\\ud800", "x": 12, "y": 1}',  # a lone surrogate
+        b"\xef\xbb\xbf" + b'{"stream_id": "s", "x": 12, "y": 1}',  # a byte-order mark
+        b'{"stream_id": "s", "x": 12, "y": 1}\x00',
+        b'{"stream_id": "s", "xs": [1, 2], "ys": [1]}',
+        b'{"stream_id": "s", "xs": [], "ys": []}',
+        b'{"stream_id": "s", "xs": [1, 5000], "ys": [0, 1]}',
+        b'{"stream_id": "u", "xs": [1, 2], "ys": [0, 1]}',
+        b'{"stream_id": "s", "xs": "12", "ys": [0]}',
+        b"[" * 100_000 + b"]" * 100_000,  # deep nesting
+        b'{"a":' * 50_000 + b"1" + b"}" * 50_000,
+        b"",
+        b"null",
+        b"\xff\xfe\xfd",
+    ]
+)
 
 
 def oversized(payload_bytes: int) -> bytes:
@@ -149,7 +158,9 @@ hostile = (
 )
 valid = st.builds(
     lambda s, x, y, user: json.dumps({"stream_id": s, "x": x, "y": y, "user_id": user}).encode(),
-    st.sampled_from(STREAMS), st.integers(0, DOMAIN - 1), st.sampled_from([0, 1, -1, True, False]),
+    st.sampled_from(STREAMS),
+    st.integers(0, DOMAIN - 1),
+    st.sampled_from([0, 1, -1, True, False]),
     st.text(min_size=1, max_size=20).filter(lambda u: "\x00" not in u),  # NUL: refused at user level
 )
 

@@ -52,8 +52,15 @@ async def test_count_windows_release_every_node_of_every_level_in_a_fixed_order(
     observed = await run.run([Step(T0, [example(int(x)) for x in xs])])
     certificates = [m["release"]["certificate"] for m in observed.messages]
     ids = [c["window"]["window_id"] for c in certificates]
-    assert ids == ["gen0-c50-L0-0", "gen0-c50-L0-1", "gen0-c50-L1-0", "gen0-c50-L0-2", "gen0-c50-L0-3",
-                   "gen0-c50-L1-1", "gen0-c50-L2-0"]
+    assert ids == [
+        "gen0-c50-L0-0",
+        "gen0-c50-L0-1",
+        "gen0-c50-L1-0",
+        "gen0-c50-L0-2",
+        "gen0-c50-L0-3",
+        "gen0-c50-L1-1",
+        "gen0-c50-L2-0",
+    ]
     top = certificates[-1]
     assert top["level"] == 2 and (top["window"]["first_window"], top["window"]["last_window"]) == (0, 3)
     assert (top["window"]["start"], top["window"]["end"], top["sample_size"]) == (0, 200, 200)
@@ -66,23 +73,35 @@ async def test_count_windows_release_every_node_of_every_level_in_a_fixed_order(
 
 async def test_a_node_releases_what_the_offline_learner_releases_on_its_examples_at_its_epsilon():
     xs = np.random.default_rng(2).integers(0, 1024, 100)
-    run = TwinRun(tree_stream(levels=1, level_epsilon=[0.5, 2.0], epsilon_budget=2.5), rng_seed=9,
-                  budget=LEGACY)
+    run = TwinRun(
+        tree_stream(levels=1, level_epsilon=[0.5, 2.0], epsilon_budget=2.5), rng_seed=9, budget=LEGACY
+    )
     await run.run([Step(T0, [example(int(x)) for x in xs])])
-    node = [dp for m, dp in zip(run.observed.messages, run.observed.dp, strict=True)
-            if m["release"]["certificate"]["level"] == 1]
+    node = [
+        dp
+        for m, dp in zip(run.observed.messages, run.observed.dp, strict=True)
+        if m["release"]["certificate"]["level"] == 1
+    ]
     hclass = parse_class_spec("thresholds:1024")
-    offline = make_learner("generic").fit(hclass, xs, (xs >= 600).astype(np.uint8), epsilon=2.0,
-                                          rng=seeded(zlib.crc32(b"9/gen0-c50-L1-0/learner:generic")))
+    offline = make_learner("generic").fit(
+        hclass,
+        xs,
+        (xs >= 600).astype(np.uint8),
+        epsilon=2.0,
+        rng=seeded(zlib.crc32(b"9/gen0-c50-L1-0/learner:generic")),
+    )
     assert node[0]["hypothesis"] == offline.hypothesis.to_dict()
 
 
 async def test_time_windows_tree_twins_one_example_in_an_otherwise_empty_window():
     stream = tree_stream(levels=2, kind="time")
-    steps = [Step(T0 + 60 * i + 5, [example(100 + i, at=T0 + 60 * i + 1)] if i != 1 else [])
-             for i in range(9)]
-    other = [Step(s.at, [*s.messages, *([example(650, at=T0 + 61)] if i == 1 else [])])
-             for i, s in enumerate(steps)]
+    steps = [
+        Step(T0 + 60 * i + 5, [example(100 + i, at=T0 + 60 * i + 1)] if i != 1 else []) for i in range(9)
+    ]
+    other = [
+        Step(s.at, [*s.messages, *([example(650, at=T0 + 61)] if i == 1 else [])])
+        for i, s in enumerate(steps)
+    ]
     a, b = await twins(stream, steps, other, budget=LEGACY)
     assert_twins(a, b)
     levels = [m["release"]["certificate"]["level"] for m in a.messages]
@@ -92,25 +111,44 @@ async def test_time_windows_tree_twins_one_example_in_an_otherwise_empty_window(
 # --- the parallel-composition audit ----------------------------------------------------------------
 
 LEVEL_EPSILON = [1.5, 1.5]
-AUDITED = StreamConfig(name="s", hypothesis_class="thresholds:4", release={
-    "learner": "generic", "levels": 1, "level_epsilon": LEVEL_EPSILON, "epsilon_budget": sum(LEVEL_EPSILON),
-    "expected_size": 2, "window": {"kind": "time", "seconds": 60.0}})
+AUDITED = StreamConfig(
+    name="s",
+    hypothesis_class="thresholds:4",
+    release={
+        "learner": "generic",
+        "levels": 1,
+        "level_epsilon": LEVEL_EPSILON,
+        "epsilon_budget": sum(LEVEL_EPSILON),
+        "expected_size": 2,
+        "window": {"kind": "time", "seconds": 60.0},
+    },
+)
 #: d1 has one example more than d0, in window 0; window 1 holds the same example in both.
 BASE = [Step(T0 + 5, [example(1, at=T0 + 1, stream="s")]), Step(T0 + 65, [example(3, at=T0 + 61)])]
-PAIR = ([*BASE, Step(T0 + 125)],
-        [Step(T0 + 5, [example(1, at=T0 + 1), example(3, at=T0 + 2)]), BASE[1], Step(T0 + 125)])
+PAIR = (
+    [*BASE, Step(T0 + 125)],
+    [Step(T0 + 5, [example(1, at=T0 + 1), example(3, at=T0 + 2)]), BASE[1], Step(T0 + 125)],
+)
 
 
 def tree_path(agent_class, stream: StreamConfig = AUDITED):
     """The audited release path: every release's window id and hypothesis, as one output."""
+
     def build(rng):
         def run(steps):
             twin = TwinRun(stream, rng_seed=rng.getrandbits(62), budget=LEGACY)
             twin.agent.__class__ = agent_class
             observed = asyncio.run(twin.run(steps))
-            return json.dumps([[m["release"]["certificate"]["window"]["window_id"], dp["hypothesis"]]
-                               for m, dp in zip(observed.messages, observed.dp, strict=True)], sort_keys=True)
+            return json.dumps(
+                [
+                    [m["release"]["certificate"]["window"]["window_id"], dp["hypothesis"]]
+                    for m, dp in zip(observed.messages, observed.dp, strict=True)
+                ],
+                sort_keys=True,
+            )
+
         return run
+
     return build
 
 
@@ -119,10 +157,18 @@ def test_parallel_composition_audit_every_release_of_every_level():
     or below the lifetime ε. The broken variant is audited on count windows below, where the
     exponential mechanism can attain nearly its whole ε per release."""
     lifetime = sum(LEVEL_EPSILON)
-    result = audit(tree_path(ReleaseAgent)(seeded(3)), PAIR, PrivacyGuarantee(lifetime, 0.0), samples=500,
-                   confidence=0.999, name="release tree")
-    print(f"lifetime epsilon lower bound {result.epsilon_lower_bound:.3f} (certificate {lifetime}), "
-          f"estimate {result.epsilon_estimate:.3f}")
+    result = audit(
+        tree_path(ReleaseAgent)(seeded(3)),
+        PAIR,
+        PrivacyGuarantee(lifetime, 0.0),
+        samples=500,
+        confidence=0.999,
+        name="release tree",
+    )
+    print(
+        f"lifetime epsilon lower bound {result.epsilon_lower_bound:.3f} (certificate {lifetime}), "
+        f"estimate {result.epsilon_estimate:.3f}"
+    )
     assert result.passed and result.epsilon_lower_bound <= lifetime
 
 
@@ -133,9 +179,17 @@ def test_parallel_composition_audit_every_release_of_every_level():
 #: and 0.5 on d1 (ln-ratio 2.35 of the 3.0 it is charged). Window 1 holds six (0, 0), the same in
 #: both. The certificate's lifetime bound is 3.1.
 COUNT_LEVEL_EPSILON = [3.0, 0.1]
-COUNT_AUDITED = StreamConfig(name="s", hypothesis_class="thresholds:2", release={
-    "learner": "generic", "levels": 1, "level_epsilon": COUNT_LEVEL_EPSILON,
-    "epsilon_budget": sum(COUNT_LEVEL_EPSILON), "window": {"kind": "count", "size": 6}})
+COUNT_AUDITED = StreamConfig(
+    name="s",
+    hypothesis_class="thresholds:2",
+    release={
+        "learner": "generic",
+        "levels": 1,
+        "level_epsilon": COUNT_LEVEL_EPSILON,
+        "epsilon_budget": sum(COUNT_LEVEL_EPSILON),
+        "window": {"kind": "count", "size": 6},
+    },
+)
 
 
 def labelled(x: int, y: int) -> dict[str, object]:
@@ -143,8 +197,10 @@ def labelled(x: int, y: int) -> dict[str, object]:
 
 
 COUNT_WINDOW_1 = [labelled(0, 0)] * 6
-COUNT_PAIR = ([Step(T0 + 5, [labelled(1, 1), labelled(1, 1), *[labelled(0, 0)] * 4, *COUNT_WINDOW_1])],
-              [Step(T0 + 5, [labelled(1, 0), labelled(1, 1), *[labelled(0, 0)] * 4, *COUNT_WINDOW_1])])
+COUNT_PAIR = (
+    [Step(T0 + 5, [labelled(1, 1), labelled(1, 1), *[labelled(0, 0)] * 4, *COUNT_WINDOW_1])],
+    [Step(T0 + 5, [labelled(1, 0), labelled(1, 1), *[labelled(0, 0)] * 4, *COUNT_WINDOW_1])],
+)
 
 
 class CountsAnExampleInTwoWindows(ReleaseAgent):
@@ -153,6 +209,7 @@ class CountsAnExampleInTwoWindows(ReleaseAgent):
 
     async def _release(self, policy, window_id, info, load, close, publish_at=None, level=0):
         if level == 0:
+
             def load_with_previous(load=load):
                 previous = getattr(self, "_previous_window", None)  # windows load in order
                 data = load()
@@ -165,22 +222,33 @@ class CountsAnExampleInTwoWindows(ReleaseAgent):
         await super()._release(policy, window_id, info, load, close, publish_at, level)
 
 
-@pytest.mark.parametrize(("agent_class", "samples"), [
-    (ReleaseAgent, 400),
-    # 8,000 runs per dataset (about 10 minutes): the broken variant's loss is attained on an event of
-    # probability 0.25 vs 0.002, which the lower bound resolves only with that many runs.
-    pytest.param(CountsAnExampleInTwoWindows, 8000, marks=pytest.mark.slow),
-], ids=["honest", "example_in_two_windows"])
+@pytest.mark.parametrize(
+    ("agent_class", "samples"),
+    [
+        (ReleaseAgent, 400),
+        # 8,000 runs per dataset (about 10 minutes): the broken variant's loss is attained on an event of
+        # probability 0.25 vs 0.002, which the lower bound resolves only with that many runs.
+        pytest.param(CountsAnExampleInTwoWindows, 8000, marks=pytest.mark.slow),
+    ],
+    ids=["honest", "example_in_two_windows"],
+)
 def test_parallel_composition_audit_on_count_windows(agent_class, samples):
     """Count windows (replace-one), every release of both levels observed: the honest tree stays
     at or below its certificate's lifetime ε (3.1); the broken one, where window 1 also learns from
     window 0, attains about 2·2.35 and the audit's lower bound passes 3.1."""
     lifetime = sum(COUNT_LEVEL_EPSILON)
-    result = audit(tree_path(agent_class, COUNT_AUDITED)(seeded(5)), COUNT_PAIR,
-                   PrivacyGuarantee(lifetime, 0.0), samples=samples, confidence=0.999,
-                   name=f"release tree on count windows ({agent_class.__name__})")
-    print(f"{agent_class.__name__}: lifetime epsilon lower bound {result.epsilon_lower_bound:.3f} "
-          f"(certificate {lifetime}), estimate {result.epsilon_estimate:.3f}")
+    result = audit(
+        tree_path(agent_class, COUNT_AUDITED)(seeded(5)),
+        COUNT_PAIR,
+        PrivacyGuarantee(lifetime, 0.0),
+        samples=samples,
+        confidence=0.999,
+        name=f"release tree on count windows ({agent_class.__name__})",
+    )
+    print(
+        f"{agent_class.__name__}: lifetime epsilon lower bound {result.epsilon_lower_bound:.3f} "
+        f"(certificate {lifetime}), estimate {result.epsilon_estimate:.3f}"
+    )
     if agent_class is ReleaseAgent:
         assert result.passed and result.epsilon_lower_bound <= lifetime
     else:
@@ -237,8 +305,10 @@ def test_exact_tree_audit_every_example_in_one_node_per_level():
     honest, ids = exact_tree_loss(ReleaseAgent, COUNT_PAIR)
     broken, _ = exact_tree_loss(CountsAnExampleInTwoWindows, COUNT_PAIR)
     assert ids == ["gen0-c6-L0-0", "gen0-c6-L0-1", "gen0-c6-L1-0"]
-    print(f"exact lifetime loss: honest {honest:.3f}, example in two windows {broken:.3f} "
-          f"(certificate {lifetime})")
+    print(
+        f"exact lifetime loss: honest {honest:.3f}, example in two windows {broken:.3f} "
+        f"(certificate {lifetime})"
+    )
     assert 2.0 < honest <= lifetime < broken
 
 
@@ -250,16 +320,24 @@ async def test_a_node_left_unreleased_by_a_crash_is_released_after_restart_once(
 
     class DiesBeforeNodes(ReleaseAgent):
         def _schedule_window(self, policy, state, index):
-            self._schedule(state, count_window_id(self.store.generation, index, policy.window_size),
-                           self._release_node(policy, 0, index))
+            self._schedule(
+                state,
+                count_window_id(self.store.generation, index, policy.window_size),
+                self._release_node(policy, 0, index),
+            )
 
     first = make_agent({"s": policy(levels=1)}, publish=Published())
     first.__class__ = DiesBeforeNodes
     await feed(first, examples(200))
     assert [c.level for c in first.ledger.entries("s")] == [0, 0]
     publish = Published()
-    restarted = make_agent({"s": policy(levels=1)}, ledger=first.ledger, store=first.store, publish=publish,
-                           metrics=RecordingMetrics())
+    restarted = make_agent(
+        {"s": policy(levels=1)},
+        ledger=first.ledger,
+        store=first.store,
+        publish=publish,
+        metrics=RecordingMetrics(),
+    )
     restarted.on_partitions_assigned({0})
     await restarted.drain()
     assert [c.level for c in restarted.ledger.entries("s")] == [0, 0, 1]
@@ -312,7 +390,8 @@ async def test_a_window_closed_into_its_node_before_a_crash_is_released_from_the
     xs = np.array([e.x for e, _, _ in batch])
     seed = zlib.crc32(f"{family}-L0-0/learner:generic".encode())
     ys = (xs >= 600).astype(np.uint8)
-    offline = make_learner("generic").fit(parse_class_spec("thresholds:1024"), xs, ys, epsilon=1.0,
-                                          rng=seeded(seed))
+    offline = make_learner("generic").fit(
+        parse_class_spec("thresholds:1024"), xs, ys, epsilon=1.0, rng=seeded(seed)
+    )
     assert released.hypothesis == offline.hypothesis.to_dict() and released.certificate.sample_size == 100
     assert crashed.store.nodes("s", family) == []

@@ -79,12 +79,26 @@ def policy(learner=None, sanitizer=None, **overrides):
     return ReleasePolicy(**values)
 
 
-def make_agent(policies, *, budget=(10.0, 0.0), ledger=None, store=None, publish=None, metrics=None,
-               executor=None, rng_factory=None, clock=None):
+def make_agent(
+    policies,
+    *,
+    budget=(10.0, 0.0),
+    ledger=None,
+    store=None,
+    publish=None,
+    metrics=None,
+    executor=None,
+    rng_factory=None,
+    clock=None,
+):
     ledger = ledger or SqliteLedger.open(":memory:", budgets={p: budget for p in policies})
     store = store or SqliteStateStore(":memory:")
     agent = ReleaseAgent(
-        policies, store, ledger, publish or Published(), metrics or RecordingMetrics(),
+        policies,
+        store,
+        ledger,
+        publish or Published(),
+        metrics or RecordingMetrics(),
         library_version="test",
         rng_factory=rng_factory or (lambda window_id: seeded(zlib.crc32(window_id.encode()))),
         executor=executor,
@@ -97,8 +111,11 @@ def examples(n, start=0, seed=0, user=None):
     rng = np.random.default_rng(seed)
     xs = rng.integers(0, 1024, n)
     return [
-        (Example(stream_id="s", x=int(x), y=int(x >= TARGET), user_id=user(i) if user else None),
-         0, start + i)
+        (
+            Example(stream_id="s", x=int(x), y=int(x >= TARGET), user_id=user(i) if user else None),
+            0,
+            start + i,
+        )
         for i, x in enumerate(xs)
     ]
 
@@ -106,10 +123,16 @@ def examples(n, start=0, seed=0, user=None):
 async def feed(agent, batch, chunk=37):
     """Hand the examples to the agent in chunks, as the ingest pipeline does after each poll."""
     for start in range(0, len(batch), chunk):
-        part = batch[start:start + chunk]
+        part = batch[start : start + chunk]
         agent.observe_batch(
-            "s", part[0][1], [o for _, _, o in part], [e.x for e, _, _ in part], [e.y for e, _, _ in part],
-            [e.user_id for e, _, _ in part], [e.event_time for e, _, _ in part], [None] * len(part),
+            "s",
+            part[0][1],
+            [o for _, _, o in part],
+            [e.x for e, _, _ in part],
+            [e.y for e, _, _ in part],
+            [e.user_id for e, _, _ in part],
+            [e.event_time for e, _, _ in part],
+            [None] * len(part),
         )
     await agent.drain()
 
@@ -125,12 +148,19 @@ async def test_learners_in_the_child_process_release_what_a_thread_releases():
         for executor in (None, child):
             publish = Published()
             # Seeds from the window's place, not its store's random generation: both runs alike.
-            agent = make_agent({"s": policy(sanitizer=make_sanitizer("mwem"))}, publish=publish,
-                               executor=executor, rng_factory=lambda window_id: seeded(
-                                   zlib.crc32(window_id.split("-", 1)[1].encode())))
+            agent = make_agent(
+                {"s": policy(sanitizer=make_sanitizer("mwem"))},
+                publish=publish,
+                executor=executor,
+                rng_factory=lambda window_id: seeded(zlib.crc32(window_id.split("-", 1)[1].encode())),
+            )
             await feed(agent, examples(250))
-            published.append(([r.hypothesis for r in publish.releases()],
-                              [json.loads(b)["distribution"] for _, b in publish.sanitized]))
+            published.append(
+                (
+                    [r.hypothesis for r in publish.releases()],
+                    [json.loads(b)["distribution"] for _, b in publish.sanitized],
+                )
+            )
     assert len(published[0][0]) == 2 and len(published[0][1]) == 2
     assert published[0] == published[1]
 
@@ -228,6 +258,7 @@ async def test_window_closed_before_a_crash_is_released_after_restart():
 async def test_a_learner_failure_releases_the_fallback_charged_like_any_window():
     """Issue 16.3: the window whose learner raised is released all the same, from a data-independent
     stand-in of the public size; its certificate has the same fields and values but the DP outputs."""
+
     class Flaky:
         name = "flaky"
 
@@ -256,8 +287,13 @@ async def test_a_learner_failure_releases_the_fallback_charged_like_any_window()
 async def test_user_level_bounds_contributions_and_scales_epsilon():
     publish, metrics = Published(), RecordingMetrics()
     clock = FakeClock(T0)
-    p = policy(privacy_unit="user", user_contribution_bound=2, window_kind="time", window_seconds=60.0,
-               expected_size=20)
+    p = policy(
+        privacy_unit="user",
+        user_contribution_bound=2,
+        window_kind="time",
+        window_seconds=60.0,
+        expected_size=20,
+    )
     agent = make_agent({"s": p}, publish=publish, metrics=metrics, clock=clock)
     # 100 examples from 10 users (10 each), all in the first window: at most 2 per user are learned.
     await feed(agent, timed(examples(100, user=lambda i: f"u{i % 10}"), T0))
@@ -272,8 +308,10 @@ async def test_user_level_bounds_contributions_and_scales_epsilon():
 
 def timed(batch, start, step=0.1):
     """The examples with event times ``start, start + step, ...`` (Unix seconds)."""
-    return [(e.model_copy(update={"event_time": datetime.fromtimestamp(start + i * step, UTC)}), part, off)
-            for i, (e, part, off) in enumerate(batch)]
+    return [
+        (e.model_copy(update={"event_time": datetime.fromtimestamp(start + i * step, UTC)}), part, off)
+        for i, (e, part, off) in enumerate(batch)
+    ]
 
 
 async def test_time_windows_close_on_the_clock_empty_ones_too_and_hide_n():
@@ -328,8 +366,9 @@ async def test_where_n_is_private_the_algorithms_get_expected_size_and_the_certi
 
     publish = Published()
     clock = FakeClock(T0)
-    p = policy(sanitizer=make_sanitizer("mwem", rounds=3), window_kind="time", window_seconds=60.0,
-               expected_size=50)
+    p = policy(
+        sanitizer=make_sanitizer("mwem", rounds=3), window_kind="time", window_seconds=60.0, expected_size=50
+    )
     agent = make_agent({"s": p}, publish=publish, clock=clock)
     await feed(agent, timed(examples(90), T0, step=0.5))
     clock.now = T0 + 60
@@ -359,8 +398,12 @@ async def test_a_sanitizer_is_released_beside_the_hypothesis_and_charged_separat
     assert all(s.certificate.proper is False for s in sanitized)
     # Two windows, two products each: 1.0 + 0.5 per example (each is in one window), four entries.
     assert agent.ledger.spent("s").epsilon == pytest.approx(1.5)
-    assert sorted(c.mechanism for c in agent.ledger.entries("s")) == \
-        ["learner:generic", "learner:generic", "sanitizer:mwem", "sanitizer:mwem"]
+    assert sorted(c.mechanism for c in agent.ledger.entries("s")) == [
+        "learner:generic",
+        "learner:generic",
+        "sanitizer:mwem",
+        "sanitizer:mwem",
+    ]
     view = SanitizedView.from_json(publish.sanitized[0][1])
     from privstream.learning.hypotheses import hypothesis_from_runs
 
@@ -390,7 +433,9 @@ async def test_a_stream_of_feature_vectors_releases_a_private_model():
 
     publish = Published()
     vector_policy = ReleasePolicy(
-        stream_id="s", hypothesis_class=None, window_size=400,
+        stream_id="s",
+        hypothesis_class=None,
+        window_size=400,
         products=(Product("hypotheses", make_vector_learner("bayes-consistent"), 1.0, vector=True),),
         feature_bounds=np.array([[0.0, 1.0], [0.0, 1.0]]),
     )
@@ -398,8 +443,9 @@ async def test_a_stream_of_feature_vectors_releases_a_private_model():
     rng = np.random.default_rng(5)
     points = rng.random((400, 2))
     labels = (points[:, 0] > 0.5).astype(int)
-    agent.observe_batch("s", 0, list(range(400)), points.tolist(), labels.tolist(), [None] * 400,
-                        [None] * 400, [None] * 400)
+    agent.observe_batch(
+        "s", 0, list(range(400)), points.tolist(), labels.tolist(), [None] * 400, [None] * 400, [None] * 400
+    )
     await agent.drain()
     assert len(publish.messages) == 1
     release = Release.from_json(publish.messages[0][1])
@@ -417,19 +463,30 @@ async def test_the_individual_filter_charges_present_users_until_their_budget_th
     from privstream.agents.ledger_port import PrivacyCost
 
     clock = FakeClock(T0)
-    common = dict(privacy_unit="user", user_contribution_bound=1, window_kind="time", window_seconds=60.0,
-                  expected_size=5, user_budget=PrivacyCost(3.0, 0.0))
+    common = dict(
+        privacy_unit="user",
+        user_contribution_bound=1,
+        window_kind="time",
+        window_seconds=60.0,
+        expected_size=5,
+        user_budget=PrivacyCost(3.0, 0.0),
+    )
     policies = {"s": policy(**common), "t": policy(**common, stream_id="t")}
     metrics = RecordingMetrics()
     agent = make_agent(policies, budget=(3.0, 0.0), metrics=metrics, clock=clock)
     for w in range(4):  # "u" sends to both streams in every window; "v" only to "s", in window 0
         senders = {"s": ["u"] + (["v"] if w == 0 else []), "t": ["u"]}
         for stream_id, users in senders.items():
-            agent.observe_batch(stream_id, 0, [100 * w + i + (50 if stream_id == "t" else 0)
-                                               for i in range(len(users))],
-                                [700] * len(users), [1] * len(users), users,
-                                [datetime.fromtimestamp(T0 + 60 * w + 1, UTC)] * len(users),
-                                [None] * len(users))
+            agent.observe_batch(
+                stream_id,
+                0,
+                [100 * w + i + (50 if stream_id == "t" else 0) for i in range(len(users))],
+                [700] * len(users),
+                [1] * len(users),
+                users,
+                [datetime.fromtimestamp(T0 + 60 * w + 1, UTC)] * len(users),
+                [None] * len(users),
+            )
         clock.now = T0 + 60 * (w + 1)
         await agent.tick()
         await agent.drain()
@@ -448,22 +505,44 @@ async def test_a_vector_node_keeps_its_first_max_node_examples_and_states_the_ca
 
     def vector_policy(**overrides):
         return ReleasePolicy(
-            stream_id="s", hypothesis_class=None, window_size=400, max_node_examples=150, levels=1,
+            stream_id="s",
+            hypothesis_class=None,
+            window_size=400,
+            max_node_examples=150,
+            levels=1,
             products=(Product("hypotheses", make_vector_learner("bayes-consistent"), 1.0, vector=True),),
-            feature_bounds=np.array([[0.0, 1.0], [0.0, 1.0]]), **overrides)
+            feature_bounds=np.array([[0.0, 1.0], [0.0, 1.0]]),
+            **overrides,
+        )
 
     rng = np.random.default_rng(5)
     points = rng.random((800, 2))
     labels = (points[:, 0] > 0.5).astype(int)
     publish = Published()
     agent = make_agent({"s": vector_policy()}, publish=publish)
-    agent.observe_batch("s", 0, list(range(400)), points[:400].tolist(), labels[:400].tolist(), [None] * 400,
-                        [None] * 400, [None] * 400)
+    agent.observe_batch(
+        "s",
+        0,
+        list(range(400)),
+        points[:400].tolist(),
+        labels[:400].tolist(),
+        [None] * 400,
+        [None] * 400,
+        [None] * 400,
+    )
     await agent.drain()
     node = agent.store.load_node("s", count_family(agent.store.generation, 400), 0, 0)
     assert np.array_equal(node.xs, points[:150])  # the first 150 by arrival
-    agent.observe_batch("s", 0, list(range(400, 800)), points[400:].tolist(), labels[400:].tolist(),
-                        [None] * 400, [None] * 400, [None] * 400)
+    agent.observe_batch(
+        "s",
+        0,
+        list(range(400, 800)),
+        points[400:].tolist(),
+        labels[400:].tolist(),
+        [None] * 400,
+        [None] * 400,
+        [None] * 400,
+    )
     await agent.drain()
     certificates = [r.certificate for r in publish.releases()]
     assert [c.level for c in certificates] == [0, 0, 1]
@@ -474,11 +553,15 @@ async def test_a_vector_node_keeps_its_first_max_node_examples_and_states_the_ca
 
     clock = FakeClock(T0)
     publish = Published()
-    timed_agent = make_agent({"s": vector_policy(window_kind="time", window_seconds=60.0, expected_size=10)},
-                             publish=publish, clock=clock)
+    timed_agent = make_agent(
+        {"s": vector_policy(window_kind="time", window_seconds=60.0, expected_size=10)},
+        publish=publish,
+        clock=clock,
+    )
     times = [datetime.fromtimestamp(T0 + i, UTC) for i in range(20)]
-    timed_agent.observe_batch("s", 0, list(range(20)), points[:20].tolist(), labels[:20].tolist(),
-                              [None] * 20, times, [None] * 20)
+    timed_agent.observe_batch(
+        "s", 0, list(range(20)), points[:20].tolist(), labels[:20].tolist(), [None] * 20, times, [None] * 20
+    )
     clock.now = T0 + 200
     await timed_agent.tick()
     await timed_agent.drain()

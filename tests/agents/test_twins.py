@@ -19,10 +19,15 @@ YEAR = 365 * 86400.0
 
 
 def time_stream(**release: object) -> StreamConfig:
-    window = {"kind": "time", "seconds": 60.0, "allowed_lateness_seconds": 10.0,
-              **release.pop("window", {})}  # type: ignore[dict-item]
-    config = {"learner": "generic", "epsilon": 1.0, "epsilon_budget": 100.0, "expected_size": 20,
-              "window": window, **release}
+    window = {"kind": "time", "seconds": 60.0, "allowed_lateness_seconds": 10.0, **release.pop("window", {})}  # type: ignore[dict-item]
+    config = {
+        "learner": "generic",
+        "epsilon": 1.0,
+        "epsilon_budget": 100.0,
+        "expected_size": 20,
+        "window": window,
+        **release,
+    }
     return StreamConfig(name="s", hypothesis_class="thresholds:1024", release=config)
 
 
@@ -80,9 +85,19 @@ async def test_finding_3_a_learner_failing_on_the_data_releases_the_fallback_cha
 
 def test_finding_8_user_level_count_windows_are_refused_naming_the_privacy_unit():
     with pytest.raises(ValueError, match=r"privacy_unit 'user' needs time windows"):
-        StreamConfig(name="s", hypothesis_class="thresholds:1024", release={
-            "learner": "generic", "epsilon": 1.0, "epsilon_budget": 100.0, "expected_size": 20,
-            "privacy_unit": "user", "user_contribution_bound": 2, "window": {"kind": "count", "size": 10}})
+        StreamConfig(
+            name="s",
+            hypothesis_class="thresholds:1024",
+            release={
+                "learner": "generic",
+                "epsilon": 1.0,
+                "epsilon_budget": 100.0,
+                "expected_size": 20,
+                "privacy_unit": "user",
+                "user_contribution_bound": 2,
+                "window": {"kind": "count", "size": 10},
+            },
+        )
 
 
 async def test_finding_8_user_level_twins_differing_in_one_user_agree():
@@ -92,8 +107,9 @@ async def test_finding_8_user_level_twins_differing_in_one_user_agree():
     def users(extra: bool) -> list[Step]:
         out = []
         for i in range(6):
-            messages = [example(100 + 10 * i + j, at=T0 + 60 * i + 1 + j, user=f"u{j}") for j in range(3)
-                        if i != 1]
+            messages = [
+                example(100 + 10 * i + j, at=T0 + 60 * i + 1 + j, user=f"u{j}") for j in range(3) if i != 1
+            ]
             if extra and i == 1:
                 messages += [example(650 + j, at=T0 + 61 + j, user="z") for j in range(4)]
             out.append(Step(T0 + 60 * i + 5, messages))
@@ -109,10 +125,22 @@ VECTOR_PARAMS = {"semi-supervised": {"n_semi": 20}}  # a small cover: the twins 
 
 
 def vector_stream(learner: str) -> StreamConfig:
-    return StreamConfig(name="s", features=2, feature_bounds=[[0.0, 1.0], [0.0, 1.0]], release={
-        "learner": learner, "learner_params": VECTOR_PARAMS.get(learner, {}), "epsilon": 1.0,
-        "delta": 1e-6, "epsilon_budget": 100.0, "delta_budget": 1e-3, "expected_size": 20, "levels": 1,
-        "window": {"kind": "time", "seconds": 60.0, "allowed_lateness_seconds": 10.0}})
+    return StreamConfig(
+        name="s",
+        features=2,
+        feature_bounds=[[0.0, 1.0], [0.0, 1.0]],
+        release={
+            "learner": learner,
+            "learner_params": VECTOR_PARAMS.get(learner, {}),
+            "epsilon": 1.0,
+            "delta": 1e-6,
+            "epsilon_budget": 100.0,
+            "delta_budget": 1e-3,
+            "expected_size": 20,
+            "levels": 1,
+            "window": {"kind": "time", "seconds": 60.0, "allowed_lateness_seconds": 10.0},
+        },
+    )
 
 
 def vector_steps(extra: dict[int, list[dict]] | None = None, until: int = 7) -> list[Step]:
@@ -124,14 +152,18 @@ def vector_steps(extra: dict[int, list[dict]] | None = None, until: int = 7) -> 
 
 
 @pytest.mark.parametrize("learner", sorted(VECTOR_LEARNERS))
-@pytest.mark.parametrize("neighbour", [
-    # one example more, alone in a window otherwise empty
-    {1: [example([0.5, 0.6], at=T0 + 65)]},
-    # a hostile feature value, far outside the public bounds, in a window with others
-    {2: [example([1e300, -1e300], at=T0 + 127)]},
-    # one example more in a window whose other rows then all carry one label (an ERM would be constant)
-    {0: [example([0.2, 0.9], at=T0 + 8, y=1)]},
-], ids=["one-more-alone", "hostile-value", "one-more-same-label"])
+@pytest.mark.parametrize(
+    "neighbour",
+    [
+        # one example more, alone in a window otherwise empty
+        {1: [example([0.5, 0.6], at=T0 + 65)]},
+        # a hostile feature value, far outside the public bounds, in a window with others
+        {2: [example([1e300, -1e300], at=T0 + 127)]},
+        # one example more in a window whose other rows then all carry one label (an ERM would be constant)
+        {0: [example([0.2, 0.9], at=T0 + 8, y=1)]},
+    ],
+    ids=["one-more-alone", "hostile-value", "one-more-same-label"],
+)
 async def test_vector_streams_twins_differing_in_one_example_agree(learner, neighbour):
     """Time windows of feature vectors (n private): every vector learner, every level, with one
     example more on one side; only the DP outputs (the models) may differ."""
@@ -140,5 +172,7 @@ async def test_vector_streams_twins_differing_in_one_example_agree(learner, neig
     assert_twins(a, b)
     assert len(a.messages) == 5 + 2  # windows 0-4 have closed (5 at T0 + 370), and level-1 nodes 0-1, 2-3
     assert {m["release"]["certificate"]["mechanism"] for m in a.messages} == {
-        make_vector_learner(learner).fit([], [], epsilon=1.0, delta=1e-6, bounds=[[0, 1], [0, 1]],
-                                         expected_size=20).mechanism}
+        make_vector_learner(learner)
+        .fit([], [], epsilon=1.0, delta=1e-6, bounds=[[0, 1], [0, 1]], expected_size=20)
+        .mechanism
+    }

@@ -71,7 +71,10 @@ from privstream.schemas import ExampleBatch  # noqa: E402
 from privstream.stream_app.sources.synthetic import hostile_messages  # noqa: E402
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False)
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=False)
     | st.text(max_size=250),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
     max_leaves=6,
@@ -134,12 +137,32 @@ def test_fast_path_agrees_with_pydantic(message):
 # not), raw bytes, any JSON, literals the parser reads specially, batches, and the benchmark's flood.
 near_fields = {
     "stream_id": st.sampled_from(["s", "u", "v", "other", "", "s s", "é", "s\n", "x" * 201, 3, None]),
-    "x": st.sampled_from([0, 1, 99, 100, -1, 10**30, -(10**30), 1.0, 2.5, "3", True, None, [], [0.5, 1],
-                          [1, 2, 3], ["a"], {"x": 1}]),
+    "x": st.sampled_from(
+        [
+            0,
+            1,
+            99,
+            100,
+            -1,
+            10**30,
+            -(10**30),
+            1.0,
+            2.5,
+            "3",
+            True,
+            None,
+            [],
+            [0.5, 1],
+            [1, 2, 3],
+            ["a"],
+            {"x": 1},
+        ]
+    ),
     "y": st.sampled_from([0, 1, -1, 2, True, False, 1.0, 0.0, "1", None, [0]]),
     "user_id": st.sampled_from(["alice", "", "ü" * 3, "x" * 200, "x" * 201, 7, ["a"], None]),
-    "event_time": st.sampled_from(["2026-01-01T00:00:00", "2026-01-01T00:00:00+02:00", "not a time", 0,
-                                   1.5e9, True, [], None]),
+    "event_time": st.sampled_from(
+        ["2026-01-01T00:00:00", "2026-01-01T00:00:00+02:00", "not a time", 0, 1.5e9, True, [], None]
+    ),
     "id": st.sampled_from(["e1", "x" * 201, 1, None]),
     "extra": json_values,
 }
@@ -153,27 +176,38 @@ def near_valid(draw) -> bytes:
 
 
 batches = st.fixed_dictionaries(
-    {"stream_id": st.sampled_from(["s", "u", "v", "zz", ""]),
-     "xs": st.sampled_from([[1, 2], [1, 100], [], "12", [[0.5, 1], [1, 2]], [1, -1]])},
-    optional={"ys": st.sampled_from([[1, 0], [1], [5, 1], [True, -1]]),
-              "user_ids": st.sampled_from([["a", "b"], ["a", None], None])},
+    {
+        "stream_id": st.sampled_from(["s", "u", "v", "zz", ""]),
+        "xs": st.sampled_from([[1, 2], [1, 100], [], "12", [[0.5, 1], [1, 2]], [1, -1]]),
+    },
+    optional={
+        "ys": st.sampled_from([[1, 0], [1], [5, 1], [True, -1]]),
+        "user_ids": st.sampled_from([["a", "b"], ["a", None], None]),
+    },
 ).map(lambda d: json.dumps(d).encode())
 
-literals = st.sampled_from([
-    b'{"stream_id": "s", "x": NaN, "y": 1}',
-    b'{"stream_id": "s", "x": 1, "y": -Infinity}',
-    b'{"stream_id": "s", "x": 1, "y": 1, "extra": NaN}',
-    b'{"stream_id": "s", "x": 1e400, "y": 1}',
-    b'{"stream_id": "s", "x": 1' + b"0" * 5000 + b', "y": 1}',
-    b'{"stream_id": "v", "x": [NaN, 1], "y": 1}',
-    b'{"stream_id": "s", "xs": [1, NaN], "ys": [1, 1]}',
-    b'{"stream_id": "s", "x": 12, "y": 1, "stream_id": "nope"}',
-    b'{"stream_id": "\\ud800", "x": 12, "y": 1}',
-    b"\xef\xbb\xbf" + b'{"stream_id": "s", "x": 12, "y": 1}',
-    b'{"stream_id": "s", "x": 12, "y": 1}\x00',
-    b"[" * 3000 + b"]" * 3000,
-    b"", b"null", b"NaN", b"12", b'"s"', b"\xff\xfe",
-])
+literals = st.sampled_from(
+    [
+        b'{"stream_id": "s", "x": NaN, "y": 1}',
+        b'{"stream_id": "s", "x": 1, "y": -Infinity}',
+        b'{"stream_id": "s", "x": 1, "y": 1, "extra": NaN}',
+        b'{"stream_id": "s", "x": 1e400, "y": 1}',
+        b'{"stream_id": "s", "x": 1' + b"0" * 5000 + b', "y": 1}',
+        b'{"stream_id": "v", "x": [NaN, 1], "y": 1}',
+        b'{"stream_id": "s", "xs": [1, NaN], "ys": [1, 1]}',
+        b'{"stream_id": "s", "x": 12, "y": 1, "stream_id": "nope"}',
+        b'{"stream_id": "\\ud800", "x": 12, "y": 1}',
+        b"\xef\xbb\xbf" + b'{"stream_id": "s", "x": 12, "y": 1}',
+        b'{"stream_id": "s", "x": 12, "y": 1}\x00',
+        b"[" * 3000 + b"]" * 3000,
+        b"",
+        b"null",
+        b"NaN",
+        b"12",
+        b'"s"',
+        b"\xff\xfe",
+    ]
+)
 
 any_kind = (
     near_valid()
@@ -196,8 +230,14 @@ def test_every_kind_of_message_gets_the_reason_pydantic_gives(message):
 
 def test_the_reasons_are_the_schemas_then_the_rules():
     """The reasons are metric labels and dead-letter headers: the existing ones stay, in order."""
-    assert INVALID_REASONS[:6] == ("invalid_json", "missing_field", "wrong_type", "invalid_label",
-                                   "out_of_domain", "unknown_stream")
+    assert INVALID_REASONS[:6] == (
+        "invalid_json",
+        "missing_field",
+        "wrong_type",
+        "invalid_label",
+        "out_of_domain",
+        "unknown_stream",
+    )
     assert set(INVALID_REASONS) == set(SCHEMA_REASONS) | {r for rule in STREAM_RULES for r in rule.reasons}
     assert len(set(INVALID_REASONS)) == len(INVALID_REASONS)
     from privstream.stream_app.metrics import ServiceMetrics
@@ -218,9 +258,13 @@ def test_details_of_huge_values_stay_short():
     from privstream.learning.hypothesis_classes import parse_class_spec
 
     validator = ExampleValidator({"s": integer_domain(parse_class_spec("thresholds:100").check_point)})
-    for message in (raw(stream_id="s", x="x" * 100_000, y=1), raw(stream_id="s", x=10**300, y=1),
-                    raw(stream_id="s", x=3, y=[0] * 100_000), raw(stream_id="s", x=-(10**300), y=1),
-                    raw(stream_id="s" * 100_000, x=1, y=1)):
+    for message in (
+        raw(stream_id="s", x="x" * 100_000, y=1),
+        raw(stream_id="s", x=10**300, y=1),
+        raw(stream_id="s", x=3, y=[0] * 100_000),
+        raw(stream_id="s", x=-(10**300), y=1),
+        raw(stream_id="s" * 100_000, x=1, y=1),
+    ):
         result = validator.validate(message)
         assert isinstance(result, Invalid) and len(result.detail) < 200, result.detail[:300]
 
@@ -239,8 +283,10 @@ def test_user_level_streams_need_user_ids():
     validator = ExampleValidator({"u": domain_check(10)}, user_level=frozenset({"u"}))
     assert validator.validate(raw(stream_id="u", x=1, y=1)).reason == "missing_field"
     assert isinstance(validator.validate(raw(stream_id="u", x=1, y=1, user_id="a")), ValidExample)
-    assert validator.validate(raw(stream_id="u", xs=[1, 2], ys=[1, 1], user_ids=["a", None])).reason \
+    assert (
+        validator.validate(raw(stream_id="u", xs=[1, 2], ys=[1, 1], user_ids=["a", None])).reason
         == "missing_field"
+    )
 
 
 def test_user_ids_with_a_nul_are_dead_lettered_before_the_user_ledger():
@@ -248,8 +294,10 @@ def test_user_ids_with_a_nul_are_dead_lettered_before_the_user_ledger():
     release fail (data-dependently) unless it is refused at the door."""
     validator = ExampleValidator({"u": domain_check(10)}, user_level=frozenset({"u"}))
     assert validator.validate(raw(stream_id="u", x=1, y=1, user_id="a\x00b")).reason == "wrong_type"
-    assert validator.validate(raw(stream_id="u", xs=[1, 2], ys=[1, 1], user_ids=["a", "\x00"])).reason \
+    assert (
+        validator.validate(raw(stream_id="u", xs=[1, 2], ys=[1, 1], user_ids=["a", "\x00"])).reason
         == "wrong_type"
+    )
     assert isinstance(validator.validate(raw(stream_id="u", x=1, y=1, user_id="a b")), ValidExample)
 
 
@@ -268,8 +316,9 @@ def test_an_event_time_beyond_the_public_skew_is_refused_either_way():
     from privstream.agents.validation import ExampleValidator, integer_domain
 
     now = 1_767_225_600.0  # 2026-01-01T00:00:00Z
-    validator = ExampleValidator({"s": integer_domain(lambda x: None)}, event_time_skew={"s": 60.0},
-                                 clock=lambda: now)
+    validator = ExampleValidator(
+        {"s": integer_domain(lambda x: None)}, event_time_skew={"s": 60.0}, clock=lambda: now
+    )
     ok = validator.validate(b'{"stream_id": "s", "x": 1, "y": 1, "event_time": "2026-01-01T00:00:59Z"}')
     assert ok.event_time is not None
     for moment in ("2036-01-01T00:00:00Z", "2025-12-31T23:58:59Z"):

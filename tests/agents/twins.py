@@ -91,8 +91,15 @@ def split_dp(release: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
 class TwinRun:
     """One run of the release path on an injected clock."""
 
-    def __init__(self, stream: StreamConfig, *, budget: tuple[float, float] | None = None,
-                 rng_seed: int = 0, executor: Any = None, learner: Any = None):
+    def __init__(
+        self,
+        stream: StreamConfig,
+        *,
+        budget: tuple[float, float] | None = None,
+        rng_seed: int = 0,
+        executor: Any = None,
+        learner: Any = None,
+    ):
         from privstream.stream_app.service import release_policy
 
         self.stream = stream
@@ -107,7 +114,8 @@ class TwinRun:
         release = stream.release
         assert release is not None
         self.ledger = SqliteLedger.open(
-            ":memory:", budgets={stream.name: budget or (release.epsilon_budget, release.delta_budget)})
+            ":memory:", budgets={stream.name: budget or (release.epsilon_budget, release.delta_budget)}
+        )
         self.store = SqliteStateStore(":memory:")
         self.store.generation = "gen0"  # both twins: the same store generation (it names count windows)
         self.metrics = ServiceMetrics([stream.name], release_streams={stream.name: (0.0, ["x"])})
@@ -116,14 +124,23 @@ class TwinRun:
         if _accepts(ReleaseAgent.__init__, "clock"):
             options["clock"] = self.clock
         self.agent = ReleaseAgent(
-            {stream.name: policy}, self.store, self.ledger, self._publish, self.metrics,
-            library_version="test", executor=executor,
-            rng_factory=lambda key: seeded(zlib.crc32(f"{rng_seed}/{key}".encode())), **options)
+            {stream.name: policy},
+            self.store,
+            self.ledger,
+            self._publish,
+            self.metrics,
+            library_version="test",
+            executor=executor,
+            rng_factory=lambda key: seeded(zlib.crc32(f"{rng_seed}/{key}".encode())),
+            **options,
+        )
         validator_options: dict[str, Any] = {}
         if _accepts(ExampleValidator.__init__, "clock"):
             skew = getattr(release.window, "max_event_time_skew_seconds", None)
-            validator_options = {"clock": self.clock, "event_time_skew": {stream.name: skew}
-                                 if release.window.kind == "time" else {}}
+            validator_options = {
+                "clock": self.clock,
+                "event_time_skew": {stream.name: skew} if release.window.kind == "time" else {},
+            }
         user_level = frozenset({stream.name}) if release.privacy_unit == "user" else frozenset()
         if hclass is not None:
             domain = integer_domain(hclass.check_point)
@@ -137,8 +154,9 @@ class TwinRun:
 
     async def _publish(self, topic: str, stream_id: str, release: bytes) -> None:
         public, dp = split_dp(json.loads(release))
-        self.observed.messages.append({"topic": topic, "key": stream_id, "release": public,
-                                       "published_at": self.clock()})
+        self.observed.messages.append(
+            {"topic": topic, "key": stream_id, "release": public, "published_at": self.clock()}
+        )
         self.observed.dp.append(dp)
 
     async def run(self, steps: Sequence[Step]) -> Observed:
@@ -146,8 +164,11 @@ class TwinRun:
             self.clock.now = step.at
             records = []
             for message in step.messages:
-                records.append(RawRecord("examples", 0, self.offset, None, json.dumps(message).encode(),
-                                         int(step.at * 1000)))
+                records.append(
+                    RawRecord(
+                        "examples", 0, self.offset, None, json.dumps(message).encode(), int(step.at * 1000)
+                    )
+                )
                 self.offset += 1
             if records:
                 self.pipeline.process(records)
@@ -161,20 +182,31 @@ class TwinRun:
     def finish(self) -> Observed:
         o = self.observed
         sid = self.stream.name
-        o.ledger = [{"entry_id": c.entry_id, "window_id": c.window_id, "mechanism": c.mechanism,
-                     "epsilon": c.epsilon, "delta": c.delta, "published": c.published}
-                    for c in self.ledger.entries(sid)]
+        o.ledger = [
+            {
+                "entry_id": c.entry_id,
+                "window_id": c.window_id,
+                "mechanism": c.mechanism,
+                "epsilon": c.epsilon,
+                "delta": c.delta,
+                "published": c.published,
+            }
+            for c in self.ledger.entries(sid)
+        ]
         o.refusals = self.ledger.refusals(sid)
-        o.pages = {"streams": json.loads(json.dumps(streams_overview([self.stream], self.ledger))),
-                   "budget": json.loads(json.dumps(budget(self.stream, self.ledger)))}
+        o.pages = {
+            "streams": json.loads(json.dumps(streams_overview([self.stream], self.ledger))),
+            "budget": json.loads(json.dumps(budget(self.stream, self.ledger))),
+        }
         o.late = self.metrics.late_examples.labels(stream=sid)._value.get()
         o.failures = self.metrics.release_failures.labels(stream=sid)._value.get()
         o.invalid = {k: v for k, v in self.metrics.invalid_counts.items() if v}
         return o
 
 
-async def twins(stream: StreamConfig, first: Sequence[Step], second: Sequence[Step],
-                **options: Any) -> tuple[Observed, Observed]:
+async def twins(
+    stream: StreamConfig, first: Sequence[Step], second: Sequence[Step], **options: Any
+) -> tuple[Observed, Observed]:
     """Run the two neighbouring inputs with the same seeds."""
     a = await TwinRun(stream, **options).run(first)
     b = await TwinRun(stream, **options).run(second)
@@ -186,7 +218,8 @@ def assert_twins(a: Observed, b: Observed) -> None:
     assert len(a.messages) == len(b.messages), (
         f"different numbers of public messages: {len(a.messages)} vs {len(b.messages)}: "
         f"{[m['release']['certificate'].get('window') for m in a.messages]} vs "
-        f"{[m['release']['certificate'].get('window') for m in b.messages]}")
+        f"{[m['release']['certificate'].get('window') for m in b.messages]}"
+    )
     for i, (x, y) in enumerate(zip(a.messages, b.messages, strict=True)):
         _same(x, y, f"message {i}")
     assert a.ledger == b.ledger, f"ledger entries differ: {a.ledger} vs {b.ledger}"
@@ -207,8 +240,14 @@ def _same(x: Any, y: Any, where: str) -> None:
         assert x == y, f"{where}: {x!r} vs {y!r}"
 
 
-def example(x: int | list[float], *, at: float | None = None, user: str | None = None, stream: str = "s",
-            y: int | None = None) -> dict[str, Any]:
+def example(
+    x: int | list[float],
+    *,
+    at: float | None = None,
+    user: str | None = None,
+    stream: str = "s",
+    y: int | None = None,
+) -> dict[str, Any]:
     """A raw example message (``at``: its event time, Unix seconds); ``y`` defaults to ``1[x >= 600]``
     for a point and to ``1[x_2 >= x_1]`` for a feature vector."""
     label = y if y is not None else int(x >= 600) if isinstance(x, int) else int(x[-1] >= x[0])

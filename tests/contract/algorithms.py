@@ -64,9 +64,11 @@ class Algorithm:
 
 def registered() -> list[Algorithm]:
     """Every algorithm of the three registries, as they are now."""
-    return ([Algorithm("learner", name) for name in sorted(LEARNERS)]
-            + [Algorithm("vector-learner", name) for name in sorted(VECTOR_LEARNERS)]
-            + [Algorithm("sanitizer", name) for name in sorted(SANITIZERS)])
+    return (
+        [Algorithm("learner", name) for name in sorted(LEARNERS)]
+        + [Algorithm("vector-learner", name) for name in sorted(VECTOR_LEARNERS)]
+        + [Algorithm("sanitizer", name) for name in sorted(SANITIZERS)]
+    )
 
 
 @dataclass(frozen=True)
@@ -138,8 +140,13 @@ def stream_settings(algorithm: Algorithm, size: int) -> Any:
     """The stream configuration equivalent to :func:`cli_argv` (defaults everywhere else)."""
     from privstream.stream_app.settings import StreamConfig
 
-    release: dict[str, Any] = {"epsilon": EPSILON, "delta": DELTA, "epsilon_budget": 100.0,
-                               "delta_budget": 0.5, "window": {"kind": "count", "size": size}}
+    release: dict[str, Any] = {
+        "epsilon": EPSILON,
+        "delta": DELTA,
+        "epsilon_budget": 100.0,
+        "delta_budget": 0.5,
+        "window": {"kind": "count", "size": size},
+    }
     if algorithm.kind == "sanitizer":  # a labelled window makes a labelled release, as in the CLI
         release.update(sanitizer=algorithm.name, sanitizer_labelled=True)
     else:
@@ -158,15 +165,22 @@ def release_agent(algorithm: Algorithm, size: int, published: list[tuple[str, by
     stream = stream_settings(algorithm, size)
     hclass = parse_class_spec(CLASS_SPEC) if stream.hypothesis_class else None
     assert stream.release is not None
-    ledger = SqliteLedger.open(":memory:", budgets={STREAM: (stream.release.epsilon_budget,
-                                                             stream.release.delta_budget)})
+    ledger = SqliteLedger.open(
+        ":memory:", budgets={STREAM: (stream.release.epsilon_budget, stream.release.delta_budget)}
+    )
 
     async def publish(topic: str, stream_id: str, release: bytes) -> None:
         published.append((topic, release))
 
-    return ReleaseAgent({STREAM: release_policy(stream, hclass)}, SqliteStateStore(":memory:"), ledger,
-                        publish, NullMetrics(), library_version=__version__,
-                        rng_factory=lambda window_id: seeded(SEED))
+    return ReleaseAgent(
+        {STREAM: release_policy(stream, hclass)},
+        SqliteStateStore(":memory:"),
+        ledger,
+        publish,
+        NullMetrics(),
+        library_version=__version__,
+        rng_factory=lambda window_id: seeded(SEED),
+    )
 
 
 @functools.cache
@@ -178,8 +192,9 @@ def service_release(algorithm: Algorithm) -> bytes:
     n = len(data)
 
     async def run() -> None:
-        agent.observe_batch(STREAM, 0, list(range(n)), data.xs.tolist(), data.ys.tolist(), [None] * n,
-                            [None] * n, [None] * n)
+        agent.observe_batch(
+            STREAM, 0, list(range(n)), data.xs.tolist(), data.ys.tolist(), [None] * n, [None] * n, [None] * n
+        )
         await agent.drain()
 
     asyncio.run(run())
@@ -228,9 +243,12 @@ def empty_window_release(algorithm: Algorithm) -> bytes:
 
     counted = stream_settings(algorithm, 10)
     assert counted.release is not None
-    release = counted.release.model_copy(update={
-        "window": counted.release.window.model_copy(update={"kind": "time", "seconds": 60.0}),
-        "expected_size": 10})
+    release = counted.release.model_copy(
+        update={
+            "window": counted.release.window.model_copy(update={"kind": "time", "seconds": 60.0}),
+            "expected_size": 10,
+        }
+    )
     stream = counted.model_copy(update={"release": release})
     hclass = parse_class_spec(CLASS_SPEC) if stream.hypothesis_class else None
     ledger = SqliteLedger.open(":memory:", budgets={STREAM: (release.epsilon_budget, release.delta_budget)})
@@ -240,9 +258,16 @@ def empty_window_release(algorithm: Algorithm) -> bytes:
         published.append((topic, body))
 
     now = [6000.0]
-    agent = ReleaseAgent({STREAM: release_policy(stream, hclass)}, SqliteStateStore(":memory:"), ledger,
-                         publish, NullMetrics(), library_version=__version__,
-                         rng_factory=lambda window_id: seeded(SEED), clock=lambda: now[0])
+    agent = ReleaseAgent(
+        {STREAM: release_policy(stream, hclass)},
+        SqliteStateStore(":memory:"),
+        ledger,
+        publish,
+        NullMetrics(),
+        library_version=__version__,
+        rng_factory=lambda window_id: seeded(SEED),
+        clock=lambda: now[0],
+    )
 
     async def run() -> None:
         now[0] = 6060.0  # window [6000, 6060) closed, with nothing in it

@@ -105,8 +105,11 @@ def release_matches_schema(algorithm: Algorithm) -> None:
 
 def certificate_has_design_fields(algorithm: Algorithm) -> None:
     certificate = json.loads(service_release(algorithm))["certificate"]
-    missing = [item for item, key in CERTIFICATE_FIELDS.items()
-               if key not in certificate or (certificate[key] is None and key not in NULL_MEANS_NO_THEOREM)]
+    missing = [
+        item
+        for item, key in CERTIFICATE_FIELDS.items()
+        if key not in certificate or (certificate[key] is None and key not in NULL_MEANS_NO_THEOREM)
+    ]
     assert not missing, f"the certificate lacks {missing}"
     landed = [item for item, key in CERTIFICATE_FIELDS_TO_COME.items() if key in certificate]
     assert not landed, f"{landed} landed: move them from CERTIFICATE_FIELDS_TO_COME to CERTIFICATE_FIELDS"
@@ -169,9 +172,16 @@ def zero_examples_released(algorithm: Algorithm) -> None:
 
 
 CHECKS: dict[str, Callable[[Algorithm], None]] = {
-    check.__name__: check for check in (release_matches_schema, certificate_has_design_fields,
-                                        cli_matches_service, audit_spec_registered,
-                                        predicts_scalars_and_arrays, answers_queries, zero_examples_released)
+    check.__name__: check
+    for check in (
+        release_matches_schema,
+        certificate_has_design_fields,
+        cli_matches_service,
+        audit_spec_registered,
+        predicts_scalars_and_arrays,
+        answers_queries,
+        zero_examples_released,
+    )
 }
 
 
@@ -205,4 +215,3 @@ def test_known_gaps_name_registered_algorithms_and_checks() -> None:
     stale = sorted(set(KNOWN_GAPS) - cases)
     assert not stale, f"KNOWN_GAPS entries for no registered algorithm or check: {stale}"
     assert all(reason.strip() for reason in KNOWN_GAPS.values())
-

@@ -122,8 +122,9 @@ def test_passes_at_its_claim(name: str) -> None:
         assert estimate[0] < result.epsilon_estimate < estimate[1], result.summary()
 
 
-BROKEN_PARAMS = [pytest.param(n, v, id=f"{n}-{v}", marks=[pytest.mark.slow] if runs(n, v).slow else [])
-                 for n, v in BROKEN]
+BROKEN_PARAMS = [
+    pytest.param(n, v, id=f"{n}-{v}", marks=[pytest.mark.slow] if runs(n, v).slow else []) for n, v in BROKEN
+]
 
 
 @pytest.mark.parametrize(("name", "variant"), BROKEN_PARAMS)

@@ -50,8 +50,20 @@ BOUNDED_LABELS = {
     "le": "histogram buckets",
 }
 
-_KEYWORDS = {"and", "or", "unless", "by", "without", "on", "ignoring", "group_left", "group_right",
-             "bool", "offset", "atan2"}
+_KEYWORDS = {
+    "and",
+    "or",
+    "unless",
+    "by",
+    "without",
+    "on",
+    "ignoring",
+    "group_left",
+    "group_right",
+    "bool",
+    "offset",
+    "atan2",
+}
 
 
 def load_yaml(path: Path) -> Any:
@@ -141,7 +153,7 @@ def metric_names(expr: str) -> set[str]:
     names = set()
     for match in re.finditer(r"[A-Za-z_:][A-Za-z0-9_:]*", text):
         name = match.group(0)
-        if re.match(r"\s*\(", text[match.end():]) or name in _KEYWORDS:
+        if re.match(r"\s*\(", text[match.end() :]) or name in _KEYWORDS:
             continue  # a function call or an operator keyword
         before = text[match.start() - 1] if match.start() else " "
         if before.isdigit() or before == ".":

@@ -165,7 +165,7 @@ class ScramProxy:
                 frame = await _read_frame(reader)
                 api_key, version, correlation_id = struct.unpack(">hhi", frame[:8])
                 (client_len,) = struct.unpack(">h", frame[8:10])
-                body = frame[10 + max(client_len, 0):]
+                body = frame[10 + max(client_len, 0) :]
                 head = struct.pack(">i", correlation_id)
                 if api_key == API_VERSIONS:
                     if backend is None:
@@ -176,7 +176,7 @@ class ScramProxy:
                     writer.write(struct.pack(">i", len(answer)) + answer)
                 elif api_key == SASL_HANDSHAKE and version <= 1:
                     (length,) = struct.unpack(">h", body[:2])
-                    mechanism = body[2:2 + length].decode()
+                    mechanism = body[2 : 2 + length].decode()
                     error = 0 if mechanism in HASHES else UNSUPPORTED_SASL_MECHANISM
                     scram = _Scram(mechanism, self.users) if error == 0 else None
                     enabled = struct.pack(">i", len(HASHES)) + b"".join(_string(m) for m in HASHES)
@@ -184,7 +184,7 @@ class ScramProxy:
                     writer.write(struct.pack(">i", len(payload)) + payload)
                 elif api_key == SASL_AUTHENTICATE and version <= 1 and scram is not None:
                     (length,) = struct.unpack(">i", body[:4])
-                    message = body[4:4 + length].decode()
+                    message = body[4 : 4 + length].decode()
                     tail = struct.pack(">q", 0) if version == 1 else b""
                     if not scram.server_first:
                         answer, error, text = scram.first(message), 0, None
@@ -192,8 +192,10 @@ class ScramProxy:
                         final = scram.final(message)
                         if final is None:
                             answer, error = "", SASL_AUTHENTICATION_FAILED
-                            text = ("Authentication failed during authentication due to invalid "
-                                    f"credentials with SASL mechanism {scram.mechanism}")
+                            text = (
+                                "Authentication failed during authentication due to invalid "
+                                f"credentials with SASL mechanism {scram.mechanism}"
+                            )
                         else:
                             answer, error, text = final, 0, None
                     payload = head + struct.pack(">h", error) + _string(text) + _bytes(answer.encode()) + tail

@@ -118,7 +118,8 @@ def test_compose_has_kafka_kraft_workers_producer_prometheus_and_grafana():
     assert broker["environment"]["KAFKA_PROCESS_ROLES"] == "broker,controller"  # KRaft, no ZooKeeper
     producer = services["producer"]
     assert "privstream produce" in " ".join(producer["command"]) and "--synthetic" in " ".join(
-        producer["command"])
+        producer["command"]
+    )
     assert producer["healthcheck"] == {"disable": True}
 
 
@@ -222,7 +223,8 @@ CONCERNS = {
 def test_dashboard_file_is_the_output_of_its_generator():
     generator = runpy.run_path(str(DEPLOY / "grafana" / "dashboard.py"))  # a script, not a package
     assert DASHBOARD.read_text() == generator["render"](), (
-        "regenerate: python3 deploy/grafana/dashboard.py > deploy/grafana/dashboards/privstream.json")
+        "regenerate: python3 deploy/grafana/dashboard.py > deploy/grafana/dashboards/privstream.json"
+    )
 
 
 def test_dashboard_answers_the_operators_questions_one_row_per_concern():
@@ -247,8 +249,9 @@ def test_dashboard_and_rules_group_only_by_bounded_labels():
     used: dict[str, str] = {}
     for panel in dashboard_panels():
         for target in panel.get("targets", []):
-            for label in grouping_labels(target["expr"]) | set(re.findall(r"{{\s*(\w+)\s*}}",
-                                                                          target["legendFormat"])):
+            for label in grouping_labels(target["expr"]) | set(
+                re.findall(r"{{\s*(\w+)\s*}}", target["legendFormat"])
+            ):
                 used[label] = panel["title"]
     for rule in recording_rules() + alert_rules():
         for label in grouping_labels(rule["expr"]):
@@ -294,8 +297,9 @@ def test_prometheus_loads_the_recording_rules_before_the_alerts_that_use_them():
     for rule in recording_rules():
         assert re.fullmatch(r"[a-z_]+:privstream_[a-z_]+:[a-z]+\d+[smh]", rule["record"]), rule["record"]
         assert balanced(rule["expr"]) and not {n for n in metric_names(rule["expr"]) if ":" in n}
-    used = set().union(*(metric_names(e) for e in dashboard_exprs()), *(metric_names(r["expr"])
-                                                                          for r in alert_rules()))
+    used = set().union(
+        *(metric_names(e) for e in dashboard_exprs()), *(metric_names(r["expr"]) for r in alert_rules())
+    )
     assert {n for n in used if ":" in n} <= records, "a recording rule the rules do not define"
     assert records <= used, "a recording rule nothing uses"
 
@@ -383,8 +387,10 @@ def test_k8s_three_workers_on_postgresql_with_probes_security_resources_and_no_v
     assert all("persistentVolumeClaim" not in v for v in pod["volumes"])
     assert "volumeClaimTemplates" not in spec
     config = next(c for c in k8s_objects("ConfigMap") if c["metadata"]["name"] == "privstream-settings")
-    assert not any(key.startswith(("PRIVSTREAM_LEDGER_PATH", "PRIVSTREAM_STATE_PATH", "PRIVSTREAM_STORE_URL"))
-                   for key in config["data"])
+    assert not any(
+        key.startswith(("PRIVSTREAM_LEDGER_PATH", "PRIVSTREAM_STATE_PATH", "PRIVSTREAM_STORE_URL"))
+        for key in config["data"]
+    )
 
 
 def test_k8s_store_url_and_password_come_from_a_secret():

@@ -60,8 +60,14 @@ USER, PASSWORD = "privstream", "correct horse battery staple"
 TIMEOUT = 20.0  # bound on every client start here: a wrong password must fail, never hang
 
 
-def sasl_settings(bootstrap: str, password: str, mechanism: str = "SCRAM-SHA-256", *,
-                  protocol: str = "SASL_PLAINTEXT", **extra) -> Settings:
+def sasl_settings(
+    bootstrap: str,
+    password: str,
+    mechanism: str = "SCRAM-SHA-256",
+    *,
+    protocol: str = "SASL_PLAINTEXT",
+    **extra,
+) -> Settings:
     run_id = uuid.uuid4().hex[:8]
     return Settings(
         kafka_bootstrap=bootstrap,
@@ -80,9 +86,10 @@ def sasl_settings(bootstrap: str, password: str, mechanism: str = "SCRAM-SHA-256
 def scram_kafka():
     """An embedded broker behind a SCRAM proxy that knows USER/PASSWORD; yields the proxy."""
     proxy_port = free_port()
-    with EmbeddedBroker(advertised_port=proxy_port) as broker, ScramProxy(
-        ("127.0.0.1", broker.port), {USER: PASSWORD}, port=proxy_port
-    ) as proxy:
+    with (
+        EmbeddedBroker(advertised_port=proxy_port) as broker,
+        ScramProxy(("127.0.0.1", broker.port), {USER: PASSWORD}, port=proxy_port) as proxy,
+    ):
         yield proxy
 
 
@@ -97,11 +104,14 @@ def tls_kafka():
     """The embedded broker behind TLS (test CA) and SCRAM: yields (TLS-only proxy, TLS+SCRAM proxy)."""
     tls_port, sasl_port = free_port(), free_port()
     # One broker per proxy: a broker advertises one address, and clients must return through it.
-    with EmbeddedBroker(advertised_port=tls_port) as plain_broker, \
-            EmbeddedBroker(advertised_port=sasl_port) as sasl_broker, \
-            ScramProxy(("127.0.0.1", plain_broker.port), None, tls_port, tls_server_context()) as tls, \
-            ScramProxy(("127.0.0.1", sasl_broker.port), {USER: PASSWORD}, sasl_port,
-                       tls_server_context()) as sasl_ssl:
+    with (
+        EmbeddedBroker(advertised_port=tls_port) as plain_broker,
+        EmbeddedBroker(advertised_port=sasl_port) as sasl_broker,
+        ScramProxy(("127.0.0.1", plain_broker.port), None, tls_port, tls_server_context()) as tls,
+        ScramProxy(
+            ("127.0.0.1", sasl_broker.port), {USER: PASSWORD}, sasl_port, tls_server_context()
+        ) as sasl_ssl,
+    ):
         yield tls, sasl_ssl
 
 
@@ -136,16 +146,29 @@ async def start_producer(settings: Settings, options: dict) -> None:
 def faust_client_options(settings: Settings) -> dict:
     """The aiokafka options faust's driver builds from the app's ``broker_credentials``."""
     assert settings.kafka_bootstrap is not None
-    return {"bootstrap_servers": settings.kafka_bootstrap.split(","),
-            **credentials_to_aiokafka_auth(faust_credentials(settings))}
+    return {
+        "bootstrap_servers": settings.kafka_bootstrap.split(","),
+        **credentials_to_aiokafka_auth(faust_credentials(settings)),
+    }
 
 
 def test_the_embedded_binary_cannot_create_a_scram_user_on_an_authenticating_broker():
     with EmbeddedBroker(authentication=True) as broker:
         result = subprocess.run(
-            [str(broker_binary()), "user", "create", "--broker", f"tcp://{broker.bootstrap}",
-             "--mechanism", "scram256", USER, PASSWORD],
-            capture_output=True, text=True, timeout=30,
+            [
+                str(broker_binary()),
+                "user",
+                "create",
+                "--broker",
+                f"tcp://{broker.bootstrap}",
+                "--mechanism",
+                "scram256",
+                USER,
+                PASSWORD,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
         )
     # The broker answers the unauthenticated AlterUserScramCredentials by closing the connection.
     # If this starts to pass, provision a user here and log in to Tansu directly.
@@ -176,8 +199,11 @@ def test_a_wrong_password_fails_fast_naming_authentication(scram_kafka, options)
     settings = sasl_settings(f"127.0.0.1:{scram_kafka.port}", "wrong password")
     kwargs = client_options(settings) if options == "privstream" else faust_client_options(settings)
     failures = scram_kafka.failures
-    with pytest.raises(KafkaAuthenticationError, match=r"refused SASL SCRAM-SHA-256 authentication as "
-                       r"user 'privstream' \(SaslAuthenticationFailed"):
+    with pytest.raises(
+        KafkaAuthenticationError,
+        match=r"refused SASL SCRAM-SHA-256 authentication as "
+        r"user 'privstream' \(SaslAuthenticationFailed",
+    ):
         asyncio.run(start_producer(settings, kwargs))
     assert scram_kafka.failures > failures  # the broker side really rejected a proof
 
@@ -193,8 +219,12 @@ def test_a_wrong_login_on_the_authenticating_embedded_broker_fails_fast_naming_a
 
 def test_a_worker_with_scram_credentials_learns_and_a_wrong_password_stops_it(scram_kafka, tmp_path):
     settings = sasl_settings(
-        f"127.0.0.1:{scram_kafka.port}", PASSWORD, "SCRAM-SHA-512",
-        app_id=f"privstream-sec-{uuid.uuid4().hex[:8]}", **free_listener_ports(), data_dir=tmp_path / "data",
+        f"127.0.0.1:{scram_kafka.port}",
+        PASSWORD,
+        "SCRAM-SHA-512",
+        app_id=f"privstream-sec-{uuid.uuid4().hex[:8]}",
+        **free_listener_ports(),
+        data_dir=tmp_path / "data",
         kafka_session_timeout_seconds=6,  # a group join on the embedded broker waits half of it
         kafka_heartbeat_interval_seconds=2,
         streams=[{"name": "s", "hypothesis_class": "thresholds:64"}],
@@ -205,25 +235,41 @@ def test_a_worker_with_scram_credentials_learns_and_a_wrong_password_stops_it(sc
         batch = synthetic_examples("thresholds:64", 50, seed=5)
         records = [("s", m) for m in batch.messages("s")]
         asyncio.run(produce_json(settings, settings.topic("examples"), records))
-        wait_until(lambda: ((fetch_json(f"{worker.operator_url}/status") or {}).get("streams", {})
-                            .get("s", {}).get("examples") == 50), 120, what="50 examples learned over SCRAM")
+        wait_until(
+            lambda: (
+                (fetch_json(f"{worker.operator_url}/status") or {})
+                .get("streams", {})
+                .get("s", {})
+                .get("examples")
+                == 50
+            ),
+            120,
+            what="50 examples learned over SCRAM",
+        )
     finally:
         worker.stop()
 
-    wrong = settings.model_copy(update={"kafka_sasl_password": SecretStr("wrong password"),
-                                     **free_listener_ports()})
+    wrong = settings.model_copy(
+        update={"kafka_sasl_password": SecretStr("wrong password"), **free_listener_ports()}
+    )
     env = {k: v for k, v in os.environ.items() if not k.startswith("PRIVSTREAM_")} | wrong.to_env()
-    result = subprocess.run([sys.executable, "-m", "privstream", "worker"], env=env, capture_output=True,
-                            text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "privstream", "worker"], env=env, capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 2, result.stderr[-2000:]
     last_line = result.stderr.strip().splitlines()[-1]
     assert "refused SASL SCRAM-SHA-512 authentication as user 'privstream'" in last_line
 
 
 def ssl_settings(port: int, cafile: Path | None) -> Settings:
-    return Settings(kafka_bootstrap=f"127.0.0.1:{port}", kafka_security_protocol="SSL",
-                    kafka_ssl_cafile=cafile, topic_prefix=f"tls-{uuid.uuid4().hex[:8]}.",
-                    topic_partitions=1, _env_file=None)
+    return Settings(
+        kafka_bootstrap=f"127.0.0.1:{port}",
+        kafka_security_protocol="SSL",
+        kafka_ssl_cafile=cafile,
+        topic_prefix=f"tls-{uuid.uuid4().hex[:8]}.",
+        topic_partitions=1,
+        _env_file=None,
+    )
 
 
 @pytest.mark.parametrize("options", ["privstream", "faust"])
@@ -240,8 +286,11 @@ def test_tls_without_the_ca_file_fails_naming_the_certificate(tls_kafka):
     tls, _ = tls_kafka
     settings = ssl_settings(tls.port, None)  # the system's CAs do not know the test CA
     for kwargs in (client_options(settings), faust_client_options(settings)):
-        with pytest.raises(KafkaUnavailableError, match=r"cannot reach Kafka at 127\.0\.0\.1:\d+ \(SSL\): "
-                           r".*CERTIFICATE_VERIFY_FAILED") as error:
+        with pytest.raises(
+            KafkaUnavailableError,
+            match=r"cannot reach Kafka at 127\.0\.0\.1:\d+ \(SSL\): "
+            r".*CERTIFICATE_VERIFY_FAILED",
+        ) as error:
             asyncio.run(start_producer(settings, kwargs))
         assert not isinstance(error.value, KafkaAuthenticationError)
 
@@ -250,14 +299,16 @@ def test_tls_without_the_ca_file_fails_naming_the_certificate(tls_kafka):
 def test_sasl_ssl_scram_produces_and_consumes_and_refuses_a_wrong_password(tls_kafka, options):
     _, sasl_ssl = tls_kafka
     bootstrap = f"127.0.0.1:{sasl_ssl.port}"
-    settings = sasl_settings(bootstrap, PASSWORD, "SCRAM-SHA-512", protocol="SASL_SSL",
-                             kafka_ssl_cafile=TLS / "ca.crt")
+    settings = sasl_settings(
+        bootstrap, PASSWORD, "SCRAM-SHA-512", protocol="SASL_SSL", kafka_ssl_cafile=TLS / "ca.crt"
+    )
     build = client_options if options == "privstream" else faust_client_options
     assert build(settings)["security_protocol"] == "SASL_SSL"
     asyncio.run(ensure_topics(settings, ["examples"]))
     assert asyncio.run(round_trip(settings, build(settings))) == [b"hello"]
-    wrong = sasl_settings(bootstrap, "wrong", "SCRAM-SHA-512", protocol="SASL_SSL",
-                          kafka_ssl_cafile=TLS / "ca.crt")
+    wrong = sasl_settings(
+        bootstrap, "wrong", "SCRAM-SHA-512", protocol="SASL_SSL", kafka_ssl_cafile=TLS / "ca.crt"
+    )
     with pytest.raises(KafkaAuthenticationError, match="refused SASL SCRAM-SHA-512 authentication"):
         asyncio.run(start_producer(wrong, build(wrong)))
 
@@ -287,7 +338,12 @@ def test_subscribe_names_an_unreachable_broker_and_a_refused_login(tls_kafka):
         asyncio.run(first_release(nowhere))
     assert not isinstance(error.value, KafkaAuthenticationError)
     _, sasl_ssl = tls_kafka
-    wrong = sasl_settings(f"127.0.0.1:{sasl_ssl.port}", "wrong", "SCRAM-SHA-512", protocol="SASL_SSL",
-                          kafka_ssl_cafile=TLS / "ca.crt")
+    wrong = sasl_settings(
+        f"127.0.0.1:{sasl_ssl.port}",
+        "wrong",
+        "SCRAM-SHA-512",
+        protocol="SASL_SSL",
+        kafka_ssl_cafile=TLS / "ca.crt",
+    )
     with pytest.raises(KafkaAuthenticationError, match="refused SASL SCRAM-SHA-512 authentication"):
         asyncio.run(first_release(wrong))

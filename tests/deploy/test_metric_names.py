@@ -37,9 +37,9 @@ from .deploy_files import (
 DELIBERATELY_LEFT_OFF: dict[str, str] = {
     # Add "name": "reason" here, never silently.
     "privstream_privacy_epsilon_spent": "the lifetime spend under its pre-tree name; the dashboard shows "
-                                        "privstream_privacy_lifetime_epsilon_spent",
+    "privstream_privacy_lifetime_epsilon_spent",
     "privstream_privacy_epsilon_remaining": "the lifetime budget minus the spend, under its pre-tree name; "
-                                            "the dashboard shows the lifetime spend and budget",
+    "the dashboard shows the lifetime spend and budget",
 }
 
 WINDOW = 40
@@ -94,8 +94,13 @@ def live_metrics(broker, tmp_path_factory) -> str:
         kafka_heartbeat_interval_seconds=2,
         ledger_create_if_missing=True,
         # ε = 1 per window, lifetime 1.5 per example: every window is released (parallel composition).
-        streams=[StreamConfig(name="s", hypothesis_class=CLASS, release=ReleaseConfig(
-            window=WindowConfig(size=WINDOW), epsilon=1.0, epsilon_budget=1.5))],
+        streams=[
+            StreamConfig(
+                name="s",
+                hypothesis_class=CLASS,
+                release=ReleaseConfig(window=WindowConfig(size=WINDOW), epsilon=1.0, epsilon_budget=1.5),
+            )
+        ],
         _env_file=None,
     )
     run(ensure_topics(settings))
@@ -108,8 +113,10 @@ def live_metrics(broker, tmp_path_factory) -> str:
 
         def released() -> str | None:
             text = scrape(url)
-            done = (sample(text, "privstream_releases_total", stream="s") == 2
-                    and sample(text, "privstream_release_refusals_total", stream="s") == 0)
+            done = (
+                sample(text, "privstream_releases_total", stream="s") == 2
+                and sample(text, "privstream_release_refusals_total", stream="s") == 0
+            )
             return text if done else None
 
         return wait_until(released, 120, what="two releases in /metrics")
@@ -124,8 +131,11 @@ def test_dashboard_and_alert_metrics_exist_on_a_live_worker(live_metrics):
         missing = sorted(n for n in names if n not in exported and n not in EXTERNAL_METRICS)
         assert not missing, f"the {source} use metrics no worker exports: {missing}"
     # The release metrics really are there (the point of configuring a release).
-    for name in ("privstream_last_release_timestamp_seconds", "privstream_learner_run_seconds_bucket",
-                 "privstream_privacy_epsilon_remaining"):
+    for name in (
+        "privstream_last_release_timestamp_seconds",
+        "privstream_learner_run_seconds_bucket",
+        "privstream_privacy_epsilon_remaining",
+    ):
         assert name in exported
 
 
@@ -146,8 +156,12 @@ def test_every_exported_metric_is_on_the_dashboard_or_deliberately_left_off(live
 @pytest.mark.live
 def test_every_exported_label_is_bounded(live_metrics):
     """No series carries a label with one value per example, user or window."""
-    labels = {label: family.name for family in text_string_to_metric_families(live_metrics)
-              for sample in family.samples for label in sample.labels}
+    labels = {
+        label: family.name
+        for family in text_string_to_metric_families(live_metrics)
+        for sample in family.samples
+        for label in sample.labels
+    }
     assert {"stream", "reason", "learner", "partition", "store", "operation"} <= labels.keys()
     unbounded = {label: name for label, name in labels.items() if label not in BOUNDED_LABELS}
     assert not unbounded, f"labels outside deploy_files.BOUNDED_LABELS: {unbounded}"
@@ -156,10 +170,17 @@ def test_every_exported_label_is_bounded(live_metrics):
 def test_names_compare_by_family_not_by_suffix():
     text = (
         "# TYPE a counter\na_total 1.0\n"
-        "# TYPE h histogram\nh_bucket{le=\"+Inf\"} 1.0\nh_sum 1.0\nh_count 1.0\n"
+        '# TYPE h histogram\nh_bucket{le="+Inf"} 1.0\nh_sum 1.0\nh_count 1.0\n'
         "# TYPE g_count gauge\ng_count 2.0\n"
     )
     names = referenceable_names(list(text_string_to_metric_families(text)))
-    assert names == {"a_total": "a", "a_created": "a", "h_bucket": "h", "h_sum": "h", "h_count": "h",
-                     "h_created": "h", "g_count": "g_count"}
+    assert names == {
+        "a_total": "a",
+        "a_created": "a",
+        "h_bucket": "h",
+        "h_sum": "h",
+        "h_count": "h",
+        "h_created": "h",
+        "g_count": "g_count",
+    }
     assert "h" not in names and "a" not in names  # a bare histogram or counter name selects nothing

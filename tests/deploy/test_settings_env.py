@@ -68,12 +68,18 @@ def k8s_worker_env() -> dict[str, str]:
     env: dict[str, str] = {}
     for source in container.get("envFrom", []):
         if "configMapRef" in source:
-            (cm,) = [d for d in docs if d["kind"] == "ConfigMap"
-                     and d["metadata"]["name"] == source["configMapRef"]["name"]]
+            (cm,) = [
+                d
+                for d in docs
+                if d["kind"] == "ConfigMap" and d["metadata"]["name"] == source["configMapRef"]["name"]
+            ]
             env.update(cm["data"])
         if "secretRef" in source:
-            (secret,) = [d for d in docs if d["kind"] == "Secret"
-                         and d["metadata"]["name"] == source["secretRef"]["name"]]
+            (secret,) = [
+                d
+                for d in docs
+                if d["kind"] == "Secret" and d["metadata"]["name"] == source["secretRef"]["name"]
+            ]
             env.update(secret["stringData"])
     env.update({e["name"]: e["value"] for e in container.get("env", []) if "value" in e})
     for e in container.get("env", []):

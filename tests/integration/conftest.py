@@ -40,6 +40,7 @@ def children_of(pid: int) -> list[int]:
 def broker() -> Iterator[EmbeddedBroker]:
     external = os.environ.get("PRIVSTREAM_KAFKA_BOOTSTRAP")
     if external:  # the same tests run against Apache Kafka when one is configured
+
         class External:
             bootstrap = external
             pid = None
@@ -80,8 +81,11 @@ def wait_until(predicate, timeout: float, interval: float = 0.25, what: str = "c
 def start_worker(settings: Settings, tmp_path: Path) -> WorkerProcess:
     worker = WorkerProcess(settings, tmp_path / f"worker-{settings.public_port}.log").start()
     try:
-        wait_until(lambda: not worker.alive() or fetch_json(f"{worker.operator_url}/healthz") is not None,
-                   60, what="worker web")
+        wait_until(
+            lambda: not worker.alive() or fetch_json(f"{worker.operator_url}/healthz") is not None,
+            60,
+            what="worker web",
+        )
         assert worker.alive()
     except AssertionError:
         worker.stop()
@@ -96,8 +100,9 @@ def prediction_count(record) -> int:
     return len(json.loads(record.value)["xs"])
 
 
-async def consume_all(settings: Settings, topic: str, expected: int, timeout: float = RECV_TIMEOUT,
-                      weight=lambda record: 1):
+async def consume_all(
+    settings: Settings, topic: str, expected: int, timeout: float = RECV_TIMEOUT, weight=lambda record: 1
+):
     """Read records from ``topic`` (from the beginning) until their total ``weight`` reaches
     ``expected`` (by default: ``expected`` records), or until ``timeout``."""
     consumer = AIOKafkaConsumer(

@@ -14,24 +14,57 @@ def test_bench_ingest_reports_rates_ratios_latency_and_each_part_of_a_flood_agai
     """One run (the live tier's time is CI's): the clean figures, then the flood's."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PRIVSTREAM_")}
     out = subprocess.run(
-        [sys.executable, "-m", "privstream", "bench", "ingest", "--json", "--examples", "20000",
-         "--batch-size", "500", "--latency-seconds", "1", "--invalid-ratio", "1"],
-        capture_output=True, text=True, timeout=600, env=env,
+        [
+            sys.executable,
+            "-m",
+            "privstream",
+            "bench",
+            "ingest",
+            "--json",
+            "--examples",
+            "20000",
+            "--batch-size",
+            "500",
+            "--latency-seconds",
+            "1",
+            "--invalid-ratio",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
     )
     assert out.returncode == 0, out.stderr[-3000:]
     result = json.loads(out.stdout.strip().splitlines()[-1])
-    for key in ("raw_rate", "service_rate", "ratio", "strict_ratio", "batch_rate", "batch_ratio",
-                "p50_latency_seconds", "p99_latency_seconds"):
+    for key in (
+        "raw_rate",
+        "service_rate",
+        "ratio",
+        "strict_ratio",
+        "batch_rate",
+        "batch_ratio",
+        "p50_latency_seconds",
+        "p99_latency_seconds",
+    ):
         assert result[key] > 0, key
     assert result["ratio"] == pytest.approx(result["service_rate"] / result["raw_rate"])
     assert result["p99_latency_seconds"] >= result["p50_latency_seconds"]
     assert result["latency_samples"] > 0
-    for key in ("raw_mix_rate", "strict_raw_mix_rate", "mix_rate", "mix_valid_rate", "raw_flood_rate",
-                "strict_raw_flood_rate", "flood_rate"):
+    for key in (
+        "raw_mix_rate",
+        "strict_raw_mix_rate",
+        "mix_rate",
+        "mix_valid_rate",
+        "raw_flood_rate",
+        "strict_raw_flood_rate",
+        "flood_rate",
+    ):
         assert result[key] > 0, key
     for part in ("mix", "flood"):
         assert result[f"{part}_ratio"] == pytest.approx(result[f"{part}_rate"] / result[f"raw_{part}_rate"])
         assert result[f"strict_{part}_ratio"] == pytest.approx(
-            result[f"{part}_rate"] / result[f"strict_raw_{part}_rate"])
+            result[f"{part}_rate"] / result[f"strict_raw_{part}_rate"]
+        )
     # Every hostile message (20,000 in the mix, 20,000 alone) was counted as invalid.
     assert result["invalid"] == 40_000 and result["worker_exit_status"] == 0

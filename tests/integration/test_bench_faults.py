@@ -14,12 +14,15 @@ from privstream.stream_app.store.pg_server import PostgresUnavailableError, find
 pytestmark = pytest.mark.live
 
 
-@pytest.mark.parametrize("store", [
-    # CI runs the shared-store case the issue is about (PostgreSQL); SQLite's workers on one host are
-    # covered live by test_live_releases (two workers) and test_faults (SIGKILL), this run is `slow`.
-    pytest.param("sqlite", marks=pytest.mark.slow),
-    "postgresql",
-])
+@pytest.mark.parametrize(
+    "store",
+    [
+        # CI runs the shared-store case the issue is about (PostgreSQL); SQLite's workers on one host are
+        # covered live by test_live_releases (two workers) and test_faults (SIGKILL), this run is `slow`.
+        pytest.param("sqlite", marks=pytest.mark.slow),
+        "postgresql",
+    ],
+)
 def test_three_workers_lose_nothing_and_release_nothing_twice(store):
     if store == "postgresql":
         try:
@@ -28,10 +31,34 @@ def test_three_workers_lose_nothing_and_release_nothing_twice(store):
             pytest.skip(str(exc))
     env = {k: v for k, v in os.environ.items() if not k.startswith("PRIVSTREAM_")}
     out = subprocess.run(
-        [sys.executable, "-m", "privstream", "bench", "faults", "--json", "--store", store,
-         "--workers", "3", "--examples", "20000", "--streams", "4", "--window", "1000",
-         "--rate", "1000", "--kill-every", "12", "--timeout", "400"],
-        capture_output=True, text=True, timeout=900, env=env,
+        [
+            sys.executable,
+            "-m",
+            "privstream",
+            "bench",
+            "faults",
+            "--json",
+            "--store",
+            store,
+            "--workers",
+            "3",
+            "--examples",
+            "20000",
+            "--streams",
+            "4",
+            "--window",
+            "1000",
+            "--rate",
+            "1000",
+            "--kill-every",
+            "12",
+            "--timeout",
+            "400",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=env,
     )
     assert out.stdout.strip(), out.stderr[-4000:]
     result = json.loads(out.stdout.strip().splitlines()[-1])

@@ -48,8 +48,11 @@ def test_sigkill_under_load_then_restart(unique_settings, tmp_path):
     settings = load_settings(unique_settings, window=5000)
     run(ensure_topics(settings))
     worker = start_worker(settings, tmp_path)
-    wait_until(lambda: fetch_json(f"{worker.operator_url}/readyz") == {"status": "ready", "reason": "ok"},
-               120, what="worker ready")
+    wait_until(
+        lambda: fetch_json(f"{worker.operator_url}/readyz") == {"status": "ready", "reason": "ok"},
+        120,
+        what="worker ready",
+    )
     messages = payloads(40_000, seed=5)  # 4 windows of 5,000 per stream
     produced: dict[str, object] = {}
 
@@ -71,8 +74,11 @@ def test_sigkill_under_load_then_restart(unique_settings, tmp_path):
         producer.join(120)
         _, positions = produced["result"]
         windows = {s: 4 for s in ("load-a", "load-b")}
-        wait_until(lambda: all(len(ledger.entries(s)) == n for s, n in windows.items()), 150,
-                   what="every window released after the restart")
+        wait_until(
+            lambda: all(len(ledger.entries(s)) == n for s, n in windows.items()),
+            150,
+            what="every window released after the restart",
+        )
         seen = predicted_offsets(settings, len(messages) - killed_at)
         published = run(consume_all(settings, settings.topic("hypotheses"), sum(windows.values())))
         streams = check_public_topic(published, ledger)
@@ -96,10 +102,13 @@ def test_broker_restart_is_reported_then_recovered(unique_settings, tmp_path):
     port = free_port()
     broker = EmbeddedBroker(port=port, log_path=tmp_path / "broker.log").start()
     stall = 6.0
-    settings = unique_settings.model_copy(update={
-        "kafka_bootstrap": broker.bootstrap, "stall_seconds": stall,
-        "streams": [StreamConfig(name="load-a", hypothesis_class="thresholds:4294967296")],
-    })
+    settings = unique_settings.model_copy(
+        update={
+            "kafka_bootstrap": broker.bootstrap,
+            "stall_seconds": stall,
+            "streams": [StreamConfig(name="load-a", hypothesis_class="thresholds:4294967296")],
+        }
+    )
     try:
         run(ensure_topics(settings))
         worker = start_worker(settings, tmp_path)
@@ -124,8 +133,11 @@ def test_broker_restart_is_reported_then_recovered(unique_settings, tmp_path):
             wait_until(lambda: healthz(worker) == 200, 30, what="/healthz 200 once Kafka answers again")
             second = [m for m in payloads(2000, seed=7) if m[0] == "load-a"]
             run(produce_json(settings, settings.topic("examples"), second))
-            wait_until(lambda: handled(worker) == len(first) + len(second), 120,
-                       what="examples sent after the restart handled")
+            wait_until(
+                lambda: handled(worker) == len(first) + len(second),
+                120,
+                what="examples sent after the restart handled",
+            )
             assert "answers again" in worker.log_path.read_text()
         finally:
             exit_status = worker.stop()
@@ -168,14 +180,24 @@ def test_ingestion_continues_while_a_slow_window_is_learned(unique_settings, tmp
     xs = rng.choice(2**20, window, replace=False).tolist()
     slow = [("slow", {"stream_id": "slow", "x": x, "y": int(1000 <= x < 600_000)}) for x in xs]
     fast = [m for m in payloads(16_000, seed=9) if m[0] == "load-a"]
-    settings = unique_settings.model_copy(update={
-        "streams": [
-            StreamConfig(name="slow", hypothesis_class="intervals:1048576", release=ReleaseConfig(
-                learner="slow-generic", window=WindowConfig(size=window), epsilon=1.0, epsilon_budget=10.0)),
-            StreamConfig(name="load-a", hypothesis_class="thresholds:4294967296"),
-        ],
-        "ledger_create_if_missing": True,
-    })
+    settings = unique_settings.model_copy(
+        update={
+            "streams": [
+                StreamConfig(
+                    name="slow",
+                    hypothesis_class="intervals:1048576",
+                    release=ReleaseConfig(
+                        learner="slow-generic",
+                        window=WindowConfig(size=window),
+                        epsilon=1.0,
+                        epsilon_budget=10.0,
+                    ),
+                ),
+                StreamConfig(name="load-a", hypothesis_class="thresholds:4294967296"),
+            ],
+            "ledger_create_if_missing": True,
+        }
+    )
     run(ensure_topics(settings))
     worker = start_worker(settings, tmp_path)
     ledger = SqliteLedger.open(settings.resolved_ledger_path)
@@ -199,7 +221,9 @@ def test_ingestion_continues_while_a_slow_window_is_learned(unique_settings, tmp
         assert worker.stop() == 0
     assert len(check_public_topic(published, ledger)["slow"]) == 1
     during = [h for h, released in progress if released == 0]
-    print(f"slow learner: handled went {during[0]} -> {during[-1]} while the window was learned "
-          f"({len(during)} samples); health {sorted({s[2] for s in sampler.samples})}")
+    print(
+        f"slow learner: handled went {during[0]} -> {during[-1]} while the window was learned "
+        f"({len(during)} samples); health {sorted({s[2] for s in sampler.samples})}"
+    )
     assert during[-1] > during[0] >= window, "ingestion stalled while the learner ran"
     assert {s[2] for s in sampler.samples} == {200}

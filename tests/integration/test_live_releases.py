@@ -34,8 +34,9 @@ def releasing_stream(name: str, window: int, epsilon: float, budget: float, leve
     return StreamConfig(
         name=name,
         hypothesis_class=CLASS,
-        release=ReleaseConfig(window=WindowConfig(size=window), epsilon=epsilon, epsilon_budget=budget,
-                              levels=levels),
+        release=ReleaseConfig(
+            window=WindowConfig(size=window), epsilon=epsilon, epsilon_budget=budget, levels=levels
+        ),
     )
 
 
@@ -54,8 +55,13 @@ def check_public_topic(records, ledger) -> dict[str, list[HypothesisRelease]]:
     streams: dict[str, list[HypothesisRelease]] = defaultdict(list)
     for record in records:
         release = HypothesisRelease.model_validate_json(record.value)  # nothing else is there
-        assert set(json.loads(record.value)) == {"schema_version", "stream_id", "hypothesis_class",
-                                                 "hypothesis", "certificate"}
+        assert set(json.loads(record.value)) == {
+            "schema_version",
+            "stream_id",
+            "hypothesis_class",
+            "hypothesis",
+            "certificate",
+        }
         entry = release.certificate.ledger_entry_id
         assert entry is not None
         if entry in by_entry:
@@ -69,11 +75,15 @@ def check_public_topic(records, ledger) -> dict[str, list[HypothesisRelease]]:
 
 
 def test_windows_lifetime_budget_tree_and_public_topic(unique_settings, tmp_path):
-    settings = unique_settings.model_copy(update={
-        "streams": [releasing_stream("big", 2000, 0.5, 10.0),
-                    releasing_stream("small", 500, 1.0, 2.0, levels=1)],
-        "ledger_create_if_missing": True,
-    })
+    settings = unique_settings.model_copy(
+        update={
+            "streams": [
+                releasing_stream("big", 2000, 0.5, 10.0),
+                releasing_stream("small", 500, 1.0, 2.0, levels=1),
+            ],
+            "ledger_create_if_missing": True,
+        }
+    )
     run(ensure_topics(settings))
     worker = start_worker(settings, tmp_path)
     try:
@@ -84,8 +94,11 @@ def test_windows_lifetime_budget_tree_and_public_topic(unique_settings, tmp_path
         def budget(stream: str) -> dict:
             return fetch_json(f"{worker.public_url}/streams/{stream}/budget") or {}
 
-        wait_until(lambda: budget("small").get("releases") == 9 and budget("big").get("releases") == 10,
-                   180, what="10 + 9 releases")
+        wait_until(
+            lambda: budget("small").get("releases") == 9 and budget("big").get("releases") == 10,
+            180,
+            what="10 + 9 releases",
+        )
         records = run(consume_all(settings, settings.topic("hypotheses"), 19))
         ledger = SqliteLedger.open(settings.resolved_ledger_path)
         streams = check_public_topic(records, ledger)
@@ -121,10 +134,12 @@ def test_windows_lifetime_budget_tree_and_public_topic(unique_settings, tmp_path
 
 
 def test_sigkill_during_a_window_then_restart(unique_settings, tmp_path):
-    settings = unique_settings.model_copy(update={
-        "streams": [releasing_stream("s", 1000, 1.0, 100.0)],
-        "ledger_create_if_missing": True,
-    })
+    settings = unique_settings.model_copy(
+        update={
+            "streams": [releasing_stream("s", 1000, 1.0, 100.0)],
+            "ledger_create_if_missing": True,
+        }
+    )
     run(ensure_topics(settings))
     worker = start_worker(settings, tmp_path)
     _, records = stream_records("s", 6000, seed=3)
@@ -137,8 +152,11 @@ def test_sigkill_during_a_window_then_restart(unique_settings, tmp_path):
     restarted = start_worker(settings.model_copy(update={"ledger_create_if_missing": False}), tmp_path)
     try:
         budget_of_restarted = f"{restarted.public_url}/streams/s/budget"
-        wait_until(lambda: (fetch_json(budget_of_restarted) or {}).get("releases") == 6,
-                   180, what="all six windows released after the restart")
+        wait_until(
+            lambda: (fetch_json(budget_of_restarted) or {}).get("releases") == 6,
+            180,
+            what="all six windows released after the restart",
+        )
         published = run(consume_all(settings, settings.topic("hypotheses"), 6))
         ledger = SqliteLedger.open(settings.resolved_ledger_path)
         streams = check_public_topic(published, ledger)
@@ -171,21 +189,32 @@ def test_two_workers_share_streams_by_partition(unique_settings, tmp_path, store
         (tmp_path / "shared").mkdir()
     else:  # as workers on several hosts would: one PostgreSQL database
         server = request.getfixturevalue("pg_server")
-        shared = {"store_url": request.getfixturevalue("pg_database"),
-                  "store_password": SecretStr(server.password)}
-    base = unique_settings.model_copy(update={
-        "topic_partitions": 4,
-        "streams": [releasing_stream(n, 1000, 1.0, 100.0) for n in names],
-        "ledger_create_if_missing": True,
-        **shared,
-    })
+        shared = {
+            "store_url": request.getfixturevalue("pg_database"),
+            "store_password": SecretStr(server.password),
+        }
+    base = unique_settings.model_copy(
+        update={
+            "topic_partitions": 4,
+            "streams": [releasing_stream(n, 1000, 1.0, 100.0) for n in names],
+            "ledger_create_if_missing": True,
+            **shared,
+        }
+    )
     run(ensure_topics(base))
     first = start_worker(base.model_copy(update={"data_dir": tmp_path / "w1"}), tmp_path)
-    second = start_worker(base.model_copy(update={"data_dir": tmp_path / "w2", **free_listener_ports()}),
-                          tmp_path)
+    second = start_worker(
+        base.model_copy(update={"data_dir": tmp_path / "w2", **free_listener_ports()}), tmp_path
+    )
     try:
-        wait_until(lambda: all(fetch_json(f"{w.operator_url}/readyz") == {"status": "ready", "reason": "ok"}
-                               for w in (first, second)), 120, what="both workers ready")
+        wait_until(
+            lambda: all(
+                fetch_json(f"{w.operator_url}/readyz") == {"status": "ready", "reason": "ok"}
+                for w in (first, second)
+            ),
+            120,
+            what="both workers ready",
+        )
         records = []
         for i, name in enumerate(names):
             records += stream_records(name, 2000, seed=10 + i)[1]
@@ -212,19 +241,37 @@ def test_subscribe_prints_releases(unique_settings, tmp_path):
     import subprocess
     import sys
 
-    settings = unique_settings.model_copy(update={
-        "streams": [releasing_stream("s", 500, 1.0, 10.0)], "ledger_create_if_missing": True,
-    })
+    settings = unique_settings.model_copy(
+        update={
+            "streams": [releasing_stream("s", 500, 1.0, 10.0)],
+            "ledger_create_if_missing": True,
+        }
+    )
     run(ensure_topics(settings))
     worker = start_worker(settings, tmp_path)
     try:
         env = {k: v for k, v in os.environ.items() if not k.startswith("PRIVSTREAM_")}
-        env.update(PRIVSTREAM_KAFKA_BOOTSTRAP=settings.kafka_bootstrap,
-                   PRIVSTREAM_TOPIC_PREFIX=settings.topic_prefix)
+        env.update(
+            PRIVSTREAM_KAFKA_BOOTSTRAP=settings.kafka_bootstrap, PRIVSTREAM_TOPIC_PREFIX=settings.topic_prefix
+        )
         subscriber = subprocess.Popen(
-            [sys.executable, "-m", "privstream", "subscribe", "s", "--json", "--count", "2",
-             "--timeout", "150"],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            [
+                sys.executable,
+                "-m",
+                "privstream",
+                "subscribe",
+                "s",
+                "--json",
+                "--count",
+                "2",
+                "--timeout",
+                "150",
+            ],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         _, records = stream_records("s", 1000, seed=5)
         run(produce_json(settings, settings.topic("examples"), records))
         out, err = subscriber.communicate(timeout=170)
@@ -240,9 +287,12 @@ def test_subscribe_prints_releases(unique_settings, tmp_path):
 def test_a_stream_of_feature_vectors_releases_through_the_same_pipeline(unique_settings, tmp_path):
     """Issue 8: vector examples -> windows -> the Bayes-consistent learner -> ledger -> hypotheses."""
     stream = StreamConfig(
-        name="vec", features=2, feature_bounds=[(0.0, 1.0), (0.0, 1.0)],
-        release=ReleaseConfig(learner="bayes-consistent", window=WindowConfig(size=1000), epsilon=1.0,
-                              epsilon_budget=5.0),
+        name="vec",
+        features=2,
+        feature_bounds=[(0.0, 1.0), (0.0, 1.0)],
+        release=ReleaseConfig(
+            learner="bayes-consistent", window=WindowConfig(size=1000), epsilon=1.0, epsilon_budget=5.0
+        ),
     )
     settings = unique_settings.model_copy(update={"streams": [stream], "ledger_create_if_missing": True})
     run(ensure_topics(settings))
@@ -251,8 +301,10 @@ def test_a_stream_of_feature_vectors_releases_through_the_same_pipeline(unique_s
         rng = np.random.default_rng(11)
         points = rng.random((2000, 2))
         labels = (points[:, 0] + points[:, 1] > 1).astype(int)
-        records = [("vec", {"stream_id": "vec", "x": p.tolist(), "y": int(y)})
-                   for p, y in zip(points, labels, strict=True)]
+        records = [
+            ("vec", {"stream_id": "vec", "x": p.tolist(), "y": int(y)})
+            for p, y in zip(points, labels, strict=True)
+        ]
         records.append(("vec", {"stream_id": "vec", "x": 3, "y": 1}))  # an integer: wrong kind of point
         run(produce_json(settings, settings.topic("examples"), records))
         published = run(consume_all(settings, settings.topic("hypotheses"), 2))

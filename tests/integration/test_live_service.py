@@ -92,8 +92,9 @@ def test_worker_end_to_end(unique_settings, matrix_class_file, tmp_path):
         records = valid + [("bad", raw) for raw, _ in invalid]
         run(produce_json(settings, settings.topic("examples"), records))
 
-        predictions = run(consume_all(settings, settings.topic("predictions"), N_VALID,
-                                      weight=prediction_count))
+        predictions = run(
+            consume_all(settings, settings.topic("predictions"), N_VALID, weight=prediction_count)
+        )
         dead = run(consume_all(settings, settings.topic("examples.dlq"), len(invalid)))
 
         # Every valid example got exactly one prediction, and no invalid one did.
@@ -123,8 +124,11 @@ def test_worker_end_to_end(unique_settings, matrix_class_file, tmp_path):
             assert int(headers["source.partition"]) >= 0 and int(headers["source.offset"]) >= 0
 
         # The metrics endpoint shows the counts.
-        wait_until(lambda: fetch_json(f"{worker.operator_url}/status")["handled"] == len(records), 30,
-                   what="all messages handled")
+        wait_until(
+            lambda: fetch_json(f"{worker.operator_url}/status")["handled"] == len(records),
+            30,
+            what="all messages handled",
+        )
         text = urllib.request.urlopen(f"{worker.operator_url}/metrics").read().decode()
         assert metric_value(text, "privstream_examples_received_total") == len(records)
         assert metric_value(text, "privstream_examples_learned_total", stream="thr") == N_VALID // 2
@@ -160,8 +164,12 @@ def test_worker_without_bootstrap_runs_its_own_broker_and_leaves_nothing(tmp_pat
 
 
 def test_broker_command_prints_address_and_dies_with_its_parent():
-    proc = subprocess.Popen([sys.executable, "-m", "privstream", "broker"], stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "privstream", "broker"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     try:
         address = proc.stdout.readline().strip()
         host, _, port = address.rpartition(":")
@@ -177,8 +185,12 @@ def test_broker_command_prints_address_and_dies_with_its_parent():
             proc.wait()
 
     # SIGKILL of the parent cannot run any cleanup code: the kernel's parent-death signal must.
-    proc = subprocess.Popen([sys.executable, "-m", "privstream", "broker"], stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "privstream", "broker"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     proc.stdout.readline()
     tansu = wait_until(lambda: children_of(proc.pid), 10, what="the broker child")
     proc.kill()
@@ -189,9 +201,31 @@ def test_broker_command_prints_address_and_dies_with_its_parent():
 def test_demo_json_summary():
     started = time.monotonic()
     out = subprocess.run(
-        [sys.executable, "-m", "privstream", "demo", "--examples", "3000", "--json", "--seed", "3",
-         "--invalid", "12", "--window", "500", "--levels", "1", "--epsilon", "0.5", "--epsilon-budget", "1"],
-        capture_output=True, text=True, timeout=300, env={**_clean_env()},
+        [
+            sys.executable,
+            "-m",
+            "privstream",
+            "demo",
+            "--examples",
+            "3000",
+            "--json",
+            "--seed",
+            "3",
+            "--invalid",
+            "12",
+            "--window",
+            "500",
+            "--levels",
+            "1",
+            "--epsilon",
+            "0.5",
+            "--epsilon-budget",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**_clean_env()},
     )
     assert out.returncode == 0, out.stderr[-3000:]
     summary = json.loads(out.stdout.strip().splitlines()[-1])
@@ -210,19 +244,40 @@ def test_demo_json_summary():
 
 def test_demo_with_label_noise_reports_non_realizable_in_its_text_summary():
     out = subprocess.run(
-        [sys.executable, "-m", "privstream", "demo", "--examples", "1500", "--seed", "4",
-         "--class", "thresholds:64", "--label-noise", "0.2"],
-        capture_output=True, text=True, timeout=300, env={**_clean_env()},
+        [
+            sys.executable,
+            "-m",
+            "privstream",
+            "demo",
+            "--examples",
+            "1500",
+            "--seed",
+            "4",
+            "--class",
+            "thresholds:64",
+            "--label-noise",
+            "0.2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**_clean_env()},
     )
     assert out.returncode == 0, out.stderr[-3000:]
     text = out.stdout
-    learned = re.search(r"learned 1500 of 1500 examples online \(thresholds:64\): (\d+) SOA mistakes, "
-                        r"bound 6 \(not realizable", text)
+    learned = re.search(
+        r"learned 1500 of 1500 examples online \(thresholds:64\): (\d+) SOA mistakes, "
+        r"bound 6 \(not realizable",
+        text,
+    )
     assert learned is not None, text
     assert int(learned.group(1)) > 6
     assert re.search(r"^0 invalid messages", text, re.MULTILINE), text
-    assert re.search(r"^\d+ private releases, 0 refused: ε spent [\d.]+ of 10 per example \(lifetime\)$",
-                     text, re.MULTILINE), text
+    assert re.search(
+        r"^\d+ private releases, 0 refused: ε spent [\d.]+ of 10 per example \(lifetime\)$",
+        text,
+        re.MULTILINE,
+    ), text
 
 
 def _clean_env() -> dict[str, str]:

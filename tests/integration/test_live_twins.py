@@ -44,12 +44,21 @@ def public_view(record_value: bytes, first_window: int) -> dict:
 
 
 def one_run(unique_settings, tmp_path, with_example: bool) -> list[dict]:
-    settings = unique_settings.model_copy(update={
-        "streams": [StreamConfig(name="s", hypothesis_class="thresholds:64", release=ReleaseConfig(
-            window=WindowConfig(kind="time", seconds=1.0), epsilon_budget=1.0, expected_size=5))],
-        "ledger_create_if_missing": True,
-        "data_dir": tmp_path / ("with" if with_example else "without"),
-    })
+    settings = unique_settings.model_copy(
+        update={
+            "streams": [
+                StreamConfig(
+                    name="s",
+                    hypothesis_class="thresholds:64",
+                    release=ReleaseConfig(
+                        window=WindowConfig(kind="time", seconds=1.0), epsilon_budget=1.0, expected_size=5
+                    ),
+                )
+            ],
+            "ledger_create_if_missing": True,
+            "data_dir": tmp_path / ("with" if with_example else "without"),
+        }
+    )
     run(ensure_topics(settings))
     worker = start_worker(settings, tmp_path)
     try:
@@ -68,8 +77,9 @@ def one_run(unique_settings, tmp_path, with_example: bool) -> list[dict]:
 
 def test_a_live_worker_publishes_the_same_schedule_with_or_without_one_example(unique_settings, tmp_path):
     without = one_run(unique_settings, tmp_path, with_example=False)
-    other = unique_settings.model_copy(update={"app_id": unique_settings.app_id + "-b",
-                                               "topic_prefix": unique_settings.topic_prefix + "b."})
+    other = unique_settings.model_copy(
+        update={"app_id": unique_settings.app_id + "-b", "topic_prefix": unique_settings.topic_prefix + "b."}
+    )
     with_one = one_run(other, tmp_path, with_example=True)
     assert [r["certificate"]["window"]["window_id"] for r in without] == [f"t1-L0-{i}" for i in range(5)]
     for i, (a, b) in enumerate(zip(without, with_one, strict=True)):

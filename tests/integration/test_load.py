@@ -49,17 +49,21 @@ def payloads(n: int, seed: int) -> list[tuple[str, bytes]]:
     """``n`` single-example messages (key, JSON) of a realizable threshold stream, alternating keys."""
     rng = np.random.default_rng(seed)
     xs = rng.integers(0, DOMAIN, n).tolist()
-    return [(STREAMS[i % 2], b'{"stream_id":"%s","x":%d,"y":%d}' % (STREAMS[i % 2].encode(), x, x >= 2**31))
-            for i, x in enumerate(xs)]
+    return [
+        (STREAMS[i % 2], b'{"stream_id":"%s","x":%d,"y":%d}' % (STREAMS[i % 2].encode(), x, x >= 2**31))
+        for i, x in enumerate(xs)
+    ]
 
 
 def load_settings(settings: Settings, window: int = 20_000) -> Settings:
     """Two streams with private releases (so windows, the ledger and learners are on the path)."""
     release = ReleaseConfig(window=WindowConfig(size=window), epsilon=0.1, epsilon_budget=1000.0)
-    return settings.model_copy(update={
-        "streams": [StreamConfig(name=s, hypothesis_class=CLASS, release=release) for s in STREAMS],
-        "ledger_create_if_missing": True,
-    })
+    return settings.model_copy(
+        update={
+            "streams": [StreamConfig(name=s, hypothesis_class=CLASS, release=release) for s in STREAMS],
+            "ledger_create_if_missing": True,
+        }
+    )
 
 
 def rss_mib(pid: int) -> float:
@@ -116,13 +120,21 @@ class MemorySampler:
     def summary(self) -> dict[str, object]:
         mib = [s[1] for s in self.samples]
         quarter = max(1, len(mib) // 4)
-        return {"rss_mib_first": mib[0], "rss_mib_after_warmup": max(mib[:quarter]),
-                "rss_mib_peak": max(mib), "rss_mib_last": mib[-1], "samples": len(mib),
-                "rss_mib_series": [round(m, 1) for m in mib[:: max(1, len(mib) // 40)]]}
+        return {
+            "rss_mib_first": mib[0],
+            "rss_mib_after_warmup": max(mib[:quarter]),
+            "rss_mib_peak": max(mib),
+            "rss_mib_last": mib[-1],
+            "samples": len(mib),
+            "rss_mib_series": [round(m, 1) for m in mib[:: max(1, len(mib) // 40)]],
+        }
 
 
 async def produce_at_rate(
-    settings: Settings, messages: list[tuple[str, bytes]], rate: float, seconds: float | None = None,
+    settings: Settings,
+    messages: list[tuple[str, bytes]],
+    rate: float,
+    seconds: float | None = None,
     tick: float = 0.05,
 ) -> tuple[float, list[tuple[int, int]]]:
     """Send ``messages`` at ``rate`` per second (in ticks), for at most ``seconds``; returns the
@@ -151,8 +163,11 @@ async def produce_at_rate(
 
 def predicted_offsets(settings: Settings, expected: int, timeout: float = 120.0) -> list[tuple[int, int]]:
     """Every (partition, offset) the predictions topic covers, with repeats (at-least-once)."""
-    records = run(consume_all(settings, settings.topic("predictions"), expected, timeout=timeout,
-                              weight=prediction_count))
+    records = run(
+        consume_all(
+            settings, settings.topic("predictions"), expected, timeout=timeout, weight=prediction_count
+        )
+    )
     seen = []
     for record in records:
         prediction = json.loads(record.value)
@@ -184,8 +199,11 @@ def sustained_rate(settings: Settings, worker: WorkerProcess, n: int) -> float:
 
 
 def error_lines(log_path: Path) -> list[str]:
-    return [line for line in log_path.read_text(errors="replace").splitlines()
-            if "Traceback" in line or " ERROR" in line or "[ERROR]" in line or "CRITICAL" in line]
+    return [
+        line
+        for line in log_path.read_text(errors="replace").splitlines()
+        if "Traceback" in line or " ERROR" in line or "[ERROR]" in line or "CRITICAL" in line
+    ]
 
 
 def run_load(settings: Settings, tmp_path: Path, seconds: float) -> dict[str, object]:
@@ -193,8 +211,11 @@ def run_load(settings: Settings, tmp_path: Path, seconds: float) -> dict[str, ob
     run(ensure_topics(settings))
     worker = start_worker(settings, tmp_path)
     try:
-        wait_until(lambda: fetch_json(f"{worker.operator_url}/readyz") == {"status": "ready", "reason": "ok"},
-                   120, what="worker ready")
+        wait_until(
+            lambda: fetch_json(f"{worker.operator_url}/readyz") == {"status": "ready", "reason": "ok"},
+            120,
+            what="worker ready",
+        )
         backlog = 20_000
         rate = sustained_rate(settings, worker, backlog)
         target = 0.8 * rate
@@ -209,9 +230,16 @@ def run_load(settings: Settings, tmp_path: Path, seconds: float) -> dict[str, ob
         health = {s[2] for s in sampler.samples}
     finally:
         exit_status = worker.stop()
-    figures = {"sustained_rate": round(rate), "target_rate": round(target), "achieved_rate": round(achieved),
-               "seconds": seconds, "examples": total, "predicted": len(seen), "health_codes": sorted(health),
-               **memory}
+    figures = {
+        "sustained_rate": round(rate),
+        "target_rate": round(target),
+        "achieved_rate": round(achieved),
+        "seconds": seconds,
+        "examples": total,
+        "predicted": len(seen),
+        "health_codes": sorted(health),
+        **memory,
+    }
     print(json.dumps({"test_load": figures}))
     assert exit_status == 0
     assert status["invalid"] == 0 and status["handled"] == total
@@ -273,8 +301,9 @@ def test_a_flood_of_invalid_messages_neither_crashes_nor_stalls_the_worker(uniqu
     lands in the DLQ with a bounded reason, and the valid rate holds (a loose bound, reported)."""
     from privstream.agents.validation import INVALID_REASONS, MAX_MESSAGE_BYTES
 
-    settings = unique_settings.model_copy(update={
-        "streams": [StreamConfig(name=s, hypothesis_class=CLASS) for s in STREAMS]})
+    settings = unique_settings.model_copy(
+        update={"streams": [StreamConfig(name=s, hypothesis_class=CLASS) for s in STREAMS]}
+    )
     run(ensure_topics(settings))
     n = 20_000
     # One key, so one partition, in order: n valid examples, then n valid mixed 1:1 with n hostile.
@@ -291,8 +320,11 @@ def test_a_flood_of_invalid_messages_neither_crashes_nor_stalls_the_worker(uniqu
             while (not samples or samples[-1][1] < 2 * n) and time.monotonic() < deadline:
                 samples.append((time.perf_counter(), learned(worker)))
                 time.sleep(0.02)
-            wait_until(lambda: (fetch_json(f"{worker.operator_url}/status") or {}).get("invalid") == n, 60,
-                       what="every hostile message counted")
+            wait_until(
+                lambda: (fetch_json(f"{worker.operator_url}/status") or {}).get("invalid") == n,
+                60,
+                what="every hostile message counted",
+            )
         dead = run(consume_all(settings, settings.topic("examples.dlq"), n))
         status = fetch_json(f"{worker.operator_url}/status")
     finally:
@@ -305,10 +337,14 @@ def test_a_flood_of_invalid_messages_neither_crashes_nor_stalls_the_worker(uniqu
     (t1, c1), (t2, c2) = at(n), at(2 * n)
     clean_rate = (c1 - began[1]) / (t1 - began[0])
     flood_rate = (c2 - c1) / (t2 - t1)
-    figures = {"valid_rate_clean": round(clean_rate), "valid_rate_in_flood": round(flood_rate),
-               "ratio": round(flood_rate / clean_rate, 3), "invalid": status["invalid"],
-               "invalid_by_reason": status["invalid_by_reason"],
-               "rss_mib_peak": sampler.summary()["rss_mib_peak"]}
+    figures = {
+        "valid_rate_clean": round(clean_rate),
+        "valid_rate_in_flood": round(flood_rate),
+        "ratio": round(flood_rate / clean_rate, 3),
+        "invalid": status["invalid"],
+        "invalid_by_reason": status["invalid_by_reason"],
+        "rss_mib_peak": sampler.summary()["rss_mib_peak"],
+    }
     print(json.dumps({"test_flood": figures}))
     assert exit_status == 0
     assert len(dead) == n  # each hostile message dead-lettered once

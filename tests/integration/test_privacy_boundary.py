@@ -58,12 +58,26 @@ def canary_stream() -> tuple[list[dict], list[bytes]]:
 def test_public_topics_and_metrics_hold_no_raw_values_user_ids_or_uncharged_counts(unique_settings, tmp_path):
     # User level runs on the public clock (issue 16.8): time windows of 2 s, closed whether or not
     # they hold examples; the release count depends on how long the worker ran, never on the data.
-    settings = unique_settings.model_copy(update={
-        "streams": [StreamConfig(name="users", hypothesis_class=CLASS, release=ReleaseConfig(
-            window=WindowConfig(kind="time", seconds=2.0), epsilon=1.0, epsilon_budget=1000.0,
-            privacy_unit="user", user_contribution_bound=BOUND, expected_size=WINDOW, sanitizer="mwem"))],
-        "ledger_create_if_missing": True,
-    })
+    settings = unique_settings.model_copy(
+        update={
+            "streams": [
+                StreamConfig(
+                    name="users",
+                    hypothesis_class=CLASS,
+                    release=ReleaseConfig(
+                        window=WindowConfig(kind="time", seconds=2.0),
+                        epsilon=1.0,
+                        epsilon_budget=1000.0,
+                        privacy_unit="user",
+                        user_contribution_bound=BOUND,
+                        expected_size=WINDOW,
+                        sanitizer="mwem",
+                    ),
+                )
+            ],
+            "ledger_create_if_missing": True,
+        }
+    )
     run(ensure_topics(settings))
     examples, canaries = canary_stream()
     worker = start_worker(settings, tmp_path)
@@ -104,8 +118,9 @@ def test_public_topics_and_metrics_hold_no_raw_values_user_ids_or_uncharged_coun
 
     # No canary byte string anywhere: not in keys, values or headers, not in /metrics.
     for record in hypotheses + sanitized:
-        blob = b"".join([record.key or b"", record.value or b""]
-                        + [k.encode() + v for k, v in (record.headers or ())])
+        blob = b"".join(
+            [record.key or b"", record.value or b""] + [k.encode() + v for k, v in (record.headers or ())]
+        )
         for canary in canaries:
             assert canary not in blob, f"canary {canary!r} on public topic {record.topic}"
     for canary in canaries:

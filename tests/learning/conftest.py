@@ -26,8 +26,10 @@ def vc_reference(matrix: np.ndarray) -> int:
     m = np.asarray(matrix, dtype=bool)
     best = 0
     for k in range(1, m.shape[1] + 1):
-        if 2**k > m.shape[0] or not any(len({tuple(r) for r in m[:, list(s)].tolist()}) == 2**k
-                                        for s in itertools.combinations(range(m.shape[1]), k)):
+        if 2**k > m.shape[0] or not any(
+            len({tuple(r) for r in m[:, list(s)].tolist()}) == 2**k
+            for s in itertools.combinations(range(m.shape[1]), k)
+        ):
             break  # shattered sets are downward closed
         best = k
     return best

@@ -42,7 +42,7 @@ def drop_row(matrix: np.ndarray, row: np.ndarray) -> np.ndarray:
 
 # ---- blm_almm.md §5.2 (domain [1..n], closed intervals) translated to our classes -----------
 
-INTERVALS_LDIM = [1, 2, 2, 3, 3, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 6, 6]          # n = 1..18
+INTERVALS_LDIM = [1, 2, 2, 3, 3, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 6, 6]  # n = 1..18
 INTERVALS_NONEMPTY_LDIM = [0, 1, 2, 3, 3, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 6, 6]
 
 
@@ -53,7 +53,10 @@ def test_thresholds_all_cuts(n: int) -> None:
     assert cls.size == n + 1
     assert dims(cls.matrix()) == (math.floor(math.log2(n + 1)), 1, n)
     assert (littlestone_dimension(cls), vc_dimension(cls), threshold_dimension(cls)) == (
-        math.floor(math.log2(n + 1)), 1, n)
+        math.floor(math.log2(n + 1)),
+        1,
+        n,
+    )
 
 
 @pytest.mark.parametrize("n", range(1, 17))
@@ -105,22 +108,42 @@ def test_all_functions(d: int) -> None:
 # ---- ggkm.md §4.5 (X = {0..N-1}, same definitions as ours) ----------------------------------
 
 GGKM_THRESHOLDS = {  # N: (#F, VC, Ldim, dual VC, dual Ldim)
-    1: (2, 1, 1, 0, 0), 2: (3, 1, 1, 1, 1), 3: (4, 1, 2, 1, 1), 4: (5, 1, 2, 1, 2), 6: (7, 1, 2, 1, 2),
-    7: (8, 1, 3, 1, 2), 8: (9, 1, 3, 1, 3), 15: (16, 1, 4, 1, 3), 16: (17, 1, 4, 1, 4),
+    1: (2, 1, 1, 0, 0),
+    2: (3, 1, 1, 1, 1),
+    3: (4, 1, 2, 1, 1),
+    4: (5, 1, 2, 1, 2),
+    6: (7, 1, 2, 1, 2),
+    7: (8, 1, 3, 1, 2),
+    8: (9, 1, 3, 1, 3),
+    15: (16, 1, 4, 1, 3),
+    16: (17, 1, 4, 1, 4),
 }
 GGKM_INTERVALS = {
-    2: (4, 2, 2, 1, 1), 3: (7, 2, 2, 1, 1), 4: (11, 2, 3, 2, 2), 5: (16, 2, 3, 2, 2), 6: (22, 2, 4, 2, 2),
-    7: (29, 2, 4, 2, 2), 8: (37, 2, 4, 2, 3),
+    2: (4, 2, 2, 1, 1),
+    3: (7, 2, 2, 1, 1),
+    4: (11, 2, 3, 2, 2),
+    5: (16, 2, 3, 2, 2),
+    6: (22, 2, 4, 2, 2),
+    7: (29, 2, 4, 2, 2),
+    8: (37, 2, 4, 2, 3),
 }
 
 
 def ggkm_row(cls) -> tuple[int, int, int, int, int]:
-    return (cls.size, vc_dimension(cls), littlestone_dimension(cls), dual_vc_dimension(cls),
-            dual_littlestone_dimension(cls))
+    return (
+        cls.size,
+        vc_dimension(cls),
+        littlestone_dimension(cls),
+        dual_vc_dimension(cls),
+        dual_littlestone_dimension(cls),
+    )
 
 
-@pytest.mark.parametrize(("kind", "n", "row"), [("thresholds", n, r) for n, r in GGKM_THRESHOLDS.items()]
-                         + [("intervals", n, r) for n, r in GGKM_INTERVALS.items()])
+@pytest.mark.parametrize(
+    ("kind", "n", "row"),
+    [("thresholds", n, r) for n, r in GGKM_THRESHOLDS.items()]
+    + [("intervals", n, r) for n, r in GGKM_INTERVALS.items()],
+)
 def test_ggkm_table_closed_forms_and_matrix(kind: str, n: int, row: tuple) -> None:
     cls = parse_class_spec(f"{kind}:{n}")
     assert ggkm_row(cls) == row
@@ -141,6 +164,7 @@ def test_ggkm_points_and_negated_points(n: int) -> None:
 
 
 # ---- closed forms vs the exact matrix computation -----------------------------------------
+
 
 @pytest.mark.parametrize("kind", ["thresholds", "points", "intervals"])
 @pytest.mark.parametrize("n", range(1, 15))
@@ -168,6 +192,7 @@ def test_huge_structured_classes_need_no_enumeration() -> None:
 
 
 # ---- properties on random classes ---------------------------------------------------------
+
 
 @settings(max_examples=60, deadline=None)
 @given(small_matrices())

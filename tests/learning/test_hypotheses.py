@@ -20,7 +20,8 @@ from privstream.learning.hypotheses import (
 )
 
 tables = st.integers(1, 300).flatmap(
-    lambda n: st.lists(st.booleans(), min_size=n, max_size=n).map(lambda v: np.array(v, dtype=bool)))
+    lambda n: st.lists(st.booleans(), min_size=n, max_size=n).map(lambda v: np.array(v, dtype=bool))
+)
 
 
 @settings(max_examples=60, deadline=None)
@@ -52,7 +53,8 @@ def test_representation_rule_depends_only_on_the_function() -> None:
     assert isinstance(hypothesis_from_runs(64, 0, [5]), RunsHypothesis)
     assert isinstance(hypothesis_from_runs(64, 0, [5, 9]), BitsHypothesis)
     assert hypothesis_from_runs(64, 0, [5, 9]) == hypothesis_from_table(
-        np.array([5 <= x < 9 for x in range(64)]))
+        np.array([5 <= x < 9 for x in range(64)])
+    )
 
 
 def test_huge_domains_use_python_ints() -> None:
@@ -80,16 +82,19 @@ def test_patched_matches_pointwise_definition() -> None:
             assert patched(hypothesis_from_table(t), patches) == hypothesis_from_table(expect)
 
 
-@pytest.mark.parametrize("bad", [
-    {"kind": "runs", "domain": 10, "first": 0, "changes": [3, 3]},
-    {"kind": "runs", "domain": 10, "first": 2, "changes": []},
-    {"kind": "runs", "domain": 0, "first": 0, "changes": []},
-    {"kind": "runs", "domain": 10, "first": 0, "changes": [1, 2]},  # canonical form is bits
-    {"kind": "bits", "domain": 10, "bits": "AAA="},  # constant: canonical form is runs
-    {"kind": "bits", "domain": 10, "bits": "not base64!"},
-    {"kind": "cubes", "domain": 10},
-    {"domain": 10},
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"kind": "runs", "domain": 10, "first": 0, "changes": [3, 3]},
+        {"kind": "runs", "domain": 10, "first": 2, "changes": []},
+        {"kind": "runs", "domain": 0, "first": 0, "changes": []},
+        {"kind": "runs", "domain": 10, "first": 0, "changes": [1, 2]},  # canonical form is bits
+        {"kind": "bits", "domain": 10, "bits": "AAA="},  # constant: canonical form is runs
+        {"kind": "bits", "domain": 10, "bits": "not base64!"},
+        {"kind": "cubes", "domain": 10},
+        {"domain": 10},
+    ],
+)
 def test_malformed_or_non_canonical_dicts_are_rejected(bad: dict) -> None:
     with pytest.raises(HypothesisFormatError):
         hypothesis_from_dict(bad)

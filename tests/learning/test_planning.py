@@ -39,8 +39,14 @@ def _ints_within_2_53(obj) -> bool:
 
 def test_plan_covers_every_registered_algorithm_with_exact_theorem_sizes() -> None:
     seen: list[tuple[float, str]] = []
-    p = plan("thresholds:1024", epsilon=1.0, alpha=0.1, time_budget=20, runs=4,
-             progress=lambda f, m: seen.append((f, m)))
+    p = plan(
+        "thresholds:1024",
+        epsilon=1.0,
+        alpha=0.1,
+        time_budget=20,
+        runs=4,
+        progress=lambda f, m: seen.append((f, m)),
+    )
     names = {c.name for c in p.candidates}
     assert names == set(LEARNERS) | set(SANITIZERS) | set(VECTOR_LEARNERS)
     by = {c.name: c for c in p.candidates}
@@ -52,7 +58,8 @@ def test_plan_covers_every_registered_algorithm_with_exact_theorem_sizes() -> No
     gs = by["global-stability"].to_dict()
     assert gs["theorem_sample_size"] is None  # Ldim 10: beyond any float
     assert gs["theorem_sample_size_log10"] == pytest.approx(
-        global_stability_log10_sample_size(0.1, 0.1, 1.0, 1e-6, 10), abs=1e-3)
+        global_stability_log10_sample_size(0.1, 0.1, 1.0, 1e-6, 10), abs=1e-3
+    )
     assert by["generic"].status == "measured" and by["generic"].practical_size in GRID
     for c in p.candidates:
         if c.status == "measured":  # the practical size is where >= 1 - β of the runs reached α
@@ -127,8 +134,12 @@ def test_window_check_and_the_service_warning() -> None:
     assert bad.useful is False and "does not reach" in bad.message and "privstream plan" in bad.message
     warning = window_too_small(gs, hclass, epsilon=1.0, delta=1e-6, alpha=0.1, beta=0.2, window_size=50)
     assert warning == bad.message
-    assert window_too_small(make_learner("generic"), hclass, epsilon=1.0, delta=0.0, alpha=0.1, beta=0.2,
-                            window_size=2000) is None
+    assert (
+        window_too_small(
+            make_learner("generic"), hclass, epsilon=1.0, delta=0.0, alpha=0.1, beta=0.2, window_size=2000
+        )
+        is None
+    )
     params = {"epsilon": 1.0, "delta": 1e-6, "alpha": 0.1, "beta": 0.2}
     assert window_too_small(gs, hclass, window_size=None, **params) is None  # time windows: not checked
     slow = window_check(gs, hclass, window_size=50, time_budget=0, **params)

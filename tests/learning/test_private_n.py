@@ -58,24 +58,28 @@ def learner_case(name: str, spec: Any) -> Callable[[int, int | None, int], Any]:
     return fit
 
 
-def sanitizer_case(name: str, spec: Any, labelled: bool = False, delta: float = 0.0,
-                   **params: Any) -> Callable[[int, int | None, int], Any]:
+def sanitizer_case(
+    name: str, spec: Any, labelled: bool = False, delta: float = 0.0, **params: Any
+) -> Callable[[int, int | None, int], Any]:
     hclass = spec if isinstance(spec, FiniteClass) else parse_class_spec(spec)
 
     def fit(n: int, m: int | None, seed: int) -> Any:
         xs, ys = _points(hclass, n, seed)
-        return make_sanitizer(name, **params).fit(hclass, xs, ys if labelled else None, epsilon=1.0,
-                                                  delta=delta, rng=seeded(seed), expected_size=m)
+        return make_sanitizer(name, **params).fit(
+            hclass, xs, ys if labelled else None, epsilon=1.0, delta=delta, rng=seeded(seed), expected_size=m
+        )
 
     return fit
 
 
-def vector_case(name: str, delta: float = 0.0, unlabelled: float = 0.0,
-                **params: Any) -> Callable[[int, int | None, int], Any]:
+def vector_case(
+    name: str, delta: float = 0.0, unlabelled: float = 0.0, **params: Any
+) -> Callable[[int, int | None, int], Any]:
     def fit(n: int, m: int | None, seed: int) -> Any:
         X, y = _vectors(n, seed, unlabelled)
-        return make_vector_learner(name, **params).fit(X, y, epsilon=1.0, delta=delta, bounds=BOUNDS_2D,
-                                                       rng=seeded(seed), expected_size=m)
+        return make_vector_learner(name, **params).fit(
+            X, y, epsilon=1.0, delta=delta, bounds=BOUNDS_2D, rng=seeded(seed), expected_size=m
+        )
 
     return fit
 
@@ -91,8 +95,9 @@ CASES: dict[str, Callable[[int, int | None, int], Any]] = {
     "mwem-file": sanitizer_case("mwem", FILE_CLASS, rounds=5),
     "fooling-thresholds": sanitizer_case("fooling", "thresholds:32", delta=1e-6, learner="generic", rounds=3),
     "fooling-auto": sanitizer_case("fooling", "thresholds:8", delta=1e-6, rounds=2),
-    "fooling-labelled": sanitizer_case("fooling", "thresholds:32", labelled=True, delta=1e-6,
-                                       learner="generic", rounds=3),
+    "fooling-labelled": sanitizer_case(
+        "fooling", "thresholds:32", labelled=True, delta=1e-6, learner="generic", rounds=3
+    ),
     "bayes-consistent": vector_case("bayes-consistent"),
     "bayes-consistent-prf": vector_case("bayes-consistent", randomness="prf"),
     "semi-supervised": vector_case("semi-supervised", delta=1e-6, unlabelled=0.8, n_semi=50),
@@ -102,9 +107,19 @@ CASES: dict[str, Callable[[int, int | None, int], Any]] = {
 
 def reported(result: Any) -> dict[str, Any]:
     """Every field a certificate takes from a result, DP outputs by their keys only."""
-    fields = {name: getattr(result, name) for name in (
-        "mechanism", "epsilon", "delta", "parameters", "theorem_sample_size", "accuracy_guarantee_holds",
-        "neighbouring_relation", "privacy")}
+    fields = {
+        name: getattr(result, name)
+        for name in (
+            "mechanism",
+            "epsilon",
+            "delta",
+            "parameters",
+            "theorem_sample_size",
+            "accuracy_guarantee_holds",
+            "neighbouring_relation",
+            "privacy",
+        )
+    }
     fields["dp_output_keys"] = sorted(result.dp_outputs)
     for extra in ("proper", "theorem", "guarantee", "hypothesis_class"):
         if hasattr(result, extra):
@@ -117,7 +132,8 @@ def shape_of(result: Any) -> Any:
     if hasattr(result, "model"):
         d = result.model.to_dict()
         return {k: v for k, v in d.items() if k in ("kind", "bounds", "cells_per_axis")} | {
-            "cells": len(d.get("labels", ""))}
+            "cells": len(d.get("labels", ""))
+        }
     if hasattr(result, "distribution"):
         return result.distribution.domain_size, result.distribution.labelled
     return result.hypothesis.domain_size
@@ -143,25 +159,39 @@ def test_zero_examples_give_a_valid_public_release(case: str, m: int | None) -> 
     assert result.sample_size == 0
     assert result.neighbouring_relation == ("replace-one" if m is None else "add-remove-one")
     certificate = Certificate(
-        mechanism=result.mechanism, epsilon=result.epsilon, delta=result.delta,
-        neighbouring_relation=result.neighbouring_relation, privacy=result.privacy,
-        parameters=result.parameters, dp_outputs=result.dp_outputs, proper=getattr(result, "proper", False),
+        mechanism=result.mechanism,
+        epsilon=result.epsilon,
+        delta=result.delta,
+        neighbouring_relation=result.neighbouring_relation,
+        privacy=result.privacy,
+        parameters=result.parameters,
+        dp_outputs=result.dp_outputs,
+        proper=getattr(result, "proper", False),
         accuracy_guarantee_holds=result.accuracy_guarantee_holds,
-        theorem_sample_size=result.theorem_sample_size, randomness="seeded", library_version="test")
+        theorem_sample_size=result.theorem_sample_size,
+        randomness="seeded",
+        library_version="test",
+    )
     if hasattr(result, "distribution"):
         assert result.distribution.weights.sum() == pytest.approx(1.0)
-        release: Any = SanitizedRelease(stream_id="s", hypothesis_class="c", certificate=certificate,
-                                        distribution=result.distribution.to_dict(),
-                                        labelled=result.distribution.labelled)
+        release: Any = SanitizedRelease(
+            stream_id="s",
+            hypothesis_class="c",
+            certificate=certificate,
+            distribution=result.distribution.to_dict(),
+            labelled=result.distribution.labelled,
+        )
     else:
         model = result.model if hasattr(result, "model") else result.hypothesis
-        release = HypothesisRelease(stream_id="s", hypothesis_class="c", certificate=certificate,
-                                    hypothesis=model.to_dict())
+        release = HypothesisRelease(
+            stream_id="s", hypothesis_class="c", certificate=certificate, hypothesis=model.to_dict()
+        )
     assert type(release).model_validate_json(release.model_dump_json()) == release
 
 
 def test_with_n_public_parameters_may_follow_n() -> None:
     """The contrast: without expected_size, PCL's grid follows n (public there), as in the paper."""
+
     def k(n: int, m: int | None) -> int:
         return CASES["bayes-consistent"](n, m, 1).parameters["cells_per_axis"]
 
@@ -185,7 +215,8 @@ def test_fooling_with_n_private_subsamples_by_poisson_and_reports_m() -> None:
     hclass = parse_class_spec("thresholds:32")
     xs = np.random.default_rng(0).integers(0, 32, 4000)
     res = make_sanitizer("fooling", learner="generic", rounds=2).fit(
-        hclass, xs, epsilon=1.0, delta=1e-6, rng=seeded(2), expected_size=3000)
+        hclass, xs, epsilon=1.0, delta=1e-6, rng=seeded(2), expected_size=3000
+    )
     p = res.parameters
     assert p["subsample_size"] == int(p["tau"] * 3000) >= 1 and p["subsampling"].startswith("Poisson")
     assert p["tau"] * 2**32 == int(p["tau"] * 2**32)  # dyadic: the Bernoulli draws are exact
@@ -194,8 +225,9 @@ def test_fooling_with_n_private_subsamples_by_poisson_and_reports_m() -> None:
 def test_pcl_privacy_kind_follows_its_randomness() -> None:
     X, y = _vectors(500, 0)
     direct = make_vector_learner("bayes-consistent").fit(X, y, epsilon=1.0, bounds=BOUNDS_2D, rng=seeded(0))
-    prf = make_vector_learner("bayes-consistent", randomness="prf").fit(X, y, epsilon=1.0, bounds=BOUNDS_2D,
-                                                                        rng=seeded(0))
+    prf = make_vector_learner("bayes-consistent", randomness="prf").fit(
+        X, y, epsilon=1.0, bounds=BOUNDS_2D, rng=seeded(0)
+    )
     assert direct.privacy == "information-theoretic" and prf.privacy == "computational"
     assert direct.certificate_fields()["privacy"] == "information-theoretic"
     cert = Certificate(**prf.certificate_fields(), randomness="seeded", library_version="test")
@@ -209,16 +241,21 @@ def test_vector_learners_never_refuse_data() -> None:
     X = np.array([[-50.0, 9.0], [0.5, 0.0], [3.0, -7.0]])
     y = np.array([1, -1, 0])
     for name, params in (("bayes-consistent", {}), ("semi-supervised", {"n_semi": 20}), ("halfspaces", {})):
-        res = make_vector_learner(name, **params).fit(X, y, epsilon=1.0, delta=1e-6, bounds=BOUNDS_2D,
-                                                      rng=seeded(1))
+        res = make_vector_learner(name, **params).fit(
+            X, y, epsilon=1.0, delta=1e-6, bounds=BOUNDS_2D, rng=seeded(1)
+        )
         assert res.parameters["out_of_bounds"] == "clip"
         assert res.model.predict(X).shape == (3,)
 
 
 def test_density_estimator_with_n_private() -> None:
     """PCDE: the grid and the released normaliser come from m; zero rows release the fallback."""
-    fits = [pcde_fit(_vectors(n, n)[0], epsilon=1.0, delta=1e-6, bounds=BOUNDS_2D, rng=seeded(n),
-                     expected_size=400) for n in (0, 399, 400, 1000)]
+    fits = [
+        pcde_fit(
+            _vectors(n, n)[0], epsilon=1.0, delta=1e-6, bounds=BOUNDS_2D, rng=seeded(n), expected_size=400
+        )
+        for n in (0, 399, 400, 1000)
+    ]
     assert {(f.grid.k, f.n) for f in fits} == {(5, 400)}
     assert fits[0].fallback_used and fits[0].density(np.array([[0.5, 0.0]])) == pytest.approx([0.5])
     public = pcde_fit(np.zeros((0, 2)), epsilon=1.0, delta=1e-6, bounds=BOUNDS_2D, rng=seeded(0))
@@ -234,13 +271,30 @@ def test_metric_learner_with_n_private() -> None:
     for n in (0, 30, 31, 200):
         rs = np.random.default_rng(n)
         points = rs.integers(0, 41, n)
-        models.append(pcl2_fit(points, (points > 20).astype(np.int64), ground=ground, ddim=1, epsilon=1.0,
-                               rng=seeded(n), expected_size=30))
+        models.append(
+            pcl2_fit(
+                points,
+                (points > 20).astype(np.int64),
+                ground=ground,
+                ddim=1,
+                epsilon=1.0,
+                rng=seeded(n),
+                expected_size=30,
+            )
+        )
     assert len({(m.packing.radius, tuple(m.packing.centres.tolist())) for m in models}) == 1
     assert {m.privacy for m in models} == {"information-theoretic"}
-    empty = pcl2_fit(np.array([], dtype=np.int64), np.array([]), ground=ground, ddim=1, epsilon=1.0,
-                     rng=seeded(0))  # n = 0, n public: radius = the diameter, every cell a coin
+    empty = pcl2_fit(
+        np.array([], dtype=np.int64), np.array([]), ground=ground, ddim=1, epsilon=1.0, rng=seeded(0)
+    )  # n = 0, n public: radius = the diameter, every cell a coin
     assert empty.packing.radius == 1.0 and empty.labels.shape == empty.packing.centres.shape
-    prf = pcl2_fit(np.array([3, 30]), np.array([0, 1]), ground=ground, ddim=1, epsilon=1.0, rng=seeded(0),
-                   randomness="prf")
+    prf = pcl2_fit(
+        np.array([3, 30]),
+        np.array([0, 1]),
+        ground=ground,
+        ddim=1,
+        epsilon=1.0,
+        rng=seeded(0),
+        randomness="prf",
+    )
     assert prf.privacy == "computational"

@@ -81,8 +81,9 @@ def adversary_run(cls: HypothesisClass, tie: int) -> SOA:
     soa = SOA(cls, tie)
     v = bs.full
     while (d := bs.ldim(v)) > 0:
-        x = next(x for x, col in enumerate(bs.columns) if bs.ldim(v & col) >= d - 1
-                 and bs.ldim(v & ~col) >= d - 1)
+        x = next(
+            x for x, col in enumerate(bs.columns) if bs.ldim(v & col) >= d - 1 and bs.ldim(v & ~col) >= d - 1
+        )
         y = 1 - soa.predict_one(x)
         soa.learn_one(x, y)
         v = v & bs.columns[x] if y else v & ~bs.columns[x]
@@ -90,7 +91,8 @@ def adversary_run(cls: HypothesisClass, tie: int) -> SOA:
 
 
 @pytest.mark.parametrize(
-    "spec", ["thresholds:15", "thresholds:10", "points:6", "intervals:9", "intervals:13"])
+    "spec", ["thresholds:15", "thresholds:10", "points:6", "intervals:9", "intervals:13"]
+)
 @pytest.mark.parametrize("tie", [0, 1])
 def test_adversary_forces_exactly_ldim_mistakes(spec: str, tie: int) -> None:
     soa = adversary_run(parse_class_spec(spec), tie)
@@ -144,8 +146,10 @@ def test_extended_soa_example_from_spec() -> None:
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.sampled_from(["thresholds:9", "intervals:7", "points:4"]),
-       st.lists(st.tuples(st.integers(0, 3), st.integers(0, 1)), max_size=30))
+@given(
+    st.sampled_from(["thresholds:9", "intervals:7", "points:4"]),
+    st.lists(st.tuples(st.integers(0, 3), st.integers(0, 1)), max_size=30),
+)
 def test_non_realizable_input_never_fails_and_respects_last_labels(spec: str, seq) -> None:
     cls = parse_class_spec(spec)
     soa = SOA(cls)
@@ -198,8 +202,10 @@ def test_huge_domains_batch_equals_one_at_a_time(spec: str) -> None:
         a, b = a * 2, b * 2 + 1  # spread over [0, 2^63)
         xs = [int(v) * 2 for v in rng.integers(0, 2**62, 40)] + [n - 1, 0, a, b - 1]
         rng.shuffle(xs)
-        ys = [int(a <= x < b) if "intervals" in spec else int(x >= a) if "thresholds" in spec
-              else int(x == a) for x in xs]
+        ys = [
+            int(a <= x < b) if "intervals" in spec else int(x >= a) if "thresholds" in spec else int(x == a)
+            for x in xs
+        ]
         if trial >= 7:
             ys[3] ^= 1
         one, preds = run_one(cls, xs, ys)

@@ -26,9 +26,19 @@ from privstream.stream_app.embedded.broker import die_with_parent
 
 #: Flags for headless Chromium as root in a container: no sandbox (root), no GPU, nothing that
 #: reaches the network on its own, a shared-memory-light renderer.
-FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--disable-dev-shm-usage", "--hide-scrollbars", "--mute-audio")
+FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+    "--hide-scrollbars",
+    "--mute-audio",
+)
 
 
 class Browser:
@@ -48,9 +58,19 @@ class Browser:
         profile.mkdir(parents=True, exist_ok=True)
         with open(self.workdir / "chromium.log", "ab") as log:
             self.process = subprocess.Popen(
-                [self.binary, *FLAGS, f"--user-data-dir={profile}", "--remote-debugging-address=127.0.0.1",
-                 "--remote-debugging-port=0", "--window-size=1200,1700", "about:blank"],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                [
+                    self.binary,
+                    *FLAGS,
+                    f"--user-data-dir={profile}",
+                    "--remote-debugging-address=127.0.0.1",
+                    "--remote-debugging-port=0",
+                    "--window-size=1200,1700",
+                    "about:blank",
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
                 preexec_fn=die_with_parent,
             )
         port_file = profile / "DevToolsActivePort"  # Chromium writes its debugging port here
@@ -71,8 +91,9 @@ class Browser:
         self._reader = asyncio.create_task(self._read())
         for domain in ("Page", "Runtime", "Log"):
             await self.send(f"{domain}.enable")
-        await self.send("Emulation.setDeviceMetricsOverride", width=1200, height=1700, deviceScaleFactor=1,
-                        mobile=False)
+        await self.send(
+            "Emulation.setDeviceMetricsOverride", width=1200, height=1700, deviceScaleFactor=1, mobile=False
+        )
         return self
 
     async def _read(self) -> None:
@@ -115,13 +136,17 @@ class Browser:
     async def open(self, url: str, timeout: float = 30.0) -> None:
         """Navigate and wait until that document has loaded (scripts run, load event fired)."""
         await self.send("Page.navigate", url=url)
-        await self.wait_for(f"location.href === {json.dumps(url)} && document.readyState === 'complete'",
-                            timeout, f"{url} to load")
+        await self.wait_for(
+            f"location.href === {json.dumps(url)} && document.readyState === 'complete'",
+            timeout,
+            f"{url} to load",
+        )
 
     async def evaluate(self, expression: str) -> Any:
         """The value of a JavaScript expression in the page (awaited if it is a promise)."""
-        result = await self.send("Runtime.evaluate", expression=expression, returnByValue=True,
-                                 awaitPromise=True)
+        result = await self.send(
+            "Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True
+        )
         if "exceptionDetails" in result:
             raise AssertionError(f"{expression}: {result['exceptionDetails']}")
         return result["result"].get("value")

@@ -54,8 +54,15 @@ class LiveDeployment:
             kafka_heartbeat_interval_seconds=2,
             ledger_create_if_missing=True,
             log_format="json",
-            streams=[StreamConfig(name=DEMO_STREAM, hypothesis_class=CLASS, release=ReleaseConfig(
-                window=WindowConfig(size=WINDOW), epsilon=EPSILON, epsilon_budget=EPSILON_BUDGET))],
+            streams=[
+                StreamConfig(
+                    name=DEMO_STREAM,
+                    hypothesis_class=CLASS,
+                    release=ReleaseConfig(
+                        window=WindowConfig(size=WINDOW), epsilon=EPSILON, epsilon_budget=EPSILON_BUDGET
+                    ),
+                )
+            ],
             _env_file=None,
         )
         self.target = random_target(parse_class_spec(CLASS), np.random.default_rng(19))
@@ -124,8 +131,10 @@ class LiveDeployment:
                 n = min(chunk, examples - sent)
                 batch = synthetic_examples(CLASS, n, target=self.target)
                 payload = [json.dumps(m).encode() for m in batch.messages(self.stream)]
-                payload += malformed_messages((self.sent_examples + n) // INVALID_EVERY
-                                              - self.sent_examples // INVALID_EVERY, self.stream)
+                payload += malformed_messages(
+                    (self.sent_examples + n) // INVALID_EVERY - self.sent_examples // INVALID_EVERY,
+                    self.stream,
+                )
                 await asyncio.gather(*[await producer.send(topic, value, key=key) for value in payload])
                 sent += n
                 self.sent_examples += n

@@ -22,6 +22,8 @@ def require(program: str) -> str:
     """The program's path; skips the test (naming the program and its package) when it is missing."""
     path = shutil.which(program)
     if path is None:
-        pytest.skip(f"{program} not found on PATH: the ops tier needs Debian's {PACKAGES[program]} package "
-                    f"(scripts/test.sh installs it when run as root with apt-get)")
+        pytest.skip(
+            f"{program} not found on PATH: the ops tier needs Debian's {PACKAGES[program]} package "
+            f"(scripts/test.sh installs it when run as root with apt-get)"
+        )
     return path

@@ -61,9 +61,17 @@ class Prometheus:
         config_path.write_text(yaml.safe_dump(config))
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
-                [self.binary, f"--config.file={config_path}", f"--storage.tsdb.path={self.workdir / 'data'}",
-                 f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn"],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent,
+                [
+                    self.binary,
+                    f"--config.file={config_path}",
+                    f"--storage.tsdb.path={self.workdir / 'data'}",
+                    f"--web.listen-address=127.0.0.1:{self.port}",
+                    "--log.level=warn",
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                preexec_fn=die_with_parent,
             )
         try:
             wait_until(self._ready, 30, what="Prometheus to be ready")

@@ -36,8 +36,17 @@ def test_release_log_lines_join_the_published_certificates_by_ledger_entry_id(de
         return {line["ledger_entry_id"]: line for line in lines} if len(lines) >= 2 else {}
 
     by_entry = wait_until(released_lines, 60, what="two releases in the worker's log")
-    releases = [HypothesisRelease.model_validate_json(r.value) for r in run(consume_all(
-        deployment.settings, deployment.settings.topic("hypotheses"), expected=len(by_entry), timeout=60))]
+    releases = [
+        HypothesisRelease.model_validate_json(r.value)
+        for r in run(
+            consume_all(
+                deployment.settings,
+                deployment.settings.topic("hypotheses"),
+                expected=len(by_entry),
+                timeout=60,
+            )
+        )
+    ]
     published = {r.certificate.ledger_entry_id: r for r in releases}
     assert by_entry.keys() <= published.keys(), "a release was logged but not published"
     for entry_id, release in published.items():

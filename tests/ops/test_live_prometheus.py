@@ -43,8 +43,11 @@ def prometheus(deployment: LiveDeployment, tmp_path_factory) -> Iterator[Prometh
 def panel_expr(expr: str, range_seconds: float) -> str:
     """A panel's expression as Grafana would send it: ``$__rate_interval`` is four scrape
     intervals (its minimum), ``$__range`` the queried range, ``$stream`` every stream."""
-    return plain_promql(expr.replace("$__rate_interval", f"{4 * INTERVAL_SECONDS}s")
-                        .replace("$__range", f"{int(range_seconds)}s"))
+    return plain_promql(
+        expr.replace("$__rate_interval", f"{4 * INTERVAL_SECONDS}s").replace(
+            "$__range", f"{int(range_seconds)}s"
+        )
+    )
 
 
 def test_the_worker_is_up_and_every_panel_returns_data(prometheus, deployment):
@@ -53,8 +56,11 @@ def test_the_worker_is_up_and_every_panel_returns_data(prometheus, deployment):
     started = time.time()
     releases_before = released(prometheus)
     deployment.load(int(LOAD_SECONDS * RATE), RATE)
-    wait_until(lambda: released(prometheus) >= releases_before + LOAD_SECONDS * RATE // 2000 - 1, 60,
-               what="the load's releases in Prometheus")
+    wait_until(
+        lambda: released(prometheus) >= releases_before + LOAD_SECONDS * RATE // 2000 - 1,
+        60,
+        what="the load's releases in Prometheus",
+    )
     time.sleep(3 * INTERVAL_SECONDS)  # a last scrape and evaluation of the rules
     end = time.time()
 

@@ -87,15 +87,20 @@ async def test_the_stream_page_shows_the_stream_its_charts_and_follows_a_new_rel
         # A new release arrives: the page draws it without a reload.
         await released(deployment, WINDOW, page["releases"] + 1)
         newest = latest(deployment)["certificate"]["ledger_entry_id"]
-        await browser.wait_for(f"document.body.dataset.latestEntry === {json.dumps(newest)}", 30,
-                               "the page to show the new release")
+        await browser.wait_for(
+            f"document.body.dataset.latestEntry === {json.dumps(newest)}",
+            30,
+            "the page to show the new release",
+        )
         assert int(newest) > int(shown)
 
         # The list of streams shows it too.
         await browser.open(f"{deployment.public_url}/")
         card = await browser.wait_for(
-            f"document.querySelector('[data-stream={json.dumps(deployment.stream)}]')?.textContent", 20,
-            "the stream's card")
+            f"document.querySelector('[data-stream={json.dumps(deployment.stream)}]')?.textContent",
+            20,
+            "the stream's card",
+        )
         assert "releasing" in card and "lifetime ε per example used" in card and "Latest release" in card
         assert "at level 0" in card
         assert browser.errors == [], browser.errors
@@ -123,8 +128,17 @@ async def test_the_lifetime_chart_sums_the_releases_covering_each_window(deploym
     def node(level: int, index: int, epsilon: float = 0.25) -> dict:
         return {"epsilon": epsilon, "first_window": index << level, "last_window": ((index + 1) << level) - 1}
 
-    releases = [node(0, 0), node(0, 0, 0.1), node(0, 1), node(1, 0), node(0, 2), node(0, 3), node(1, 1),
-                node(2, 0), {"epsilon": 0.5, "first_window": None, "last_window": None}]
+    releases = [
+        node(0, 0),
+        node(0, 0, 0.1),
+        node(0, 1),
+        node(1, 0),
+        node(0, 2),
+        node(0, 3),
+        node(1, 1),
+        node(2, 0),
+        {"epsilon": 0.5, "first_window": None, "last_window": None},
+    ]
     browser = await Browser(browser_binary, tmp_path / "chromium").start()
     try:
         await browser.open(f"{deployment.public_url}/stream/{deployment.stream}")
@@ -141,8 +155,11 @@ async def test_the_page_draws_every_kind_of_hypothesis(deployment, tmp_path):
     browser_binary = require("chromium")
     deployment.running()  # in this thread: the worker dies with the thread that starts it (PDEATHSIG)
     intervals = parse_class_spec("intervals:100")
-    interval = next(h for h in map(intervals.hypothesis, range(intervals.size))
-                    if len(ends := h.change_points()[1]) == 2 and ends[1] - ends[0] > 5)
+    interval = next(
+        h
+        for h in map(intervals.hypothesis, range(intervals.size))
+        if len(ends := h.change_points()[1]) == 2 and ends[1] - ends[0] > 5
+    )
     a, b = interval.change_points()[1]
     cases = {
         "A threshold: predicts 1 for x ≥ 40,000": parse_class_spec("thresholds:65536").hypothesis(40_000),
@@ -162,16 +179,18 @@ async def test_the_page_draws_every_kind_of_hypothesis(deployment, tmp_path):
             assert drawn["text"].startswith(expected), (expected, drawn["text"])
             assert drawn["svg"].startswith("<svg")
         stream = {"feature_bounds": [[0.0, 10.0], [0.0, 10.0]]}
-        grid = await browser.evaluate(f"PrivstreamPage.draw({{hypothesis: {json.dumps(models['grid'])}}}, "
-                                      f"{json.dumps(stream)})")
+        grid = await browser.evaluate(
+            f"PrivstreamPage.draw({{hypothesis: {json.dumps(models['grid'])}}}, {json.dumps(stream)})"
+        )
         k = models["grid"]["cells_per_axis"]
         packed = np.frombuffer(base64.b64decode(models["grid"]["labels"]), np.uint8)
         labels = np.unpackbits(packed, bitorder="little")[: k * k]
         assert grid["text"].startswith(f"A grid of {k} cells per feature")
         squares = re.findall(r'<rect[^>]*fill="var\(--one\)"', grid["svg"])
         assert len(squares) == int(labels.sum()) > 0  # one square per cell labelled 1
-        stump = await browser.evaluate(f"PrivstreamPage.draw({{hypothesis: {json.dumps(models['stump'])}}}, "
-                                       f"{json.dumps(stream)})")
+        stump = await browser.evaluate(
+            f"PrivstreamPage.draw({{hypothesis: {json.dumps(models['stump'])}}}, {json.dumps(stream)})"
+        )
         if models["stump"].get("constant") is None:
             feature = models["stump"]["feature"]
             assert stump["text"].startswith(f"A decision stump: predicts 1 where feature {feature}")

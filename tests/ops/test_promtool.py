@@ -19,8 +19,9 @@ pytestmark = pytest.mark.ops
 
 
 def promtool(*args: str, cwd: Path = PROMETHEUS.parent) -> str:
-    result = subprocess.run([require("promtool"), *args], capture_output=True, text=True, timeout=120,
-                            cwd=cwd)
+    result = subprocess.run(
+        [require("promtool"), *args], capture_output=True, text=True, timeout=120, cwd=cwd
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     return result.stdout + result.stderr
 

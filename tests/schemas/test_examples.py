@@ -9,9 +9,7 @@ from privstream.schemas import Example
 from privstream.schemas.export import DEFAULT_DIR, render_schemas
 
 
-@pytest.mark.parametrize(
-    ("label", "expected"), [(0, 0), (1, 1), (-1, 0), (True, 1), (False, 0)]
-)
+@pytest.mark.parametrize(("label", "expected"), [(0, 0), (1, 1), (-1, 0), (True, 1), (False, 0)])
 def test_accepted_labels_are_normalised_to_0_1(label, expected):
     example = Example.model_validate_json(json.dumps({"stream_id": "s", "x": 4, "y": label}))
     assert example.y == expected

@@ -37,12 +37,27 @@ def numbers(obj: Any) -> list[int | float]:
 
 def certificate(**overrides: Any) -> Certificate:
     fields: dict[str, Any] = dict(
-        mechanism="m", epsilon=1.0, delta=0.0, neighbouring_relation="replace-one",
-        privacy="information-theoretic", proper=True, accuracy_guarantee_holds=False,
-        theorem_sample_size=HUGE, randomness="seeded", library_version="test",
-        window=WindowInfo(window_id="w", kind="count", start=0, end=2000), sample_size=2000,
-        parameters={"class_size": 2**63 + 1, "domain": 2**63, "bound": math.inf, "nested": {"n": [2**60, 3]},
-                    "numpy": np.int64(2**62), "small": 12, "rate": 0.25},
+        mechanism="m",
+        epsilon=1.0,
+        delta=0.0,
+        neighbouring_relation="replace-one",
+        privacy="information-theoretic",
+        proper=True,
+        accuracy_guarantee_holds=False,
+        theorem_sample_size=HUGE,
+        randomness="seeded",
+        library_version="test",
+        window=WindowInfo(window_id="w", kind="count", start=0, end=2000),
+        sample_size=2000,
+        parameters={
+            "class_size": 2**63 + 1,
+            "domain": 2**63,
+            "bound": math.inf,
+            "nested": {"n": [2**60, 3]},
+            "numpy": np.int64(2**62),
+            "small": 12,
+            "rate": 0.25,
+        },
         dp_outputs={"noisy_count": -(2**55), "transcript": [{"query": {"domain": 2**63}}]},
     )
     fields.update(overrides)
@@ -52,8 +67,9 @@ def certificate(**overrides: Any) -> Certificate:
 def test_a_release_with_huge_numbers_stays_within_2_53_everywhere() -> None:
     hclass = parse_class_spec("thresholds:2^63")
     h = hypothesis_from_runs(2**63, 0, [2**62 + 12345])  # a threshold no double can hold
-    release = HypothesisRelease(stream_id="s", hypothesis_class=hclass.spec, hypothesis=h.to_dict(),
-                                certificate=certificate())
+    release = HypothesisRelease(
+        stream_id="s", hypothesis_class=hclass.spec, hypothesis=h.to_dict(), certificate=certificate()
+    )
     text = release.model_dump_json()
     parsed = json.loads(text)
     assert all(abs(x) <= MAX_SAFE_INTEGER and math.isfinite(x) for x in numbers(parsed))
@@ -70,8 +86,13 @@ def test_a_release_with_huge_numbers_stays_within_2_53_everywhere() -> None:
 
 def test_a_sanitized_release_on_a_huge_domain_round_trips() -> None:
     dist = SyntheticDistribution(2**61, [0, 2**60 + 3, 2**61], np.array([0.25, 0.75]))
-    release = SanitizedRelease(stream_id="s", hypothesis_class="thresholds:2^61", labelled=False,
-                               distribution=dist.to_dict(), certificate=certificate())
+    release = SanitizedRelease(
+        stream_id="s",
+        hypothesis_class="thresholds:2^61",
+        labelled=False,
+        distribution=dist.to_dict(),
+        certificate=certificate(),
+    )
     parsed = json.loads(release.model_dump_json())
     assert all(abs(x) <= MAX_SAFE_INTEGER for x in numbers(parsed))
     assert SanitizedView.from_json(release.model_dump_json()).distribution == dist
@@ -79,12 +100,17 @@ def test_a_sanitized_release_on_a_huge_domain_round_trips() -> None:
 
 def test_a_real_learner_release_with_its_theorem_size() -> None:
     hclass = parse_class_spec("intervals:2^63")
-    res = make_learner("generic").fit(hclass, np.array([5, 2**62]), np.array([1, 0]), epsilon=1.0,
-                                      rng=seeded(0))
+    res = make_learner("generic").fit(
+        hclass, np.array([5, 2**62]), np.array([1, 0]), epsilon=1.0, rng=seeded(0)
+    )
     release = HypothesisRelease(
-        stream_id="s", hypothesis_class=hclass.spec, hypothesis=res.hypothesis.to_dict(),
-        certificate=certificate(parameters=res.parameters, dp_outputs=res.dp_outputs,
-                                theorem_sample_size=res.theorem_sample_size))
+        stream_id="s",
+        hypothesis_class=hclass.spec,
+        hypothesis=res.hypothesis.to_dict(),
+        certificate=certificate(
+            parameters=res.parameters, dp_outputs=res.dp_outputs, theorem_sample_size=res.theorem_sample_size
+        ),
+    )
     parsed = json.loads(release.model_dump_json())
     assert all(abs(x) <= MAX_SAFE_INTEGER for x in numbers(parsed))
     assert parsed["certificate"]["parameters"]["class_size"] == str(hclass.size)  # ~2^125

@@ -65,8 +65,9 @@ def test_each_vector_learner_gives_the_same_release_in_the_child(pool, name):
     points = rng.uniform(0, 1, (2000, 2))
     labels = (points[:, 0] > 0.5).astype(np.uint8)
     bounds = np.array([[0.0, 1.0], [0.0, 1.0]])
-    fit = partial(make_vector_learner(name).fit, points, labels, epsilon=1.0, delta=1e-6, bounds=bounds,
-                  rng=seeded(9))
+    fit = partial(
+        make_vector_learner(name).fit, points, labels, epsilon=1.0, delta=1e-6, bounds=bounds, rng=seeded(9)
+    )
     assert output_of(pool.submit(fit).result(timeout=120)) == output_of(fit())
 
 

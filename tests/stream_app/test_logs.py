@@ -14,15 +14,21 @@ from privstream.stream_app.settings import Settings
 
 
 def record(message: str, *args: object, exc_info=None, **extra: object) -> logging.LogRecord:
-    rec = logging.LogRecord("privstream.agents.releases", logging.WARNING, __file__, 1, message, args,
-                            exc_info)
+    rec = logging.LogRecord(
+        "privstream.agents.releases", logging.WARNING, __file__, 1, message, args, exc_info
+    )
     rec.__dict__.update(extra)
     return rec
 
 
 def test_a_release_line_carries_its_stream_window_and_ledger_entry_as_keys():
-    line = json.loads(JsonFormatter().format(record(
-        "released %s", "learner:generic", stream_id="s", window_id="g-c2000-3", ledger_entry_id="12")))
+    line = json.loads(
+        JsonFormatter().format(
+            record(
+                "released %s", "learner:generic", stream_id="s", window_id="g-c2000-3", ledger_entry_id="12"
+            )
+        )
+    )
     assert line["message"] == "released learner:generic" and line["level"] == "warning"
     assert (line["stream_id"], line["window_id"], line["ledger_entry_id"]) == ("s", "g-c2000-3", "12")
     assert line["time"].endswith("Z") and line["logger"] == "privstream.agents.releases"

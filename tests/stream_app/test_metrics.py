@@ -11,15 +11,21 @@ from privstream.stream_app.metrics import ServiceMetrics
 
 def samples(metrics: ServiceMetrics, name: str) -> dict[tuple[tuple[str, str], ...], float]:
     text = metrics.exposition().decode()
-    return {tuple(sorted(s.labels.items())): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples if s.name == name}
+    return {
+        tuple(sorted(s.labels.items())): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == name
+    }
 
 
 def test_lag_follows_the_assigned_partitions():
     metrics = ServiceMetrics(["s"])
     metrics.lag({0: 5, 1: 0})
     assert samples(metrics, "privstream_consumer_lag_messages") == {
-        (("partition", "0"),): 5.0, (("partition", "1"),): 0.0}
+        (("partition", "0"),): 5.0,
+        (("partition", "1"),): 0.0,
+    }
     metrics.lag({1: 7})  # partition 0 was revoked: its series goes, it would show a stale lag
     assert samples(metrics, "privstream_consumer_lag_messages") == {(("partition", "1"),): 7.0}
 
@@ -49,5 +55,7 @@ def test_timed_store_times_every_method_call_and_passes_the_rest_through():
     with pytest.raises(ValueError, match="disk full"):
         store.broken()  # a failing call is timed too, and its error passes through
     counts = samples(metrics, "privstream_store_operation_seconds_count")
-    assert counts == {(("operation", "append"), ("store", "state")): 2.0,
-                      (("operation", "broken"), ("store", "state")): 1.0}
+    assert counts == {
+        (("operation", "append"), ("store", "state")): 2.0,
+        (("operation", "broken"), ("store", "state")): 1.0,
+    }

@@ -31,21 +31,51 @@ def release_json(entry: int, level: int | None, index: int, *, stream: str = "s"
     lvl = 0 if level is None else level
     first, last = index << lvl, ((index + 1) << lvl) - 1
     node = {} if level is None else {"first_window": first, "last_window": last}
-    window = WindowInfo(window_id=f"ab12-c4-L{lvl}-{index}", kind="count", start=4 * first,
-                        end=4 * (last + 1), **node)
-    tree: dict[str, Any] = {} if level is None else {
-        "level": level, "composition": "tree",
-        "lifetime": LifetimeBound(epsilon=1.0, delta=0.0, epsilon_budget=1.0, delta_budget=0.0,
-                                  levels=LEVELS, level_epsilon=[1 / (LEVELS + 1)] * (LEVELS + 1),
-                                  rule="parallel ...")}
+    window = WindowInfo(
+        window_id=f"ab12-c4-L{lvl}-{index}", kind="count", start=4 * first, end=4 * (last + 1), **node
+    )
+    tree: dict[str, Any] = (
+        {}
+        if level is None
+        else {
+            "level": level,
+            "composition": "tree",
+            "lifetime": LifetimeBound(
+                epsilon=1.0,
+                delta=0.0,
+                epsilon_budget=1.0,
+                delta_budget=0.0,
+                levels=LEVELS,
+                level_epsilon=[1 / (LEVELS + 1)] * (LEVELS + 1),
+                rule="parallel ...",
+            ),
+        }
+    )
     certificate = Certificate(
-        mechanism="exponential-mechanism", epsilon=1 / (LEVELS + 1), delta=0.0,
-        neighbouring_relation="replace-one", privacy="information-theoretic", proper=True,
-        accuracy_guarantee_holds=False, randomness="seeded", library_version=__version__,
-        ledger_entry_id=str(entry), sample_size=4 << lvl, window=window, **tree)
-    return HypothesisRelease(stream_id=stream, hypothesis_class="thresholds:64",
-                             hypothesis=threshold_hypothesis(64, 10 + entry).to_dict(),
-                             certificate=certificate).model_dump_json().encode()
+        mechanism="exponential-mechanism",
+        epsilon=1 / (LEVELS + 1),
+        delta=0.0,
+        neighbouring_relation="replace-one",
+        privacy="information-theoretic",
+        proper=True,
+        accuracy_guarantee_holds=False,
+        randomness="seeded",
+        library_version=__version__,
+        ledger_entry_id=str(entry),
+        sample_size=4 << lvl,
+        window=window,
+        **tree,
+    )
+    return (
+        HypothesisRelease(
+            stream_id=stream,
+            hypothesis_class="thresholds:64",
+            hypothesis=threshold_hypothesis(64, 10 + entry).to_dict(),
+            certificate=certificate,
+        )
+        .model_dump_json()
+        .encode()
+    )
 
 
 def published_tree() -> list[tuple[int, int, int]]:
@@ -87,7 +117,7 @@ def test_best_yields_each_moment_the_newest_release_of_the_highest_completed_lev
     assert got == [(0, 0), (0, 1), (1, 1), (1, 3), (2, 3), (2, 7)]
     for closed in range(1, WINDOWS + 1):  # after each window, the last one yielded is the best then
         j, m = best_after(closed)
-        published = {(lvl, ((i + 1) << lvl) - 1) for _, lvl, i in published_tree()[:entries_after(closed)]}
+        published = {(lvl, ((i + 1) << lvl) - 1) for _, lvl, i in published_tree()[: entries_after(closed)]}
         assert [g for g in got if g in published][-1] == (j, ((m + 1) << j) - 1)
 
 
@@ -101,7 +131,8 @@ def test_a_fixed_level_yields_every_release_of_that_level_and_nothing_else() -> 
     for level in range(LEVELS + 1):
         got = select(level, [release_json(*r) for r in tree])
         assert [(r.level, r.last_window) for r in got] == [
-            (level, ((m + 1) << level) - 1) for m in range(WINDOWS >> level)]
+            (level, ((m + 1) << level) - 1) for m in range(WINDOWS >> level)
+        ]
     assert len(select("all", [release_json(*r) for r in tree])) == len(tree)
 
 

@@ -9,14 +9,27 @@ from privstream.stream_app.settings import Settings
 
 
 def _stream(name: str, size: int) -> dict:
-    return {"name": name, "hypothesis_class": "thresholds:1024",
-            "release": {"learner": "global-stability", "epsilon": 1, "delta": 1e-6, "epsilon_budget": 5,
-                        "delta_budget": 1e-5, "window": {"kind": "count", "size": size}}}
+    return {
+        "name": name,
+        "hypothesis_class": "thresholds:1024",
+        "release": {
+            "learner": "global-stability",
+            "epsilon": 1,
+            "delta": 1e-6,
+            "epsilon_budget": 5,
+            "delta_budget": 1e-5,
+            "window": {"kind": "count", "size": size},
+        },
+    }
 
 
 def test_build_warns_about_a_window_too_small_for_its_learner(tmp_path, caplog) -> None:
-    settings = Settings(kafka_bootstrap="127.0.0.1:9", data_dir=tmp_path, ledger_create_if_missing=True,
-                        streams=[_stream("tiny", 10), _stream("fine", 2000)])
+    settings = Settings(
+        kafka_bootstrap="127.0.0.1:9",
+        data_dir=tmp_path,
+        ledger_create_if_missing=True,
+        streams=[_stream("tiny", 10), _stream("fine", 2000)],
+    )
     with caplog.at_level(logging.WARNING, logger="privstream.stream_app.service"):
         service = build_service(settings)
     try:

@@ -91,8 +91,14 @@ def test_old_web_port_variable_is_a_clear_error(monkeypatch):
 
 
 def test_to_env_round_trips(monkeypatch):
-    s = Settings(app_id="x1", kafka_bootstrap="h:1", streams=STREAMS, topic_prefix="p.",
-                 operator_host="0.0.0.0", operator_token="s3cret")
+    s = Settings(
+        app_id="x1",
+        kafka_bootstrap="h:1",
+        streams=STREAMS,
+        topic_prefix="p.",
+        operator_host="0.0.0.0",
+        operator_token="s3cret",
+    )
     for key, value in s.to_env().items():
         monkeypatch.setenv(key, value)
     assert Settings() == s
@@ -135,14 +141,36 @@ def test_readme_configuration_example_is_valid():
     ("stream", "message"),
     [
         ({"name": "v", "features": 2, "feature_bounds": [[0, 1], [0, 1]]}, "needs a release"),
-        ({"name": "v", "features": 2, "feature_bounds": [[0, 1]],
-          "release": {"learner": "bayes-consistent", "epsilon": 1, "epsilon_budget": 5}}, "bounds"),
-        ({"name": "v", "features": 1, "feature_bounds": [[0, 1]],
-          "release": {"learner": "generic", "epsilon": 1, "epsilon_budget": 5}}, "vector learner"),
-        ({"name": "v", "hypothesis_class": "thresholds:8",
-          "release": {"learner": "bayes-consistent", "epsilon": 1, "epsilon_budget": 5}}, "needs feature"),
-        ({"name": "v", "hypothesis_class": "thresholds:8", "features": 1, "feature_bounds": [[0, 1]]},
-         "either"),
+        (
+            {
+                "name": "v",
+                "features": 2,
+                "feature_bounds": [[0, 1]],
+                "release": {"learner": "bayes-consistent", "epsilon": 1, "epsilon_budget": 5},
+            },
+            "bounds",
+        ),
+        (
+            {
+                "name": "v",
+                "features": 1,
+                "feature_bounds": [[0, 1]],
+                "release": {"learner": "generic", "epsilon": 1, "epsilon_budget": 5},
+            },
+            "vector learner",
+        ),
+        (
+            {
+                "name": "v",
+                "hypothesis_class": "thresholds:8",
+                "release": {"learner": "bayes-consistent", "epsilon": 1, "epsilon_budget": 5},
+            },
+            "needs feature",
+        ),
+        (
+            {"name": "v", "hypothesis_class": "thresholds:8", "features": 1, "feature_bounds": [[0, 1]]},
+            "either",
+        ),
         ({"name": "v"}, "either"),
     ],
 )
@@ -152,16 +180,29 @@ def test_vector_stream_configuration_errors(stream, message):
 
 
 def test_vector_stream_configuration():
-    s = Settings(streams=[{"name": "v", "features": 2, "feature_bounds": [[0, 1], [-1, 1]],
-                           "release": {"learner": "bayes-consistent", "epsilon": 1, "epsilon_budget": 5}}])
+    s = Settings(
+        streams=[
+            {
+                "name": "v",
+                "features": 2,
+                "feature_bounds": [[0, 1], [-1, 1]],
+                "release": {"learner": "bayes-consistent", "epsilon": 1, "epsilon_budget": 5},
+            }
+        ]
+    )
     assert s.streams[0].kind == "vector" and s.streams[0].hypothesis_class is None
 
 
 @pytest.mark.parametrize(
     "release",
     [
-        {"learner": "global-stability", "epsilon": 1, "delta": 1e-6, "epsilon_budget": 5,
-         "delta_budget": 1e-5},
+        {
+            "learner": "global-stability",
+            "epsilon": 1,
+            "delta": 1e-6,
+            "epsilon_budget": 5,
+            "delta_budget": 1e-5,
+        },
         {"learner": "generic", "sanitizer": "mwem", "epsilon": 1, "epsilon_budget": 5},
         {"learner": "generic", "sanitizer": "hierarchical", "epsilon": 1, "epsilon_budget": 5},
     ],
@@ -169,14 +210,27 @@ def test_vector_stream_configuration():
 def test_time_windows_take_every_learner_and_sanitizer(release):
     """Issue 16.4: the algorithms derive their parameters from expected_size where n is private."""
     window = {"kind": "time", "seconds": 60}
-    settings = Settings(streams=[{"name": "s", "hypothesis_class": "thresholds:8",
-                                  "release": {**release, "window": window, "expected_size": 500}}])
+    settings = Settings(
+        streams=[
+            {
+                "name": "s",
+                "hypothesis_class": "thresholds:8",
+                "release": {**release, "window": window, "expected_size": 500},
+            }
+        ]
+    )
     assert settings.streams[0].release.window.kind == "time"
 
 
 def test_user_level_count_windows_are_refused_naming_the_privacy_unit():
-    release = {"learner": "generic", "epsilon": 1, "epsilon_budget": 5, "expected_size": 50,
-               "privacy_unit": "user", "user_contribution_bound": 3}
+    release = {
+        "learner": "generic",
+        "epsilon": 1,
+        "epsilon_budget": 5,
+        "expected_size": 50,
+        "privacy_unit": "user",
+        "user_contribution_bound": 3,
+    }
     with pytest.raises(ValidationError, match="privacy_unit 'user' needs time windows"):
         Settings(streams=[{"name": "s", "hypothesis_class": "thresholds:8", "release": release}])
     timed = {**release, "window": {"kind": "time", "seconds": 60}}
@@ -208,7 +262,9 @@ def test_a_sqlite_store_url_names_the_directory_of_both_files(tmp_path):
 
 
 def test_a_postgresql_store_url_with_password_and_tls_settings(monkeypatch, tmp_path):
-    monkeypatch.setenv("PRIVSTREAM_STORE_URL", "postgresql://app@db.internal:5432/privstream?sslmode=verify-full")
+    monkeypatch.setenv(
+        "PRIVSTREAM_STORE_URL", "postgresql://app@db.internal:5432/privstream?sslmode=verify-full"
+    )
     monkeypatch.setenv("PRIVSTREAM_STORE_PASSWORD", "s3cret")
     monkeypatch.setenv("PRIVSTREAM_STORE_SSLROOTCERT", str(tmp_path / "ca.pem"))
     s = Settings()
@@ -244,8 +300,10 @@ def test_the_password_may_come_from_a_file(tmp_path):
         ({"store_url": "sqlite://relative"}, "three slashes"),
         ({"store_url": "postgresql://app:hunter2@db/privstream"}, "not in store_url"),
         ({"store_url": "postgresql://app@db/p", "ledger_path": "x.sqlite3"}, "ledger_path and state_path"),
-        ({"store_url": "postgresql://app@db/p", "store_password": "a", "store_password_file": "f"},
-         "not both"),
+        (
+            {"store_url": "postgresql://app@db/p", "store_password": "a", "store_password_file": "f"},
+            "not both",
+        ),
         ({"store_url": "postgresql://app@db/p", "store_sslmode": "maybe"}, "store_sslmode"),
     ],
 )
@@ -257,16 +315,22 @@ def test_invalid_store_settings_are_clear_errors(kwargs, message):
     assert "hunter2" not in describe_validation_error(invalid.value)  # what the CLI prints
 
 
-@pytest.mark.parametrize("private", [
-    {"window": {"kind": "time", "seconds": 60}},
-    {"privacy_unit": "user", "user_contribution_bound": 2, "window": {"kind": "time", "seconds": 60}},
-])
+@pytest.mark.parametrize(
+    "private",
+    [
+        {"window": {"kind": "time", "seconds": 60}},
+        {"privacy_unit": "user", "user_contribution_bound": 2, "window": {"kind": "time", "seconds": 60}},
+    ],
+)
 def test_expected_size_is_required_exactly_where_n_is_private(private):
     release = {"learner": "generic", "epsilon": 1, "epsilon_budget": 5, **private}
     with pytest.raises(ValidationError, match="expected_size is required"):
         Settings(streams=[{"name": "s", "hypothesis_class": "thresholds:8", "release": release}])
-    s = Settings(streams=[{"name": "s", "hypothesis_class": "thresholds:8",
-                           "release": {**release, "expected_size": 800}}])
+    s = Settings(
+        streams=[
+            {"name": "s", "hypothesis_class": "thresholds:8", "release": {**release, "expected_size": 800}}
+        ]
+    )
     assert s.streams[0].release.expected_size == 800 and s.streams[0].release.n_private
     public = {"learner": "generic", "epsilon": 1, "epsilon_budget": 5, "expected_size": 800}
     with pytest.raises(ValidationError, match="count windows at the example level publish n"):

@@ -28,6 +28,8 @@ __all__ = ["AUDITS", "audit_spec", "audit_spec_factory"]
 
 _MECHANISMS = "privstream.learning.mechanisms.audit_specs"
 _GENERIC = "privstream.learning.private_learners.generic.audit_spec"
+_PROPER = "privstream.learning.private_learners.proper.audit_spec"
+_GLOBAL_STABILITY = "privstream.learning.private_learners.global_stability.audit_spec"
 _CONSISTENT = "privstream.learning.consistent.audit_specs"
 _SANITIZERS = "privstream.learning.sanitizers.audit_specs"
 
@@ -47,12 +49,10 @@ AUDITS: dict[str, str] = {
     # private learners (private_learners/base.py: LEARNERS)
     "generic": f"{_GENERIC}:generic_audit_spec",
     "generic-intervals": f"{_GENERIC}:generic_intervals_audit_spec",
-    "proper": "privstream.learning.private_learners.proper.audit_spec:proper_audit_spec",
-    "global-stability":
-        "privstream.learning.private_learners.global_stability.audit_spec:global_stability_audit_spec",
-    "global-stability-add-remove":
-        "privstream.learning.private_learners.global_stability.audit_spec:add_remove_audit_spec",
-    "proper-add-remove": "privstream.learning.private_learners.proper.audit_spec:add_remove_audit_spec",
+    "proper": f"{_PROPER}:proper_audit_spec",
+    "global-stability": f"{_GLOBAL_STABILITY}:global_stability_audit_spec",
+    "global-stability-add-remove": f"{_GLOBAL_STABILITY}:add_remove_audit_spec",
+    "proper-add-remove": f"{_PROPER}:add_remove_audit_spec",
     # vector learners (private_learners/vector_base.py: VECTOR_LEARNERS) and their density step
     "bayes-consistent": f"{_CONSISTENT}:bayes_consistent_audit_spec",
     "bayes-consistent-empty-cell": f"{_CONSISTENT}:empty_cell_audit_spec",

@@ -153,8 +153,10 @@ def bayes_consistent_audit_spec(epsilon: float = AUDIT_EPSILON) -> AuditSpec:
 
     return AuditSpec(
         name="bayes-consistent",
-        description=(f"PCL on [0,1], n=2 (K=2), eps={epsilon:g}; tight pair: cube 0 labels {{1,0}} "
-                     "vs {0,0} (exact loss = eps)"),
+        description=(
+            f"PCL on [0,1], n=2 (K=2), eps={epsilon:g}; tight pair: cube 0 labels {{1,0}} "
+            "vs {0,0} (exact loss = eps)"
+        ),
         claimed=PrivacyGuarantee(epsilon=epsilon, delta=0.0, mechanism="pcl"),
         build=_production(epsilon),
         pair=TIGHT_PAIR,
@@ -178,8 +180,10 @@ def empty_cell_audit_spec(epsilon: float = AUDIT_EPSILON) -> AuditSpec:
         build=_production(epsilon),
         pair=EMPTY_CELL_PAIR,
         discretise=_table_key,
-        broken={"empty_cells_unkeyed": _unkeyed_empty_zero(epsilon),
-                "bounds_from_data": _bounds_from_data(epsilon)},
+        broken={
+            "empty_cells_unkeyed": _unkeyed_empty_zero(epsilon),
+            "bounds_from_data": _bounds_from_data(epsilon),
+        },
         samples=20_000,
         exact=exact,
     )
@@ -198,15 +202,17 @@ def pcde_audit_spec() -> AuditSpec:
             hist = StableHistogram(eps, PCDE_DELTA, rng=rng)
             if threshold is not None:
                 hist.threshold = threshold  # deliberately broken: the constructor refuses it
-            return lambda d: pcde_fit(np.array(d), epsilon=eps, delta=PCDE_DELTA, bounds=UNIT, rng=rng,
-                                      histogram=hist)
+            return lambda d: pcde_fit(
+                np.array(d), epsilon=eps, delta=PCDE_DELTA, bounds=UNIT, rng=rng, histogram=hist
+            )
 
         return build
 
     return AuditSpec(
         name="pcde",
-        description=(f"PCDE on [0,1], n=30 (K=6), eps={eps:g}, delta={PCDE_DELTA:g}; "
-                     "lone point in cube 5 vs none"),
+        description=(
+            f"PCDE on [0,1], n=30 (K=6), eps={eps:g}, delta={PCDE_DELTA:g}; lone point in cube 5 vs none"
+        ),
         claimed=PrivacyGuarantee(epsilon=eps, delta=PCDE_DELTA, mechanism="pcde"),
         build=factory(None),
         pair=PCDE_PAIR,
@@ -256,8 +262,10 @@ def semi_supervised_audit_spec(epsilon: float = AUDIT_EPSILON) -> AuditSpec:
 
     return AuditSpec(
         name="semi-supervised",
-        description=(f"semi-supervised stumps on [0,1], 40 unlabelled + 5 labelled rows, eps={epsilon:g}, "
-                     f"delta={SSL_DELTA:g}; the labelled row at 0.5 flips 1 -> 0"),
+        description=(
+            f"semi-supervised stumps on [0,1], 40 unlabelled + 5 labelled rows, eps={epsilon:g}, "
+            f"delta={SSL_DELTA:g}; the labelled row at 0.5 flips 1 -> 0"
+        ),
         claimed=PrivacyGuarantee(epsilon=epsilon, delta=SSL_DELTA, mechanism="pcssl"),
         build=build,
         pair=SSL_PAIR,

@@ -118,9 +118,13 @@ class HistogramDensity:
         return lo + (cell_lo + u * (cell_hi - cell_lo)) * width
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "bounds": self.grid.bounds.tolist(), "cells_per_axis": self.grid.k,
-                "n": self.n,
-                "cells": [[int(c), int(v)] for c, v in zip(self.cells, self.counts, strict=True)]}
+        return {
+            "kind": self.kind,
+            "bounds": self.grid.bounds.tolist(),
+            "cells_per_axis": self.grid.k,
+            "n": self.n,
+            "cells": [[int(c), int(v)] for c, v in zip(self.cells, self.counts, strict=True)],
+        }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> HistogramDensity:
@@ -136,10 +140,18 @@ class HistogramDensity:
             raise HypothesisFormatError(f"malformed {cls.kind} model: {exc}") from None
 
 
-def pcde_fit(X: object, *, epsilon: float, delta: float, bounds: object, rng: RandomSource | None = None,
-             n: int | None = None, expected_size: int | None = None,
-             cells_per_axis_override: int | None = None,
-             histogram: StableHistogram | None = None) -> HistogramDensity:
+def pcde_fit(
+    X: object,
+    *,
+    epsilon: float,
+    delta: float,
+    bounds: object,
+    rng: RandomSource | None = None,
+    n: int | None = None,
+    expected_size: int | None = None,
+    cells_per_axis_override: int | None = None,
+    histogram: StableHistogram | None = None,
+) -> HistogramDensity:
     """Fit PCDE ((ε, δ)-DP) on the rows of ``X`` (zero rows release the uniform fallback).
 
     ``n`` is the public size that sets the resolution (default: the number of rows; the
@@ -156,8 +168,11 @@ def pcde_fit(X: object, *, epsilon: float, delta: float, bounds: object, rng: Ra
     b = check_bounds(bounds)
     arr = check_features(X, b)
     size = m if m is not None else (arr.shape[0] if n is None else int(n))
-    k = cells_per_axis(max(size, 1), b.shape[0]) if cells_per_axis_override is None \
+    k = (
+        cells_per_axis(max(size, 1), b.shape[0])
+        if cells_per_axis_override is None
         else cells_per_axis_override
+    )
     grid = CubeGrid(b, k)
     if grid.num_cells - 1 > 2**63 - 1:
         raise LearningInputError(f"K^d = {grid.num_cells} cubes: too many features for the density estimator")

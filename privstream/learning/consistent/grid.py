@@ -57,8 +57,11 @@ class CubeGrid:
 
     def __init__(self, bounds: object, cells_per_axis: int) -> None:
         self.bounds = check_bounds(bounds)
-        if isinstance(cells_per_axis, bool) or not isinstance(cells_per_axis, int | np.integer) \
-                or cells_per_axis < 1:
+        if (
+            isinstance(cells_per_axis, bool)
+            or not isinstance(cells_per_axis, int | np.integer)
+            or cells_per_axis < 1
+        ):
             raise ValueError(f"cells_per_axis must be an int >= 1, got {cells_per_axis!r}")
         self.k = int(cells_per_axis)
         self.d = int(self.bounds.shape[0])

@@ -109,8 +109,9 @@ class VoronoiLabelModel:
 
     kind = "voronoi-labels"
 
-    def __init__(self, packing: Packing, labels: np.ndarray,
-                 privacy: PrivacyKind = "information-theoretic") -> None:
+    def __init__(
+        self, packing: Packing, labels: np.ndarray, privacy: PrivacyKind = "information-theoretic"
+    ) -> None:
         self.packing = packing
         self.labels = np.asarray(labels, dtype=np.uint8)
         self.privacy = privacy
@@ -121,13 +122,27 @@ class VoronoiLabelModel:
         return self.labels[self.packing.cell[idx]]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "radius": self.packing.radius, "centres": self.packing.centres.tolist(),
-                "labels": self.labels.tolist()}
+        return {
+            "kind": self.kind,
+            "radius": self.packing.radius,
+            "centres": self.packing.centres.tolist(),
+            "labels": self.labels.tolist(),
+        }
 
 
-def pcl2_fit(points: np.ndarray, y: np.ndarray, *, ground: np.ndarray, ddim: float, epsilon: float,
-             metric: Metric = euclidean, rng: RandomSource | None = None, radius: float | None = None,
-             expected_size: int | None = None, randomness: str = "direct") -> VoronoiLabelModel:
+def pcl2_fit(
+    points: np.ndarray,
+    y: np.ndarray,
+    *,
+    ground: np.ndarray,
+    ddim: float,
+    epsilon: float,
+    metric: Metric = euclidean,
+    rng: RandomSource | None = None,
+    radius: float | None = None,
+    expected_size: int | None = None,
+    randomness: str = "direct",
+) -> VoronoiLabelModel:
     """Fit PCL2 (ε-DP) on ground-set indices ``points`` with 0/1 labels ``y`` (-1/NaN: no vote).
 
     The radius uses n, or ``expected_size`` when n is private, unless ``radius`` is given.
@@ -152,8 +167,9 @@ def pcl2_fit(points: np.ndarray, y: np.ndarray, *, ground: np.ndarray, ddim: flo
         radius = diameter * size ** (-1.0 / (4.0 * ddim))
     packing = maximal_packing(pts, radius, metric)
     cells = packing.cell[idx[labelled]]
-    votes = np.rint(np.bincount(cells, weights=2.0 * labels[labelled] - 1.0,
-                                minlength=packing.centres.size)).astype(np.int64)
+    votes = np.rint(
+        np.bincount(cells, weights=2.0 * labels[labelled] - 1.0, minlength=packing.centres.size)
+    ).astype(np.int64)
     slots = np.arange(packing.centres.size, dtype=np.int64)
     if randomness == "direct":
         table = label_table(packing.centres.size, slots.tolist(), votes.tolist(), eps, resolve(rng))
@@ -161,6 +177,11 @@ def pcl2_fit(points: np.ndarray, y: np.ndarray, *, ground: np.ndarray, ddim: flo
     key = new_key(resolve(rng))
     coins = coin_bits(key, slots)
     eps_q = Fraction(eps)
-    table = np.array([cell_label(int(v), eps_q, CellStream(key, int(c)), int(b))
-                      for c, v, b in zip(slots, votes, coins, strict=True)], dtype=np.uint8)
+    table = np.array(
+        [
+            cell_label(int(v), eps_q, CellStream(key, int(c)), int(b))
+            for c, v, b in zip(slots, votes, coins, strict=True)
+        ],
+        dtype=np.uint8,
+    )
     return VoronoiLabelModel(packing, table, privacy="computational")

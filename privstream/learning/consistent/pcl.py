@@ -136,8 +136,9 @@ def cell_label(v: int, epsilon: Fraction, stream: RandomSource, coin: int) -> in
     return int(coin) if keep_coin else int(v > 0)
 
 
-def label_table(num_cells: int, ids: Iterable[int], votes: Iterable[int], epsilon: float,
-                rng: RandomSource) -> np.ndarray:
+def label_table(
+    num_cells: int, ids: Iterable[int], votes: Iterable[int], epsilon: float, rng: RandomSource
+) -> np.ndarray:
     """Every cell's label with fresh randomness from ``rng`` (no PRF): information-theoretic.
 
     ``num_cells`` fair coins first (all cells, so an empty cell is a coin), then each listed cell's
@@ -182,8 +183,12 @@ class GridLabelModel:
 
     def to_dict(self) -> dict[str, Any]:
         packed = np.packbits(self.labels, bitorder="little").tobytes()
-        return {"kind": self.kind, "bounds": self.grid.bounds.tolist(), "cells_per_axis": self.grid.k,
-                "labels": base64.b64encode(packed).decode("ascii")}
+        return {
+            "kind": self.kind,
+            "bounds": self.grid.bounds.tolist(),
+            "cells_per_axis": self.grid.k,
+            "labels": base64.b64encode(packed).decode("ascii"),
+        }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> GridLabelModel:
@@ -199,7 +204,7 @@ class GridLabelModel:
         if len(raw) != -(-grid.num_cells // 8):
             raise HypothesisFormatError(f"{len(raw)} label bytes for {grid.num_cells} cells")
         bits = np.unpackbits(np.frombuffer(raw, dtype=np.uint8), bitorder="little")
-        if bits[grid.num_cells:].any():
+        if bits[grid.num_cells :].any():
             raise HypothesisFormatError("non-canonical label table (padding bits set)")
         return cls(grid, bits[: grid.num_cells])
 
@@ -245,12 +250,14 @@ class CellLabels:
             raise ReleaseTooLargeError(
                 f"the released table would have K^d = {self.grid.k}^{self.grid.d} = {self.grid.num_cells} "
                 f"cells (> max_cells = {max_cells}); PCL must release every cube's label (see "
-                f"privstream.learning.consistent.pcl). Use fewer features or raise max_cells")
+                f"privstream.learning.consistent.pcl). Use fewer features or raise max_cells"
+            )
         return GridLabelModel(self.grid, self.table())
 
 
-def _grid_votes(X: object, y: object, bounds: object, k: int | None,
-                expected_size: int | None) -> tuple[CubeGrid, np.ndarray, np.ndarray]:
+def _grid_votes(
+    X: object, y: object, bounds: object, k: int | None, expected_size: int | None
+) -> tuple[CubeGrid, np.ndarray, np.ndarray]:
     """The public grid (K from ``k``, else from m or n) and the occupied cubes' votes.
 
     Unlabelled rows do not vote (a row turning unlabelled moves one vote by 1: covered by the
@@ -265,8 +272,16 @@ def _grid_votes(X: object, y: object, bounds: object, k: int | None,
     return grid, ids, votes
 
 
-def pcl_fit(X: object, y: object, *, epsilon: float, bounds: object, rng: RandomSource | None = None,
-            cells_per_axis: int | None = None, expected_size: int | None = None) -> CellLabels:
+def pcl_fit(
+    X: object,
+    y: object,
+    *,
+    epsilon: float,
+    bounds: object,
+    rng: RandomSource | None = None,
+    cells_per_axis: int | None = None,
+    expected_size: int | None = None,
+) -> CellLabels:
     """Fit PCL with PRF noise (ε-DP, *computational*): the lazy trusted-zone predictor.
 
     ``cells_per_axis`` overrides the paper's schedule; ``expected_size`` sets it when n is private.
@@ -276,8 +291,10 @@ def pcl_fit(X: object, y: object, *, epsilon: float, bounds: object, rng: Random
     key = new_key(resolve(rng))
     coins = coin_bits(key, ids)
     eps_q = Fraction(eps)
-    occupied = {int(c): cell_label(int(v), eps_q, CellStream(key, int(c)), int(b))
-                for c, v, b in zip(ids.tolist(), votes.tolist(), coins.tolist(), strict=True)}
+    occupied = {
+        int(c): cell_label(int(v), eps_q, CellStream(key, int(c)), int(b))
+        for c, v, b in zip(ids.tolist(), votes.tolist(), coins.tolist(), strict=True)
+    }
     return CellLabels(grid, key, eps, occupied)
 
 
@@ -286,12 +303,18 @@ def dense_labels(grid: CubeGrid, key: bytes, epsilon: float, votes: Mapping[int,
     eps_q = Fraction(epsilon)
     ids = np.arange(int(grid.num_cells), dtype=np.int64)
     coins = coin_bits(key, ids)
-    return np.array([cell_label(int(votes.get(c, 0)), eps_q, CellStream(key, c), int(coins[c]))
-                     for c in range(int(grid.num_cells))], dtype=np.uint8)
+    return np.array(
+        [
+            cell_label(int(votes.get(c, 0)), eps_q, CellStream(key, c), int(coins[c]))
+            for c in range(int(grid.num_cells))
+        ],
+        dtype=np.uint8,
+    )
 
 
-def histogram_rule(X: object, y: object, *, bounds: object,
-                   cells_per_axis: int | None = None) -> GridLabelModel:
+def histogram_rule(
+    X: object, y: object, *, bounds: object, cells_per_axis: int | None = None
+) -> GridLabelModel:
     """The classical NON-PRIVATE histogram rule on the same grid: ``1[v_κ > 0]`` (empty cubes: 0).
 
     A baseline for benchmarks and tests, never a release.
@@ -312,17 +335,30 @@ class BayesConsistentLearner:
 
     name = "bayes-consistent"
 
-    def __init__(self, *, max_cells: int = DEFAULT_MAX_CELLS, cells_per_axis: int | None = None,
-                 randomness: str = "direct") -> None:
+    def __init__(
+        self,
+        *,
+        max_cells: int = DEFAULT_MAX_CELLS,
+        cells_per_axis: int | None = None,
+        randomness: str = "direct",
+    ) -> None:
         if randomness not in ("direct", "prf"):
             raise ValueError(f"randomness must be 'direct' or 'prf', got {randomness!r}")
         self.max_cells = int(max_cells)
         self.cells_per_axis = cells_per_axis
         self.randomness = randomness
 
-    def fit(self, X: np.ndarray, y: np.ndarray, *, epsilon: float, delta: float = 0.0,
-            bounds: np.ndarray, rng: RandomSource | None = None,
-            expected_size: int | None = None) -> VectorLearnerResult:
+    def fit(
+        self,
+        X: np.ndarray,
+        y: np.ndarray,
+        *,
+        epsilon: float,
+        delta: float = 0.0,
+        bounds: np.ndarray,
+        rng: RandomSource | None = None,
+        expected_size: int | None = None,
+    ) -> VectorLearnerResult:
         eps = finite_epsilon(epsilon)
         b = check_bounds(bounds)
         m = check_expected_size(expected_size)
@@ -330,32 +366,44 @@ class BayesConsistentLearner:
         n = int(check_features(X, b).shape[0])
         size = n if m is None else m  # the public size the schedule may use
         k = cells_per_axis(max(size, 1), d) if self.cells_per_axis is None else self.cells_per_axis
-        if k ** d > self.max_cells:  # refuse before touching the data (a function of the public size)
+        if k**d > self.max_cells:  # refuse before touching the data (a function of the public size)
             raise ReleaseTooLargeError(
                 f"PCL on d = {d} features with {'n' if m is None else 'expected_size'} = {size} needs "
-                f"K^d = {k}^{d} cubes (> max_cells = {self.max_cells}); every cube's label must be released")
+                f"K^d = {k}^{d} cubes (> max_cells = {self.max_cells}); every cube's label must be released"
+            )
         if self.randomness == "prf":
             model = pcl_fit(X, y, epsilon=eps, bounds=b, rng=rng, cells_per_axis=k).release(self.max_cells)
         else:
             grid, ids, votes = _grid_votes(X, y, b, k, None)
-            model = GridLabelModel(grid, label_table(grid.num_cells, ids.tolist(), votes.tolist(), eps,
-                                                     resolve(rng)))
+            model = GridLabelModel(
+                grid, label_table(grid.num_cells, ids.tolist(), votes.tolist(), eps, resolve(rng))
+            )
         parameters: dict[str, Any] = {
-            "cells_per_axis": k, "schedule": "paper" if self.cells_per_axis is None else "override",
-            "resolution": 1.0 / k, "out_of_bounds": "clip", "bounds": b.tolist(),
-            "noise": "exact per-cube Laplace(1/eps) vote law, " + (
-                "keyed PRF (HMAC-SHA256)" if self.randomness == "prf" else "drawn from the random source"),
-            "cells": int(k ** d), "expected_points_per_cell": size / k ** d,
+            "cells_per_axis": k,
+            "schedule": "paper" if self.cells_per_axis is None else "override",
+            "resolution": 1.0 / k,
+            "out_of_bounds": "clip",
+            "bounds": b.tolist(),
+            "noise": "exact per-cube Laplace(1/eps) vote law, "
+            + ("keyed PRF (HMAC-SHA256)" if self.randomness == "prf" else "drawn from the random source"),
+            "cells": int(k**d),
+            "expected_points_per_cell": size / k**d,
         }
         if m is not None:
             parameters["expected_size"] = m
         relation = neighbouring_relation(m)
         return VectorLearnerResult(
-            model=model, mechanism=MECHANISM, epsilon=eps, delta=0.0, proper=False, sample_size=n,
+            model=model,
+            mechanism=MECHANISM,
+            epsilon=eps,
+            delta=0.0,
+            proper=False,
+            sample_size=n,
             parameters=parameters,
             theorem="[B Alg 2; Thm 3.1 (privacy), Thm 3.2 (universal consistency)]",
             guarantee=f"pure eps-DP ({relation}); universally Bayes consistent as n grows, no rate",
-            theorem_sample_size=None, accuracy_guarantee_holds=None,
+            theorem_sample_size=None,
+            accuracy_guarantee_holds=None,
             neighbouring_relation=relation,
             privacy="computational" if self.randomness == "prf" else "information-theoretic",
         )

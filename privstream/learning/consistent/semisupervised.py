@@ -127,8 +127,9 @@ def cover_size_bound(d: int, n_semi: int) -> int:
 def labelled_sample_size(cover_size: int, epsilon: float, alpha: float, beta: float) -> int:
     """Labelled m for error <= 6α w.p. >= 1 - β given a cover with an α-good member (§B.2.6)."""
     log_term = math.log(3 * cover_size / beta)
-    return math.ceil(max(3 / alpha * math.log(3 / beta), 2 * log_term / (epsilon * alpha),
-                         4 / (3 * alpha) * log_term))
+    return math.ceil(
+        max(3 / alpha * math.log(3 / beta), 2 * log_term / (epsilon * alpha), 4 / (3 * alpha) * log_term)
+    )
 
 
 class StumpModel:
@@ -136,13 +137,19 @@ class StumpModel:
 
     kind = "stump"
 
-    def __init__(self, feature: int | None, threshold: float | None, sign: int | None,
-                 constant: int | None = None) -> None:
+    def __init__(
+        self, feature: int | None, threshold: float | None, sign: int | None, constant: int | None = None
+    ) -> None:
         if constant is not None:
             if constant not in (0, 1) or feature is not None:
                 raise HypothesisFormatError("a constant stump has no feature and a 0/1 value")
-        elif feature is None or threshold is None or sign not in (1, -1) or not math.isfinite(threshold) \
-                or feature < 0:
+        elif (
+            feature is None
+            or threshold is None
+            or sign not in (1, -1)
+            or not math.isfinite(threshold)
+            or feature < 0
+        ):
             raise HypothesisFormatError("a stump needs a feature >= 0, a finite threshold and sign 1 or -1")
         self.feature, self.threshold, self.sign, self.constant = feature, threshold, sign, constant
 
@@ -253,12 +260,16 @@ def stump_cover(points: np.ndarray, rng: RandomSource) -> StumpCover:
     h = np.concatenate(hashes)
     _, first = np.unique(h, return_index=True)
     keep = np.sort(first)
-    return StumpCover(np.concatenate(feats)[keep].astype(np.int64), np.concatenate(thrs)[keep],
-                      np.concatenate(signs)[keep].astype(np.int64))
+    return StumpCover(
+        np.concatenate(feats)[keep].astype(np.int64),
+        np.concatenate(thrs)[keep],
+        np.concatenate(signs)[keep].astype(np.int64),
+    )
 
 
-def semi_private_learner(cover: StumpCover, X: np.ndarray, y: np.ndarray, epsilon: float,
-                         rng: RandomSource) -> StumpModel:
+def semi_private_learner(
+    cover: StumpCover, X: np.ndarray, y: np.ndarray, epsilon: float, rng: RandomSource
+) -> StumpModel:
     """The exponential mechanism over ``cover`` with score ``-#errors`` on (X, y): ε-DP in (X, y)."""
     errors = cover.errors(X, y)
     levels, counts = np.unique(errors, return_counts=True)
@@ -273,8 +284,15 @@ class SemiSupervisedLearner:
 
     name = "semi-supervised"
 
-    def __init__(self, *, alpha: float = 0.1, beta: float = 0.1, n_semi: int | None = None,
-                 density_share: float = 0.5, cells_per_axis: int | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        alpha: float = 0.1,
+        beta: float = 0.1,
+        n_semi: int | None = None,
+        density_share: float = 0.5,
+        cells_per_axis: int | None = None,
+    ) -> None:
         self.alpha = check_accuracy_parameter(alpha, "alpha")
         self.beta = check_accuracy_parameter(beta, "beta")
         if n_semi is not None and (isinstance(n_semi, bool) or not isinstance(n_semi, int) or n_semi < 1):
@@ -285,13 +303,23 @@ class SemiSupervisedLearner:
         self.density_share = float(density_share)
         self.cells_per_axis = cells_per_axis  # a public resolution instead of the schedule in n (or m)
 
-    def fit(self, X: np.ndarray, y: np.ndarray, *, epsilon: float, delta: float = 0.0,
-            bounds: np.ndarray, rng: RandomSource | None = None,
-            expected_size: int | None = None) -> VectorLearnerResult:
+    def fit(
+        self,
+        X: np.ndarray,
+        y: np.ndarray,
+        *,
+        epsilon: float,
+        delta: float = 0.0,
+        bounds: np.ndarray,
+        rng: RandomSource | None = None,
+        expected_size: int | None = None,
+    ) -> VectorLearnerResult:
         eps = finite_epsilon(epsilon)
         if not 0 < float(delta) < 1:
-            raise LearningInputError("the semi-supervised learner needs 0 < delta < 1 for its density "
-                                     f"estimator (e.g. n^-2), got {delta!r}")
+            raise LearningInputError(
+                "the semi-supervised learner needs 0 < delta < 1 for its density "
+                f"estimator (e.g. n^-2), got {delta!r}"
+            )
         m = check_expected_size(expected_size)
         src = resolve(rng)
         b = check_bounds(bounds)
@@ -303,32 +331,58 @@ class SemiSupervisedLearner:
         vc = stump_vc_bound(d)
         n_semi = unlabelled_sample_size(vc, self.alpha, self.beta) if self.n_semi is None else self.n_semi
         size = {"n": max(n, 1)} if m is None else {"expected_size": m}  # the grid's public size
-        density: HistogramDensity = pcde_fit(arr[~labelled], epsilon=eps_u, delta=float(delta), bounds=b,
-                                             rng=src, cells_per_axis_override=self.cells_per_axis, **size)
+        density: HistogramDensity = pcde_fit(
+            arr[~labelled],
+            epsilon=eps_u,
+            delta=float(delta),
+            bounds=b,
+            rng=src,
+            cells_per_axis_override=self.cells_per_axis,
+            **size,
+        )
         u_hat = density.sample(n_semi, src)
         cover = stump_cover(u_hat, src)
         model = semi_private_learner(cover, arr[labelled], labels[labelled], eps_s, src)
         m_needed = labelled_sample_size(cover_size_bound(d, n_semi), eps_s, self.alpha, self.beta)
         relation = neighbouring_relation(m)
         parameters: dict[str, Any] = {
-            "hypothesis_class": "stumps", "alpha": self.alpha, "beta": self.beta, "n_semi": n_semi,
-            "vc_bound": vc, "epsilon_density": eps_u, "epsilon_labels": eps_s, "composition": "sequential",
-            "density_cells_per_axis": density.grid.k, "bounds": b.tolist(), "out_of_bounds": "clip",
+            "hypothesis_class": "stumps",
+            "alpha": self.alpha,
+            "beta": self.beta,
+            "n_semi": n_semi,
+            "vc_bound": vc,
+            "epsilon_density": eps_u,
+            "epsilon_labels": eps_s,
+            "composition": "sequential",
+            "density_cells_per_axis": density.grid.k,
+            "bounds": b.tolist(),
+            "out_of_bounds": "clip",
             "cover_size_bound": cover_size_bound(d, n_semi),
             "unlabelled_size_needed": "depends on the unknown marginal (not computable)",
         }
         if m is not None:
             parameters["expected_size"] = m
         return VectorLearnerResult(
-            model=model, mechanism=MECHANISM, epsilon=eps, delta=float(delta), proper=True, sample_size=n,
+            model=model,
+            mechanism=MECHANISM,
+            epsilon=eps,
+            delta=float(delta),
+            proper=True,
+            sample_size=n,
             parameters=parameters,
             theorem="[B Thm 4.11] (PCDE [B Alg 3] + semi-private learner [B Thm 4.10])",
-            guarantee=(f"({eps:g}, {float(delta):g})-DP ({relation} rows, sequential composition); "
-                       f"error <= 6*alpha w.p. >= 1 - 3*beta once the labelled rows reach the theorem size "
-                       f"and the unlabelled rows suffice for the (unknown) marginal"),
-            theorem_sample_size=m_needed, accuracy_guarantee_holds=None,
-            dp_outputs={"cover_size": len(cover), "density_released_cells": int(density.cells.size),
-                        "density_released_mass": density.total_mass(),
-                        "density_fallback_used": density.fallback_used},
+            guarantee=(
+                f"({eps:g}, {float(delta):g})-DP ({relation} rows, sequential composition); "
+                f"error <= 6*alpha w.p. >= 1 - 3*beta once the labelled rows reach the theorem size "
+                f"and the unlabelled rows suffice for the (unknown) marginal"
+            ),
+            theorem_sample_size=m_needed,
+            accuracy_guarantee_holds=None,
+            dp_outputs={
+                "cover_size": len(cover),
+                "density_released_cells": int(density.cells.size),
+                "density_released_mass": density.total_mass(),
+                "density_fallback_used": density.fallback_used,
+            },
             neighbouring_relation=relation,
         )

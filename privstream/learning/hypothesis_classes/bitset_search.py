@@ -177,17 +177,25 @@ class BitsetClass:
         :class:`TooExpensiveError` (random classes of a few hundred rows can get there).
         """
         nbytes = (self.num_hypotheses + 7) // 8
-        m = np.stack([
-            np.unpackbits(np.frombuffer(col.to_bytes(nbytes, "little"), dtype=np.uint8),
-                          bitorder="little", count=self.num_hypotheses).astype(bool)
-            for col in self.columns], axis=1)
+        m = np.stack(
+            [
+                np.unpackbits(
+                    np.frombuffer(col.to_bytes(nbytes, "little"), dtype=np.uint8),
+                    bitorder="little",
+                    count=self.num_hypotheses,
+                ).astype(bool)
+                for col in self.columns
+            ],
+            axis=1,
+        )
         m = np.unique(m, axis=1)  # equal columns are interchangeable
         hs, xs = np.nonzero(m)
         if hs.size == 0:
             return 0
         if hs.size > max_pairs:
             raise TooExpensiveError(
-                f"threshold-dimension search needs {hs.size} (h, x) pairs (limit {max_pairs})")
+                f"threshold-dimension search needs {hs.size} (h, x) pairs (limit {max_pairs})"
+            )
         fwd = m[hs][:, xs]  # fwd[p, q] = h_p(x_q)
         arrow = fwd & ~fwd.T  # p -> q
         succ = _bit_rows(arrow)

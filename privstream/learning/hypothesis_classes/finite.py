@@ -168,7 +168,8 @@ def _read_csv_matrix(p: Path) -> np.ndarray:
                 width = len(cells)
             elif len(cells) != width:
                 raise ClassFileError(
-                    f"{p}: line {lineno} has {len(cells)} values, expected {width} (ragged rows)")
+                    f"{p}: line {lineno} has {len(cells)} values, expected {width} (ragged rows)"
+                )
             row = []
             for col, c in enumerate(cells, start=1):
                 if c not in ("0", "1"):

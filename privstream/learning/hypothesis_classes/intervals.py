@@ -203,8 +203,7 @@ class IntervalVersionSpace(VersionSpace):
                     pattern_of[g] = [(0, 0)]
                     continue
                 pattern_of[g] = [
-                    (s, soa_choice(*self._split_ldims(0, g, s, base), tie))
-                    for s in prof.segment_starts(g)
+                    (s, soa_choice(*self._split_ldims(0, g, s, base), tie)) for s in prof.segment_starts(g)
                 ]
         # Runs in increasing position: each gap's segments, then the negative after it (0).
         runs: list[tuple[int, int]] = []
@@ -339,8 +338,10 @@ class Intervals(HypothesisClass):
                 raise StateError(f"bad intervals version space {state!r} for {self.spec}")
             return IntervalVersionSpace(self, [], tuple(span))  # type: ignore[arg-type]
         negs = state.get("negatives")
-        if not isinstance(negs, list) or any(type(v) is not int or not 0 <= v < n for v in negs) or any(
-            a >= b for a, b in pairwise(negs)
+        if (
+            not isinstance(negs, list)
+            or any(type(v) is not int or not 0 <= v < n for v in negs)
+            or any(a >= b for a, b in pairwise(negs))
         ):
             raise StateError(f"bad intervals version space for {self.spec}: negatives must be sorted points")
         return IntervalVersionSpace(self, list(negs), None)

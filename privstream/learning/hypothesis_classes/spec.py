@@ -50,8 +50,9 @@ def parse_class_spec(spec: str) -> HypothesisClass:
     'intervals:4'
     """
     if not isinstance(spec, str) or not spec.strip():
-        raise ClassSpecError("empty class spec; expected e.g. thresholds:1024, points:10, "
-                             "intervals:24 or a .npy/.csv file")
+        raise ClassSpecError(
+            "empty class spec; expected e.g. thresholds:1024, points:10, intervals:24 or a .npy/.csv file"
+        )
     s = spec.strip()
     if s.lower().endswith((".npy", ".csv")):
         return load_class_file(s)
@@ -60,5 +61,6 @@ def parse_class_spec(spec: str) -> HypothesisClass:
     if cls is None or not sep:
         raise ClassSpecError(
             f"unknown class spec {spec!r}; expected thresholds:N, points:N, intervals:N "
-            "(N like 1024, 2^32 or 2**32) or a path ending in .npy or .csv")
+            "(N like 1024, 2^32 or 2**32) or a path ending in .npy or .csv"
+        )
     return cls(parse_size(size))

@@ -113,9 +113,19 @@ class PrivateLearner(Protocol):
 
     name: str
 
-    def fit(self, hclass: HypothesisClass, xs: np.ndarray, ys: np.ndarray, *, epsilon: float,
-            delta: float = 0.0, alpha: float = 0.25, beta: float = 0.25,
-            rng: RandomSource | None = None, expected_size: int | None = None) -> LearnerResult: ...
+    def fit(
+        self,
+        hclass: HypothesisClass,
+        xs: np.ndarray,
+        ys: np.ndarray,
+        *,
+        epsilon: float,
+        delta: float = 0.0,
+        alpha: float = 0.25,
+        beta: float = 0.25,
+        rng: RandomSource | None = None,
+        expected_size: int | None = None,
+    ) -> LearnerResult: ...
 
 
 #: Learners by name -> ``"module:attribute"`` of their factory (imported on first use, so this
@@ -123,8 +133,9 @@ class PrivateLearner(Protocol):
 LEARNERS: dict[str, str] = {
     "generic": "privstream.learning.private_learners.generic.learner:GenericLearner",
     "proper": "privstream.learning.private_learners.proper.learner:ProperLearner",
-    "global-stability":
-        "privstream.learning.private_learners.global_stability.learner:GlobalStabilityLearner",
+    "global-stability": (
+        "privstream.learning.private_learners.global_stability.learner:GlobalStabilityLearner"
+    ),
 }
 
 
@@ -177,10 +188,14 @@ def check_expected_size(expected_size: object) -> int | None:
     """
     if expected_size is None:
         return None
-    if isinstance(expected_size, bool) or not isinstance(expected_size, int | np.integer) \
-            or expected_size < 1:
-        raise ValueError("expected_size must be None (n public) or an int >= 1 (n private), "
-                         f"got {expected_size!r}")
+    if (
+        isinstance(expected_size, bool)
+        or not isinstance(expected_size, int | np.integer)
+        or expected_size < 1
+    ):
+        raise ValueError(
+            f"expected_size must be None (n public) or an int >= 1 (n private), got {expected_size!r}"
+        )
     return int(expected_size)
 
 

@@ -198,11 +198,11 @@ def net_errors(net: HalfspaceNet, U: np.ndarray, y: np.ndarray) -> np.ndarray:
     out[0], out[1] = zeros, n - zeros  # all ones errs on the 0s; all zeros on the 1s
     step = max(1, _CHUNK_CELLS // max(n, R + 1))  # both t (n x a) and the histograms (a x (R + 1))
     for first in range(0, A, step):
-        scale = R / span[first:first + step]
-        block = net.normals[first:first + step].T * scale
+        scale = R / span[first : first + step]
+        block = net.normals[first : first + step].T * scale
         a = block.shape[1]
         t = U @ block  # c = floor(t + ½) offsets b_j <= projection, t = (⟨w, u⟩ - lo_w)·R/span_w
-        t += 0.5 - lo[first:first + step] * scale
+        t += 0.5 - lo[first : first + step] * scale
         np.floor(t, out=t)
         np.clip(t, 0, R, out=t)
         flat = t.astype(np.int64)
@@ -211,7 +211,7 @@ def net_errors(net: HalfspaceNet, U: np.ndarray, y: np.ndarray) -> np.ndarray:
         h1 = np.bincount(flat[zeros:].ravel(), minlength=a * (R + 1)).reshape(a, R + 1)
         zeros_above = h0[:, ::-1].cumsum(axis=1)[:, ::-1][:, 1:]  # label 0 with c > j
         ones_at_or_below = h1.cumsum(axis=1)[:, :R]  # label 1 with c <= j
-        out[2 + first * R: 2 + (first + a) * R] = (zeros_above + ones_at_or_below).ravel()
+        out[2 + first * R : 2 + (first + a) * R] = (zeros_above + ones_at_or_below).ravel()
     return out
 
 
@@ -221,8 +221,12 @@ def theorem_sample_size(hypotheses: int, epsilon: float, alpha: float, beta: flo
     >>> theorem_sample_size(66, 1.0, 0.1, 0.1)
     6303
     """
-    return math.ceil(max(8 * math.log(4 * hypotheses / beta) / alpha**2,
-                         4 * math.log(2 * hypotheses / beta) / (epsilon * alpha)))
+    return math.ceil(
+        max(
+            8 * math.log(4 * hypotheses / beta) / alpha**2,
+            4 * math.log(2 * hypotheses / beta) / (epsilon * alpha),
+        )
+    )
 
 
 class HalfspaceModel:
@@ -238,8 +242,9 @@ class HalfspaceModel:
         except (TypeError, ValueError, LearningInputError) as exc:
             raise HypothesisFormatError(f"malformed {self.kind} model: {exc}") from None
         if w.shape != (self.bounds.shape[0],) or not np.all(np.isfinite(w)) or not math.isfinite(b):
-            raise HypothesisFormatError(f"a {self.kind} needs {self.bounds.shape[0]} finite weights and a "
-                                        "finite offset")
+            raise HypothesisFormatError(
+                f"a {self.kind} needs {self.bounds.shape[0]} finite weights and a finite offset"
+            )
         self.normal, self.offset = w, b
 
     def predict(self, X: np.ndarray) -> np.ndarray:
@@ -248,8 +253,12 @@ class HalfspaceModel:
         return ((arr - lo) / (hi - lo) @ self.normal >= self.offset).astype(np.uint8)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "bounds": self.bounds.tolist(), "normal": self.normal.tolist(),
-                "offset": self.offset}
+        return {
+            "kind": self.kind,
+            "bounds": self.bounds.tolist(),
+            "normal": self.normal.tolist(),
+            "offset": self.offset,
+        }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> HalfspaceModel:
@@ -277,10 +286,20 @@ class HalfspaceLearner:
 
     name = "halfspaces"
 
-    def __init__(self, *, resolution: int | None = None, max_resolution: int = DEFAULT_MAX_RESOLUTION,
-                 max_normals: int = DEFAULT_MAX_NORMALS, alpha: float = 0.05, beta: float = 0.05) -> None:
-        for name, value in (("resolution", resolution), ("max_resolution", max_resolution),
-                            ("max_normals", max_normals)):
+    def __init__(
+        self,
+        *,
+        resolution: int | None = None,
+        max_resolution: int = DEFAULT_MAX_RESOLUTION,
+        max_normals: int = DEFAULT_MAX_NORMALS,
+        alpha: float = 0.05,
+        beta: float = 0.05,
+    ) -> None:
+        for name, value in (
+            ("resolution", resolution),
+            ("max_resolution", max_resolution),
+            ("max_normals", max_normals),
+        ):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 4):
                 raise ValueError(f"{name} must be an int >= 4, got {value!r}")
         for name, value in (("max_resolution", max_resolution), ("max_normals", max_normals)):
@@ -292,9 +311,17 @@ class HalfspaceLearner:
         self.alpha = check_accuracy_parameter(alpha, "alpha")
         self.beta = check_accuracy_parameter(beta, "beta")
 
-    def fit(self, X: np.ndarray, y: np.ndarray, *, epsilon: float, delta: float = 0.0,
-            bounds: np.ndarray, rng: RandomSource | None = None,
-            expected_size: int | None = None) -> VectorLearnerResult:
+    def fit(
+        self,
+        X: np.ndarray,
+        y: np.ndarray,
+        *,
+        epsilon: float,
+        delta: float = 0.0,
+        bounds: np.ndarray,
+        rng: RandomSource | None = None,
+        expected_size: int | None = None,
+    ) -> VectorLearnerResult:
         eps = finite_epsilon(epsilon)
         m = check_expected_size(expected_size)
         b = check_bounds(bounds)
@@ -316,23 +343,37 @@ class HalfspaceLearner:
         relation = neighbouring_relation(m)
         needed = theorem_sample_size(len(net), eps, self.alpha, self.beta)
         parameters: dict[str, Any] = {
-            "hypothesis_class": "halfspaces", "resolution": R,
+            "hypothesis_class": "halfspaces",
+            "resolution": R,
             "schedule": "eps*n/2" if self.resolution is None else "override",
-            "normals": net.normals.shape[0], "net_size": len(net),
+            "normals": net.normals.shape[0],
+            "net_size": len(net),
             "normals_rule": {1: "+1, -1", 2: "equally spaced angles"}.get(
-                d, f"2d axes + pseudo-random unit vectors (public seed {NET_SEED})"),
-            "alpha": self.alpha, "beta": self.beta, "bounds": b.tolist(), "out_of_bounds": "clip",
+                d, f"2d axes + pseudo-random unit vectors (public seed {NET_SEED})"
+            ),
+            "alpha": self.alpha,
+            "beta": self.beta,
+            "bounds": b.tolist(),
+            "out_of_bounds": "clip",
             "score": "-#errors on labelled rows (sensitivity 1)",
         }
         if m is not None:
             parameters["expected_size"] = m
         return VectorLearnerResult(
-            model=model, mechanism=MECHANISM, epsilon=eps, delta=0.0, proper=True, sample_size=n,
+            model=model,
+            mechanism=MECHANISM,
+            epsilon=eps,
+            delta=0.0,
+            proper=True,
+            sample_size=n,
             parameters=parameters,
             theorem="[S Lemma 3.2] exponential mechanism over a public net; agnostic bound in "
-                    "privstream.learning.private_learners.halfspaces",
-            guarantee=(f"pure eps-DP ({relation}); error <= OPT_net + alpha w.p. >= 1 - beta once every row "
-                       f"is labelled and n >= the theorem size"),
-            theorem_sample_size=needed, accuracy_guarantee_holds=None,
+            "privstream.learning.private_learners.halfspaces",
+            guarantee=(
+                f"pure eps-DP ({relation}); error <= OPT_net + alpha w.p. >= 1 - beta once every row "
+                f"is labelled and n >= the theorem size"
+            ),
+            theorem_sample_size=needed,
+            accuracy_guarantee_holds=None,
             neighbouring_relation=relation,
         )

@@ -88,8 +88,9 @@ def probe_key(model: HalfspaceModel) -> Hashable:
     return tuple(int(v) for v in model.predict(PROBES))
 
 
-def exact_laws(epsilon: float, resolution: int = AUDIT_RESOLUTION,
-               pair: tuple[Any, Any] = AUDIT_PAIR) -> tuple[dict[Hashable, float], dict[Hashable, float]]:
+def exact_laws(
+    epsilon: float, resolution: int = AUDIT_RESOLUTION, pair: tuple[Any, Any] = AUDIT_PAIR
+) -> tuple[dict[Hashable, float], dict[Hashable, float]]:
     """The exact output laws (by :func:`probe_key`) of the learner on ``pair``, by brute force.
 
     Every member of the public net is materialised (``HalfspaceNet.member``), its errors counted
@@ -145,9 +146,11 @@ def halfspaces_audit_spec(epsilon: float = AUDIT_EPSILON) -> AuditSpec:
     loss = privacy_loss(*exact())
     return AuditSpec(
         name="halfspaces",
-        description=(f"halfspaces (exponential mechanism over the public net, R={AUDIT_RESOLUTION}: "
-                     f"66 hypotheses) on [0,1]^2, eps={epsilon:g}; tight pair: 5 rows (0.35, 0.5) "
-                     f"labelled 1 and the row (0.2, 0.5) labelled 1 vs 0 (exact loss {loss:.3f})"),
+        description=(
+            f"halfspaces (exponential mechanism over the public net, R={AUDIT_RESOLUTION}: "
+            f"66 hypotheses) on [0,1]^2, eps={epsilon:g}; tight pair: 5 rows (0.35, 0.5) "
+            f"labelled 1 and the row (0.2, 0.5) labelled 1 vs 0 (exact loss {loss:.3f})"
+        ),
         claimed=PrivacyGuarantee(epsilon=epsilon, delta=0.0, mechanism=MECHANISM),
         build=_fit_at(epsilon),
         pair=AUDIT_PAIR,

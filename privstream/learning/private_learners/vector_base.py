@@ -56,6 +56,7 @@ __all__ = [
     "vector_model_from_dict",
 ]
 
+
 class BoundsError(LearningInputError):
     """Missing or malformed public feature bounds (a configuration error, never a data one)."""
 
@@ -106,12 +107,16 @@ class VectorLearnerResult:
     def certificate_fields(self) -> dict[str, Any]:
         """The certificate's learner-specific fields (the caller adds window, relation, ledger, ...)."""
         return {
-            "mechanism": self.mechanism, "epsilon": self.epsilon, "delta": self.delta,
-            "sample_size": self.sample_size, "proper": self.proper,
+            "mechanism": self.mechanism,
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "sample_size": self.sample_size,
+            "proper": self.proper,
             "accuracy_guarantee_holds": self.accuracy_guarantee_holds,
             "theorem_sample_size": self.theorem_sample_size,
             "parameters": {**self.parameters, "theorem": self.theorem, "guarantee": self.guarantee},
-            "dp_outputs": dict(self.dp_outputs), "neighbouring_relation": self.neighbouring_relation,
+            "dp_outputs": dict(self.dp_outputs),
+            "neighbouring_relation": self.neighbouring_relation,
             "privacy": self.privacy,
         }
 
@@ -126,9 +131,17 @@ class VectorLearner(Protocol):
 
     name: str
 
-    def fit(self, X: np.ndarray, y: np.ndarray, *, epsilon: float, delta: float = 0.0,
-            bounds: np.ndarray, rng: RandomSource | None = None,
-            expected_size: int | None = None) -> VectorLearnerResult: ...
+    def fit(
+        self,
+        X: np.ndarray,
+        y: np.ndarray,
+        *,
+        epsilon: float,
+        delta: float = 0.0,
+        bounds: np.ndarray,
+        rng: RandomSource | None = None,
+        expected_size: int | None = None,
+    ) -> VectorLearnerResult: ...
 
 
 #: Learners by name -> ``"module:Factory"`` (imported on first use).

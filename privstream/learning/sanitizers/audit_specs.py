@@ -85,15 +85,19 @@ def mwem_audit_spec(epsilon: float = 1.0) -> AuditSpec:
     """MWEM, one round, pure ε (see the module docstring)."""
     return AuditSpec(
         name="mwem",
-        description=(f"MWEM on {MWEM_CLASS.spec}, one round, no replays, eps={epsilon:g} (basic "
-                     f"composition); pair {MWEM_PAIR[0]} vs {MWEM_PAIR[1]}; output: block edges and the "
-                     "noisy count"),
+        description=(
+            f"MWEM on {MWEM_CLASS.spec}, one round, no replays, eps={epsilon:g} (basic "
+            f"composition); pair {MWEM_PAIR[0]} vs {MWEM_PAIR[1]}; output: block edges and the "
+            "noisy count"
+        ),
         claimed=PrivacyGuarantee(epsilon),
         build=_mwem(epsilon, 0.0),
         pair=MWEM_PAIR,
         discretise=_edges_and_count,
-        broken={"selection_without_noise": _mwem(epsilon, 0.0, noisy_selection=False),
-                "measurement_without_noise": _mwem(epsilon, 0.0, noisy_measurement=False)},
+        broken={
+            "selection_without_noise": _mwem(epsilon, 0.0, noisy_selection=False),
+            "measurement_without_noise": _mwem(epsilon, 0.0, noisy_measurement=False),
+        },
         samples=2_000,
     )
 
@@ -103,8 +107,10 @@ def mwem_zcdp_audit_spec(epsilon: float = 0.8) -> AuditSpec:
     delta = 1e-3
     return AuditSpec(
         name="mwem-zcdp",
-        description=(f"MWEM on {MWEM_CLASS.spec}, one round, no replays, eps={epsilon:g}, delta={delta:g} "
-                     f"(zCDP composition); pair {MWEM_PAIR[0]} vs {MWEM_PAIR[1]}; output: block edges"),
+        description=(
+            f"MWEM on {MWEM_CLASS.spec}, one round, no replays, eps={epsilon:g}, delta={delta:g} "
+            f"(zCDP composition); pair {MWEM_PAIR[0]} vs {MWEM_PAIR[1]}; output: block edges"
+        ),
         claimed=PrivacyGuarantee(epsilon, delta),
         build=_mwem(epsilon, delta),
         pair=MWEM_PAIR,
@@ -122,8 +128,9 @@ def _negated_count(result: SanitizerResult) -> int:
 def _fooling(broken: str | None) -> MechanismFactory:
     def build(rng: RandomSource) -> Callable[[Any], Any]:
         sanitizer = make_sanitizer("fooling", learner="generic", rounds=1, broken=broken)
-        return lambda d: sanitizer.fit(FOOLING_CLASS, _points(d), epsilon=FOOLING_CLAIM.epsilon,
-                                       delta=FOOLING_CLAIM.delta, rng=rng)
+        return lambda d: sanitizer.fit(
+            FOOLING_CLASS, _points(d), epsilon=FOOLING_CLAIM.epsilon, delta=FOOLING_CLAIM.delta, rng=rng
+        )
 
     return build
 
@@ -132,9 +139,11 @@ def fooling_audit_spec() -> AuditSpec:
     """The fooling sanitizer, one round (see the module docstring)."""
     return AuditSpec(
         name="fooling",
-        description=(f"fooling sanitizer (generic discriminator) on {FOOLING_CLASS.spec}, one round, "
-                     f"eps={FOOLING_CLAIM.epsilon:g}, delta={FOOLING_CLAIM.delta:g}; 45 zeros vs one "
-                     "replaced by 3; output: the negated direction's noisy count"),
+        description=(
+            f"fooling sanitizer (generic discriminator) on {FOOLING_CLASS.spec}, one round, "
+            f"eps={FOOLING_CLAIM.epsilon:g}, delta={FOOLING_CLAIM.delta:g}; 45 zeros vs one "
+            "replaced by 3; output: the negated direction's noisy count"
+        ),
         claimed=FOOLING_CLAIM,
         build=_fooling(None),
         pair=FOOLING_PAIR,
@@ -199,8 +208,9 @@ def mwem_add_remove_audit_spec(epsilon: float = 1.0) -> AuditSpec:
         def build(rng: RandomSource) -> Callable[[Any], Any]:
             def release(dataset: Any) -> SanitizerResult:
                 xs = np.array(dataset, dtype=np.int64)
-                return sanitizer.fit(ADD_REMOVE_CLASS, xs, epsilon=epsilon, rng=rng,
-                                     expected_size=EXPECTED_SIZE)
+                return sanitizer.fit(
+                    ADD_REMOVE_CLASS, xs, epsilon=epsilon, rng=rng, expected_size=EXPECTED_SIZE
+                )
 
             return release
 
@@ -208,9 +218,11 @@ def mwem_add_remove_audit_spec(epsilon: float = 1.0) -> AuditSpec:
 
     return AuditSpec(
         name="mwem-add-remove",
-        description=(f"MWEM with n private (expected_size={EXPECTED_SIZE}) on {ADD_REMOVE_CLASS.spec}, "
-                     f"one round, eps={epsilon:g}; add/remove pair: 20 ones and 20 sixes vs one six more; "
-                     "output: the normaliser the release implies"),
+        description=(
+            f"MWEM with n private (expected_size={EXPECTED_SIZE}) on {ADD_REMOVE_CLASS.spec}, "
+            f"one round, eps={epsilon:g}; add/remove pair: 20 ones and 20 sixes vs one six more; "
+            "output: the normaliser the release implies"
+        ),
         claimed=PrivacyGuarantee(epsilon=epsilon, delta=0.0, mechanism="mwem"),
         build=factory(True),
         pair=ADD_REMOVE_PAIR,
@@ -218,4 +230,3 @@ def mwem_add_remove_audit_spec(epsilon: float = 1.0) -> AuditSpec:
         broken={"true_size_normaliser": factory(False)},
         samples=4_000,
     )
-

@@ -31,7 +31,12 @@ from privstream.learning.randomness import RandomSource
 from privstream.learning.sanitizers.distribution import SyntheticDistribution
 
 __all__ = [
-    "MAX_DOMAIN", "SANITIZERS", "Sanitizer", "SanitizerInputError", "SanitizerResult", "check_data",
+    "MAX_DOMAIN",
+    "SANITIZERS",
+    "Sanitizer",
+    "SanitizerInputError",
+    "SanitizerResult",
+    "check_data",
     "make_sanitizer",
 ]
 
@@ -78,9 +83,19 @@ class Sanitizer(Protocol):
 
     name: str
 
-    def fit(self, hclass: HypothesisClass, xs: np.ndarray, ys: np.ndarray | None = None, *,
-            epsilon: float, delta: float = 0.0, alpha: float = 0.1, beta: float = 0.1,
-            rng: RandomSource | None = None, expected_size: int | None = None) -> SanitizerResult: ...
+    def fit(
+        self,
+        hclass: HypothesisClass,
+        xs: np.ndarray,
+        ys: np.ndarray | None = None,
+        *,
+        epsilon: float,
+        delta: float = 0.0,
+        alpha: float = 0.1,
+        beta: float = 0.1,
+        rng: RandomSource | None = None,
+        expected_size: int | None = None,
+    ) -> SanitizerResult: ...
 
 
 #: Sanitizers by name -> ``"module:attribute"`` of their factory (imported on first use).
@@ -106,8 +121,9 @@ def make_sanitizer(name: str, **params: Any) -> Sanitizer:
     return getattr(importlib.import_module(module), attr)(**params)  # type: ignore[no-any-return]
 
 
-def check_data(hclass: HypothesisClass, xs: object,
-               ys: object | None) -> tuple[np.ndarray, np.ndarray | None]:
+def check_data(
+    hclass: HypothesisClass, xs: object, ys: object | None
+) -> tuple[np.ndarray, np.ndarray | None]:
     """Validated points (in the class's domain) and optional 0/1 labels; an empty sample is fine.
 
     The only refusal that is not a precondition of the service's validation (points in the
@@ -116,8 +132,10 @@ def check_data(hclass: HypothesisClass, xs: object,
     if not isinstance(hclass, HypothesisClass):
         raise TypeError(f"hclass must be a HypothesisClass, got {type(hclass).__name__}")
     if hclass.domain_size > MAX_DOMAIN:
-        raise SanitizerInputError(f"domain {hclass.domain_size} is too large for this sanitizer (limit 2^61; "
-                                  "the hierarchical sanitizer takes domains up to 2^63)")
+        raise SanitizerInputError(
+            f"domain {hclass.domain_size} is too large for this sanitizer (limit 2^61; "
+            "the hierarchical sanitizer takes domains up to 2^63)"
+        )
     points = as_points(xs, hclass.domain_size)
     labels = None if ys is None else as_labels(ys, points.shape[0])
     return points, labels

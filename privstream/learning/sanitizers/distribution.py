@@ -65,7 +65,8 @@ class SyntheticDistribution:
         k = len(e) - 1
         if w.shape not in ((k,), (k, 2)):
             raise DistributionFormatError(
-                f"{k} blocks need weights of shape ({k},) or ({k}, 2), not {w.shape}")
+                f"{k} blocks need weights of shape ({k},) or ({k}, 2), not {w.shape}"
+            )
         if not np.isfinite(w).all() or (w < 0).any():
             raise DistributionFormatError("weights must be finite and non-negative")
         total = float(w.sum())
@@ -113,7 +114,8 @@ class SyntheticDistribution:
     def _check_domain(self, h: Hypothesis) -> None:
         if h.domain_size != self.domain_size:
             raise DistributionFormatError(
-                f"query on domain {h.domain_size} but the release is over domain {self.domain_size}")
+                f"query on domain {h.domain_size} but the release is over domain {self.domain_size}"
+            )
 
     def answer(self, h: Hypothesis | Mapping[str, Any]) -> float:
         """``Pr[h(x) = 1]``, or ``Pr[h(x) = y]`` for a labelled release."""
@@ -123,7 +125,7 @@ class SyntheticDistribution:
         first, changes = h.change_points()
         cuts = self._points([0, *changes, self.domain_size])
         mass = np.diff(self.cdf(cuts), axis=0)  # per run, per column
-        ones = mass[(1 - first)::2]  # runs alternate, the first has value `first`
+        ones = mass[(1 - first) :: 2]  # runs alternate, the first has value `first`
         if not self.labelled:
             return float(min(max(ones.sum(), 0.0), 1.0))
         # Pr[h = y] = Pr[y = 0] - Pr[h = 1, y = 0] + Pr[h = 1, y = 1]
@@ -160,8 +162,9 @@ class SyntheticDistribution:
         span = self._edges_arr[block + 1] - lo
         if self._edges_arr.dtype == object:  # exact ints: 64 random bits per draw, scaled into the span
             bits = gen.integers(0, 2**63, size=n, dtype=np.int64)
-            xs = np.array([a + (int(u) * int(w) >> 63) for a, u, w in zip(lo, bits, span, strict=True)],
-                          dtype=object)
+            xs = np.array(
+                [a + (int(u) * int(w) >> 63) for a, u, w in zip(lo, bits, span, strict=True)], dtype=object
+            )
         else:
             xs = lo + (gen.random(n) * span).astype(np.int64).clip(0, span - 1)
         if self.labelled:
@@ -207,9 +210,13 @@ class SyntheticDistribution:
         return cls(n, (0, *inner, n), w)
 
     def __eq__(self, other: object) -> bool:
-        return (isinstance(other, SyntheticDistribution) and self.domain_size == other.domain_size
-                and self.edges == other.edges and self.weights.shape == other.weights.shape
-                and bool(np.array_equal(self.weights, other.weights)))
+        return (
+            isinstance(other, SyntheticDistribution)
+            and self.domain_size == other.domain_size
+            and self.edges == other.edges
+            and self.weights.shape == other.weights.shape
+            and bool(np.array_equal(self.weights, other.weights))
+        )
 
     def __hash__(self) -> int:
         return hash((self.domain_size, self.edges, self.weights.tobytes()))

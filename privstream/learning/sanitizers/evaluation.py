@@ -35,8 +35,9 @@ __all__ = ["class_errors", "finite_signed_errors", "score_inputs"]
 MEAN_INTERVALS_LIMIT = 1 << 24
 
 
-def score_inputs(hclass: HypothesisClass, ys_sorted: np.ndarray | None,
-                 weights: np.ndarray) -> tuple[np.ndarray, np.ndarray, float, int]:
+def score_inputs(
+    hclass: HypothesisClass, ys_sorted: np.ndarray | None, weights: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, float, int]:
     """``(a, w, base, offset)`` for the prefix/point score of a structured class.
 
     Unlabelled thresholds: error(t) = count(x >= t) - n·A(x >= t) = -G(t) (the sign is immaterial).
@@ -53,12 +54,15 @@ def score_inputs(hclass: HypothesisClass, ys_sorted: np.ndarray | None,
         return 1 - 2 * y, w0 - w1, float(w1.sum()), int(y.sum())
     if isinstance(hclass, Points):
         return 2 * y - 1, w1 - w0, float(w0.sum()), int(n - y.sum())
-    raise SanitizerInputError("labelled queries are supported for thresholds, points and file classes; "
-                              "intervals support unlabelled data only")
+    raise SanitizerInputError(
+        "labelled queries are supported for thresholds, points and file classes; "
+        "intervals support unlabelled data only"
+    )
 
 
-def finite_signed_errors(hclass: FiniteClass, xs: np.ndarray, ys: np.ndarray | None,
-                         density: np.ndarray, scale: int | None = None) -> list[Fraction]:
+def finite_signed_errors(
+    hclass: FiniteClass, xs: np.ndarray, ys: np.ndarray | None, density: np.ndarray, scale: int | None = None
+) -> list[Fraction]:
     """Exact signed errors ``q_f(D) - fl(ν·q_f(A))`` for every row f of a file class.
 
     ``ν`` is ``scale`` (a public normaliser; default n). ``fl(ν·q_f(A))`` is a float computed from
@@ -94,16 +98,19 @@ def _abs_linear_sum(a: np.ndarray, b: np.ndarray, length: np.ndarray) -> float:
     return total
 
 
-def class_errors(hclass: HypothesisClass, dist: SyntheticDistribution, xs: np.ndarray,
-                 ys: np.ndarray | None = None) -> tuple[float, float]:
+def class_errors(
+    hclass: HypothesisClass, dist: SyntheticDistribution, xs: np.ndarray, ys: np.ndarray | None = None
+) -> tuple[float, float]:
     """``(max, mean)`` over all queries of the class of ``|q_h(D)/n - answer(h)|``.
 
     ``xs``/``ys`` must be validated points of the class's domain (non-empty). The mean over
     intervals is NaN above 2^24 points (it is computed densely); the max is always exact.
     """
     if dist.domain_size != hclass.domain_size:
-        raise SanitizerInputError(f"the release is over domain {dist.domain_size} but the class "
-                                  f"{hclass.spec} has domain {hclass.domain_size}")
+        raise SanitizerInputError(
+            f"the release is over domain {dist.domain_size} but the class "
+            f"{hclass.spec} has domain {hclass.domain_size}"
+        )
     if dist.labelled != (ys is not None):
         raise SanitizerInputError("a labelled release needs labelled data (a y column) and vice versa")
     n = xs.shape[0]

@@ -78,8 +78,14 @@ from privstream.learning.randomness import RandomSource, resolve
 from privstream.learning.sanitizers.base import SanitizerInputError, SanitizerResult, check_data
 from privstream.learning.sanitizers.mwem import BlockState
 
-__all__ = ["MECHANISM", "FoolingBudget", "FoolingSanitizer", "fooling_budget", "fooling_sample_size",
-           "poisson_subsample"]
+__all__ = [
+    "MECHANISM",
+    "FoolingBudget",
+    "FoolingSanitizer",
+    "fooling_budget",
+    "fooling_sample_size",
+    "poisson_subsample",
+]
 
 MECHANISM = "fooling-mw"
 EPS_LEARNER = 5 / 6  # spec §3.3: ε_L + ε_c = 1 per round on the subsample
@@ -130,20 +136,27 @@ def _fooling_budget(epsilon: float, delta: float, rounds: int) -> FoolingBudget:
     if spent.epsilon > epsilon or spent.delta > delta * (1 + 1e-12):
         raise AssertionError("fooling budget exceeds (epsilon, delta)")
     delta_learner = delta_round / (4 * math.exp(eps_round) * tau) if tau > 0 else 0.0
-    return FoolingBudget(tau=tau, epsilon_round=eps_round, delta_round=delta_round,
-                         delta_learner=min(delta_learner, 0.5), epsilon_spent=spent.epsilon,
-                         delta_spent=spent.delta)
+    return FoolingBudget(
+        tau=tau,
+        epsilon_round=eps_round,
+        delta_round=delta_round,
+        delta_learner=min(delta_learner, 0.5),
+        epsilon_spent=spent.epsilon,
+        delta_spent=spent.delta,
+    )
 
 
-def fooling_sample_size(hclass: HypothesisClass, alpha: float, beta: float, epsilon: float, delta: float,
-                        labelled: bool = False) -> tuple[int, int]:
+def fooling_sample_size(
+    hclass: HypothesisClass, alpha: float, beta: float, epsilon: float, delta: float, labelled: bool = False
+) -> tuple[int, int]:
     """``(n, T_MW)`` at which the ggkm.md §3.3 argument closes (see :func:`_sample_size_cached`)."""
     return _sample_size_cached(hclass.domain_size, hclass.size, alpha, beta, epsilon, delta, labelled)
 
 
 @lru_cache(maxsize=256)
-def _sample_size_cached(domain_size: int, class_size: int, alpha: float, beta: float, epsilon: float,
-                        delta: float, labelled: bool) -> tuple[int, int]:
+def _sample_size_cached(
+    domain_size: int, class_size: int, alpha: float, beta: float, epsilon: float, delta: float, labelled: bool
+) -> tuple[int, int]:
     """``(n, T_MW)`` at which the ggkm.md §3.3 argument closes with the generic discriminator [OURS].
 
     T_MW = ceil(ln|Z|/(2γ²)), γ = α/4. Per round the subsample m must give (each w.p. 1 - β/(4T)):
@@ -201,8 +214,14 @@ class FoolingSanitizer:
 
     name: ClassVar[str] = "fooling"
 
-    def __init__(self, learner: str = "auto", rounds: int = 20, learning_rate: float | None = None,
-                 *, broken: str | None = None) -> None:
+    def __init__(
+        self,
+        learner: str = "auto",
+        rounds: int = 20,
+        learning_rate: float | None = None,
+        *,
+        broken: str | None = None,
+    ) -> None:
         if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
             raise SanitizerInputError(f"rounds must be an int >= 1, got {rounds!r}")
         if learner != "auto" and learner not in LEARNERS:
@@ -227,9 +246,19 @@ class FoolingSanitizer:
             return "proper", "GGKM proper learner (the paper's discriminator)"
         return "generic", "proper learner not registered"
 
-    def fit(self, hclass: HypothesisClass, xs: np.ndarray, ys: np.ndarray | None = None, *,
-            epsilon: float, delta: float = 0.0, alpha: float = 0.1, beta: float = 0.1,
-            rng: RandomSource | None = None, expected_size: int | None = None) -> SanitizerResult:
+    def fit(
+        self,
+        hclass: HypothesisClass,
+        xs: np.ndarray,
+        ys: np.ndarray | None = None,
+        *,
+        epsilon: float,
+        delta: float = 0.0,
+        alpha: float = 0.1,
+        beta: float = 0.1,
+        rng: RandomSource | None = None,
+        expected_size: int | None = None,
+    ) -> SanitizerResult:
         eps, dlt = check_privacy_parameters(epsilon, delta)
         a = check_accuracy_parameter(alpha, "alpha")
         b = check_accuracy_parameter(beta, "beta")
@@ -269,10 +298,17 @@ class FoolingSanitizer:
             xs_l, ys_l = xs_l[order], ys_l[order]
             best: tuple[float, bool, Hypothesis, int] | None = None
             for negate in (False, True):
-                fit = learner.fit(hclass, xs_l, (1 - ys_l if negate else ys_l).astype(np.uint8),
-                                  epsilon=EPS_LEARNER / 2, delta=budget["delta_learner"] / 2,
-                                  alpha=a / 16, beta=min(b / (4 * self.rounds), 0.5), rng=source,
-                                  **learner_options)
+                fit = learner.fit(
+                    hclass,
+                    xs_l,
+                    (1 - ys_l if negate else ys_l).astype(np.uint8),
+                    epsilon=EPS_LEARNER / 2,
+                    delta=budget["delta_learner"] / 2,
+                    alpha=a / 16,
+                    beta=min(b / (4 * self.rounds), 0.5),
+                    rng=source,
+                    **learner_options,
+                )
                 f = fit.hypothesis
                 agree = f.predict(real_x) == (labels[idx] if labelled else 1)  # q_f on the subsample
                 count = int((agree != negate).sum())
@@ -293,12 +329,20 @@ class FoolingSanitizer:
             state.weights /= state.weights.sum()
         needed, t_mw = _sample_size_cached(hclass.domain_size, hclass.size, a, b, eps, dlt, labelled)
         parameters: dict[str, Any] = {
-            "alpha": a, "beta": b, "rounds": self.rounds, "learning_rate": eta,
-            "learner": learner_name, "learner_reason": why,
-            "learner_epsilon_per_direction": EPS_LEARNER / 2, "check_epsilon_per_direction": EPS_CHECK / 2,
-            "subsampling": "uniform without replacement, n public" if size is None
+            "alpha": a,
+            "beta": b,
+            "rounds": self.rounds,
+            "learning_rate": eta,
+            "learner": learner_name,
+            "learner_reason": why,
+            "learner_epsilon_per_direction": EPS_LEARNER / 2,
+            "check_epsilon_per_direction": EPS_CHECK / 2,
+            "subsampling": "uniform without replacement, n public"
+            if size is None
             else "Poisson at rate tau, n private",
-            "subsample_size": k, **budget, "accept_threshold": threshold,
+            "subsample_size": k,
+            **budget,
+            "accept_threshold": threshold,
             "theorem": "GGKM Thm 6.6 via ggkm.md §3.3 (MW generator, log|Z| rounds; BNSV15 L4.12; DR14 3.20)",
             "theorem_rounds": t_mw,
         }
@@ -306,12 +350,17 @@ class FoolingSanitizer:
             parameters["expected_size"] = size
         holds = learner_name == "generic" and self.rounds >= t_mw and (n if size is None else size) >= needed
         return SanitizerResult(
-            distribution=state.distribution(), mechanism=MECHANISM, epsilon=eps, delta=dlt, sample_size=n,
-            parameters=parameters, theorem_sample_size=needed, accuracy_guarantee_holds=holds,
+            distribution=state.distribution(),
+            mechanism=MECHANISM,
+            epsilon=eps,
+            delta=dlt,
+            sample_size=n,
+            parameters=parameters,
+            theorem_sample_size=needed,
+            accuracy_guarantee_holds=holds,
             neighbouring_relation=neighbouring_relation(size),
             dp_outputs={"accepted": accepted, "transcript": transcript},
         )
 
     def __repr__(self) -> str:
         return f"FoolingSanitizer(learner={self.learner!r}, rounds={self.rounds})"
-

@@ -96,7 +96,12 @@ from privstream.learning.sanitizers.evaluation import finite_signed_errors, scor
 from privstream.learning.sanitizers.selection import Pieces, PointScore, PrefixScore, select_piecewise
 
 __all__ = [
-    "DEFAULT_COUNT_SHARE", "MECHANISM", "BlockState", "MWEMSanitizer", "mwem_budget", "mwem_sample_size",
+    "DEFAULT_COUNT_SHARE",
+    "MECHANISM",
+    "BlockState",
+    "MWEMSanitizer",
+    "mwem_budget",
+    "mwem_sample_size",
 ]
 
 MECHANISM = "mwem"
@@ -114,9 +119,15 @@ def _shares(rounds: int, schedule: str) -> list[float]:
     raise SanitizerInputError(f"unknown schedule {schedule!r}; use 'uniform' or 'linear'")
 
 
-def mwem_budget(epsilon: float, delta: float, rounds: int, composition: str, selection_share: float,
-                schedule: str = "uniform",
-                count_share: float = 0.0) -> tuple[list[float], list[float], dict[str, Any]]:
+def mwem_budget(
+    epsilon: float,
+    delta: float,
+    rounds: int,
+    composition: str,
+    selection_share: float,
+    schedule: str = "uniform",
+    count_share: float = 0.0,
+) -> tuple[list[float], list[float], dict[str, Any]]:
     """Per-round ``(ε_select[t], ε_measure[t])`` whose T-fold composition is within (ε, δ), and a record.
 
     ``schedule="linear"`` gives round t a share ∝ t (later rounds, which must tell apart smaller
@@ -143,8 +154,16 @@ def mwem_budget(epsilon: float, delta: float, rounds: int, composition: str, sel
         total = basic_composition([PrivacyGuarantee(e) for e in parts])
         if total.epsilon > epsilon * (1 + 1e-12):
             raise AssertionError("basic composition exceeds the budget")
-        return eps_s, eps_m, {"composition": "basic", "epsilon_count": eps_count,
-                              "epsilon_spent": total.epsilon, "delta_spent": 0.0}
+        return (
+            eps_s,
+            eps_m,
+            {
+                "composition": "basic",
+                "epsilon_count": eps_count,
+                "epsilon_spent": total.epsilon,
+                "delta_spent": 0.0,
+            },
+        )
     if composition == "zcdp":
         if delta <= 0:
             raise SanitizerInputError("composition 'zcdp' needs delta > 0")
@@ -158,8 +177,17 @@ def mwem_budget(epsilon: float, delta: float, rounds: int, composition: str, sel
         spent = zcdp_to_dp(rho_total, delta)
         if spent > epsilon:
             raise AssertionError("zCDP composition exceeds the budget")
-        return eps_s, eps_m, {"composition": "zcdp", "rho": rho_total, "epsilon_count": eps_count,
-                              "epsilon_spent": spent, "delta_spent": delta}
+        return (
+            eps_s,
+            eps_m,
+            {
+                "composition": "zcdp",
+                "rho": rho_total,
+                "epsilon_count": eps_count,
+                "epsilon_spent": spent,
+                "delta_spent": delta,
+            },
+        )
     raise SanitizerInputError(f"unknown composition {composition!r}; use 'basic' or 'zcdp'")
 
 
@@ -259,10 +287,21 @@ class MWEMSanitizer:
 
     name: ClassVar[str] = "mwem"
 
-    def __init__(self, rounds: int = 20, repetitions: int = 50, composition: str | None = None,
-                 output: str = "last", selection_share: float = 0.5, schedule: str = "uniform",
-                 count_share: float = DEFAULT_COUNT_SHARE, *, noisy_selection: bool = True,
-                 noisy_measurement: bool = True, noisy_size: bool = True, dense: bool = False) -> None:
+    def __init__(
+        self,
+        rounds: int = 20,
+        repetitions: int = 50,
+        composition: str | None = None,
+        output: str = "last",
+        selection_share: float = 0.5,
+        schedule: str = "uniform",
+        count_share: float = DEFAULT_COUNT_SHARE,
+        *,
+        noisy_selection: bool = True,
+        noisy_measurement: bool = True,
+        noisy_size: bool = True,
+        dense: bool = False,
+    ) -> None:
         if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
             raise SanitizerInputError(f"rounds must be an int >= 1, got {rounds!r}")
         if isinstance(repetitions, bool) or not isinstance(repetitions, int) or repetitions < 0:
@@ -281,8 +320,16 @@ class MWEMSanitizer:
 
     # -- selection ------------------------------------------------------------------------------
 
-    def _select(self, hclass: HypothesisClass, xs: np.ndarray, ys: np.ndarray | None, state: BlockState,
-                eps_s: float, rng: RandomSource, scale: int) -> Hypothesis:
+    def _select(
+        self,
+        hclass: HypothesisClass,
+        xs: np.ndarray,
+        ys: np.ndarray | None,
+        state: BlockState,
+        eps_s: float,
+        rng: RandomSource,
+        scale: int,
+    ) -> Hypothesis:
         """One exact EM draw with score ``σ·(q_h(D) - scale·q_h(A))``; ``scale`` is the public ν."""
         n, big_n = xs.shape[0], hclass.domain_size
         if isinstance(hclass, FiniteClass):
@@ -302,8 +349,15 @@ class MWEMSanitizer:
             empty_exact = offset - scale * Fraction(base)  # the all-zero function
             one = np.array([0], dtype=np.int64), np.array([1], dtype=np.int64)
             families = [score.pieces(1, offset), score.pieces(-1, offset)] + [
-                Pieces(*one, np.array([s * float(empty_exact)]), np.zeros(1),
-                       lambda _t, s=s: s * empty_exact, float(n + scale)) for s in (1, -1)]
+                Pieces(
+                    *one,
+                    np.array([s * float(empty_exact)]),
+                    np.zeros(1),
+                    lambda _t, s=s: s * empty_exact,
+                    float(n + scale),
+                )
+                for s in (1, -1)
+            ]
             f, t = self._draw(families, eps_s, rng)
             return point_hypothesis(big_n, t if f < 2 else None)
         prefix = PrefixScore(xs_s, a, state.edges, w, scale, base=base)
@@ -320,8 +374,13 @@ class MWEMSanitizer:
         if self.noisy_selection:
             return select_piecewise(families, eps_s, rng)
         # BROKEN on purpose (audits only): the exact argmax, no noise
-        best = max(((p.values[i] + max(0.0, p.slopes[i] * (p.lengths[i] - 1)), f, i)
-                    for f, p in enumerate(families) for i in range(p.starts.shape[0])))
+        best = max(
+            (
+                (p.values[i] + max(0.0, p.slopes[i] * (p.lengths[i] - 1)), f, i)
+                for f, p in enumerate(families)
+                for i in range(p.starts.shape[0])
+            )
+        )
         _, f, i = best
         p = families[f]
         t = int(p.starts[i]) + (int(p.lengths[i]) - 1 if p.slopes[i] > 0 else 0)
@@ -329,9 +388,19 @@ class MWEMSanitizer:
 
     # -- the algorithm ----------------------------------------------------------------------------
 
-    def fit(self, hclass: HypothesisClass, xs: np.ndarray, ys: np.ndarray | None = None, *,
-            epsilon: float, delta: float = 0.0, alpha: float = 0.1, beta: float = 0.1,
-            rng: RandomSource | None = None, expected_size: int | None = None) -> SanitizerResult:
+    def fit(
+        self,
+        hclass: HypothesisClass,
+        xs: np.ndarray,
+        ys: np.ndarray | None = None,
+        *,
+        epsilon: float,
+        delta: float = 0.0,
+        alpha: float = 0.1,
+        beta: float = 0.1,
+        rng: RandomSource | None = None,
+        expected_size: int | None = None,
+    ) -> SanitizerResult:
         eps, dlt = check_privacy_parameters(epsilon, delta)
         a = check_accuracy_parameter(alpha, "alpha")
         b = check_accuracy_parameter(beta, "beta")
@@ -343,12 +412,15 @@ class MWEMSanitizer:
         if not isinstance(hclass, Thresholds | Intervals | Points | FiniteClass):
             raise SanitizerInputError(f"mwem does not support the class {hclass.spec}")
         if isinstance(hclass, Intervals) and labels is not None:
-            raise SanitizerInputError("mwem releases labelled queries for thresholds, points and file "
-                                      "classes; intervals support unlabelled data only")
+            raise SanitizerInputError(
+                "mwem releases labelled queries for thresholds, points and file "
+                "classes; intervals support unlabelled data only"
+            )
         composition = self.composition or ("zcdp" if dlt > 0 else "basic")
         count_share = 0.0 if size is None else self.count_share
-        eps_s, eps_m, ledger = mwem_budget(eps, dlt, self.rounds, composition, self.selection_share,
-                                           self.schedule, count_share=count_share)
+        eps_s, eps_m, ledger = mwem_budget(
+            eps, dlt, self.rounds, composition, self.selection_share, self.schedule, count_share=count_share
+        )
         source = resolve(rng)
         n = int(points.shape[0])
         dp_outputs: dict[str, Any] = {}
@@ -361,8 +433,9 @@ class MWEMSanitizer:
         else:  # BROKEN on purpose (audits only): the private n itself
             dp_outputs["noisy_size"] = n
             scale = max(n, 1)
-        state = BlockState(hclass.domain_size, labels is not None,
-                           dense=self.dense or isinstance(hclass, FiniteClass))
+        state = BlockState(
+            hclass.domain_size, labels is not None, dense=self.dense or isinstance(hclass, FiniteClass)
+        )
         total = np.zeros_like(state.weights)
         history: list[tuple[Hypothesis, float]] = []
         transcript: list[dict[str, Any]] = []
@@ -385,30 +458,52 @@ class MWEMSanitizer:
         needed = mwem_sample_size(hclass.domain_size, num_queries, eps, a)
         t_needed = math.ceil(16 * math.log(max(hclass.domain_size, 2)) / a**2)
         n_theory = n if size is None else size  # never the private n
-        bound = None if n_theory == 0 else (
-            2 * math.sqrt(math.log(max(hclass.domain_size, 2)) / self.rounds)
-            + 10 * self.rounds * math.log(num_queries) / (eps * n_theory))
+        bound = (
+            None
+            if n_theory == 0
+            else (
+                2 * math.sqrt(math.log(max(hclass.domain_size, 2)) / self.rounds)
+                + 10 * self.rounds * math.log(num_queries) / (eps * n_theory)
+            )
+        )
         parameters: dict[str, Any] = {
-            "alpha": a, "beta": b, "rounds": self.rounds, "repetitions": self.repetitions,
-            "output": self.output, "selection_share": self.selection_share,
-            "schedule": self.schedule, "epsilon_select_per_round": eps_s,
-            "epsilon_measure_per_round": eps_m, **ledger,
+            "alpha": a,
+            "beta": b,
+            "rounds": self.rounds,
+            "repetitions": self.repetitions,
+            "output": self.output,
+            "selection_share": self.selection_share,
+            "schedule": self.schedule,
+            "epsilon_select_per_round": eps_s,
+            "epsilon_measure_per_round": eps_m,
+            **ledger,
             "normaliser": "n (public)" if size is None else "noisy count (discrete Laplace at epsilon_count)",
             "selection": "exact exponential mechanism, score sigma*(q(D) - nu q(A)), sensitivity 1",
             "measurement": "discrete Laplace on integer counts, sensitivity 1",
             "domain": "public: the class's domain; block edges = change points of selected queries",
             "theorem": "Hardt-Ligett-McSherry 2012 Thm 2.2 (basic composition, average output)",
-            "theory_max_error_bound": bound, "theorem_rounds": t_needed,
+            "theory_max_error_bound": bound,
+            "theorem_rounds": t_needed,
         }
         if size is not None:
             parameters["expected_size"] = size
-        holds = (n_theory >= needed and self.rounds >= t_needed and self.output == "average"
-                 and composition == "basic")
+        holds = (
+            n_theory >= needed
+            and self.rounds >= t_needed
+            and self.output == "average"
+            and composition == "basic"
+        )
         return SanitizerResult(
-            distribution=release, mechanism=MECHANISM, epsilon=eps,
+            distribution=release,
+            mechanism=MECHANISM,
+            epsilon=eps,
             delta=dlt if composition == "zcdp" else 0.0,
-            sample_size=n, parameters=parameters, theorem_sample_size=needed, accuracy_guarantee_holds=holds,
-            neighbouring_relation=neighbouring_relation(size), dp_outputs=dp_outputs,
+            sample_size=n,
+            parameters=parameters,
+            theorem_sample_size=needed,
+            accuracy_guarantee_holds=holds,
+            neighbouring_relation=neighbouring_relation(size),
+            dp_outputs=dp_outputs,
         )
 
     def __repr__(self) -> str:

@@ -74,8 +74,9 @@ def _envelope_blocks(p: Pieces, kappa: float) -> tuple[np.ndarray, np.ndarray, n
     return p.starts[owner] + lo, hi - lo, env
 
 
-def select_piecewise(families: Sequence[Pieces], epsilon: float, rng: RandomSource,
-                     sensitivity: float = 1.0) -> tuple[int, int]:
+def select_piecewise(
+    families: Sequence[Pieces], epsilon: float, rng: RandomSource, sensitivity: float = 1.0
+) -> tuple[int, int]:
     """``(family index, t)`` with probability ``∝ exp(ε·score(t)/(2Δ))`` over all families' candidates.
 
     Exact (see the module docstring); ε-DP when every score has sensitivity ``Δ``.
@@ -135,7 +136,8 @@ class _BlockMass:
     def exact_cdf(self, t: int) -> Fraction:
         j = int(self.block_of(np.array([t]))[0])
         return Fraction(float(self.cum[j])) + Fraction(float(self.weights[j])) * (
-            t - int(self.edges[j])) / int(self.lengths[j])
+            t - int(self.edges[j])
+        ) / int(self.lengths[j])
 
     def exact_density(self, t: int) -> Fraction:
         j = int(self.block_of(np.array([t]))[0])
@@ -149,8 +151,15 @@ class PrefixScore:
     ``weights``: the synthetic blocks and their (signed) masses; ``n`` the sample size.
     """
 
-    def __init__(self, xs_sorted: np.ndarray, a_sorted: np.ndarray, edges: np.ndarray,
-                 weights: np.ndarray, n: int, base: float = 0.0) -> None:
+    def __init__(
+        self,
+        xs_sorted: np.ndarray,
+        a_sorted: np.ndarray,
+        edges: np.ndarray,
+        weights: np.ndarray,
+        n: int,
+        base: float = 0.0,
+    ) -> None:
         self.mass = _BlockMass(edges, weights, base)
         self.n = n
         self.xs = xs_sorted
@@ -178,20 +187,34 @@ class PrefixScore:
 
     def pieces(self, sign: int, offset: int = 0) -> Pieces:
         """Score ``sign·(offset + G(t))`` (``offset`` an integer, e.g. a label count)."""
-        return Pieces(self.starts, self.lengths, sign * (offset + self.g_start), sign * self.g_slope,
-                      lambda t: sign * (offset + self.exact(t)), self.scale + abs(offset))
+        return Pieces(
+            self.starts,
+            self.lengths,
+            sign * (offset + self.g_start),
+            sign * self.g_slope,
+            lambda t: sign * (offset + self.exact(t)),
+            self.scale + abs(offset),
+        )
 
     def values(self) -> np.ndarray:
         """``G(t)`` for every t (float; small domains only -- tests and the dense reference)."""
         return np.repeat(self.g_start, self.lengths) + np.concatenate(
-            [np.arange(m) * s for m, s in zip(self.lengths, self.g_slope, strict=True)])
+            [np.arange(m) * s for m, s in zip(self.lengths, self.g_slope, strict=True)]
+        )
 
 
 class PointScore:
     """``P(i) = Σ_{x_j = i} a_j - n·(dens(i) + base)`` for ``i = 0..N-1`` (constant on pieces)."""
 
-    def __init__(self, xs_sorted: np.ndarray, a_sorted: np.ndarray, edges: np.ndarray,
-                 weights: np.ndarray, n: int, base: float = 0.0) -> None:
+    def __init__(
+        self,
+        xs_sorted: np.ndarray,
+        a_sorted: np.ndarray,
+        edges: np.ndarray,
+        weights: np.ndarray,
+        n: int,
+        base: float = 0.0,
+    ) -> None:
         self.mass = _BlockMass(edges, weights, base)
         self.n = n
         uniq, first = np.unique(xs_sorted, return_index=True)
@@ -204,8 +227,11 @@ class PointScore:
         j = self.mass.block_of(self.starts)
         density = weights[j] / self.mass.lengths[j]
         idx = np.searchsorted(uniq, self.starts)
-        hit = (idx < uniq.size) & (uniq[np.minimum(idx, max(uniq.size - 1, 0))] == self.starts) if uniq.size \
+        hit = (
+            (idx < uniq.size) & (uniq[np.minimum(idx, max(uniq.size - 1, 0))] == self.starts)
+            if uniq.size
             else np.zeros(self.starts.shape[0], dtype=bool)
+        )
         counts = np.where(hit, sums[np.minimum(idx, max(uniq.size - 1, 0))] if uniq.size else 0, 0)
         self.p_value = counts - n * (density + base)
         self.scale = float(n) * (1.0 + float(np.abs(weights).sum())) + float(np.abs(a_sorted).sum())
@@ -215,5 +241,11 @@ class PointScore:
 
     def pieces(self, sign: int, offset: int = 0) -> Pieces:
         zeros = np.zeros(self.starts.shape[0])
-        return Pieces(self.starts, self.lengths, sign * (offset + self.p_value), zeros,
-                      lambda i: sign * (offset + self.exact(i)), self.scale + abs(offset))
+        return Pieces(
+            self.starts,
+            self.lengths,
+            sign * (offset + self.p_value),
+            zeros,
+            lambda i: sign * (offset + self.exact(i)),
+            self.scale + abs(offset),
+        )

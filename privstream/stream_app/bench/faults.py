@@ -98,9 +98,13 @@ def messages(streams: list[str], n: int, seed: int = 0) -> list[tuple[str, bytes
     """``n`` single-example messages of realizable threshold streams, the streams in turn."""
     rng = np.random.default_rng(seed)
     xs = rng.integers(0, 4096, n).tolist()
-    return [(streams[i % len(streams)],
-             b'{"stream_id":"%s","x":%d,"y":%d}' % (streams[i % len(streams)].encode(), x, x >= 2048))
-            for i, x in enumerate(xs)]
+    return [
+        (
+            streams[i % len(streams)],
+            b'{"stream_id":"%s","x":%d,"y":%d}' % (streams[i % len(streams)].encode(), x, x >= 2048),
+        )
+        for i, x in enumerate(xs)
+    ]
 
 
 def say(text: str) -> None:
@@ -141,8 +145,9 @@ class Cluster:
 
     def _start(self, i: int) -> WorkerProcess:
         self.generation += 1
-        settings = self.base.model_copy(update={"data_dir": self.workdir / f"worker-{i}",
-                                                **free_listener_ports()})
+        settings = self.base.model_copy(
+            update={"data_dir": self.workdir / f"worker-{i}", **free_listener_ports()}
+        )
         log = self.workdir / f"worker-{i}.{self.generation}.log"
         return WorkerProcess(settings, log).start()
 
@@ -161,8 +166,10 @@ class Cluster:
     def check_alive(self) -> None:
         for worker in self.workers:
             if not worker.alive():
-                raise RuntimeError(f"a worker exited by itself; its log: {worker.log_path}\n"
-                                   + worker.log_path.read_text(errors="replace")[-3000:])
+                raise RuntimeError(
+                    f"a worker exited by itself; its log: {worker.log_path}\n"
+                    + worker.log_path.read_text(errors="replace")[-3000:]
+                )
 
     def stop(self) -> list[int | None]:
         return [worker.stop() for worker in self.workers]
@@ -205,9 +212,13 @@ def shared_store(kind: str, workdir: Path) -> Iterator[tuple[dict[str, Any], Any
             with server.connect() as admin:  # to the "postgres" database: not one of those cut
                 rows = admin.execute(
                     "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                    "WHERE datname = %s AND pid <> pg_backend_pid()", (name,)).fetchall()
-            return {"kind": "pg_terminate_backend of every connection to the database",
-                    "connections": sum(1 for (ended,) in rows if ended)}
+                    "WHERE datname = %s AND pid <> pg_backend_pid()",
+                    (name,),
+                ).fetchall()
+            return {
+                "kind": "pg_terminate_backend of every connection to the database",
+                "connections": sum(1 for (ended,) in rows if ended),
+            }
 
         yield {"store_url": url, "store_password": SecretStr(server.password)}, cut
 
@@ -215,8 +226,9 @@ def shared_store(kind: str, workdir: Path) -> Iterator[tuple[dict[str, Any], Any
 # --------------------------------------------------------------------------- Kafka
 
 
-async def produce(settings: Settings, batch: list[tuple[str, bytes]], rate: float,
-                  sent: list[tuple[int, int]]) -> None:
+async def produce(
+    settings: Settings, batch: list[tuple[str, bytes]], rate: float, sent: list[tuple[int, int]]
+) -> None:
     """Send ``batch`` at ``rate`` per second; appends each message's (partition, offset) to ``sent``."""
     producer = AIOKafkaProducer(**client_options(settings), linger_ms=5, acks="all", max_batch_size=1 << 20)
     await producer.start()
@@ -238,8 +250,13 @@ async def produce(settings: Settings, batch: list[tuple[str, bytes]], rate: floa
 async def read_topic(settings: Settings, topic: str, enough: Any, timeout: float) -> list[Any]:
     """Every record of ``topic`` from the beginning, until ``enough(records)`` and the topic has been
     quiet for a second (so extra copies are read too), or ``timeout``."""
-    consumer = AIOKafkaConsumer(topic, **client_options(settings), group_id=f"bench-{uuid.uuid4().hex}",
-                                auto_offset_reset="earliest", enable_auto_commit=False)
+    consumer = AIOKafkaConsumer(
+        topic,
+        **client_options(settings),
+        group_id=f"bench-{uuid.uuid4().hex}",
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+    )
     await consumer.start()
     records: list[Any] = []
     try:
@@ -280,8 +297,11 @@ def audit_releases(
         release = json.loads(record.value)
         certificate = release["certificate"]
         entry = by_entry.get(str(certificate["ledger_entry_id"]))
-        if (entry is None or entry.release != record.value
-                or abs(entry.epsilon - certificate["epsilon"]) > 1e-12):
+        if (
+            entry is None
+            or entry.release != record.value
+            or abs(entry.epsilon - certificate["epsilon"]) > 1e-12
+        ):
             matches = False  # published bytes that the ledger does not hold, or another cost
         key = (release["stream_id"], certificate["window"]["window_id"])
         releases_of_window[key].add(record.value)
@@ -310,10 +330,13 @@ def audit_releases(
 
 def targets_met(result: dict[str, Any]) -> bool:
     """The issue's targets for the fault benchmark."""
-    return (result["duplicate_releases"] == 0 and result["double_charges"] == 0
-            and result["windows_released"] == result["windows_expected"]
-            and result["ledger_matches_certificates"] is True
-            and result["examples_learned"] == result["examples_sent"])
+    return (
+        result["duplicate_releases"] == 0
+        and result["double_charges"] == 0
+        and result["windows_released"] == result["windows_expected"]
+        and result["ledger_matches_certificates"] is True
+        and result["examples_learned"] == result["examples_sent"]
+    )
 
 
 # --------------------------------------------------------------------------- the run
@@ -333,22 +356,30 @@ def run_faults_benchmark(options: Options) -> dict[str, Any]:
         broker = stack.enter_context(EmbeddedBroker(log_path=workdir / "broker.log"))
         store_settings, cut = stack.enter_context(shared_store(options.store, workdir))
         run_id = secrets.token_hex(4)
-        release = ReleaseConfig(window=WindowConfig(size=options.window), epsilon=EPSILON,
-                                epsilon_budget=BUDGET)
+        release = ReleaseConfig(
+            window=WindowConfig(size=options.window), epsilon=EPSILON, epsilon_budget=BUDGET
+        )
         base = Settings(
-            app_id=f"privstream-faults-{run_id}", topic_prefix=f"faults-{run_id}.",
-            kafka_bootstrap=broker.bootstrap, topic_partitions=options.streams,
-            kafka_session_timeout_seconds=10, data_dir=workdir / "data",
+            app_id=f"privstream-faults-{run_id}",
+            topic_prefix=f"faults-{run_id}.",
+            kafka_bootstrap=broker.bootstrap,
+            topic_partitions=options.streams,
+            kafka_session_timeout_seconds=10,
+            data_dir=workdir / "data",
             streams=[StreamConfig(name=s, hypothesis_class=CLASS, release=release) for s in names],
-            _env_file=None, **store_settings,
+            _env_file=None,
+            **store_settings,
         )
         # The ledger is created once, here; the workers only open it (as in production).
-        ledger = factory.open_ledger(base.model_copy(update={"ledger_create_if_missing": True}),
-                                     {s: (BUDGET, 0.0) for s in names})
+        ledger = factory.open_ledger(
+            base.model_copy(update={"ledger_create_if_missing": True}), {s: (BUDGET, 0.0) for s in names}
+        )
         stack.callback(ledger.close)
         asyncio.run(ensure_topics(base))
-        say(f"{options.workers} workers on {options.store}, broker {broker.bootstrap}, "
-            f"{options.examples} examples over {options.streams} streams, windows of {options.window}")
+        say(
+            f"{options.workers} workers on {options.store}, broker {broker.bootstrap}, "
+            f"{options.examples} examples over {options.streams} streams, windows of {options.window}"
+        )
         cluster = Cluster(base, workdir, options.workers)
         stack.callback(cluster.stop)
         wait(lambda: all(cluster.ready(w) for w in cluster.workers), 300, "every worker ready", cluster)
@@ -365,9 +396,14 @@ def run_faults_benchmark(options: Options) -> dict[str, Any]:
             now = time.monotonic()
             if now >= next_kill:
                 fresh = cluster.kill_and_restart(victim)
-                happened.kills.append({"worker": victim, "at_seconds": round(now - started, 1),
-                                       "pid": fresh.process.pid if fresh.process else None,
-                                       "rejoin_seconds": None})
+                happened.kills.append(
+                    {
+                        "worker": victim,
+                        "at_seconds": round(now - started, 1),
+                        "pid": fresh.process.pid if fresh.process else None,
+                        "rejoin_seconds": None,
+                    }
+                )
                 say(f"SIGKILLed worker {victim} and started it again")
                 victim, next_kill = (victim + 1) % options.workers, now + options.kill_every
             if happened.cut is None and now >= cut_at:
@@ -378,8 +414,10 @@ def run_faults_benchmark(options: Options) -> dict[str, Any]:
             if now - last_line > 5:
                 last_line = now
                 charged = sum(len(ledger.entries(s)) for s in names)
-                say(f"producing: {now - started:.0f} s, {charged}/{sum(expected.values())} windows charged, "
-                    f"{len(happened.kills)} kills")
+                say(
+                    f"producing: {now - started:.0f} s, {charged}/{sum(expected.values())} windows charged, "
+                    f"{len(happened.kills)} kills"
+                )
             time.sleep(0.2)
         producer.join()
         if happened.cut is None:  # a run shorter than the cut's time: cut now, still under way
@@ -390,9 +428,16 @@ def run_faults_benchmark(options: Options) -> dict[str, Any]:
             track_rejoins(cluster, happened, started)
             return all(len(ledger.entries(s)) >= expected[s] for s in names) and not ledger.unpublished()
 
-        wait(converged, options.timeout, "every complete window charged and published", cluster,
-             progress=lambda: f"{sum(len(ledger.entries(s)) for s in names)}/{sum(expected.values())} "
-                              f"windows charged, {len(ledger.unpublished())} unpublished")
+        wait(
+            converged,
+            options.timeout,
+            "every complete window charged and published",
+            cluster,
+            progress=lambda: (
+                f"{sum(len(ledger.entries(s)) for s in names)}/{sum(expected.values())} "
+                f"windows charged, {len(ledger.unpublished())} unpublished"
+            ),
+        )
         seconds = time.monotonic() - started
 
         def all_ready() -> bool:  # so that every rejoin is measured
@@ -402,13 +447,23 @@ def run_faults_benchmark(options: Options) -> dict[str, Any]:
         wait(all_ready, 120, "every worker ready", cluster)
         say("reading the public and the predictions topics")
         total_windows = sum(expected.values())
-        public = asyncio.run(read_topic(
-            base, base.topic("hypotheses"),
-            lambda records: len({r.value for r in records}) >= total_windows, timeout=120))
+        public = asyncio.run(
+            read_topic(
+                base,
+                base.topic("hypotheses"),
+                lambda records: len({r.value for r in records}) >= total_windows,
+                timeout=120,
+            )
+        )
         positions = set(sent)
-        predictions = asyncio.run(read_topic(
-            base, base.topic("predictions"),
-            lambda records: positions <= predicted_positions(records), timeout=300))
+        predictions = asyncio.run(
+            read_topic(
+                base,
+                base.topic("predictions"),
+                lambda records: positions <= predicted_positions(records),
+                timeout=300,
+            )
+        )
         learned = len(positions & predicted_positions(predictions))
         audit = audit_releases(public, ledger, names, expected)
         exits = cluster.stop()
@@ -460,5 +515,6 @@ def wait(predicate: Any, timeout: float, what: str, cluster: Cluster, progress: 
             last = time.monotonic()
             say(f"waiting for {what}: {progress()}")
         time.sleep(0.5)
-    raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}"
-                       + (f" ({progress()})" if progress else ""))
+    raise TimeoutError(
+        f"timed out after {timeout:.0f} s waiting for {what}" + (f" ({progress()})" if progress else "")
+    )

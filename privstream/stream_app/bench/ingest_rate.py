@@ -64,8 +64,10 @@ def _examples(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
 def _singles(n: int, seed: int) -> list[bytes]:
     """``n`` single-example messages of the bench stream."""
     xs, ys = _examples(n, seed)
-    return [json.dumps({"stream_id": STREAM, "x": x, "y": y}).encode()
-            for x, y in zip(xs.tolist(), ys.tolist(), strict=True)]
+    return [
+        json.dumps({"stream_id": STREAM, "x": x, "y": y}).encode()
+        for x, y in zip(xs.tolist(), ys.tolist(), strict=True)
+    ]
 
 
 async def _produce(settings: Settings, payloads: list[bytes]) -> list[Any]:
@@ -99,9 +101,13 @@ async def raw_consume(
     """A bare aiokafka consumer reading ``n`` messages from the start of the examples topic, parsing
     each with ``parse``: (time, messages read) when the first batch arrived and after each batch."""
     consumer = AIOKafkaConsumer(
-        settings.topic("examples"), **client_options(settings), group_id=f"raw-{uuid.uuid4().hex}",
-        auto_offset_reset="earliest", enable_auto_commit=False,
-        max_partition_fetch_bytes=8 << 20, fetch_max_bytes=64 << 20,
+        settings.topic("examples"),
+        **client_options(settings),
+        group_id=f"raw-{uuid.uuid4().hex}",
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        max_partition_fetch_bytes=8 << 20,
+        fetch_max_bytes=64 << 20,
     )
     await consumer.start()
     try:
@@ -112,7 +118,7 @@ async def raw_consume(
             if not samples and batch:
                 samples.append((time.perf_counter(), 0))  # the group is joined: the clock starts
             for messages in batch.values():
-                for message in messages[:n - seen]:  # what follows the n messages is not timed
+                for message in messages[: n - seen]:  # what follows the n messages is not timed
                     parse(message.value)
                 seen += min(len(messages), n - seen)
             if batch:
@@ -151,13 +157,21 @@ def _observe(worker: WorkerProcess, learned: int, invalid: int, timeout: float) 
     while time.monotonic() < deadline:
         status = fetch_json(f"{worker.operator_url}/status")
         if status is not None:  # once it answers
-            samples.append(Observation(time.perf_counter(), status["streams"][STREAM]["examples"],
-                                       status["invalid"], status["handled"]))
+            samples.append(
+                Observation(
+                    time.perf_counter(),
+                    status["streams"][STREAM]["examples"],
+                    status["invalid"],
+                    status["handled"],
+                )
+            )
             if samples[-1].learned >= learned and samples[-1].invalid >= invalid:
                 return samples
         time.sleep(0.02)
-    raise TimeoutError(f"the worker saw fewer than {learned} valid examples and {invalid} invalid "
-                       f"messages in {timeout:.0f} s")
+    raise TimeoutError(
+        f"the worker saw fewer than {learned} valid examples and {invalid} invalid "
+        f"messages in {timeout:.0f} s"
+    )
 
 
 def _rate(samples: list[tuple[float, int]], begin: int, end: int) -> float:
@@ -167,8 +181,9 @@ def _rate(samples: list[tuple[float, int]], begin: int, end: int) -> float:
     t0, c0 = next((t, c) for t, c in reversed(samples) if c <= begin)
     t1, c1 = next((t, c) for t, c in samples if c >= end)
     if t1 <= t0:
-        raise RuntimeError("too few messages to measure a rate: they were read between two "
-                           "observations; use more --examples")
+        raise RuntimeError(
+            "too few messages to measure a rate: they were read between two observations; use more --examples"
+        )
     return (c1 - c0) / (t1 - t0)
 
 
@@ -182,8 +197,11 @@ async def _latency(settings: Settings, rate: float, seconds: float) -> tuple[lis
     # too; those are not among the examples sent here and are ignored.
     # As the worker's consumer (kafka_fetch_max_wait_ms): the embedded broker holds an idle fetch
     # for the whole wait, which would otherwise add up to 500 ms to every measured latency.
-    consumer = AIOKafkaConsumer(**client_options(settings), enable_auto_commit=False,
-                                fetch_max_wait_ms=settings.kafka_fetch_max_wait_ms)
+    consumer = AIOKafkaConsumer(
+        **client_options(settings),
+        enable_auto_commit=False,
+        fetch_max_wait_ms=settings.kafka_fetch_max_wait_ms,
+    )
     await consumer.start()
     topic = settings.topic("predictions")
     await consumer.topics()  # fetch the metadata: the topic's partitions
@@ -215,8 +233,12 @@ async def _latency(settings: Settings, rate: float, seconds: float) -> tuple[lis
         for i in range(0, n, per_step):
             for j in range(i, min(n, i + per_step)):
                 payload = json.dumps({"stream_id": STREAM, "x": int(xs[j]), "y": int(ys[j])}).encode()
-                pending.append((time.time(), await producer.send(settings.topic("examples"), payload,
-                                                                  key=STREAM.encode())))
+                pending.append(
+                    (
+                        time.time(),
+                        await producer.send(settings.topic("examples"), payload, key=STREAM.encode()),
+                    )
+                )
             await asyncio.sleep(max(0.0, t0 + (i // per_step + 1) * step - time.perf_counter()))
         for stamp, future in pending:
             meta = await future
@@ -233,9 +255,14 @@ async def _latency(settings: Settings, rate: float, seconds: float) -> tuple[lis
     return [received[k] - sent_at[k] for k in sent_at if k in received], len(sent_at)
 
 
-def run_ingest_benchmark(n: int = 100_000, batch_size: int = 1000, latency_seconds: float = 10.0,
-                         settings: Settings | None = None, log: Any = sys.stderr,
-                         invalid_ratio: float = 0.0) -> dict[str, Any]:
+def run_ingest_benchmark(
+    n: int = 100_000,
+    batch_size: int = 1000,
+    latency_seconds: float = 10.0,
+    settings: Settings | None = None,
+    log: Any = sys.stderr,
+    invalid_ratio: float = 0.0,
+) -> dict[str, Any]:
     """Run the measurements described in the module docstring; returns the JSON-able result."""
     if invalid_ratio < 0:
         raise ValueError(f"invalid_ratio must be >= 0, got {invalid_ratio}")
@@ -248,25 +275,40 @@ def run_ingest_benchmark(n: int = 100_000, batch_size: int = 1000, latency_secon
         if settings.kafka_bootstrap is None:
             broker = stack.enter_context(EmbeddedBroker(log_path=workdir / "broker.log"))
             settings = on_embedded_broker(settings, broker)
-        settings = settings.model_copy(update={
-            "app_id": f"privstream-bench-{run}", "topic_prefix": f"bench-{run}.", "topic_partitions": 4,
-            **free_listener_ports(), "data_dir": workdir / "data",
-            "streams": [StreamConfig(name=STREAM, hypothesis_class=CLASS)],
-        })
+        settings = settings.model_copy(
+            update={
+                "app_id": f"privstream-bench-{run}",
+                "topic_prefix": f"bench-{run}.",
+                "topic_partitions": 4,
+                **free_listener_ports(),
+                "data_dir": workdir / "data",
+                "streams": [StreamConfig(name=STREAM, hypothesis_class=CLASS)],
+            }
+        )
         asyncio.run(ensure_topics(settings))
         messages = _singles(n, seed=1)
         if invalid_ratio > 0:
             hostile = hostile_messages(mixed_invalid + alone, STREAM, 2**32, seed=4)
             messages += _mixed(_singles(n, seed=3), hostile[:mixed_invalid], invalid_ratio)
             messages += hostile[mixed_invalid:]
-            print(f"bench: producing {n} single-example messages, then {n} mixed with {mixed_invalid} "
-                  f"hostile ones, then {alone} hostile ones alone", file=log)
+            print(
+                f"bench: producing {n} single-example messages, then {n} mixed with {mixed_invalid} "
+                f"hostile ones, then {alone} hostile ones alone",
+                file=log,
+            )
         else:
             print(f"bench: producing {n} single-example messages", file=log)
         bx, by = _examples(n, seed=2)
-        batches = [json.dumps({"stream_id": STREAM, "xs": bx[i:i + batch_size].tolist(),
-                               "ys": by[i:i + batch_size].tolist()}).encode()
-                   for i in range(0, n, batch_size)]
+        batches = [
+            json.dumps(
+                {
+                    "stream_id": STREAM,
+                    "xs": bx[i : i + batch_size].tolist(),
+                    "ys": by[i : i + batch_size].tolist(),
+                }
+            ).encode()
+            for i in range(0, n, batch_size)
+        ]
         print(f"bench: then {len(batches)} ExampleBatch messages of {batch_size} examples", file=log)
         asyncio.run(_produce(settings, messages + batches))
         # The parts, as ranges of the topic's messages (one partition, in order).
@@ -291,13 +333,19 @@ def run_ingest_benchmark(n: int = 100_000, batch_size: int = 1000, latency_secon
             for part, where in (("mix", mix), ("flood", flood)):
                 rate, raw_part = _rate(handled, *where), _rate(raw, *where)
                 strict_part = _rate(strict, *where)
-                flood_figures.update({
-                    f"{part}_rate": rate,
-                    f"raw_{part}_rate": raw_part, f"{part}_ratio": rate / raw_part,
-                    f"strict_raw_{part}_rate": strict_part, f"strict_{part}_ratio": rate / strict_part,
-                })
-                print(f"bench: {part} {rate:,.0f} msg/s (raw {raw_part:,.0f}, strict {strict_part:,.0f})",
-                      file=log)
+                flood_figures.update(
+                    {
+                        f"{part}_rate": rate,
+                        f"raw_{part}_rate": raw_part,
+                        f"{part}_ratio": rate / raw_part,
+                        f"strict_raw_{part}_rate": strict_part,
+                        f"strict_{part}_ratio": rate / strict_part,
+                    }
+                )
+                print(
+                    f"bench: {part} {rate:,.0f} msg/s (raw {raw_part:,.0f}, strict {strict_part:,.0f})",
+                    file=log,
+                )
         # Examples per second of the batches: from the last observation before they began to the
         # first with all of them learned.
         t0 = next(s.time for s in reversed(samples) if s.handled <= len(messages))
@@ -308,8 +356,11 @@ def run_ingest_benchmark(n: int = 100_000, batch_size: int = 1000, latency_secon
         status = fetch_json(f"{worker.operator_url}/status") or {}
         exit_status = worker.stop()
         if exit_status != 0:
-            print("bench: the worker failed; the end of its log:\n"
-                  + (workdir / "worker.log").read_text()[-4000:], file=log)
+            print(
+                "bench: the worker failed; the end of its log:\n"
+                + (workdir / "worker.log").read_text()[-4000:],
+                file=log,
+            )
     lat = np.array(latencies) if latencies else np.array([float("nan")])
     return {
         "raw_rate": raw_rate,

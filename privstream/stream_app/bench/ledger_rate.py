@@ -59,8 +59,13 @@ class LedgerTarget:
             return SqliteLedger.open(self.location, create_if_missing=create, budgets=budgets)
         from privstream.stream_app.store.postgres_ledger import PostgresConfig, PostgresLedger
 
-        config = PostgresConfig(self.location, password=self.password, sslmode=self.sslmode,
-                                sslrootcert=self.sslrootcert, pool_size=1)
+        config = PostgresConfig(
+            self.location,
+            password=self.password,
+            sslmode=self.sslmode,
+            sslrootcert=self.sslrootcert,
+            pool_size=1,
+        )
         return PostgresLedger.open(config, create_if_missing=create, budgets=budgets)
 
 
@@ -98,8 +103,16 @@ def measure_user_charges(target: LedgerTarget, users: int, releases: int) -> dic
         seconds = []
         for w in range(releases):
             began = time.perf_counter()
-            reservation = ledger.reserve("users", f"t60-L0-{w}", "bench", 0.001, 0.0, NodeRange.of(0, w),
-                                         users=population, user_budget=PrivacyCost(BUDGET, 0.0))
+            reservation = ledger.reserve(
+                "users",
+                f"t60-L0-{w}",
+                "bench",
+                0.001,
+                0.0,
+                NodeRange.of(0, w),
+                users=population,
+                user_budget=PrivacyCost(BUDGET, 0.0),
+            )
             seconds.append(time.perf_counter() - began)
             if len(reservation.included_users) != users:
                 raise RuntimeError("the bench's users were not all charged")
@@ -119,8 +132,10 @@ def measure(target: LedgerTarget, workload: str, writers: int, seconds: float) -
     ctx = mp.get_context("spawn")
     start = ctx.Barrier(writers)
     results = ctx.Queue()
-    children = [ctx.Process(target=_writer, args=(target, workload, w, seconds, start, results))
-                for w in range(writers)]
+    children = [
+        ctx.Process(target=_writer, args=(target, workload, w, seconds, start, results))
+        for w in range(writers)
+    ]
     for child in children:
         child.start()
     outcomes = [results.get(timeout=300 + seconds) for _ in children]
@@ -165,8 +180,11 @@ def postgres_databases(
     if url is None:
         server = PostgresServer().start()
         url, password = server.url(), server.password
-    extra = {k: v for k, v in {"password": password, "sslmode": sslmode, "sslrootcert": sslrootcert}.items()
-             if v is not None}
+    extra = {
+        k: v
+        for k, v in {"password": password, "sslmode": sslmode, "sslrootcert": sslrootcert}.items()
+        if v is not None
+    }
     admin_url = make_conninfo(url, **extra)
 
     @contextmanager
@@ -222,7 +240,8 @@ def run_ledger_benchmark(
                 with fresh_by_store[store]() as target:
                     target.open(create=True, budgets={"users": (BUDGET, 0.0)}).close()
                     per_user.setdefault(store, {})[str(users)] = measure_user_charges(
-                        target, users, user_releases)
+                        target, users, user_releases
+                    )
         # Backends interleaved per measurement, so both see the machine's noise of the same minute.
         for workload in workloads:
             for count in writers:
@@ -233,13 +252,17 @@ def run_ledger_benchmark(
                         rate = measure(target, workload, count, seconds)
                     results.setdefault(store, {}).setdefault(workload, {})[str(count)] = round(rate, 1)
     summary: dict[str, Any] = {
-        "unit": "charges per second (all writers together)", "seconds": seconds,
-        "release_bytes": len(RELEASE), "results": results,
+        "unit": "charges per second (all writers together)",
+        "seconds": seconds,
+        "release_bytes": len(RELEASE),
+        "results": results,
     }
     if "sqlite" in results and "postgresql" in results:
         summary["postgresql_over_sqlite"] = {
-            workload: {n: round(results["postgresql"][workload][n] / results["sqlite"][workload][n], 2)
-                       for n in results["sqlite"][workload]}
+            workload: {
+                n: round(results["postgresql"][workload][n] / results["sqlite"][workload][n], 2)
+                for n in results["sqlite"][workload]
+            }
             for workload in workloads
         }
     summary["per_user"] = per_user
@@ -249,7 +272,10 @@ def run_ledger_benchmark(
 
 @contextmanager
 def contextmanager_for_stores(
-    stores: Sequence[str], url: str | None, password: str | None, sslmode: str | None,
+    stores: Sequence[str],
+    url: str | None,
+    password: str | None,
+    sslmode: str | None,
     sslrootcert: str | None,
 ) -> Iterator[dict[str, Callable[[], Any]]]:
     unknown = set(stores) - {"sqlite", "postgresql"}

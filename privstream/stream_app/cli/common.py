@@ -57,5 +57,3 @@ def load_settings(args: argparse.Namespace, **overrides: Any) -> Any:
         return Settings(**{k: v for k, v in overrides.items() if v is not None})
     except ValidationError as exc:
         raise ValueError(describe_validation_error(exc)) from None
-
-

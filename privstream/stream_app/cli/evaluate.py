@@ -19,9 +19,14 @@ from privstream.stream_app.cli.common import EXAMPLES_HELP
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     evaluate = subparsers.add_parser(
-        "evaluate", help="error of released hypotheses on labelled examples (not a private output)")
-    evaluate.add_argument("--release", required=True, metavar="FILE",
-                          help="file of release JSON lines (as printed by privstream learn --json)")
+        "evaluate", help="error of released hypotheses on labelled examples (not a private output)"
+    )
+    evaluate.add_argument(
+        "--release",
+        required=True,
+        metavar="FILE",
+        help="file of release JSON lines (as printed by privstream learn --json)",
+    )
     evaluate.add_argument("--examples", metavar="FILE", help=EXAMPLES_HELP)
     evaluate.add_argument("--data", metavar="FILE", help="for a sanitized release: CSV with header x[,y]")
     evaluate.add_argument("--json", action="store_true", help="one JSON object per release")
@@ -111,7 +116,6 @@ def _evaluate_vectors(args: argparse.Namespace, releases: list[Any]) -> int:
     return 0
 
 
-
 # -- sanitized releases -------------------------------------------------------------------------
 
 
@@ -150,12 +154,16 @@ def run_evaluate_sanitized(args: argparse.Namespace) -> int:
     if not view.labelled and ys is not None:
         raise ValueError(f"{args.data}: the release is unlabelled; the data must not have a y column")
     max_error, mean_error = view.errors_on(xs, ys)
-    out = {"max_error": max_error, "mean_error": mean_error if math.isfinite(mean_error) else None,
-           "n": int(xs.shape[0])}
+    out = {
+        "max_error": max_error,
+        "mean_error": mean_error if math.isfinite(mean_error) else None,
+        "n": int(xs.shape[0]),
+    }
     if args.json:
         print(json.dumps(out))
     else:
         mean = "n/a (intervals over 2^24)" if out["mean_error"] is None else f"{mean_error:.6g}"
-        print(f"{view.stream_id}: max error {max_error:.6g}, mean error {mean} over the class "
-              f"(n = {out['n']})")
+        print(
+            f"{view.stream_id}: max error {max_error:.6g}, mean error {mean} over the class (n = {out['n']})"
+        )
     return 0

@@ -21,45 +21,68 @@ from privstream import __version__
 from privstream.stream_app.cli.common import CLASS_HELP, EXAMPLES_HELP, file_window_id
 
 VECTOR_EXAMPLES_HELP = "CSV with a header, label column y (empty = unlabelled) and feature columns"
-BOUNDS_HELP = ("public feature bounds of the vector learners (required by them, never derived from the "
-               "data): 'lo:hi' for every feature or a JSON list [[lo, hi], ...]; write --bounds=-1:1")
+BOUNDS_HELP = (
+    "public feature bounds of the vector learners (required by them, never derived from the "
+    "data): 'lo:hi' for every feature or a JSON list [[lo, hi], ...]; write --bounds=-1:1"
+)
 #: α and β of the class learners when not given (the service's default too: agents.releases.ReleasePolicy)
 CLASS_LEARNER_ACCURACY = 0.25
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     learn = subparsers.add_parser("learn", help="run a private learner over a file; print the release")
-    learn.add_argument("hclass", metavar="CLASS", nargs="?",
-                       help=CLASS_HELP + " (omit it for the vector learners)")
+    learn.add_argument(
+        "hclass", metavar="CLASS", nargs="?", help=CLASS_HELP + " (omit it for the vector learners)"
+    )
     learn.add_argument("--examples", required=True, metavar="FILE", help=EXAMPLES_HELP)
-    learn.add_argument("--learner", default="generic",
-                       help="private learner (default: generic); bayes-consistent, semi-supervised and "
-                            "halfspaces read feature vectors: " + VECTOR_EXAMPLES_HELP)
+    learn.add_argument(
+        "--learner",
+        default="generic",
+        help="private learner (default: generic); bayes-consistent, semi-supervised and "
+        "halfspaces read feature vectors: " + VECTOR_EXAMPLES_HELP,
+    )
     learn.add_argument("--bounds", metavar="BOUNDS", help=BOUNDS_HELP)
     learn.add_argument("--epsilon", type=float, required=True, help="privacy parameter ε of each run")
     learn.add_argument("--delta", type=float, default=0.0, help="allowed δ (default 0; generic is pure DP)")
-    learn.add_argument("--alpha", type=float,
-                       help="target accuracy α (default 0.25; semi-supervised, halfspaces: their own)")
-    learn.add_argument("--beta", type=float,
-                       help="target confidence β (default 0.25; semi-supervised, halfspaces: their own)")
-    learn.add_argument("--seed", type=int,
-                       help="seeded randomness: reproducible and NOT private (experiments only)")
-    learn.add_argument("--runs", type=int, default=1, metavar="K",
-                       help="independent runs on the same data (experiments: total cost K·ε)")
+    learn.add_argument(
+        "--alpha", type=float, help="target accuracy α (default 0.25; semi-supervised, halfspaces: their own)"
+    )
+    learn.add_argument(
+        "--beta",
+        type=float,
+        help="target confidence β (default 0.25; semi-supervised, halfspaces: their own)",
+    )
+    learn.add_argument(
+        "--seed", type=int, help="seeded randomness: reproducible and NOT private (experiments only)"
+    )
+    learn.add_argument(
+        "--runs",
+        type=int,
+        default=1,
+        metavar="K",
+        help="independent runs on the same data (experiments: total cost K·ε)",
+    )
     learn.add_argument("--json", action="store_true", help="one release JSON object per line")
     learn.set_defaults(handler=run_learn)
 
-
     audit = subparsers.add_parser(
-        "audit", help="empirical privacy audit: a lower confidence bound on ε (exit 1 if above the claim)")
-    audit.add_argument("mechanism", metavar="MECHANISM",
-                       help="a registered mechanism (e.g. exponential, laplace) or a learner (generic)")
+        "audit", help="empirical privacy audit: a lower confidence bound on ε (exit 1 if above the claim)"
+    )
+    audit.add_argument(
+        "mechanism",
+        metavar="MECHANISM",
+        help="a registered mechanism (e.g. exponential, laplace) or a learner (generic)",
+    )
     audit.add_argument("--variant", help="audit a deliberately broken variant instead (positive control)")
     audit.add_argument("--runs", type=int, metavar="N", help="runs per dataset (default: the mechanism's)")
     audit.add_argument("--epsilon", type=float, help="claimed ε to audit at (mechanisms that take one)")
     audit.add_argument("--seed", type=int, default=0, help="seed of the audit's randomness (default 0)")
-    audit.add_argument("--confidence", type=float, default=0.999,
-                       help="probability that the reported lower bound is valid (default 0.999)")
+    audit.add_argument(
+        "--confidence",
+        type=float,
+        default=0.999,
+        help="probability that the reported lower bound is valid (default 0.999)",
+    )
     audit.add_argument("--json", action="store_true", help="print one JSON object")
     audit.set_defaults(handler=run_audit_command)
 
@@ -72,12 +95,17 @@ def _randomness_notes(args: argparse.Namespace) -> Any:
     from privstream.learning.randomness import seeded
 
     if args.seed is not None:
-        print("privstream learn: note: --seed makes the release reproducible and NOT private; "
-              "use it only for experiments", file=sys.stderr)
+        print(
+            "privstream learn: note: --seed makes the release reproducible and NOT private; "
+            "use it only for experiments",
+            file=sys.stderr,
+        )
     if args.runs > 1:
-        print(f"privstream learn: note: {args.runs} runs on the same examples cost "
-              f"{args.runs} x epsilon = {args.runs * args.epsilon:g} in total (sequential composition)",
-              file=sys.stderr)
+        print(
+            f"privstream learn: note: {args.runs} runs on the same examples cost "
+            f"{args.runs} x epsilon = {args.runs * args.epsilon:g} in total (sequential composition)",
+            file=sys.stderr,
+        )
     return seeded(args.seed) if args.seed is not None else None
 
 
@@ -106,32 +134,55 @@ def run_learn(args: argparse.Namespace) -> int:
     xs, ys = learner_input(xs, ys, seeded(args.seed) if args.seed is not None else secure())
     window = WindowInfo(window_id=file_window_id(path), kind="file", start=0, end=int(xs.shape[0]))
     for run in range(args.runs):
-        result = learner.fit(hclass, xs, ys, epsilon=args.epsilon, delta=args.delta,
-                             alpha=CLASS_LEARNER_ACCURACY if args.alpha is None else args.alpha,
-                             beta=CLASS_LEARNER_ACCURACY if args.beta is None else args.beta, rng=rng)
+        result = learner.fit(
+            hclass,
+            xs,
+            ys,
+            epsilon=args.epsilon,
+            delta=args.delta,
+            alpha=CLASS_LEARNER_ACCURACY if args.alpha is None else args.alpha,
+            beta=CLASS_LEARNER_ACCURACY if args.beta is None else args.beta,
+            rng=rng,
+        )
         parameters: dict[str, Any] = {**result.parameters, "learner": learner.name}
         if args.runs > 1:
             parameters["run"] = run
         certificate = Certificate(
-            mechanism=result.mechanism, epsilon=result.epsilon, delta=result.delta,
-            neighbouring_relation=result.neighbouring_relation, privacy_unit="example", window=window,
-            privacy=result.privacy, dp_outputs=result.dp_outputs,
-            sample_size=result.sample_size, parameters=parameters, proper=result.proper,
+            mechanism=result.mechanism,
+            epsilon=result.epsilon,
+            delta=result.delta,
+            neighbouring_relation=result.neighbouring_relation,
+            privacy_unit="example",
+            window=window,
+            privacy=result.privacy,
+            dp_outputs=result.dp_outputs,
+            sample_size=result.sample_size,
+            parameters=parameters,
+            proper=result.proper,
             accuracy_guarantee_holds=result.accuracy_guarantee_holds,
             theorem_sample_size=result.theorem_sample_size,
-            randomness="seeded" if args.seed is not None else "secure", library_version=__version__,
+            randomness="seeded" if args.seed is not None else "secure",
+            library_version=__version__,
         )
-        release = HypothesisRelease(stream_id=path.stem, hypothesis_class=hclass.spec,
-                                    hypothesis=result.hypothesis.to_dict(), certificate=certificate)
+        release = HypothesisRelease(
+            stream_id=path.stem,
+            hypothesis_class=hclass.spec,
+            hypothesis=result.hypothesis.to_dict(),
+            certificate=certificate,
+        )
         if args.json:
             print(release.model_dump_json())
             continue
         guarantee = "holds" if result.accuracy_guarantee_holds else "does not hold"
         print(f"hypothesis:  {json.dumps(release.hypothesis)}")
-        print(f"privacy:     ({result.epsilon:g}, {result.delta:g})-DP, replace-one, {result.mechanism}, "
-              f"{certificate.randomness} randomness")
-        print(f"accuracy:    theorem needs n = {result.theorem_sample_size}, have n = {result.sample_size}: "
-              f"guarantee {guarantee}")
+        print(
+            f"privacy:     ({result.epsilon:g}, {result.delta:g})-DP, replace-one, {result.mechanism}, "
+            f"{certificate.randomness} randomness"
+        )
+        print(
+            f"accuracy:    theorem needs n = {result.theorem_sample_size}, have n = {result.sample_size}: "
+            f"guarantee {guarantee}"
+        )
     return 0
 
 
@@ -139,8 +190,10 @@ def _parse_bounds(text: str | None, d: int) -> Any:
     from privstream.learning.private_learners.vector_base import check_bounds
 
     if text is None:
-        raise ValueError("--bounds is required for the vector learners: public feature bounds, never "
-                         "derived from the data ('lo:hi' for every feature or a JSON list [[lo, hi], ...])")
+        raise ValueError(
+            "--bounds is required for the vector learners: public feature bounds, never "
+            "derived from the data ('lo:hi' for every feature or a JSON list [[lo, hi], ...])"
+        )
     if text.lstrip().startswith("["):
         try:
             return check_bounds(json.loads(text), d)
@@ -168,13 +221,16 @@ def _learn_vectors(args: argparse.Namespace) -> int:
     X, y, _ = read_vector_examples(path)
     if args.learner == "bayes-consistent" and not split_labels(y, X.shape[0])[1].all():
         # validated here, before the learner (which never refuses data: unlabelled rows cast no vote)
-        raise ValueError("the bayes-consistent learner needs every row labelled (0/1); use the "
-                         "semi-supervised learner for unlabelled rows")
+        raise ValueError(
+            "the bayes-consistent learner needs every row labelled (0/1); use the "
+            "semi-supervised learner for unlabelled rows"
+        )
     bounds = _parse_bounds(args.bounds, X.shape[1])
     # only what was given: the service runs the learner with its own defaults too
     given = {"alpha": args.alpha, "beta": args.beta}.items()
-    params = ({k: v for k, v in given if v is not None} if args.learner in ("semi-supervised", "halfspaces")
-              else {})
+    params = (
+        {k: v for k, v in given if v is not None} if args.learner in ("semi-supervised", "halfspaces") else {}
+    )
     learner = make_vector_learner(args.learner, **params)
     rng = _randomness_notes(args)
     window = WindowInfo(window_id=file_window_id(path), kind="file", start=0, end=int(X.shape[0]))
@@ -185,18 +241,27 @@ def _learn_vectors(args: argparse.Namespace) -> int:
         if args.runs > 1:
             fields["parameters"]["run"] = run
         certificate = Certificate(
-            **fields, privacy_unit="example", window=window,
-            randomness="seeded" if args.seed is not None else "secure", library_version=__version__,
+            **fields,
+            privacy_unit="example",
+            window=window,
+            randomness="seeded" if args.seed is not None else "secure",
+            library_version=__version__,
         )
         hclass = result.hypothesis_class
-        release = HypothesisRelease(stream_id=path.stem, hypothesis_class=hclass,
-                                    hypothesis=result.model.to_dict(), certificate=certificate)
+        release = HypothesisRelease(
+            stream_id=path.stem,
+            hypothesis_class=hclass,
+            hypothesis=result.model.to_dict(),
+            certificate=certificate,
+        )
         if args.json:
             print(release.model_dump_json())
             continue
         print(f"hypothesis:  {release.hypothesis['kind']} on {X.shape[1]} features ({hclass})")
-        print(f"privacy:     ({result.epsilon:g}, {result.delta:g})-DP, replace-one, {result.mechanism}, "
-              f"{certificate.randomness} randomness")
+        print(
+            f"privacy:     ({result.epsilon:g}, {result.delta:g})-DP, replace-one, {result.mechanism}, "
+            f"{certificate.randomness} randomness"
+        )
         print(f"accuracy:    {result.guarantee}")
     return 0
 
@@ -230,23 +295,35 @@ def run_audit_command(args: argparse.Namespace) -> int:
         raise ValueError(f"{spec.name} has no variant {args.variant!r}; known: {known}")
     if args.runs is not None and args.runs < 4:
         raise ValueError(f"--runs must be at least 4, got {args.runs}")
-    result = run_audit(spec, variant=args.variant, samples=args.runs, seed=args.seed,
-                       confidence=args.confidence)
+    result = run_audit(
+        spec, variant=args.variant, samples=args.runs, seed=args.seed, confidence=args.confidence
+    )
     exact = None
     if spec.exact is not None and args.variant is None:
         exact = _finite_or_none(privacy_loss(*spec.exact()))
     if args.json:
-        print(json.dumps({
-            "mechanism": spec.name, "variant": args.variant, "description": spec.description,
-            "claimed_epsilon": result.claimed_epsilon, "claimed_delta": result.claimed_delta,
-            "epsilon_lower_bound": result.epsilon_lower_bound,
-            # null: infinite (an output seen under one dataset is impossible under the other)
-            "epsilon_estimate": _finite_or_none(result.epsilon_estimate),
-            "exceeds_claim": not result.passed, "passed": result.passed,
-            "exact_privacy_loss": exact, "runs_per_dataset": result.samples,
-            "confidence": result.confidence, "direction": result.direction,
-            "event_counts": list(result.counts), "seed": args.seed,
-        }))
+        print(
+            json.dumps(
+                {
+                    "mechanism": spec.name,
+                    "variant": args.variant,
+                    "description": spec.description,
+                    "claimed_epsilon": result.claimed_epsilon,
+                    "claimed_delta": result.claimed_delta,
+                    "epsilon_lower_bound": result.epsilon_lower_bound,
+                    # null: infinite (an output seen under one dataset is impossible under the other)
+                    "epsilon_estimate": _finite_or_none(result.epsilon_estimate),
+                    "exceeds_claim": not result.passed,
+                    "passed": result.passed,
+                    "exact_privacy_loss": exact,
+                    "runs_per_dataset": result.samples,
+                    "confidence": result.confidence,
+                    "direction": result.direction,
+                    "event_counts": list(result.counts),
+                    "seed": args.seed,
+                }
+            )
+        )
     else:
         print(result.summary())
         if exact is not None:

@@ -13,14 +13,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     dims = subparsers.add_parser("dims", help="Littlestone, VC, threshold and dual dimensions of a class")
     dims.add_argument("hclass", metavar="CLASS", help=CLASS_HELP)
     dims.add_argument("--json", action="store_true", help="print one JSON object")
-    dims.add_argument("--witness", action="store_true",
-                      help="also print a shattered mistake tree of depth Ldim (finite or small classes)")
+    dims.add_argument(
+        "--witness",
+        action="store_true",
+        help="also print a shattered mistake tree of depth Ldim (finite or small classes)",
+    )
     dims.set_defaults(handler=run_dims)
 
     online = subparsers.add_parser("online", help="run the SOA over a file of labelled examples")
     online.add_argument("hclass", metavar="CLASS", help=CLASS_HELP)
-    online.add_argument("--examples", required=True, metavar="FILE",
-                        help="CSV with header x,y or JSON lines with fields x and y")
+    online.add_argument(
+        "--examples",
+        required=True,
+        metavar="FILE",
+        help="CSV with header x,y or JSON lines with fields x and y",
+    )
     online.add_argument("--tie", type=int, choices=(0, 1), default=1, help="SOA tie rule (default 1)")
     online.add_argument("--json", action="store_true", help="print one JSON object")
     online.set_defaults(handler=run_online)
@@ -91,7 +98,8 @@ def _describe(h: dict[str, Any]) -> str:
         if not h["changes"]:
             return f"constant {h['first']} on [0, {h['domain']})"
         return f"{h['first']} at 0, flips at {', '.join(map(str, h['changes'][:20]))}" + (
-            " ..." if len(h["changes"]) > 20 else "")
+            " ..." if len(h["changes"]) > 20 else ""
+        )
     from privstream.learning.hypotheses import hypothesis_from_dict
 
     table = hypothesis_from_dict(h).truth_table()

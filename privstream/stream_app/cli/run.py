@@ -25,8 +25,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_config_option(worker)
     worker.add_argument("--public-port", type=int, help="override PRIVSTREAM_PUBLIC_PORT (public listener)")
-    worker.add_argument("--operator-port", type=int,
-                        help="override PRIVSTREAM_OPERATOR_PORT (operator listener: /metrics, probes)")
+    worker.add_argument(
+        "--operator-port",
+        type=int,
+        help="override PRIVSTREAM_OPERATOR_PORT (operator listener: /metrics, probes)",
+    )
     worker.set_defaults(handler=run_worker)
 
     broker = subparsers.add_parser("broker", help="run only the embedded broker; prints its address")
@@ -49,9 +52,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     subscribe.add_argument("stream", help="stream_id")
     subscribe.add_argument("--latest", action="store_true", help="only releases published from now on")
     subscribe.add_argument(
-        "--level", type=level_choice, default="best",
+        "--level",
+        type=level_choice,
+        default="best",
         help="'best' (default): the newest release of the highest completed level of the release tree; "
-             "a number: only that level (0: every window); 'all': every release")
+        "a number: only that level (0: every window); 'all': every release",
+    )
     subscribe.add_argument("--count", type=int, help="stop after this many releases")
     subscribe.add_argument("--timeout", type=float, help="stop after this many seconds")
     subscribe.add_argument("--json", action="store_true", help="one release JSON per line")
@@ -64,61 +70,103 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ingest.add_argument("--examples", type=int, default=100_000, help="messages per measurement")
     ingest.add_argument("--batch-size", type=int, default=1000, help="examples per ExampleBatch message")
     ingest.add_argument("--latency-seconds", type=float, default=10.0, help="length of the latency run")
-    ingest.add_argument("--invalid-ratio", type=float, default=0.0, metavar="R",
-                        help="R > 0 adds a flood after the clean messages: N valid messages mixed with "
-                             "R*N hostile ones, then N hostile ones alone, each part's rate as a ratio to "
-                             "the raw consumer's on the same messages (mix_ratio, flood_ratio)")
+    ingest.add_argument(
+        "--invalid-ratio",
+        type=float,
+        default=0.0,
+        metavar="R",
+        help="R > 0 adds a flood after the clean messages: N valid messages mixed with "
+        "R*N hostile ones, then N hostile ones alone, each part's rate as a ratio to "
+        "the raw consumer's on the same messages (mix_ratio, flood_ratio)",
+    )
     ingest.add_argument("--json", action="store_true", help="print the result as one JSON line")
     ingest.set_defaults(handler=run_bench_ingest)
     ledger = bench_kinds.add_parser(
         "ledger", help="charges per second of the SQLite and PostgreSQL ledgers, 1/4/16 writers"
     )
     add_config_option(ledger)
-    ledger.add_argument("--store", action="append", choices=("sqlite", "postgresql"),
-                        help="a backend to measure (repeatable; default: both, side by side)")
-    ledger.add_argument("--url", help="postgresql://USER@HOST:PORT/DB of a server where the bench may "
-                        "create and drop privstream_bench_* databases (password, TLS: the store_* "
-                        "settings); default: a throwaway local server")
+    ledger.add_argument(
+        "--store",
+        action="append",
+        choices=("sqlite", "postgresql"),
+        help="a backend to measure (repeatable; default: both, side by side)",
+    )
+    ledger.add_argument(
+        "--url",
+        help="postgresql://USER@HOST:PORT/DB of a server where the bench may "
+        "create and drop privstream_bench_* databases (password, TLS: the store_* "
+        "settings); default: a throwaway local server",
+    )
     ledger.add_argument("--writers", default="1,4,16", help="concurrent writer processes (1,4,16)")
     ledger.add_argument("--seconds", type=float, default=3.0, help="length of each measurement (3)")
-    ledger.add_argument("--users", default="10000,100000,1000000",
-                        help="users per user-level release for the per-user measurement (10^4,10^5,10^6)")
-    ledger.add_argument("--user-releases", type=int, default=2,
-                        help="user-level releases per measurement (2)")
+    ledger.add_argument(
+        "--users",
+        default="10000,100000,1000000",
+        help="users per user-level release for the per-user measurement (10^4,10^5,10^6)",
+    )
+    ledger.add_argument(
+        "--user-releases", type=int, default=2, help="user-level releases per measurement (2)"
+    )
     ledger.add_argument("--json", action="store_true", help="print the result as one JSON line")
     ledger.set_defaults(handler=run_bench_ledger)
     faults = bench_kinds.add_parser(
-        "faults", help="workers on a shared store, killed every 20 s and cut from the database once: "
-                       "nothing lost, released twice or charged twice"
+        "faults",
+        help="workers on a shared store, killed every 20 s and cut from the database once: "
+        "nothing lost, released twice or charged twice",
     )
     faults.add_argument("--workers", type=int, default=3, help="worker processes (3)")
-    faults.add_argument("--store", choices=("sqlite", "postgresql"), default="postgresql",
-                        help="the shared store: SQLite files on this host, or a throwaway PostgreSQL server")
+    faults.add_argument(
+        "--store",
+        choices=("sqlite", "postgresql"),
+        default="postgresql",
+        help="the shared store: SQLite files on this host, or a throwaway PostgreSQL server",
+    )
     faults.add_argument("--examples", type=int, default=200_000, help="examples produced (200000)")
     faults.add_argument("--streams", type=int, default=12, help="streams, each on its own partition (12)")
     faults.add_argument("--window", type=int, default=2000, help="count window size (2000)")
     faults.add_argument("--rate", type=float, default=2500.0, help="examples per second produced (2500)")
     faults.add_argument("--kill-every", type=float, default=20.0, help="seconds between SIGKILLs (20)")
-    faults.add_argument("--timeout", type=float, default=900.0,
-                        help="seconds to wait, after the producer, for every window (900)")
+    faults.add_argument(
+        "--timeout",
+        type=float,
+        default=900.0,
+        help="seconds to wait, after the producer, for every window (900)",
+    )
     faults.add_argument("--json", action="store_true", help="print the result as one JSON line")
     faults.set_defaults(handler=run_bench_faults)
 
     demo = subparsers.add_parser("demo", help="run everything on this machine: broker, worker, producer")
     add_config_option(demo)
     demo.add_argument("--examples", type=int, default=20_000, help="examples to send (default 20000)")
-    demo.add_argument("--class", dest="class_spec", default="thresholds:65536",
-                      help="hypothesis class of the demo stream (default thresholds:65536)")
-    demo.add_argument("--label-noise", type=float, default=0.0,
-                      help="flip each label with probability P (P > 0 makes the stream non-realizable)")
+    demo.add_argument(
+        "--class",
+        dest="class_spec",
+        default="thresholds:65536",
+        help="hypothesis class of the demo stream (default thresholds:65536)",
+    )
+    demo.add_argument(
+        "--label-noise",
+        type=float,
+        default=0.0,
+        help="flip each label with probability P (P > 0 makes the stream non-realizable)",
+    )
     demo.add_argument("--invalid", type=int, default=0, help="also send this many malformed messages")
     demo.add_argument("--window", type=int, default=2000, help="examples per private release (2000)")
-    demo.add_argument("--levels", type=int, default=4,
-                      help="the release tree's top level: a level-j release learns from 2^j windows (4)")
-    demo.add_argument("--epsilon", type=float, default=None,
-                      help="ε of each release, every level (default: the lifetime budget split evenly)")
-    demo.add_argument("--epsilon-budget", type=float, default=10.0,
-                      help="lifetime ε per example, over every level (10)")
+    demo.add_argument(
+        "--levels",
+        type=int,
+        default=4,
+        help="the release tree's top level: a level-j release learns from 2^j windows (4)",
+    )
+    demo.add_argument(
+        "--epsilon",
+        type=float,
+        default=None,
+        help="ε of each release, every level (default: the lifetime budget split evenly)",
+    )
+    demo.add_argument(
+        "--epsilon-budget", type=float, default=10.0, help="lifetime ε per example, over every level (10)"
+    )
     demo.add_argument("--seed", type=int, help="seed of the synthetic target and examples")
     demo.add_argument("--timeout", type=float, default=300.0, help="give up after this many seconds")
     demo.add_argument("--json", action="store_true", help="print one JSON summary line at the end")
@@ -143,8 +191,13 @@ def run_worker(args: argparse.Namespace) -> int:
         asyncio.run(ensure_topics(settings))
         service = build_service(settings)
         # override_logging=False: mode would replace our handlers (and the JSON format) with its own.
-        worker = faust.Worker(service.app, loglevel=settings.log_level, quiet=True, redirect_stdouts=False,
-                              override_logging=False)
+        worker = faust.Worker(
+            service.app,
+            loglevel=settings.log_level,
+            quiet=True,
+            redirect_stdouts=False,
+            override_logging=False,
+        )
         worker.spinner = None  # its terminal codes would land in the log (mode's setup used to drop it)
         # mode's Worker handles SIGINT/SIGTERM with a graceful stop (commit, close) and exits.
         worker.execute_from_commandline()
@@ -164,8 +217,10 @@ def run_broker(args: argparse.Namespace) -> int:
         signal.signal(sig, lambda *_: stop.set())
     with EmbeddedBroker(port=args.port) as broker:
         print(broker.bootstrap, flush=True)
-        print(f"embedded broker (pid {broker.pid}) listening on {broker.bootstrap}; "
-              "Ctrl-C stops it", file=sys.stderr)
+        print(
+            f"embedded broker (pid {broker.pid}) listening on {broker.bootstrap}; Ctrl-C stops it",
+            file=sys.stderr,
+        )
         while not stop.wait(0.5):
             if broker.process is None or broker.process.poll() is not None:
                 print("privstream broker: the broker process exited", file=sys.stderr)
@@ -217,10 +272,15 @@ def describe_release(release: Release) -> str:
     """One line for a person: entry, level, hypothesis, ε and δ, n where public, the lifetime bound."""
     c = release.certificate
     n = "" if c.sample_size is None else f", n={c.sample_size}"
-    life = "" if c.lifetime is None else \
-        f", lifetime ε {c.lifetime.epsilon:g} of {c.lifetime.epsilon_budget:g} per {c.privacy_unit}"
-    return (f"release {c.ledger_entry_id} of {release.stream_id} (level {release.level}): "
-            f"{release.model.hypothesis} (ε={c.epsilon:g}, δ={c.delta:g}{n}{life})")
+    life = (
+        ""
+        if c.lifetime is None
+        else f", lifetime ε {c.lifetime.epsilon:g} of {c.lifetime.epsilon_budget:g} per {c.privacy_unit}"
+    )
+    return (
+        f"release {c.ledger_entry_id} of {release.stream_id} (level {release.level}): "
+        f"{release.model.hypothesis} (ε={c.epsilon:g}, δ={c.delta:g}{n}{life})"
+    )
 
 
 def run_subscribe(args: argparse.Namespace) -> int:
@@ -232,8 +292,9 @@ def run_subscribe(args: argparse.Namespace) -> int:
 
     async def follow() -> int:
         received = 0
-        async for release in subscribe(args.stream, settings=settings, from_beginning=not args.latest,
-                                       level=args.level):
+        async for release in subscribe(
+            args.stream, settings=settings, from_beginning=not args.latest, level=args.level
+        ):
             received += 1
             if args.json:
                 print(release.to_json(), flush=True)
@@ -251,8 +312,13 @@ def run_subscribe(args: argparse.Namespace) -> int:
 def run_bench_ingest(args: argparse.Namespace) -> int:
     from privstream.stream_app.bench.ingest_rate import run_ingest_benchmark
 
-    result = run_ingest_benchmark(args.examples, args.batch_size, args.latency_seconds, load_settings(args),
-                                  invalid_ratio=args.invalid_ratio)
+    result = run_ingest_benchmark(
+        args.examples,
+        args.batch_size,
+        args.latency_seconds,
+        load_settings(args),
+        invalid_ratio=args.invalid_ratio,
+    )
     if args.json:
         print(json.dumps(result))
     else:
@@ -291,18 +357,28 @@ def run_bench_ledger(args: argparse.Namespace) -> int:
             for users, figures in by_users.items():
                 first = figures["first_release_users_per_second"]
                 later = figures["later_releases_users_per_second"]
-                print(f"{store:10} {users:>8} users per release: first {first:,.0f} users/s, "
-                      f"later {later:,.0f} users/s")
+                print(
+                    f"{store:10} {users:>8} users per release: first {first:,.0f} users/s, "
+                    f"later {later:,.0f} users/s"
+                )
     return 0
 
 
 def run_bench_faults(args: argparse.Namespace) -> int:
     from privstream.stream_app.bench.faults import Options, run_faults_benchmark, targets_met
 
-    result = run_faults_benchmark(Options(
-        workers=args.workers, store=args.store, examples=args.examples, streams=args.streams,
-        window=args.window, rate=args.rate, kill_every=args.kill_every, timeout=args.timeout,
-    ))
+    result = run_faults_benchmark(
+        Options(
+            workers=args.workers,
+            store=args.store,
+            examples=args.examples,
+            streams=args.streams,
+            window=args.window,
+            rate=args.rate,
+            kill_every=args.kill_every,
+            timeout=args.timeout,
+        )
+    )
     if args.json:
         print(json.dumps(result))
     else:

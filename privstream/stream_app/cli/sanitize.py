@@ -32,18 +32,31 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("sanitize", help="private query release: a synthetic distribution for a class")
     p.add_argument("hclass", metavar="CLASS", help=CLASS_HELP)
     p.add_argument("--data", required=True, metavar="FILE", help=DATA_HELP)
-    p.add_argument("--sanitizer", default="auto", choices=("auto", *SANITIZER_CHOICES),
-                   help="default auto: hierarchical for thresholds, intervals and points (the most accurate "
-                        "on the benchmark), mwem for class files")
+    p.add_argument(
+        "--sanitizer",
+        default="auto",
+        choices=("auto", *SANITIZER_CHOICES),
+        help="default auto: hierarchical for thresholds, intervals and points (the most accurate "
+        "on the benchmark), mwem for class files",
+    )
     p.add_argument("--epsilon", type=float, required=True, help="total privacy parameter ε of the release")
-    p.add_argument("--delta", type=float, default=0.0,
-                   help="total δ (default 0; mwem uses zCDP composition when δ > 0; fooling needs δ > 0)")
+    p.add_argument(
+        "--delta",
+        type=float,
+        default=0.0,
+        help="total δ (default 0; mwem uses zCDP composition when δ > 0; fooling needs δ > 0)",
+    )
     p.add_argument("--alpha", type=float, default=0.1, help="target accuracy α (default 0.1)")
     p.add_argument("--beta", type=float, default=0.1, help="target confidence β (default 0.1)")
-    p.add_argument("--rounds", type=int, default=20,
-                   help="rounds T of mwem and fooling (default 20; the budget is split over T)")
-    p.add_argument("--seed", type=int,
-                   help="seeded randomness: reproducible and NOT private (experiments only)")
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=20,
+        help="rounds T of mwem and fooling (default 20; the budget is split over T)",
+    )
+    p.add_argument(
+        "--seed", type=int, help="seeded randomness: reproducible and NOT private (experiments only)"
+    )
     p.add_argument("--json", action="store_true", help="print the release as one JSON line")
     p.set_defaults(handler=run_sanitize)
 
@@ -71,33 +84,60 @@ def run_sanitize(args: argparse.Namespace) -> int:
     name = default_sanitizer(hclass) if args.sanitizer == "auto" else args.sanitizer
     sanitizer = make_sanitizer(name, **({"rounds": args.rounds} if name in ("mwem", "fooling") else {}))
     if args.seed is not None:
-        print("privstream sanitize: note: --seed makes the release reproducible and NOT private; "
-              "use it only for experiments", file=sys.stderr)
-    result = sanitizer.fit(hclass, xs, ys, epsilon=args.epsilon, delta=args.delta, alpha=args.alpha,
-                           beta=args.beta, rng=seeded(args.seed) if args.seed is not None else None)
+        print(
+            "privstream sanitize: note: --seed makes the release reproducible and NOT private; "
+            "use it only for experiments",
+            file=sys.stderr,
+        )
+    result = sanitizer.fit(
+        hclass,
+        xs,
+        ys,
+        epsilon=args.epsilon,
+        delta=args.delta,
+        alpha=args.alpha,
+        beta=args.beta,
+        rng=seeded(args.seed) if args.seed is not None else None,
+    )
     window = WindowInfo(window_id=file_window_id(path), kind="file", start=0, end=int(xs.shape[0]))
     certificate = Certificate(
-        mechanism=result.mechanism, epsilon=result.epsilon, delta=result.delta,
-        neighbouring_relation=result.neighbouring_relation, privacy_unit="example", window=window,
-        privacy=result.privacy, dp_outputs=result.dp_outputs,
-        sample_size=result.sample_size, parameters={**result.parameters, "sanitizer": sanitizer.name},
-        proper=False, accuracy_guarantee_holds=result.accuracy_guarantee_holds,
+        mechanism=result.mechanism,
+        epsilon=result.epsilon,
+        delta=result.delta,
+        neighbouring_relation=result.neighbouring_relation,
+        privacy_unit="example",
+        window=window,
+        privacy=result.privacy,
+        dp_outputs=result.dp_outputs,
+        sample_size=result.sample_size,
+        parameters={**result.parameters, "sanitizer": sanitizer.name},
+        proper=False,
+        accuracy_guarantee_holds=result.accuracy_guarantee_holds,
         theorem_sample_size=result.theorem_sample_size,
-        randomness="seeded" if args.seed is not None else "secure", library_version=__version__,
+        randomness="seeded" if args.seed is not None else "secure",
+        library_version=__version__,
     )
-    release = SanitizedRelease(stream_id=path.stem, hypothesis_class=hclass.spec,
-                               distribution=result.distribution.to_dict(),
-                               labelled=result.distribution.labelled, certificate=certificate)
+    release = SanitizedRelease(
+        stream_id=path.stem,
+        hypothesis_class=hclass.spec,
+        distribution=result.distribution.to_dict(),
+        labelled=result.distribution.labelled,
+        certificate=certificate,
+    )
     if args.json:
         print(release.model_dump_json())
         return 0
     guarantee = "holds" if result.accuracy_guarantee_holds else "does not hold"
-    print(f"release:     {result.distribution.num_blocks} blocks over {hclass.spec}"
-          f"{' (labelled)' if release.labelled else ''}")
-    print(f"privacy:     ({result.epsilon:g}, {result.delta:g})-DP, replace-one, {result.mechanism}, "
-          f"{certificate.randomness} randomness")
-    print(f"accuracy:    theorem needs n = {result.theorem_sample_size}, have n = {result.sample_size}: "
-          f"guarantee {guarantee}")
+    print(
+        f"release:     {result.distribution.num_blocks} blocks over {hclass.spec}"
+        f"{' (labelled)' if release.labelled else ''}"
+    )
+    print(
+        f"privacy:     ({result.epsilon:g}, {result.delta:g})-DP, replace-one, {result.mechanism}, "
+        f"{certificate.randomness} randomness"
+    )
+    print(
+        f"accuracy:    theorem needs n = {result.theorem_sample_size}, have n = {result.sample_size}: "
+        f"guarantee {guarantee}"
+    )
     return 0
-
-

@@ -187,8 +187,9 @@ class EmbeddedBroker:
             exited = self.process.poll() is not None
             self.stop()
             if not exited:
-                raise BrokerError(f"embedded broker on port {port} did not answer within "
-                                  f"{self.startup_timeout:.0f} s")
+                raise BrokerError(
+                    f"embedded broker on port {port} did not answer within {self.startup_timeout:.0f} s"
+                )
             self.port = None  # it died at once (port taken?): try another port
         raise BrokerError("embedded broker exited at start three times (ports taken?)")
 

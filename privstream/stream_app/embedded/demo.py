@@ -93,8 +93,11 @@ def summary_text(summary: dict[str, Any]) -> str:
     1 private releases, 0 refused: ε spent 1 of 10 per example (lifetime)
     the last release errs on 1.23% of 10,000 fresh examples
     """
-    realizable = {True: "realizable", False: "not realizable: the bound holds only for clean labels",
-                  None: "unknown"}[summary["realizable"]]
+    realizable = {
+        True: "realizable",
+        False: "not realizable: the bound holds only for clean labels",
+        None: "unknown",
+    }[summary["realizable"]]
     lines = [
         f"learned {summary['processed']} of {summary['examples']} examples online "
         f"({summary['hypothesis_class']}): {summary['mistakes']} SOA mistakes, "
@@ -107,12 +110,17 @@ def summary_text(summary: dict[str, Any]) -> str:
         levels = sorted(summary["releases_per_level"].items(), key=lambda item: int(item[0]))
         lines.append("releases per level of the tree: " + ", ".join(f"L{j}: {n}" for j, n in levels))
     error = summary["last_release_error"]
-    lines.append("no release was published" if error is None
-                 else f"the last release errs on {error:.2%} of {FRESH_EXAMPLES:,} fresh examples")
+    lines.append(
+        "no release was published"
+        if error is None
+        else f"the last release errs on {error:.2%} of {FRESH_EXAMPLES:,} fresh examples"
+    )
     best, level0 = summary.get("best_release_error"), summary.get("last_level0_release_error")
     if best is not None and level0 is not None:
-        lines.append(f"the best release (level {summary['best_release_level']}) errs on {best:.2%}, "
-                     f"the last level-0 release on {level0:.2%}")
+        lines.append(
+            f"the best release (level {summary['best_release_level']}) errs on {best:.2%}, "
+            f"the last level-0 release on {level0:.2%}"
+        )
     return "\n".join(lines)
 
 
@@ -140,7 +148,10 @@ class WorkerProcess:
         with open(self.log_path, "ab") as log_file:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "privstream", "worker"],
-                env=env, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
                 preexec_fn=die_with_parent,
             )
         return self
@@ -263,24 +274,35 @@ class Demo:
             asyncio.run(ensure_topics(settings))
             worker = WorkerProcess(settings, workdir / "worker.log").start()
             stack.callback(worker.stop)
-            print(f"worker (pid {worker.process.pid}) at {worker.public_url} "
-                  f"(operator {worker.operator_url}); "
-                  f"stream '{DEMO_STREAM}' of class {args.class_spec}", file=sys.stderr)
-            print("watch the releases in another terminal: "
-                  f"PRIVSTREAM_KAFKA_BOOTSTRAP={settings.kafka_bootstrap} "
-                  f"PRIVSTREAM_TOPIC_PREFIX={settings.topic_prefix} privstream subscribe {DEMO_STREAM}",
-                  file=sys.stderr)
+            print(
+                f"worker (pid {worker.process.pid}) at {worker.public_url} "
+                f"(operator {worker.operator_url}); "
+                f"stream '{DEMO_STREAM}' of class {args.class_spec}",
+                file=sys.stderr,
+            )
+            print(
+                "watch the releases in another terminal: "
+                f"PRIVSTREAM_KAFKA_BOOTSTRAP={settings.kafka_bootstrap} "
+                f"PRIVSTREAM_TOPIC_PREFIX={settings.topic_prefix} privstream subscribe {DEMO_STREAM}",
+                file=sys.stderr,
+            )
             records = [(DEMO_STREAM, m) for m in batch.messages(DEMO_STREAM)]
             records += [(DEMO_STREAM, raw) for raw in malformed_messages(args.invalid, DEMO_STREAM)]
             status = asyncio.run(self._produce_and_watch(settings, worker, records))
             latest = worker.latest_release()
             # no window can close (fewer examples than a window): nothing to wait for
-            releases = (asyncio.run(published_releases(settings, self.expected_windows))
-                        if self.expected_windows else [])
+            releases = (
+                asyncio.run(published_releases(settings, self.expected_windows))
+                if self.expected_windows
+                else []
+            )
             exit_status = worker.stop()
             if exit_status not in (0, None):
-                print(f"worker exited with status {exit_status}; its log:\n"
-                      + (workdir / "worker.log").read_text()[-4000:], file=sys.stderr)
+                print(
+                    f"worker exited with status {exit_status}; its log:\n"
+                    + (workdir / "worker.log").read_text()[-4000:],
+                    file=sys.stderr,
+                )
         stream = (status or {}).get("streams", {}).get(DEMO_STREAM, {})
         budget = (status or {}).get("budget") or {}
         error = best_error = level0_error = None
@@ -334,8 +356,11 @@ class Demo:
                 producer.result()  # re-raise a producer error
                 budget = (status or {}).get("budget") or {}
                 windows_done = budget.get("releases", 0) + budget.get("refusals", 0)
-                if status is not None and status["handled"] >= len(records) \
-                        and windows_done >= self.expected_windows:
+                if (
+                    status is not None
+                    and status["handled"] >= len(records)
+                    and windows_done >= self.expected_windows
+                ):
                     break
             await asyncio.sleep(0.25)
         else:

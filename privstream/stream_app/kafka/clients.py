@@ -87,18 +87,25 @@ async def connection_problem(
     host, _, port = options["bootstrap_servers"][0].rpartition(":")
     where = f"Kafka at {host}:{port}"
     sasl = settings.kafka_security_protocol.startswith("SASL_")
-    probe = {"security_protocol": "SSL" if "ssl_context" in options else "PLAINTEXT",
-             "ssl_context": options.get("ssl_context"), "request_timeout_ms": int(timeout * 1000)}
+    probe = {
+        "security_protocol": "SSL" if "ssl_context" in options else "PLAINTEXT",
+        "ssl_context": options.get("ssl_context"),
+        "request_timeout_ms": int(timeout * 1000),
+    }
     try:
         conn = await asyncio.wait_for(create_conn(host, int(port), **probe), timeout)
         conn.close()
     except Exception as exc:  # unreachable, TLS failure, not Kafka
-        return KafkaUnavailableError(f"cannot reach {where} ({settings.kafka_security_protocol}): "
-                                     f"{type(exc).__name__}: {exc or error}")
+        return KafkaUnavailableError(
+            f"cannot reach {where} ({settings.kafka_security_protocol}): {type(exc).__name__}: {exc or error}"
+        )
     if sasl:
         credentials = ("sasl_mechanism", "sasl_plain_username", "sasl_plain_password")
-        with_sasl = {**probe, "security_protocol": settings.kafka_security_protocol,
-                     **{k: options[k] for k in credentials}}
+        with_sasl = {
+            **probe,
+            "security_protocol": settings.kafka_security_protocol,
+            **{k: options[k] for k in credentials},
+        }
         try:
             conn = await asyncio.wait_for(create_conn(host, int(port), **with_sasl), timeout)
             conn.close()
@@ -106,7 +113,8 @@ async def connection_problem(
             return KafkaAuthenticationError(
                 f"{where} refused SASL {settings.kafka_sasl_mechanism} authentication as user "
                 f"{settings.kafka_sasl_username!r} ({type(exc).__name__}: {exc}); check "
-                "kafka_sasl_username, kafka_sasl_password and kafka_sasl_mechanism")
+                "kafka_sasl_username, kafka_sasl_password and kafka_sasl_mechanism"
+            )
     return KafkaUnavailableError(f"cannot use {where}: {type(error).__name__}: {error}")
 
 
@@ -122,9 +130,13 @@ async def ensure_topics(settings: Settings, names: Iterable[str] = TOPIC_NAMES) 
         existing = set(await admin.list_topics())
         wanted = [settings.topic(n) for n in names]
         missing = [
-            NewTopic(t, num_partitions=settings.topic_partitions,
-                     replication_factor=settings.topic_replication_factor)
-            for t in wanted if t not in existing
+            NewTopic(
+                t,
+                num_partitions=settings.topic_partitions,
+                replication_factor=settings.topic_replication_factor,
+            )
+            for t in wanted
+            if t not in existing
         ]
         if missing:
             # Another worker may create them at the same moment.

@@ -109,8 +109,14 @@ class _Rebalance(ConsumerRebalanceListener):
 class IngestService(mode.Service):
     """Consumes ``examples`` in batches, runs the pipeline, publishes, then commits."""
 
-    def __init__(self, settings: Settings, pipeline: IngestPipeline, on_assigned: Any,
-                 metrics: ServiceMetrics | None = None, **kwargs: Any):
+    def __init__(
+        self,
+        settings: Settings,
+        pipeline: IngestPipeline,
+        on_assigned: Any,
+        metrics: ServiceMetrics | None = None,
+        **kwargs: Any,
+    ):
         super().__init__(**kwargs)
         self.settings = settings
         self.pipeline = pipeline
@@ -193,8 +199,13 @@ class IngestService(mode.Service):
             silent = time.monotonic() - self.kafka_ok_at
             if silent > self.settings.stall_seconds and not self._kafka_lost_logged:
                 self._kafka_lost_logged = True
-                log.error("ingest: Kafka at %s has not answered for %.0f s (%s: %s); /healthz fails "
-                          "until it does", self.settings.kafka_bootstrap, silent, type(exc).__name__, exc)
+                log.error(
+                    "ingest: Kafka at %s has not answered for %.0f s (%s: %s); /healthz fails until it does",
+                    self.settings.kafka_bootstrap,
+                    silent,
+                    type(exc).__name__,
+                    exc,
+                )
             return
         if self._kafka_lost_logged:
             self._kafka_lost_logged = False
@@ -229,8 +240,10 @@ class IngestService(mode.Service):
             self._between_batches.clear()
             try:
                 output = self.pipeline.process(m for messages in polled.values() for m in messages)
-                pending = [await producer.send(predictions_topic, value, key=key)
-                           for key, value in output.predictions]
+                pending = [
+                    await producer.send(predictions_topic, value, key=key)
+                    for key, value in output.predictions
+                ]
                 if output.dead_letters:
                     pending += await send_dead_letters(producer, dlq_topic, output.dead_letters)
                 await asyncio.gather(*pending)  # every output acknowledged before the commit
@@ -242,8 +255,10 @@ class IngestService(mode.Service):
                     # a slow store held the batch up): its partitions' new owners read it again
                     # from the last commit, which the idempotent state store and ledger absorb.
                     # Not a reason to stop: the next poll rejoins the group.
-                    log.warning("ingest: the group rebalanced during a batch, whose offsets were not "
-                                "committed; its partitions are read again by their new owners")
+                    log.warning(
+                        "ingest: the group rebalanced during a batch, whose offsets were not "
+                        "committed; its partitions are read again by their new owners"
+                    )
                     continue
                 self.batches += 1
                 self.handled_offsets.update(handled)

@@ -134,8 +134,10 @@ def read_vector_examples(path: str | Path) -> tuple[np.ndarray, np.ndarray, list
     header = [h.strip() for h in next(csv.reader([lines[0][1]]))]
     lowered = [h.lower() for h in header]
     if lowered.count("y") != 1 or len(header) < 2:
-        raise ExampleFileError(f"{p}: line {lines[0][0]}: the header must name one label column y "
-                               "and at least one feature column")
+        raise ExampleFileError(
+            f"{p}: line {lines[0][0]}: the header must name one label column y "
+            "and at least one feature column"
+        )
     iy = lowered.index("y")
     names = [h for i, h in enumerate(header) if i != iy]
     rows: list[list[float]] = []

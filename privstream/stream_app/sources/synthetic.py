@@ -50,7 +50,10 @@ class SyntheticBatch:
 
 
 def synthetic_examples(
-    class_spec: str, n: int, label_noise: float = 0.0, seed: int | None = None,
+    class_spec: str,
+    n: int,
+    label_noise: float = 0.0,
+    seed: int | None = None,
     target: Hypothesis | None = None,
 ) -> SyntheticBatch:
     """``n`` examples labelled by ``target`` (default: a random member of ``class_spec``)."""

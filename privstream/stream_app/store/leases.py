@@ -60,13 +60,23 @@ from typing import Any
 from privstream.agents.interfaces import LeaseLostError
 from privstream.stream_app.store.migrations import Migration, SchemaTooNewError, pending
 
-__all__ = ["MIGRATIONS", "LeaseLostError", "LeaseStoreError", "Leases", "PostgresLeases", "SqliteLeases",
-           "worker_id"]
+__all__ = [
+    "MIGRATIONS",
+    "LeaseLostError",
+    "LeaseStoreError",
+    "Leases",
+    "PostgresLeases",
+    "SqliteLeases",
+    "worker_id",
+]
 
 #: The leases' schema (component ``leases``); append a migration to change it, never edit one.
 MIGRATIONS = (
-    Migration(1, "partition leases: owner and epoch per (source topic, partition)", (
-        """CREATE TABLE partition_leases (
+    Migration(
+        1,
+        "partition leases: owner and epoch per (source topic, partition)",
+        (
+            """CREATE TABLE partition_leases (
             source   TEXT NOT NULL,     -- the examples topic
             part     INTEGER NOT NULL,  -- its partition
             owner    TEXT NOT NULL,     -- the worker holding it (worker_id())
@@ -74,7 +84,8 @@ MIGRATIONS = (
             taken_at TEXT NOT NULL,
             PRIMARY KEY (source, part)
         )""",
-    )),
+        ),
+    ),
 )
 TABLES = frozenset({"partition_leases"})
 
@@ -169,7 +180,8 @@ class Leases:
             mine = {part: epoch for part, epoch in self._epochs.items() if part in asked}
         if not mine:
             raise LeaseLostError(
-                f"{self.owner} holds no lease on partitions {sorted(asked)} of {self.source}")
+                f"{self.owner} holds no lease on partitions {sorted(asked)} of {self.source}"
+            )
         parts = set(mine)
         held = self._rows(cur, parts, lock=lock)
         for part in sorted(parts):
@@ -197,8 +209,9 @@ class Leases:
         """Every partition of the source with a lease: ``{partition: (owner, epoch)}``."""
 
         def run(cur: Any) -> dict[int, tuple[str, int]]:
-            cur.execute(f"SELECT part, owner, epoch FROM partition_leases WHERE source = {self._P}",
-                        (self.source,))
+            cur.execute(
+                f"SELECT part, owner, epoch FROM partition_leases WHERE source = {self._P}", (self.source,)
+            )
             return {int(part): (owner, int(epoch)) for part, owner, epoch in cur.fetchall()}
 
         return self._transaction(run, write=False)
@@ -214,23 +227,35 @@ class Leases:
 class SqliteLeases(Leases):
     """Leases in the SQLite ledger file ``ledger_path`` (which must exist: the ledger creates it)."""
 
-    def __init__(self, ledger_path: str | os.PathLike[str], source: str, owner: str | None = None,
-                 busy_timeout: float = 10.0) -> None:
+    def __init__(
+        self,
+        ledger_path: str | os.PathLike[str],
+        source: str,
+        owner: str | None = None,
+        busy_timeout: float = 10.0,
+    ) -> None:
         super().__init__(source, owner)
         self.path = Path(ledger_path)
         self._db_lock = threading.Lock()
         try:
-            self._db = sqlite3.connect(f"{self.path.absolute().as_uri()}?mode=rw", uri=True,
-                                       timeout=busy_timeout, isolation_level=None, check_same_thread=False)
+            self._db = sqlite3.connect(
+                f"{self.path.absolute().as_uri()}?mode=rw",
+                uri=True,
+                timeout=busy_timeout,
+                isolation_level=None,
+                check_same_thread=False,
+            )
             self._db.execute("PRAGMA synchronous = FULL")
             self._transaction(self._migrate)
         except sqlite3.Error as exc:
             raise LeaseStoreError(f"leases in {self.path}: {exc}") from exc
 
     def _migrate(self, cur: sqlite3.Cursor) -> None:
-        cur.execute("CREATE TABLE IF NOT EXISTS privstream_migrations (component TEXT NOT NULL, "
-                    "version INTEGER NOT NULL, description TEXT NOT NULL, applied_at TEXT NOT NULL, "
-                    "PRIMARY KEY (component, version))")
+        cur.execute(
+            "CREATE TABLE IF NOT EXISTS privstream_migrations (component TEXT NOT NULL, "
+            "version INTEGER NOT NULL, description TEXT NOT NULL, applied_at TEXT NOT NULL, "
+            "PRIMARY KEY (component, version))"
+        )
         (current,) = cur.execute(
             "SELECT coalesce(max(version), 0) FROM privstream_migrations WHERE component = 'leases'"
         ).fetchone()
@@ -241,8 +266,10 @@ class SqliteLeases(Leases):
         for migration in steps:
             for statement in migration.statements:
                 cur.execute(statement)
-            cur.execute("INSERT INTO privstream_migrations VALUES ('leases', ?, ?, ?)",
-                        (migration.version, migration.description, datetime.now(UTC).isoformat()))
+            cur.execute(
+                "INSERT INTO privstream_migrations VALUES ('leases', ?, ?, ?)",
+                (migration.version, migration.description, datetime.now(UTC).isoformat()),
+            )
 
     def _transaction(self, body: Callable[[Any], Any], *, write: bool = True) -> Any:
         with self._db_lock:
@@ -275,8 +302,9 @@ class PostgresLeases(Leases):
         from privstream.stream_app.store.postgres_db import Database, StoreErrors
 
         super().__init__(source, owner)
-        errors = StoreErrors(LeaseStoreError, LeaseStoreError, LeaseStoreError, LeaseStoreError,
-                             LeaseStoreError)
+        errors = StoreErrors(
+            LeaseStoreError, LeaseStoreError, LeaseStoreError, LeaseStoreError, LeaseStoreError
+        )
         self._database = Database(config, errors, what="partition leases")
         self._database.open()
         try:

@@ -131,8 +131,11 @@ class ChargeRequest:
         cls, stream_id: str, window_id: str, mechanism: str, epsilon: float, delta: float, release: Release
     ) -> ChargeRequest:
         """Check every argument before anything is stored (TypeError/ValueError otherwise)."""
-        key = (check_name(stream_id, "stream_id"), check_name(window_id, "window_id"),
-               check_name(mechanism, "mechanism"))
+        key = (
+            check_name(stream_id, "stream_id"),
+            check_name(window_id, "window_id"),
+            check_name(mechanism, "mechanism"),
+        )
         eps = exact(epsilon, "epsilon")
         dlt = exact(delta, "delta", upper=Fraction(1))
         if not (callable(release) or isinstance(release, bytes | bytearray | memoryview)):
@@ -155,7 +158,10 @@ class ChargeRequest:
         if existing.cost != self.cost:
             log.warning(
                 "ledger key %r was charged %s before; asked again with %s: returning the "
-                "stored charge, nothing spent", self.key, existing.cost, self.cost,
+                "stored charge, nothing spent",
+                self.key,
+                existing.cost,
+                self.cost,
             )
         return existing
 
@@ -207,16 +213,19 @@ class StreamBudget:
 
     def spend(self, epsilon: Fraction, delta: Fraction) -> StreamBudget:
         """The budget after a charge of (epsilon, delta) (the caller checked :meth:`allows`)."""
-        return StreamBudget(self.epsilon_budget, self.delta_budget,
-                            self.epsilon_spent + epsilon, self.delta_spent + delta)
+        return StreamBudget(
+            self.epsilon_budget, self.delta_budget, self.epsilon_spent + epsilon, self.delta_spent + delta
+        )
 
     def with_budget(self, epsilon_budget: Fraction, delta_budget: Fraction) -> StreamBudget:
         return StreamBudget(epsilon_budget, delta_budget, self.epsilon_spent, self.delta_spent)
 
     def left_after(self, epsilon: Fraction, delta: Fraction) -> PrivacyCost:
         """What a charge's receipt states: the budget left once it is spent."""
-        return PrivacyCost(float(self.epsilon_budget - self.epsilon_spent - epsilon),
-                           float(self.delta_budget - self.delta_spent - delta))
+        return PrivacyCost(
+            float(self.epsilon_budget - self.epsilon_spent - epsilon),
+            float(self.delta_budget - self.delta_spent - delta),
+        )
 
     @property
     def spend_text(self) -> tuple[str, str]:
@@ -247,7 +256,10 @@ def budget_change(
     new = old.with_budget(eps, delta)
     log.warning(
         "privacy budget of stream %r changed from %s to %s (spent so far %s is kept)",
-        stream_id, old.budget, new.budget, old.spent,
+        stream_id,
+        old.budget,
+        new.budget,
+        old.spent,
     )
     if not new.allows(Fraction(0), Fraction(0)):
         log.warning("stream %r has spent more than its new budget: it is exhausted", stream_id)
@@ -357,17 +369,34 @@ class LifetimeState:
         return self._fits(self.per_example, epsilon, delta)
 
     def after_node(self, peak: Exact, epsilon: Fraction, delta: Fraction) -> LifetimeState:
-        return LifetimeState(self.epsilon_budget, self.delta_budget, self.unranged_epsilon,
-                             self.unranged_delta, max(self.peak_epsilon, peak[0] + epsilon),
-                             max(self.peak_delta, peak[1] + delta))
+        return LifetimeState(
+            self.epsilon_budget,
+            self.delta_budget,
+            self.unranged_epsilon,
+            self.unranged_delta,
+            max(self.peak_epsilon, peak[0] + epsilon),
+            max(self.peak_delta, peak[1] + delta),
+        )
 
     def after_unranged(self, epsilon: Fraction, delta: Fraction) -> LifetimeState:
-        return LifetimeState(self.epsilon_budget, self.delta_budget, self.unranged_epsilon + epsilon,
-                             self.unranged_delta + delta, self.peak_epsilon, self.peak_delta)
+        return LifetimeState(
+            self.epsilon_budget,
+            self.delta_budget,
+            self.unranged_epsilon + epsilon,
+            self.unranged_delta + delta,
+            self.peak_epsilon,
+            self.peak_delta,
+        )
 
     def with_budget(self, epsilon_budget: Fraction, delta_budget: Fraction) -> LifetimeState:
-        return LifetimeState(epsilon_budget, delta_budget, self.unranged_epsilon, self.unranged_delta,
-                             self.peak_epsilon, self.peak_delta)
+        return LifetimeState(
+            epsilon_budget,
+            delta_budget,
+            self.unranged_epsilon,
+            self.unranged_delta,
+            self.peak_epsilon,
+            self.peak_delta,
+        )
 
     @property
     def budget(self) -> PrivacyCost:
@@ -391,8 +420,12 @@ class LifetimeState:
     @property
     def columns(self) -> tuple[str, str, str, str]:
         """The stored spend columns: unranged epsilon and delta, peak epsilon and delta."""
-        return (str(self.unranged_epsilon), str(self.unranged_delta),
-                str(self.peak_epsilon), str(self.peak_delta))
+        return (
+            str(self.unranged_epsilon),
+            str(self.unranged_delta),
+            str(self.peak_epsilon),
+            str(self.peak_delta),
+        )
 
     def figures(self, releases_per_level: Mapping[int | None, int], refusals: int) -> LifetimeFigures:
         return LifetimeFigures(self.budget, self.spent, dict(releases_per_level), refusals)
@@ -400,18 +433,29 @@ class LifetimeState:
 
 def lifetime_to_json(figures: LifetimeFigures) -> str:
     """The figures stored with a reservation, so a replay returns them unchanged."""
-    return json.dumps({
-        "budget": list(figures.budget), "spent": list(figures.spent_per_example),
-        "releases": [[level, count] for level, count in sorted(
-            figures.releases_per_level.items(), key=lambda item: -1 if item[0] is None else item[0])],
-        "refusals": figures.refusals,
-    })
+    return json.dumps(
+        {
+            "budget": list(figures.budget),
+            "spent": list(figures.spent_per_example),
+            "releases": [
+                [level, count]
+                for level, count in sorted(
+                    figures.releases_per_level.items(), key=lambda item: -1 if item[0] is None else item[0]
+                )
+            ],
+            "refusals": figures.refusals,
+        }
+    )
 
 
 def lifetime_from_json(text: str) -> LifetimeFigures:
     data = json.loads(text)
-    return LifetimeFigures(PrivacyCost(*data["budget"]), PrivacyCost(*data["spent"]),
-                           {level: count for level, count in data["releases"]}, data["refusals"])
+    return LifetimeFigures(
+        PrivacyCost(*data["budget"]),
+        PrivacyCost(*data["spent"]),
+        {level: count for level, count in data["releases"]},
+        data["refusals"],
+    )
 
 
 def check_node(node: NodeRange) -> NodeRange:
@@ -475,7 +519,10 @@ def spend_after(
 
 
 def filter_users(
-    users: list[str], stored: Mapping[str, tuple[str, str]], epsilon: Fraction, delta: Fraction,
+    users: list[str],
+    stored: Mapping[str, tuple[str, str]],
+    epsilon: Fraction,
+    delta: Fraction,
     budget: Exact,
 ) -> UserFilter:
     """Charge (epsilon, delta) to each user whose spend plus it fits ``budget``; exclude the others.

@@ -178,8 +178,12 @@ class PostgresServer:
     def _as_user(self) -> dict[str, Any]:
         if self._user is None:
             return {}
-        return {"user": self._user.pw_uid, "group": self._user.pw_gid, "extra_groups": [],
-                "env": {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C.UTF-8"}}
+        return {
+            "user": self._user.pw_uid,
+            "group": self._user.pw_gid,
+            "extra_groups": [],
+            "env": {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C.UTF-8"},
+        }
 
     def _init_cluster(self) -> None:
         assert self._bindir is not None
@@ -191,11 +195,22 @@ class PostgresServer:
             os.chown(self._dir, self._user.pw_uid, self._user.pw_gid)
             os.chown(pwfile, self._user.pw_uid, self._user.pw_gid)
         pwfile.chmod(0o600)
-        done = self._run_as_server_user([
-            str(self._bindir / "initdb"), "-D", str(self._dir / "data"), "-U", SUPERUSER,
-            "--pwfile", str(pwfile), "--auth-local=trust", "--auth-host=scram-sha-256",
-            "--encoding=UTF8", "--locale=C", "--no-instructions",
-        ])
+        done = self._run_as_server_user(
+            [
+                str(self._bindir / "initdb"),
+                "-D",
+                str(self._dir / "data"),
+                "-U",
+                SUPERUSER,
+                "--pwfile",
+                str(pwfile),
+                "--auth-local=trust",
+                "--auth-host=scram-sha-256",
+                "--encoding=UTF8",
+                "--locale=C",
+                "--no-instructions",
+            ]
+        )
         pwfile.unlink()
         if done.returncode != 0:
             message = (done.stderr or done.stdout).strip()
@@ -210,15 +225,27 @@ class PostgresServer:
                 os.chown(log_file, self._user.pw_uid, self._user.pw_gid)
             self.process = subprocess.Popen(
                 [
-                    str(self._bindir / "postgres"), "-D", str(self._dir / "data"),
-                    "-p", str(port), "-c", f"listen_addresses={LOOPBACK}",
-                    "-c", f"unix_socket_directories={self._dir}",
-                    "-c", "max_connections=200", "-c", "shared_buffers=32MB",
+                    str(self._bindir / "postgres"),
+                    "-D",
+                    str(self._dir / "data"),
+                    "-p",
+                    str(port),
+                    "-c",
+                    f"listen_addresses={LOOPBACK}",
+                    "-c",
+                    f"unix_socket_directories={self._dir}",
+                    "-c",
+                    "max_connections=200",
+                    "-c",
+                    "shared_buffers=32MB",
                 ],
-                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
                 # The kernel ties the parent-death signal to the *thread* that started the child:
                 # from another thread, the server would stop when that thread ends.
-                preexec_fn=_die_with_parent if threading.current_thread() is threading.main_thread()
+                preexec_fn=_die_with_parent
+                if threading.current_thread() is threading.main_thread()
                 else None,
                 **self._as_user(),
             )
@@ -232,7 +259,8 @@ class PostgresServer:
                 return False
             try:
                 psycopg.connect(
-                    f"postgresql://{SUPERUSER}@{LOOPBACK}:{port}/postgres", password=self.password,
+                    f"postgresql://{SUPERUSER}@{LOOPBACK}:{port}/postgres",
+                    password=self.password,
                     connect_timeout=2,
                 ).close()
                 return True

@@ -187,8 +187,10 @@ class Database:
         conn.execute(
             "SELECT set_config('TimeZone', 'UTC', false), set_config('lock_timeout', %s, false), "
             "set_config('idle_in_transaction_session_timeout', %s, false)",
-            (f"{round(self.config.lock_timeout * 1000)}ms",
-             f"{round(self.config.idle_in_transaction_timeout * 1000)}ms"),
+            (
+                f"{round(self.config.lock_timeout * 1000)}ms",
+                f"{round(self.config.idle_in_transaction_timeout * 1000)}ms",
+            ),
         )
 
     def close(self) -> None:
@@ -240,8 +242,13 @@ class Database:
                         f"{self.where}: a row stayed locked by another worker for more than "
                         f"{self.config.lock_timeout:g} s: {exc}"
                     ) from exc
-                lost = conn is None or conn.closed or conn.broken or state.startswith("08") \
+                lost = (
+                    conn is None
+                    or conn.closed
+                    or conn.broken
+                    or state.startswith("08")
                     or state in _CONNECTION_GONE
+                )
                 if not (lost or state in _ROLLED_BACK):
                     raise self.errors.base(f"{self.where}: {exc}") from exc
                 last = exc
@@ -294,8 +301,13 @@ class Database:
                     f"INSERT INTO {MIGRATIONS_TABLE} (component, version, description) VALUES (%s, %s, %s)",
                     (component, migration.version, migration.description),
                 )
-                log.info("%s: applied %s migration %d (%s)", self.where, component, migration.version,
-                         migration.description)
+                log.info(
+                    "%s: applied %s migration %d (%s)",
+                    self.where,
+                    component,
+                    migration.version,
+                    migration.description,
+                )
             if missing := sorted(tables - self._existing(cur, tables)):
                 raise self.errors.corrupt(f"{self.where} lacks {component} tables {missing}")
             return current
@@ -329,4 +341,3 @@ class Database:
             (sorted(tables),),
         )
         return {row[0] for row in cur.fetchall()}
-

@@ -41,15 +41,18 @@ __all__ = ["MIGRATIONS", "PostgresConfig", "PostgresStateStore", "StateStoreErro
 
 #: The state store's schema as ordered migrations (component ``state``); append, never edit.
 MIGRATIONS = (
-    Migration(1, "examples by stream and Kafka position, windows closed, SOA snapshots", (
-        "CREATE TABLE state_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-        "CREATE TABLE state_stream_seq (stream_id TEXT PRIMARY KEY, next_seq BIGINT NOT NULL)",
-        # The next Kafka offset expected per (stream, partition): anything below was stored before.
-        """CREATE TABLE state_positions (
+    Migration(
+        1,
+        "examples by stream and Kafka position, windows closed, SOA snapshots",
+        (
+            "CREATE TABLE state_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+            "CREATE TABLE state_stream_seq (stream_id TEXT PRIMARY KEY, next_seq BIGINT NOT NULL)",
+            # The next Kafka offset expected per (stream, partition): anything below was stored before.
+            """CREATE TABLE state_positions (
             stream_id TEXT NOT NULL, part INTEGER NOT NULL, next_offset BIGINT NOT NULL,
             PRIMARY KEY (stream_id, part)
         )""",
-        """CREATE TABLE state_examples (
+            """CREATE TABLE state_examples (
             stream_id    TEXT NOT NULL,
             seq          BIGINT NOT NULL,
             part         INTEGER NOT NULL,
@@ -64,30 +67,45 @@ MIGRATIONS = (
             UNIQUE (stream_id, part, kafka_offset, item),
             CHECK ((x IS NULL) <> (x_vector IS NULL))
         )""",
-        """CREATE INDEX state_examples_by_time ON state_examples (stream_id, time_window)
+            """CREATE INDEX state_examples_by_time ON state_examples (stream_id, time_window)
             WHERE time_window IS NOT NULL""",
-        """CREATE TABLE state_windows (
+            """CREATE TABLE state_windows (
             stream_id TEXT NOT NULL, window_id TEXT NOT NULL, outcome TEXT NOT NULL,
             closed_at TIMESTAMPTZ NOT NULL, PRIMARY KEY (stream_id, window_id)
         )""",
-        """CREATE TABLE state_soa (
+            """CREATE TABLE state_soa (
             stream_id TEXT PRIMARY KEY, state TEXT NOT NULL, updated_at TIMESTAMPTZ NOT NULL
         )""",
-    )),
-    Migration(2, "the release tree: compact node data, the schedule's last closed window", (
-        # A node's NodeData as NodeData.to_bytes() (numpy .npz, no pickle).
-        """CREATE TABLE state_nodes (
+        ),
+    ),
+    Migration(
+        2,
+        "the release tree: compact node data, the schedule's last closed window",
+        (
+            # A node's NodeData as NodeData.to_bytes() (numpy .npz, no pickle).
+            """CREATE TABLE state_nodes (
             stream_id TEXT NOT NULL, family TEXT NOT NULL, level INTEGER NOT NULL, idx BIGINT NOT NULL,
             data BYTEA NOT NULL,
             PRIMARY KEY (stream_id, family, level, idx)
         )""",
-        """CREATE TABLE state_schedules (
+            """CREATE TABLE state_schedules (
             stream_id TEXT PRIMARY KEY, family TEXT NOT NULL, last_closed_window BIGINT
         )""",
-    )),
+        ),
+    ),
 )
-TABLES = frozenset({"state_meta", "state_stream_seq", "state_positions", "state_examples", "state_windows",
-                    "state_soa", "state_nodes", "state_schedules"})
+TABLES = frozenset(
+    {
+        "state_meta",
+        "state_stream_seq",
+        "state_positions",
+        "state_examples",
+        "state_windows",
+        "state_soa",
+        "state_nodes",
+        "state_schedules",
+    }
+)
 _ERRORS = StoreErrors(StateStoreError, StateStoreError, StateStoreError, StateStoreError, StateStoreError)
 
 Cursor = psycopg.Cursor[Any]
@@ -126,7 +144,13 @@ class PostgresStateStore:
 
     # --- examples ------------------------------------------------------------------------------
     def append(
-        self, stream_id: str, partition: int, offset: int, x: int, y: int, user: str | None,
+        self,
+        stream_id: str,
+        partition: int,
+        offset: int,
+        x: int,
+        y: int,
+        user: str | None,
         time_window: int | None,
     ) -> int | None:
         """One example (see :meth:`append_many`); its sequence number, or None for a replay."""
@@ -159,9 +183,11 @@ class PostgresStateStore:
             cur.execute(
                 "INSERT INTO state_stream_seq VALUES (%s, 0) ON CONFLICT (stream_id) DO NOTHING", (stream_id,)
             )
-            first = int(cur.execute(
-                "SELECT next_seq FROM state_stream_seq WHERE stream_id = %s FOR UPDATE", (stream_id,)
-            ).fetchone()[0])  # type: ignore[index]
+            first = int(
+                cur.execute(
+                    "SELECT next_seq FROM state_stream_seq WHERE stream_id = %s FOR UPDATE", (stream_id,)
+                ).fetchone()[0]
+            )  # type: ignore[index]
             with cur.copy(
                 "COPY state_examples (stream_id, seq, part, kafka_offset, item, x, x_vector, y, user_id, "
                 "time_window) FROM STDIN"
@@ -171,11 +197,20 @@ class PostgresStateStore:
                     item = item + 1 if offset == previous else 0
                     previous = offset
                     vector = isinstance(x, list | tuple | np.ndarray)
-                    copy.write_row((
-                        stream_id, first + i, partition, offset, item,
-                        None if vector else int(x), [float(v) for v in x] if vector else None,
-                        int(y), user, window,
-                    ))
+                    copy.write_row(
+                        (
+                            stream_id,
+                            first + i,
+                            partition,
+                            offset,
+                            item,
+                            None if vector else int(x),
+                            [float(v) for v in x] if vector else None,
+                            int(y),
+                            user,
+                            window,
+                        )
+                    )
             cur.execute(
                 "UPDATE state_positions SET next_offset = %s WHERE stream_id = %s AND part = %s",
                 (fresh[-1][0] + 1, stream_id, partition),
@@ -189,15 +224,19 @@ class PostgresStateStore:
         return self._db.transaction(run)
 
     def next_seq(self, stream_id: str) -> int:
-        row = self._db.transaction(lambda cur: cur.execute(
-            "SELECT next_seq FROM state_stream_seq WHERE stream_id = %s", (stream_id,)
-        ).fetchone())
+        row = self._db.transaction(
+            lambda cur: cur.execute(
+                "SELECT next_seq FROM state_stream_seq WHERE stream_id = %s", (stream_id,)
+            ).fetchone()
+        )
         return 0 if row is None else int(row[0])
 
     def partitions(self, stream_id: str) -> set[int]:
-        rows = self._db.transaction(lambda cur: cur.execute(
-            "SELECT part FROM state_positions WHERE stream_id = %s", (stream_id,)
-        ).fetchall())
+        rows = self._db.transaction(
+            lambda cur: cur.execute(
+                "SELECT part FROM state_positions WHERE stream_id = %s", (stream_id,)
+            ).fetchall()
+        )
         return {int(r[0]) for r in rows}
 
     def _window(self, where: str, params: tuple[Any, ...]) -> WindowData:
@@ -226,16 +265,24 @@ class PostgresStateStore:
         return self._window("stream_id = %s AND time_window = %s", (stream_id, index))
 
     def pending_time_windows(self, stream_id: str) -> list[int]:
-        rows = self._db.transaction(lambda cur: cur.execute(
-            "SELECT DISTINCT time_window FROM state_examples WHERE stream_id = %s "
-            "AND time_window IS NOT NULL ORDER BY time_window", (stream_id,),
-        ).fetchall())
+        rows = self._db.transaction(
+            lambda cur: cur.execute(
+                "SELECT DISTINCT time_window FROM state_examples WHERE stream_id = %s "
+                "AND time_window IS NOT NULL ORDER BY time_window",
+                (stream_id,),
+            ).fetchall()
+        )
         return [int(r[0]) for r in rows]
 
     # --- windows -------------------------------------------------------------------------------
     def mark_closed(
-        self, stream_id: str, window_id: str, outcome: str, *,
-        seqs: tuple[int, int] | None = None, time_window: int | None = None,
+        self,
+        stream_id: str,
+        window_id: str,
+        outcome: str,
+        *,
+        seqs: tuple[int, int] | None = None,
+        time_window: int | None = None,
     ) -> None:
         """Record the window as done and drop its examples (they are no longer needed)."""
 
@@ -246,11 +293,15 @@ class PostgresStateStore:
                 (stream_id, window_id, outcome, datetime.now(UTC)),
             )
             if seqs is not None:
-                cur.execute("DELETE FROM state_examples WHERE stream_id = %s AND seq >= %s AND seq < %s",
-                            (stream_id, *seqs))
+                cur.execute(
+                    "DELETE FROM state_examples WHERE stream_id = %s AND seq >= %s AND seq < %s",
+                    (stream_id, *seqs),
+                )
             if time_window is not None:
-                cur.execute("DELETE FROM state_examples WHERE stream_id = %s AND time_window = %s",
-                            (stream_id, time_window))
+                cur.execute(
+                    "DELETE FROM state_examples WHERE stream_id = %s AND time_window = %s",
+                    (stream_id, time_window),
+                )
 
         self._db.transaction(run)
 
@@ -264,23 +315,34 @@ class PostgresStateStore:
 
     # --- SOA snapshots ---------------------------------------------------------------------------
     def save_soa(self, stream_id: str, state: dict[str, Any]) -> None:
-        self._db.transaction(lambda cur: cur.execute(
-            "INSERT INTO state_soa VALUES (%s, %s, %s) ON CONFLICT (stream_id) DO UPDATE SET "
-            "state = excluded.state, updated_at = excluded.updated_at",
-            (stream_id, json.dumps(state), datetime.now(UTC)),
-        ))
+        self._db.transaction(
+            lambda cur: cur.execute(
+                "INSERT INTO state_soa VALUES (%s, %s, %s) ON CONFLICT (stream_id) DO UPDATE SET "
+                "state = excluded.state, updated_at = excluded.updated_at",
+                (stream_id, json.dumps(state), datetime.now(UTC)),
+            )
+        )
 
     def load_soa(self, stream_id: str) -> dict[str, Any] | None:
-        row = self._db.transaction(lambda cur: cur.execute(
-            "SELECT state FROM state_soa WHERE stream_id = %s", (stream_id,)
-        ).fetchone())
+        row = self._db.transaction(
+            lambda cur: cur.execute(
+                "SELECT state FROM state_soa WHERE stream_id = %s", (stream_id,)
+            ).fetchone()
+        )
         return None if row is None else json.loads(row[0])
 
     # --- the release tree (see SqliteStateStore) -----------------------------------------------------
     def close_window(
-        self, stream_id: str, family: str, window: int, bounds: NodeBounds, *,
-        seqs: tuple[int, int] | None = None, time_window: int | None = None,
-        vectors: int | None = None, user_level: bool = False,
+        self,
+        stream_id: str,
+        family: str,
+        window: int,
+        bounds: NodeBounds,
+        *,
+        seqs: tuple[int, int] | None = None,
+        time_window: int | None = None,
+        vectors: int | None = None,
+        user_level: bool = False,
     ) -> NodeData:
         """Turn the window's raw rows into node (0, window)'s data, store it, drop the rows and
         advance the schedule, in one transaction (see :meth:`SqliteStateStore.close_window`)."""
@@ -322,11 +384,14 @@ class PostgresStateStore:
         return None if row is None else NodeData.from_bytes(bytes(row[0]))
 
     def save_node(self, stream_id: str, family: str, level: int, index: int, data: NodeData) -> None:
-        self._db.transaction(lambda cur: cur.execute(
-            "INSERT INTO state_nodes VALUES (%s, %s, %s, %s, %s) ON CONFLICT (stream_id, family, level, idx) "
-            "DO UPDATE SET data = excluded.data",
-            (stream_id, family, level, index, data.to_bytes()),
-        ))
+        self._db.transaction(
+            lambda cur: cur.execute(
+                "INSERT INTO state_nodes VALUES (%s, %s, %s, %s, %s) ON CONFLICT (stream_id, "
+                "family, level, idx) "
+                "DO UPDATE SET data = excluded.data",
+                (stream_id, family, level, index, data.to_bytes()),
+            )
+        )
 
     def load_node(self, stream_id: str, family: str, level: int, index: int) -> NodeData | None:
         return self._db.transaction(lambda cur: self._load_node(cur, stream_id, family, level, index))
@@ -357,27 +422,35 @@ class PostgresStateStore:
         return self._db.transaction(run)
 
     def drop_node(self, stream_id: str, family: str, level: int, index: int) -> None:
-        self._db.transaction(lambda cur: cur.execute(
-            "DELETE FROM state_nodes WHERE stream_id = %s AND family = %s AND level = %s AND idx = %s",
-            (stream_id, family, level, index),
-        ))
+        self._db.transaction(
+            lambda cur: cur.execute(
+                "DELETE FROM state_nodes WHERE stream_id = %s AND family = %s AND level = %s AND idx = %s",
+                (stream_id, family, level, index),
+            )
+        )
 
     def nodes(self, stream_id: str, family: str) -> list[tuple[int, int]]:
-        rows = self._db.transaction(lambda cur: cur.execute(
-            "SELECT level, idx FROM state_nodes WHERE stream_id = %s AND family = %s ORDER BY level, idx",
-            (stream_id, family),
-        ).fetchall())
+        rows = self._db.transaction(
+            lambda cur: cur.execute(
+                "SELECT level, idx FROM state_nodes WHERE stream_id = %s AND family = %s ORDER BY level, idx",
+                (stream_id, family),
+            ).fetchall()
+        )
         return [(int(level), int(index)) for level, index in rows]
 
     def schedule(self, stream_id: str) -> ScheduleState | None:
-        row = self._db.transaction(lambda cur: cur.execute(
-            "SELECT family, last_closed_window FROM state_schedules WHERE stream_id = %s", (stream_id,)
-        ).fetchone())
+        row = self._db.transaction(
+            lambda cur: cur.execute(
+                "SELECT family, last_closed_window FROM state_schedules WHERE stream_id = %s", (stream_id,)
+            ).fetchone()
+        )
         return None if row is None else ScheduleState(row[0], None if row[1] is None else int(row[1]))
 
     def save_schedule(self, stream_id: str, state: ScheduleState) -> None:
-        self._db.transaction(lambda cur: cur.execute(
-            "INSERT INTO state_schedules VALUES (%s, %s, %s) ON CONFLICT (stream_id) DO UPDATE SET "
-            "family = excluded.family, last_closed_window = excluded.last_closed_window",
-            (stream_id, state.family, state.last_closed_window),
-        ))
+        self._db.transaction(
+            lambda cur: cur.execute(
+                "INSERT INTO state_schedules VALUES (%s, %s, %s) ON CONFLICT (stream_id) DO UPDATE SET "
+                "family = excluded.family, last_closed_window = excluded.last_closed_window",
+                (stream_id, state.family, state.last_closed_window),
+            )
+        )

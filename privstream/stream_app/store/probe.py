@@ -52,8 +52,9 @@ def store_ping(settings: Settings) -> Callable[[], None]:
 
     def ping_sqlite() -> None:
         # Read-only, without creating anything: a missing or unmounted volume is an error.
-        with sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True,
-                             timeout=PING_TIMEOUT_SECONDS) as db:
+        with sqlite3.connect(
+            f"{path.absolute().as_uri()}?mode=ro", uri=True, timeout=PING_TIMEOUT_SECONDS
+        ) as db:
             db.execute("SELECT count(*) FROM sqlite_master").fetchall()
         db.close()
 

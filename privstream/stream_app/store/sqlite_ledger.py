@@ -156,8 +156,11 @@ SCHEMA_VERSION = 1
 #: The schema, as ordered migrations (see :mod:`.migrations`); ``PRAGMA user_version`` is the
 #: number of the last one applied. Append a migration to change it; never edit a released one.
 MIGRATIONS = (
-    Migration(1, "streams, charges (with the outbox), refusals, budget changes", (
-        """CREATE TABLE streams (
+    Migration(
+        1,
+        "streams, charges (with the outbox), refusals, budget changes",
+        (
+            """CREATE TABLE streams (
             stream_id      TEXT PRIMARY KEY,
             -- budgets and spends are exact rationals as text ("3/10"), see ledger_rules.exact()
             epsilon_budget TEXT NOT NULL,
@@ -165,7 +168,7 @@ MIGRATIONS = (
             epsilon_spent  TEXT NOT NULL,
             delta_spent    TEXT NOT NULL
         )""",
-        """CREATE TABLE charges (
+            """CREATE TABLE charges (
             entry_id     INTEGER PRIMARY KEY AUTOINCREMENT,  -- AUTOINCREMENT: ids are never reused
             stream_id    TEXT NOT NULL REFERENCES streams (stream_id),
             window_id    TEXT NOT NULL,
@@ -177,8 +180,8 @@ MIGRATIONS = (
             published_at TEXT,
             UNIQUE (stream_id, window_id, mechanism)
         )""",
-        "CREATE INDEX charges_outbox ON charges (entry_id) WHERE published_at IS NULL",
-        """CREATE TABLE refusals (
+            "CREATE INDEX charges_outbox ON charges (entry_id) WHERE published_at IS NULL",
+            """CREATE TABLE refusals (
             refusal_id INTEGER PRIMARY KEY,
             stream_id  TEXT NOT NULL REFERENCES streams (stream_id),
             window_id  TEXT NOT NULL,
@@ -187,62 +190,68 @@ MIGRATIONS = (
             delta      TEXT NOT NULL,
             refused_at TEXT NOT NULL
         )""",
-        "CREATE INDEX refusals_by_stream ON refusals (stream_id)",
-        """CREATE TABLE budget_changes (
+            "CREATE INDEX refusals_by_stream ON refusals (stream_id)",
+            """CREATE TABLE budget_changes (
             change_id      INTEGER PRIMARY KEY,
             stream_id      TEXT NOT NULL REFERENCES streams (stream_id),
             epsilon_budget TEXT NOT NULL,
             delta_budget   TEXT NOT NULL,
             changed_at     TEXT NOT NULL
         )""",
-    )),
-    Migration(2, "the release path: reservations (node range, seed, completion), lifetime per "
-                 "example, per-user spends of the deployment", (
-        # Registration time (Unix seconds): the anchor of the time-window schedule. A stream of a
-        # version-1 file was registered when its first budget was set.
-        "ALTER TABLE streams ADD COLUMN registered_at REAL",
-        """UPDATE streams SET registered_at = (
+        ),
+    ),
+    Migration(
+        2,
+        "the release path: reservations (node range, seed, completion), lifetime per "
+        "example, per-user spends of the deployment",
+        (
+            # Registration time (Unix seconds): the anchor of the time-window schedule. A stream of a
+            # version-1 file was registered when its first budget was set.
+            "ALTER TABLE streams ADD COLUMN registered_at REAL",
+            """UPDATE streams SET registered_at = (
             SELECT round((julianday(min(changed_at)) - 2440587.5) * 86400.0, 3) FROM budget_changes b
             WHERE b.stream_id = streams.stream_id)""",
-        # Lifetime per example = unranged + peak (see ledger_rules.LifetimeState). Version-1
-        # charges have no node range: their total counts against every window (the safe reading).
-        "ALTER TABLE streams ADD COLUMN unranged_epsilon TEXT NOT NULL DEFAULT '0'",
-        "ALTER TABLE streams ADD COLUMN unranged_delta TEXT NOT NULL DEFAULT '0'",
-        "UPDATE streams SET unranged_epsilon = epsilon_spent, unranged_delta = delta_spent",
-        "ALTER TABLE streams ADD COLUMN peak_epsilon TEXT NOT NULL DEFAULT '0'",
-        "ALTER TABLE streams ADD COLUMN peak_delta TEXT NOT NULL DEFAULT '0'",
-        # A reservation is a charge whose release is stored later (completed_at NULL until then).
-        "ALTER TABLE charges ADD COLUMN level INTEGER",
-        "ALTER TABLE charges ADD COLUMN first_window INTEGER",
-        "ALTER TABLE charges ADD COLUMN last_window INTEGER",
-        "ALTER TABLE charges ADD COLUMN seed BLOB",
-        "ALTER TABLE charges ADD COLUMN included_users INTEGER",  # how many users (user level)
-        "ALTER TABLE charges ADD COLUMN users BLOB",  # which ones: ledger_rules.pack_users
-        "ALTER TABLE charges ADD COLUMN lifetime TEXT",
-        "ALTER TABLE charges ADD COLUMN completed_at TEXT",
-        "UPDATE charges SET completed_at = charged_at",
-        "CREATE INDEX charges_by_node ON charges (stream_id, level, first_window) WHERE level IS NOT NULL",
-        "CREATE INDEX charges_incomplete ON charges (entry_id) WHERE completed_at IS NULL",
-        # Per stream and level (-1: charges without a node range): how many charges, and the
-        # widest node, which bounds the search for the charges overlapping a new node.
-        """CREATE TABLE levels (
+            # Lifetime per example = unranged + peak (see ledger_rules.LifetimeState). Version-1
+            # charges have no node range: their total counts against every window (the safe reading).
+            "ALTER TABLE streams ADD COLUMN unranged_epsilon TEXT NOT NULL DEFAULT '0'",
+            "ALTER TABLE streams ADD COLUMN unranged_delta TEXT NOT NULL DEFAULT '0'",
+            "UPDATE streams SET unranged_epsilon = epsilon_spent, unranged_delta = delta_spent",
+            "ALTER TABLE streams ADD COLUMN peak_epsilon TEXT NOT NULL DEFAULT '0'",
+            "ALTER TABLE streams ADD COLUMN peak_delta TEXT NOT NULL DEFAULT '0'",
+            # A reservation is a charge whose release is stored later (completed_at NULL until then).
+            "ALTER TABLE charges ADD COLUMN level INTEGER",
+            "ALTER TABLE charges ADD COLUMN first_window INTEGER",
+            "ALTER TABLE charges ADD COLUMN last_window INTEGER",
+            "ALTER TABLE charges ADD COLUMN seed BLOB",
+            "ALTER TABLE charges ADD COLUMN included_users INTEGER",  # how many users (user level)
+            "ALTER TABLE charges ADD COLUMN users BLOB",  # which ones: ledger_rules.pack_users
+            "ALTER TABLE charges ADD COLUMN lifetime TEXT",
+            "ALTER TABLE charges ADD COLUMN completed_at TEXT",
+            "UPDATE charges SET completed_at = charged_at",
+            "CREATE INDEX charges_by_node ON charges (stream_id, level, first_window) WHERE "
+            "level IS NOT NULL",
+            "CREATE INDEX charges_incomplete ON charges (entry_id) WHERE completed_at IS NULL",
+            # Per stream and level (-1: charges without a node range): how many charges, and the
+            # widest node, which bounds the search for the charges overlapping a new node.
+            """CREATE TABLE levels (
             stream_id TEXT NOT NULL REFERENCES streams (stream_id),
             level     INTEGER NOT NULL,
             releases  INTEGER NOT NULL,
             max_span  INTEGER NOT NULL,
             PRIMARY KEY (stream_id, level)
         ) WITHOUT ROWID""",
-        """INSERT INTO levels SELECT stream_id, -1, count(*), 0 FROM charges GROUP BY stream_id""",
-        "ALTER TABLE refusals ADD COLUMN level INTEGER",
-        "ALTER TABLE refusals ADD COLUMN first_window INTEGER",
-        "ALTER TABLE refusals ADD COLUMN last_window INTEGER",
-        # The individual filter: one spend per user for the whole deployment (all streams).
-        """CREATE TABLE user_spends (
+            """INSERT INTO levels SELECT stream_id, -1, count(*), 0 FROM charges GROUP BY stream_id""",
+            "ALTER TABLE refusals ADD COLUMN level INTEGER",
+            "ALTER TABLE refusals ADD COLUMN first_window INTEGER",
+            "ALTER TABLE refusals ADD COLUMN last_window INTEGER",
+            # The individual filter: one spend per user for the whole deployment (all streams).
+            """CREATE TABLE user_spends (
             user_id TEXT PRIMARY KEY,
             epsilon TEXT NOT NULL,
             delta   TEXT NOT NULL
         ) WITHOUT ROWID""",
-    )),
+        ),
+    ),
 )
 #: ``PRAGMA user_version`` of the schema this module reads and writes.
 SCHEMA_VERSION = latest(MIGRATIONS)
@@ -268,8 +277,21 @@ def _node(level: int | None, first: int | None, last: int | None) -> NodeRange |
 
 
 def _to_charge(row: tuple) -> Charge:
-    (entry_id, stream_id, window_id, mechanism, epsilon, delta, release, charged_at, published_at,
-     level, first, last, included) = row
+    (
+        entry_id,
+        stream_id,
+        window_id,
+        mechanism,
+        epsilon,
+        delta,
+        release,
+        charged_at,
+        published_at,
+        level,
+        first,
+        last,
+        included,
+    ) = row
     return Charge(
         entry_id=entry_id,
         stream_id=stream_id,
@@ -401,8 +423,12 @@ class SqliteLedger:
                 # Not executescript(): it would COMMIT and leave our transaction.
                 for statement in migration.statements:
                     cur.execute(statement)
-                log.info("%s: applied ledger migration %d (%s)", self._path, migration.version,
-                         migration.description)
+                log.info(
+                    "%s: applied ledger migration %d (%s)",
+                    self._path,
+                    migration.version,
+                    migration.description,
+                )
             cur.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     def _enable_wal(self) -> str:
@@ -537,8 +563,9 @@ class SqliteLedger:
             ).fetchone()
             if registered is None:  # a version-1 stream without a recorded budget change
                 registered = time.time()
-                cur.execute("UPDATE streams SET registered_at = ? WHERE stream_id = ?",
-                            (registered, stream_id))
+                cur.execute(
+                    "UPDATE streams SET registered_at = ? WHERE stream_id = ?", (registered, stream_id)
+                )
         return float(registered)
 
     def _set_budget(
@@ -692,17 +719,25 @@ class SqliteLedger:
         distinct = None if users is None else check_users(users)
         limit = None
         if user_budget is not None:
-            limit = (exact(user_budget[0], "user epsilon budget"),
-                     exact(user_budget[1], "user delta budget", upper=Fraction(1)))
+            limit = (
+                exact(user_budget[0], "user epsilon budget"),
+                exact(user_budget[1], "user delta budget", upper=Fraction(1)),
+            )
         with self._write() as cur:
             if fence is not None:  # the partition leases (stream_app/fencing.py): may refuse
                 fence(cur)
             existing = self._reservation(cur, *request.key)
             if existing is not None:
                 if existing.cost != request.cost or existing.node != node:
-                    log.warning("ledger key %r was reserved before as %s %s; asked again as %s %s: "
-                                "returning the stored reservation", request.key, existing.cost,
-                                existing.node, request.cost, node)
+                    log.warning(
+                        "ledger key %r was reserved before as %s %s; asked again as %s %s: "
+                        "returning the stored reservation",
+                        request.key,
+                        existing.cost,
+                        existing.node,
+                        request.cost,
+                        node,
+                    )
                 return existing
             self._stream(cur, stream_id)
             state = self._lifetime_state(cur, stream_id)
@@ -728,9 +763,18 @@ class SqliteLedger:
                     "INSERT INTO charges (stream_id, window_id, mechanism, epsilon, delta, release, "
                     "charged_at, level, first_window, last_window, seed, included_users, users) "
                     "VALUES (?, ?, ?, ?, ?, x'', ?, ?, ?, ?, ?, ?, ?)",
-                    (*request.key, str(eps), str(dlt), now, node.level, node.first_window, node.last_window,
-                     seed, None if chosen is None else len(chosen.included),
-                     None if chosen is None else pack_users(chosen.included)),
+                    (
+                        *request.key,
+                        str(eps),
+                        str(dlt),
+                        now,
+                        node.level,
+                        node.first_window,
+                        node.last_window,
+                        seed,
+                        None if chosen is None else len(chosen.included),
+                        None if chosen is None else pack_users(chosen.included),
+                    ),
                 )
                 entry_id = cur.lastrowid
                 assert entry_id is not None
@@ -749,11 +793,23 @@ class SqliteLedger:
                 )
                 self._count_level(cur, stream_id, node.level, node.last_window - node.first_window)
                 figures = self._figures(cur, stream_id, after)
-                cur.execute("UPDATE charges SET lifetime = ? WHERE entry_id = ?",
-                            (lifetime_to_json(figures), entry_id))
+                cur.execute(
+                    "UPDATE charges SET lifetime = ? WHERE entry_id = ?",
+                    (lifetime_to_json(figures), entry_id),
+                )
                 return Reservation(
-                    entry_id, stream_id, window_id, mechanism, float(eps), float(dlt), node, seed,
-                    None if chosen is None else frozenset(chosen.included), figures, None, False,
+                    entry_id,
+                    stream_id,
+                    window_id,
+                    mechanism,
+                    float(eps),
+                    float(dlt),
+                    node,
+                    seed,
+                    None if chosen is None else frozenset(chosen.included),
+                    figures,
+                    None,
+                    False,
                 )
         raise refusal
 
@@ -786,7 +842,7 @@ class SqliteLedger:
     def _user_spends(cur: sqlite3.Cursor, users: list[str]) -> dict[str, tuple[str, str]]:
         spends: dict[str, tuple[str, str]] = {}
         for start in range(0, len(users), _USER_BATCH):
-            batch = users[start:start + _USER_BATCH]
+            batch = users[start : start + _USER_BATCH]
             marks = ",".join("?" * len(batch))
             for user, epsilon, delta in cur.execute(
                 f"SELECT user_id, epsilon, delta FROM user_spends WHERE user_id IN ({marks})", batch
@@ -794,8 +850,9 @@ class SqliteLedger:
                 spends[user] = (epsilon, delta)
         return spends
 
-    def _reservation(self, cur: sqlite3.Cursor, stream_id: str, window_id: str, mechanism: str
-                     ) -> Reservation | None:
+    def _reservation(
+        self, cur: sqlite3.Cursor, stream_id: str, window_id: str, mechanism: str
+    ) -> Reservation | None:
         row = cur.execute(
             f"SELECT {_RESERVATION_COLUMNS} FROM charges "
             "WHERE stream_id = ? AND window_id = ? AND mechanism = ?",
@@ -804,17 +861,41 @@ class SqliteLedger:
         return None if row is None else self._to_reservation(cur, row)
 
     def _to_reservation(self, cur: sqlite3.Cursor, row: tuple) -> Reservation:
-        (entry_id, stream_id, window_id, mechanism, epsilon, delta, level, first, last, seed, packed,
-         lifetime, release, completed_at, published_at) = row
+        (
+            entry_id,
+            stream_id,
+            window_id,
+            mechanism,
+            epsilon,
+            delta,
+            level,
+            first,
+            last,
+            seed,
+            packed,
+            lifetime,
+            release,
+            completed_at,
+            published_at,
+        ) = row
         users = None if packed is None else unpack_users(bytes(packed))
         if lifetime is not None:
             figures = lifetime_from_json(lifetime)
         else:  # a version-1 charge: no figures were recorded with it; today's stand in
             figures = self._figures(cur, stream_id, self._lifetime_state(cur, stream_id))
         return Reservation(
-            entry_id, stream_id, window_id, mechanism, float(Fraction(epsilon)), float(Fraction(delta)),
-            _node(level, first, last), b"" if seed is None else bytes(seed), users, figures,
-            None if completed_at is None else bytes(release), published_at is not None,
+            entry_id,
+            stream_id,
+            window_id,
+            mechanism,
+            float(Fraction(epsilon)),
+            float(Fraction(delta)),
+            _node(level, first, last),
+            b"" if seed is None else bytes(seed),
+            users,
+            figures,
+            None if completed_at is None else bytes(release),
+            published_at is not None,
         )
 
     def reservation(self, stream_id: str, window_id: str, mechanism: str) -> Reservation | None:
@@ -892,8 +973,10 @@ class SqliteLedger:
                     return request.replayed(existing)
                 state = self._lifetime_state(cur, stream_id)
                 release = release_bytes_of(release_bytes, ChargeReceipt(existing.entry_id, state.remaining))
-                cur.execute("UPDATE charges SET release = ?, completed_at = ? WHERE entry_id = ?",
-                            (release, _now(), existing.entry_id))
+                cur.execute(
+                    "UPDATE charges SET release = ?, completed_at = ? WHERE entry_id = ?",
+                    (release, _now(), existing.entry_id),
+                )
                 return request.replayed(self._lookup(cur, *request.key) or existing)
             self._stream(cur, stream_id)
             state = self._lifetime_state(cur, stream_id)
@@ -924,8 +1007,9 @@ class SqliteLedger:
                     (*stream.spend_text, *state.after_unranged(eps, dlt).columns, stream_id),
                 )
                 self._count_level(cur, stream_id, -1, 0)
-                return _to_charge((entry_id, *request.key, str(eps), str(dlt), release, now, None,
-                                   None, None, None, None))
+                return _to_charge(
+                    (entry_id, *request.key, str(eps), str(dlt), release, now, None, None, None, None, None)
+                )
         raise refusal
 
     @staticmethod
@@ -933,8 +1017,9 @@ class SqliteLedger:
         row = cur.execute("SELECT completed_at FROM charges WHERE entry_id = ?", (entry_id,)).fetchone()
         return row is not None and row[0] is not None
 
-    def _lookup(self, cur: sqlite3.Cursor, stream_id: str, window_id: str, mechanism: str, *,
-                completed: bool = True) -> Charge | None:
+    def _lookup(
+        self, cur: sqlite3.Cursor, stream_id: str, window_id: str, mechanism: str, *, completed: bool = True
+    ) -> Charge | None:
         done = " AND completed_at IS NOT NULL" if completed else ""
         row = cur.execute(
             f"SELECT {_CHARGE_COLUMNS} FROM charges WHERE stream_id = ? AND window_id = ? AND mechanism = ?"
@@ -962,7 +1047,8 @@ class SqliteLedger:
     def unpublished(self, stream_id: str | None = None) -> list[Charge]:
         """The outbox: completed charges not yet marked published, oldest first."""
         where = "published_at IS NULL AND completed_at IS NOT NULL" + (
-            "" if stream_id is None else " AND stream_id = ?")
+            "" if stream_id is None else " AND stream_id = ?"
+        )
         params = () if stream_id is None else (stream_id,)
         with self._read() as cur:
             rows = cur.execute(

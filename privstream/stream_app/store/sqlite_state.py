@@ -62,16 +62,19 @@ __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "SqliteStateStore", "StateStoreError"
 #: one applied. Files made before versions were recorded have version 0 and the tables of version 1
 #: (hence ``IF NOT EXISTS`` there): opening them stamps them. Append a migration; never edit one.
 MIGRATIONS = (
-    Migration(1, "examples by stream and Kafka position, windows closed, SOA snapshots", (
-        "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-        "CREATE TABLE IF NOT EXISTS stream_seq (stream_id TEXT PRIMARY KEY, next_seq INTEGER NOT NULL)",
-        # The next Kafka offset expected per (stream, partition): a partition delivers in offset
-        # order, so anything below it was stored before (perhaps already released and dropped).
-        """CREATE TABLE IF NOT EXISTS positions (
+    Migration(
+        1,
+        "examples by stream and Kafka position, windows closed, SOA snapshots",
+        (
+            "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+            "CREATE TABLE IF NOT EXISTS stream_seq (stream_id TEXT PRIMARY KEY, next_seq INTEGER NOT NULL)",
+            # The next Kafka offset expected per (stream, partition): a partition delivers in offset
+            # order, so anything below it was stored before (perhaps already released and dropped).
+            """CREATE TABLE IF NOT EXISTS positions (
             stream_id TEXT NOT NULL, part INTEGER NOT NULL, next_offset INTEGER NOT NULL,
             PRIMARY KEY (stream_id, part)
         )""",
-        """CREATE TABLE IF NOT EXISTS examples (
+            """CREATE TABLE IF NOT EXISTS examples (
             stream_id   TEXT NOT NULL,
             seq         INTEGER NOT NULL,
             part        INTEGER NOT NULL,
@@ -84,30 +87,35 @@ MIGRATIONS = (
             PRIMARY KEY (stream_id, seq),
             UNIQUE (stream_id, part, kafka_offset, item)
         )""",
-        """CREATE INDEX IF NOT EXISTS examples_by_time ON examples (stream_id, time_window)
+            """CREATE INDEX IF NOT EXISTS examples_by_time ON examples (stream_id, time_window)
             WHERE time_window IS NOT NULL""",
-        """CREATE TABLE IF NOT EXISTS windows (
+            """CREATE TABLE IF NOT EXISTS windows (
             stream_id TEXT NOT NULL,
             window_id TEXT NOT NULL,
             outcome   TEXT NOT NULL,
             closed_at TEXT NOT NULL,
             PRIMARY KEY (stream_id, window_id)
         )""",
-        """CREATE TABLE IF NOT EXISTS soa (
+            """CREATE TABLE IF NOT EXISTS soa (
             stream_id TEXT PRIMARY KEY, state TEXT NOT NULL, updated_at TEXT NOT NULL
         )""",
-    )),
-    Migration(2, "the release tree: compact node data, the schedule's last closed window", (
-        # A node's NodeData as NodeData.to_bytes() (numpy .npz, no pickle).
-        """CREATE TABLE nodes (
+        ),
+    ),
+    Migration(
+        2,
+        "the release tree: compact node data, the schedule's last closed window",
+        (
+            # A node's NodeData as NodeData.to_bytes() (numpy .npz, no pickle).
+            """CREATE TABLE nodes (
             stream_id TEXT NOT NULL, family TEXT NOT NULL, level INTEGER NOT NULL, idx INTEGER NOT NULL,
             data BLOB NOT NULL,
             PRIMARY KEY (stream_id, family, level, idx)
         )""",
-        """CREATE TABLE schedules (
+            """CREATE TABLE schedules (
             stream_id TEXT PRIMARY KEY, family TEXT NOT NULL, last_closed_window INTEGER
         )""",
-    )),
+        ),
+    ),
 )
 SCHEMA_VERSION = latest(MIGRATIONS)
 
@@ -121,15 +129,20 @@ class SqliteStateStore:
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         try:
-            self._db = sqlite3.connect(self.path, timeout=busy_timeout, isolation_level=None,
-                                       check_same_thread=False)
+            self._db = sqlite3.connect(
+                self.path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
+            )
             self._db.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
             self._retry(lambda: self._db.execute("PRAGMA journal_mode = WAL"), busy_timeout)
             self._db.execute("PRAGMA synchronous = NORMAL")
             self._retry(self._migrate, busy_timeout)
-            self._retry(lambda: self._db.execute(
-                "INSERT OR IGNORE INTO meta (key, value) VALUES ('generation', ?)", (secrets.token_hex(4),)
-            ), busy_timeout)
+            self._retry(
+                lambda: self._db.execute(
+                    "INSERT OR IGNORE INTO meta (key, value) VALUES ('generation', ?)",
+                    (secrets.token_hex(4),),
+                ),
+                busy_timeout,
+            )
             row = self._db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
             self.generation: str = row[0]
             # Windows are loaded through a second connection: in WAL mode its read does not block
@@ -138,8 +151,9 @@ class SqliteStateStore:
             # on its own connection, so it reads through the first.)
             self._reader, self._read_lock = self._db, self._lock
             if self.path != ":memory:":
-                self._reader = sqlite3.connect(self.path, timeout=busy_timeout, isolation_level=None,
-                                               check_same_thread=False)
+                self._reader = sqlite3.connect(
+                    self.path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
+                )
                 self._reader.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
                 self._read_lock = threading.Lock()
         except sqlite3.DatabaseError as exc:
@@ -198,7 +212,13 @@ class SqliteStateStore:
 
     # --- examples ------------------------------------------------------------------------------
     def append(
-        self, stream_id: str, partition: int, offset: int, x: int, y: int, user: str | None,
+        self,
+        stream_id: str,
+        partition: int,
+        offset: int,
+        x: int,
+        y: int,
+        user: str | None,
         time_window: int | None,
     ) -> int | None:
         """One example (see :meth:`append_many`); its sequence number, or None for a replay."""
@@ -281,7 +301,8 @@ class SqliteStateStore:
         xs, ys, users, seqs = zip(*rows, strict=True)
         vectors = isinstance(xs[0], str)
         return WindowData(
-            np.array([json.loads(x) for x in xs], dtype=np.float64) if vectors
+            np.array([json.loads(x) for x in xs], dtype=np.float64)
+            if vectors
             else np.array(xs, dtype=np.int64),
             np.array(ys, dtype=np.uint8),
             np.array(users, dtype=object),
@@ -298,14 +319,20 @@ class SqliteStateStore:
         with self._lock:
             rows = self._db.execute(
                 "SELECT DISTINCT time_window FROM examples WHERE stream_id = ? AND time_window IS NOT NULL "
-                "ORDER BY time_window", (stream_id,),
+                "ORDER BY time_window",
+                (stream_id,),
             ).fetchall()
         return [int(r[0]) for r in rows]
 
     # --- windows -------------------------------------------------------------------------------
     def mark_closed(
-        self, stream_id: str, window_id: str, outcome: str, *,
-        seqs: tuple[int, int] | None = None, time_window: int | None = None,
+        self,
+        stream_id: str,
+        window_id: str,
+        outcome: str,
+        *,
+        seqs: tuple[int, int] | None = None,
+        time_window: int | None = None,
     ) -> None:
         """Record the window as done and drop its examples (they are no longer needed)."""
         with self._lock:
@@ -317,11 +344,15 @@ class SqliteStateStore:
                     (stream_id, window_id, outcome, datetime.now(UTC).isoformat()),
                 )
                 if seqs is not None:
-                    db.execute("DELETE FROM examples WHERE stream_id = ? AND seq >= ? AND seq < ?",
-                               (stream_id, *seqs))
+                    db.execute(
+                        "DELETE FROM examples WHERE stream_id = ? AND seq >= ? AND seq < ?",
+                        (stream_id, *seqs),
+                    )
                 if time_window is not None:
-                    db.execute("DELETE FROM examples WHERE stream_id = ? AND time_window = ?",
-                               (stream_id, time_window))
+                    db.execute(
+                        "DELETE FROM examples WHERE stream_id = ? AND time_window = ?",
+                        (stream_id, time_window),
+                    )
                 db.execute("COMMIT")
             except BaseException:
                 db.execute("ROLLBACK")
@@ -353,9 +384,16 @@ class SqliteStateStore:
 
     # --- the release tree -------------------------------------------------------------------------
     def close_window(
-        self, stream_id: str, family: str, window: int, bounds: NodeBounds, *,
-        seqs: tuple[int, int] | None = None, time_window: int | None = None,
-        vectors: int | None = None, user_level: bool = False,
+        self,
+        stream_id: str,
+        family: str,
+        window: int,
+        bounds: NodeBounds,
+        *,
+        seqs: tuple[int, int] | None = None,
+        time_window: int | None = None,
+        vectors: int | None = None,
+        user_level: bool = False,
     ) -> NodeData:
         """Turn the window's raw rows into node (0, window)'s data, store it, drop the rows and
         advance the schedule, in one transaction (idempotent: a closed window's node is returned).
@@ -394,8 +432,9 @@ class SqliteStateStore:
                 raise
 
     @staticmethod
-    def _load_node(db: sqlite3.Connection, stream_id: str, family: str, level: int, index: int
-                   ) -> NodeData | None:
+    def _load_node(
+        db: sqlite3.Connection, stream_id: str, family: str, level: int, index: int
+    ) -> NodeData | None:
         row = db.execute(
             "SELECT data FROM nodes WHERE stream_id = ? AND family = ? AND level = ? AND idx = ?",
             (stream_id, family, level, index),
@@ -403,8 +442,9 @@ class SqliteStateStore:
         return None if row is None else NodeData.from_bytes(row[0])
 
     @staticmethod
-    def _save_node(db: sqlite3.Connection, stream_id: str, family: str, level: int, index: int,
-                   data: NodeData) -> None:
+    def _save_node(
+        db: sqlite3.Connection, stream_id: str, family: str, level: int, index: int, data: NodeData
+    ) -> None:
         db.execute(
             "INSERT INTO nodes VALUES (?, ?, ?, ?, ?) ON CONFLICT (stream_id, family, level, idx) "
             "DO UPDATE SET data = excluded.data",
@@ -473,4 +513,3 @@ class SqliteStateStore:
                 "family = excluded.family, last_closed_window = excluded.last_closed_window",
                 (stream_id, state.family, state.last_closed_window),
             )
-

@@ -45,7 +45,8 @@ def bearer_token_guard(token: str, *, open_paths: Iterable[str] = ()) -> Middlew
             if not hmac.compare_digest(given, expected):
                 return web.json_response(
                     {"error": "this operator listener needs Authorization: Bearer <operator_token>"},
-                    status=401, headers={"WWW-Authenticate": 'Bearer realm="privstream operator"'},
+                    status=401,
+                    headers={"WWW-Authenticate": 'Bearer realm="privstream operator"'},
                 )
         return await handler(request)
 
@@ -55,8 +56,16 @@ def bearer_token_guard(token: str, *, open_paths: Iterable[str] = ()) -> Middlew
 class HttpListener(mode.Service):
     """Serve ``routes`` on ``host:port`` for as long as the worker runs."""
 
-    def __init__(self, name: str, host: str, port: int, routes: Iterable[Route], *,
-                 middlewares: Iterable[Middleware] = (), **kwargs: object):
+    def __init__(
+        self,
+        name: str,
+        host: str,
+        port: int,
+        routes: Iterable[Route],
+        *,
+        middlewares: Iterable[Middleware] = (),
+        **kwargs: object,
+    ):
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.name = name
         self.host = host

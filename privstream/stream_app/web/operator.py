@@ -35,8 +35,9 @@ class Probes(Protocol):
     def readiness(self) -> tuple[bool, str]: ...
 
 
-def operator_routes(exposition: Callable[[], bytes], probes: Probes,
-                    status: Callable[[], dict[str, Any]]) -> list[Route]:
+def operator_routes(
+    exposition: Callable[[], bytes], probes: Probes, status: Callable[[], dict[str, Any]]
+) -> list[Route]:
     """The operator listener's routes: metrics ``exposition``, the ``probes`` and the ``status`` JSON."""
 
     async def metrics_page(request: web.Request) -> web.Response:
@@ -44,13 +45,15 @@ def operator_routes(exposition: Callable[[], bytes], probes: Probes,
 
     async def healthz(request: web.Request) -> web.Response:
         ok, reason = probes.health()
-        return web.json_response({"status": "ok" if ok else "unhealthy", "reason": reason},
-                                 status=200 if ok else 503)
+        return web.json_response(
+            {"status": "ok" if ok else "unhealthy", "reason": reason}, status=200 if ok else 503
+        )
 
     async def readyz(request: web.Request) -> web.Response:
         ok, reason = probes.readiness()
-        return web.json_response({"status": "ready" if ok else "not ready", "reason": reason},
-                                 status=200 if ok else 503)
+        return web.json_response(
+            {"status": "ready" if ok else "not ready", "reason": reason}, status=200 if ok else 503
+        )
 
     async def status_page(request: web.Request) -> web.Response:
         return web.json_response(status())

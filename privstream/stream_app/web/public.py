@@ -50,10 +50,10 @@ class LedgerReader(Protocol):
 #: How the lifetime bound follows from the charges, in words a reviewer can check.
 LIFETIME_RULES = {
     "example": "parallel composition over the disjoint nodes of a level, sequential composition over "
-               "the levels: an example's lifetime cost is the sum of the charges of the nodes covering "
-               "its window",
+    "the levels: an example's lifetime cost is the sum of the charges of the nodes covering "
+    "its window",
     "user": "individual privacy filter (Feldman & Zrnic 2021): each user is charged only by the releases "
-            "that include them, and excluded once their lifetime budget would be passed",
+    "that include them, and excluded once their lifetime budget would be passed",
 }
 
 
@@ -86,8 +86,9 @@ def lifetime(stream: StreamConfig | None, ledger: LedgerReader | None) -> dict[s
         if charge.mechanism.startswith("learner:"):
             level = str(charge.level or 0)  # a charge without a node (before the tree): a window
             per_level[level] = per_level.get(level, 0) + 1
-    remaining = PrivacyCost(max(config.epsilon_budget - spent.epsilon, 0.0),
-                            max(config.delta_budget - spent.delta, 0.0))
+    remaining = PrivacyCost(
+        max(config.epsilon_budget - spent.epsilon, 0.0), max(config.delta_budget - spent.delta, 0.0)
+    )
     refusals = ledger.refusals(stream_id)
     return {
         "stream_id": stream_id,

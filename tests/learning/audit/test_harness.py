@@ -123,9 +123,12 @@ def test_registry_names_importable_spec_functions() -> None:
 
 
 def test_the_harness_and_the_registry_import_no_mechanism_and_no_learner() -> None:
-    code = ("import sys, privstream.learning.audit; "
-            "print(sorted(m for m in sys.modules if m.startswith('privstream.learning.')))")
+    code = (
+        "import sys, privstream.learning.audit; "
+        "print(sorted(m for m in sys.modules if m.startswith('privstream.learning.')))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     loaded = ast.literal_eval(out)
-    assert not [m for m in loaded if ".mechanisms" in m or "learners" in m or ".sanitizers" in m
-                or ".consistent" in m], loaded
+    assert not [
+        m for m in loaded if ".mechanisms" in m or "learners" in m or ".sanitizers" in m or ".consistent" in m
+    ], loaded

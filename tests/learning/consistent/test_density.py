@@ -90,8 +90,18 @@ def _l1_uniform(f: HistogramDensity) -> float:
 def test_consistency_on_the_uniform_density() -> None:
     means = []
     for n in (10**3, 10**4, 10**5):
-        runs = [_l1_uniform(pcde_fit(np.random.default_rng(s).random((n, 1)), epsilon=1.0, delta=n**-2.0,
-                                     bounds=UNIT, rng=seeded(s))) for s in range(5)]
+        runs = [
+            _l1_uniform(
+                pcde_fit(
+                    np.random.default_rng(s).random((n, 1)),
+                    epsilon=1.0,
+                    delta=n**-2.0,
+                    bounds=UNIT,
+                    rng=seeded(s),
+                )
+            )
+            for s in range(5)
+        ]
         means.append(float(np.mean(runs)))
     assert means[0] > means[1] > means[2]
     assert means[2] < 0.1  # §C.10: ≈ 0.046 at 10^5

@@ -56,8 +56,22 @@ def test_cell_labels_have_the_pcl_law() -> None:
     """One cell holding labels {1, 0} vs {0, 0}: Pr[1] = ½ vs ½e^{-ε} (PCL's tight pair)."""
     ground = np.array([[0.0], [0.01]])
     runs = 1500
-    ones = [sum(int(pcl2_fit(np.array([0, 1]), np.array(lab), ground=ground, ddim=1, epsilon=1.0, radius=1.0,
-                             rng=seeded(s)).predict(np.array([0]))[0]) for s in range(runs))
-            for lab in ([1, 0], [0, 0])]
+    ones = [
+        sum(
+            int(
+                pcl2_fit(
+                    np.array([0, 1]),
+                    np.array(lab),
+                    ground=ground,
+                    ddim=1,
+                    epsilon=1.0,
+                    radius=1.0,
+                    rng=seeded(s),
+                ).predict(np.array([0]))[0]
+            )
+            for s in range(runs)
+        )
+        for lab in ([1, 0], [0, 0])
+    ]
     assert abs(ones[0] / runs - 0.5) < 0.05
     assert abs(ones[1] / runs - 0.5 * np.exp(-1.0)) < 0.04

@@ -61,8 +61,10 @@ def test_label_law_is_the_laplace_vote_law(eps: float) -> None:
 def test_cell_label_sampler_matches_its_law(v: int) -> None:
     key = new_key(seeded(5))
     runs = 2000
-    ones = sum(cell_label(v, Fraction(1), CellStream(key, c), int(coin_bits(key, np.array([c]))[0]))
-               for c in range(runs))
+    ones = sum(
+        cell_label(v, Fraction(1), CellStream(key, c), int(coin_bits(key, np.array([c]))[0]))
+        for c in range(runs)
+    )
     p = label_probability(v, 1.0)
     assert abs(ones / runs - p) < 4.5 * math.sqrt(p * (1 - p) / runs)
 
@@ -161,8 +163,12 @@ def test_registry_and_protocol() -> None:
     assert set(VECTOR_LEARNERS) == {"bayes-consistent", "halfspaces", "semi-supervised"}
     learner = make_vector_learner("bayes-consistent", max_cells=100)
     with pytest.raises(ReleaseTooLargeError):  # refused before touching the data
-        learner.fit(np.zeros((569, 30)), np.zeros(569, dtype=np.uint8), epsilon=1.0,
-                    bounds=np.tile([0.0, 1.0], (30, 1)))
+        learner.fit(
+            np.zeros((569, 30)),
+            np.zeros(569, dtype=np.uint8),
+            epsilon=1.0,
+            bounds=np.tile([0.0, 1.0], (30, 1)),
+        )
 
 
 # -- public bounds, clipping, labels --------------------------------------------------------------
@@ -198,7 +204,8 @@ def test_unlabelled_rows_do_not_vote() -> None:
     X = np.array([[0.1], [0.2], [0.9]])
     partly = BayesConsistentLearner().fit(X, np.array([1, -1, 0]), epsilon=1.0, bounds=UNIT, rng=seeded(3))
     only = BayesConsistentLearner(cells_per_axis=partly.parameters["cells_per_axis"]).fit(
-        X[[0, 2]], np.array([1, 0]), epsilon=1.0, bounds=UNIT, rng=seeded(3))
+        X[[0, 2]], np.array([1, 0]), epsilon=1.0, bounds=UNIT, rng=seeded(3)
+    )
     assert partly.model == only.model
 
 
@@ -227,8 +234,9 @@ def _heuristic_f1(n: int, eps: float = 1.0) -> float:
 
 
 def test_consistency_f1_bayes_quarter() -> None:
-    means = [_mean_excess(f1_sample, lambda c: f1_excess(c.table()), UNIT, n, 12)
-             for n in (10**3, 10**4, 10**5)]
+    means = [
+        _mean_excess(f1_sample, lambda c: f1_excess(c.table()), UNIT, n, 12) for n in (10**3, 10**4, 10**5)
+    ]
     assert means[0] > means[1] > means[2]
     for n, m in zip((10**3, 10**4, 10**5), means, strict=True):
         assert m < 2 * _heuristic_f1(n), (n, m)
@@ -237,8 +245,9 @@ def test_consistency_f1_bayes_quarter() -> None:
 
 def test_consistency_f2_bayes_tenth() -> None:
     # at the spec's cut the excess is the boundary cube's minority side (§C.9): 0.8 × 0.0037
-    assert _mean_excess(f2_sample, lambda c: f2_excess(c.table()), UNIT, 10**4, 4) == pytest.approx(0.00296,
-                                                                                                    abs=2e-4)
+    assert _mean_excess(f2_sample, lambda c: f2_excess(c.table()), UNIT, 10**4, 4) == pytest.approx(
+        0.00296, abs=2e-4
+    )
 
     # averaged over the cut's position (L* = 0.1 for every cut) the excess falls like r
     def random_cut(seed: int, n: int) -> float:
@@ -253,8 +262,10 @@ def test_consistency_f2_bayes_tenth() -> None:
 
 
 def test_consistency_f5_gaussian_bayes_phi_minus_one() -> None:
-    means = [_mean_excess(f5_sample, lambda c: f5_error(c.table(), c.grid.k) - F5_BAYES, F5_BOUNDS, n, 8)
-             for n in (10**3, 10**4, 10**5)]
+    means = [
+        _mean_excess(f5_sample, lambda c: f5_error(c.table(), c.grid.k) - F5_BAYES, F5_BOUNDS, n, 8)
+        for n in (10**3, 10**4, 10**5)
+    ]
     assert all(m >= 0 for m in means)
     assert means[0] > means[1] > means[2]
     assert means[2] < 0.001
@@ -280,7 +291,9 @@ def test_rates_depend_on_the_distribution() -> None:
 def test_consistency_full_sweep_slow() -> None:
     for eps, bound in ((1.0, 0.0006), (0.1, 0.001)):  # §C.10: n = 10^6
         assert _mean_excess(f1_sample, lambda c: f1_excess(c.table()), UNIT, 10**6, 20, eps) < bound
-    small_eps = [_mean_excess(f1_sample, lambda c: f1_excess(c.table()), UNIT, n, 20, 0.1)
-                 for n in (10**4, 10**5, 10**6)]
+    small_eps = [
+        _mean_excess(f1_sample, lambda c: f1_excess(c.table()), UNIT, n, 20, 0.1)
+        for n in (10**4, 10**5, 10**6)
+    ]
     assert small_eps[0] > small_eps[1] > small_eps[2]
     assert small_eps[0] < 0.04

@@ -29,8 +29,9 @@ def test_cover_has_one_stump_per_labelling_of_the_points() -> None:
     mine = [m.predict(pts).tobytes() for m in members]
     assert len(set(mine)) == len(mine)  # no duplicate labellings
     # every stump's labelling on pts is in the cover (all thresholds on a fine grid, both signs)
-    every = [ssl.StumpModel(j, t, s) for j in range(2) for t in np.linspace(-0.05, 1.05, 221)
-             for s in (1, -1)]
+    every = [
+        ssl.StumpModel(j, t, s) for j in range(2) for t in np.linspace(-0.05, 1.05, 221) for s in (1, -1)
+    ]
     assert _patterns(every, pts) <= set(mine)
     assert len(cover) <= 2 + 2 * 2 * (12 - 1)
 
@@ -105,8 +106,9 @@ def _ssl1(m: int, u: int, seed: int, **kw: object) -> ssl.VectorLearnerResult:  
     X = gen.random((m + u, 1))
     y = (X[:, 0] >= 0.3).astype(np.int64)
     y[m:] = -1
-    return ssl.SemiSupervisedLearner(**kw).fit(X, y, epsilon=1.0, delta=(m + u) ** -2.0, bounds=UNIT,
-                                               rng=seeded(seed))
+    return ssl.SemiSupervisedLearner(**kw).fit(
+        X, y, epsilon=1.0, delta=(m + u) ** -2.0, bounds=UNIT, rng=seeded(seed)
+    )
 
 
 def test_accuracy_with_the_stated_number_of_labels() -> None:
@@ -115,8 +117,9 @@ def test_accuracy_with_the_stated_number_of_labels() -> None:
     probe = _ssl1(10, 10_000, 0, n_semi=1000, alpha=alpha, beta=beta)
     m = probe.theorem_sample_size
     assert m is not None and 300 < m < 600
-    errors = [_threshold_error(_ssl1(m, 10_000, s, n_semi=1000, alpha=alpha, beta=beta).model)
-              for s in range(8)]
+    errors = [
+        _threshold_error(_ssl1(m, 10_000, s, n_semi=1000, alpha=alpha, beta=beta).model) for s in range(8)
+    ]
     assert sum(e > alpha for e in errors) <= 1
     assert np.mean(errors) < 0.03
     few = [_threshold_error(_ssl1(30, 10_000, s, n_semi=1000).model) for s in range(8)]
@@ -132,8 +135,14 @@ def test_model_round_trip_and_errors() -> None:
     with pytest.raises(LearningInputError, match="delta"):
         learner.fit(np.zeros((5, 1)), np.array([1, 0, -1, -1, -1]), epsilon=1.0, delta=0.0, bounds=UNIT)
     nan_labels = np.array([1.0, np.nan, 0.0, np.nan])
-    out = learner.fit(np.random.default_rng(0).random((4, 1)), nan_labels, epsilon=1.0, delta=0.01,
-                      bounds=UNIT, rng=seeded(0))
+    out = learner.fit(
+        np.random.default_rng(0).random((4, 1)),
+        nan_labels,
+        epsilon=1.0,
+        delta=0.01,
+        bounds=UNIT,
+        rng=seeded(0),
+    )
     assert out.model.predict(np.zeros((2, 1))).dtype == np.uint8
 
 
@@ -148,8 +157,9 @@ def test_distribution_dependence_narrow_support() -> None:
         X = (c - gamma + 2 * gamma * gen.random(n))[:, None]
         y = (X[:, 0] >= c).astype(np.int64)
         y[300:] = -1
-        res = ssl.SemiSupervisedLearner(n_semi=1000).fit(X, y, epsilon=1.0, delta=n**-2.0, bounds=UNIT,
-                                                         rng=seeded(seed))
+        res = ssl.SemiSupervisedLearner(n_semi=1000).fit(
+            X, y, epsilon=1.0, delta=n**-2.0, bounds=UNIT, rng=seeded(seed)
+        )
         return float(np.mean(res.model.predict(grid[:, None]) != (grid >= c)))
 
     few, many = (np.mean([error(u, s) for s in range(4)]) for u in (10**3, 10**5))

@@ -50,10 +50,22 @@ def test_spec_forms() -> None:
     assert isinstance(parse_class_spec("intervals:3"), Intervals)
 
 
-@pytest.mark.parametrize("spec", [
-    "", "thresholds", "thresholds:", "thresholds:abc", "thresholds:0", "thresholds:-3", "thresholds:2^",
-    "thresholds:1.5", "cubes:3", "points:2^100000", "thresholds:3:4",
-])
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "",
+        "thresholds",
+        "thresholds:",
+        "thresholds:abc",
+        "thresholds:0",
+        "thresholds:-3",
+        "thresholds:2^",
+        "thresholds:1.5",
+        "cubes:3",
+        "points:2^100000",
+        "thresholds:3:4",
+    ],
+)
 def test_bad_specs_raise_clear_value_errors(spec: str) -> None:
     with pytest.raises(ClassSpecError) as info:
         parse_class_spec(spec)
@@ -93,21 +105,27 @@ def test_file_classes_npy_and_csv(tmp_path) -> None:
     assert a.fingerprint == b.fingerprint == c.fingerprint  # same set of functions
     assert a.spec == str(tmp_path / "c.npy")
     assert {tuple(a.hypothesis(i).truth_table().tolist()) for i in range(3)} == {
-        (True, False, True), (False, False, False), (False, True, True)}
+        (True, False, True),
+        (False, False, False),
+        (False, True, True),
+    }
 
 
-@pytest.mark.parametrize(("name", "content", "message"), [
-    ("empty.csv", "", "empty class"),
-    ("blank.csv", "\n\n", "empty class"),
-    ("ragged.csv", "1,0,1\n0,1\n", "line 2 has 2 values, expected 3"),
-    ("two.csv", "1,0\n0,2\n", "line 2, column 2: '2' is not 0 or 1"),
-    ("header.csv", "a,b\n0,1\n", "line 1, column 1"),
-    ("two.npy", np.array([[0, 1], [2, 0]]), "row 1, column 0 is 2"),
-    ("float.npy", np.array([[0.0, 1.0]]), "dtype float64"),
-    ("flat.npy", np.array([0, 1]), "must be 2-D"),
-    ("none.npy", np.zeros((0, 3), dtype=bool), "empty class"),
-    ("nocols.npy", np.zeros((3, 0), dtype=bool), "empty class"),
-])
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("empty.csv", "", "empty class"),
+        ("blank.csv", "\n\n", "empty class"),
+        ("ragged.csv", "1,0,1\n0,1\n", "line 2 has 2 values, expected 3"),
+        ("two.csv", "1,0\n0,2\n", "line 2, column 2: '2' is not 0 or 1"),
+        ("header.csv", "a,b\n0,1\n", "line 1, column 1"),
+        ("two.npy", np.array([[0, 1], [2, 0]]), "row 1, column 0 is 2"),
+        ("float.npy", np.array([[0.0, 1.0]]), "dtype float64"),
+        ("flat.npy", np.array([0, 1]), "must be 2-D"),
+        ("none.npy", np.zeros((0, 3), dtype=bool), "empty class"),
+        ("nocols.npy", np.zeros((3, 0), dtype=bool), "empty class"),
+    ],
+)
 def test_bad_class_files(tmp_path, name: str, content, message: str) -> None:
     path = tmp_path / name
     if isinstance(content, str):

@@ -36,8 +36,9 @@ def _brute_errors(net: hs.HalfspaceNet, X: np.ndarray, y: np.ndarray, bounds: np
     return np.array([np.count_nonzero(net.member(i, bounds).predict(X) != y) for i in range(len(net))])
 
 
-def _member_law(net: hs.HalfspaceNet, X: np.ndarray, y: np.ndarray, eps: float,
-                bounds: np.ndarray) -> np.ndarray:
+def _member_law(
+    net: hs.HalfspaceNet, X: np.ndarray, y: np.ndarray, eps: float, bounds: np.ndarray
+) -> np.ndarray:
     """The exponential mechanism's law over member ids, from brute-force errors (labelled rows only)."""
     labelled = y >= 0
     errors = _brute_errors(net, X[labelled], y[labelled], bounds)
@@ -214,8 +215,10 @@ def _data(n: int, seed: int, d: int = 2) -> tuple[np.ndarray, np.ndarray]:
 
 def test_parameters_depend_on_expected_size_only_when_n_is_private() -> None:
     learner = HalfspaceLearner()
-    results = [learner.fit(*_data(n, seed), epsilon=1.0, bounds=UNIT2, rng=seeded(seed), expected_size=500)
-               for n, seed in ((0, 1), (120, 2), (700, 3))]
+    results = [
+        learner.fit(*_data(n, seed), epsilon=1.0, bounds=UNIT2, rng=seeded(seed), expected_size=500)
+        for n, seed in ((0, 1), (120, 2), (700, 3))
+    ]
     for res in results:
         assert res.neighbouring_relation == "add-remove-one"
         assert res.parameters == results[0].parameters
@@ -311,13 +314,20 @@ def test_features_outside_the_bounds_are_clipped() -> None:
 @pytest.mark.parametrize("labels", [[0, 1, 2], [0.0, 1.0, 0.5], [0.0, 1.0, -1.0], [0, 1], ["a", "b", "c"]])
 def test_labels_must_be_binary_or_unlabelled(labels: list[object]) -> None:
     with pytest.raises(LabelError):
-        HalfspaceLearner().fit(np.full((3, 2), 0.5), np.array(labels), epsilon=1.0, bounds=UNIT2,
-                               rng=seeded(0))
+        HalfspaceLearner().fit(
+            np.full((3, 2), 0.5), np.array(labels), epsilon=1.0, bounds=UNIT2, rng=seeded(0)
+        )
 
 
 def test_learner_configuration_is_checked() -> None:
-    for bad in ({"resolution": 3}, {"resolution": True}, {"max_normals": 2.5}, {"max_resolution": 0},
-                {"max_resolution": 1001}, {"max_normals": 30}):
+    for bad in (
+        {"resolution": 3},
+        {"resolution": True},
+        {"max_normals": 2.5},
+        {"max_resolution": 0},
+        {"max_resolution": 1001},
+        {"max_normals": 30},
+    ):
         with pytest.raises(ValueError):
             HalfspaceLearner(**bad)  # type: ignore[arg-type]
     with pytest.raises(ValueError):
@@ -345,18 +355,21 @@ def test_model_round_trip_equality_and_hash() -> None:
     np.testing.assert_array_equal(again.predict(X), model.predict(X))
 
 
-@pytest.mark.parametrize("change", [
-    {"kind": "stump"},
-    {"normal": [1.0, 0.0, 0.0]},
-    {"normal": [1.0]},
-    {"normal": [float("nan"), 0.0]},
-    {"normal": "up"},
-    {"offset": float("inf")},
-    {"offset": float("nan")},
-    {"offset": None},
-    {"bounds": [[1, 0], [0, 1]]},
-    {"bounds": [[0, 1]]},
-])
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"kind": "stump"},
+        {"normal": [1.0, 0.0, 0.0]},
+        {"normal": [1.0]},
+        {"normal": [float("nan"), 0.0]},
+        {"normal": "up"},
+        {"offset": float("inf")},
+        {"offset": float("nan")},
+        {"offset": None},
+        {"bounds": [[1, 0], [0, 1]]},
+        {"bounds": [[0, 1]]},
+    ],
+)
 def test_malformed_model_dicts(change: dict[str, object]) -> None:
     d = {"kind": "halfspace", "bounds": UNIT2, "normal": [0.6, 0.8], "offset": 0.5, **change}
     with pytest.raises(HypothesisFormatError):

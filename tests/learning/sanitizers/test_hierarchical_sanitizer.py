@@ -57,8 +57,12 @@ def workload(kind: str, bits: int, n: int, seed: int) -> np.ndarray:
 
 def test_split_probability_bounds_are_certified_and_tight() -> None:
     for count, depth, lam, fanout, theta in itertools.product(
-            [0, 1, 2, 7, 30, 1000, 10**6], [0, 1, 4, 20, 62], [Fraction(1, 50), Fraction(3), Fraction(80, 3)],
-            [2, 3, 16], [Fraction(0), Fraction(5)]):
+        [0, 1, 2, 7, 30, 1000, 10**6],
+        [0, 1, 4, 20, 62],
+        [Fraction(1, 50), Fraction(3), Fraction(80, 3)],
+        [2, 3, 16],
+        [Fraction(0), Fraction(5)],
+    ):
         lo, hi = split_probability_bounds(count, depth, lam, fanout, theta, 64)
         p = split_probability(count, depth, float(lam), fanout, float(theta))
         assert 0 <= lo <= hi <= 1
@@ -118,7 +122,7 @@ def test_partition_broken_variants_exceed_the_claim_exactly() -> None:
 def test_partition_is_sparse_on_huge_domains() -> None:
     lam = privtree_scale(0.15, 2, "replace-one")
     for bits in (32, 63):
-        xs = np.sort(np.array([5, 5, 5, 2**bits - 7, 2**(bits - 1)] * 30, dtype=np.int64))
+        xs = np.sort(np.array([5, 5, 5, 2**bits - 7, 2 ** (bits - 1)] * 30, dtype=np.int64))
         edges = privtree_partition(xs, 2**bits, lam, 2, seeded(bits))
         assert edges[0] == 0 and edges[-1] == 2**bits and edges == sorted(set(edges))
         assert len(edges) < 20 * bits
@@ -132,8 +136,10 @@ def design(tree: CountTree) -> np.ndarray:
     return np.vstack(tree.aggregate(np.eye(tree.sizes[0]))) if tree.levels > 1 else np.eye(1)
 
 
-@pytest.mark.parametrize(("cells", "branching", "labelled"), [
-    (7, 2, False), (20, 3, False), (16, 4, False), (50, None, False), (9, 3, True), (13, None, True)])
+@pytest.mark.parametrize(
+    ("cells", "branching", "labelled"),
+    [(7, 2, False), (20, 3, False), (16, 4, False), (50, None, False), (9, 3, True), (13, None, True)],
+)
 def test_least_squares_is_the_constrained_ols(cells: int, branching: int | None, labelled: bool) -> None:
     tree = CountTree.balanced(cells, branching, labelled)
     a = design(tree)
@@ -159,8 +165,10 @@ def test_least_squares_on_a_complete_tree_is_hays_closed_form() -> None:
     z = [noisy[0]]  # bottom up, height i = level + 1
     for level in range(1, h):
         i = level + 1
-        z.append((b**i - b ** (i - 1)) / (b**i - 1) * noisy[level]
-                 + (b ** (i - 1) - 1) / (b**i - 1) * np.add.reduceat(z[-1], tree.bounds[level - 1][:-1]))
+        z.append(
+            (b**i - b ** (i - 1)) / (b**i - 1) * noisy[level]
+            + (b ** (i - 1) - 1) / (b**i - 1) * np.add.reduceat(z[-1], tree.bounds[level - 1][:-1])
+        )
     est = [z[-1]]  # top down
     for level in range(h - 2, -1, -1):
         parent = tree.parents(level)
@@ -262,8 +270,14 @@ def test_zero_examples_give_a_valid_release(expected_size: int | None) -> None:
     for spec in ("thresholds:2^32", "points:100"):
         hclass = parse_class_spec(spec)
         for ys in (None, np.zeros(0, dtype=np.uint8)):
-            res = HierarchicalSanitizer().fit(hclass, np.zeros(0, dtype=np.int64), ys, epsilon=1.0,
-                                              rng=seeded(7), expected_size=expected_size)
+            res = HierarchicalSanitizer().fit(
+                hclass,
+                np.zeros(0, dtype=np.int64),
+                ys,
+                epsilon=1.0,
+                rng=seeded(7),
+                expected_size=expected_size,
+            )
             d = res.distribution
             assert res.sample_size == 0 and d.labelled == (ys is not None)
             assert abs(float(d.weights.sum()) - 1) < 1e-9
@@ -273,12 +287,22 @@ def test_zero_examples_give_a_valid_release(expected_size: int | None) -> None:
 
 def test_add_remove_mode_reports_nothing_that_depends_on_n() -> None:
     hclass = parse_class_spec("thresholds:2^16")
-    keys = ("neighbouring_relation", "epsilon_partition", "epsilon_counts", "privtree_lambda",
-            "expected_size", "partition_share", "fanout", "branching", "theta")
+    keys = (
+        "neighbouring_relation",
+        "epsilon_partition",
+        "epsilon_counts",
+        "privtree_lambda",
+        "expected_size",
+        "partition_share",
+        "fanout",
+        "branching",
+        "theta",
+    )
     reports = []
     for n in (10, 5000):
-        res = HierarchicalSanitizer().fit(hclass, workload("skewed", 16, n, seed=n), epsilon=1.0,
-                                          rng=seeded(1), expected_size=1000)
+        res = HierarchicalSanitizer().fit(
+            hclass, workload("skewed", 16, n, seed=n), epsilon=1.0, rng=seeded(1), expected_size=1000
+        )
         assert res.sample_size == n and res.theorem_sample_size is None and not res.accuracy_guarantee_holds
         assert res.parameters["count_sensitivity"] == res.parameters["count_tree_levels"]  # root released
         reports.append({k: res.parameters[k] for k in keys})
@@ -288,8 +312,9 @@ def test_add_remove_mode_reports_nothing_that_depends_on_n() -> None:
 
 
 def test_replace_one_mode_accounts_for_both_paths() -> None:
-    res = HierarchicalSanitizer().fit(parse_class_spec("thresholds:2^16"), workload("skewed", 16, 5000, 1),
-                                      epsilon=1.0, rng=seeded(1))
+    res = HierarchicalSanitizer().fit(
+        parse_class_spec("thresholds:2^16"), workload("skewed", 16, 5000, 1), epsilon=1.0, rng=seeded(1)
+    )
     p = res.parameters
     assert p["neighbouring_relation"] == "replace-one" and p["privtree_lambda"] == pytest.approx(4 / 0.125)
     assert p["count_sensitivity"] == 2 * (p["count_tree_levels"] - 1)
@@ -318,8 +343,9 @@ def test_unsupported_classes_are_refused_from_the_class_alone() -> None:
         HierarchicalSanitizer().fit(file_class, np.array(["not", "data"]), epsilon=1.0)
 
 
-@pytest.mark.parametrize("bad", [{"partition_share": 0}, {"partition_share": 1.5}, {"fanout": 1},
-                                 {"branching": 1}, {"theta": 0.5}])
+@pytest.mark.parametrize(
+    "bad", [{"partition_share": 0}, {"partition_share": 1.5}, {"fanout": 1}, {"branching": 1}, {"theta": 0.5}]
+)
 def test_bad_parameters_are_refused(bad: dict[str, object]) -> None:
     with pytest.raises(SanitizerInputError):
         HierarchicalSanitizer(**bad)  # type: ignore[arg-type]

@@ -47,8 +47,12 @@ def empirical(h, xs, ys) -> float:
 def dense_signed_errors(hclass, xs, ys, dist) -> np.ndarray:
     """Brute force over every hypothesis: n·(empirical - released)."""
     n = xs.shape[0]
-    return np.array([n * (empirical(hclass.hypothesis(i), xs, ys) - dist.answer(hclass.hypothesis(i)))
-                     for i in range(hclass.size)])
+    return np.array(
+        [
+            n * (empirical(hclass.hypothesis(i), xs, ys) - dist.answer(hclass.hypothesis(i)))
+            for i in range(hclass.size)
+        ]
+    )
 
 
 # -- the released distribution -------------------------------------------------------------------
@@ -117,9 +121,16 @@ def test_distribution_on_huge_domains_keeps_exact_edges() -> None:
 # -- exact selection over pieces -----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("spec,labelled", [("thresholds:30", False), ("thresholds:30", True),
-                                            ("intervals:30", False), ("points:30", False),
-                                            ("points:30", True)])
+@pytest.mark.parametrize(
+    "spec,labelled",
+    [
+        ("thresholds:30", False),
+        ("thresholds:30", True),
+        ("intervals:30", False),
+        ("points:30", False),
+        ("points:30", True),
+    ],
+)
 def test_piecewise_scores_equal_brute_force(spec: str, labelled: bool) -> None:
     """Pieces from sorted data + blocks give every query's signed error exactly (no enumeration)."""
     rs = np.random.default_rng(4)
@@ -198,8 +209,9 @@ def test_budget_is_the_total_never_per_iteration() -> None:
         make_sanitizer("mwem", schedule="geometric")
 
 
-def dense_replay(domain: int, labelled: bool, transcript: list[dict], n: int, repetitions: int,
-                 hclass) -> np.ndarray:
+def dense_replay(
+    domain: int, labelled: bool, transcript: list[dict], n: int, repetitions: int, hclass
+) -> np.ndarray:
     """Reference MW over every point of the domain, replaying a run's selected queries and measurements."""
     shape = (domain, 2) if labelled else (domain,)
     w = np.full(shape, 1.0 / np.prod(shape))
@@ -213,6 +225,7 @@ def dense_replay(domain: int, labelled: bool, transcript: list[dict], n: int, re
         w = w / w.sum()
 
     from privstream.learning.hypotheses import hypothesis_from_dict
+
     for item in transcript:
         h = hypothesis_from_dict(item["query"])
         value = min(max(item["noisy_count"] / n, 0.0), 1.0)  # MWEM clips the measured fraction
@@ -224,8 +237,10 @@ def dense_replay(domain: int, labelled: bool, transcript: list[dict], n: int, re
     return w
 
 
-@pytest.mark.parametrize("spec,labelled", [("thresholds:64", False), ("intervals:64", False),
-                                            ("points:64", True), ("thresholds:64", True)])
+@pytest.mark.parametrize(
+    "spec,labelled",
+    [("thresholds:64", False), ("intervals:64", False), ("points:64", True), ("thresholds:64", True)],
+)
 def test_blocks_equal_a_dense_mw(spec: str, labelled: bool) -> None:
     """The block representation answers every query exactly as a dense MW on the same transcript."""
     rs = np.random.default_rng(7)
@@ -253,8 +268,10 @@ def test_file_class_uses_the_truth_table() -> None:
     assert mx < 0.2
 
 
-@pytest.mark.parametrize("spec,labelled", [("thresholds:50", True), ("intervals:50", False),
-                                            ("points:50", False), ("points:50", True)])
+@pytest.mark.parametrize(
+    "spec,labelled",
+    [("thresholds:50", True), ("intervals:50", False), ("points:50", False), ("points:50", True)],
+)
 def test_class_errors_equal_brute_force(spec: str, labelled: bool) -> None:
     rs = np.random.default_rng(10)
     hclass = parse_class_spec(spec)
@@ -350,7 +367,8 @@ def test_fooling_runs_and_certifies(learner: str, labelled: bool) -> None:
     xs = rs.integers(0, 32, 4000)
     ys = (xs >= 10).astype(np.uint8) if labelled else None
     res = make_sanitizer("fooling", learner=learner, rounds=4).fit(
-        hclass, xs, ys, epsilon=1.0, delta=1e-6, rng=seeded(3))
+        hclass, xs, ys, epsilon=1.0, delta=1e-6, rng=seeded(3)
+    )
     p = res.parameters
     assert p["learner"] == ("proper" if learner == "auto" else "generic")
     assert p["subsample_size"] == math.floor(p["tau"] * 4000) >= 1
@@ -371,13 +389,16 @@ def test_fooling_bad_input() -> None:
     with pytest.raises(SanitizerInputError, match="unknown learner"):
         make_sanitizer("fooling", learner="svm")
     big = parse_class_spec("thresholds:2^20")
-    res = make_sanitizer("fooling", rounds=2).fit(big, np.arange(3000) * 7, epsilon=1.0, delta=1e-6,
-                                                  rng=seeded(4))
+    res = make_sanitizer("fooling", rounds=2).fit(
+        big, np.arange(3000) * 7, epsilon=1.0, delta=1e-6, rng=seeded(4)
+    )
     assert res.parameters["learner"] == "generic" and "cannot take" in res.parameters["learner_reason"]
 
 
-@pytest.mark.parametrize("spec,labelled", [("thresholds:4096", True), ("thresholds:4096", False),
-                                            ("intervals:4096", False), ("points:4096", True)])
+@pytest.mark.parametrize(
+    "spec,labelled",
+    [("thresholds:4096", True), ("thresholds:4096", False), ("intervals:4096", False), ("points:4096", True)],
+)
 def test_first_selection_finds_the_worst_query(spec: str, labelled: bool) -> None:
     """At a large ε the exponential mechanism picks a query whose error is close to the maximum."""
     hclass = parse_class_spec(spec)
@@ -388,6 +409,7 @@ def test_first_selection_finds_the_worst_query(spec: str, labelled: bool) -> Non
     ys = (xs >= 1500).astype(np.uint8) if labelled else None
     res = make_sanitizer("mwem", rounds=1, repetitions=0).fit(hclass, xs, ys, epsilon=50.0, rng=seeded(14))
     from privstream.learning.hypotheses import hypothesis_from_dict
+
     h = hypothesis_from_dict(res.dp_outputs["transcript"][0]["query"])
     uniform = SyntheticDistribution.uniform(4096, labelled)
     worst, _ = class_errors(hclass, uniform, xs, ys)

@@ -14,13 +14,28 @@ class Record(NamedTuple):
 
 
 def release(stream: str, window: str, entry: int, noise: int, epsilon: float = 0.5) -> bytes:
-    return json.dumps({"stream_id": stream, "hypothesis": {"noise": noise}, "certificate": {
-        "ledger_entry_id": str(entry), "window": {"window_id": window}, "epsilon": epsilon}}).encode()
+    return json.dumps(
+        {
+            "stream_id": stream,
+            "hypothesis": {"noise": noise},
+            "certificate": {
+                "ledger_entry_id": str(entry),
+                "window": {"window_id": window},
+                "epsilon": epsilon,
+            },
+        }
+    ).encode()
 
 
 def charged(ledger: SqliteLedger, stream: str, window: str, noise: int) -> bytes:
-    c = ledger.charge(stream, window, "learner:generic", 0.5, 0.0,
-                      lambda receipt: release(stream, window, receipt.entry_id, noise))
+    c = ledger.charge(
+        stream,
+        window,
+        "learner:generic",
+        0.5,
+        0.0,
+        lambda receipt: release(stream, window, receipt.entry_id, noise),
+    )
     ledger.mark_published(c.entry_id)
     return c.release
 
@@ -29,8 +44,14 @@ def test_a_clean_run_meets_the_targets_and_copies_are_not_duplicates():
     ledger = SqliteLedger.open(":memory:", budgets={"s": (10.0, 0.0)})
     records = [Record(charged(ledger, "s", f"w{i}", i)) for i in range(3)]
     audit = audit_releases([*records, records[0]], ledger, ["s"], {"s": 3})  # one identical copy
-    assert audit == {"windows_released": 3, "duplicate_releases": 0, "double_charges": 0,
-                     "ledger_matches_certificates": True, "republished_copies": 1, "ledger_entries": 3}
+    assert audit == {
+        "windows_released": 3,
+        "duplicate_releases": 0,
+        "double_charges": 0,
+        "ledger_matches_certificates": True,
+        "republished_copies": 1,
+        "ledger_entries": 3,
+    }
     assert targets_met({**audit, "windows_expected": 3, "examples_sent": 9, "examples_learned": 9})
 
 
@@ -38,8 +59,9 @@ def test_a_window_released_with_fresh_noise_is_a_duplicate_and_a_double_charge()
     ledger = SqliteLedger.open(":memory:", budgets={"s": (10.0, 0.0)})
     records = [Record(charged(ledger, "s", "w0", 0)), Record(charged(ledger, "s", "w1", 1))]
     # A broken worker re-released window w0 under another ledger key (fresh noise, charged again).
-    again = ledger.charge("s", "w0", "learner:generic#2", 0.5, 0.0,
-                          lambda receipt: release("s", "w0", receipt.entry_id, 99))
+    again = ledger.charge(
+        "s", "w0", "learner:generic#2", 0.5, 0.0, lambda receipt: release("s", "w0", receipt.entry_id, 99)
+    )
     ledger.mark_published(again.entry_id)
     audit = audit_releases([*records, Record(again.release)], ledger, ["s"], {"s": 2})
     assert audit["duplicate_releases"] == 1

@@ -32,8 +32,18 @@ def examples(tmp_path):
 
 def test_learn_json_is_a_release_with_its_certificate(capsys, examples) -> None:
     path, _, _ = examples
-    code, out, err = run(capsys, "learn", "thresholds:1024", "--examples", str(path), "--epsilon", "0.5",
-                         "--seed", "7", "--json")
+    code, out, err = run(
+        capsys,
+        "learn",
+        "thresholds:1024",
+        "--examples",
+        str(path),
+        "--epsilon",
+        "0.5",
+        "--seed",
+        "7",
+        "--json",
+    )
     assert code == 0
     assert "NOT private" in err
     (line,) = out.splitlines()
@@ -41,7 +51,12 @@ def test_learn_json_is_a_release_with_its_certificate(capsys, examples) -> None:
     assert release.stream_id == "window-7" and release.hypothesis_class == "thresholds:1024"
     cert = release.certificate
     assert (cert.mechanism, cert.epsilon, cert.delta, cert.neighbouring_relation, cert.privacy_unit) == (
-        "generic-exponential", 0.5, 0.0, "replace-one", "example")
+        "generic-exponential",
+        0.5,
+        0.0,
+        "replace-one",
+        "example",
+    )
     assert cert.window is not None and cert.window.kind == "file" and cert.window.end == 300
     assert cert.sample_size == 300 and cert.proper and cert.randomness == "seeded"
     assert cert.library_version == __version__
@@ -52,14 +67,37 @@ def test_learn_json_is_a_release_with_its_certificate(capsys, examples) -> None:
     hclass = parse_class_spec("thresholds:1024")
     assert h in {hclass.hypothesis(t) for t in range(hclass.size)}  # proper, canonical
     # Reproducible with the same seed (and therefore not private).
-    assert run(capsys, "learn", "thresholds:1024", "--examples", str(path), "--epsilon", "0.5",
-               "--seed", "7", "--json")[1] == out
+    assert (
+        run(
+            capsys,
+            "learn",
+            "thresholds:1024",
+            "--examples",
+            str(path),
+            "--epsilon",
+            "0.5",
+            "--seed",
+            "7",
+            "--json",
+        )[1]
+        == out
+    )
 
 
 def test_learn_runs_report_total_cost_and_secure_default(capsys, examples) -> None:
     path, _, _ = examples
-    code, out, err = run(capsys, "learn", "intervals:1024", "--examples", str(path), "--epsilon", "0.5",
-                         "--runs", "3", "--json")
+    code, out, err = run(
+        capsys,
+        "learn",
+        "intervals:1024",
+        "--examples",
+        str(path),
+        "--epsilon",
+        "0.5",
+        "--runs",
+        "3",
+        "--json",
+    )
     assert code == 0
     lines = [json.loads(line) for line in out.splitlines()]
     assert len(lines) == 3
@@ -78,8 +116,20 @@ def test_learn_human_readable(capsys, examples) -> None:
 
 def test_evaluate_scores_each_release(capsys, examples, tmp_path) -> None:
     path, xs, ys = examples
-    _, out, _ = run(capsys, "learn", "thresholds:1024", "--examples", str(path), "--epsilon", "0.05",
-                    "--seed", "1", "--runs", "2", "--json")
+    _, out, _ = run(
+        capsys,
+        "learn",
+        "thresholds:1024",
+        "--examples",
+        str(path),
+        "--epsilon",
+        "0.05",
+        "--seed",
+        "1",
+        "--runs",
+        "2",
+        "--json",
+    )
     releases = tmp_path / "releases.jsonl"
     releases.write_text(out + "\n")  # a trailing blank line is ignored
     code, got, _ = run(capsys, "evaluate", "--release", str(releases), "--examples", str(path), "--json")
@@ -111,16 +161,19 @@ def test_audit_other_epsilon_and_registered_mechanism(capsys) -> None:
     assert code == 0 and "PASS" in out
 
 
-@pytest.mark.parametrize(("argv", "message"), [
-    (["learn", "thresholds:1024", "--epsilon", "0"], "epsilon must be > 0"),
-    (["learn", "thresholds:1024", "--epsilon", "1", "--learner", "svm"], "known learners: generic"),
-    (["learn", "thresholds:100", "--epsilon", "1"], "outside the domain [0, 100)"),
-    (["learn", "thresholds:1024", "--epsilon", "1", "--runs", "0"], "--runs must be at least 1"),
-    (["learn", "cubes:3", "--epsilon", "1"], "unknown class spec"),
-    (["audit", "nope"], "unknown audit 'nope'; auditable: "),
-    (["audit", "generic", "--variant", "nope"], "known: no_noise, sensitivity_understated"),
-    (["audit", "laplace", "--epsilon", "2"], "--epsilon is not supported"),
-])
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["learn", "thresholds:1024", "--epsilon", "0"], "epsilon must be > 0"),
+        (["learn", "thresholds:1024", "--epsilon", "1", "--learner", "svm"], "known learners: generic"),
+        (["learn", "thresholds:100", "--epsilon", "1"], "outside the domain [0, 100)"),
+        (["learn", "thresholds:1024", "--epsilon", "1", "--runs", "0"], "--runs must be at least 1"),
+        (["learn", "cubes:3", "--epsilon", "1"], "unknown class spec"),
+        (["audit", "nope"], "unknown audit 'nope'; auditable: "),
+        (["audit", "generic", "--variant", "nope"], "known: no_noise, sensitivity_understated"),
+        (["audit", "laplace", "--epsilon", "2"], "--epsilon is not supported"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(capsys, examples, argv, message) -> None:
     path, _, _ = examples
     if argv[0] == "learn":

@@ -43,8 +43,21 @@ def partly_labelled(tmp_path):
 
 
 def test_learn_bayes_consistent_prints_one_release_line(capsys, labelled) -> None:
-    code, out, err = run(capsys, "learn", "--learner", "bayes-consistent", "--examples", str(labelled),
-                         "--bounds", "0:1", "--epsilon", "1", "--seed", "3", "--json")
+    code, out, err = run(
+        capsys,
+        "learn",
+        "--learner",
+        "bayes-consistent",
+        "--examples",
+        str(labelled),
+        "--bounds",
+        "0:1",
+        "--epsilon",
+        "1",
+        "--seed",
+        "3",
+        "--json",
+    )
     assert code == 0, err
     (line,) = out.splitlines()
     obj = json.loads(line)
@@ -52,24 +65,59 @@ def test_learn_bayes_consistent_prints_one_release_line(capsys, labelled) -> Non
     release = HypothesisRelease.model_validate_json(line)
     cert = release.certificate
     assert (cert.mechanism, cert.epsilon, cert.delta, cert.neighbouring_relation, cert.privacy_unit) == (
-        "pcl", 1.0, 0.0, "replace-one", "example")
+        "pcl",
+        1.0,
+        0.0,
+        "replace-one",
+        "example",
+    )
     assert cert.sample_size == 2000 and not cert.proper and cert.randomness == "seeded"
     assert cert.accuracy_guarantee_holds is None and cert.library_version == __version__
     assert cert.parameters["learner"] == "bayes-consistent" and cert.parameters["cells_per_axis"] == 7
     model = vector_model_from_dict(release.hypothesis)
     assert model.to_dict() == release.hypothesis and release.hypothesis["bounds"] == [[0.0, 1.0]] * 2
     # reproducible with a seed (hence not private)
-    assert run(capsys, "learn", "--learner", "bayes-consistent", "--examples", str(labelled),
-               "--bounds", "0:1", "--epsilon", "1", "--seed", "3", "--json")[1] == out
+    assert (
+        run(
+            capsys,
+            "learn",
+            "--learner",
+            "bayes-consistent",
+            "--examples",
+            str(labelled),
+            "--bounds",
+            "0:1",
+            "--epsilon",
+            "1",
+            "--seed",
+            "3",
+            "--json",
+        )[1]
+        == out
+    )
 
 
 def test_evaluate_vector_release(capsys, labelled, tmp_path) -> None:
-    _, out, _ = run(capsys, "learn", "--learner", "bayes-consistent", "--examples", str(labelled),
-                    "--bounds", "[[0, 1], [0, 1]]", "--epsilon", "2", "--seed", "1", "--json")
+    _, out, _ = run(
+        capsys,
+        "learn",
+        "--learner",
+        "bayes-consistent",
+        "--examples",
+        str(labelled),
+        "--bounds",
+        "[[0, 1], [0, 1]]",
+        "--epsilon",
+        "2",
+        "--seed",
+        "1",
+        "--json",
+    )
     release_file = tmp_path / "release.jsonl"
     release_file.write_text(out)
-    code, out, err = run(capsys, "evaluate", "--release", str(release_file), "--examples", str(labelled),
-                         "--json")
+    code, out, err = run(
+        capsys, "evaluate", "--release", str(release_file), "--examples", str(labelled), "--json"
+    )
     assert code == 0, err
     result = json.loads(out)
     assert result["n"] == 2000 and set(result) >= {"error", "n"}
@@ -80,8 +128,23 @@ def test_evaluate_vector_release(capsys, labelled, tmp_path) -> None:
 
 
 def test_learn_and_evaluate_halfspaces(capsys, labelled, tmp_path) -> None:
-    code, out, err = run(capsys, "learn", "--learner", "halfspaces", "--examples", str(labelled),
-                         "--bounds", "0:1", "--epsilon", "1", "--alpha", "0.1", "--seed", "4", "--json")
+    code, out, err = run(
+        capsys,
+        "learn",
+        "--learner",
+        "halfspaces",
+        "--examples",
+        str(labelled),
+        "--bounds",
+        "0:1",
+        "--epsilon",
+        "1",
+        "--alpha",
+        "0.1",
+        "--seed",
+        "4",
+        "--json",
+    )
     assert code == 0, err
     release = HypothesisRelease.model_validate_json(out)
     cert = release.certificate
@@ -90,15 +153,34 @@ def test_learn_and_evaluate_halfspaces(capsys, labelled, tmp_path) -> None:
     assert cert.parameters["resolution"] == 1000  # ⌈ε·n/2⌉
     assert release.hypothesis["kind"] == "halfspace" and release.hypothesis_class == "halfspaces:2"
     (tmp_path / "r.jsonl").write_text(out)
-    _, out, _ = run(capsys, "evaluate", "--release", str(tmp_path / "r.jsonl"), "--examples", str(labelled),
-                    "--json")
+    _, out, _ = run(
+        capsys, "evaluate", "--release", str(tmp_path / "r.jsonl"), "--examples", str(labelled), "--json"
+    )
     assert json.loads(out)["error"] < 0.13  # the target a + b > 1 is a halfspace; 10% of labels flipped
 
 
 def test_learn_and_evaluate_semi_supervised(capsys, partly_labelled, tmp_path) -> None:
-    code, out, err = run(capsys, "learn", "--learner", "semi-supervised", "--examples", str(partly_labelled),
-                         "--bounds", "0:1", "--epsilon", "1", "--delta", "1e-8", "--alpha", "0.1",
-                         "--beta", "0.1", "--seed", "2", "--json")
+    code, out, err = run(
+        capsys,
+        "learn",
+        "--learner",
+        "semi-supervised",
+        "--examples",
+        str(partly_labelled),
+        "--bounds",
+        "0:1",
+        "--epsilon",
+        "1",
+        "--delta",
+        "1e-8",
+        "--alpha",
+        "0.1",
+        "--beta",
+        "0.1",
+        "--seed",
+        "2",
+        "--json",
+    )
     assert code == 0, err
     release = HypothesisRelease.model_validate_json(out)
     cert = release.certificate
@@ -106,23 +188,42 @@ def test_learn_and_evaluate_semi_supervised(capsys, partly_labelled, tmp_path) -
     assert cert.theorem_sample_size is not None and cert.accuracy_guarantee_holds is None
     assert release.hypothesis["kind"] == "stump" and release.hypothesis_class == "stumps:1"
     (tmp_path / "r.jsonl").write_text(out)
-    _, out, _ = run(capsys, "evaluate", "--release", str(tmp_path / "r.jsonl"), "--examples",
-                    str(partly_labelled), "--json")
+    _, out, _ = run(
+        capsys,
+        "evaluate",
+        "--release",
+        str(tmp_path / "r.jsonl"),
+        "--examples",
+        str(partly_labelled),
+        "--json",
+    )
     result = json.loads(out)
     assert result["n"] == 200  # only labelled rows are scored
     assert result["error"] < 0.15
 
 
-@pytest.mark.parametrize("extra,message", [
-    ((), "--bounds is required"),
-    (("--bounds", "1:0"), "lo < hi"),
-    (("--bounds", "[[0, 1]]"), "1 bounds for 2 features"),
-    (("--bounds", "zero:one"), "expected 'lo:hi'"),
-    (("--bounds", "0:1", "thresholds:8"), "takes no CLASS"),
-])
+@pytest.mark.parametrize(
+    "extra,message",
+    [
+        ((), "--bounds is required"),
+        (("--bounds", "1:0"), "lo < hi"),
+        (("--bounds", "[[0, 1]]"), "1 bounds for 2 features"),
+        (("--bounds", "zero:one"), "expected 'lo:hi'"),
+        (("--bounds", "0:1", "thresholds:8"), "takes no CLASS"),
+    ],
+)
 def test_bad_bounds_and_arguments_are_one_line_exit_2(capsys, labelled, extra, message) -> None:
-    code, out, err = run(capsys, "learn", "--learner", "bayes-consistent", "--examples", str(labelled),
-                         "--epsilon", "1", *extra)
+    code, out, err = run(
+        capsys,
+        "learn",
+        "--learner",
+        "bayes-consistent",
+        "--examples",
+        str(labelled),
+        "--epsilon",
+        "1",
+        *extra,
+    )
     assert code == 2 and out == ""
     assert message in err and len(err.strip().splitlines()) == 1
 
@@ -135,8 +236,18 @@ def test_other_learners_still_need_a_class(capsys, tmp_path) -> None:
 
 
 def test_unlabelled_rows_are_refused_by_bayes_consistent(capsys, partly_labelled) -> None:
-    code, _, err = run(capsys, "learn", "--learner", "bayes-consistent", "--examples", str(partly_labelled),
-                       "--bounds", "0:1", "--epsilon", "1")
+    code, _, err = run(
+        capsys,
+        "learn",
+        "--learner",
+        "bayes-consistent",
+        "--examples",
+        str(partly_labelled),
+        "--bounds",
+        "0:1",
+        "--epsilon",
+        "1",
+    )
     assert code == 2 and "semi-supervised" in err
 
 

@@ -22,8 +22,16 @@ def test_dims_json_structured_huge(capsys) -> None:
     code, out, _ = run(capsys, "dims", "thresholds:2^63", "--json")
     assert code == 0
     d = json.loads(out)
-    assert d == {"class": "thresholds:9223372036854775808", "size": 2**63 + 1, "domain": 2**63,
-                 "littlestone": 63, "vc": 1, "threshold": 2**63, "dual_littlestone": 63, "dual_vc": 1}
+    assert d == {
+        "class": "thresholds:9223372036854775808",
+        "size": 2**63 + 1,
+        "domain": 2**63,
+        "littlestone": 63,
+        "vc": 1,
+        "threshold": 2**63,
+        "dual_littlestone": 63,
+        "dual_vc": 1,
+    }
 
 
 def test_dims_json_file_class_and_witness(capsys, tmp_path) -> None:
@@ -32,9 +40,17 @@ def test_dims_json_file_class_and_witness(capsys, tmp_path) -> None:
     code, out, _ = run(capsys, "dims", str(tmp_path / "iv.csv"), "--json", "--witness")
     d = json.loads(out)
     assert code == 0
-    assert {k: d[k] for k in ("size", "domain", "littlestone", "vc", "threshold", "dual_littlestone",
-                              "dual_vc")} == {"size": 22, "domain": 6, "littlestone": 4, "vc": 2,
-                                              "threshold": 6, "dual_littlestone": 2, "dual_vc": 2}
+    assert {
+        k: d[k] for k in ("size", "domain", "littlestone", "vc", "threshold", "dual_littlestone", "dual_vc")
+    } == {
+        "size": 22,
+        "domain": 6,
+        "littlestone": 4,
+        "vc": 2,
+        "threshold": 6,
+        "dual_littlestone": 2,
+        "dual_vc": 2,
+    }
 
     def depth(t) -> int:
         return 0 if t is None else 1 + min(depth(t["0"]), depth(t["1"]))
@@ -82,18 +98,24 @@ def test_online_human_readable_and_tie(capsys, tmp_path) -> None:
     assert "realizable:      yes" in out
 
 
-@pytest.mark.parametrize(("argv", "message"), [
-    (["dims", "cubes:3"], "unknown class spec 'cubes:3'"),
-    (["dims", "thresholds:zero"], "is not a positive integer"),
-    (["dims", "{tmp}/empty.csv"], "empty class"),
-    (["dims", "{tmp}/ragged.csv"], "ragged rows"),
-    (["dims", "{tmp}/bad.npy"], "not 0 or 1"),
-    (["dims", "{tmp}/missing.npy"], "No such file"),
-    (["online", "thresholds:4", "--examples", "{tmp}/outside.csv"], "point 7 is outside the domain [0, 4)"),
-    (["online", "thresholds:4", "--examples", "{tmp}/label.csv"], "line 2: label y = '2'"),
-    (["online", "thresholds:4", "--examples", "{tmp}/noheader.csv"], "header row naming columns x and y"),
-    (["online", "thresholds:4", "--examples", "{tmp}/missing.csv"], "No such file"),
-])
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["dims", "cubes:3"], "unknown class spec 'cubes:3'"),
+        (["dims", "thresholds:zero"], "is not a positive integer"),
+        (["dims", "{tmp}/empty.csv"], "empty class"),
+        (["dims", "{tmp}/ragged.csv"], "ragged rows"),
+        (["dims", "{tmp}/bad.npy"], "not 0 or 1"),
+        (["dims", "{tmp}/missing.npy"], "No such file"),
+        (
+            ["online", "thresholds:4", "--examples", "{tmp}/outside.csv"],
+            "point 7 is outside the domain [0, 4)",
+        ),
+        (["online", "thresholds:4", "--examples", "{tmp}/label.csv"], "line 2: label y = '2'"),
+        (["online", "thresholds:4", "--examples", "{tmp}/noheader.csv"], "header row naming columns x and y"),
+        (["online", "thresholds:4", "--examples", "{tmp}/missing.csv"], "No such file"),
+    ],
+)
 def test_errors_are_one_line_with_status_2(capsys, tmp_path, argv, message) -> None:
     (tmp_path / "empty.csv").write_text("")
     (tmp_path / "ragged.csv").write_text("0,1\n1\n")

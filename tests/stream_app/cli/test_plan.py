@@ -18,8 +18,20 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
 
 
 def test_plan_json_is_one_object_with_every_candidate(capsys) -> None:
-    code, out, err = run(capsys, "plan", "thresholds:2^16", "--epsilon", "1", "--alpha", "0.1", "--json",
-                         "--budget", "20", "--runs", "4")
+    code, out, err = run(
+        capsys,
+        "plan",
+        "thresholds:2^16",
+        "--epsilon",
+        "1",
+        "--alpha",
+        "0.1",
+        "--json",
+        "--budget",
+        "20",
+        "--runs",
+        "4",
+    )
     assert code == 0, err
     doc = json.loads(out)
     assert doc["hypothesis_class"] == "thresholds:65536" and doc["epsilon"] == 1.0 and doc["alpha"] == 0.1
@@ -33,8 +45,20 @@ def test_plan_json_is_one_object_with_every_candidate(capsys) -> None:
 
 
 def test_plan_table_and_only(capsys) -> None:
-    code, out, err = run(capsys, "plan", "points:64", "--epsilon", "1", "--alpha", "0.2", "--only", "generic",
-                         "--no-progress", "--runs", "3")
+    code, out, err = run(
+        capsys,
+        "plan",
+        "points:64",
+        "--epsilon",
+        "1",
+        "--alpha",
+        "0.2",
+        "--only",
+        "generic",
+        "--no-progress",
+        "--runs",
+        "3",
+    )
     assert code == 0, err
     assert err == ""
     lines = out.splitlines()
@@ -43,13 +67,16 @@ def test_plan_table_and_only(capsys) -> None:
     assert lines[-1].startswith("recommendation: learner generic")
 
 
-@pytest.mark.parametrize("argv", [
-    ["plan", "nonsense:5", "--epsilon", "1", "--alpha", "0.1"],
-    ["plan", "thresholds:8", "--epsilon", "-1", "--alpha", "0.1"],
-    ["plan", "thresholds:8", "--epsilon", "1", "--alpha", "1.5"],
-    ["plan", "thresholds:8", "--epsilon", "1", "--alpha", "0.1", "--budget", "0"],
-    ["plan", "thresholds:8", "--epsilon", "1", "--alpha", "0.1", "--only", "svm"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["plan", "nonsense:5", "--epsilon", "1", "--alpha", "0.1"],
+        ["plan", "thresholds:8", "--epsilon", "-1", "--alpha", "0.1"],
+        ["plan", "thresholds:8", "--epsilon", "1", "--alpha", "1.5"],
+        ["plan", "thresholds:8", "--epsilon", "1", "--alpha", "0.1", "--budget", "0"],
+        ["plan", "thresholds:8", "--epsilon", "1", "--alpha", "0.1", "--only", "svm"],
+    ],
+)
 def test_bad_input_exits_2_with_one_clear_line(capsys, argv) -> None:
     code, out, err = run(capsys, *argv, "--no-progress")
     assert code == 2 and out == ""

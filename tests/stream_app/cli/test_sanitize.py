@@ -32,8 +32,19 @@ def data(tmp_path):
 
 
 def sanitize(capsys, tmp_path, data_file, *extra: str, name: str = "release.json"):
-    code, out, err = run(capsys, "sanitize", "thresholds:2^16", "--data", str(data_file), "--epsilon", "1",
-                         "--seed", "5", "--json", *extra)
+    code, out, err = run(
+        capsys,
+        "sanitize",
+        "thresholds:2^16",
+        "--data",
+        str(data_file),
+        "--epsilon",
+        "1",
+        "--seed",
+        "5",
+        "--json",
+        *extra,
+    )
     assert code == 0, err
     path = tmp_path / name
     path.write_text(out)
@@ -72,12 +83,14 @@ def test_mwem_and_the_default_for_class_files(capsys, tmp_path, data) -> None:
     matrix.write_text("1,0,0,1\n0,1,1,0\n1,1,0,0\n")
     small = tmp_path / "small.csv"
     small.write_text("x\n" + "".join(f"{x % 4}\n" for x in range(200)))
-    code, out, err = run(capsys, "sanitize", str(matrix), "--data", str(small), "--epsilon", "1",
-                         "--seed", "1", "--json")
+    code, out, err = run(
+        capsys, "sanitize", str(matrix), "--data", str(small), "--epsilon", "1", "--seed", "1", "--json"
+    )
     assert code == 0, err  # the default for a class file is mwem (hierarchical refuses files)
     assert SanitizedRelease.model_validate_json(out).certificate.mechanism == "mwem"
-    assert "1-D integer classes" in one_line_error(capsys, "sanitize", str(matrix), "--data", str(small),
-                                                   "--epsilon", "1", "--sanitizer", "hierarchical")
+    assert "1-D integer classes" in one_line_error(
+        capsys, "sanitize", str(matrix), "--data", str(small), "--epsilon", "1", "--sanitizer", "hierarchical"
+    )
 
 
 def test_sanitize_is_reproducible_with_a_seed_only(capsys, tmp_path, data) -> None:
@@ -85,8 +98,9 @@ def test_sanitize_is_reproducible_with_a_seed_only(capsys, tmp_path, data) -> No
     _, a = sanitize(capsys, tmp_path, plain, name="a.json")
     _, b = sanitize(capsys, tmp_path, plain, name="b.json")
     assert a == b
-    code, out, _ = run(capsys, "sanitize", "thresholds:2^16", "--data", str(plain), "--epsilon", "1",
-                       "--json")
+    code, out, _ = run(
+        capsys, "sanitize", "thresholds:2^16", "--data", str(plain), "--epsilon", "1", "--json"
+    )
     assert code == 0 and SanitizedRelease.model_validate_json(out).certificate.randomness == "secure"
 
 
@@ -108,13 +122,43 @@ def test_evaluate_data_prints_the_errors(capsys, tmp_path, data) -> None:
 
 def test_fooling_through_the_cli(capsys, tmp_path, data) -> None:
     plain, _, _ = data
-    code, out, err = run(capsys, "sanitize", "thresholds:64", "--data", str(plain), "--sanitizer", "fooling",
-                         "--epsilon", "1", "--delta", "1e-6", "--rounds", "2", "--json")
+    code, out, err = run(
+        capsys,
+        "sanitize",
+        "thresholds:64",
+        "--data",
+        str(plain),
+        "--sanitizer",
+        "fooling",
+        "--epsilon",
+        "1",
+        "--delta",
+        "1e-6",
+        "--rounds",
+        "2",
+        "--json",
+    )
     assert code == 2 and "outside the domain" in err  # the data are on 2^16
     small = tmp_path / "small.csv"
     small.write_text("x\n" + "".join(f"{x % 64}\n" for x in range(3000)))
-    code, out, err = run(capsys, "sanitize", "thresholds:64", "--data", str(small), "--sanitizer", "fooling",
-                         "--epsilon", "1", "--delta", "1e-6", "--rounds", "2", "--seed", "1", "--json")
+    code, out, err = run(
+        capsys,
+        "sanitize",
+        "thresholds:64",
+        "--data",
+        str(small),
+        "--sanitizer",
+        "fooling",
+        "--epsilon",
+        "1",
+        "--delta",
+        "1e-6",
+        "--rounds",
+        "2",
+        "--seed",
+        "1",
+        "--json",
+    )
     assert code == 0, err
     cert = SanitizedRelease.model_validate_json(out).certificate
     assert cert.mechanism == "fooling-mw" and cert.delta == 1e-6 and cert.parameters["learner"] == "proper"
@@ -131,51 +175,79 @@ def test_bad_input_gives_one_line_and_exit_2(capsys, tmp_path, data) -> None:
     plain, labelled, _ = data
     empty = tmp_path / "empty.csv"
     empty.write_text("x\n")
-    assert "no data points" in one_line_error(capsys, "sanitize", "thresholds:2^16", "--data", str(empty),
-                                              "--epsilon", "1")
+    assert "no data points" in one_line_error(
+        capsys, "sanitize", "thresholds:2^16", "--data", str(empty), "--epsilon", "1"
+    )
     blank = tmp_path / "blank.csv"
     blank.write_text("")
-    assert "empty data file" in one_line_error(capsys, "sanitize", "thresholds:2^16", "--data", str(blank),
-                                               "--epsilon", "1")
+    assert "empty data file" in one_line_error(
+        capsys, "sanitize", "thresholds:2^16", "--data", str(blank), "--epsilon", "1"
+    )
     outside = tmp_path / "outside.csv"
     outside.write_text("x\n5\n70000\n")
-    assert "outside the domain" in one_line_error(capsys, "sanitize", "thresholds:2^16", "--data",
-                                                  str(outside), "--epsilon", "1")
+    assert "outside the domain" in one_line_error(
+        capsys, "sanitize", "thresholds:2^16", "--data", str(outside), "--epsilon", "1"
+    )
     noheader = tmp_path / "noheader.csv"
     noheader.write_text("5\n6\n")
-    assert "header" in one_line_error(capsys, "sanitize", "thresholds:2^16", "--data", str(noheader),
-                                      "--epsilon", "1")
-    assert "delta" in one_line_error(capsys, "sanitize", "thresholds:2^16", "--data", str(plain),
-                                     "--sanitizer", "fooling", "--epsilon", "1")
-    assert "epsilon" in one_line_error(capsys, "sanitize", "thresholds:2^16", "--data", str(plain),
-                                       "--epsilon", "0")
+    assert "header" in one_line_error(
+        capsys, "sanitize", "thresholds:2^16", "--data", str(noheader), "--epsilon", "1"
+    )
+    assert "delta" in one_line_error(
+        capsys,
+        "sanitize",
+        "thresholds:2^16",
+        "--data",
+        str(plain),
+        "--sanitizer",
+        "fooling",
+        "--epsilon",
+        "1",
+    )
+    assert "epsilon" in one_line_error(
+        capsys, "sanitize", "thresholds:2^16", "--data", str(plain), "--epsilon", "0"
+    )
     release, _ = sanitize(capsys, tmp_path, plain)
     # domain mismatch: data from a bigger domain than the release's class
-    assert "outside the domain" in one_line_error(capsys, "evaluate", "--release", str(release), "--data",
-                                                  str(outside), "--json")
+    assert "outside the domain" in one_line_error(
+        capsys, "evaluate", "--release", str(release), "--data", str(outside), "--json"
+    )
     # a release whose distribution is over another domain than its class
     obj = json.loads(release.read_text())
     obj["distribution"]["domain"] = 2**17
     tampered = tmp_path / "tampered.json"
     tampered.write_text(json.dumps(obj))
     assert "domain" in one_line_error(capsys, "evaluate", "--release", str(tampered), "--data", str(plain))
-    assert "labelled" in one_line_error(capsys, "evaluate", "--release", str(release), "--data",
-                                        str(labelled))
+    assert "labelled" in one_line_error(
+        capsys, "evaluate", "--release", str(release), "--data", str(labelled)
+    )
     assert "needs --examples" in one_line_error(capsys, "evaluate", "--release", str(release))
     broken = tmp_path / "broken.json"
     broken.write_text('{"stream_id": "x"}\n')
-    assert "not a sanitized release" in one_line_error(capsys, "evaluate", "--release", str(broken),
-                                                       "--data", str(plain))
+    assert "not a sanitized release" in one_line_error(
+        capsys, "evaluate", "--release", str(broken), "--data", str(plain)
+    )
 
 
 def test_evaluate_examples_still_scores_hypothesis_releases(capsys, tmp_path, data) -> None:
     _, labelled, _ = data
-    code, out, _ = run(capsys, "learn", "thresholds:2^16", "--examples", str(labelled), "--epsilon", "1",
-                       "--seed", "2", "--json")
+    code, out, _ = run(
+        capsys,
+        "learn",
+        "thresholds:2^16",
+        "--examples",
+        str(labelled),
+        "--epsilon",
+        "1",
+        "--seed",
+        "2",
+        "--json",
+    )
     assert code == 0
     hyp = tmp_path / "hyp.json"
     hyp.write_text(out)
     code, out, _ = run(capsys, "evaluate", "--release", str(hyp), "--examples", str(labelled), "--json")
     assert code == 0 and set(json.loads(out)) == {"error", "n", "mistakes"}
-    assert "hypothesis release" in one_line_error(capsys, "evaluate", "--release", str(hyp), "--data",
-                                                  str(labelled))
+    assert "hypothesis release" in one_line_error(
+        capsys, "evaluate", "--release", str(hyp), "--data", str(labelled)
+    )

@@ -41,6 +41,8 @@ def test_a_service_on_the_embedded_broker_gets_a_short_session_timeout_unless_on
     broker = SimpleNamespace(bootstrap="127.0.0.1:9")
     default = on_embedded_broker(Settings(_env_file=None), broker)  # type: ignore[arg-type]
     assert (default.kafka_bootstrap, default.kafka_session_timeout_seconds) == (
-        "127.0.0.1:9", EMBEDDED_SESSION_TIMEOUT_SECONDS)
+        "127.0.0.1:9",
+        EMBEDDED_SESSION_TIMEOUT_SECONDS,
+    )
     chosen = on_embedded_broker(Settings(_env_file=None, kafka_session_timeout_seconds=45), broker)  # type: ignore[arg-type]
     assert chosen.kafka_session_timeout_seconds == 45

@@ -116,8 +116,11 @@ class SqliteLedgerBackend(LedgerBackend):
             raw.execute(f"PRAGMA application_id = {SQLITE_APPLICATION_ID}")
             raw.execute("PRAGMA user_version = 1")
             raw.execute("INSERT INTO streams VALUES (?, ?, '0', ?, '0')", (stream_id, budget, str(spent)))
-            raw.execute("INSERT INTO budget_changes (stream_id, epsilon_budget, delta_budget, changed_at) "
-                        "VALUES (?, ?, '0', '2026-01-02T03:04:05.000000+00:00')", (stream_id, budget))
+            raw.execute(
+                "INSERT INTO budget_changes (stream_id, epsilon_budget, delta_budget, changed_at) "
+                "VALUES (?, ?, '0', '2026-01-02T03:04:05.000000+00:00')",
+                (stream_id, budget),
+            )
             raw.executemany(
                 "INSERT INTO charges (stream_id, window_id, mechanism, epsilon, delta, release, charged_at) "
                 "VALUES (?, ?, 'laplace', ?, '0', ?, '2026-01-02T03:04:06.000000+00:00')",
@@ -181,12 +184,18 @@ class PostgresLedgerBackend(LedgerBackend):
         )
         for statement in POSTGRES_LEDGER_MIGRATIONS[0].statements:
             self._execute(statement)
-        self._execute("INSERT INTO privstream_migrations (component, version, description) "
-                      "VALUES ('ledger', 1, 'streams, charges (with the outbox), refusals, budget changes')")
-        self._execute("INSERT INTO ledger_streams VALUES (%s, %s, '0', %s, '0')",
-                      (stream_id, budget, str(spent)))
-        self._execute("INSERT INTO ledger_budget_changes (stream_id, epsilon_budget, delta_budget, "
-                      "changed_at) VALUES (%s, %s, '0', '2026-01-02T03:04:05+00:00')", (stream_id, budget))
+        self._execute(
+            "INSERT INTO privstream_migrations (component, version, description) "
+            "VALUES ('ledger', 1, 'streams, charges (with the outbox), refusals, budget changes')"
+        )
+        self._execute(
+            "INSERT INTO ledger_streams VALUES (%s, %s, '0', %s, '0')", (stream_id, budget, str(spent))
+        )
+        self._execute(
+            "INSERT INTO ledger_budget_changes (stream_id, epsilon_budget, delta_budget, "
+            "changed_at) VALUES (%s, %s, '0', '2026-01-02T03:04:05+00:00')",
+            (stream_id, budget),
+        )
         for window, eps in charges:
             self._execute(
                 "INSERT INTO ledger_charges (stream_id, window_id, mechanism, epsilon, delta, release, "

@@ -17,8 +17,11 @@ from privstream.stream_app.store.postgres_state import PostgresStateStore
 from privstream.stream_app.store.sqlite_ledger import SqliteLedger
 from privstream.stream_app.store.sqlite_state import SqliteStateStore
 
-STREAM = {"name": "s", "hypothesis_class": "thresholds:16",
-          "release": {"epsilon": 1.0, "epsilon_budget": 3.0, "window": {"size": 10}}}
+STREAM = {
+    "name": "s",
+    "hypothesis_class": "thresholds:16",
+    "release": {"epsilon": 1.0, "epsilon_budget": 3.0, "window": {"size": 10}},
+}
 
 
 def test_the_default_is_the_sqlite_files_of_before(tmp_path: Path) -> None:
@@ -31,8 +34,9 @@ def test_the_default_is_the_sqlite_files_of_before(tmp_path: Path) -> None:
 
 
 def test_a_sqlite_url_puts_both_files_in_its_directory(tmp_path: Path) -> None:
-    settings = Settings(store_url=f"sqlite:///{tmp_path}/shared", streams=[STREAM],
-                        ledger_create_if_missing=True)
+    settings = Settings(
+        store_url=f"sqlite:///{tmp_path}/shared", streams=[STREAM], ledger_create_if_missing=True
+    )
     ledger = service_open_ledger(settings)  # the service's budgets from the stream configuration
     assert isinstance(ledger, SqliteLedger) and ledger.budget("s") == (3.0, 0.0)
     ledger.close()
@@ -56,8 +60,15 @@ def test_a_postgresql_url_opens_both_stores_in_that_database(pg_server: Postgres
 
 
 def test_the_ledger_bench_measures_both_backends_side_by_side(pg_server: PostgresServer) -> None:
-    result = run_ledger_benchmark(["sqlite", "postgresql"], url=pg_server.url(), password=pg_server.password,
-                                  writers=(1, 2), seconds=0.3, users_per_release=(50,), user_releases=2)
+    result = run_ledger_benchmark(
+        ["sqlite", "postgresql"],
+        url=pg_server.url(),
+        password=pg_server.password,
+        writers=(1, 2),
+        seconds=0.3,
+        users_per_release=(50,),
+        user_releases=2,
+    )
     for store in ("sqlite", "postgresql"):
         for workload in ("shared_stream", "stream_per_writer"):
             rates = result["results"][store][workload]

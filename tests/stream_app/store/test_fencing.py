@@ -69,18 +69,36 @@ def worker(ledger_backend, owner: str, learner, wrap_publish=None, fence_publish
     leases = leases_of(ledger_backend, owner)
     published = Published()
     publish = fenced_publisher(published, leases, store.partitions) if fence_publish else published
-    policy = ReleasePolicy(stream_id="s", hypothesis_class=CLASS, window_size=100,
-                           products=(Product("hypotheses", learner, 1.0),))
-    agent = ReleaseAgent({"s": policy}, store, FencedLedger(ledger, leases, store.partitions),
-                         wrap_publish(publish) if wrap_publish else publish, RecordingMetrics(),
-                         library_version="test", rng_factory=lambda w: seeded(zlib.crc32(w.encode())))
+    policy = ReleasePolicy(
+        stream_id="s",
+        hypothesis_class=CLASS,
+        window_size=100,
+        products=(Product("hypotheses", learner, 1.0),),
+    )
+    agent = ReleaseAgent(
+        {"s": policy},
+        store,
+        FencedLedger(ledger, leases, store.partitions),
+        wrap_publish(publish) if wrap_publish else publish,
+        RecordingMetrics(),
+        library_version="test",
+        rng_factory=lambda w: seeded(zlib.crc32(w.encode())),
+    )
     return agent, leases, published, ledger
 
 
 def observe(agent, n: int) -> None:
     xs = np.random.default_rng(0).integers(0, 1024, n)
-    agent.observe_batch("s", 0, list(range(n)), xs.tolist(), (xs >= 600).astype(int).tolist(),
-                        [None] * n, [None] * n, [None] * n)
+    agent.observe_batch(
+        "s",
+        0,
+        list(range(n)),
+        xs.tolist(),
+        (xs >= 600).astype(int).tolist(),
+        [None] * n,
+        [None] * n,
+        [None] * n,
+    )
 
 
 async def test_a_owner_stalled_in_its_learner_cannot_release_after_the_takeover(ledger_backend):

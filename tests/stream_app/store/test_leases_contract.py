@@ -104,8 +104,9 @@ def test_a_charge_in_flight_holds_off_the_takeover_until_it_commits(ledger_backe
         return b"old"
 
     def charge() -> None:
-        outcome["charge"] = ledger.charge("s", "w0", "learner:generic", 1.0, 0.0, release_bytes,
-                                          fence=old.fence({0}))
+        outcome["charge"] = ledger.charge(
+            "s", "w0", "learner:generic", 1.0, 0.0, release_bytes, fence=old.fence({0})
+        )
 
     def takeover() -> None:
         outcome["takeover"] = new.take({0})

@@ -196,9 +196,7 @@ def test_unknown_stream_is_a_clear_error(ledger) -> None:
         ("0.1", 0.0, TypeError),
     ],
 )
-def test_invalid_costs_are_rejected(
-    ledger, epsilon: object, delta: object, error: type
-) -> None:
+def test_invalid_costs_are_rejected(ledger, epsilon: object, delta: object, error: type) -> None:
     with pytest.raises(error):
         ledger.charge("s1", "w0", "laplace", epsilon, delta, b"r")  # type: ignore[arg-type]
     assert ledger.entries("s1") == []

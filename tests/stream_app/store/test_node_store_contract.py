@@ -36,8 +36,9 @@ def test_closing_an_empty_window_stores_an_empty_node(store) -> None:
     assert node.size == 0 and store.load_node("s", "t60", 0, 41) == NodeData.empty()
     vectors = store.close_window("v", "t60", 41, NodeBounds(max_node_examples=10), time_window=41, vectors=3)
     assert vectors.xs.shape == (0, 3)
-    users = store.close_window("u", "t60", 41, NodeBounds(user_contribution_bound=2), time_window=41,
-                               user_level=True)
+    users = store.close_window(
+        "u", "t60", 41, NodeBounds(user_contribution_bound=2), time_window=41, user_level=True
+    )
     assert users.users is not None and users.size == 0
 
 
@@ -92,8 +93,9 @@ def test_closing_windows_out_of_order_never_moves_the_schedule_back(store) -> No
 def test_nodes_and_schedule_survive_reopening(state_backend: StateBackend) -> None:
     store = state_backend.open()
     store.append_many("s", 0, [(0, 4, 1, "u", 2), (1, 5, 0, "v", 2)])
-    node = store.close_window("s", "t60", 2, NodeBounds(user_contribution_bound=1), time_window=2,
-                              user_level=True)
+    node = store.close_window(
+        "s", "t60", 2, NodeBounds(user_contribution_bound=1), time_window=2, user_level=True
+    )
     store.save_node("s", "t60", 3, 0, NodeData.from_rows(np.array([1]), np.array([1]), None, NodeBounds()))
     store.close()
     again = state_backend.open()

@@ -34,8 +34,9 @@ def test_a_server_runs_unprivileged_and_is_gone_after_stop() -> None:
     assert pid is not None and directory is not None and directory.is_dir()
     with server.connect() as conn:
         assert conn.execute("SELECT current_setting('listen_addresses')").fetchone() == ("127.0.0.1",)
-        assert conn.execute("SELECT rolpassword IS NOT NULL FROM pg_authid WHERE rolname = 'privstream'")\
-            .fetchone() == (True,)
+        assert conn.execute(
+            "SELECT rolpassword IS NOT NULL FROM pg_authid WHERE rolname = 'privstream'"
+        ).fetchone() == (True,)
     if os.geteuid() == 0:
         assert os.stat(directory).st_uid != 0  # PostgreSQL refuses to run as root
     server.stop()

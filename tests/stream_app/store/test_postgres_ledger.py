@@ -65,8 +65,9 @@ def own_server() -> Iterator[PostgresServer]:
 
 def test_a_connection_cut_mid_charge_leaves_one_whole_charge(pg_server: PostgresServer, pg_database: str):
     database = pg_database.rsplit("/", 1)[1]
-    ledger = PostgresLedger.open(_config(pg_server, pg_database), create_if_missing=True,
-                                 budgets={"s": (1.0, 0.0)})
+    ledger = PostgresLedger.open(
+        _config(pg_server, pg_database), create_if_missing=True, budgets={"s": (1.0, 0.0)}
+    )
     calls: list[int] = []
 
     def release(receipt: ChargeReceipt) -> bytes:
@@ -90,8 +91,9 @@ def test_without_retries_a_cut_connection_is_a_clear_error_and_nothing_is_stored
     pg_server: PostgresServer, pg_database: str
 ):
     database = pg_database.rsplit("/", 1)[1]
-    ledger = PostgresLedger.open(_config(pg_server, pg_database, retry_seconds=0), create_if_missing=True,
-                                 budgets={"s": (1.0, 0.0)})
+    ledger = PostgresLedger.open(
+        _config(pg_server, pg_database, retry_seconds=0), create_if_missing=True, budgets={"s": (1.0, 0.0)}
+    )
 
     def cut(receipt: ChargeReceipt) -> bytes:
         _terminate_privstream_connections(pg_server, database)
@@ -106,8 +108,9 @@ def test_without_retries_a_cut_connection_is_a_clear_error_and_nothing_is_stored
 
 def test_pooled_connections_cut_while_idle_are_replaced(pg_server: PostgresServer, pg_database: str):
     database = pg_database.rsplit("/", 1)[1]
-    ledger = PostgresLedger.open(_config(pg_server, pg_database), create_if_missing=True,
-                                 budgets={"s": (1.0, 0.0)})
+    ledger = PostgresLedger.open(
+        _config(pg_server, pg_database), create_if_missing=True, budgets={"s": (1.0, 0.0)}
+    )
     store = PostgresStateStore(_config(pg_server, pg_database))
     ledger.charge("s", "w0", "laplace", 0.25, 0.0, b"r0")
     store.append("s", 0, 0, 5, 1, None, None)
@@ -126,8 +129,9 @@ def test_pooled_connections_cut_while_idle_are_replaced(pg_server: PostgresServe
 
 def test_a_server_crash_mid_charge_loses_nothing_once_it_is_back(own_server: PostgresServer):
     url = own_server.create_database("ledger")
-    ledger = PostgresLedger.open(_config(own_server, url, retry_seconds=60), create_if_missing=True,
-                                 budgets={"s": (1.0, 0.0)})
+    ledger = PostgresLedger.open(
+        _config(own_server, url, retry_seconds=60), create_if_missing=True, budgets={"s": (1.0, 0.0)}
+    )
     before = ledger.charge("s", "w0", "laplace", 0.25, 0.0, b"committed before the crash")
     restarted = threading.Event()
 
@@ -151,7 +155,8 @@ def test_a_server_crash_mid_charge_loses_nothing_once_it_is_back(own_server: Pos
     assert charge.release == b"the release"
     entries = ledger.entries("s")
     assert [(c.window_id, c.release) for c in entries] == [
-        ("w0", b"committed before the crash"), ("w1", b"the release")
+        ("w0", b"committed before the crash"),
+        ("w1", b"the release"),
     ]
     assert entries[0] == before
     assert ledger.spent("s") == (0.5, 0.0)
@@ -160,8 +165,11 @@ def test_a_server_crash_mid_charge_loses_nothing_once_it_is_back(own_server: Pos
 
 def test_a_server_down_longer_than_the_retry_time_is_a_clear_error(own_server: PostgresServer):
     url = own_server.create_database("ledger")
-    ledger = PostgresLedger.open(_config(own_server, url, retry_seconds=1.0, connect_timeout=1),
-                                 create_if_missing=True, budgets={"s": (1.0, 0.0)})
+    ledger = PostgresLedger.open(
+        _config(own_server, url, retry_seconds=1.0, connect_timeout=1),
+        create_if_missing=True,
+        budgets={"s": (1.0, 0.0)},
+    )
     ledger.charge("s", "w0", "laplace", 0.25, 0.0, b"r0")
 
     def crash(receipt: ChargeReceipt) -> bytes:
@@ -220,8 +228,9 @@ def test_tls_options_reach_the_connection(pg_server: PostgresServer, pg_database
     with pytest.raises(LedgerError, match="SSL"):
         PostgresLedger.open(_config(pg_server, pg_database + "?sslmode=require"))
     # The setting overrides the URL's mode.
-    PostgresLedger.open(_config(pg_server, pg_database + "?sslmode=require", sslmode="disable"),
-                        create_if_missing=True).close()
+    PostgresLedger.open(
+        _config(pg_server, pg_database + "?sslmode=require", sslmode="disable"), create_if_missing=True
+    ).close()
 
 
 def test_a_foreign_migrations_table_is_corrupt(pg_server: PostgresServer, pg_database: str):
@@ -252,8 +261,11 @@ def test_a_state_store_with_foreign_tables_is_an_error(pg_server: PostgresServer
 
 
 def test_a_stream_locked_too_long_is_a_busy_error(pg_server: PostgresServer, pg_database: str):
-    ledger = PostgresLedger.open(_config(pg_server, pg_database, lock_timeout=0.3), create_if_missing=True,
-                                 budgets={"s": (1.0, 0.0), "other": (1.0, 0.0)})
+    ledger = PostgresLedger.open(
+        _config(pg_server, pg_database, lock_timeout=0.3),
+        create_if_missing=True,
+        budgets={"s": (1.0, 0.0), "other": (1.0, 0.0)},
+    )
     with psycopg.connect(pg_database, password=pg_server.password) as holder:  # a hung worker's transaction
         holder.execute("SELECT * FROM ledger_streams WHERE stream_id = 's' FOR UPDATE")
         with pytest.raises(LedgerBusyError, match="locked"):

@@ -37,7 +37,12 @@ def test_a_reservation_is_charged_with_a_secret_seed_before_its_release_exists(l
 
     assert isinstance(r, Reservation)
     assert (r.stream_id, r.window_id, r.mechanism, r.cost, r.node) == (
-        "s", "c2-L0-0", "learner:x", (0.25, 1e-6), NodeRange(0, 0, 0))
+        "s",
+        "c2-L0-0",
+        "learner:x",
+        (0.25, 1e-6),
+        NodeRange(0, 0, 0),
+    )
     assert len(r.seed) == 32 and r.release is None and not r.published and r.included_users is None
     assert r.lifetime.spent_per_example == (0.25, 1e-6) and r.lifetime.releases_per_level == {0: 1}
     assert r.seed.hex() not in repr(r)  # the seed is a secret
@@ -175,7 +180,7 @@ def test_lifetime_accounting_matches_a_window_by_window_model(ledger_backend: Le
             index = rng.randrange(0, 64 >> level)
             eps = Fraction(rng.randrange(1, 40), 100)
             n = node(level, index)
-            fits = max(cost[n.first_window:n.last_window + 1]) + eps <= budget
+            fits = max(cost[n.first_window : n.last_window + 1]) + eps <= budget
             try:
                 ledger.reserve("s", f"n{i}", "m", float(eps), 0.0, n)
                 accepted = True
@@ -206,8 +211,9 @@ def test_a_user_in_every_window_stops_being_charged_exactly_at_the_budget(ledger
     included = []
     for w in range(6):
         present = ["u", f"once-{w}"]
-        r = ledger.reserve("s", f"L0-{w}", "m", 0.3, 0.0, node(0, w), users=present,
-                           user_budget=PrivacyCost(1.0, 0.0))
+        r = ledger.reserve(
+            "s", f"L0-{w}", "m", 0.3, 0.0, node(0, w), users=present, user_budget=PrivacyCost(1.0, 0.0)
+        )
         included.append("u" in r.included_users)
         assert f"once-{w}" in r.included_users
     assert included == [True, True, True, False, False, False]
@@ -218,8 +224,9 @@ def test_a_user_in_every_window_stops_being_charged_exactly_at_the_budget(ledger
 def test_exact_budget_is_reachable_and_absent_users_pay_nothing(ledger) -> None:
     for w in range(4):
         users = ["a"] + (["b"] if w == 2 else [])
-        ledger.reserve("s", f"L0-{w}", "m", 0.25, 0.0, node(0, w), users=users,
-                       user_budget=PrivacyCost(1.0, 0.0))
+        ledger.reserve(
+            "s", f"L0-{w}", "m", 0.25, 0.0, node(0, w), users=users, user_budget=PrivacyCost(1.0, 0.0)
+        )
     assert ledger.user_spent("a") == (1.0, 0.0)  # 4 x 0.25 fits 1.0 exactly (exact arithmetic)
     assert ledger.user_spent("b") == (0.25, 0.0)
     assert ledger.user_spent("never-seen") == (0.0, 0.0)
@@ -253,8 +260,9 @@ def test_per_user_spends_equal_the_sum_over_the_reservations_that_included_them(
             stream = rng.choice(["s", "t"])
             users = rng.sample(population, rng.randrange(0, 15))
             eps = Fraction(rng.randrange(1, 30), 100)
-            r = ledger.reserve(stream, f"L0-{i}", "m", float(eps), 0.0, node(0, i), users=users,
-                               user_budget=budget)
+            r = ledger.reserve(
+                stream, f"L0-{i}", "m", float(eps), 0.0, node(0, i), users=users, user_budget=budget
+            )
             assert r.included_users <= set(users)
             excluded += len(users) - len(r.included_users)
             reservations.append((eps, r))
@@ -285,7 +293,9 @@ def test_a_version_1_ledger_is_upgraded_and_its_charges_count_against_every_wind
     with ledger_backend.open() as ledger:  # opening upgrades it (one transaction)
         old = ledger.entries("s")
         assert [(c.window_id, c.epsilon, c.release, c.node) for c in old] == [
-            ("w0", 0.3, b"w0", None), ("w1", 0.2, b"w1", None)]
+            ("w0", 0.3, b"w0", None),
+            ("w1", 0.2, b"w1", None),
+        ]
         assert [c.entry_id for c in ledger.unpublished()] == [c.entry_id for c in old]
         assert ledger.incomplete() == []
         assert ledger.spent("s") == (0.5, 0.0)
@@ -307,8 +317,9 @@ def test_user_ids_of_any_characters_are_charged_and_returned_exactly(ledger) -> 
     r = ledger.reserve("s", "L0-0", "m", 0.5, 0.0, node(0, 0), users=odd, user_budget=PrivacyCost(0.9, 0.0))
     assert r.included_users == set(odd) and ledger.reservation("s", "L0-0", "m").included_users == set(odd)
     assert all(ledger.user_spent(u) == (0.5, 0.0) for u in odd)
-    again = ledger.reserve("s", "L0-1", "m", 0.5, 0.0, node(0, 1), users=[*odd, "fresh"],
-                           user_budget=PrivacyCost(0.9, 0.0))
+    again = ledger.reserve(
+        "s", "L0-1", "m", 0.5, 0.0, node(0, 1), users=[*odd, "fresh"], user_budget=PrivacyCost(0.9, 0.0)
+    )
     assert again.included_users == {"fresh"}
     with pytest.raises(TypeError):
         ledger.reserve("s", "L0-2", "m", 0.1, 0.0, node(0, 2), users=["nul\x00"])

@@ -91,8 +91,16 @@ def _reserve_for_users(spec: str, stream: str, start, results) -> None:  # pragm
         with open_ledger_from_spec(spec) as ledger:
             included = {user: 0 for user in USERS}
             for w in range(30):
-                r = ledger.reserve(stream, f"t60-L0-{w}", "m", 0.1, 0.0, NodeRange.of(0, w), users=USERS,
-                                   user_budget=PrivacyCost(1.0, 0.0))
+                r = ledger.reserve(
+                    stream,
+                    f"t60-L0-{w}",
+                    "m",
+                    0.1,
+                    0.0,
+                    NodeRange.of(0, w),
+                    users=USERS,
+                    user_budget=PrivacyCost(1.0, 0.0),
+                )
                 for user in r.included_users:
                     included[user] += 1
         results.put(included)
@@ -106,8 +114,10 @@ def test_two_processes_charging_the_same_users_never_exceed_a_users_budget(
     ledger_backend.open(create=True, budgets={"a": (10.0, 0.0), "b": (10.0, 0.0)}).close()
     ctx = mp.get_context("spawn")
     start, results = ctx.Barrier(2), ctx.Queue()
-    children = [ctx.Process(target=_reserve_for_users, args=(ledger_backend.spec(), stream, start, results))
-                for stream in ("a", "b")]
+    children = [
+        ctx.Process(target=_reserve_for_users, args=(ledger_backend.spec(), stream, start, results))
+        for stream in ("a", "b")
+    ]
     for child in children:
         child.start()
     outcomes = [results.get(timeout=120) for _ in children]

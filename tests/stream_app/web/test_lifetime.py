@@ -9,8 +9,9 @@ from privstream.agents.ledger_port import PrivacyCost
 from privstream.stream_app.settings import StreamConfig
 from privstream.stream_app.web.public import LIFETIME_RULES, lifetime, stream_overview
 
-STREAM = StreamConfig(name="s", hypothesis_class="thresholds:16",
-                      release={"epsilon": 0.25, "epsilon_budget": 1.0})
+STREAM = StreamConfig(
+    name="s", hypothesis_class="thresholds:16", release={"epsilon": 0.25, "epsilon_budget": 1.0}
+)
 
 
 class TreeLedger:
@@ -20,8 +21,9 @@ class TreeLedger:
 
     def __init__(self, refusals: int = 0) -> None:
         nodes = [(0, 4), (1, 2), (2, 1)]  # (level, how many nodes)
-        self._entries = [SimpleNamespace(mechanism="learner:generic", level=j)
-                         for j, count in nodes for _ in range(count)]
+        self._entries = [
+            SimpleNamespace(mechanism="learner:generic", level=j) for j, count in nodes for _ in range(count)
+        ]
         self._entries += [SimpleNamespace(mechanism="sanitizer:hierarchical", level=0) for _ in range(4)]
         self._refusals = refusals
 

@@ -16,8 +16,9 @@ from privstream.stream_app.web.operator import PROBE_PATHS, operator_routes
 from privstream.stream_app.web.public import public_routes
 
 STREAMS = [
-    StreamConfig(name="clicks", hypothesis_class="thresholds:16",
-                 release={"epsilon": 1.0, "epsilon_budget": 3.0}),
+    StreamConfig(
+        name="clicks", hypothesis_class="thresholds:16", release={"epsilon": 1.0, "epsilon_budget": 3.0}
+    ),
     StreamConfig(name="online", hypothesis_class="thresholds:16"),
 ]
 
@@ -46,7 +47,9 @@ async def listeners():
     ledger.mark_published(charge.entry_id)
     public = HttpListener("public", "127.0.0.1", free_port(), public_routes(STREAMS, ledger))
     operator = HttpListener(
-        "operator", "127.0.0.1", free_port(),
+        "operator",
+        "127.0.0.1",
+        free_port(),
         operator_routes(lambda: b"privstream_up 1\n", Probes(), lambda: {"received": 7}),
         middlewares=[bearer_token_guard("s3cret", open_paths=PROBE_PATHS)],
     )

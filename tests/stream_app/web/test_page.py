@@ -19,18 +19,27 @@ from privstream.stream_app.web.listener import HttpListener
 from privstream.stream_app.web.page import asset, page_routes
 
 STREAMS = [
-    StreamConfig(name="clicks", hypothesis_class="thresholds:16",
-                 release={"epsilon": 1.0, "epsilon_budget": 3.0}),
+    StreamConfig(
+        name="clicks", hypothesis_class="thresholds:16", release={"epsilon": 1.0, "epsilon_budget": 3.0}
+    ),
     StreamConfig(name="online", hypothesis_class="thresholds:16"),
 ]
 
 
 def release(entry: int, window: str) -> bytes:
-    return json.dumps({"stream_id": "clicks", "hypothesis": {"kind": "runs", "domain": 16, "first": 0,
-                                                              "changes": [entry]},
-                       "certificate": {"epsilon": 1.0, "delta": 0.0, "ledger_entry_id": str(entry),
-                                       "epsilon_budget_remaining": 3.0 - entry,
-                                       "window": {"window_id": window, "kind": "count"}}}).encode()
+    return json.dumps(
+        {
+            "stream_id": "clicks",
+            "hypothesis": {"kind": "runs", "domain": 16, "first": 0, "changes": [entry]},
+            "certificate": {
+                "epsilon": 1.0,
+                "delta": 0.0,
+                "ledger_entry_id": str(entry),
+                "epsilon_budget_remaining": 3.0 - entry,
+                "window": {"window_id": window, "kind": "count"},
+            },
+        }
+    ).encode()
 
 
 def fetch(url: str) -> tuple[int, str, bytes]:
@@ -50,8 +59,9 @@ async def get(url: str) -> tuple[int, str, bytes]:
 async def page():
     ledger = SqliteLedger.open(":memory:", budgets={"clicks": (3.0, 0.0)})
     for entry, window in ((1, "w0"), (2, "w1")):
-        charge = ledger.charge("clicks", window, "learner:generic", 1.0, 0.0, lambda r, e=entry, w=window:
-                               release(e, w))
+        charge = ledger.charge(
+            "clicks", window, "learner:generic", 1.0, 0.0, lambda r, e=entry, w=window: release(e, w)
+        )
         ledger.mark_published(charge.entry_id)
     ledger.charge("clicks", "w2", "learner:generic", 1.0, 0.0, release(3, "w2"))  # charged, not yet published
     listener = HttpListener("public", "127.0.0.1", free_port(), page_routes(STREAMS, ledger))
@@ -108,14 +118,36 @@ def test_a_tree_release_is_summarised_with_its_level_node_and_lifetime_bound():
     from privstream.agents.ledger_port import Charge, NodeRange
     from privstream.stream_app.web.page import release_summary
 
-    lifetime = {"epsilon": 1.0, "delta": 0.0, "epsilon_budget": 1.0, "delta_budget": 0.0, "levels": 2,
-                "level_epsilon": [1 / 3] * 3, "rule": "parallel ..."}
-    body = {"certificate": {"epsilon": 1 / 3, "delta": 0.0, "level": 2, "lifetime": lifetime,
-                            "window": {"window_id": "ab12-c4-L2-1", "kind": "count", "first_window": 4,
-                                       "last_window": 7}}}
-    charge = Charge(9, "clicks", "ab12-c4-L2-1", "learner:generic", 1 / 3, 0.0, json.dumps(body).encode(),
-                    datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 1, 1, tzinfo=UTC),
-                    node=NodeRange.of(2, 1))
+    lifetime = {
+        "epsilon": 1.0,
+        "delta": 0.0,
+        "epsilon_budget": 1.0,
+        "delta_budget": 0.0,
+        "levels": 2,
+        "level_epsilon": [1 / 3] * 3,
+        "rule": "parallel ...",
+    }
+    body = {
+        "certificate": {
+            "epsilon": 1 / 3,
+            "delta": 0.0,
+            "level": 2,
+            "lifetime": lifetime,
+            "window": {"window_id": "ab12-c4-L2-1", "kind": "count", "first_window": 4, "last_window": 7},
+        }
+    }
+    charge = Charge(
+        9,
+        "clicks",
+        "ab12-c4-L2-1",
+        "learner:generic",
+        1 / 3,
+        0.0,
+        json.dumps(body).encode(),
+        datetime(2026, 1, 1, tzinfo=UTC),
+        datetime(2026, 1, 1, tzinfo=UTC),
+        node=NodeRange.of(2, 1),
+    )
     summary = release_summary(charge)
     assert (summary["level"], summary["first_window"], summary["last_window"]) == (2, 4, 7)
     assert summary["lifetime"] == lifetime and summary["epsilon_budget_remaining"] is None

@@ -79,18 +79,31 @@ def _interval_of(h: Hypothesis) -> tuple[int, int]:
 
 def generic_audit_spec(epsilon: float = AUDIT_EPSILON) -> AuditSpec:
     """The :class:`AuditSpec` of the generic learner at ``epsilon`` (see the module docstring)."""
-    return _spec("generic", AUDIT_CLASS, AUDIT_PAIR, _threshold_of, epsilon,
-                 "pair: one example (7, 1) vs (7, 0)")
+    return _spec(
+        "generic", AUDIT_CLASS, AUDIT_PAIR, _threshold_of, epsilon, "pair: one example (7, 1) vs (7, 0)"
+    )
 
 
 def generic_intervals_audit_spec(epsilon: float = AUDIT_EPSILON) -> AuditSpec:
     """The generic learner on ``intervals:8``: the interval sampler's production path."""
-    return _spec("generic-intervals", INTERVALS_AUDIT_CLASS, INTERVALS_AUDIT_PAIR, _interval_of, epsilon,
-                 "pair: one example (0, 1) vs (0, 0)")
+    return _spec(
+        "generic-intervals",
+        INTERVALS_AUDIT_CLASS,
+        INTERVALS_AUDIT_PAIR,
+        _interval_of,
+        epsilon,
+        "pair: one example (0, 1) vs (0, 0)",
+    )
 
 
-def _spec(name: str, hclass: HypothesisClass, pair: tuple[Any, Any], discretise: Callable[[Any], Hashable],
-          epsilon: float, pair_text: str) -> AuditSpec:
+def _spec(
+    name: str,
+    hclass: HypothesisClass,
+    pair: tuple[Any, Any],
+    discretise: Callable[[Any], Hashable],
+    epsilon: float,
+    pair_text: str,
+) -> AuditSpec:
     learner = GenericLearner()
 
     def production(rng: RandomSource) -> Callable[[Any], Any]:
@@ -121,8 +134,10 @@ def _spec(name: str, hclass: HypothesisClass, pair: tuple[Any, Any], discretise:
     broken: dict[str, MechanismFactory] = {"sensitivity_understated": understated, "no_noise": erm}
     return AuditSpec(
         name=name,
-        description=(f"generic learner (exponential mechanism, score -errors) on {hclass.spec}, "
-                     f"eps={epsilon:g}; {pair_text}"),
+        description=(
+            f"generic learner (exponential mechanism, score -errors) on {hclass.spec}, "
+            f"eps={epsilon:g}; {pair_text}"
+        ),
         claimed=ExponentialMechanism(epsilon).guarantee(),
         build=production,
         pair=pair,
@@ -131,4 +146,3 @@ def _spec(name: str, hclass: HypothesisClass, pair: tuple[Any, Any], discretise:
         samples=20_000,
         exact=exact,
     )
-

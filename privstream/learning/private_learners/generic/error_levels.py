@@ -63,8 +63,16 @@ from privstream.learning.hypothesis_classes import (
 )
 from privstream.learning.hypothesis_classes.finite import FiniteClass
 
-__all__ = ["MAX_DENSE_ENTRIES", "ErrorLevels", "SampleSummary", "VersionSpace", "error_levels", "nth_pair",
-           "summarise", "version_space"]
+__all__ = [
+    "MAX_DENSE_ENTRIES",
+    "ErrorLevels",
+    "SampleSummary",
+    "VersionSpace",
+    "error_levels",
+    "nth_pair",
+    "summarise",
+    "version_space",
+]
 
 #: Largest ``|H| x N`` truth table built for a class that is neither structured nor a file class.
 MAX_DENSE_ENTRIES = 2**26
@@ -160,8 +168,9 @@ def summarise(xs: np.ndarray, ys: np.ndarray, domain_size: int) -> SampleSummary
     np.not_equal(points[1:], points[:-1], out=first[1:])
     starts = np.flatnonzero(first)
     counts = np.diff(np.append(starts, n)).astype(np.int64)
-    ones = (np.add.reduceat((keys & np.uint64(1)).astype(np.int64), starts) if n
-            else np.zeros(0, dtype=np.int64))
+    ones = (
+        np.add.reduceat((keys & np.uint64(1)).astype(np.int64), starts) if n else np.zeros(0, dtype=np.int64)
+    )
     vals = _size_array(points[starts], domain_size)
     return SampleSummary(n, ones_total, vals, ones, counts - ones)
 
@@ -273,7 +282,7 @@ def _interval_levels(hclass: Intervals, s: SampleSummary) -> ErrorLevels:
             r -= zero_block
         key = s.ones_total - e  # W[β] - W[α] of the wanted level
         for alpha in range(k):
-            match = np.flatnonzero(walk[alpha + 1:] == walk[alpha] + key) + alpha + 1
+            match = np.flatnonzero(walk[alpha + 1 :] == walk[alpha] + key) + alpha + 1
             if not match.size:
                 continue
             row = int(size_a[alpha]) * int(size_b[match].sum())
@@ -326,8 +335,9 @@ def version_space(hclass: HypothesisClass, xs: np.ndarray, ys: np.ndarray) -> Ve
     lo = [0] + [v + 1 for v in vals]  # as in _interval_levels: first a (or b) with α points below
     if s.ones_total == 0:
         gaps = [h - f for f, h in zip(lo, [*vals, n_dom], strict=True)]
-        return VersionSpace(1 + sum(g * (g + 1) // 2 for g in gaps),
-                            lambda r: _in_gap_interval(n_dom, lo, gaps, r))
+        return VersionSpace(
+            1 + sum(g * (g + 1) // 2 for g in gaps), lambda r: _in_gap_interval(n_dom, lo, gaps, r)
+        )
     positive = np.flatnonzero(s.ones > 0)
     alpha, beta = int(positive[0]), int(positive[-1]) + 1
     if s.zeros[alpha:beta].any():
@@ -381,12 +391,15 @@ def _limbs(sizes: np.ndarray, exact_total: bool) -> list[tuple[int, np.ndarray]]
         return [(0, sizes)]
     values = [int(v) for v in sizes.tolist()]
     bits = max((v.bit_length() for v in values), default=1)
-    return [(shift, np.array([(v >> shift) & 0xFFFF for v in values], dtype=np.uint64))
-            for shift in range(0, max(bits, 1), 16)]
+    return [
+        (shift, np.array([(v >> shift) & 0xFFFF for v in values], dtype=np.uint64))
+        for shift in range(0, max(bits, 1), 16)
+    ]
 
 
-def _pair_level_sums(size_a: np.ndarray, size_b: np.ndarray, walk: np.ndarray, ones_total: int,
-                     n: int, class_size: int) -> tuple[int, ...]:
+def _pair_level_sums(
+    size_a: np.ndarray, size_b: np.ndarray, walk: np.ndarray, ones_total: int, n: int, class_size: int
+) -> tuple[int, ...]:
     """``out[e] = Σ_{α < β, #ones - (W[β] - W[α]) = e} |A_α|·|B_β|``, exactly; O(k²) time.
 
     Overflow argument: each level sum is at most ``|H|``. If ``|H| < 2**64`` the ``uint64``
@@ -468,5 +481,6 @@ def error_levels(hclass: HypothesisClass, xs: np.ndarray, ys: np.ndarray) -> Err
     if hclass.size * hclass.domain_size > MAX_DENSE_ENTRIES:
         raise LearningInputError(
             f"{hclass.spec}: no exact block decomposition for {type(hclass).__name__}, and its truth "
-            f"table ({hclass.size} x {hclass.domain_size}) is too large to enumerate")
+            f"table ({hclass.size} x {hclass.domain_size}) is too large to enumerate"
+        )
     return _table_levels(hclass, np.packbits(hclass.matrix(), axis=1), xs, ys)

@@ -82,8 +82,9 @@ def from_ints(values: object) -> XFloats:
     if arr.dtype.kind in "iu":
         if arr.size and int(arr.max()) >= _EXACT_FLOAT_INTS:
             v = arr.astype(np.uint64)
-            total = ((v >> np.uint64(32)).astype(np.float64) * 2.0**32
-                     + (v & np.uint64(0xFFFFFFFF)).astype(np.float64))
+            total = (v >> np.uint64(32)).astype(np.float64) * 2.0**32 + (v & np.uint64(0xFFFFFFFF)).astype(
+                np.float64
+            )
         else:
             total = arr.astype(np.float64)
         return _normal(total, np.zeros(arr.shape, dtype=np.int64))

@@ -108,8 +108,15 @@ _TWO_LEVEL = 1 << 16  # tables longer than this are split into a high and a low 
 _CHUNK = 1 << 16  # elementwise work on long arrays goes by slices of this length
 
 
-def sample_interval(hclass: Intervals, xs: np.ndarray, ys: np.ndarray, epsilon: float, rng: RandomSource,
-                    *, sensitivity: float = 1) -> Hypothesis:
+def sample_interval(
+    hclass: Intervals,
+    xs: np.ndarray,
+    ys: np.ndarray,
+    epsilon: float,
+    rng: RandomSource,
+    *,
+    sensitivity: float = 1,
+) -> Hypothesis:
     """One exact draw of the exponential mechanism with score ``-errors`` over ``hclass``.
 
     ``xs``, ``ys`` are validated (:func:`~privstream.learning.private_learners.base.check_sample`).
@@ -139,8 +146,9 @@ class IntervalSampler:
     proposal and acceptance of a round, for the exact checks in the tests.
     """
 
-    def __init__(self, hclass: Intervals, xs: np.ndarray, ys: np.ndarray, epsilon: float, *,
-                 sensitivity: float = 1) -> None:
+    def __init__(
+        self, hclass: Intervals, xs: np.ndarray, ys: np.ndarray, epsilon: float, *, sensitivity: float = 1
+    ) -> None:
         self.domain_size = n_dom = hclass.domain_size
         self.coefficient = positive_real(epsilon, "epsilon") / (2 * positive_real(sensitivity, "sensitivity"))
         s = summarise(xs, ys, n_dom)
@@ -171,13 +179,15 @@ class IntervalSampler:
 
         hm, he = _by_chunks(k, row_weight)
         zm, ze = mul(*from_ints([self.zero_block]), *self._powers(np.array([self.best_gain])))
-        self._row_weights, self._shift = to_integer_weights(np.concatenate((zm, hm)),
-                                                            np.concatenate((ze, he)))
+        self._row_weights, self._shift = to_integer_weights(
+            np.concatenate((zm, hm)), np.concatenate((ze, he))
+        )
         self._row_cumulative = np.cumsum(self._row_weights)
         m_x = M_T + 2
         m_h = 1 + 2 * k.bit_length() * (M_T + 2) + M_T + 3
-        self.slack = (phi_power(m_h + 2 * m_x) * (1 + Fraction(n_dom, 1 << self.clip_bits))
-                      * (1 + Fraction(k, 1 << 57)))  # Λ
+        self.slack = (
+            phi_power(m_h + 2 * m_x) * (1 + Fraction(n_dom, 1 << self.clip_bits)) * (1 + Fraction(k, 1 << 57))
+        )  # Λ
 
     # -- one round -----------------------------------------------------------------------------
 
@@ -196,8 +206,9 @@ class IntervalSampler:
             return Proposal(0, -1, 1, 1)
         cumulative = np.cumsum(self.alpha_weights(row))
         alpha = _pick(cumulative, rng)
-        return Proposal(row, alpha, int(cumulative[alpha] - (cumulative[alpha - 1] if alpha else 0)),
-                        int(cumulative[-1]))
+        return Proposal(
+            row, alpha, int(cumulative[alpha] - (cumulative[alpha - 1] if alpha else 0)), int(cumulative[-1])
+        )
 
     def alpha_weights(self, row: int) -> np.ndarray:
         """The integers ``U_α`` (``α < β = row``) bounding ``|A_α|·ρ^(W[α] - M_β)`` from above."""
@@ -298,11 +309,13 @@ def _in_gap_count(gaps: np.ndarray, gap_total: int) -> int:
     """``Σ g(g+1)/2`` exactly; ``gap_total = Σ g``. ``uint64`` gaps: ``Σ g²`` by 16-bit limbs."""
     if gaps.dtype != np.uint64:
         return sum(int(g) * (int(g) + 1) // 2 for g in gaps)
-    limbs = [(gaps >> np.uint64(16 * i)) & np.uint64(0xFFFF)
-             for i in range(-(-int(gaps.max(initial=0)).bit_length() // 16))]
+    limbs = [
+        (gaps >> np.uint64(16 * i)) & np.uint64(0xFFFF)
+        for i in range(-(-int(gaps.max(initial=0)).bit_length() // 16))
+    ]
     squares = 0
     for start in range(0, gaps.shape[0], 1 << 31):  # every limb product < 2**32: 2**31 of them fit
-        chunk = [limb[start:start + (1 << 31)] for limb in limbs]
+        chunk = [limb[start : start + (1 << 31)] for limb in limbs]
         for i, low in enumerate(chunk):
             for j in range(i, len(chunk)):
                 part = int((low * chunk[j]).sum(dtype=np.uint64))
@@ -343,11 +356,11 @@ class _Powers:
         bits = (size - 1).bit_length()
         self.low_bits = bits if size <= _TWO_LEVEL else (bits + 1) // 2
         bases = [_certified_power(coefficient, 1 << j) for j in range(bits)]
-        low_m, low_e = _doubling_table(bases[:self.low_bits])
-        self.high = _doubling_table(bases[self.low_bits:]) if bits > self.low_bits else None
+        low_m, low_e = _doubling_table(bases[: self.low_bits])
+        self.high = _doubling_table(bases[self.low_bits :]) if bits > self.low_bits else None
         if self.clips and self.high is None:  # entry `cut` is ψ: clipping is one minimum
-            low_m = np.concatenate((low_m[:self.cut], [0.5]))
-            low_e = np.concatenate((low_e[:self.cut], [1 - clip_bits]))
+            low_m = np.concatenate((low_m[: self.cut], [0.5]))
+            low_e = np.concatenate((low_e[: self.cut], [1 - clip_bits]))
         self.low = (low_m, low_e)
         self.clip_bits = clip_bits
 
@@ -362,8 +375,9 @@ class _Powers:
             clipped = d >= self.cut
             d = np.where(clipped, 0, d)
         low, high = d & ((1 << self.low_bits) - 1), d >> self.low_bits
-        m, e = mul(np.take(low_m, low), np.take(low_e, low), np.take(self.high[0], high),
-                   np.take(self.high[1], high))
+        m, e = mul(
+            np.take(low_m, low), np.take(low_e, low), np.take(self.high[0], high), np.take(self.high[1], high)
+        )
         if self.clips:
             m, e = np.where(clipped, 0.5, m), np.where(clipped, 1 - self.clip_bits, e)
         return m, e
@@ -397,8 +411,15 @@ def _doubling_table(bases: list[tuple[float, int]]) -> tuple[np.ndarray, np.ndar
 # -- the prefix scan ------------------------------------------------------------------------------
 
 
-def _combine(w1: np.ndarray, m1: np.ndarray, e1: np.ndarray, w2: np.ndarray, m2: np.ndarray,
-             e2: np.ndarray, powers: _Powers) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _combine(
+    w1: np.ndarray,
+    m1: np.ndarray,
+    e1: np.ndarray,
+    w2: np.ndarray,
+    m2: np.ndarray,
+    e2: np.ndarray,
+    powers: _Powers,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(w1, F1) ⊕ (w2, F2) = (min, F·ρ^|w1 - w2| + F')``: the side with the larger reference scaled.
 
     Written out (a :func:`mul` whose product is added before being renormalised, and one
@@ -415,8 +436,9 @@ def _combine(w1: np.ndarray, m1: np.ndarray, e1: np.ndarray, w2: np.ndarray, m2:
     return np.minimum(w1, w2), total_m, top + shift
 
 
-def _prefix_sums(w: np.ndarray, m: np.ndarray, e: np.ndarray,
-                 powers: _Powers) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _prefix_sums(
+    w: np.ndarray, m: np.ndarray, e: np.ndarray, powers: _Powers
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Inclusive ⊕-prefix sums of the elements ``(w_i, m_i·2**e_i)``, in O(k) vectorised work.
 
     The classic work-efficient scan: combine neighbours ``(0,1), (2,3), ...``, scan those
@@ -430,8 +452,9 @@ def _prefix_sums(w: np.ndarray, m: np.ndarray, e: np.ndarray,
     half = k // 2
 
     def pairs(part: slice) -> tuple[np.ndarray, ...]:
-        return _combine(w[0::2][part], m[0::2][part], e[0::2][part], w[1::2][part], m[1::2][part],
-                        e[1::2][part], powers)
+        return _combine(
+            w[0::2][part], m[0::2][part], e[0::2][part], w[1::2][part], m[1::2][part], e[1::2][part], powers
+        )
 
     pw, pm, pe = _prefix_sums(*_by_chunks(half, pairs), powers)  # prefix up to 2i+1
 

@@ -118,8 +118,9 @@ def level_probabilities(levels: ErrorLevels, epsilon: float) -> list[float]:
     return ExponentialMechanism(epsilon, 1).block_probabilities(_blocks(levels))
 
 
-def output_law(hclass: HypothesisClass, xs: np.ndarray, ys: np.ndarray, epsilon: float, *,
-               sensitivity: float = 1) -> dict[Hypothesis, float]:
+def output_law(
+    hclass: HypothesisClass, xs: np.ndarray, ys: np.ndarray, epsilon: float, *, sensitivity: float = 1
+) -> dict[Hypothesis, float]:
     """``P_S(h)`` for every h of a *small* class, from the blocks (``Pr[level e] / c_e``); no sampling.
 
     The exact checks (tests, the audit's ``exact``) use it; ``sensitivity`` as in :func:`sample_hypothesis`.
@@ -130,8 +131,9 @@ def output_law(hclass: HypothesisClass, xs: np.ndarray, ys: np.ndarray, epsilon:
     return {levels.member(e, r): law[e] / c for e, c in levels.nonempty() for r in range(c)}
 
 
-def sample_hypothesis(levels: ErrorLevels, epsilon: float, rng: RandomSource, *,
-                      sensitivity: float = 1) -> Hypothesis:
+def sample_hypothesis(
+    levels: ErrorLevels, epsilon: float, rng: RandomSource, *, sensitivity: float = 1
+) -> Hypothesis:
     """One exact draw of the exponential mechanism over the class: a level, then a uniform member.
 
     ``sensitivity`` is 1 for A' (the score's true sensitivity); the privacy audit passes 1/2 to
@@ -142,8 +144,15 @@ def sample_hypothesis(levels: ErrorLevels, epsilon: float, rng: RandomSource, *,
     return levels.member(level, index)
 
 
-def exponential_mechanism(hclass: HypothesisClass, xs: np.ndarray, ys: np.ndarray, epsilon: float,
-                          rng: RandomSource, *, sensitivity: float = 1) -> Hypothesis:
+def exponential_mechanism(
+    hclass: HypothesisClass,
+    xs: np.ndarray,
+    ys: np.ndarray,
+    epsilon: float,
+    rng: RandomSource,
+    *,
+    sensitivity: float = 1,
+) -> Hypothesis:
     """One exact draw of A' on the validated sample: the interval sampler, or the error levels.
 
     ``sensitivity`` as in :func:`sample_hypothesis`.
@@ -170,9 +179,19 @@ class GenericLearner:
     name = "generic"
     mechanism = MECHANISM
 
-    def fit(self, hclass: HypothesisClass, xs: np.ndarray, ys: np.ndarray, *, epsilon: float,
-            delta: float = 0.0, alpha: float = 0.25, beta: float = 0.25,
-            rng: RandomSource | None = None, expected_size: int | None = None) -> LearnerResult:
+    def fit(
+        self,
+        hclass: HypothesisClass,
+        xs: np.ndarray,
+        ys: np.ndarray,
+        *,
+        epsilon: float,
+        delta: float = 0.0,
+        alpha: float = 0.25,
+        beta: float = 0.25,
+        rng: RandomSource | None = None,
+        expected_size: int | None = None,
+    ) -> LearnerResult:
         eps, _ = check_privacy_parameters(epsilon, delta)
         a = check_accuracy_parameter(alpha, "alpha")
         b = check_accuracy_parameter(beta, "beta")
@@ -182,18 +201,27 @@ class GenericLearner:
         n = int(points.shape[0])
         needed = generic_sample_size(hclass.size, a, b, eps)
         parameters: dict[str, Any] = {
-            "alpha": a, "beta": b, "score": "-errors", "sensitivity": 1,
-            "class_size": hclass.size, "theorem": "Sivakumar Thm 3.3, explicit constants (realizable)",
+            "alpha": a,
+            "beta": b,
+            "score": "-errors",
+            "sensitivity": 1,
+            "class_size": hclass.size,
+            "theorem": "Sivakumar Thm 3.3, explicit constants (realizable)",
         }
         if m is not None:
             parameters["expected_size"] = m
         return LearnerResult(
-            hypothesis=hypothesis, mechanism=MECHANISM, epsilon=eps, delta=0.0, proper=True,
-            sample_size=n, parameters=parameters, theorem_sample_size=needed,
+            hypothesis=hypothesis,
+            mechanism=MECHANISM,
+            epsilon=eps,
+            delta=0.0,
+            proper=True,
+            sample_size=n,
+            parameters=parameters,
+            theorem_sample_size=needed,
             accuracy_guarantee_holds=(n if m is None else m) >= needed,
             neighbouring_relation=neighbouring_relation(m),
         )
 
     def __repr__(self) -> str:
         return "GenericLearner()"
-

@@ -107,8 +107,15 @@ def g_parameters(d: int, alpha: float | Fraction) -> GParameters:
     n_aux = math.ceil(Fraction(2 ** (d + 2)) / a)
     exponent = 2 ** (d + 2)
     big_n = 2 ** (exponent + 1) * 4 ** (d + 1) * n_aux
-    return GParameters(d=d, alpha=a, n_aux=n_aux, N=big_n, m=big_n + n_aux,
-                       thr=Fraction(1, 2**exponent), eta_G=Fraction(1, (d + 1) * 2 ** (exponent + 1)))
+    return GParameters(
+        d=d,
+        alpha=a,
+        n_aux=n_aux,
+        N=big_n,
+        m=big_n + n_aux,
+        thr=Fraction(1, 2**exponent),
+        eta_G=Fraction(1, (d + 1) * 2 ** (exponent + 1)),
+    )
 
 
 def rho_lower_bounds(d: int, depth: int) -> list[Fraction]:
@@ -161,7 +168,7 @@ class _Pool:
             raise _BudgetExceeded
         lo = self.drawn
         self.drawn += count
-        return self.xs[lo:self.drawn], self.ys[lo:self.drawn]
+        return self.xs[lo : self.drawn], self.ys[lo : self.drawn]
 
 
 _Sample = tuple[np.ndarray, np.ndarray]
@@ -192,8 +199,18 @@ class GRun:
         return FAIL_KEY if self.hypothesis is None else self.hypothesis.key()
 
 
-def algorithm_g(hclass: HypothesisClass, xs: np.ndarray, ys: np.ndarray, *, n_aux: int, budget: int,
-                max_depth: int, rng: RandomSource, tie: int = 1, depth: int | None = None) -> GRun:
+def algorithm_g(
+    hclass: HypothesisClass,
+    xs: np.ndarray,
+    ys: np.ndarray,
+    *,
+    n_aux: int,
+    budget: int,
+    max_depth: int,
+    rng: RandomSource,
+    tie: int = 1,
+    depth: int | None = None,
+) -> GRun:
     """One run of G on the batch ``(xs, ys)`` of length >= ``budget + n_aux`` (blm_almm.md §2.3).
 
     Layout (fixed, data-independent): ``xs[:budget]`` is the pool of D~_k, ``xs[budget:budget+n_aux]``
@@ -211,12 +228,21 @@ def algorithm_g(hclass: HypothesisClass, xs: np.ndarray, ys: np.ndarray, *, n_au
     return run_g(hclass, points, labels, n_aux=n_aux, budget=budget, depth=k, rng=rng, tie=tie)
 
 
-def run_g(hclass: HypothesisClass, points: np.ndarray, labels: np.ndarray, *, n_aux: int, budget: int,
-          depth: int, rng: RandomSource, tie: int = 1) -> GRun:
+def run_g(
+    hclass: HypothesisClass,
+    points: np.ndarray,
+    labels: np.ndarray,
+    *,
+    n_aux: int,
+    budget: int,
+    depth: int,
+    rng: RandomSource,
+    tie: int = 1,
+) -> GRun:
     """G at a given depth on *validated* arrays (:func:`algorithm_g` draws the depth and validates)."""
     k = depth
     pool = _Pool(points[:budget], labels[:budget], budget)
-    final_t = (points[budget:budget + n_aux], labels[budget:budget + n_aux])
+    final_t = (points[budget : budget + n_aux], labels[budget : budget + n_aux])
 
     def soa(sample: _Sample) -> SOA:
         learner = SOA(hclass, tie)
@@ -242,5 +268,10 @@ def run_g(hclass: HypothesisClass, points: np.ndarray, labels: np.ndarray, *, n_
     except _BudgetExceeded:
         return GRun(hypothesis=None, depth=k, draws=pool.drawn, mistakes=-1, tournament_size=-1)
     final = soa(_concat(s, final_t))
-    return GRun(hypothesis=final.predictor(), depth=k, draws=pool.drawn, mistakes=final.mistakes,
-                tournament_size=int(s[0].shape[0]))
+    return GRun(
+        hypothesis=final.predictor(),
+        depth=k,
+        draws=pool.drawn,
+        mistakes=final.mistakes,
+        tournament_size=int(s[0].shape[0]),
+    )

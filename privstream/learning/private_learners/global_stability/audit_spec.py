@@ -82,23 +82,45 @@ def _labels_canary(h: Any) -> int:
     return int(h.predict(_CANARY))
 
 
-def _params(epsilon: float, num_batches: int, batch_size: int, n_prime: int,
-            expected_size: int | None) -> MParameters:
+def _params(
+    epsilon: float, num_batches: int, batch_size: int, n_prime: int, expected_size: int | None
+) -> MParameters:
     eps, dlt = check_privacy_parameters(epsilon, AUDIT_DELTA)
-    return MParameters(mode="practical", num_batches=num_batches, batch_size=batch_size, n_prime=n_prime,
-                       eta=4 / (3 * num_batches), hist_threshold=StableHistogram(eps, dlt).threshold,
-                       hist_epsilon=eps, select_epsilon=eps, batch_learner="correlated-erm",
-                       tolerance=0.0, min_batch=1, max_draws=64, expected_size=expected_size)
+    return MParameters(
+        mode="practical",
+        num_batches=num_batches,
+        batch_size=batch_size,
+        n_prime=n_prime,
+        eta=4 / (3 * num_batches),
+        hist_threshold=StableHistogram(eps, dlt).threshold,
+        hist_epsilon=eps,
+        select_epsilon=eps,
+        batch_learner="correlated-erm",
+        tolerance=0.0,
+        min_batch=1,
+        max_draws=64,
+        expected_size=expected_size,
+    )
 
 
-def _variant(params: MParameters, epsilon: float, histogram: Histogram | None = None,
-             split: Split | None = None) -> MechanismFactory:
+def _variant(
+    params: MParameters, epsilon: float, histogram: Histogram | None = None, split: Split | None = None
+) -> MechanismFactory:
     def build(rng: RandomSource) -> Callable[[Any], Any]:
         def release(dataset: Any) -> Any:
             xs = np.array(dataset[0], dtype=np.int64)
             ys = np.array(dataset[1], dtype=np.uint8)
-            return algorithm_m(AUDIT_CLASS, xs, ys, params, epsilon=epsilon, delta=AUDIT_DELTA, rng=rng,
-                               histogram=histogram, split=split).hypothesis
+            return algorithm_m(
+                AUDIT_CLASS,
+                xs,
+                ys,
+                params,
+                epsilon=epsilon,
+                delta=AUDIT_DELTA,
+                rng=rng,
+                histogram=histogram,
+                split=split,
+            ).hypothesis
 
         return release
 
@@ -123,15 +145,19 @@ def global_stability_audit_spec(epsilon: float = AUDIT_EPSILON) -> AuditSpec:
 
     return AuditSpec(
         name="global-stability",
-        description=(f"Algorithm M (correlated ERM, parallel composition) on {AUDIT_CLASS.spec}, K=8 "
-                     f"one-example batches, eps={epsilon:g}, delta={AUDIT_DELTA:g}; pair: canary (7, 1) vs "
-                     f"(7, 0) in batch 0"),
+        description=(
+            f"Algorithm M (correlated ERM, parallel composition) on {AUDIT_CLASS.spec}, K=8 "
+            f"one-example batches, eps={epsilon:g}, delta={AUDIT_DELTA:g}; pair: canary (7, 1) vs "
+            f"(7, 0) in batch 0"
+        ),
         claimed=PrivacyGuarantee(epsilon=epsilon, delta=AUDIT_DELTA, mechanism=MECHANISM),
         build=_variant(params, epsilon),
         pair=AUDIT_PAIR,
         discretise=_labels_canary,
-        broken={"exact_histogram": _variant(params, epsilon, histogram=_exact_counts),
-                "no_threshold": _variant(params, epsilon, histogram=no_threshold)},
+        broken={
+            "exact_histogram": _variant(params, epsilon, histogram=_exact_counts),
+            "no_threshold": _variant(params, epsilon, histogram=no_threshold),
+        },
         samples=4_000,
     )
 
@@ -147,8 +173,10 @@ def add_remove_audit_spec(epsilon: float = AUDIT_EPSILON) -> AuditSpec:
 
     return AuditSpec(
         name="global-stability-add-remove",
-        description=(f"Algorithm M with expected_size={size} (random split) on {AUDIT_CLASS.spec}, "
-                     f"eps={epsilon:g}, delta={AUDIT_DELTA:g}; pair: D vs D plus one (7, 1) in front"),
+        description=(
+            f"Algorithm M with expected_size={size} (random split) on {AUDIT_CLASS.spec}, "
+            f"eps={epsilon:g}, delta={AUDIT_DELTA:g}; pair: D vs D plus one (7, 1) in front"
+        ),
         claimed=PrivacyGuarantee(epsilon=epsilon, delta=AUDIT_DELTA, mechanism=MECHANISM),
         build=_variant(params, epsilon),
         pair=ADD_REMOVE_PAIR,

@@ -80,8 +80,10 @@ class _SortedBatches:
         order = np.lexsort((pts, owner))
         xs, ones, who = pts[order], lab[order].astype(np.int64), owner[order]
         bounds = np.searchsorted(who, np.arange(num_batches + 1))
-        self.batches = [(xs[lo:hi], np.concatenate(([0], np.cumsum(ones[lo:hi]))))
-                        for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True)]
+        self.batches = [
+            (xs[lo:hi], np.concatenate(([0], np.cumsum(ones[lo:hi]))))
+            for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True)
+        ]
 
     def errors(self, hyps: list[Hypothesis], domain_size: int) -> np.ndarray:
         """``errors[j, b]``: mistakes of ``hyps[j]`` on batch b."""
@@ -90,7 +92,7 @@ class _SortedBatches:
         for j, h in enumerate(hyps):
             f, changes = h.change_points()
             first[j] = f
-            cuts[:len(changes), j] = changes
+            cuts[: len(changes), j] = changes
         out = np.empty((len(hyps), len(self.batches)), dtype=np.int64)
         for b, (xs, prefix) in enumerate(self.batches):
             m = xs.shape[0]
@@ -102,8 +104,15 @@ class _SortedBatches:
         return out
 
 
-def correlated_erm(hclass: HypothesisClass, points: np.ndarray, labels: np.ndarray, batch_of: np.ndarray,
-                   num_batches: int, params: ErmParameters, rng: RandomSource) -> list[Hypothesis | None]:
+def correlated_erm(
+    hclass: HypothesisClass,
+    points: np.ndarray,
+    labels: np.ndarray,
+    batch_of: np.ndarray,
+    num_batches: int,
+    params: ErmParameters,
+    rng: RandomSource,
+) -> list[Hypothesis | None]:
     """The output of every batch (None = Fail); ``batch_of[i]`` is example i's batch (-1: none).
 
     ``points``/``labels`` are validated arrays; the shared draws come from ``rng``.
@@ -115,9 +124,13 @@ def correlated_erm(hclass: HypothesisClass, points: np.ndarray, labels: np.ndarr
     allowed = (params.tolerance.numerator * sizes) // params.tolerance.denominator
     out: list[Hypothesis | None] = [None] * num_batches
     pending = [b for b in range(num_batches) if sizes[b] >= params.min_batch]
-    sorted_batches = (_SortedBatches(pts, lab, owner, num_batches)
-                      if isinstance(hclass, Thresholds | Points | Intervals) and pts.dtype != object
-                      and hclass.domain_size <= INT64_MAX else None)
+    sorted_batches = (
+        _SortedBatches(pts, lab, owner, num_batches)
+        if isinstance(hclass, Thresholds | Points | Intervals)
+        and pts.dtype != object
+        and hclass.domain_size <= INT64_MAX
+        else None
+    )
     largest = 256 if sorted_batches else max(1, min(256, _CHUNK_CELLS // max(1, int(pts.shape[0]))))
     chunk, drawn = 8, 0
     seen: dict[int, tuple[Hypothesis, np.ndarray]] = {}
@@ -131,8 +144,14 @@ def correlated_erm(hclass: HypothesisClass, points: np.ndarray, labels: np.ndarr
         if sorted_batches is not None:
             rows = sorted_batches.errors(hyps, hclass.domain_size) if hyps else np.empty((0, num_batches))
         else:
-            rows = np.array([np.bincount(owner, weights=h.predict(pts).astype(bool) != lab,
-                                         minlength=num_batches)[:num_batches] for h in hyps])
+            rows = np.array(
+                [
+                    np.bincount(owner, weights=h.predict(pts).astype(bool) != lab, minlength=num_batches)[
+                        :num_batches
+                    ]
+                    for h in hyps
+                ]
+            )
         seen.update({i: (h, row) for i, h, row in zip(fresh, hyps, rows, strict=True)})
         errors = np.array([seen[i][1] for i in indices], dtype=np.int64)
         still = []

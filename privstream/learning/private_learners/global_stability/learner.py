@@ -127,8 +127,9 @@ Split = Callable[[int, "MParameters", RandomSource], np.ndarray]
 # -- the paper's parameter chain (theory mode) -------------------------------------------------
 
 
-def n_generic_list(num_hyps: int, alpha: float, beta: float, epsilon: float, *,
-                   c_sample: float = 36, c_mechanism: float = 6) -> int:
+def n_generic_list(
+    num_hyps: int, alpha: float, beta: float, epsilon: float, *, c_sample: float = 36, c_mechanism: float = 6
+) -> int:
     """``n_GL``: S' size for the generic learner over a list (blm_almm.md §3.2, explicit constants).
 
     ``ceil(max(36·ln(4|L|/β)/α, 6·ln(2|L|/β)/(α·ε)))``: from the proof of [003 Lem 29] with
@@ -180,9 +181,17 @@ class TheoryParameters:
     n_total: int
 
 
-def theory_parameters(alpha: float, beta: float, epsilon: float, delta: float, d: int, *,
-                      sampling_constant: float = 128, c_sample: float = 36,
-                      c_mechanism: float = 6) -> TheoryParameters:
+def theory_parameters(
+    alpha: float,
+    beta: float,
+    epsilon: float,
+    delta: float,
+    d: int,
+    *,
+    sampling_constant: float = 128,
+    c_sample: float = 36,
+    c_mechanism: float = 6,
+) -> TheoryParameters:
     """The §3.4 chain: G at α/2, η = η_G, K from the sampling and histogram conditions, n'.
 
     * ``K_sampling = ceil(128·ln(3/(η·β))/η)`` (Chernoff, relative deviation 1/8, union bound over
@@ -220,17 +229,31 @@ def theory_parameters(alpha: float, beta: float, epsilon: float, delta: float, d
     k = max(k_sampling, k_hist)
     n_prime = n_generic_list(2 * inv, a / 2, b / 3, eps / 2, c_sample=c_sample, c_mechanism=c_mechanism)
     return TheoryParameters(
-        d=d, alpha=a, beta=b, epsilon=eps, delta=dlt, n_aux=g.n_aux, N=g.N, m=g.m, eta=eta,
-        K_sampling=k_sampling, K_histogram=k_hist, K=k, hist_threshold=threshold, n_prime=n_prime,
-        n_total=k * g.m + n_prime)
+        d=d,
+        alpha=a,
+        beta=b,
+        epsilon=eps,
+        delta=dlt,
+        n_aux=g.n_aux,
+        N=g.N,
+        m=g.m,
+        eta=eta,
+        K_sampling=k_sampling,
+        K_histogram=k_hist,
+        K=k,
+        hist_threshold=threshold,
+        n_prime=n_prime,
+        n_total=k * g.m + n_prime,
+    )
 
 
 #: Above this Ldim the chain is not evaluated exactly: ``m`` alone has ``2^(d+2)`` bits (2 GB at d = 32).
 EXACT_LDIM = 16
 
 
-def global_stability_log10_sample_size(alpha: float, beta: float, epsilon: float, delta: float,
-                                       d: int) -> float:
+def global_stability_log10_sample_size(
+    alpha: float, beta: float, epsilon: float, delta: float, d: int
+) -> float:
     """``log10(n_total)`` for any d >= 1: exact for d <= :data:`EXACT_LDIM`, else :func:`log10_closed_form`.
 
     >>> round(global_stability_log10_sample_size(0.1, 0.1, 1.0, 1e-6, 1), 4)
@@ -267,8 +290,9 @@ def log10_closed_form(alpha: float, beta: float, epsilon: float, delta: float, d
     return (max(ln_k_sampling, ln_k_hist) + ln_m) / math.log(10)
 
 
-def global_stability_sample_size(alpha: float, beta: float, epsilon: float, delta: float, d: int,
-                                 **constants: float) -> int:
+def global_stability_sample_size(
+    alpha: float, beta: float, epsilon: float, delta: float, d: int, **constants: float
+) -> int:
     """``n_total`` of Theorem 1/3's learner (:func:`theory_parameters`); exact, possibly astronomical.
 
     >>> global_stability_sample_size(0.1, 0.1, 1.0, 1e-6, 1)
@@ -324,13 +348,26 @@ class MParameters:
         return 3 * self.eta / 4
 
     def erm(self) -> ErmParameters:
-        return ErmParameters(exact_fraction(self.tolerance, "tolerance") if self.tolerance else Fraction(0),
-                             self.min_batch, self.max_draws)
+        return ErmParameters(
+            exact_fraction(self.tolerance, "tolerance") if self.tolerance else Fraction(0),
+            self.min_batch,
+            self.max_draws,
+        )
 
 
-def practical_parameters(n: int, epsilon: float, delta: float, alpha: float, beta: float, *,
-                         stability: float = 0.25, prime_fraction: float = 0.2, tolerance: float = 0.5,
-                         max_draws: int = 2**16, expected: bool = False) -> MParameters:
+def practical_parameters(
+    n: int,
+    epsilon: float,
+    delta: float,
+    alpha: float,
+    beta: float,
+    *,
+    stability: float = 0.25,
+    prime_fraction: float = 0.2,
+    tolerance: float = 0.5,
+    max_draws: int = 2**16,
+    expected: bool = False,
+) -> MParameters:
     """Practical-mode parameters for a window of n examples (or an expected size n); privacy-free.
 
     Parallel composition (module docstring): the histogram at (ε, δ), the selection at ε.
@@ -368,19 +405,39 @@ def practical_parameters(n: int, epsilon: float, delta: float, alpha: float, bet
     if m == 0:
         k = 0
     eta = min(1.0, 4 * threshold / (3 * k)) if k else 1.0
-    return MParameters(mode="practical", num_batches=k, batch_size=m, n_prime=n - k * m, eta=eta,
-                       hist_threshold=threshold, hist_epsilon=eps, select_epsilon=eps,
-                       batch_learner="correlated-erm", tolerance=float(exact_fraction(alpha, "alpha")
-                                                                       * exact_fraction(tolerance, "t")),
-                       min_batch=max(1, math.ceil(m / 2)), max_draws=max_draws,
-                       expected_size=n if expected else None)
+    return MParameters(
+        mode="practical",
+        num_batches=k,
+        batch_size=m,
+        n_prime=n - k * m,
+        eta=eta,
+        hist_threshold=threshold,
+        hist_epsilon=eps,
+        select_epsilon=eps,
+        batch_learner="correlated-erm",
+        tolerance=float(exact_fraction(alpha, "alpha") * exact_fraction(tolerance, "t")),
+        min_batch=max(1, math.ceil(m / 2)),
+        max_draws=max_draws,
+        expected_size=n if expected else None,
+    )
 
 
 def _theory_m_parameters(t: TheoryParameters, n: int, expected: bool) -> MParameters:
-    return MParameters(mode="theory", num_batches=t.K, batch_size=t.m, n_prime=n - t.K * t.m,
-                       eta=float(t.eta), hist_threshold=t.hist_threshold, hist_epsilon=t.epsilon / 2,
-                       select_epsilon=t.epsilon / 2, batch_learner="g", n_aux=t.n_aux, budget=t.N,
-                       max_depth=t.d, expected_size=n if expected else None)
+    return MParameters(
+        mode="theory",
+        num_batches=t.K,
+        batch_size=t.m,
+        n_prime=n - t.K * t.m,
+        eta=float(t.eta),
+        hist_threshold=t.hist_threshold,
+        hist_epsilon=t.epsilon / 2,
+        select_epsilon=t.epsilon / 2,
+        batch_learner="g",
+        n_aux=t.n_aux,
+        budget=t.N,
+        max_depth=t.d,
+        expected_size=n if expected else None,
+    )
 
 
 # -- the split into batches and S' -------------------------------------------------------------
@@ -392,7 +449,7 @@ def positional_split(n: int, params: MParameters) -> np.ndarray:
     if k * m + params.n_prime != n:
         raise ValueError(f"layout K·m + n' = {k * m + params.n_prime} != n = {n}")
     out = np.full(n, k, dtype=np.int64)
-    out[:k * m] = np.arange(k * m, dtype=np.int64) // max(m, 1)
+    out[: k * m] = np.arange(k * m, dtype=np.int64) // max(m, 1)
     return out
 
 
@@ -451,8 +508,15 @@ def _stable_histogram(epsilon: float, delta: float, rng: RandomSource) -> Stable
     return mechanism
 
 
-def _g_outputs(hclass: HypothesisClass, xs: np.ndarray, ys: np.ndarray, batch_of: np.ndarray,
-               params: MParameters, rng: RandomSource, tie: int) -> list[GRun]:
+def _g_outputs(
+    hclass: HypothesisClass,
+    xs: np.ndarray,
+    ys: np.ndarray,
+    batch_of: np.ndarray,
+    params: MParameters,
+    rng: RandomSource,
+    tie: int,
+) -> list[GRun]:
     """G on every batch: its first ``budget + n_aux`` examples (Fail when it has fewer)."""
     need = params.budget + params.n_aux
     runs = []
@@ -463,14 +527,34 @@ def _g_outputs(hclass: HypothesisClass, xs: np.ndarray, ys: np.ndarray, batch_of
             runs.append(GRun(hypothesis=None, depth=depth, draws=0, mistakes=-1, tournament_size=-1))
             continue
         idx = idx[:need]
-        runs.append(run_g(hclass, xs[idx], ys[idx], n_aux=params.n_aux, budget=params.budget, depth=depth,
-                          rng=rng, tie=tie))
+        runs.append(
+            run_g(
+                hclass,
+                xs[idx],
+                ys[idx],
+                n_aux=params.n_aux,
+                budget=params.budget,
+                depth=depth,
+                rng=rng,
+                tie=tie,
+            )
+        )
     return runs
 
 
-def algorithm_m(hclass: HypothesisClass, xs: np.ndarray, ys: np.ndarray, params: MParameters, *,
-                epsilon: float, delta: float, rng: RandomSource, tie: int = 1,
-                histogram: Histogram | None = None, split: Split | None = None) -> MOutcome:
+def algorithm_m(
+    hclass: HypothesisClass,
+    xs: np.ndarray,
+    ys: np.ndarray,
+    params: MParameters,
+    *,
+    epsilon: float,
+    delta: float,
+    rng: RandomSource,
+    tie: int = 1,
+    histogram: Histogram | None = None,
+    split: Split | None = None,
+) -> MOutcome:
     """Run the four steps of Algorithm M (module docstring) with ``params`` on validated arrays.
 
     ``epsilon`` is the total: the steps use ``params.hist_epsilon`` and ``params.select_epsilon``
@@ -497,8 +581,9 @@ def algorithm_m(hclass: HypothesisClass, xs: np.ndarray, ys: np.ndarray, params:
     else:
         released = histogram(keys, rng)
     # step 3 (post-processing): prune a_h = ĉ_h/K < 3η/4, and Fail
-    candidates = [by_key[key] for key, c in released.items()
-                  if key != FAIL_KEY and c >= params.prune_below * k]
+    candidates = [
+        by_key[key] for key, c in released.items() if key != FAIL_KEY and c >= params.prune_below * k
+    ]
     if not candidates:
         return MOutcome(default_hypothesis(hclass), released, candidates, outputs, runs, batch_of)
     tail = batch_of == k
@@ -560,8 +645,15 @@ class GlobalStabilityLearner:
     name = "global-stability"
     mechanism = MECHANISM
 
-    def __init__(self, *, tie: int = 1, stability: float = 0.25, prime_fraction: float = 0.2,
-                 tolerance: float = 0.5, max_draws: int = 2**16) -> None:
+    def __init__(
+        self,
+        *,
+        tie: int = 1,
+        stability: float = 0.25,
+        prime_fraction: float = 0.2,
+        tolerance: float = 0.5,
+        max_draws: int = 2**16,
+    ) -> None:
         if tie not in (0, 1) or isinstance(tie, bool):
             raise ValueError(f"tie must be 0 or 1, got {tie!r}")
         if not 0 < stability <= 1 or not 0 < prime_fraction < 1 or not 0 < tolerance < 1:
@@ -569,12 +661,24 @@ class GlobalStabilityLearner:
         if isinstance(max_draws, bool) or not isinstance(max_draws, int) or max_draws < 1:
             raise ValueError(f"max_draws must be an int >= 1, got {max_draws!r}")
         self.tie = tie
-        self.practical = {"stability": stability, "prime_fraction": prime_fraction, "tolerance": tolerance,
-                          "max_draws": max_draws}
+        self.practical = {
+            "stability": stability,
+            "prime_fraction": prime_fraction,
+            "tolerance": tolerance,
+            "max_draws": max_draws,
+        }
 
-    def parameters_for(self, hclass: HypothesisClass, n: int, *, epsilon: float, delta: float,
-                       alpha: float, beta: float,
-                       expected_size: int | None = None) -> tuple[MParameters, TheoryParameters | None]:
+    def parameters_for(
+        self,
+        hclass: HypothesisClass,
+        n: int,
+        *,
+        epsilon: float,
+        delta: float,
+        alpha: float,
+        beta: float,
+        expected_size: int | None = None,
+    ) -> tuple[MParameters, TheoryParameters | None]:
         """The run's parameters (theory mode iff the size meets the theorem) and the theorem's chain.
 
         ``n`` is used only when ``expected_size`` is None; otherwise everything comes from it.
@@ -585,48 +689,78 @@ class GlobalStabilityLearner:
         theory = theory_parameters(alpha, beta, epsilon, delta, d) if 1 <= d <= EXACT_LDIM else None
         if theory is not None and size >= theory.n_total:
             return _theory_m_parameters(theory, size, expected_size is not None), theory
-        return practical_parameters(size, epsilon, delta, alpha, beta, expected=expected_size is not None,
-                                    **self.practical), theory  # type: ignore[arg-type]
+        return practical_parameters(
+            size, epsilon, delta, alpha, beta, expected=expected_size is not None, **self.practical
+        ), theory  # type: ignore[arg-type]
 
-    def fit(self, hclass: HypothesisClass, xs: np.ndarray, ys: np.ndarray, *, epsilon: float,
-            delta: float = 0.0, alpha: float = 0.25, beta: float = 0.25,
-            rng: RandomSource | None = None, expected_size: int | None = None) -> LearnerResult:
+    def fit(
+        self,
+        hclass: HypothesisClass,
+        xs: np.ndarray,
+        ys: np.ndarray,
+        *,
+        epsilon: float,
+        delta: float = 0.0,
+        alpha: float = 0.25,
+        beta: float = 0.25,
+        rng: RandomSource | None = None,
+        expected_size: int | None = None,
+    ) -> LearnerResult:
         eps, dlt = check_privacy_parameters(epsilon, delta)
         if dlt <= 0:
             raise PrivacyParameterError(
                 "the global-stability learner is (epsilon, delta)-DP with delta > 0 (stable histogram); "
-                "pass e.g. delta=1e-6")
+                "pass e.g. delta=1e-6"
+            )
         a = check_accuracy_parameter(alpha, "alpha")
         b = check_accuracy_parameter(beta, "beta")
         expected = check_expected_size(expected_size)
         points, labels = check_sample(hclass, xs, ys)
         n = int(points.shape[0])
-        params, theory = self.parameters_for(hclass, n, epsilon=eps, delta=dlt, alpha=a, beta=b,
-                                             expected_size=expected)
-        outcome = algorithm_m(hclass, points, labels, params, epsilon=eps, delta=dlt, rng=resolve(rng),
-                              tie=self.tie)
+        params, theory = self.parameters_for(
+            hclass, n, epsilon=eps, delta=dlt, alpha=a, beta=b, expected_size=expected
+        )
+        outcome = algorithm_m(
+            hclass, points, labels, params, epsilon=eps, delta=dlt, rng=resolve(rng), tie=self.tie
+        )
         # d = 0: no theorem needed (one function); d > EXACT_LDIM: only its log10 (in the parameters)
         d = _ldim(hclass)
         needed = None if theory is None else theory.n_total
-        composition = ("basic: stable histogram (eps/2, delta) + exponential mechanism eps/2"
-                       if params.mode == "theory" else
-                       "parallel: stable histogram (eps, delta) on the batches + exponential mechanism eps "
-                       "on the disjoint S'")
+        composition = (
+            "basic: stable histogram (eps/2, delta) + exponential mechanism eps/2"
+            if params.mode == "theory"
+            else "parallel: stable histogram (eps, delta) on the batches + exponential mechanism eps "
+            "on the disjoint S'"
+        )
         parameters: dict[str, Any] = {
-            "alpha": a, "beta": b, **asdict(params), "ldim": d, "tie": self.tie,
+            "alpha": a,
+            "beta": b,
+            **asdict(params),
+            "ldim": d,
+            "tie": self.tie,
             "neighbours": "replace-one" if expected is None else "add/remove-one",
             "composition": composition,
             "theorem": "BLM Thm 1 / ALBMM Thm 3 via Algorithm M (Thm 30), spec constants",
-            "theorem_sample_size_log10": (round(math.log10(needed), 3) if needed else
-                                          round(global_stability_log10_sample_size(a, b, eps, dlt, d), 3)
-                                          if d > EXACT_LDIM else 0.0),
+            "theorem_sample_size_log10": (
+                round(math.log10(needed), 3)
+                if needed
+                else round(global_stability_log10_sample_size(a, b, eps, dlt, d), 3)
+                if d > EXACT_LDIM
+                else 0.0
+            ),
         }
         if expected is None:  # n is public: the list size is post-processing of the histogram
             parameters["released_list_size"] = len(outcome.candidates)
         return LearnerResult(
-            hypothesis=outcome.hypothesis, mechanism=MECHANISM, epsilon=eps, delta=dlt,
-            proper=is_member(hclass, outcome.hypothesis), sample_size=n, parameters=parameters,
-            theorem_sample_size=needed, accuracy_guarantee_holds=params.mode == "theory",
+            hypothesis=outcome.hypothesis,
+            mechanism=MECHANISM,
+            epsilon=eps,
+            delta=dlt,
+            proper=is_member(hclass, outcome.hypothesis),
+            sample_size=n,
+            parameters=parameters,
+            theorem_sample_size=needed,
+            accuracy_guarantee_holds=params.mode == "theory",
         )
 
     def __repr__(self) -> str:

@@ -53,8 +53,13 @@ __all__ = [
 AUDIT_CLASS = Points(3)
 AUDIT_DELTA = 1e-6
 _BLOCKS, _PART_B = 80, 20
-_LEARNER_PARAMS: dict[str, Any] = {"blocks": _BLOCKS, "k_prime": 1, "alpha_delta": 0.1,
-                                   "generic_fraction": 0.2, "shuffle": False}
+_LEARNER_PARAMS: dict[str, Any] = {
+    "blocks": _BLOCKS,
+    "k_prime": 1,
+    "alpha_delta": 0.1,
+    "generic_fraction": 0.2,
+    "shuffle": False,
+}
 
 
 def _dataset(zeros_point_blocks: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -82,12 +87,16 @@ def _block_sets(dataset: Any) -> list[frozenset[int]]:
     """The ReduceTree output of every block, as sets of points (deterministic)."""
     lattice = lattice_of(AUDIT_CLASS)
     xs, ys = _arrays(dataset)
-    alpha_delta = ProperLearner(**_LEARNER_PARAMS).parameters_for(len(xs), 1, 1.0, AUDIT_DELTA, 0.25,
-                                                                  0.25)[0].alpha_delta
+    alpha_delta = (
+        ProperLearner(**_LEARNER_PARAMS)
+        .parameters_for(len(xs), 1, 1.0, AUDIT_DELTA, 0.25, 0.25)[0]
+        .alpha_delta
+    )
     out = []
     for j in range(_BLOCKS):
-        res = reduce_tree(lattice, row_mistakes(lattice.counts_matrix, xs[j:j + 1], ys[j:j + 1]), 1, 1,
-                          alpha_delta)
+        res = reduce_tree(
+            lattice, row_mistakes(lattice.counts_matrix, xs[j : j + 1], ys[j : j + 1]), 1, 1, alpha_delta
+        )
         out.append(frozenset(_point_of_table(t) for t in res.s_hat.values()))
     return out
 
@@ -147,8 +156,10 @@ def proper_audit_spec(epsilon: float = 1.0) -> AuditSpec:
 
     return AuditSpec(
         name="proper",
-        description=(f"GGKM proper learner on {AUDIT_CLASS.spec}, 80 one-example blocks, eps={epsilon:g}, "
-                     f"delta={AUDIT_DELTA:g}; pair: one block (0, 1) -> (1, 1)"),
+        description=(
+            f"GGKM proper learner on {AUDIT_CLASS.spec}, 80 one-example blocks, eps={epsilon:g}, "
+            f"delta={AUDIT_DELTA:g}; pair: one block (0, 1) -> (1, 1)"
+        ),
         claimed=guarantee(epsilon, AUDIT_DELTA),
         build=production,
         pair=AUDIT_PAIR,
@@ -174,8 +185,12 @@ def _add_remove_dataset(extra: bool) -> tuple[tuple[int, ...], tuple[int, ...]]:
 #: Add/remove pair: D' = D plus one ``(0, 1)`` in front.
 ADD_REMOVE_PAIR: tuple[Any, Any] = (_add_remove_dataset(False), _add_remove_dataset(True))
 _EXPECTED = len(ADD_REMOVE_PAIR[0][0])
-_ADD_REMOVE_PARAMS: dict[str, Any] = {"blocks": _PAIR_BLOCKS, "k_prime": 1, "alpha_delta": 0.1,
-                                      "generic_fraction": 0.1}
+_ADD_REMOVE_PARAMS: dict[str, Any] = {
+    "blocks": _PAIR_BLOCKS,
+    "k_prime": 1,
+    "alpha_delta": 0.1,
+    "generic_fraction": 0.1,
+}
 
 
 class _PositionalSplit(ProperLearner):
@@ -185,8 +200,8 @@ class _PositionalSplit(ProperLearner):
         layout = ProperParameters(**{**params.__dict__, "expected_size": None})
         out = np.full(n, UNUSED, dtype=np.int64)
         m, n0 = layout.blocks, layout.block_size
-        out[:min(n, m * n0)] = (np.arange(m * n0, dtype=np.int64) // n0)[:n]
-        out[max(m * n0, n - layout.generic_size):] = PART_B
+        out[: min(n, m * n0)] = (np.arange(m * n0, dtype=np.int64) // n0)[:n]
+        out[max(m * n0, n - layout.generic_size) :] = PART_B
         return out
 
 
@@ -206,8 +221,15 @@ def add_remove_audit_spec(epsilon: float = ADD_REMOVE_EPSILON) -> AuditSpec:
         def build(rng: RandomSource) -> Callable[[Any], Any]:
             def release(dataset: Any) -> int:
                 xs, ys = _arrays(dataset)
-                res = learner.fit(AUDIT_CLASS, xs, ys, epsilon=epsilon, delta=ADD_REMOVE_DELTA, rng=rng,
-                                  expected_size=_EXPECTED)
+                res = learner.fit(
+                    AUDIT_CLASS,
+                    xs,
+                    ys,
+                    epsilon=epsilon,
+                    delta=ADD_REMOVE_DELTA,
+                    rng=rng,
+                    expected_size=_EXPECTED,
+                )
                 return _point_of(res.hypothesis)
 
             return release
@@ -216,9 +238,11 @@ def add_remove_audit_spec(epsilon: float = ADD_REMOVE_EPSILON) -> AuditSpec:
 
     return AuditSpec(
         name="proper-add-remove",
-        description=(f"GGKM proper learner with expected_size={_EXPECTED} (random split) on "
-                     f"{AUDIT_CLASS.spec}, eps={epsilon:g}, delta={ADD_REMOVE_DELTA:g}; pair: D vs D plus "
-                     f"one (0, 1) in front"),
+        description=(
+            f"GGKM proper learner with expected_size={_EXPECTED} (random split) on "
+            f"{AUDIT_CLASS.spec}, eps={epsilon:g}, delta={ADD_REMOVE_DELTA:g}; pair: D vs D plus "
+            f"one (0, 1) in front"
+        ),
         claimed=guarantee(epsilon, ADD_REMOVE_DELTA),
         build=factory(ProperLearner(**_ADD_REMOVE_PARAMS)),
         pair=ADD_REMOVE_PAIR,

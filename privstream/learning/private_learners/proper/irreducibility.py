@@ -313,5 +313,6 @@ def lattice_of(hclass: HypothesisClass) -> ClassLattice:
             f"{hclass.spec}: the proper learner needs the class as a matrix (exact Ldim and "
             f"irreducibility over subclasses); {size} x {n} exceeds the limit of {MAX_ROWS} rows and "
             f"{MAX_MATRIX_ENTRIES} entries. Use a smaller domain (e.g. thresholds:4095, points:2047, "
-            f"intervals:90) or the generic learner")
+            f"intervals:90) or the generic learner"
+        )
     return ClassLattice(hclass.matrix())

@@ -158,8 +158,9 @@ class ProperParameters:
 # -- the theorem's parameters ---------------------------------------------------------------------
 
 
-def _poly_pri_learn_paper(eta: float, beta: float, epsilon: float, delta: float, d: int, d_v: int,
-                          c: float, c0: float) -> tuple[int, int, float, int]:
+def _poly_pri_learn_paper(
+    eta: float, beta: float, epsilon: float, delta: float, d: int, d_v: int, c: float, c0: float
+) -> tuple[int, int, float, int]:
     """Alg 2 step 1 verbatim: (m, n0, α_Δ, k') with constants C and C_0 (d, d_V >= 1)."""
     m = math.ceil(c * d**3 * math.log(1 / (epsilon * delta * beta * eta)) / epsilon)
     n0 = math.ceil(c * d**2 * d_v * math.log(d * m / (eta * beta)) / eta**2)
@@ -184,9 +185,17 @@ def _smallest_c(eta: float, beta: float, epsilon: float, delta: float, d: int, d
     return hi
 
 
-def paper_parameters(alpha: float, beta: float, epsilon: float, delta: float, d: int, *,
-                     d_vc: int | None = None, C: float | None = None, C0: float = 1.0,
-                     ) -> dict[str, Any]:
+def paper_parameters(
+    alpha: float,
+    beta: float,
+    epsilon: float,
+    delta: float,
+    d: int,
+    *,
+    d_vc: int | None = None,
+    C: float | None = None,
+    C0: float = 1.0,
+) -> dict[str, Any]:
     """Algorithm 2's (m, n0, α_Δ, k', ℓ, n) for PolyPriLearn at accuracy ``alpha`` (= η).
 
     ``d`` = Ldim(F); ``d_vc`` = VCdim(F) (default ``d``: erratum 7, the conservative choice);
@@ -200,8 +209,17 @@ def paper_parameters(alpha: float, beta: float, epsilon: float, delta: float, d:
     c = _smallest_c(alpha, beta, epsilon, delta, dl, dv, C0) if C is None else C
     m, n0, alpha_delta, k_prime = _poly_pri_learn_paper(alpha, beta, epsilon, delta, dl, dv, c, C0)
     log_ell = sum(math.log(k_prime * 2**t + 1) for t in range(1, dl + 1))
-    return {"C": c, "C0": C0, "m": m, "n0": n0, "alpha_delta": alpha_delta, "k_prime": k_prime,
-            "log_ell": log_ell, "n": m * n0, "condition_holds": (dl + 3) * alpha_delta < alpha}
+    return {
+        "C": c,
+        "C0": C0,
+        "m": m,
+        "n0": n0,
+        "alpha_delta": alpha_delta,
+        "k_prime": k_prime,
+        "log_ell": log_ell,
+        "n": m * n0,
+        "condition_holds": (dl + 3) * alpha_delta < alpha,
+    }
 
 
 def _generic_part(alpha: float, beta: float, epsilon: float, cover_size: int, c_generic: float) -> int:
@@ -210,9 +228,19 @@ def _generic_part(alpha: float, beta: float, epsilon: float, cover_size: int, c_
 
 
 @functools.lru_cache(maxsize=256)
-def proper_sample_size(alpha: float, beta: float, epsilon: float, delta: float, d: int, *,
-                       d_vc: int | None = None, d_dual_vc: int | None = None, C: float | None = None,
-                       C0: float = 1.0, C_generic: float = 8.0) -> int:
+def proper_sample_size(
+    alpha: float,
+    beta: float,
+    epsilon: float,
+    delta: float,
+    d: int,
+    *,
+    d_vc: int | None = None,
+    d_dual_vc: int | None = None,
+    C: float | None = None,
+    C0: float = 1.0,
+    C_generic: float = 8.0,
+) -> int:
     """Theorem 6.4's sample size for (α, β)-accuracy, with explicit constants.
 
     Algorithm 3: PolyPriLearn at (ε, δ, α/4, β/2) (:func:`paper_parameters`) plus the generic
@@ -243,10 +271,23 @@ def _log_ell(k_prime: int, d: int, class_size: int | None) -> float:
     return log_pi if class_size is None else min(log_pi, math.log(max(1, int(class_size))))
 
 
-def practical_parameters(n: int, d: int, epsilon: float, delta: float, alpha: float, beta: float, *,
-                         blocks: int | None = None, k_prime: int = 1, alpha_delta: float | None = None,
-                         generic_fraction: float = 0.2, agreement: float = 0.5, class_size: int | None = None,
-                         version_space_regime: bool = False, expected: bool = False) -> ProperParameters:
+def practical_parameters(
+    n: int,
+    d: int,
+    epsilon: float,
+    delta: float,
+    alpha: float,
+    beta: float,
+    *,
+    blocks: int | None = None,
+    k_prime: int = 1,
+    alpha_delta: float | None = None,
+    generic_fraction: float = 0.2,
+    agreement: float = 0.5,
+    class_size: int | None = None,
+    version_space_regime: bool = False,
+    expected: bool = False,
+) -> ProperParameters:
     """Explicit m, n0, α_Δ, k' for a sample of size n (ggkm.md §4.6, "practical mode").
 
     * part B gets ``floor(generic_fraction·n)`` examples, part A the rest;
@@ -304,8 +345,8 @@ def positional_split(n: int, params: ProperParameters, rng: RandomSource, shuffl
     """n public: blocks of n0 in a data-independent random order (or the given order), B at the end."""
     out = np.full(n, UNUSED, dtype=np.int64)
     m, n0 = params.blocks, params.block_size
-    out[:m * n0] = np.arange(m * n0, dtype=np.int64) // max(n0, 1)
-    out[n - params.generic_size:] = PART_B
+    out[: m * n0] = np.arange(m * n0, dtype=np.int64) // max(n0, 1)
+    out[n - params.generic_size :] = PART_B
     if shuffle and n > 1:
         order = np.array(rng.permutation(n), dtype=np.int64)  # independent of the data
         shuffled = np.empty_like(out)
@@ -325,8 +366,9 @@ def random_split(n: int, params: ProperParameters, rng: RandomSource) -> np.ndar
     return out
 
 
-def _parts(points: np.ndarray, labels: np.ndarray, block_of: np.ndarray,
-           m: int) -> list[tuple[np.ndarray, np.ndarray]]:
+def _parts(
+    points: np.ndarray, labels: np.ndarray, block_of: np.ndarray, m: int
+) -> list[tuple[np.ndarray, np.ndarray]]:
     """The m blocks (examples in their order of arrival within each block)."""
     owner = np.where(block_of >= 0, block_of, m)
     order = np.argsort(owner, kind="stable")
@@ -346,9 +388,16 @@ class PolyPriLearnOutcome:
     default_used: bool
 
 
-def poly_pri_learn(lattice: ClassLattice, blocks: Sequence[tuple[np.ndarray, np.ndarray]],
-                   params: ProperParameters, *, epsilon: float, delta: float, rng: RandomSource,
-                   d: int | None = None) -> PolyPriLearnOutcome:
+def poly_pri_learn(
+    lattice: ClassLattice,
+    blocks: Sequence[tuple[np.ndarray, np.ndarray]],
+    params: ProperParameters,
+    *,
+    epsilon: float,
+    delta: float,
+    rng: RandomSource,
+    d: int | None = None,
+) -> PolyPriLearnOutcome:
     """Algorithm 2 on the blocks: ReduceTree on each, sparse selection over the sets.
 
     The default (the ⊥ outcome) is row 0 of F: fixed and data-independent. ``params.block_size``
@@ -361,8 +410,14 @@ def poly_pri_learn(lattice: ClassLattice, blocks: Sequence[tuple[np.ndarray, np.
     for bx, by in blocks:  # ReduceTree is a pure function of its block: run it once per distinct block
         key = np.asarray(bx, dtype=np.int64).tobytes() + b"|" + np.asarray(by, dtype=np.int64).tobytes()
         if key not in cache:
-            result = reduce_tree(lattice, row_mistakes(lattice.counts_matrix, bx, by), params.block_size,
-                                 params.k_prime, params.alpha_delta, d)
+            result = reduce_tree(
+                lattice,
+                row_mistakes(lattice.counts_matrix, bx, by),
+                params.block_size,
+                params.k_prime,
+                params.alpha_delta,
+                d,
+            )
             tables.update(result.s_hat)
             cache[key] = frozenset(result.s_hat)
         sets.append(cache[key])
@@ -391,9 +446,20 @@ class ProperLearner:
     name = "proper"
     mechanism = MECHANISM
 
-    def __init__(self, *, blocks: int | None = None, k_prime: int = 1, alpha_delta: float | None = None,
-                 generic_fraction: float = 0.2, agreement: float = 0.5, C: float | None = None,
-                 C0: float = 1.0, C_generic: float = 8.0, shuffle: bool = True, path: str = "auto") -> None:
+    def __init__(
+        self,
+        *,
+        blocks: int | None = None,
+        k_prime: int = 1,
+        alpha_delta: float | None = None,
+        generic_fraction: float = 0.2,
+        agreement: float = 0.5,
+        C: float | None = None,
+        C0: float = 1.0,
+        C_generic: float = 8.0,
+        shuffle: bool = True,
+        path: str = "auto",
+    ) -> None:
         if path not in PATHS:
             raise ValueError(f"path must be one of {PATHS}, got {path!r}")
         self.blocks, self.k_prime, self.alpha_delta = blocks, int(k_prime), alpha_delta
@@ -417,28 +483,68 @@ class ProperLearner:
             raise LearningInputError(f"{hclass.spec}: path 'structured' takes thresholds, points, intervals")
         return is_structured(hclass) and self.path != "matrix"
 
-    def parameters_for(self, n: int, d: int, epsilon: float, delta: float, alpha: float, beta: float, *,
-                       class_size: int | None = None, version_space_regime: bool = False,
-                       expected: bool = False) -> tuple[ProperParameters, int]:
+    def parameters_for(
+        self,
+        n: int,
+        d: int,
+        epsilon: float,
+        delta: float,
+        alpha: float,
+        beta: float,
+        *,
+        class_size: int | None = None,
+        version_space_regime: bool = False,
+        expected: bool = False,
+    ) -> tuple[ProperParameters, int]:
         """The run's parameters (paper mode when n reaches the theorem's size) and that size."""
         needed = proper_sample_size(alpha, beta, epsilon, delta, d, **self.constants)  # type: ignore[arg-type]
         if n >= needed:
-            p = paper_parameters(alpha / 4, beta / 2, epsilon, delta, d, C=self.constants["C"],
-                                 C0=self.constants["C0"])
-            params = ProperParameters("paper", p["m"], p["n0"], n - p["n"], Fraction(p["alpha_delta"]),
-                                      p["k_prime"], _log_ell(p["k_prime"], d, class_size),
-                                      selection_bound(p["k_prime"], d, class_size), n if expected else None)
+            p = paper_parameters(
+                alpha / 4, beta / 2, epsilon, delta, d, C=self.constants["C"], C0=self.constants["C0"]
+            )
+            params = ProperParameters(
+                "paper",
+                p["m"],
+                p["n0"],
+                n - p["n"],
+                Fraction(p["alpha_delta"]),
+                p["k_prime"],
+                _log_ell(p["k_prime"], d, class_size),
+                selection_bound(p["k_prime"], d, class_size),
+                n if expected else None,
+            )
             return params, needed
-        params = practical_parameters(n, d, epsilon, delta, alpha, beta, blocks=self.blocks,
-                                      k_prime=self.k_prime, alpha_delta=self.alpha_delta,
-                                      generic_fraction=self.generic_fraction, agreement=self.agreement,
-                                      class_size=class_size, version_space_regime=version_space_regime,
-                                      expected=expected)
+        params = practical_parameters(
+            n,
+            d,
+            epsilon,
+            delta,
+            alpha,
+            beta,
+            blocks=self.blocks,
+            k_prime=self.k_prime,
+            alpha_delta=self.alpha_delta,
+            generic_fraction=self.generic_fraction,
+            agreement=self.agreement,
+            class_size=class_size,
+            version_space_regime=version_space_regime,
+            expected=expected,
+        )
         return params, needed
 
-    def fit(self, hclass: HypothesisClass, xs: np.ndarray, ys: np.ndarray, *, epsilon: float,
-            delta: float = 0.0, alpha: float = 0.25, beta: float = 0.25,
-            rng: RandomSource | None = None, expected_size: int | None = None) -> LearnerResult:
+    def fit(
+        self,
+        hclass: HypothesisClass,
+        xs: np.ndarray,
+        ys: np.ndarray,
+        *,
+        epsilon: float,
+        delta: float = 0.0,
+        alpha: float = 0.25,
+        beta: float = 0.25,
+        rng: RandomSource | None = None,
+        expected_size: int | None = None,
+    ) -> LearnerResult:
         eps, dlt = check_privacy_parameters(epsilon, delta)
         if dlt <= 0:
             raise ValueError("the proper learner is (ε, δ)-DP with δ > 0 (sparse selection); pass --delta")
@@ -456,20 +562,40 @@ class ProperLearner:
         n = int(points.shape[0])
         size = n if expected is None else expected
         large = structured and hclass.size > MAX_ROWS
-        params, needed = self.parameters_for(size, d, eps, dlt, a, b, class_size=hclass.size,
-                                             version_space_regime=large, expected=expected is not None)
+        params, needed = self.parameters_for(
+            size,
+            d,
+            eps,
+            dlt,
+            a,
+            b,
+            class_size=hclass.size,
+            version_space_regime=large,
+            expected=expected is not None,
+        )
         if large and top_bound(params.block_size, params.alpha_delta, d) > 0:
             raise LearningInputError(
                 f"{hclass.spec}: beyond {MAX_ROWS} hypotheses the proper learner needs the version-space "
                 f"regime (d+2)·alpha_delta·n0 < 1 (here d={d}, n0={params.block_size}, alpha_delta="
-                f"{float(params.alpha_delta):.3g}); leave alpha_delta unset")
+                f"{float(params.alpha_delta):.3g}); leave alpha_delta unset"
+            )
         source = resolve(rng)
         block_of = self._split(n, params, source)
         blocks = _parts(points, labels, block_of, params.blocks)
         in_b = block_of == PART_B
         if is_structured(hclass):
-            hypothesis = self._structured(hclass, lattice if not structured else None, blocks, points[in_b],
-                                          labels[in_b], params, d, eps, dlt, source)
+            hypothesis = self._structured(
+                hclass,
+                lattice if not structured else None,
+                blocks,
+                points[in_b],
+                labels[in_b],
+                params,
+                d,
+                eps,
+                dlt,
+                source,
+            )
         else:
             assert lattice is not None
             outcome = poly_pri_learn(lattice, blocks, params, epsilon=eps, delta=dlt, rng=source, d=d)
@@ -480,28 +606,51 @@ class ProperLearner:
             if not np.array_equal(np.asarray(hypothesis.truth_table(), dtype=bool), lattice.matrix[row]):
                 raise AssertionError("proper learner produced a non-member; refusing to release it")
         parameters: dict[str, Any] = {
-            **params.public(), "alpha": a, "beta": b, "ldim": d, "constants": dict(self.constants),
+            **params.public(),
+            "alpha": a,
+            "beta": b,
+            "ldim": d,
+            "constants": dict(self.constants),
             "path": "structured" if structured else "matrix",
             "neighbours": "replace-one" if expected is None else "add/remove-one",
             "theorem": "GGKM Thm 6.4 (Alg 3 = Alg 2 + Lemma 6.2 cover + generic learner), realizable",
         }
         return LearnerResult(
-            hypothesis=hypothesis, mechanism=MECHANISM, epsilon=eps, delta=dlt, proper=True,
-            sample_size=n, parameters=parameters, theorem_sample_size=needed,
+            hypothesis=hypothesis,
+            mechanism=MECHANISM,
+            epsilon=eps,
+            delta=dlt,
+            proper=True,
+            sample_size=n,
+            parameters=parameters,
+            theorem_sample_size=needed,
             accuracy_guarantee_holds=params.mode == "paper" and size >= needed,
         )
 
-    def _structured(self, hclass: HypothesisClass, reference: ClassLattice | None,
-                    blocks: list[tuple[np.ndarray, np.ndarray]], xs_b: np.ndarray, ys_b: np.ndarray,
-                    params: ProperParameters, d: int, eps: float, dlt: float,
-                    rng: RandomSource) -> Hypothesis:
+    def _structured(
+        self,
+        hclass: HypothesisClass,
+        reference: ClassLattice | None,
+        blocks: list[tuple[np.ndarray, np.ndarray]],
+        xs_b: np.ndarray,
+        ys_b: np.ndarray,
+        params: ProperParameters,
+        d: int,
+        eps: float,
+        dlt: float,
+        rng: RandomSource,
+    ) -> Hypothesis:
         """Alg 3 on thresholds, points, intervals: sets as boxes, structured cover, explicit selection.
 
         ``reference`` given: the sets come from ReduceTree on the whole class as a matrix, with no closed
         form and no cap (``path="matrix"``, the reference the tests compare with).
         """
-        common = {"n0": params.block_size, "k_prime": params.k_prime, "alpha_delta": params.alpha_delta,
-                  "d": d}
+        common = {
+            "n0": params.block_size,
+            "k_prime": params.k_prime,
+            "alpha_delta": params.alpha_delta,
+            "d": d,
+        }
         # small classes share one lattice (and its memo) between blocks
         shared = self.lattice(hclass)[0] if reference is None and hclass.size <= MAX_ROWS else None
         sets: list[BlockSet] = []
@@ -509,13 +658,23 @@ class ProperLearner:
         for bx, by in blocks:
             key = np.asarray(bx, dtype=np.int64).tobytes() + b"|" + np.asarray(by, dtype=np.int64).tobytes()
             if key not in cache:
-                cache[key] = (lattice_block_set(hclass, reference, bx, by, **common) if reference is not None
-                              else block_set(hclass, bx, by, lattice=shared, **common)[0])
+                cache[key] = (
+                    lattice_block_set(hclass, reference, bx, by, **common)
+                    if reference is not None
+                    else block_set(hclass, bx, by, lattice=shared, **common)[0]
+                )
             sets.append(cache[key])
         f_hat = select(hclass, sets, epsilon=eps, delta=dlt, ell=params.ell, rng=rng)
         cover, _ = structured_cover(hclass, f_hat)  # post-processing of f̂
-        hypothesis = cover[0] if len(cover) == 1 else cover[ExponentialMechanism(eps, 1, rng=rng).select(
-            [-int(np.count_nonzero(h.predict(xs_b) != ys_b)) if xs_b.size else 0 for h in cover])]
+        hypothesis = (
+            cover[0]
+            if len(cover) == 1
+            else cover[
+                ExponentialMechanism(eps, 1, rng=rng).select(
+                    [-int(np.count_nonzero(h.predict(xs_b) != ys_b)) if xs_b.size else 0 for h in cover]
+                )
+            ]
+        )
         if coordinates(hclass, hypothesis) is None:
             raise AssertionError("proper learner produced a non-member; refusing to release it")
         return hypothesis
@@ -527,8 +686,14 @@ class ProperLearner:
         return random_split(n, params, rng)
 
     @staticmethod
-    def _select(lattice: ClassLattice, rows: tuple[int, ...], xs: np.ndarray, ys: np.ndarray,
-                epsilon: float, rng: RandomSource) -> int:
+    def _select(
+        lattice: ClassLattice,
+        rows: tuple[int, ...],
+        xs: np.ndarray,
+        ys: np.ndarray,
+        epsilon: float,
+        rng: RandomSource,
+    ) -> int:
         """Lemma 6.3: the generic learner (exponential mechanism, ε-DP) over the cover H ⊂ F."""
         if len(rows) == 1:
             return rows[0]

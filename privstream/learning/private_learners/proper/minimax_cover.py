@@ -71,8 +71,15 @@ def minimax_cover(matrix: np.ndarray, f_hat: np.ndarray) -> Cover:
     c[-1] = 1.0  # minimise v
     a_ub = np.hstack([cols, -np.ones((k, 1))])
     a_eq = np.hstack([np.ones((1, rows)), np.zeros((1, 1))])
-    res = linprog(c, A_ub=a_ub, b_ub=np.zeros(k), A_eq=a_eq, b_eq=[1.0],
-                  bounds=[(0, None)] * rows + [(0, 1)], method="highs")
+    res = linprog(
+        c,
+        A_ub=a_ub,
+        b_ub=np.zeros(k),
+        A_eq=a_eq,
+        b_eq=[1.0],
+        bounds=[(0, None)] * rows + [(0, 1)],
+        method="highs",
+    )
     if res.status != 0:  # pragma: no cover - the LP is always feasible and bounded
         raise RuntimeError(f"minimax cover LP failed: {res.message}")
     weights = res.x[:rows]
@@ -104,7 +111,8 @@ def aligned_candidates(hclass: HypothesisClass, f_hat: Hypothesis) -> list[Hypot
         return candidates
     if isinstance(hclass, Intervals):
         return [interval_hypothesis(n, 0, 0)] + [
-            interval_hypothesis(n, a, b) for i, a in enumerate(edges) for b in edges[i + 1:]]
+            interval_hypothesis(n, a, b) for i, a in enumerate(edges) for b in edges[i + 1 :]
+        ]
     if isinstance(hclass, Thresholds):
         return [threshold_hypothesis(n, t) for t in edges]
     raise TypeError(f"{hclass.spec}: structured covers exist for thresholds, points and intervals only")

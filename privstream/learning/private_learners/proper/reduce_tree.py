@@ -98,8 +98,14 @@ def selection_bound(k_prime: int, d: int, class_size: int | None = None) -> int:
     return out if class_size is None else min(out, max(1, int(class_size)))
 
 
-def reduce_tree(lattice: ClassLattice, mistakes: np.ndarray, n0: int, k_prime: int,
-                alpha_delta: Fraction, d: int | None = None) -> ReduceTreeResult:
+def reduce_tree(
+    lattice: ClassLattice,
+    mistakes: np.ndarray,
+    n0: int,
+    k_prime: int,
+    alpha_delta: Fraction,
+    d: int | None = None,
+) -> ReduceTreeResult:
     """Algorithm 1 on one block given its per-row mistake counts (see the module docstring).
 
     ``d = Ldim(F)`` may be passed to skip recomputing it.
@@ -145,8 +151,11 @@ def reduce_tree(lattice: ClassLattice, mistakes: np.ndarray, n0: int, k_prime: i
         w_star.append(best)
         reduced = low(alpha6(t) - 6)
         # 6(c): stop when some leaf's slightly-lower-error class keeps its Ldim and is k_t-irreducible.
-        if any(lattice.ldim(reduced & nodes[v].rows) == w[v]
-               and lattice.is_irreducible(reduced & nodes[v].rows, k(t)) for v in prime):
+        if any(
+            lattice.ldim(reduced & nodes[v].rows) == w[v]
+            and lattice.is_irreducible(reduced & nodes[v].rows, k(t))
+            for v in prime
+        ):
             t_final = t - 1
             break
         for v in prime:  # 6(d)
@@ -158,8 +167,11 @@ def reduce_tree(lattice: ClassLattice, mistakes: np.ndarray, n0: int, k_prime: i
             node = nodes[v]
             node.label = tuple(xs)
             for cell in reducing_cells(xs, diagonal):
-                child = Node(ancestors=node.ancestors + tuple(cell),
-                             rows=lattice.restrict(node.rows, cell), height=node.height + k_v)
+                child = Node(
+                    ancestors=node.ancestors + tuple(cell),
+                    rows=lattice.restrict(node.rows, cell),
+                    height=node.height + k_v,
+                )
                 node.children.append(len(nodes))
                 node.edges.append(tuple(b for _, b in cell))
                 nodes.append(child)
@@ -178,5 +190,12 @@ def reduce_tree(lattice: ClassLattice, mistakes: np.ndarray, n0: int, k_prime: i
             table = lattice.soa(g)
             s_hat.setdefault(np.packbits(table).tobytes(), table)
     return ReduceTreeResult(
-        s_hat=dict(sorted(s_hat.items())), t_final=t_final, w_star=tuple(w_star), nodes=tuple(nodes),
-        leaves_prime=tuple(prime), expansions=tuple(expansions), snapshots=tuple(snapshots), ldim=d)
+        s_hat=dict(sorted(s_hat.items())),
+        t_final=t_final,
+        w_star=tuple(w_star),
+        nodes=tuple(nodes),
+        leaves_prime=tuple(prime),
+        expansions=tuple(expansions),
+        snapshots=tuple(snapshots),
+        ldim=d,
+    )

@@ -63,8 +63,9 @@ def _phantom_size(ell: int, delta: float) -> int:
     return math.ceil(Fraction(positive_int(ell, "ell")) / Fraction(delta))
 
 
-def _blocks(sets: Sequence[Collection[Hashable]], ell: int,
-            delta: float) -> tuple[list[Hashable], list[tuple[int, int]]]:
+def _blocks(
+    sets: Sequence[Collection[Hashable]], ell: int, delta: float
+) -> tuple[list[Hashable], list[tuple[int, int]]]:
     counts: Counter[Hashable] = Counter()
     for s in sets:
         if len(s) > ell:
@@ -81,8 +82,15 @@ def _blocks(sets: Sequence[Collection[Hashable]], ell: int,
     return keys, blocks
 
 
-def sparse_select(sets: Sequence[Collection[Hashable]], *, epsilon: float, delta: float, ell: int,
-                  default: Hashable, rng: RandomSource | None = None) -> Hashable:
+def sparse_select(
+    sets: Sequence[Collection[Hashable]],
+    *,
+    epsilon: float,
+    delta: float,
+    ell: int,
+    default: Hashable,
+    rng: RandomSource | None = None,
+) -> Hashable:
     """One (ε, δ)-DP draw: an element of many sets, or ``default`` (data-independent) for ⊥."""
     eps_inner = inner_epsilon(epsilon, delta)
     keys, blocks = _blocks(sets, ell, delta)
@@ -90,8 +98,9 @@ def sparse_select(sets: Sequence[Collection[Hashable]], *, epsilon: float, delta
     return default if i == len(keys) else keys[i]
 
 
-def selection_law(sets: Sequence[Collection[Hashable]], *, epsilon: float, delta: float, ell: int,
-                  default: Hashable) -> dict[Hashable, float]:
+def selection_law(
+    sets: Sequence[Collection[Hashable]], *, epsilon: float, delta: float, ell: int, default: Hashable
+) -> dict[Hashable, float]:
     """The exact output distribution of :func:`sparse_select` (floats; tests and audits only)."""
     eps_inner = inner_epsilon(epsilon, delta)
     keys, blocks = _blocks(sets, ell, delta)

@@ -170,8 +170,15 @@ def _expand(n: int, starts: list[int], table: np.ndarray) -> Hypothesis:
     return hypothesis_from_runs(n, int(values[0]), changes)
 
 
-def _compressed(hclass: HypothesisClass, members: list[Hypothesis], mistakes: np.ndarray, n0: int,
-                k_prime: int, alpha_delta: Fraction, d: int) -> list[Hypothesis]:
+def _compressed(
+    hclass: HypothesisClass,
+    members: list[Hypothesis],
+    mistakes: np.ndarray,
+    n0: int,
+    k_prime: int,
+    alpha_delta: Fraction,
+    d: int,
+) -> list[Hypothesis]:
     """ReduceTree on the members of L over the cells of their change points (step 2)."""
     starts = sorted({0}.union(*(h.change_points()[1] for h in members)))
     cell_points = np.array(starts, dtype=np.int64)
@@ -180,9 +187,18 @@ def _compressed(hclass: HypothesisClass, members: list[Hypothesis], mistakes: np
     return [_expand(hclass.domain_size, starts, table) for table in result.s_hat.values()]
 
 
-def block_set(hclass: HypothesisClass, xs: np.ndarray, ys: np.ndarray, *, n0: int, k_prime: int,
-              alpha_delta: Fraction, d: int, cap: int | None = None,
-              lattice: ClassLattice | None = None) -> tuple[BlockSet, str]:
+def block_set(
+    hclass: HypothesisClass,
+    xs: np.ndarray,
+    ys: np.ndarray,
+    *,
+    n0: int,
+    k_prime: int,
+    alpha_delta: Fraction,
+    d: int,
+    cap: int | None = None,
+    lattice: ClassLattice | None = None,
+) -> tuple[BlockSet, str]:
     """Ŝ of ReduceTree on one block of a structured class, and how it was computed.
 
     ``how`` is ``"chain"``, ``"product"``, ``"isolating"`` (closed forms, step 2, whatever the size),
@@ -200,7 +216,7 @@ def block_set(hclass: HypothesisClass, xs: np.ndarray, ys: np.ndarray, *, n0: in
             return vs.member(r)
     else:  # small classes only (needs_version_space_regime): the full levels are cheap there
         levels = error_levels(hclass, xs, ys)
-        counts, member = levels.counts[:bound + 1], levels.member  # type: ignore[assignment]
+        counts, member = levels.counts[: bound + 1], levels.member  # type: ignore[assignment]
     size = sum(counts)
     if size == 0:
         return BlockSet(), "matrix"
@@ -212,16 +228,18 @@ def block_set(hclass: HypothesisClass, xs: np.ndarray, ys: np.ndarray, *, n0: in
     if size > max(cap, 1):  # a singleton L is its own Ŝ: the matrix path handles it at once
         return BlockSet(), "abstain"
     if lattice is not None:
-        return lattice_block_set(hclass, lattice, xs, ys, n0=n0, k_prime=k_prime, alpha_delta=alpha_delta,
-                                 d=d), "matrix"
+        return lattice_block_set(
+            hclass, lattice, xs, ys, n0=n0, k_prime=k_prime, alpha_delta=alpha_delta, d=d
+        ), "matrix"
     members = [member(e, r) for e, c in enumerate(counts) for r in range(c)]
     mistakes = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
     functions = _compressed(hclass, members, mistakes, n0, k_prime, alpha_delta, d)
     return to_block_set(hclass, functions), "matrix"
 
 
-def _closed_form(hclass: HypothesisClass, xs: np.ndarray, labels: np.ndarray, size: int,
-                 k_prime: int) -> tuple[BlockSet, str] | None:
+def _closed_form(
+    hclass: HypothesisClass, xs: np.ndarray, labels: np.ndarray, size: int, k_prime: int
+) -> tuple[BlockSet, str] | None:
     """Lemmas A and B for a version space V of ``size >= 2`` functions, or None (no closed form)."""
     pos, neg = xs[labels], xs[~labels]
     n = hclass.domain_size
@@ -243,8 +261,17 @@ def _closed_form(hclass: HypothesisClass, xs: np.ndarray, labels: np.ndarray, si
     return None
 
 
-def lattice_block_set(hclass: HypothesisClass, lattice: ClassLattice, xs: np.ndarray, ys: np.ndarray, *,
-                      n0: int, k_prime: int, alpha_delta: Fraction, d: int) -> BlockSet:
+def lattice_block_set(
+    hclass: HypothesisClass,
+    lattice: ClassLattice,
+    xs: np.ndarray,
+    ys: np.ndarray,
+    *,
+    n0: int,
+    k_prime: int,
+    alpha_delta: Fraction,
+    d: int,
+) -> BlockSet:
     """Ŝ of ReduceTree on the whole class as a matrix (the reference the structured path must equal)."""
     result = reduce_tree(lattice, row_mistakes(lattice.counts_matrix, xs, ys), n0, k_prime, alpha_delta, d)
     n = hclass.domain_size

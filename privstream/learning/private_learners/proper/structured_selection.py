@@ -70,7 +70,8 @@ class BlockSet:
 
     def size(self) -> int:
         return sum(math.prod(h - lo + 1 for lo, h in zip(*box, strict=True)) for box in self.boxes) + len(
-            self.improper)
+            self.improper
+        )
 
 
 def dimension(hclass: HypothesisClass) -> int:
@@ -176,13 +177,16 @@ def _cells(boxes: Sequence[Box], dim: int) -> _Cells:
     counts = grid.cumsum(axis=0).cumsum(axis=1)[:-1, :-1]
     rows, cols = np.nonzero(counts)
     lo_out = [(a_edges[i], b_edges[j]) for i, j in zip(rows.tolist(), cols.tolist(), strict=True)]
-    ext = [(a_edges[i + 1] - a_edges[i], b_edges[j + 1] - b_edges[j])
-           for i, j in zip(rows.tolist(), cols.tolist(), strict=True)]
+    ext = [
+        (a_edges[i + 1] - a_edges[i], b_edges[j + 1] - b_edges[j])
+        for i, j in zip(rows.tolist(), cols.tolist(), strict=True)
+    ]
     return _Cells(lo_out, ext, counts[rows, cols].tolist())
 
 
-def _universe(hclass: HypothesisClass, sets: Sequence[BlockSet]) -> tuple[_Cells, list[Hypothesis],
-                                                                          dict[Hypothesis, int]]:
+def _universe(
+    hclass: HypothesisClass, sets: Sequence[BlockSet]
+) -> tuple[_Cells, list[Hypothesis], dict[Hypothesis, int]]:
     dim = dimension(hclass)
     boxes = [box for s in sets for box in s.boxes]
     cells = _cells(boxes, dim)
@@ -203,8 +207,9 @@ def _groups(cells: _Cells) -> tuple[list[int], list[int]]:
     return keys, [totals[c] for c in keys]
 
 
-def _blocks(cells: _Cells, improper: list[Hypothesis], counts: dict[Hypothesis, int], ell: int,
-            delta: float) -> tuple[list[int], list[tuple[int, int]]]:
+def _blocks(
+    cells: _Cells, improper: list[Hypothesis], counts: dict[Hypothesis, int], ell: int, delta: float
+) -> tuple[list[int], list[tuple[int, int]]]:
     group_counts, group_sizes = _groups(cells)
     blocks = list(zip(group_sizes, group_counts, strict=True))
     blocks += [(1, counts[h]) for h in improper]
@@ -227,8 +232,16 @@ def _member_of_group(hclass: HypothesisClass, cells: _Cells, count: int, offset:
     raise AssertionError("offset beyond the group")  # unreachable: offset < the group's size
 
 
-def select(hclass: HypothesisClass, sets: Sequence[BlockSet], *, epsilon: float, delta: float, ell: int,
-           rng: RandomSource, default: Hypothesis | None = None) -> Hypothesis:
+def select(
+    hclass: HypothesisClass,
+    sets: Sequence[BlockSet],
+    *,
+    epsilon: float,
+    delta: float,
+    ell: int,
+    rng: RandomSource,
+    default: Hypothesis | None = None,
+) -> Hypothesis:
     """One (ε, δ)-DP sparse selection over the sets (module docstring); ⊥ gives ``default``.
 
     ``ell`` is the public bound on every set's size; ``default`` (data-independent) defaults to
@@ -247,21 +260,28 @@ def select(hclass: HypothesisClass, sets: Sequence[BlockSet], *, epsilon: float,
     return improper[i - len(group_counts)]
 
 
-def selection_law(hclass: HypothesisClass, sets: Sequence[BlockSet], *, epsilon: float, delta: float,
-                  ell: int, default: Hypothesis | None = None,
-                  max_members: int = 100_000) -> dict[Hypothesis, float]:
+def selection_law(
+    hclass: HypothesisClass,
+    sets: Sequence[BlockSet],
+    *,
+    epsilon: float,
+    delta: float,
+    ell: int,
+    default: Hypothesis | None = None,
+    max_members: int = 100_000,
+) -> dict[Hypothesis, float]:
     """The exact output law of :func:`select` (floats; tests and audits, small universes only)."""
     cells, improper, counts = _universe(hclass, sets)
     group_counts, blocks = _blocks(cells, improper, counts, ell, delta)
     probs = ExponentialMechanism(inner_epsilon(epsilon, delta), 1).block_probabilities(blocks)
     law: dict[Hypothesis, float] = {}
-    for g, (size, count) in enumerate(blocks[:len(group_counts)]):
+    for g, (size, count) in enumerate(blocks[: len(group_counts)]):
         if size > max_members:
             raise ValueError("selection_law enumerates members: universe too large")
         for r in range(size):
             h = _member_of_group(hclass, cells, count, r)
             law[h] = law.get(h, 0.0) + probs[g] / size
-    for h, p in zip(improper, probs[len(group_counts):-1], strict=True):
+    for h, p in zip(improper, probs[len(group_counts) : -1], strict=True):
         law[h] = law.get(h, 0.0) + p
     fallback = hclass.hypothesis(0) if default is None else default
     law[fallback] = law.get(fallback, 0.0) + probs[-1]

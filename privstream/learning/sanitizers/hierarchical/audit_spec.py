@@ -55,7 +55,9 @@ _LEFT, _RIGHT = 0, DOMAIN - 1
 
 #: Datasets are sorted tuples of points; the moving point is at 0 in d0 and at 1023 in d1.
 AUDIT_PAIR: tuple[tuple[int, ...], tuple[int, ...]] = (
-    tuple(sorted((*_CLUSTERS, _LEFT))), tuple(sorted((*_CLUSTERS, _RIGHT))))
+    tuple(sorted((*_CLUSTERS, _LEFT))),
+    tuple(sorted((*_CLUSTERS, _RIGHT))),
+)
 
 _DEPTH = DOMAIN.bit_length() - 1
 
@@ -74,9 +76,12 @@ def _path_counts(dataset: tuple[int, ...], x: int) -> list[int]:
     return out
 
 
-def partition_laws(variant: str | None = None, epsilon: float = PARTITION_EPSILON,
-                   pair: tuple[tuple[int, ...], tuple[int, ...]] = AUDIT_PAIR,
-                   relation: Relation = "replace-one") -> tuple[dict[Hashable, float], dict[Hashable, float]]:
+def partition_laws(
+    variant: str | None = None,
+    epsilon: float = PARTITION_EPSILON,
+    pair: tuple[tuple[int, ...], tuple[int, ...]] = AUDIT_PAIR,
+    relation: Relation = "replace-one",
+) -> tuple[dict[Hashable, float], dict[Hashable, float]]:
     """Exact laws of (depth of 0's leaf, depth of 1023's leaf) on ``pair`` (default :data:`AUDIT_PAIR`).
 
     The two paths share the root only; along each path a node splits with the (float) probability
@@ -121,8 +126,9 @@ def partition_audit_spec(epsilon: float = PARTITION_EPSILON) -> AuditSpec:
     def factory(**switches: bool) -> MechanismFactory:
         def build(rng: RandomSource) -> Callable[[Any], Any]:
             def release(dataset: tuple[int, ...]) -> tuple[int, int]:
-                edges = privtree_partition(np.array(dataset, dtype=np.int64), DOMAIN, lam, FANOUT, rng, THETA,
-                                           **switches)
+                edges = privtree_partition(
+                    np.array(dataset, dtype=np.int64), DOMAIN, lam, FANOUT, rng, THETA, **switches
+                )
                 return min(_leaf_depth(edges, _LEFT), 10), min(_leaf_depth(edges, _RIGHT), 10)
 
             return release
@@ -131,8 +137,10 @@ def partition_audit_spec(epsilon: float = PARTITION_EPSILON) -> AuditSpec:
 
     return AuditSpec(
         name="hierarchical-partition",
-        description=(f"PrivTree (fanout {FANOUT}, theta {THETA}) on {DOMAIN} points, eps={epsilon:g} "
-                     "replace-one; pair: clusters of 23 and 15, one point moved 0 -> 1023"),
+        description=(
+            f"PrivTree (fanout {FANOUT}, theta {THETA}) on {DOMAIN} points, eps={epsilon:g} "
+            "replace-one; pair: clusters of 23 and 15, one point moved 0 -> 1023"
+        ),
         claimed=PrivacyGuarantee(epsilon),
         build=factory(),
         pair=AUDIT_PAIR,
@@ -155,8 +163,9 @@ def hierarchical_audit_spec(epsilon: float = 2.0) -> AuditSpec:
     hclass = Thresholds(DOMAIN)
 
     def factory(**switches: bool) -> MechanismFactory:
-        sanitizer = HierarchicalSanitizer(partition_share=0.5, fanout=FANOUT, branching=DOMAIN, theta=THETA,
-                                          **switches)
+        sanitizer = HierarchicalSanitizer(
+            partition_share=0.5, fanout=FANOUT, branching=DOMAIN, theta=THETA, **switches
+        )
 
         def build(rng: RandomSource) -> Callable[[Any], Any]:
             def release(dataset: tuple[int, ...]) -> tuple[int, int, int]:
@@ -169,13 +178,17 @@ def hierarchical_audit_spec(epsilon: float = 2.0) -> AuditSpec:
 
     return AuditSpec(
         name="hierarchical",
-        description=(f"hierarchical sanitizer on {hclass.spec}, eps={epsilon:g} (partition {epsilon / 2:g}), "
-                     "flat count tree; pair: clusters of 23 and 15, one point moved 0 -> 1023"),
+        description=(
+            f"hierarchical sanitizer on {hclass.spec}, eps={epsilon:g} (partition {epsilon / 2:g}), "
+            "flat count tree; pair: clusters of 23 and 15, one point moved 0 -> 1023"
+        ),
         claimed=PrivacyGuarantee(epsilon),
         build=factory(),
         pair=AUDIT_PAIR,
         discretise=lambda o: o,
-        broken={"no_partition_noise": factory(noisy_partition=False),
-                "no_count_noise": factory(noisy_counts=False)},
+        broken={
+            "no_partition_noise": factory(noisy_partition=False),
+            "no_count_noise": factory(noisy_counts=False),
+        },
         samples=2000,
     )

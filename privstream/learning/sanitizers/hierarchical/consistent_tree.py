@@ -167,6 +167,6 @@ def nonnegative(tree: CountTree, estimates: list[np.ndarray]) -> list[np.ndarray
         g = tree.bounds[level]
         values = np.empty(tree.sizes[level])
         for j in range(len(g) - 1):
-            values[g[j]:g[j + 1]] = _simplex(estimates[level][g[j]:g[j + 1]], float(out[level + 1][j]))
+            values[g[j] : g[j + 1]] = _simplex(estimates[level][g[j] : g[j + 1]], float(out[level + 1][j]))
         out[level] = values
     return out

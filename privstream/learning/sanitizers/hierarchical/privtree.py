@@ -58,7 +58,11 @@ from privstream.learning.domain import INT64_MAX
 from privstream.learning.randomness import RandomSource, exp_neg_bounds
 
 __all__ = [
-    "Relation", "privtree_partition", "privtree_scale", "split_probability", "split_probability_bounds",
+    "Relation",
+    "privtree_partition",
+    "privtree_scale",
+    "split_probability",
+    "split_probability_bounds",
 ]
 
 Relation = Literal["replace-one", "add-remove-one"]
@@ -90,8 +94,9 @@ def _check_fanout(fanout: int) -> None:
         raise ValueError(f"fanout must be an int >= 2, got {fanout!r}")
 
 
-def split_probability_bounds(count: int, depth: int, lam: Fraction, fanout: int, theta: Fraction,
-                             bits: int) -> tuple[Fraction, Fraction]:
+def split_probability_bounds(
+    count: int, depth: int, lam: Fraction, fanout: int, theta: Fraction, bits: int
+) -> tuple[Fraction, Fraction]:
     """Certified ``lo <= Pr[b(v) + Lap(λ) > θ] <= hi`` for a node of ``count`` at bias ``depth``.
 
     The gap shrinks like ``2^-bits``. ``depth`` is the depth used in the bias (0 drops the bias).
@@ -139,9 +144,17 @@ def _counter(points: np.ndarray) -> Callable[[int], int]:
     return rank
 
 
-def privtree_partition(points: np.ndarray, domain_size: int, lam: Fraction, fanout: int, rng: RandomSource,
-                       theta: Fraction | int = 0, *, noise: bool = True,
-                       depth_bias: bool = True) -> list[int]:
+def privtree_partition(
+    points: np.ndarray,
+    domain_size: int,
+    lam: Fraction,
+    fanout: int,
+    rng: RandomSource,
+    theta: Fraction | int = 0,
+    *,
+    noise: bool = True,
+    depth_bias: bool = True,
+) -> list[int]:
     """The leaves of PrivTree over ``{0..domain_size-1}`` as block edges ``[0, ..., domain_size]``.
 
     ``points`` must be sorted. ``noise=False`` (decide ``b(v) > θ`` without noise) and
@@ -169,10 +182,12 @@ def privtree_partition(points: np.ndarray, domain_size: int, lam: Fraction, fano
     return edges
 
 
-def _splits(count: int, depth: int, lam: Fraction, fanout: int, theta: Fraction, rng: RandomSource,
-            noise: bool) -> bool:
+def _splits(
+    count: int, depth: int, lam: Fraction, fanout: int, theta: Fraction, rng: RandomSource, noise: bool
+) -> bool:
     if not noise:  # BROKEN on purpose (audits only): the biased count compared without noise
         delta = lam * Fraction(math.log(fanout))
         return max(count - depth * delta, theta - delta) > theta
     return rng.bernoulli_below(
-        lambda extra: split_probability_bounds(count, depth, lam, fanout, theta, _BASE_BITS + extra))
+        lambda extra: split_probability_bounds(count, depth, lam, fanout, theta, _BASE_BITS + extra)
+    )

@@ -108,35 +108,63 @@ class HierarchicalSanitizer:
 
     name: ClassVar[str] = "hierarchical"
 
-    def __init__(self, partition_share: float = 0.125, fanout: int = 2, branching: int | None = None,
-                 theta: int = 0, *, noisy_partition: bool = True, depth_bias: bool = True,
-                 noisy_counts: bool = True) -> None:
-        if isinstance(partition_share, bool) or not isinstance(partition_share, int | float) \
-                or not 0 < partition_share < 1:
+    def __init__(
+        self,
+        partition_share: float = 0.125,
+        fanout: int = 2,
+        branching: int | None = None,
+        theta: int = 0,
+        *,
+        noisy_partition: bool = True,
+        depth_bias: bool = True,
+        noisy_counts: bool = True,
+    ) -> None:
+        if (
+            isinstance(partition_share, bool)
+            or not isinstance(partition_share, int | float)
+            or not 0 < partition_share < 1
+        ):
             raise SanitizerInputError(f"partition_share must be in (0, 1), got {partition_share!r}")
         if isinstance(fanout, bool) or not isinstance(fanout, int) or fanout < 2:
             raise SanitizerInputError(f"fanout must be an int >= 2, got {fanout!r}")
-        if branching is not None and (isinstance(branching, bool) or not isinstance(branching, int)
-                                      or branching < 2):
+        if branching is not None and (
+            isinstance(branching, bool) or not isinstance(branching, int) or branching < 2
+        ):
             raise SanitizerInputError(f"branching must be None or an int >= 2, got {branching!r}")
         if isinstance(theta, bool) or not isinstance(theta, int):
             raise SanitizerInputError(f"theta must be an int, got {theta!r}")
         self.partition_share, self.fanout, self.branching, self.theta = (
-            float(partition_share), fanout, branching, theta)
+            float(partition_share),
+            fanout,
+            branching,
+            theta,
+        )
         self.noisy_partition, self.depth_bias, self.noisy_counts = noisy_partition, depth_bias, noisy_counts
 
-    def fit(self, hclass: HypothesisClass, xs: np.ndarray, ys: np.ndarray | None = None, *,
-            epsilon: float, delta: float = 0.0, alpha: float = 0.1, beta: float = 0.1,
-            rng: RandomSource | None = None, expected_size: int | None = None) -> SanitizerResult:
+    def fit(
+        self,
+        hclass: HypothesisClass,
+        xs: np.ndarray,
+        ys: np.ndarray | None = None,
+        *,
+        epsilon: float,
+        delta: float = 0.0,
+        alpha: float = 0.1,
+        beta: float = 0.1,
+        rng: RandomSource | None = None,
+        expected_size: int | None = None,
+    ) -> SanitizerResult:
         if not isinstance(hclass, Thresholds | Intervals | Points):
             raise SanitizerInputError(
                 f"the hierarchical sanitizer answers the 1-D integer classes (thresholds, intervals, "
-                f"points), not {getattr(hclass, 'spec', type(hclass).__name__)}; use mwem for file classes")
+                f"points), not {getattr(hclass, 'spec', type(hclass).__name__)}; use mwem for file classes"
+            )
         eps, _ = check_privacy_parameters(epsilon, delta)
         a = check_accuracy_parameter(alpha, "alpha")
         b = check_accuracy_parameter(beta, "beta")
-        if expected_size is not None and (isinstance(expected_size, bool)
-                                          or not isinstance(expected_size, int) or expected_size < 1):
+        if expected_size is not None and (
+            isinstance(expected_size, bool) or not isinstance(expected_size, int) or expected_size < 1
+        ):
             raise SanitizerInputError(f"expected_size must be None or an int >= 1, got {expected_size!r}")
         points = as_points(xs, hclass.domain_size)
         labels = None if ys is None else as_labels(ys, points.shape[0])
@@ -149,8 +177,16 @@ class HierarchicalSanitizer:
 
         eps_p, eps_c = privacy_split(eps, self.partition_share)
         lam = privtree_scale(eps_p, self.fanout, relation)
-        edges = privtree_partition(points, hclass.domain_size, lam, self.fanout, source, self.theta,
-                                   noise=self.noisy_partition, depth_bias=self.depth_bias)
+        edges = privtree_partition(
+            points,
+            hclass.domain_size,
+            lam,
+            self.fanout,
+            source,
+            self.theta,
+            noise=self.noisy_partition,
+            depth_bias=self.depth_bias,
+        )
         leaves = len(edges) - 1
         cells = _cell_counts(points, labels, edges)
         tree = CountTree.balanced(leaves, self.branching, labelled=labels is not None)
@@ -176,12 +212,20 @@ class HierarchicalSanitizer:
 
         scale = Fraction(sensitivity) / eps_c
         parameters: dict[str, Any] = {
-            "alpha": a, "beta": b, "partition_share": self.partition_share, "fanout": self.fanout,
-            "theta": self.theta, "branching": "balanced" if self.branching is None else self.branching,
-            "neighbouring_relation": relation, "expected_size": expected_size,
-            "epsilon_partition": float(eps_p), "epsilon_counts": float(eps_c),
-            "privtree_lambda": float(lam), "privtree_delta": float(lam) * math.log(self.fanout),
-            "leaves": leaves, "count_tree_levels": tree.levels,
+            "alpha": a,
+            "beta": b,
+            "partition_share": self.partition_share,
+            "fanout": self.fanout,
+            "theta": self.theta,
+            "branching": "balanced" if self.branching is None else self.branching,
+            "neighbouring_relation": relation,
+            "expected_size": expected_size,
+            "epsilon_partition": float(eps_p),
+            "epsilon_counts": float(eps_c),
+            "privtree_lambda": float(lam),
+            "privtree_delta": float(lam) * math.log(self.fanout),
+            "leaves": leaves,
+            "count_tree_levels": tree.levels,
             "count_tree_branching": _branching_used(tree),
             "count_sensitivity": sensitivity if measured else 0,
             "count_noise_scale": float(scale) if measured else 0.0,
@@ -191,13 +235,21 @@ class HierarchicalSanitizer:
             "theorem": None,
         }
         return SanitizerResult(
-            distribution=distribution, mechanism=MECHANISM, epsilon=eps, delta=0.0, sample_size=n,
-            parameters=parameters, theorem_sample_size=None, accuracy_guarantee_holds=False,
+            distribution=distribution,
+            mechanism=MECHANISM,
+            epsilon=eps,
+            delta=0.0,
+            sample_size=n,
+            parameters=parameters,
+            theorem_sample_size=None,
+            accuracy_guarantee_holds=False,
         )
 
     def __repr__(self) -> str:
-        return (f"HierarchicalSanitizer(partition_share={self.partition_share}, fanout={self.fanout}, "
-                f"branching={self.branching})")
+        return (
+            f"HierarchicalSanitizer(partition_share={self.partition_share}, fanout={self.fanout}, "
+            f"branching={self.branching})"
+        )
 
 
 def _cell_counts(points: np.ndarray, labels: np.ndarray | None, edges: list[int]) -> np.ndarray:
@@ -218,8 +270,9 @@ def _branching_used(tree: CountTree) -> int | None:
     return max((int(np.diff(g).max()) for g in tree.bounds), default=None)
 
 
-def _distribution(domain_size: int, edges: list[int], cells: np.ndarray,
-                  labelled: bool) -> SyntheticDistribution:
+def _distribution(
+    domain_size: int, edges: list[int], cells: np.ndarray, labelled: bool
+) -> SyntheticDistribution:
     """Leaves' masses normalised by their total (uniform when it is 0); runs of empty leaves merged."""
     leaves = len(edges) - 1
     weights = cells.reshape(2, leaves).T if labelled else cells

@@ -127,8 +127,9 @@ def page_routes(streams: Sequence[StreamConfig], ledger: LedgerReader | None) ->
         figures = lifetime(by_name.get(stream_id), ledger)
         if figures is None or ledger is None:
             return web.json_response({"error": f"stream {stream_id!r} has no private releases"}, status=404)
-        return web.json_response({"stream_id": stream_id, "lifetime": figures,
-                                  "releases": history.of(ledger.entries(stream_id))})
+        return web.json_response(
+            {"stream_id": stream_id, "lifetime": figures, "releases": history.of(ledger.entries(stream_id))}
+        )
 
     return [
         ("GET", "/", index_page),

@@ -117,6 +117,7 @@ def test_dense_fallback_for_other_classes() -> None:
 
         def hypothesis(self, index):
             from privstream.learning.hypotheses import hypothesis_from_table
+
             return hypothesis_from_table([bin(index & x).count("1") % 2 for x in range(8)])
 
     xs = np.array([1, 2, 3, 7, 7], dtype=np.int64)
@@ -127,8 +128,9 @@ def test_dense_fallback_for_other_classes() -> None:
 @pytest.mark.parametrize("n_dom", [2**63, 2**64 + 3])
 @pytest.mark.parametrize("kind", STRUCTURED)
 @settings(max_examples=25, deadline=None)
-@given(offsets=st.lists(st.tuples(st.integers(0, 50), st.integers(0, 1)), max_size=12),
-       r_frac=st.fractions(0, 1))
+@given(
+    offsets=st.lists(st.tuples(st.integers(0, 50), st.integers(0, 1)), max_size=12), r_frac=st.fractions(0, 1)
+)
 def test_huge_domains_are_exact(kind, n_dom, offsets, r_frac) -> None:
     """int64 / uint64 limits and Python ints: counts sum to |H|, members have their level's errors."""
     hclass = parse_class_spec(f"{kind}:{n_dom}")
@@ -175,8 +177,12 @@ def test_sample_size_matches_spec_example() -> None:
 
 
 @settings(max_examples=100, deadline=None)
-@given(size=st.integers(1, 2**200), alpha=st.floats(0.01, 0.99), beta=st.floats(0.01, 0.99),
-       eps=st.floats(0.01, 10))
+@given(
+    size=st.integers(1, 2**200),
+    alpha=st.floats(0.01, 0.99),
+    beta=st.floats(0.01, 0.99),
+    eps=st.floats(0.01, 10),
+)
 def test_sample_size_is_the_derived_formula_and_monotone(size, alpha, beta, eps) -> None:
     n = generic_sample_size(size, alpha, beta, eps)
     log_term = math.log(2 * size / beta)
@@ -197,8 +203,9 @@ def test_sample_size_rejects_bad_class_size(bad) -> None:
 # -- exact output law and exact privacy -------------------------------------------------------
 
 
-def exact_law(hclass: HypothesisClass, xs: np.ndarray, ys: np.ndarray, epsilon: float,
-              sensitivity: float = 1) -> dict:
+def exact_law(
+    hclass: HypothesisClass, xs: np.ndarray, ys: np.ndarray, epsilon: float, sensitivity: float = 1
+) -> dict:
     """P(h) for every hypothesis, computed from the blocks: Pr[level e] / c_e (no sampling)."""
     return output_law(hclass, xs, ys, epsilon, sensitivity=sensitivity)
 
@@ -236,7 +243,7 @@ def max_privacy_loss(hclass: HypothesisClass, n: int, epsilon: float, sensitivit
     worst = 0.0
     for sample, law in laws.items():
         for i, entry in itertools.product(range(n), itertools.product(range(hclass.domain_size), (0, 1))):
-            other = laws[(*sample[:i], entry, *sample[i + 1:])]
+            other = laws[(*sample[:i], entry, *sample[i + 1 :])]
             worst = max(worst, max(abs(math.log(law[h]) - math.log(other[h])) for h in law))
     return worst
 
@@ -291,7 +298,12 @@ def test_interface_and_result() -> None:
     res = learner.fit(hclass, xs, (xs >= 300).astype(np.uint8), epsilon=0.5, delta=1e-6, rng=seeded(1))
     assert isinstance(res, LearnerResult)
     assert (res.mechanism, res.epsilon, res.delta, res.proper, res.sample_size) == (
-        "generic-exponential", 0.5, 0.0, True, 256)
+        "generic-exponential",
+        0.5,
+        0.0,
+        True,
+        256,
+    )
     assert res.theorem_sample_size == generic_sample_size(1025, 0.25, 0.25, 0.5)
     assert res.accuracy_guarantee_holds is (res.theorem_sample_size <= 256)
     assert json.loads(json.dumps(res.parameters)) == res.parameters
@@ -305,8 +317,9 @@ def test_unknown_learner_lists_known_names() -> None:
 
 def test_empty_sample_is_uniform_and_allowed() -> None:
     hclass = parse_class_spec("points:3")
-    res = GenericLearner().fit(hclass, np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.uint8),
-                               epsilon=1.0, rng=seeded(0))
+    res = GenericLearner().fit(
+        hclass, np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.uint8), epsilon=1.0, rng=seeded(0)
+    )
     assert res.sample_size == 0 and not res.accuracy_guarantee_holds
     law = exact_law(hclass, np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.uint8), 1.0)
     assert all(p == pytest.approx(1 / 4) for p in law.values()) and len(law) == 4
@@ -339,8 +352,10 @@ def clopper_pearson_upper(failures: int, runs: int, confidence: float) -> float:
     return hi
 
 
-@pytest.mark.parametrize(("spec", "target"), [
-    ("thresholds:1024", (307,)), ("intervals:2^20", (1000, 420_000)), ("points:2^20", (12345,))])
+@pytest.mark.parametrize(
+    ("spec", "target"),
+    [("thresholds:1024", (307,)), ("intervals:2^20", (1000, 420_000)), ("points:2^20", (12345,))],
+)
 def test_accuracy_at_the_theorem_sample_size(spec, target) -> None:
     """Realizable data, n = theorem n (α = β = 1/4, ε = 1): the failure rate is provably <= β."""
     hclass = parse_class_spec(spec)
@@ -380,21 +395,31 @@ def test_bad_epsilon(eps) -> None:
         GenericLearner().fit(parse_class_spec("thresholds:4"), [1], [1], epsilon=eps)
 
 
-@pytest.mark.parametrize(("kwargs", "match"), [({"delta": 1.0}, "delta"), ({"delta": -0.1}, "delta"),
-                                               ({"alpha": 0.0}, "alpha"), ({"beta": 1.0}, "beta")])
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"delta": 1.0}, "delta"),
+        ({"delta": -0.1}, "delta"),
+        ({"alpha": 0.0}, "alpha"),
+        ({"beta": 1.0}, "beta"),
+    ],
+)
 def test_bad_parameters(kwargs, match) -> None:
     with pytest.raises(ValueError, match=match):
         GenericLearner().fit(parse_class_spec("thresholds:4"), [1], [1], epsilon=1.0, **kwargs)
 
 
-@pytest.mark.parametrize(("xs", "ys", "error", "match"), [
-    ([1, 2], [0, 2], LabelError, "label 2 is not 0 or 1"),
-    ([1], [0.5], LabelError, "not 0 or 1"),
-    ([4], [1], DomainError, r"outside the domain \[0, 4\)"),
-    ([-1], [1], DomainError, "outside the domain"),
-    ([1.5], [1], DomainError, "integers"),
-    ([1, 2], [1], LabelError, "2 points"),
-])
+@pytest.mark.parametrize(
+    ("xs", "ys", "error", "match"),
+    [
+        ([1, 2], [0, 2], LabelError, "label 2 is not 0 or 1"),
+        ([1], [0.5], LabelError, "not 0 or 1"),
+        ([4], [1], DomainError, r"outside the domain \[0, 4\)"),
+        ([-1], [1], DomainError, "outside the domain"),
+        ([1.5], [1], DomainError, "integers"),
+        ([1, 2], [1], LabelError, "2 points"),
+    ],
+)
 def test_bad_samples(xs, ys, error, match) -> None:
     with pytest.raises(error, match=match):
         GenericLearner().fit(parse_class_spec("thresholds:4"), np.array(xs), np.array(ys), epsilon=1.0)
@@ -412,8 +437,9 @@ def test_intervals_release_windows_of_any_size() -> None:
     assert not first and len(changes) == 2 and res.sample_size == 30_000
     assert abs(changes[0] - 10**9) < 10**6 and abs(changes[1] - 3 * 10**9) < 10**6
     assert res.hypothesis == interval_hypothesis(2**32, *changes)
-    empty = GenericLearner().fit(hclass, np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.uint8),
-                                 epsilon=1.0, rng=seeded(5))
+    empty = GenericLearner().fit(
+        hclass, np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.uint8), epsilon=1.0, rng=seeded(5)
+    )
     assert empty.sample_size == 0 and empty.hypothesis.domain_size == 2**32
 
 

@@ -50,8 +50,10 @@ def arrays(xs: list[int], ys: list[int], n_dom: int) -> tuple[np.ndarray, np.nda
 def brute_errors(n_dom: int, xs: np.ndarray, ys: np.ndarray) -> dict:
     """errors of every interval (the reference)."""
     hclass = Intervals(n_dom)
-    return {h: int((h.predict(xs).astype(np.uint8) != ys).sum())
-            for h in (hclass.hypothesis(i) for i in range(hclass.size))}
+    return {
+        h: int((h.predict(xs).astype(np.uint8) != ys).sum())
+        for h in (hclass.hypothesis(i) for i in range(hclass.size))
+    }
 
 
 def bounds_of(h) -> tuple[int, int]:
@@ -73,8 +75,9 @@ def rho_power_bounds(coefficient: Fraction, gamma: int, bits: int = 256) -> tupl
     return Fraction(lo, 2**bits), Fraction(hi, 2**bits)
 
 
-def assert_law_is_the_exponential_mechanism(n_dom: int, xs: list[int], ys: list[int], epsilon: float,
-                                            sensitivity: float = 1) -> IntervalSampler:
+def assert_law_is_the_exponential_mechanism(
+    n_dom: int, xs: list[int], ys: list[int], epsilon: float, sensitivity: float = 1
+) -> IntervalSampler:
     """The exact check (module docstring), against brute force over the class."""
     px, py = arrays(xs, ys, n_dom)
     sampler = IntervalSampler(Intervals(n_dom), px, py, epsilon, sensitivity=sensitivity)
@@ -106,13 +109,18 @@ def test_exact_law_on_adversarial_samples(name, n_dom, xs, ys, epsilon) -> None:
 
 
 @settings(max_examples=120, deadline=None)
-@given(n_dom=st.integers(1, 7), data=st.data(), epsilon=st.sampled_from([0.01, 0.5, 2.0, 50.0]),
-       sensitivity=st.sampled_from([1, 0.5]))
+@given(
+    n_dom=st.integers(1, 7),
+    data=st.data(),
+    epsilon=st.sampled_from([0.01, 0.5, 2.0, 50.0]),
+    sensitivity=st.sampled_from([1, 0.5]),
+)
 def test_exact_law_on_random_samples(n_dom, data, epsilon, sensitivity) -> None:
     point = st.one_of(st.just(0), st.just(n_dom - 1), st.integers(0, n_dom - 1))
     pairs = data.draw(st.lists(st.tuples(point, st.integers(0, 1)), max_size=7))
-    assert_law_is_the_exponential_mechanism(n_dom, [x for x, _ in pairs], [y for _, y in pairs], epsilon,
-                                            sensitivity)
+    assert_law_is_the_exponential_mechanism(
+        n_dom, [x for x, _ in pairs], [y for _, y in pairs], epsilon, sensitivity
+    )
 
 
 @pytest.mark.parametrize("n_dom", [2**63, 2**64 + 3, 2**300])
@@ -155,8 +163,9 @@ def test_learner_draws_follow_the_brute_force_law(name, n_dom, xs, ys) -> None:
     weights = {h: math.exp(-0.5 * e) for h, e in errors.items()}  # ε = 1
     total = math.fsum(weights.values())
     runs, rng, learner = 3000, seeded(17), GenericLearner()
-    draws = Counter(learner.fit(Intervals(n_dom), px, py, epsilon=1.0, rng=rng).hypothesis
-                    for _ in range(runs))
+    draws = Counter(
+        learner.fit(Intervals(n_dom), px, py, epsilon=1.0, rng=rng).hypothesis for _ in range(runs)
+    )
     assert set(draws) <= set(weights)
     chi2 = sum((draws.get(h, 0) - runs * w / total) ** 2 / (runs * w / total) for h, w in weights.items())
     assert chi2 < chi_square_quantile(len(weights) - 1)
@@ -199,9 +208,12 @@ def test_a_round_accepts_with_probability_close_to_one() -> None:
     """Σ Pr[propose]·a over all proposals, with certified lower bounds: above 1 - 1e-9 here."""
     px, py = arrays([0, 1, 2, 2, 5, 6, 9], [1, 0, 1, 1, 0, 1, 1], 12)
     sampler = IntervalSampler(Intervals(12), px, py, 0.7)
-    accept = sum(sampler.proposal_probability(p) * sampler.acceptance(p)[0]
-                 * rho_power_bounds(sampler.coefficient, sampler.acceptance(p)[1])[0]
-                 for p in sampler.proposals())
+    accept = sum(
+        sampler.proposal_probability(p)
+        * sampler.acceptance(p)[0]
+        * rho_power_bounds(sampler.coefficient, sampler.acceptance(p)[1])[0]
+        for p in sampler.proposals()
+    )
     assert 1 - 1e-9 < accept <= 1
 
 
@@ -253,8 +265,12 @@ def test_large_adversarial_windows(labels) -> None:
 def test_power_table_is_certified(coefficient) -> None:
     """ρ̂^d within [φ^-M_T, φ^M_T]·ρ^d below the cut, exactly 2^-L (>= ρ^d) from it on."""
     powers = sampler_module._Powers(coefficient, 80, largest=300_000)
-    ds = np.array(sorted({0, 1, 2, 3, 7, 100, 255, 256, 4097, 65535, 65536, 123_457, 300_000}
-                         | {powers.cut - 1, powers.cut, powers.cut + 1} - {-1}))
+    ds = np.array(
+        sorted(
+            {0, 1, 2, 3, 7, 100, 255, 256, 4097, 65535, 65536, 123_457, 300_000}
+            | {powers.cut - 1, powers.cut, powers.cut + 1} - {-1}
+        )
+    )
     ds = ds[ds <= 300_000]
     m, e = powers(ds)
     assert rho_power_bounds(coefficient, powers.cut)[1] <= Fraction(1, 2**80)  # ρ^d <= ρ^cut <= 2^-80

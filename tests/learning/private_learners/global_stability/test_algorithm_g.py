@@ -29,11 +29,14 @@ from privstream.learning.soa import soa_run
 # -- constants (table 2.4, exact) --------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("d", "n_aux", "big_n", "m", "thr_exp", "eta_g"), [
-    (1, 160, 1_310_720, 1_310_880, 8, Fraction(1, 1024)),
-    (2, 320, 2_684_354_560, 2_684_354_880, 16, Fraction(1, 3 * 2**17)),
-    (3, 640, 1_407_374_883_553_280, 1_407_374_883_553_920, 32, Fraction(1, 4 * 2**33)),
-])
+@pytest.mark.parametrize(
+    ("d", "n_aux", "big_n", "m", "thr_exp", "eta_g"),
+    [
+        (1, 160, 1_310_720, 1_310_880, 8, Fraction(1, 1024)),
+        (2, 320, 2_684_354_560, 2_684_354_880, 16, Fraction(1, 3 * 2**17)),
+        (3, 640, 1_407_374_883_553_280, 1_407_374_883_553_920, 32, Fraction(1, 4 * 2**33)),
+    ],
+)
 def test_g_parameters_reproduce_table_2_4(d, n_aux, big_n, m, thr_exp, eta_g) -> None:
     p = g_parameters(d, 0.05)  # G inside M runs at alpha/2 = 0.05
     assert (p.n_aux, p.N, p.m, p.thr, p.eta_G) == (n_aux, big_n, m, Fraction(1, 2**thr_exp), eta_g)
@@ -82,8 +85,12 @@ def test_first_disagreement_matches_truth_tables() -> None:
 def _classes() -> list[HypothesisClass]:
     rng = np.random.default_rng(5)
     rows = rng.random((12, 7)) < 0.5
-    return [parse_class_spec("points:8"), parse_class_spec("thresholds:8"), parse_class_spec("intervals:6"),
-            FiniteClass(rows, "random-12x7")]
+    return [
+        parse_class_spec("points:8"),
+        parse_class_spec("thresholds:8"),
+        parse_class_spec("intervals:6"),
+        FiniteClass(rows, "random-12x7"),
+    ]
 
 
 @pytest.mark.parametrize("tie", [0, 1])
@@ -126,8 +133,15 @@ def test_fail_exactly_when_the_budget_is_exceeded() -> None:
 def test_g_validates_layout() -> None:
     hclass = parse_class_spec("points:8")
     with pytest.raises(ValueError, match="needs budget"):
-        algorithm_g(hclass, np.zeros(3, dtype=np.int64), np.zeros(3, dtype=np.uint8), n_aux=2, budget=2,
-                    max_depth=1, rng=seeded(0))
+        algorithm_g(
+            hclass,
+            np.zeros(3, dtype=np.int64),
+            np.zeros(3, dtype=np.uint8),
+            n_aux=2,
+            budget=2,
+            max_depth=1,
+            rng=seeded(0),
+        )
 
 
 def test_depth_is_uniform_over_0_to_max_depth() -> None:
@@ -135,8 +149,9 @@ def test_depth_is_uniform_over_0_to_max_depth() -> None:
     xs = np.arange(200) % 16
     ys = (xs >= 9).astype(np.uint8)
     rng = seeded(4)
-    depths = Counter(algorithm_g(hclass, xs, ys, n_aux=4, budget=196, max_depth=2, rng=rng).depth
-                     for _ in range(600))
+    depths = Counter(
+        algorithm_g(hclass, xs, ys, n_aux=4, budget=196, max_depth=2, rng=rng).depth for _ in range(600)
+    )
     assert set(depths) == {0, 1, 2}
     assert all(140 <= c <= 260 for c in depths.values())  # 200 expected; > 5 sigma slack
 
@@ -156,8 +171,9 @@ class _Scripted(RandomSource):
 
 
 def _loss(table_row: np.ndarray, target: np.ndarray, marginal: np.ndarray) -> Fraction:
-    return sum((Fraction(p) for p, a, b in zip(marginal, table_row, target, strict=True) if a != b),
-               Fraction(0))
+    return sum(
+        (Fraction(p) for p, a, b in zip(marginal, table_row, target, strict=True) if a != b), Fraction(0)
+    )
 
 
 @pytest.mark.parametrize("tie", [0, 1])
@@ -197,8 +213,9 @@ def test_g_generalization_inequality_exact(spec) -> None:
             p_sample = math.prod((marginal[x] for x in seq), start=Fraction(1)) / 2
             coins = [[0], [1]] if depth else [[]]
             for bits in coins:
-                run = run_g(hclass, xs, target[xs], n_aux=n_aux, budget=budget, depth=depth,
-                            rng=_Scripted(bits))
+                run = run_g(
+                    hclass, xs, target[xs], n_aux=n_aux, budget=budget, depth=depth, rng=_Scripted(bits)
+                )
                 p = p_sample / len(coins)
                 law[run.key] = law.get(run.key, Fraction(0)) + p
                 outputs[run.key] = run.hypothesis

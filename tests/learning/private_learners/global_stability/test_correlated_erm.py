@@ -47,8 +47,9 @@ def test_a_batch_output_depends_on_its_own_examples_and_the_draws_only() -> None
     ys_other = ys.copy()
     ys_other[batch != 0] = 1 - ys_other[batch != 0]  # every other batch changes completely
     changed = correlated_erm(hclass, xs, ys_other, batch, 8, params, seeded(4))
-    alone = correlated_erm(hclass, xs[batch == 0], ys[batch == 0], np.zeros(100, dtype=np.int64), 1, params,
-                           seeded(4))
+    alone = correlated_erm(
+        hclass, xs[batch == 0], ys[batch == 0], np.zeros(100, dtype=np.int64), 1, params, seeded(4)
+    )
     assert together[0] == changed[0] == alone[0]
     assert changed[1] != together[1]
 
@@ -75,12 +76,20 @@ def test_small_batches_and_exhausted_draws_fail() -> None:
     assert out[0] is not None and out[0].predict(5) == 1
     assert out[1] is None and out[2] is None  # below min_batch (empty batches included)
     # a non-realizable batch at tolerance 0 has no qualifying hypothesis: Fail after max_draws
-    bad = correlated_erm(hclass, np.array([5, 6]), np.array([1, 1]), np.zeros(2, dtype=np.int64), 1,
-                         ErmParameters(Fraction(0), 1, 300), seeded(0))
+    bad = correlated_erm(
+        hclass,
+        np.array([5, 6]),
+        np.array([1, 1]),
+        np.zeros(2, dtype=np.int64),
+        1,
+        ErmParameters(Fraction(0), 1, 300),
+        seeded(0),
+    )
     assert bad == [None]
     # examples outside every batch (batch -1: S') are ignored
-    skip = correlated_erm(hclass, xs, ys, np.array([0, 0, 0, -1]), 1, ErmParameters(Fraction(0), 1, 1 << 12),
-                          seeded(0))
+    skip = correlated_erm(
+        hclass, xs, ys, np.array([0, 0, 0, -1]), 1, ErmParameters(Fraction(0), 1, 1 << 12), seeded(0)
+    )
     assert skip[0] == out[0]
 
 
@@ -89,8 +98,9 @@ def test_file_classes_and_parameter_validation() -> None:
     hclass = FiniteClass(rows, "three-rows")
     xs = np.array([0, 1, 2, 3] * 5)
     ys = rows[1][xs].astype(np.uint8)
-    out = correlated_erm(hclass, xs, ys, np.zeros(20, dtype=np.int64), 1, ErmParameters(Fraction(0), 1, 64),
-                         seeded(2))
+    out = correlated_erm(
+        hclass, xs, ys, np.zeros(20, dtype=np.int64), 1, ErmParameters(Fraction(0), 1, 64), seeded(2)
+    )
     assert np.array_equal(out[0].truth_table(), rows[1])
     with pytest.raises(ValueError):
         ErmParameters(Fraction(1), 1, 1)

@@ -41,10 +41,13 @@ from privstream.learning.randomness import seeded
 # -- theory calculator: table 3.4 (alpha = beta = 0.1, eps = 1, delta = 1e-6) -------------------
 
 
-@pytest.mark.parametrize(("d", "eta", "k", "m", "n_prime"), [
-    (1, Fraction(1, 1024), 1_354_324, 1_310_880, 8_937),
-    (2, Fraction(1, 393_216), 819_565_915, 2_684_354_880, 13_222),
-])
+@pytest.mark.parametrize(
+    ("d", "eta", "k", "m", "n_prime"),
+    [
+        (1, Fraction(1, 1024), 1_354_324, 1_310_880, 8_937),
+        (2, Fraction(1, 393_216), 819_565_915, 2_684_354_880, 13_222),
+    ],
+)
 def test_theory_parameters_reproduce_table_3_4(d, eta, k, m, n_prime) -> None:
     p = theory_parameters(0.1, 0.1, 1.0, 1e-6, d)
     assert (p.eta, p.K, p.m, p.n_prime) == (eta, k, m, n_prime)
@@ -123,16 +126,29 @@ def test_release_law_of_histogram_and_exponential_mechanism_exact() -> None:
     hist = StableHistogram(eps / 2, delta)
     xs = np.array([3, 3, 0, 1, 2, 3, 3, 0, 1], dtype=np.int64)  # batches: 3 positives, 3 negatives
     ys = np.array([1, 1, 0, 0, 0, 1, 1, 0, 0], dtype=np.uint8)  # S' = (3,1), (0,0), (1,0)
-    params = MParameters(mode="practical", num_batches=6, batch_size=1, n_aux=1, budget=0, max_depth=0,
-                         eta=4 / 18, n_prime=3, hist_threshold=hist.threshold,  # cut 1/6: keeps all
-                         hist_epsilon=eps / 2, select_epsilon=eps / 2, batch_learner="g")
+    params = MParameters(
+        mode="practical",
+        num_batches=6,
+        batch_size=1,
+        n_aux=1,
+        budget=0,
+        max_depth=0,
+        eta=4 / 18,
+        n_prime=3,
+        hist_threshold=hist.threshold,  # cut 1/6: keeps all
+        hist_epsilon=eps / 2,
+        select_epsilon=eps / 2,
+        batch_learner="g",
+    )
     zero, point = point_hypothesis(4, None), point_hypothesis(4, 3)
     counts = {zero: 3, point: 3}
     errors = {zero: 1, point: 0}
     law: dict = {zero: 0.0, point: 0.0}
     for released in itertools.product([False, True], repeat=2):
-        p = math.prod(hist.release_probability(counts[h]) if r else 1 - hist.release_probability(counts[h])
-                      for h, r in zip((zero, point), released, strict=True))
+        p = math.prod(
+            hist.release_probability(counts[h]) if r else 1 - hist.release_probability(counts[h])
+            for h, r in zip((zero, point), released, strict=True)
+        )
         survivors = [h for h, r in zip((zero, point), released, strict=True) if r]
         if not survivors:
             law[zero] += p
@@ -142,8 +158,9 @@ def test_release_law_of_histogram_and_exponential_mechanism_exact() -> None:
             law[h] += p * q
     runs = 6000
     rng = seeded(21)
-    seen = Counter(algorithm_m(hclass, xs, ys, params, epsilon=eps, delta=delta, rng=rng).hypothesis
-                   for _ in range(runs))
+    seen = Counter(
+        algorithm_m(hclass, xs, ys, params, epsilon=eps, delta=delta, rng=rng).hypothesis for _ in range(runs)
+    )
     assert set(seen) <= {zero, point}
     for h, p in law.items():
         assert abs(seen[h] / runs - p) <= 4.5 * math.sqrt(p * (1 - p) / runs) + 1e-9, (h, seen[h], p)
@@ -155,12 +172,31 @@ def test_fail_is_dropped_and_empty_list_gives_the_default() -> None:
     xs = np.zeros(40, dtype=np.int64)
     ys = np.zeros(40, dtype=np.uint8)
     # depth 1 on constant data always exhausts the budget: every run is Fail
-    params = MParameters(mode="practical", num_batches=4, batch_size=10, n_aux=2, budget=8, max_depth=1,
-                         eta=0.01, n_prime=0, hist_threshold=2, hist_epsilon=4.0, select_epsilon=4.0,
-                         batch_learner="g")
+    params = MParameters(
+        mode="practical",
+        num_batches=4,
+        batch_size=10,
+        n_aux=2,
+        budget=8,
+        max_depth=1,
+        eta=0.01,
+        n_prime=0,
+        hist_threshold=2,
+        hist_epsilon=4.0,
+        select_epsilon=4.0,
+        batch_learner="g",
+    )
     for seed in range(30):
-        out = algorithm_m(hclass, xs, ys, params, epsilon=8.0, delta=0.5, rng=seeded(seed),
-                          histogram=lambda keys, rng: dict(Counter(keys)))  # exact counts: Fail shows
+        out = algorithm_m(
+            hclass,
+            xs,
+            ys,
+            params,
+            epsilon=8.0,
+            delta=0.5,
+            rng=seeded(seed),
+            histogram=lambda keys, rng: dict(Counter(keys)),
+        )  # exact counts: Fail shows
         depth_one = [r for r in out.runs if r.depth == 1]
         assert all(r.key == FAIL_KEY for r in depth_one)
         assert all(h is not None for h in out.candidates)
@@ -170,8 +206,15 @@ def test_fail_is_dropped_and_empty_list_gives_the_default() -> None:
 def test_layout_mismatch_is_refused() -> None:
     params = practical_parameters(100, 1.0, 1e-6, 0.1, 0.1)
     with pytest.raises(ValueError, match="layout"):
-        algorithm_m(parse_class_spec("points:8"), np.zeros(99, dtype=np.int64), np.zeros(99, dtype=np.uint8),
-                    params, epsilon=1.0, delta=1e-6, rng=seeded(0))
+        algorithm_m(
+            parse_class_spec("points:8"),
+            np.zeros(99, dtype=np.int64),
+            np.zeros(99, dtype=np.uint8),
+            params,
+            epsilon=1.0,
+            delta=1e-6,
+            rng=seeded(0),
+        )
 
 
 # -- privacy: accounting and the empirical audit -----------------------------------------------
@@ -197,8 +240,9 @@ def test_accounting_is_parallel_hist_eps_delta_and_em_eps_in_practical_mode(monk
     monkeypatch.setattr(gs, "ExponentialMechanism", spy_em)
     hclass = parse_class_spec("points:64")
     xs = np.arange(3000) % 4
-    result = GlobalStabilityLearner().fit(hclass, xs, (xs == 1).astype(np.uint8), epsilon=0.8, delta=1e-5,
-                                          rng=seeded(1))
+    result = GlobalStabilityLearner().fit(
+        hclass, xs, (xs == 1).astype(np.uint8), epsilon=0.8, delta=1e-5, rng=seeded(1)
+    )
     assert seen == {"hist": (0.8, 1e-5), "em": (0.8, 1)}
     assert (result.epsilon, result.delta) == (0.8, 1e-5)
 
@@ -249,10 +293,12 @@ def test_deterministic_given_the_seed_and_result_fields() -> None:
     hclass = parse_class_spec("points:1024")
     xs = np.where(np.arange(1000) % 5 == 0, 17, np.arange(1000) % 1024)
     ys = (xs == 17).astype(np.uint8)
-    a = make_learner("global-stability").fit(hclass, xs, ys, epsilon=1.0, delta=1e-6, alpha=0.1, beta=0.1,
-                                             rng=seeded(5))
-    b = make_learner("global-stability").fit(hclass, xs, ys, epsilon=1.0, delta=1e-6, alpha=0.1, beta=0.1,
-                                             rng=seeded(5))
+    a = make_learner("global-stability").fit(
+        hclass, xs, ys, epsilon=1.0, delta=1e-6, alpha=0.1, beta=0.1, rng=seeded(5)
+    )
+    b = make_learner("global-stability").fit(
+        hclass, xs, ys, epsilon=1.0, delta=1e-6, alpha=0.1, beta=0.1, rng=seeded(5)
+    )
     assert a == b
     assert a.theorem_sample_size == global_stability_sample_size(0.1, 0.1, 1.0, 1e-6, 1)
     assert a.accuracy_guarantee_holds is False and a.parameters["mode"] == "practical"
@@ -296,8 +342,16 @@ def _errors(spec: str, n: int, seeds: range, expected_size: int | None = None) -
         data = np.random.default_rng(seed)
         xs = data.choice(size, size=n, p=marginal)
         result = make_learner("global-stability").fit(
-            hclass, xs, target[xs].astype(np.uint8), epsilon=1.0, delta=1e-6, alpha=0.1, beta=0.1,
-            rng=seeded(seed), expected_size=expected_size)
+            hclass,
+            xs,
+            target[xs].astype(np.uint8),
+            epsilon=1.0,
+            delta=1e-6,
+            alpha=0.1,
+            beta=0.1,
+            rng=seeded(seed),
+            expected_size=expected_size,
+        )
         errors.append(float(marginal[result.hypothesis.truth_table() != target].sum()))
     return errors
 
@@ -320,14 +374,27 @@ def test_parameters_under_private_n_depend_on_the_expected_size_only() -> None:
     results = []
     for n in (0, 1, 500, 20_000, 60_000):
         xs = np.random.default_rng(n).integers(0, 1024, n)
-        results.append(make_learner("global-stability").fit(
-            hclass, xs, (xs >= 300).astype(np.uint8), epsilon=1.0, delta=1e-6, alpha=0.1, beta=0.1,
-            rng=seeded(3), expected_size=20_000))
+        results.append(
+            make_learner("global-stability").fit(
+                hclass,
+                xs,
+                (xs >= 300).astype(np.uint8),
+                epsilon=1.0,
+                delta=1e-6,
+                alpha=0.1,
+                beta=0.1,
+                rng=seeded(3),
+                expected_size=20_000,
+            )
+        )
     first = results[0]
     for r in results:
         assert r.parameters == first.parameters  # no n, no data-dependent list size
         assert (r.theorem_sample_size, r.accuracy_guarantee_holds, r.mechanism) == (
-            first.theorem_sample_size, first.accuracy_guarantee_holds, first.mechanism)
+            first.theorem_sample_size,
+            first.accuracy_guarantee_holds,
+            first.mechanism,
+        )
     assert [r.sample_size for r in results] == [0, 1, 500, 20_000, 60_000]  # kept, never published
     assert "released_list_size" not in first.parameters
     assert first.parameters["neighbours"] == "add/remove-one" and first.parameters["expected_size"] == 20_000
@@ -341,12 +408,20 @@ def test_zero_examples_give_a_release_in_both_modes() -> None:
     hclass = parse_class_spec("intervals:64")
     empty = np.zeros(0, dtype=np.int64)
     for expected in (None, 1, 5000):
-        r = make_learner("global-stability").fit(hclass, empty, empty.astype(np.uint8), epsilon=1.0,
-                                                 delta=1e-6, rng=seeded(0), expected_size=expected)
+        r = make_learner("global-stability").fit(
+            hclass,
+            empty,
+            empty.astype(np.uint8),
+            epsilon=1.0,
+            delta=1e-6,
+            rng=seeded(0),
+            expected_size=expected,
+        )
         assert r.hypothesis.domain_size == 64 and r.sample_size == 0
     with pytest.raises(ValueError, match="expected_size"):
-        make_learner("global-stability").fit(hclass, empty, empty.astype(np.uint8), epsilon=1.0, delta=1e-6,
-                                             expected_size=0)
+        make_learner("global-stability").fit(
+            hclass, empty, empty.astype(np.uint8), epsilon=1.0, delta=1e-6, expected_size=0
+        )
 
 
 def test_random_split_is_independent_per_example() -> None:
@@ -365,8 +440,10 @@ def test_random_split_is_independent_per_example() -> None:
     # the positional split (n public) is the paper's fixed layout
     q = practical_parameters(100, 1.0, 1e-6, 0.1, 0.1)
     pos = positional_split(100, q)
-    assert pos.tolist() == [i // q.batch_size for i in range(q.num_batches * q.batch_size)] + [
-        q.num_batches] * q.n_prime
+    assert (
+        pos.tolist()
+        == [i // q.batch_size for i in range(q.num_batches * q.batch_size)] + [q.num_batches] * q.n_prime
+    )
 
 
 def test_add_remove_audit_passes_and_catches_the_positional_split() -> None:
@@ -378,8 +455,6 @@ def test_add_remove_audit_passes_and_catches_the_positional_split() -> None:
     assert not bad.passed, bad.summary()
 
 
-
-
 def test_theorem_size_beyond_the_exact_chain() -> None:
     """Ldim > 16: the chain's integers have 2^(d+2) bits, so only log10(n_total) is computed (closed
     form, within 2e-4 of the exact chain where both exist); the learner still runs."""
@@ -389,8 +464,16 @@ def test_theorem_size_beyond_the_exact_chain() -> None:
             assert abs(log10_closed_form(0.1, 0.1, eps, 1e-6, d) - exact) < 1e-3
     hclass = parse_class_spec("thresholds:4294967296")
     xs = np.random.default_rng(0).integers(0, 2**32, 5000)
-    r = make_learner("global-stability").fit(hclass, xs, (xs >= 2**30).astype(np.uint8), epsilon=1.0,
-                                             delta=1e-6, alpha=0.1, beta=0.1, rng=seeded(1))
+    r = make_learner("global-stability").fit(
+        hclass,
+        xs,
+        (xs >= 2**30).astype(np.uint8),
+        epsilon=1.0,
+        delta=1e-6,
+        alpha=0.1,
+        beta=0.1,
+        rng=seeded(1),
+    )
     assert r.theorem_sample_size is None and not r.accuracy_guarantee_holds
     assert r.parameters["theorem_sample_size_log10"] == pytest.approx(1.034e10, rel=1e-3)
     assert r.parameters["ldim"] == 32

@@ -24,13 +24,24 @@ ALL3 = np.array(list(itertools.product([0, 1], repeat=3)), dtype=bool)  # all 8 
 
 # ggkm.md §4.5: (spec, |F|, Ldim, ord) computed by exhaustive recursion there.
 FIXTURES = [
-    ("thresholds:1", 2, 1, 0), ("thresholds:2", 3, 1, 1), ("thresholds:3", 4, 2, 0),
-    ("thresholds:4", 5, 2, 0), ("thresholds:6", 7, 2, 1), ("thresholds:7", 8, 3, 0),
-    ("thresholds:8", 9, 3, 0), ("thresholds:15", 16, 4, 0), ("thresholds:16", 17, 4, 0),
-    ("intervals:2", 4, 2, 0), ("intervals:3", 7, 2, 1), ("intervals:4", 11, 3, 0),
-    ("intervals:5", 16, 3, 0), ("intervals:6", 22, 4, 0), ("intervals:7", 29, 4, 0),
+    ("thresholds:1", 2, 1, 0),
+    ("thresholds:2", 3, 1, 1),
+    ("thresholds:3", 4, 2, 0),
+    ("thresholds:4", 5, 2, 0),
+    ("thresholds:6", 7, 2, 1),
+    ("thresholds:7", 8, 3, 0),
+    ("thresholds:8", 9, 3, 0),
+    ("thresholds:15", 16, 4, 0),
+    ("thresholds:16", 17, 4, 0),
+    ("intervals:2", 4, 2, 0),
+    ("intervals:3", 7, 2, 1),
+    ("intervals:4", 11, 3, 0),
+    ("intervals:5", 16, 3, 0),
+    ("intervals:6", 22, 4, 0),
+    ("intervals:7", 29, 4, 0),
     ("intervals:8", 37, 4, 1),
-    ("points:4", 5, 1, 3), ("points:8", 9, 1, 7),  # points + all-zero: N - 1
+    ("points:4", 5, 1, 3),
+    ("points:8", 9, 1, 7),  # points + all-zero: N - 1
 ]
 
 
@@ -91,8 +102,10 @@ def _irreducible_bruteforce(rows: frozenset[tuple[bool, ...]], k: int, n_points:
         if depth == 0:
             return _ldim_ref(cls) == full
         x = tree[node]
-        return any(some_path(frozenset(r for r in cls if r[x] == b), depth - 1, tree, 2 * node + 1 + b)
-                   for b in (0, 1))
+        return any(
+            some_path(frozenset(r for r in cls if r[x] == b), depth - 1, tree, 2 * node + 1 + b)
+            for b in (0, 1)
+        )
 
     return all(some_path(rows, k, tree, 0) for tree in itertools.product(range(n_points), repeat=2**k - 1))
 

@@ -39,7 +39,7 @@ from privstream.learning.randomness import seeded
 
 def _consecutive(xs: np.ndarray, ys: np.ndarray, params) -> list[tuple[np.ndarray, np.ndarray]]:
     n0 = params.block_size
-    return [(xs[j * n0:(j + 1) * n0], ys[j * n0:(j + 1) * n0]) for j in range(params.blocks)]
+    return [(xs[j * n0 : (j + 1) * n0], ys[j * n0 : (j + 1) * n0]) for j in range(params.blocks)]
 
 
 def _random_class(seed: int, rows: int, points: int) -> ClassLattice:
@@ -61,10 +61,17 @@ def _block(lat: ClassLattice, seed: int, n0: int, noise: float) -> tuple[np.ndar
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.integers(0, 10**6), st.integers(2, 16), st.integers(2, 6), st.sampled_from([1, 2, 3]),
-       st.sampled_from([Fraction(1, 20), Fraction(1, 10), Fraction(1, 6)]), st.sampled_from([0.0, 0.0, 0.5]))
-def test_reduce_tree_invariants(seed: int, rows: int, points: int, k_prime: int, alpha_delta: Fraction,
-                                noise: float) -> None:
+@given(
+    st.integers(0, 10**6),
+    st.integers(2, 16),
+    st.integers(2, 6),
+    st.sampled_from([1, 2, 3]),
+    st.sampled_from([Fraction(1, 20), Fraction(1, 10), Fraction(1, 6)]),
+    st.sampled_from([0.0, 0.0, 0.5]),
+)
+def test_reduce_tree_invariants(
+    seed: int, rows: int, points: int, k_prime: int, alpha_delta: Fraction, noise: float
+) -> None:
     lat = _random_class(seed, rows, points)
     n0 = 30
     xs, ys = _block(lat, seed, n0, noise)
@@ -149,14 +156,19 @@ def test_sparse_selection_law_is_the_exponential_mechanism_with_a_phantom() -> N
     eps, delta, ell = 1.0, 1e-3, 2
     law = selection_law(sets, epsilon=eps, delta=delta, ell=ell, default="z")
     e = inner_epsilon(eps, delta)
-    w = {"a": math.exp(e * 40 / 2), "b": math.exp(e * 10 / 2), "c": math.exp(e * 3 / 2),
-         "z": math.ceil(ell / delta) * math.exp(e / 2)}
+    w = {
+        "a": math.exp(e * 40 / 2),
+        "b": math.exp(e * 10 / 2),
+        "c": math.exp(e * 3 / 2),
+        "z": math.ceil(ell / delta) * math.exp(e / 2),
+    }
     total = sum(w.values())
     for key, weight in w.items():
         assert law[key] == pytest.approx(weight / total, rel=1e-12)
     rng = seeded(11)
-    draws = [sparse_select(sets, epsilon=eps, delta=delta, ell=ell, default="z", rng=rng)
-             for _ in range(3000)]
+    draws = [
+        sparse_select(sets, epsilon=eps, delta=delta, ell=ell, default="z", rng=rng) for _ in range(3000)
+    ]
     for key in "abz":
         k = draws.count(key)
         sd = math.sqrt(3000 * law[key] * (1 - law[key])) + 1
@@ -172,7 +184,7 @@ def test_sparse_selection_exact_privacy_over_all_neighbours() -> None:
     for i in range(len(base)):
         p = selection_law(base, epsilon=eps, delta=delta, ell=ell, default="z")
         for s in universe:
-            other = [*base[:i], s, *base[i + 1:]]
+            other = [*base[:i], s, *base[i + 1 :]]
             q = selection_law(other, epsilon=eps, delta=delta, ell=ell, default="z")
             assert hockey_stick(p, q, eps) <= delta + 1e-12
             assert hockey_stick(q, p, eps) <= delta + 1e-12
@@ -185,8 +197,10 @@ def test_sparse_selection_exact_privacy_over_all_neighbours() -> None:
 
 
 def test_selection_error_bound_and_sample_size_formulas() -> None:
-    assert selection_error(100, math.log(3), 1.0, 1e-6, 0.1) == pytest.approx(2 * math.log(2 * 3 * math.exp(
-        inner_epsilon(1.0, 1e-6) / 2) / 1e-7) / inner_epsilon(1.0, 1e-6), rel=1e-3)
+    assert selection_error(100, math.log(3), 1.0, 1e-6, 0.1) == pytest.approx(
+        2 * math.log(2 * 3 * math.exp(inner_epsilon(1.0, 1e-6) / 2) / 1e-7) / inner_epsilon(1.0, 1e-6),
+        rel=1e-3,
+    )
     p = paper_parameters(0.25, 0.1, 1.0, 1e-6, 1, d_vc=1)
     assert p["condition_holds"] and 500 < p["C"] < 700 and 1e9 < p["n"] < 2e9  # spec §4.3.3
     p4 = paper_parameters(0.25, 0.1, 1.0, 1e-6, 4, d_vc=1)
@@ -202,10 +216,17 @@ def test_selection_error_bound_and_sample_size_formulas() -> None:
 
 
 @settings(max_examples=25, deadline=None)
-@given(st.integers(0, 10**6), st.integers(1, 24), st.integers(1, 8), st.integers(1, 300),
-       st.sampled_from([0.0, 0.2, 0.5]), st.sampled_from([1, 2]))
-def test_every_output_is_a_member(seed: int, rows: int, points: int, n: int, noise: float,
-                                  k_prime: int) -> None:
+@given(
+    st.integers(0, 10**6),
+    st.integers(1, 24),
+    st.integers(1, 8),
+    st.integers(1, 300),
+    st.sampled_from([0.0, 0.2, 0.5]),
+    st.sampled_from([1, 2]),
+)
+def test_every_output_is_a_member(
+    seed: int, rows: int, points: int, n: int, noise: float, k_prime: int
+) -> None:
     rng = np.random.default_rng(seed)
     m = rng.integers(0, 2, (rows, points)).astype(bool)
     hclass = FiniteClass(m, spec="random")
@@ -228,8 +249,9 @@ def test_improper_selection_is_never_released() -> None:
     learner = ProperLearner(blocks=40, alpha_delta=0.1)
     lat, d = learner.lattice(hclass)
     params, _ = learner.parameters_for(4000, d, 1.0, 1e-6, 0.25, 0.25)
-    outcome = poly_pri_learn(lat, _consecutive(xs, ys, params), params, epsilon=1.0, delta=1e-6,
-                             rng=seeded(2), d=d)
+    outcome = poly_pri_learn(
+        lat, _consecutive(xs, ys, params), params, epsilon=1.0, delta=1e-6, rng=seeded(2), d=d
+    )
     res = learner.fit(hclass, xs, ys, epsilon=1.0, delta=1e-6, rng=seeded(2))
     assert res.proper and int(res.hypothesis.truth_table().sum()) == 1
     assert outcome.f_hat.shape == (8,)
@@ -266,8 +288,9 @@ def test_exact_privacy_of_poly_pri_learn_on_all_neighbours_of_a_small_sample() -
     assert ell == selection_bound(params.k_prime, 2, lat.rows) == 4  # |F| = 4 < Π_t (2^t + 1) = 15
 
     def law(bx: np.ndarray, by: np.ndarray) -> dict:
-        out = poly_pri_learn(lat, _consecutive(bx, by, params), params, epsilon=1.0, delta=1e-2,
-                             rng=seeded(0), d=2)
+        out = poly_pri_learn(
+            lat, _consecutive(bx, by, params), params, epsilon=1.0, delta=1e-2, rng=seeded(0), d=2
+        )
         return selection_law(list(out.sets), epsilon=1.0, delta=1e-2, ell=ell, default=b"")
 
     base = law(xs, ys)

@@ -75,15 +75,16 @@ def test_order_closed_forms_match_the_lattice() -> None:
     chain = lattice_of(parse_class_spec("thresholds:40"))
     for lo, size in itertools.product(range(0, 6), range(1, 34)):
         rows = np.zeros(chain.rows, dtype=bool)
-        rows[lo:lo + size] = True
+        rows[lo : lo + size] = True
         assert chain.order(chain.mask(rows)) == chain_order(size), size
     intervals = parse_class_spec("intervals:14")
     lat = lattice_of(intervals)
     table = intervals.matrix()
     for p, q in itertools.product(range(1, 8), range(1, 8)):
         # a in [6 - p + 1, 6], b in [7, 7 + q - 1]: the version space of positives 6..6 and fences
-        a_ok = np.array([coordinates(intervals, intervals.hypothesis(i)) for i in range(intervals.size)],
-                        dtype=object)
+        a_ok = np.array(
+            [coordinates(intervals, intervals.hypothesis(i)) for i in range(intervals.size)], dtype=object
+        )
         rows = np.array([c[0] <= 6 < c[1] and 6 - p < c[0] and c[1] <= 6 + q for c in a_ok])
         assert rows.sum() == p * q
         assert lat.order(lat.mask(rows)) == product_order(p, q), (p, q)
@@ -100,9 +101,15 @@ def test_order_closed_forms_match_the_lattice() -> None:
 
 
 @settings(max_examples=80, deadline=None)
-@given(st.sampled_from(SMALL), st.integers(0, 10**6), st.integers(1, 14), st.integers(0, 2),
-       st.sampled_from([1, 2, 3]), st.sampled_from([None, Fraction(1, 20), Fraction(1, 6)]),
-       st.sampled_from([None, 0]))
+@given(
+    st.sampled_from(SMALL),
+    st.integers(0, 10**6),
+    st.integers(1, 14),
+    st.integers(0, 2),
+    st.sampled_from([1, 2, 3]),
+    st.sampled_from([None, Fraction(1, 20), Fraction(1, 6)]),
+    st.sampled_from([None, 0]),
+)
 def test_block_sets_equal_reduce_tree_on_the_matrix(spec, seed, n0, kind, k_prime, alpha_delta, cap) -> None:
     """Closed forms (Lemmas A and B), compressed matrices, the shared lattice: all equal ReduceTree on
     the whole class, except where the structured path abstains (then Ŝ = ∅)."""
@@ -113,11 +120,13 @@ def test_block_sets_equal_reduce_tree_on_the_matrix(spec, seed, n0, kind, k_prim
     xs = rng.integers(0, hclass.domain_size, n0)
     ys = _labels(spec, xs, rng, kind)
     ad = Fraction(1, (d + 2) * n0 + 1) if alpha_delta is None else alpha_delta  # None: version-space regime
-    reference = _members(lattice_block_set(hclass, lattice, xs, ys, n0=n0, k_prime=k_prime, alpha_delta=ad,
-                                           d=d))
+    reference = _members(
+        lattice_block_set(hclass, lattice, xs, ys, n0=n0, k_prime=k_prime, alpha_delta=ad, d=d)
+    )
     for shared in (None, lattice):
-        got, how = block_set(hclass, xs, ys, n0=n0, k_prime=k_prime, alpha_delta=ad, d=d, cap=cap,
-                             lattice=shared)
+        got, how = block_set(
+            hclass, xs, ys, n0=n0, k_prime=k_prime, alpha_delta=ad, d=d, cap=cap, lattice=shared
+        )
         if how == "abstain":
             assert got == BlockSet()
         else:
@@ -127,8 +136,11 @@ def test_block_sets_equal_reduce_tree_on_the_matrix(spec, seed, n0, kind, k_prim
 
 
 def _consistent(hclass, xs, ys) -> list[Hypothesis]:
-    return [h for h in (hclass.hypothesis(i) for i in range(hclass.size))
-            if np.array_equal(h.predict(xs), ys.astype(np.uint8))]
+    return [
+        h
+        for h in (hclass.hypothesis(i) for i in range(hclass.size))
+        if np.array_equal(h.predict(xs), ys.astype(np.uint8))
+    ]
 
 
 def test_closed_forms_need_no_matrix_on_huge_domains() -> None:
@@ -139,16 +151,20 @@ def test_closed_forms_need_no_matrix_on_huge_domains() -> None:
     assert how == "product" and got.boxes == (((11, 2**31 + 6), (2**31, 3 * 2**30)),)
     assert got.size() == (2**31 - 10) * (3 * 2**30 - 2**31 - 5)
     points = parse_class_spec("points:65536")
-    got, how = block_set(points, np.arange(10), np.zeros(10), n0=10, k_prime=1,
-                         alpha_delta=Fraction(1, 10**4), d=1)
+    got, how = block_set(
+        points, np.arange(10), np.zeros(10), n0=10, k_prime=1, alpha_delta=Fraction(1, 10**4), d=1
+    )
     assert how == "isolating" and got.boxes == (((65536,), (65536,)),)  # {all-zero} (Lemma B)
     got, how = block_set(big, xs, np.zeros(4), n0=4, k_prime=1, alpha_delta=Fraction(1, 10**6), d=62)
     assert how == "abstain" and got == BlockSet()  # no positive: no closed form, too large for a matrix
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.sampled_from(["intervals:1", "intervals:5", "intervals:12", "thresholds:9", "points:7"]),
-       st.lists(st.tuples(st.integers(0, 11), st.integers(0, 1)), max_size=8), st.booleans())
+@given(
+    st.sampled_from(["intervals:1", "intervals:5", "intervals:12", "thresholds:9", "points:7"]),
+    st.lists(st.tuples(st.integers(0, 11), st.integers(0, 1)), max_size=8),
+    st.booleans(),
+)
 def test_the_version_space_is_level_zero_in_its_order(spec, rows, realizable) -> None:
     hclass = parse_class_spec(spec)
     xs = np.array([x % hclass.domain_size for x, _ in rows], dtype=np.int64)
@@ -175,8 +191,15 @@ def test_the_version_space_regime_never_computes_the_full_levels(monkeypatch) ->
     got, how = block_set(big, xs, ys, n0=200_000, k_prime=1, alpha_delta=Fraction(1, 10**8), d=62)
     # a in (the last negative below, the first positive], b in (the last positive, the next negative]
     assert how == "product" and got.boxes == (((999_980_001, 2_999_980_001), (1_000_000_000, 3_000_000_000)),)
-    got, how = block_set(big, xs, np.zeros(xs.shape[0], dtype=np.uint8), n0=200_000, k_prime=1,
-                         alpha_delta=Fraction(1, 10**8), d=62)
+    got, how = block_set(
+        big,
+        xs,
+        np.zeros(xs.shape[0], dtype=np.uint8),
+        n0=200_000,
+        k_prime=1,
+        alpha_delta=Fraction(1, 10**8),
+        d=62,
+    )
     assert how == "abstain"  # no positive: about 4·10^13 in-gap intervals, beyond any matrix
 
 
@@ -213,8 +236,9 @@ def test_aligned_candidates_dominate_every_member(spec) -> None:
         if spec.startswith("points"):
             table[:] = False
             table[rng.choice(hclass.domain_size, 2, replace=False)] = True  # the improper SOAs of points
-        f_hat = hypothesis_from_runs(hclass.domain_size, int(table[0]),
-                                     (np.flatnonzero(table[1:] != table[:-1]) + 1).tolist())
+        f_hat = hypothesis_from_runs(
+            hclass.domain_size, int(table[0]), (np.flatnonzero(table[1:] != table[:-1]) + 1).tolist()
+        )
         candidates = np.stack([h.truth_table() != table for h in aligned_candidates(hclass, f_hat)])
         for row in matrix != table:
             assert (candidates <= row).all(axis=1).any()
@@ -230,8 +254,13 @@ def test_aligned_candidates_dominate_every_member(spec) -> None:
 
 
 @settings(max_examples=25, deadline=None)
-@given(st.sampled_from(SMALL[:5]), st.integers(0, 10**6), st.integers(0, 400), st.integers(0, 1),
-       st.sampled_from([None, 300]))
+@given(
+    st.sampled_from(SMALL[:5]),
+    st.integers(0, 10**6),
+    st.integers(0, 400),
+    st.integers(0, 1),
+    st.sampled_from([None, 300]),
+)
 def test_structured_path_gives_the_matrix_paths_release(spec, seed, n, kind, expected) -> None:
     hclass = parse_class_spec(spec)
     rng = np.random.default_rng(seed)
@@ -265,11 +294,14 @@ def _uniform_error(h: Hypothesis, target: Hypothesis) -> float:
     return wrong / n
 
 
-@pytest.mark.parametrize(("spec", "target"), [
-    ("intervals:65536", (0, (16384, 40960))),
-    ("thresholds:4294967296", (0, (1234567890,))),
-    ("points:65536", (0, (17, 18))),
-])
+@pytest.mark.parametrize(
+    ("spec", "target"),
+    [
+        ("intervals:65536", (0, (16384, 40960))),
+        ("thresholds:4294967296", (0, (1234567890,))),
+        ("points:65536", (0, (17, 18))),
+    ],
+)
 @pytest.mark.parametrize("expected", [None, 20_000])
 def test_hold_out_large_domains_at_20000(spec, target, expected) -> None:
     """Issue 20: a proper release with error <= 0.1 (observed 10^-4 to 6·10^-4; 0.1 s per fit)."""
@@ -277,8 +309,17 @@ def test_hold_out_large_domains_at_20000(spec, target, expected) -> None:
     truth = hypothesis_from_runs(hclass.domain_size, *target)
     for seed in range(2):
         xs = np.random.default_rng(seed).integers(0, hclass.domain_size, 20_000)
-        res = ProperLearner().fit(hclass, xs, truth.predict(xs), epsilon=1.0, delta=1e-6, alpha=0.1, beta=0.1,
-                                  rng=seeded(seed), expected_size=expected)
+        res = ProperLearner().fit(
+            hclass,
+            xs,
+            truth.predict(xs),
+            epsilon=1.0,
+            delta=1e-6,
+            alpha=0.1,
+            beta=0.1,
+            rng=seeded(seed),
+            expected_size=expected,
+        )
         assert res.proper and coordinates(hclass, res.hypothesis) is not None
         assert _uniform_error(res.hypothesis, truth) <= 0.1
         assert res.parameters["path"] == "structured" and not res.accuracy_guarantee_holds
@@ -287,8 +328,9 @@ def test_hold_out_large_domains_at_20000(spec, target, expected) -> None:
 def test_parameters_beyond_the_matrix_use_the_version_space_regime() -> None:
     hclass = parse_class_spec("intervals:65536")
     d = hclass.littlestone()
-    p = practical_parameters(20_000, d, 1.0, 1e-6, 0.1, 0.1, class_size=hclass.size,
-                             version_space_regime=True)
+    p = practical_parameters(
+        20_000, d, 1.0, 1e-6, 0.1, 0.1, class_size=hclass.size, version_space_regime=True
+    )
     assert (d + 2) * p.alpha_delta * p.block_size < 1
     assert p.log_ell == pytest.approx(math.log(hclass.size))  # ℓ = |F| < Π_t (2^t + 1)
     xs = np.arange(2000) * 31
@@ -304,8 +346,17 @@ def test_parameters_under_private_n_depend_on_the_expected_size_only() -> None:
     results = []
     for n in (0, 1, 700, 20_000, 50_000):
         xs = np.random.default_rng(n).integers(0, hclass.domain_size, n)
-        results.append(ProperLearner().fit(hclass, xs, (xs >= 2**31).astype(np.uint8), epsilon=1.0,
-                                           delta=1e-6, rng=seeded(2), expected_size=20_000))
+        results.append(
+            ProperLearner().fit(
+                hclass,
+                xs,
+                (xs >= 2**31).astype(np.uint8),
+                epsilon=1.0,
+                delta=1e-6,
+                rng=seeded(2),
+                expected_size=20_000,
+            )
+        )
     for r in results:
         assert r.parameters == results[0].parameters
         assert (r.theorem_sample_size, r.accuracy_guarantee_holds) == (results[0].theorem_sample_size, False)
@@ -315,14 +366,16 @@ def test_parameters_under_private_n_depend_on_the_expected_size_only() -> None:
     assert _uniform_error(results[3].hypothesis, hypothesis_from_runs(2**32, 0, (2**31,))) <= 0.01
 
 
-@pytest.mark.parametrize("spec", ["thresholds:4294967296", "intervals:65536", "points:65536", "intervals:64",
-                                  "thresholds:15"])
+@pytest.mark.parametrize(
+    "spec", ["thresholds:4294967296", "intervals:65536", "points:65536", "intervals:64", "thresholds:15"]
+)
 @pytest.mark.parametrize("expected", [None, 1000])
 def test_zero_examples_give_a_proper_release(spec, expected) -> None:
     hclass = parse_class_spec(spec)
     empty = np.zeros(0, dtype=np.int64)
-    res = ProperLearner().fit(hclass, empty, empty.astype(np.uint8), epsilon=1.0, delta=1e-6, rng=seeded(0),
-                              expected_size=expected)
+    res = ProperLearner().fit(
+        hclass, empty, empty.astype(np.uint8), epsilon=1.0, delta=1e-6, rng=seeded(0), expected_size=expected
+    )
     assert res.proper and coordinates(hclass, res.hypothesis) is not None and res.sample_size == 0
 
 
@@ -348,7 +401,13 @@ def test_lattices_are_not_built_for_large_structured_classes() -> None:
     """The structured path never calls lattice_of on a class beyond the matrix limits."""
     learner = ProperLearner()
     xs = np.arange(3000) * 7
-    learner.fit(parse_class_spec("thresholds:65536"), xs, (xs >= 9000).astype(np.uint8), epsilon=1.0,
-                delta=1e-6, rng=seeded(1))
+    learner.fit(
+        parse_class_spec("thresholds:65536"),
+        xs,
+        (xs >= 9000).astype(np.uint8),
+        epsilon=1.0,
+        delta=1e-6,
+        rng=seeded(1),
+    )
     assert learner._lattices == {}
     assert isinstance(ClassLattice, type)
