@@ -215,14 +215,9 @@ ROWS = [
                         f"sum by (stream) (increase(privstream_late_examples_total{{{STREAM}}}[$__range]))",
                         "late examples {{stream}}",
                     ),
-                    (
-                        f"sum by (stream) (increase(privstream_late_releases_total{{{STREAM}}}[$__range]))",
-                        "late releases {{stream}}",
-                    ),
                 ],
                 "Windows released, refused for lack of budget, or failed (retried after a restart); "
-                "examples that came after their time window was released; time-window releases published "
-                "after their scheduled time (the learner took longer than publish_delay_seconds).",
+                "examples that came after their time window was released.",
                 kind="stat",
                 width=8,
             ),
@@ -253,6 +248,54 @@ ROWS = [
                 ],
                 "The PrivstreamNoReleaseForTooLong alert fires after an hour while budget is left.",
                 width=8,
+            ),
+        ],
+    ),
+    Row(
+        "Release timing (operators only: the public sees each release at its deadline)",
+        [
+            Panel(
+                "Deadlines missed and defaults released, last 15 minutes",
+                "short",
+                [
+                    (
+                        "sum by (stream) "
+                        f"(increase(privstream_release_deadlines_missed_total{{{STREAM}}}[15m]))",
+                        "deadline missed {{stream}}",
+                    ),
+                    (
+                        "sum by (stream, reason) "
+                        f"(increase(privstream_release_defaults_total{{{STREAM}}}[15m]))",
+                        "default: {{reason}} {{stream}}",
+                    ),
+                ],
+                "A missed deadline: a release went out after its deadline (the worker is overloaded or "
+                "the slot is too short; PrivstreamReleaseDeadlineMissed fires). A default: the fit was "
+                "unfinished at the deadline, failed, or its process died, and the data-independent default "
+                "went out.",
+                width=12,
+            ),
+            Panel(
+                "Publication slot and lateness",
+                "s",
+                [
+                    (
+                        f"max by (stream) (privstream_release_publish_delay_seconds{{{STREAM}}})",
+                        "slot {{stream}}",
+                    ),
+                    (
+                        f"max by (stream) (privstream_release_lateness_seconds{{{STREAM}}})",
+                        "last missed deadline, late by {{stream}}",
+                    ),
+                    (
+                        "histogram_quantile(0.99, sum by (le, learner) "
+                        "(rate(privstream_learner_run_seconds_bucket[15m])))",
+                        "learner p99 {{learner}}",
+                    ),
+                ],
+                "The slot (publish_delay_seconds) must stay well above the learners' run time on the "
+                "input cap; lateness is how late the last release that missed its deadline went out.",
+                width=12,
             ),
         ],
     ),

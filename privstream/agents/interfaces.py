@@ -1,8 +1,8 @@
 """The small interfaces the agents depend on; the service (``stream_app``) implements them.
 
-**Node data (E-DESIGN.md §3.3).** A node of the release tree keeps what its learner needs,
+**Node data.** A node of the release tree keeps what its learner needs,
 compactly, so that a parent is merged from its two children and never rebuilt by re-reading
-Kafka (issue 17.2):
+Kafka:
 
 * integer classes at the example level: a histogram of (x, y) -> count (children add);
 * user level: rows (user, x, y), each user's first ``k`` of the node by arrival (the
@@ -347,7 +347,14 @@ class ReleaseMetrics(Protocol):
 
     def late_example(self, stream_id: str) -> None: ...
 
-    def release_late(self, stream_id: str) -> None: ...
+    def deadline_missed(self, stream_id: str, seconds_late: float) -> None:
+        """A release was published after its deadline (operators only: the public sees the deadline)."""
+        ...
+
+    def default_released(self, stream_id: str, reason: str) -> None:
+        """A release's default went out: its fit was "unfinished" at the deadline, "failed" or its
+        process "died" (operators only)."""
+        ...
 
     def released_level(self, stream_id: str, level: int) -> None: ...
 

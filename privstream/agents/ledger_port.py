@@ -1,10 +1,10 @@
 """The agents' view of the privacy ledger: its protocol, values and errors (no storage types).
 
 The service's durable implementations are in :mod:`privstream.stream_app.store` (``SqliteLedger``,
-``PostgresLedger``); the agents depend only on what is here (DESIGN.md §2: agents never import the
+``PostgresLedger``); the agents depend only on what is here (agents never import the
 service).
 
-**The release path (E-DESIGN.md §3.1): reserve, compute, complete.** A release of a node of the
+**The release path: reserve, compute, complete.** A release of a node of the
 release tree is charged *before* its learner runs: :meth:`PrivacyLedger.reserve` checks the
 lifetime budget, spends it, draws a secret 32-byte seed and stores all of it in one transaction.
 The learner then runs with randomness derived from that seed
@@ -14,7 +14,7 @@ bytes (first bytes win), and the outbox (:meth:`PrivacyLedger.unpublished`) list
 releases not yet published. :meth:`PrivacyLedger.incomplete` lists reservations whose release was
 never stored (a worker died while its learner ran): recompute them with their stored seeds.
 
-**Lifetime accounting at the example level (issue 17.1).** Level-0 windows of a stream are
+**Lifetime accounting at the example level.** Level-0 windows of a stream are
 disjoint, and a node ``(j, m)`` covers windows ``[m·2^j, (m+1)·2^j)`` (:class:`NodeRange`). An
 example of window ``w`` is touched by every charge whose node covers ``w``, so its lifetime cost
 is the sum of those charges (parallel composition over disjoint nodes, sequential over levels);
@@ -28,7 +28,7 @@ written by schema version 1) counts against *every* window of the stream: the sa
 >>> [str(n) for n in node.children()]
 ['L1[12..13]', 'L1[14..15]']
 
-**User level: the individual privacy filter (issue 17.3, Feldman & Zrnic 2021).** One per-user
+**User level: the individual privacy filter (Feldman & Zrnic 2021).** One per-user
 ledger serves the whole deployment. A user-level reservation names the users present in the
 node; the ledger charges the reservation's (epsilon, delta) to each of them whose lifetime spend
 plus the charge fits their budget, and excludes the others (they are left out of the node before
@@ -60,6 +60,7 @@ __all__ = [
     "Reservation",
     "UnknownEntryError",
     "UnknownStreamError",
+    "public_entry_id",
 ]
 
 
@@ -133,6 +134,18 @@ class BudgetExhaustedError(LedgerError):
 
 
 # --------------------------------------------------------------------------- values
+
+
+def public_entry_id(stream_id: str, window_id: str, mechanism: str) -> str:
+    """The id a release is published under (its certificate's ``ledger_entry_id``): a function of
+    the stream, the node and the product only. The ledger's own entry ids come from one counter for
+    every stream, so their order follows when each stream's charges were made, which can depend on
+    other streams' learners; they stay internal.
+
+    >>> public_entry_id("clicks", "t60-L0-29446560", "learner:generic")
+    'clicks/t60-L0-29446560/learner:generic'
+    """
+    return f"{stream_id}/{window_id}/{mechanism}"
 
 
 class PrivacyCost(NamedTuple):
@@ -236,7 +249,8 @@ class Charge:
 
     ``node`` is the range of windows it covers (``None``: a one-shot charge, which counts against
     every window); ``included_users`` the number of users a user-level release charged (``None``
-    at the example level; the set itself stays in the ledger).
+    at the example level; the set itself stays in the ledger); ``scheduled_at`` the release's
+    deadline (Unix seconds; ``None``: published when computed), from which it is public.
     """
 
     entry_id: int
@@ -250,6 +264,7 @@ class Charge:
     published_at: datetime | None
     node: NodeRange | None = None
     included_users: int | None = None
+    scheduled_at: float | None = None
 
     @property
     def cost(self) -> PrivacyCost:
@@ -258,6 +273,15 @@ class Charge:
     @property
     def published(self) -> bool:
         return self.published_at is not None
+
+    @property
+    def public_id(self) -> str:
+        """The id the release is published under (:func:`public_entry_id`)."""
+        return public_entry_id(self.stream_id, self.window_id, self.mechanism)
+
+    def visible(self, now: float) -> bool:
+        """Whether public pages show the release at ``now``: from its scheduled time on."""
+        return self.scheduled_at is None or self.scheduled_at <= now
 
     @property
     def level(self) -> int | None:
@@ -273,6 +297,7 @@ class Reservation:
     bit-identical. It is never published. ``included_users`` is the filter's choice at the user
     level (``None`` at the example level). ``lifetime`` is the stream's figures right after this
     charge. ``release`` is ``None`` until :meth:`PrivacyLedger.complete` stores the bytes.
+    ``scheduled_at`` is the release's deadline, fixed at reservation (``None``: none).
     """
 
     entry_id: int
@@ -287,6 +312,7 @@ class Reservation:
     lifetime: LifetimeFigures
     release: bytes | None
     published: bool
+    scheduled_at: float | None = None
 
     @property
     def cost(self) -> PrivacyCost:
@@ -321,7 +347,7 @@ class ChargeReceipt:
 class PrivacyLedger(Protocol):
     """What the agents need from a privacy ledger (no storage types leak through it).
 
-    The release path (E-DESIGN.md §3.1) is :meth:`reserve` (the charge, write-ahead, before the
+    The release path is :meth:`reserve` (the charge, write-ahead, before the
     learner runs), then :meth:`complete` (the bytes), :meth:`mark_published` (the outbox).
     :meth:`charge` is the one-shot form (reserve a charge without a node range and complete it in
     one transaction) for offline callers; it is idempotent per (stream_id, window_id, mechanism)
@@ -345,6 +371,7 @@ class PrivacyLedger(Protocol):
         *,
         users: Collection[str] | None = None,
         user_budget: PrivacyCost | None = None,
+        scheduled_at: float | None = None,
     ) -> Reservation:
         """Charge a release of ``node`` in one atomic transaction and draw its secret seed.
 
@@ -354,7 +381,8 @@ class PrivacyLedger(Protocol):
         would pass the stream's lifetime budget. With ``users`` (user level): charges (epsilon,
         delta) to each user whose deployment-wide spend plus the charge fits ``user_budget``
         (default: the stream's lifetime budget), stores that included set; absent users pay
-        nothing.
+        nothing. ``scheduled_at`` (Unix seconds) is the release's deadline: the read side's
+        ``visible_at`` counts the charge from then on.
         """
         ...
 
@@ -392,7 +420,10 @@ class PrivacyLedger(Protocol):
         """The outbox: completed charges not yet marked published, oldest first."""
         ...
 
-    def lifetime(self, stream_id: str) -> LifetimeFigures: ...
+    def lifetime(self, stream_id: str, visible_at: float | None = None) -> LifetimeFigures:
+        """The stream's lifetime figures; with ``visible_at`` (Unix seconds), only from the charges
+        scheduled at or before it (what the public may see then)."""
+        ...
 
     def user_spent(self, user_id: str) -> PrivacyCost:
         """A user's lifetime spend across all streams (0 for a user never charged)."""
@@ -404,10 +435,16 @@ class PrivacyLedger(Protocol):
 
     def remaining(self, stream_id: str) -> PrivacyCost: ...
 
-    def entries(self, stream_id: str) -> list[Charge]: ...
+    def entries(self, stream_id: str, visible_at: float | None = None) -> list[Charge]:
+        """The stream's completed charges, oldest first (``visible_at``: as :meth:`lifetime`)."""
+        ...
 
     def refusals(self, stream_id: str) -> int: ...
 
     def latest_published(
-        self, stream_id: str, mechanism_prefix: str = "", level: int | None = None
+        self,
+        stream_id: str,
+        mechanism_prefix: str = "",
+        level: int | None = None,
+        visible_at: float | None = None,
     ) -> Charge | None: ...

@@ -1,11 +1,11 @@
 """The release agent: windows of examples -> a private learner -> the ledger -> the public topic.
 
-The public schedule (issue 16; E-DESIGN.md §4). Which releases exist, their ids, their ledger
-entries, their certificates and when they are published are a function of the configuration and
-the clock only, never of which windows hold data:
+**The public schedule.** Which releases exist, their ids, their ledger entries, their certificates
+and when they appear are a function of the configuration and the clock only, never of which
+windows hold data or how long a learner ran on them:
 
-* count windows (example level) close when their N-th example arrives (n is public);
-* time windows close on the worker's clock (an injected ``clock``; production: ``time.time``):
+* count windows (example level) close when their N-th example is taken in (n is public);
+* time windows close on the worker's clock (an injected ``clock``; production: the wall clock):
   window ``w`` closes when ``clock() >= (w+1)*seconds + allowed_lateness_seconds``. Every window
   from the stream's first one (the one holding its schedule start) on is closed, charged and
   released, empty ones included (the learner's release on zero examples, same certificate shape);
@@ -13,40 +13,47 @@ the clock only, never of which windows hold data:
   closes them: no example is needed. An example whose window is closed already is late (an
   operator metric) and feeds the SOA only; one dated further from the clock than the public
   maximum skew never gets here (validation dead-letters it, ``event_time_out_of_range``);
-* a learner that raises on a window's data (any exception) releases its fit on zero examples with
-  the same parameters and randomness (data-independent, same certificate shape, charged the same);
-  a failure that is not the data's (the learner's child process died) is retried with the same
-  randomness source;
-* a time window's release is published at ``close time + publish_delay_seconds``; one whose learner
-  needs longer is published when done and counted late (operators only: that timing depends on
-  the data).
+* every release has a **deadline** (:mod:`privstream.agents.timing`): the end of its publication
+  slot, ``publish_delay_seconds`` after its node closed or after the stream's previous slot. At
+  the deadline the release is published with the deadline as its record's timestamp: the
+  learner's output if its fit finished, otherwise a **default release**: the learner's fit on a
+  public stand-in input (:func:`stand_in`) with the same parameters and randomness, the same
+  certificate, charged the same. The default is computed before the fit, so it is ready at the
+  deadline whether the fit is unfinished (its process is stopped then), raised, or its process
+  died. A release published after its deadline (the worker overloaded) is counted and logged for
+  operators, never shown to the public;
+* each learner reads at most ``max_node_examples`` examples (the input cap, stated in the
+  certificate), so its run time has a public bound and the deadline can sit above it.
 
-The release tree (issue 17): with ``levels = L``, the window that completes an aligned node of
-level j (2^j windows, ids ``{family}-L{j}-{m}``) also schedules that node's release, at the level's
-ε; each example is in one node per level, so the ledger's lifetime cost per example is the sum
-over the levels (parallel composition within a level).
+**The release tree.** With ``levels = L``, the window that completes an aligned node of level j
+(2^j windows, ids ``{family}-L{j}-{m}``) also schedules that node's release, at the level's ε;
+each example is in one node per level, so the ledger's lifetime cost per example is the sum over
+the levels (parallel composition within a level).
 
-A node's examples live in the state store in compact form (E-DESIGN §3.3, issue 17.2): a window
-that closes becomes node (0, w) (its raw rows dropped in the same transaction), a node (j, m) is
-merged from its two children when its release runs, and a node's data is dropped once its parent
-is built and the node released. The learner gets the node's data expanded exactly (a histogram's
-(x, y) rows repeated by their counts, then put in a uniformly random order drawn from the
-release's seed: a release is a function of the node's multiset of examples and the seed, and any
-learner DP on sequences stays DP, see :meth:`ReleaseAgent._fit`).
+A node's examples live in the state store in compact form: a window that closes becomes node
+(0, w) (its raw rows dropped in the same transaction), a node (j, m) is merged from its two
+children when its release runs, and a node's data is dropped once its parent is built and the
+node released. The learner gets the node's data expanded exactly (a histogram's (x, y) rows
+repeated by their counts, then put in a uniformly random order drawn from the release's seed: a
+release is a function of the node's multiset of examples and the seed, and any learner DP on
+sequences stays DP, see :func:`privstream.agents.fits.prepared_input`).
 
 For each node (a window is a node of level 0), a background task, in the schedule's order
 
 1. returns early if the ledger already holds this node's release (a replay: it re-publishes the
    stored bytes if they were not confirmed published; nothing is recomputed with fresh noise);
-2. reserves the release in the ledger (the charge, write-ahead, with a secret seed), before the
-   data is loaded or the learner runs, so entry ids and budgets do not depend on either; a refusal
-   (a lowered budget: a valid configuration never runs out) is recorded by the ledger. At the user
-   level the reservation is the individual filter's: the users present are charged unless their
-   lifetime budget would be passed, and the excluded ones' examples never reach the learner;
-3. runs the learner off the event loop (an executor: the service's is a child process, off the
-   GIL too) with randomness derived from the seed, so a retry after a crash is bit-identical;
-4. completes the reservation with the release bytes, then publishes exactly those bytes (at the
-   scheduled time) and marks them published.
+2. reserves the release in the ledger (the charge, write-ahead, with a secret seed and the
+   deadline), before the data is loaded or the learner runs, so budgets do not depend on either;
+   a refusal (a lowered budget: a valid configuration never runs out) is recorded by the ledger.
+   At the user level the reservation is the individual filter's: the users present are charged
+   unless their lifetime budget would be passed, and the excluded ones' examples never reach the
+   learner;
+3. runs the default and then the learner in the stream's own learner process (one stream's fit
+   never holds up another's), with randomness derived from the seed, so a recomputation after a
+   crash is bit-identical;
+4. at the deadline completes the reservation with the bytes ready then, publishes exactly those
+   bytes and marks them published. A reservation whose deadline passed while no worker ran it
+   (a crash) is completed with its default: its fate is a function of time only.
 
 A worker that lost the stream's partition to another worker (the ledger or the publisher raises
 :class:`~privstream.agents.interfaces.LeaseLostError`: the service fences both by partition
@@ -62,15 +69,14 @@ import hashlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from concurrent.futures import Executor
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import numpy as np
 
+from privstream.agents.fits import LearnerCall, NodeFit
 from privstream.agents.interfaces import (
     LeaseLostError,
     NodeBounds,
@@ -81,11 +87,20 @@ from privstream.agents.interfaces import (
 )
 from privstream.agents.ledger_port import (
     BudgetExhaustedError,
-    Charge,
     ChargeReceipt,
     NodeRange,
     PrivacyCost,
     PrivacyLedger,
+    Reservation,
+    public_entry_id,
+)
+from privstream.agents.timing import (
+    ExecutorFits,
+    FitProcessDied,
+    FitRunner,
+    FitTimedOut,
+    Slots,
+    sleep_until,
 )
 from privstream.agents.windows import (
     bound_contributions,
@@ -96,22 +111,49 @@ from privstream.agents.windows import (
     node_examples,
     node_id,
     node_windows,
-    shuffled,
     time_family,
     time_window_index,
     user_level_parameters,
 )
 from privstream.learning.hypothesis_classes import HypothesisClass
+from privstream.learning.planning import runtime_inputs
 from privstream.learning.private_learners import LearnerResult
 from privstream.learning.private_learners.vector_base import VectorLearnerResult
-from privstream.learning.randomness import derived
+from privstream.learning.randomness import RandomSource, derived, seeded
 from privstream.learning.sanitizers import SanitizerResult
-from privstream.schemas import Certificate, HypothesisRelease, LifetimeBound, SanitizedRelease, WindowInfo
+from privstream.schemas import (
+    Certificate,
+    HypothesisRelease,
+    LifetimeBound,
+    Publication,
+    SanitizedRelease,
+    WindowInfo,
+)
 
 log = logging.getLogger(__name__)
 
-#: ``publish(topic, stream_id, release_bytes)``; ``topic`` is the logical public topic name.
-Publisher = Callable[[str, str, bytes], Awaitable[None]]
+
+class Publisher(Protocol):
+    """Sends a release's bytes to a public topic (``topic``: its logical name) and waits until Kafka
+    has them; ``timestamp_ms`` is the record's timestamp (the release's deadline; ``None``: the send
+    time)."""
+
+    async def __call__(
+        self, topic: str, stream_id: str, release: bytes, *, timestamp_ms: int | None = None
+    ) -> None: ...
+
+
+#: What is published at a release's deadline, as its certificate states it.
+DEADLINE_RULE = (
+    "at scheduled_at the release is published with scheduled_at as its record's timestamp: the learner's "
+    "output if its fit finished by then, otherwise a data-independent default (the learner's fit on a "
+    "public stand-in input, same parameters and randomness, charged the same), prepared before the fit; "
+    "public pages show it from scheduled_at on"
+)
+
+#: A release published this much after its deadline is counted as a missed deadline (the publisher
+#: wakes at the deadline, then writes the ledger and sends: milliseconds when the worker is healthy).
+DEADLINE_TOLERANCE_SECONDS = 0.25
 
 
 @dataclass(frozen=True)
@@ -166,7 +208,9 @@ class ReleasePolicy:
     window_size: int = 2000
     window_seconds: float | None = None
     allowed_lateness_seconds: float = 0.0
-    publish_delay_seconds: float = 0.0
+    # One publication slot (agents.timing). None: no deadline, each release is published when it is
+    # computed (offline use and tests only: then the publication time shows the learner's run time).
+    publish_delay_seconds: float | None = None
     schedule_start: float | None = None  # Unix seconds: the stream's first time window holds it
     privacy_unit: str = "example"
     user_contribution_bound: int | None = None
@@ -174,7 +218,7 @@ class ReleasePolicy:
     levels: int = 0  # the release tree's top level L
     lifetime: LifetimeBound | None = None  # the certificate's lifetime bound (None: sequential total)
     user_budget: PrivacyCost | None = None  # user level: each user's lifetime budget (all streams)
-    max_node_examples: int | None = None  # feature vectors: the rows a node keeps (None: all)
+    max_node_examples: int | None = None  # the input cap: the examples a learner reads (None: all)
 
     @property
     def family(self) -> str:
@@ -185,30 +229,29 @@ class ReleasePolicy:
     @property
     def neighbouring_relation(self) -> str:
         # Count windows have a public size: neighbours replace one example. A time window's size
-        # depends on the data, so neighbours add or remove one (DESIGN.md §3).
+        # depends on the data, so neighbours add or remove one.
         return "replace-one" if self.window_kind == "count" else "add-remove-one"
 
 
 def capped(policy: ReleasePolicy) -> bool:
-    """Whether the policy's nodes keep at most ``max_node_examples`` rows (feature vectors only:
-    an integer class's node is an exact histogram)."""
-    return policy.feature_bounds is not None and policy.max_node_examples is not None
+    """Whether the policy's learners read at most ``max_node_examples`` examples of a node."""
+    return policy.max_node_examples is not None
 
 
 def cap_halves_epsilon(policy: ReleasePolicy) -> bool:
-    """Whether the learner of a capped node runs at half the level's ε (E-DESIGN §3.4).
+    """Whether the learner of a capped node runs at half the level's ε.
 
-    A node keeps its first ``max_node_examples`` rows by arrival. Count windows (replace-one):
-    replacing an example replaces one kept row or none, so the level's ε holds. Where n is private
-    (add/remove-one), adding an example among the first B pushes the B-th out: inside the kept set
-    an addition becomes a replacement, two add/remove steps, so the learner runs at ε/2 (group
-    privacy). Whether the cap binds depends on the private n, so the rule is data-independent:
-    always, for every level (``max_node_examples: null`` keeps every row and the whole ε).
+    A capped node's learner reads ``max_node_examples`` of its examples: a uniformly random subset
+    of a histogram node (drawn from the release's seed), the first ones by arrival of user rows and
+    feature vectors. Count windows (replace-one): replacing an example replaces one kept example or
+    none, so the level's ε holds. Where n is private (add/remove-one), adding an example can push
+    another out of the kept set: inside it an addition becomes a replacement, two add/remove steps,
+    so the learner runs at ε/2 (group privacy). Whether the cap binds depends on the private n, so
+    the rule is data-independent: always, for every level (``max_node_examples: null`` keeps every
+    example and the whole ε, and gives the learner's run time no public bound).
 
-    >>> bounds = np.zeros((2, 2))
-    >>> time = ReleasePolicy("s", None, (), feature_bounds=bounds, expected_size=10, max_node_examples=100,
-    ...                      window_kind="time")
-    >>> count = ReleasePolicy("s", None, (), feature_bounds=bounds, max_node_examples=100)
+    >>> time = ReleasePolicy("s", None, (), expected_size=10, max_node_examples=100, window_kind="time")
+    >>> count = ReleasePolicy("s", None, (), max_node_examples=100)
     >>> cap_halves_epsilon(time), cap_halves_epsilon(count)
     (True, False)
     """
@@ -216,12 +259,15 @@ def cap_halves_epsilon(policy: ReleasePolicy) -> bool:
 
 
 def cap_parameters(policy: ReleasePolicy) -> dict[str, Any]:
-    """The certificate's statement of a vector node's cap and its accounting rule."""
-    if policy.feature_bounds is None:
-        return {}
+    """The certificate's statement of the input cap and its accounting rule."""
     if not capped(policy):
-        return {"max_node_examples": None, "cap_rule": "uncapped: a node keeps all its examples"}
-    rule = "a node keeps its first max_node_examples examples by arrival; " + (
+        return {"max_node_examples": None, "cap_rule": "uncapped: the learner reads all of a node's examples"}
+    kept = (
+        "a uniformly random subset of max_node_examples examples (drawn from the release's seed)"
+        if _shuffles(policy)
+        else "its first max_node_examples examples by arrival"
+    )
+    rule = f"the learner reads {kept}; " + (
         "n is private (add/remove-one), so an addition can become a replacement inside the kept "
         "set (two add/remove steps): the learner runs at half the level's epsilon (group privacy)"
         if cap_halves_epsilon(policy)
@@ -229,6 +275,12 @@ def cap_parameters(policy: ReleasePolicy) -> dict[str, Any]:
         "runs at the level's epsilon"
     )
     return {"max_node_examples": policy.max_node_examples, "cap_rule": rule}
+
+
+def _shuffles(policy: ReleasePolicy) -> bool:
+    """Whether a node's rows are put in a random order before the learner reads them: a histogram
+    node (an integer class at the example level) is expanded in sorted order, not arrival order."""
+    return policy.feature_bounds is None and policy.privacy_unit == "example"
 
 
 def node_expected_size(policy: ReleasePolicy, level: int) -> int:
@@ -246,7 +298,7 @@ def node_sample_size(policy: ReleasePolicy, level: int) -> int:
 
 
 def stand_in(policy: ReleasePolicy, data: WindowData, level: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """The data-independent input of a fallback release (issue 16.3).
+    """The data-independent input of a default release.
 
     Where n is private (``expected_size`` set): zero examples. Where n is public (count windows at
     the example level): n copies of one public example (the domain's first point, or the feature
@@ -269,6 +321,78 @@ def stand_in(policy: ReleasePolicy, data: WindowData, level: int = 0) -> tuple[n
     return xs, np.zeros(n, dtype=data.ys.dtype)
 
 
+def learner_call(
+    policy: ReleasePolicy, product: Product, epsilon: float, delta: float, level: int, rng: Any
+) -> LearnerCall:
+    """The product's algorithm with every argument of a node's fit but the examples.
+
+    Where n is private the algorithms derive everything they publish from the operator's
+    expected size (a node of level j expects 2^j windows' worth), never from n.
+    """
+    size = {} if policy.expected_size is None else {"expected_size": node_expected_size(policy, level)}
+    options: dict[str, Any] = {"epsilon": epsilon, "delta": delta, "rng": rng, **size}
+    if product.vector:
+        return LearnerCall(product.algorithm, "vectors", options={**options, "bounds": policy.feature_bounds})
+    if product.topic == "hypotheses":
+        options |= {"alpha": policy.alpha, "beta": policy.beta}
+        return LearnerCall(product.algorithm, "hypotheses", policy.hypothesis_class, options=options)
+    return LearnerCall(
+        product.algorithm, "sanitized", policy.hypothesis_class, labelled=product.labelled, options=options
+    )
+
+
+def learner_privacy(policy: ReleasePolicy, epsilon: float, delta: float) -> tuple[float, float]:
+    """The (ε, δ) a learner runs at for a release charged (``epsilon``, ``delta``): group privacy
+    where one unit changes several of its examples (a user up to k; an addition inside a capped node
+    whose n is private a replacement, two changes, see :func:`cap_halves_epsilon`).
+
+    >>> user = ReleasePolicy("s", None, (), privacy_unit="user", user_contribution_bound=2, expected_size=5)
+    >>> learner_privacy(user, 1.0, 0.0)
+    (0.5, 0.0)
+    """
+    group = policy.user_contribution_bound if policy.privacy_unit == "user" else 1
+    assert group is not None
+    group *= 2 if cap_halves_epsilon(policy) else 1
+    return (epsilon, delta) if group == 1 else user_level_parameters(epsilon, delta, group)
+
+
+def largest_input(policy: ReleasePolicy) -> int:
+    """The most examples a learner of the policy can read: the top level's public n of a count
+    node, else the input cap (a ``ValueError`` where n is private and nothing caps it)."""
+    if policy.expected_size is None:
+        return node_sample_size(policy, policy.levels)
+    if policy.max_node_examples is None:
+        raise ValueError(
+            f"stream {policy.stream_id}: no input cap bounds the learner's run time (max_node_examples is "
+            "null and n is private); set publish_delay_seconds"
+        )
+    return policy.max_node_examples
+
+
+def slot_workload(policy: ReleasePolicy, seed: int = 0) -> list[tuple[NodeFit, list[NodeFit]]]:
+    """What one node's slot may have to run at worst, product by product: the default (the learner
+    on its stand-in input) and the fit on each public runtime input of the largest node's size
+    (:func:`privstream.learning.planning.runtime_inputs`), at the top level's parameters. The
+    service times it at start-up (:func:`privstream.agents.fits.slot_seconds`) to derive the slot.
+    """
+    level, n = policy.levels, largest_input(policy)
+    space = policy.hypothesis_class if policy.feature_bounds is None else policy.feature_bounds
+    assert space is not None
+    inputs = runtime_inputs(space, n, seed)
+    sample = WindowData(inputs[0][1][:0], inputs[0][2][:0], np.zeros(0, object), np.zeros(0, np.int64))
+    work = []
+    for product in policy.products:
+        epsilon, delta = learner_privacy(policy, *product.cost(level))
+
+        def call(product: Product = product, epsilon: float = epsilon, delta: float = delta) -> LearnerCall:
+            return learner_call(policy, product, epsilon, delta, level, seeded(seed))
+
+        default = NodeFit(call(), *stand_in(policy, sample, level))
+        fits = [NodeFit(call(), xs, ys, cap=policy.max_node_examples) for _, xs, ys in inputs]
+        work.append((default, fits))
+    return work
+
+
 def _theorem_fields(result: Any) -> dict[str, Any]:
     """A vector learner's theorem and guarantee, as the offline CLI states them
     (``VectorLearnerResult.certificate_fields``); nothing for the other results."""
@@ -279,12 +403,26 @@ def _theorem_fields(result: Any) -> dict[str, Any]:
 
 @dataclass
 class _StreamState:
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # one node's fits at a time, in order
     recovered: bool = False
     exhausted: bool = False
     next_time_window: int | None = None  # time windows: the first one not closed yet (the schedule)
     releases: int = 0
     scheduled: set[str] = field(default_factory=set)
+    slots: Slots | None = None  # the publication slots (None: no deadlines)
+    published: asyncio.Future[None] | None = None  # the last scheduled node's publication
+
+
+@dataclass
+class _Ready:
+    """A product's release of a node, ready for its deadline."""
+
+    product: Product
+    reservation: Reservation
+    deadline: float | None
+    body: bytes  # the bytes to publish (the completed charge's, or computed now)
+    completed: bool = False  # already stored by the ledger (a replay, or another worker's)
+    published: bool = False
 
 
 class ReleaseAgent:
@@ -299,10 +437,11 @@ class ReleaseAgent:
         metrics: ReleaseMetrics,
         *,
         library_version: str,
-        executor: Executor | None = None,
+        runner: FitRunner | None = None,
         rng_factory: Callable[[str], Any] | None = None,
         clock: Callable[[], float] = time.time,
         partition_of: Callable[[str], int] | None = None,
+        offload: Callable[..., Awaitable[Any]] = asyncio.to_thread,
     ):
         self.policies = policies
         self.store = store
@@ -310,24 +449,31 @@ class ReleaseAgent:
         self._publish = publish
         self.metrics = metrics
         self.library_version = library_version
-        self.executor = executor
+        # The public clock of the schedule and the deadlines (tests inject one and move it).
+        self.clock = clock
+        # Where learners run: the service's runner gives each stream its own process and stops a
+        # fit at its deadline; by default the event loop's threads (tests, offline).
+        self.runner: FitRunner = runner if runner is not None else ExecutorFits(clock)
+        # Blocking calls of the ledger and the store (threads; tests may run them inline).
+        self._offload = offload
         # Tests inject seeded generators; production passes None: the learner's secure default.
         self._rng_factory = rng_factory
-        self._streams = {sid: _StreamState() for sid in policies}
+        self._streams = {
+            sid: _StreamState(
+                slots=None if p.publish_delay_seconds is None else Slots(p.publish_delay_seconds)
+            )
+            for sid, p in policies.items()
+        }
         self._tasks: set[asyncio.Task[None]] = set()
-        # The public clock of the time windows' schedule (tests inject one and move it).
-        self.clock = clock
         started = clock()
         self._start = {
             sid: p.schedule_start if p.schedule_start is not None else started for sid, p in policies.items()
         }
-        # Ownership (E-DESIGN §4): a stream is served by the owner of its key's partition of the
-        # examples topic; None: this agent owns every stream (one worker, tests).
+        # Ownership: a stream is served by the owner of its key's partition of the examples topic;
+        # None: this agent owns every stream (one worker, tests).
         self._partition_of = partition_of
         self._owned: set[int] = set()  # the examples topic's partitions assigned to this worker
-        # Charged releases waiting for their public publication time: (time, order, topic, charge)
-        self._parked: list[tuple[float, int, str, Charge]] = []
-        self._parked_order = 0
+        self._publishing: set[int] = set()  # ledger entries being published now (not the outbox's)
 
     #: At most this many windows are closed per tick (a catch-up after long downtime goes on the next).
     MAX_WINDOWS_PER_TICK = 1000
@@ -356,9 +502,13 @@ class ReleaseAgent:
         if policy.window_kind == "count":
             rows = [(o, x, y, u, None) for o, x, y, u in zip(offsets, xs, ys, users, strict=True)]
             size = policy.window_size
-            for seq in self.store.append_many(stream_id, partition, rows):
+            seqs = self.store.append_many(stream_id, partition, rows)
+            # A count window closes when its last example is taken in: under replace-one that
+            # moment does not depend on any example's content.
+            taken_in = self.clock()
+            for seq in seqs:
                 if (seq + 1) % size == 0:
-                    self._schedule_window(policy, state, count_window_index(seq, size))
+                    self._schedule_window(policy, state, count_window_index(seq, size), taken_in)
             return
         assert policy.window_seconds is not None
         first_open = self._next_time_window(policy, state)
@@ -377,7 +527,7 @@ class ReleaseAgent:
         if self._owns(stream_id):
             self._close_due_time_windows(policy, state, now)
 
-    # --- the public schedule of time windows -------------------------------------------------------
+    # --- the public schedule ----------------------------------------------------------------------
     def _owns(self, stream_id: str) -> bool:
         if self._partition_of is None:
             return True
@@ -411,14 +561,14 @@ class ReleaseAgent:
         for _ in range(self.MAX_WINDOWS_PER_TICK):
             if self.close_time(policy, index) > now:
                 break
-            self._schedule_window(policy, state, index)
+            self._schedule_window(policy, state, index, self.close_time(policy, index))
             index += 1
         state.next_time_window = index
 
     async def tick(self) -> None:
-        """The timer: close the time windows due on the clock; publish parked releases now due.
+        """The timer: close the time windows due on the clock.
 
-        The service calls it every second; tests call it after moving their clock."""
+        The service calls it every second at most; tests call it after moving their clock."""
         now = self.clock()
         for stream_id, policy in self.policies.items():
             if policy.window_kind == "time" and self._owns(stream_id):
@@ -427,46 +577,52 @@ class ReleaseAgent:
                     state.recovered = True
                     self._spawn(self._recover(policy))
                 self._close_due_time_windows(policy, state, now)
-        await self._publish_due(now)
-
-    async def _publish_due(self, now: float) -> None:
-        self._parked.sort(key=lambda item: item[:2])
-        while self._parked and self._parked[0][0] <= now:
-            _, _, topic, charge = self._parked.pop(0)
-            try:
-                await self._publish(topic, charge.stream_id, charge.release)
-            except LeaseLostError:  # the new owner of the stream's partition publishes it (outbox)
-                continue
-            await asyncio.to_thread(self.ledger.mark_published, charge.entry_id)
 
     def _family(self, policy: ReleasePolicy) -> str:
         if policy.window_kind == "count":
             return count_family(self.store.generation, policy.window_size)
         return policy.family
 
-    def _schedule_window(self, policy: ReleasePolicy, state: _StreamState, index: int) -> None:
-        """Schedule window ``index``'s release and those of the tree's nodes it completes, in that
-        order, now: the order of releases (and so of ledger entries) is fixed when the window
-        closes, never by how long a learner runs."""
-        family = self._family(policy)
-        for level, node in [(0, index), *completed_nodes(index, policy.levels)]:
-            self._schedule(state, node_id(family, level, node), self._release_node(policy, level, node))
+    def _deadline(self, policy: ReleasePolicy, state: _StreamState, closed_at: float) -> float | None:
+        """The deadline of a node that closed at ``closed_at``: the end of its publication slot
+        (:class:`~privstream.agents.timing.Slots`). A node whose slot would already be over when it
+        is scheduled (windows caught up after downtime) gets its slot from now."""
+        if state.slots is None:
+            return None
+        now = self.clock()
+        assert policy.publish_delay_seconds is not None
+        if max(closed_at, state.slots.last_end) + policy.publish_delay_seconds <= now:
+            closed_at = now
+        return state.slots.next(closed_at)
 
-    def _schedule(self, state: _StreamState, window_id: str, coro: Coroutine[Any, Any, None]) -> None:
-        """Release a window once per run (recovery and the live trigger may both ask)."""
+    def _schedule_window(
+        self, policy: ReleasePolicy, state: _StreamState, index: int, closed_at: float
+    ) -> None:
+        """Schedule window ``index``'s release and those of the tree's nodes it completes, in that
+        order, now: the order of releases and their deadlines are fixed when the window closes,
+        never by how long a learner runs."""
+        for level, node in [(0, index), *completed_nodes(index, policy.levels)]:
+            self._schedule_node(policy, state, level, node, closed_at)
+
+    def _schedule_node(
+        self, policy: ReleasePolicy, state: _StreamState, level: int, index: int, closed_at: float
+    ) -> None:
+        """Release node ``(level, index)`` once per run (recovery and the live trigger may both ask)."""
+        window_id = node_id(self._family(policy), level, index)
         if window_id in state.scheduled:
-            coro.close()
             return
         state.scheduled.add(window_id)
-        self._spawn(coro)
+        deadline = self._deadline(policy, state, closed_at)
+        self._spawn(self._release_node(policy, level, index, deadline))
 
-    def _spawn(self, coro: Awaitable[None]) -> None:
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.ensure_future(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
     async def drain(self) -> None:
-        """Wait for the release tasks in flight (tests; graceful shutdown)."""
+        """Wait for the release tasks in flight (tests; graceful shutdown: releases with a deadline
+        are published at their deadline)."""
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
@@ -491,9 +647,11 @@ class ReleaseAgent:
                 self._spawn(self._recover(policy))
 
     async def _recover(self, policy: ReleasePolicy) -> None:
-        """On first sight of a stream: publish its outbox, release windows that closed before a crash."""
+        """On first sight of a stream: publish its outbox, release windows that closed before a crash
+        (their slots start now; a node reserved before the crash keeps its reservation's deadline)."""
         await self.replay_outbox(policy.stream_id)
         closed = set(self.store.closed_windows(policy.stream_id))
+        now = self.clock()
         # Nodes of the tree whose last window was closed but which were not (a crash between the
         # two): release them now (their children's data is kept until they are built; a node
         # reserved before the crash is recomputed from its reservation's seed).
@@ -502,9 +660,7 @@ class ReleaseAgent:
         for window in sorted(int(w[len(prefix) :]) for w in closed if w.startswith(prefix)):
             for level, index in completed_nodes(window, policy.levels):
                 if node_id(family, level, index) not in closed:
-                    self._schedule(
-                        state, node_id(family, level, index), self._release_node(policy, level, index)
-                    )
+                    self._schedule_node(policy, state, level, index, now)
         if policy.window_kind != "count":
             return
         size = policy.window_size
@@ -519,31 +675,40 @@ class ReleaseAgent:
                 or len(self.store.count_window(policy.stream_id, index * size, (index + 1) * size).seqs)
                 == size
             ):
-                self._schedule_window(policy, self._streams[policy.stream_id], index)
+                self._schedule_window(policy, state, index, now)
 
     async def replay_outbox(self, stream_id: str | None = None) -> int:
-        """Publish charged releases not confirmed published (after a crash); returns how many."""
-        pending = await asyncio.to_thread(self.ledger.unpublished, stream_id)
+        """Publish charged releases not confirmed published (after a crash), with their scheduled
+        time as the record's timestamp; returns how many."""
+        pending = await self._offload(self.ledger.unpublished, stream_id)
         count = 0
         lost: set[str] = set()
-        parked = {c.entry_id for _, _, _, c in self._parked}
         for charge in pending:
-            if charge.stream_id not in self.policies or charge.entry_id in parked or charge.stream_id in lost:
+            if (
+                charge.stream_id not in self.policies
+                or charge.entry_id in self._publishing
+                or charge.stream_id in lost
+            ):
                 continue
             try:
-                await self._publish(topic_of_key(charge.mechanism), charge.stream_id, charge.release)
+                await self._publish(
+                    topic_of_key(charge.mechanism),
+                    charge.stream_id,
+                    charge.release,
+                    timestamp_ms=_milliseconds(charge.scheduled_at),
+                )
             except LeaseLostError:  # the stream's partition is another worker's now: its outbox too
                 lost.add(charge.stream_id)
                 continue
-            await asyncio.to_thread(self.ledger.mark_published, charge.entry_id)
+            await self._offload(self.ledger.mark_published, charge.entry_id)
             log.info(
                 "re-published release %s of stream %s from the ledger's outbox",
-                charge.entry_id,
+                charge.public_id,
                 charge.stream_id,
                 extra={
                     "stream_id": charge.stream_id,
                     "window_id": charge.window_id,
-                    "ledger_entry_id": str(charge.entry_id),
+                    "ledger_entry_id": charge.public_id,
                 },
             )
             count += 1
@@ -551,16 +716,16 @@ class ReleaseAgent:
 
     # --- releasing ----------------------------------------------------------------------------
     def _bounds(self, policy: ReleasePolicy) -> NodeBounds:
-        """The public bounds a node's data is kept within (stated in the certificate)."""
+        """The public bounds a node's stored data is kept within (stated in the certificate)."""
         return NodeBounds(
             user_contribution_bound=policy.user_contribution_bound if policy.privacy_unit == "user" else None,
             max_node_examples=policy.max_node_examples if policy.feature_bounds is not None else None,
         )
 
     def _build_node(self, policy: ReleasePolicy, level: int, index: int) -> NodeData:
-        """Node ``(level, index)``'s compact data, built once and stored (E-DESIGN §3.3): a window's
-        rows become node (0, w) and are dropped (one transaction); a higher node is merged from its
-        two children, which are dropped once they were released (recorded closed). Idempotent: a
+        """Node ``(level, index)``'s compact data, built once and stored: a window's rows become
+        node (0, w) and are dropped (one transaction); a higher node is merged from its two
+        children, which are dropped once they were released (recorded closed). Idempotent: a
         restart finds the stored node. Never re-reads Kafka."""
         stream_id, family, bounds = policy.stream_id, self._family(policy), self._bounds(policy)
         if level > 0:
@@ -597,7 +762,9 @@ class ReleaseAgent:
         if level == policy.levels or parent_built:
             self.store.drop_node(stream_id, family, level, index)
 
-    async def _release_node(self, policy: ReleasePolicy, level: int, index: int) -> None:
+    async def _release_node(
+        self, policy: ReleasePolicy, level: int, index: int, deadline: float | None
+    ) -> None:
         """Release node ``(level, index)``: a window (level 0) or 2^level consecutive ones.
 
         The learner's input is the node's compact data in the state store (:meth:`_build_node`),
@@ -605,7 +772,6 @@ class ReleaseAgent:
         """
         window_id = node_id(self._family(policy), level, index)
         windows = node_windows(level, index)
-        publish_at: float | None = None
         if policy.window_kind == "count":
             size = policy.window_size
             info = WindowInfo(
@@ -627,10 +793,13 @@ class ReleaseAgent:
                 first_window=windows.start,
                 last_window=windows.stop - 1,
             )
-            publish_at = self.close_time(policy, windows.stop - 1) + policy.publish_delay_seconds
 
         def load() -> WindowData:
-            return node_examples(self._build_node(policy, level, index))
+            data = node_examples(self._build_node(policy, level, index))
+            if policy.privacy_unit == "user":
+                assert policy.user_contribution_bound is not None
+                data = bound_contributions(data, policy.user_contribution_bound)
+            return data
 
         await self._release(
             policy,
@@ -638,7 +807,7 @@ class ReleaseAgent:
             info,
             load=load,
             close=partial(self._node_released, policy, level, index),
-            publish_at=publish_at,
+            deadline=deadline,
             level=level,
         )
 
@@ -649,60 +818,182 @@ class ReleaseAgent:
         info: WindowInfo,
         load: Callable[[], WindowData],
         close: Callable[[str], None],
-        publish_at: float | None = None,
+        deadline: float | None = None,
         level: int = 0,
     ) -> None:
+        """Prepare each product's release of the node (its fits, one node at a time per stream, in
+        the schedule's order), then publish them at the deadline, after the stream's previous node."""
         stream_id = policy.stream_id
         state = self._streams[stream_id]
-        async with state.lock:  # one window at a time per stream, in window order
+        previous, mine = state.published, asyncio.get_running_loop().create_future()
+        state.published = mine
+        extra = {"stream_id": stream_id, "window_id": window_id, "ledger_entry_id": None}
+        try:
             loaded: list[WindowData] = []  # the window is read from the store once, if at all
 
             async def window() -> WindowData:
                 if not loaded:
-                    data = await asyncio.to_thread(load)
-                    if policy.privacy_unit == "user":
-                        assert policy.user_contribution_bound is not None
-                        data = bound_contributions(data, policy.user_contribution_bound)
-                    loaded.append(data)
+                    loaded.append(await self._offload(load))
                 return loaded[0]
 
-            outcomes = []
-            for product in policy.products:
+            outcomes: list[str] = []
+            ready: list[_Ready] = []
+            async with state.lock:
+                for product in policy.products:
+                    try:
+                        prepared = await self._prepare(
+                            policy, product, state, window_id, info, window, deadline, level
+                        )
+                    except LeaseLostError as exc:
+                        # Another worker owns the stream's partition now and releases this window; if
+                        # the partition comes back here, the recovery on assignment schedules it again.
+                        log.warning(
+                            "%s of window %s of stream %s not released here: %s",
+                            product.key,
+                            window_id,
+                            stream_id,
+                            exc,
+                            extra=extra,
+                        )
+                        state.scheduled.discard(window_id)
+                        return
+                    except Exception:
+                        # Not the data's (the default covers the learner): the ledger, the store.
+                        # Log, count, keep the window for a retry after a restart.
+                        log.exception(
+                            "%s of window %s of stream %s failed",
+                            product.key,
+                            window_id,
+                            stream_id,
+                            extra=extra,
+                        )
+                        self.metrics.learner_failed(stream_id)
+                        outcomes.append("failed")
+                        continue
+                    if isinstance(prepared, str):
+                        outcomes.append(prepared)
+                    else:
+                        ready.append(prepared)
+            if previous is not None:
+                await previous  # the stream's releases go out in the schedule's order
+            for item in ready:
                 try:
-                    outcome = await self._release_product(
-                        policy, product, state, window_id, info, window, publish_at, level
-                    )
-                    outcomes.append(outcome)
-                except LeaseLostError as exc:
-                    # Another worker owns the stream's partition now and releases this window; if
-                    # the partition comes back here, the recovery on assignment schedules it again.
+                    outcomes.append(await self._publish_ready(policy, state, window_id, item, level))
+                except LeaseLostError as exc:  # the new owner publishes it from the ledger's outbox
                     log.warning(
-                        "%s of window %s of stream %s not released here: %s",
-                        product.key,
+                        "%s of window %s of stream %s not published here: %s",
+                        item.product.key,
                         window_id,
                         stream_id,
                         exc,
-                        extra={"stream_id": stream_id, "window_id": window_id, "ledger_entry_id": None},
+                        extra=extra,
                     )
                     state.scheduled.discard(window_id)
                     return
                 except Exception:
-                    # Not the data's (the fallback covers the learner): the ledger, the broker.
-                    # Log, count, keep the window for a retry after a restart.
                     log.exception(
-                        "%s of window %s of stream %s failed",
-                        product.key,
+                        "publishing %s of window %s of stream %s failed (retried from the outbox)",
+                        item.product.key,
                         window_id,
                         stream_id,
-                        extra={"stream_id": stream_id, "window_id": window_id, "ledger_entry_id": None},
+                        extra=extra,
                     )
                     self.metrics.learner_failed(stream_id)
                     outcomes.append("failed")
             if "failed" not in outcomes:  # a failed product keeps the window for a retry after restart
-                await asyncio.to_thread(close, ",".join(outcomes))
+                await self._offload(close, ",".join(outcomes))
+        finally:
+            mine.set_result(None)
 
-    #: Runs of a learner whose child process died, before the release fails (kept for a restart).
-    CRASH_RETRIES = 2
+    async def _prepare(
+        self,
+        policy: ReleasePolicy,
+        product: Product,
+        state: _StreamState,
+        window_id: str,
+        info: WindowInfo,
+        window: Callable[[], Awaitable[WindowData]],
+        deadline: float | None,
+        level: int,
+    ) -> _Ready | str:
+        """Reserve (the charge, write-ahead, with the secret seed and the deadline) and compute one
+        product's release of a node; "refused" if the ledger refused the charge."""
+        stream_id, key = policy.stream_id, product.key
+        cost_epsilon, cost_delta = product.cost(level)
+        assert info.first_window is not None and info.last_window is not None
+        node = NodeRange(level, info.first_window, info.last_window)
+        users: list[str] | None = None
+        data: WindowData | None = None
+        reservation = await self._offload(self.ledger.reservation, stream_id, window_id, key)
+        if reservation is None or not reservation.completed:
+            if policy.privacy_unit == "user":
+                # The individual filter: the users present in the node are charged unless their
+                # lifetime budget would be passed; who is charged is decided before the learner.
+                data = await window()
+                users = sorted({str(u) for u in data.users.tolist()})
+            try:
+                reservation = await self._offload(
+                    partial(
+                        self.ledger.reserve,
+                        stream_id,
+                        window_id,
+                        key,
+                        cost_epsilon,
+                        cost_delta,
+                        node,
+                        users=users,
+                        user_budget=policy.user_budget,
+                        scheduled_at=deadline,
+                    )
+                )
+            except BudgetExhaustedError:  # the ledger recorded the refusal (a lowered budget, an old ledger)
+                await self._refuse(policy, product, state, window_id, level=level)
+                return "refused"
+        if reservation.scheduled_at is not None and state.slots is not None:
+            # a reservation made before a restart keeps its deadline; later slots follow it
+            deadline = reservation.scheduled_at
+            state.slots.taken(deadline)
+        if reservation.completed:  # a replay, or completed concurrently by another worker
+            assert reservation.release is not None
+            return _Ready(product, reservation, deadline, reservation.release, True, reservation.published)
+        data = data if data is not None else await window()
+        if reservation.included_users is not None:
+            included = reservation.included_users
+            excluded = len(users or ()) - len(included)
+            if excluded:
+                self.metrics.users_excluded(stream_id, excluded)  # private: operators only
+
+            def keep_included(data: WindowData) -> WindowData:
+                keep = np.array([str(u) in included for u in data.users.tolist()], bool)
+                return WindowData(*(column[keep] for column in data))
+
+            data = await self._offload(keep_included, data)
+        epsilon, delta = learner_privacy(policy, cost_epsilon, cost_delta)
+        result = await self._fit(
+            policy, product, data, window_id, epsilon, delta, level, reservation, deadline
+        )
+        receipt = ChargeReceipt(reservation.entry_id, reservation.lifetime.remaining)
+        body = self._release_json(
+            policy,
+            product,
+            result,
+            info,
+            receipt,
+            "seeded" if self._rng_factory else "secure",
+            level,
+            public_entry_id(stream_id, window_id, key),
+            deadline,
+        )
+        return _Ready(product, reservation, deadline, body)
+
+    def _source(self, window_id: str, key: str, seed: bytes, purpose: str = "") -> RandomSource:
+        """The release's randomness, the same on every attempt: derived from the reservation's
+        secret seed (tests inject seeded sources instead). ``purpose`` "order": the node's row order."""
+        if self._rng_factory:
+            return self._rng_factory(f"{window_id}/{key}" + (f"/{purpose}" if purpose else ""))
+        if purpose:
+            return derived(hashlib.sha256(f"privstream node {purpose}/".encode() + seed).digest())
+        return derived(seed)
 
     async def _fit(
         self,
@@ -712,216 +1003,119 @@ class ReleaseAgent:
         window_id: str,
         epsilon: float,
         delta: float,
-        level: int = 0,
-        seed: bytes | None = None,
-    ) -> tuple[Any, Any, bool]:
-        """Run the learner: (result, its randomness source, whether the fallback was released).
+        level: int,
+        reservation: Reservation,
+        deadline: float | None,
+    ) -> Any:
+        """The release's result: the learner's fit if it finished by the deadline, else the default.
 
-        A learner that raises on the data (any exception) is run again on zero examples with the
-        same parameters, ``expected_size`` and randomness: a data-independent release, the same
-        certificate shape, charged the same (issue 16.3). A child process that died (not the data's
-        doing) is retried with the same randomness source, never fresh noise for the same window.
+        With a deadline, the default (the learner on :func:`stand_in`, the same parameters and
+        randomness: data-independent, the same certificate, charged the same) is computed first,
+        so it is ready at the deadline whatever happens to the fit: it does not finish (the runner
+        stops it), it raises, or its process dies. Without a deadline the default is computed only
+        when the fit raised or its process died.
         """
-        stream_id, key = policy.stream_id, product.key
-
-        def source() -> Any:
-            """The same randomness on every attempt: derived from the reservation's secret seed
-            (tests inject seeded sources instead)."""
-            if self._rng_factory:
-                return self._rng_factory(f"{window_id}/{key}")
-            return derived(seed) if seed is not None else None
-
-        # n private: the algorithms derive everything they publish from the operator's expected size
-        # (a node of level j expects 2^j windows' worth)
-        size = {} if policy.expected_size is None else {"expected_size": node_expected_size(policy, level)}
-
-        def call(xs: np.ndarray, ys: np.ndarray, rng: Any) -> Callable[[], Any]:
-            if product.vector:
-                return partial(
-                    product.algorithm.fit,
-                    xs,
-                    ys,
-                    epsilon=epsilon,
-                    delta=delta,
-                    bounds=policy.feature_bounds,
-                    rng=rng,
-                    **size,
-                )
-            if product.topic == "hypotheses":
-                return partial(
-                    product.algorithm.fit,
-                    policy.hypothesis_class,
-                    xs,
-                    ys,
-                    epsilon=epsilon,
-                    delta=delta,
-                    alpha=policy.alpha,
-                    beta=policy.beta,
-                    rng=rng,
-                    **size,
-                )
-            return partial(
-                product.algorithm.fit,
-                policy.hypothesis_class,
-                xs,
-                ys if product.labelled else None,
-                epsilon=epsilon,
-                delta=delta,
-                rng=rng,
-                **size,
-            )
-
-        if policy.feature_bounds is None and policy.privacy_unit == "example":
-            # A histogram node, expanded in sorted order: put it in a random order (windows.shuffled
-            # says why) drawn from its own randomness, derived from the same seed
-            if self._rng_factory:
-                order = self._rng_factory(f"{window_id}/{key}/order")
-            else:
-                assert seed is not None
-                order = derived(hashlib.sha256(b"privstream node order/" + seed).digest())
-            data = shuffled(data, order)
-
-        loop = asyncio.get_running_loop()
+        stream_id, key, seed = policy.stream_id, product.key, reservation.seed
         extra = {"stream_id": stream_id, "window_id": window_id, "ledger_entry_id": None}
-        for attempt in range(self.CRASH_RETRIES + 1):
-            rng = source()
-            started = time.perf_counter()
-            try:
-                result = await loop.run_in_executor(self.executor, call(data.xs, data.ys, rng))
-            except BrokenProcessPool:
-                if attempt == self.CRASH_RETRIES:
-                    raise
-                log.warning(
-                    "the learner's process died during %s of window %s of stream %s; running it "
-                    "again with the same randomness",
-                    key,
-                    window_id,
-                    stream_id,
-                    extra=extra,
-                )
-                continue
-            except Exception:
-                log.exception(
-                    "%s failed on window %s of stream %s: releasing its fit on zero examples "
-                    "(data-independent, charged the same)",
-                    key,
-                    window_id,
-                    stream_id,
-                    extra=extra,
-                )
-                self.metrics.learner_failed(stream_id)
-                rng = source()
-                xs, ys = stand_in(policy, data, level)
-                return await loop.run_in_executor(self.executor, call(xs, ys, rng)), rng, True
-            self.metrics.learner_ran(product.name, time.perf_counter() - started, len(data.xs))
-            return result, rng, False
-        raise AssertionError("unreachable")  # pragma: no cover
 
-    async def _release_product(
-        self,
-        policy: ReleasePolicy,
-        product: Product,
-        state: _StreamState,
-        window_id: str,
-        info: WindowInfo,
-        window: Callable[[], Awaitable[WindowData]],
-        publish_at: float | None = None,
-        level: int = 0,
-    ) -> str:
-        """Release one product of a node: reserve (the charge, write-ahead, with the secret seed),
-        compute from the seed, complete (the bytes), publish; returns "released" or "refused"."""
-        stream_id, key = policy.stream_id, product.key
-        existing = await asyncio.to_thread(self.ledger.lookup, stream_id, window_id, key)
-        if existing is not None:  # released before a crash or by the partition's previous owner
-            if not existing.published:
-                await self._publish(product.topic, stream_id, existing.release)
-                await asyncio.to_thread(self.ledger.mark_published, existing.entry_id)
-            return "released"
-        cost_epsilon, cost_delta = product.cost(level)
-        assert info.first_window is not None and info.last_window is not None
-        node = NodeRange(level, info.first_window, info.last_window)
-        users: list[str] | None = None
-        data: WindowData | None = None
-        if policy.privacy_unit == "user":
-            # The individual filter (E-DESIGN §5): the users present in the node are charged unless
-            # their lifetime budget would be passed; who is charged is decided before the learner.
-            data = await window()
-            users = sorted({str(u) for u in data.users.tolist()})
+        async def default() -> Any:
+            xs, ys = stand_in(policy, data, level)
+            call = learner_call(policy, product, epsilon, delta, level, self._source(window_id, key, seed))
+            return await self.runner.run(stream_id, NodeFit(call, xs, ys), None)
+
+        prepared = await default() if deadline is not None else None
+        if deadline is not None and self.clock() >= deadline:  # the default took the slot (or a restart)
+            self.metrics.default_released(stream_id, "unfinished")
+            return prepared
+        fit = NodeFit(
+            learner_call(policy, product, epsilon, delta, level, self._source(window_id, key, seed)),
+            data.xs,
+            data.ys,
+            order=self._source(window_id, key, seed, "order") if _shuffles(policy) else None,
+            cap=policy.max_node_examples if capped(policy) else None,
+        )
+        started = time.perf_counter()
         try:
-            reservation = await asyncio.to_thread(
-                partial(
-                    self.ledger.reserve,
-                    stream_id,
-                    window_id,
-                    key,
-                    cost_epsilon,
-                    cost_delta,
-                    node,
-                    users=users,
-                    user_budget=policy.user_budget,
-                )
+            result = await self.runner.run(stream_id, fit, deadline)
+        except FitTimedOut:
+            reason = "unfinished"
+            log.warning(
+                "%s of window %s of stream %s had not finished at its deadline: its default goes out",
+                key,
+                window_id,
+                stream_id,
+                extra=extra,
             )
-        except BudgetExhaustedError:  # the ledger recorded the refusal (a lowered budget, an old ledger)
-            await self._refuse(policy, product, state, window_id, level=level)
-            return "refused"
-        if reservation.completed:  # completed concurrently (another worker): its bytes, not ours
-            charge = await asyncio.to_thread(self.ledger.complete, reservation.entry_id, b"")
+        except FitProcessDied:
+            reason = "died"
+            log.warning(
+                "the learner process of stream %s died during %s of window %s: its default goes out",
+                stream_id,
+                key,
+                window_id,
+                extra=extra,
+            )
+        except Exception:
+            reason = "failed"
+            log.exception(
+                "%s failed on window %s of stream %s: its default goes out (charged the same)",
+                key,
+                window_id,
+                stream_id,
+                extra=extra,
+            )
+            self.metrics.learner_failed(stream_id)
         else:
-            data = data if data is not None else await window()
-            if reservation.included_users is not None:
-                excluded = len(users or ()) - len(reservation.included_users)
-                if excluded:
-                    self.metrics.users_excluded(stream_id, excluded)  # private: operators only
-                keep = np.array([str(u) in reservation.included_users for u in data.users.tolist()], bool)
-                data = WindowData(*(column[keep] for column in data))
-            # group privacy: a user changes up to k rows; a capped node of a time window turns one
-            # addition into a replacement inside the kept set (twice the changes, see cap_rule)
-            group = policy.user_contribution_bound if policy.privacy_unit == "user" else 1
-            assert group is not None
-            group *= 2 if cap_halves_epsilon(policy) else 1
-            epsilon, delta = (
-                (cost_epsilon, cost_delta)
-                if group == 1
-                else user_level_parameters(cost_epsilon, cost_delta, group)
-            )
-            result, _rng, _fallback = await self._fit(
-                policy, product, data, window_id, epsilon, delta, level, seed=reservation.seed
-            )
-            receipt = ChargeReceipt(reservation.entry_id, reservation.lifetime.remaining)
-            body = self._release_json(
-                policy, product, result, info, receipt, "seeded" if self._rng_factory else "secure", level
-            )
-            charge = await asyncio.to_thread(self.ledger.complete, reservation.entry_id, body)
-        extra = {"stream_id": stream_id, "window_id": window_id, "ledger_entry_id": str(charge.entry_id)}
-        now = self.clock()
-        if publish_at is not None and now < publish_at:  # wait for the public publication time
-            self._parked.append((publish_at, self._parked_order, product.topic, charge))
-            self._parked_order += 1
-        else:
-            if publish_at is not None and policy.publish_delay_seconds > 0:
-                # later than scheduled: the learner's run time (it depends on the data) shows
-                self.metrics.release_late(stream_id)
+            self.metrics.learner_ran(product.name, time.perf_counter() - started, len(data.xs))
+            return result
+        self.metrics.default_released(stream_id, reason)
+        return prepared if prepared is not None else await default()
+
+    async def _publish_ready(
+        self, policy: ReleasePolicy, state: _StreamState, window_id: str, item: _Ready, level: int
+    ) -> str:
+        """At the deadline: store the bytes in the reservation (the first bytes win), publish exactly
+        the stored bytes with the deadline as the record's timestamp, mark them published."""
+        stream_id, reservation = policy.stream_id, item.reservation
+        public_id = public_entry_id(stream_id, window_id, item.product.key)
+        extra = {"stream_id": stream_id, "window_id": window_id, "ledger_entry_id": public_id}
+        if item.deadline is not None:
+            await sleep_until(self.clock, item.deadline)
+            late = self.clock() - item.deadline
+            if late > DEADLINE_TOLERANCE_SECONDS:  # operators only: the public sees the deadline
+                self.metrics.deadline_missed(stream_id, late)
                 log.warning(
-                    "release %s of window %s of stream %s is %.3g s late",
-                    key,
+                    "release %s of window %s of stream %s missed its deadline by %.3g s",
+                    item.product.key,
                     window_id,
                     stream_id,
-                    now - publish_at,
+                    late,
                     extra=extra,
                 )
-            await self._publish(product.topic, stream_id, charge.release)
-            await asyncio.to_thread(self.ledger.mark_published, charge.entry_id)
+        if item.published:
+            return "released"
+        self._publishing.add(reservation.entry_id)
+        try:
+            charge = await self._offload(self.ledger.complete, reservation.entry_id, item.body)
+            await self._publish(
+                item.product.topic, stream_id, charge.release, timestamp_ms=_milliseconds(item.deadline)
+            )
+            await self._offload(self.ledger.mark_published, charge.entry_id)
+        finally:
+            self._publishing.discard(reservation.entry_id)
+        if item.completed:  # published before (a replay): nothing new was released
+            return "released"
         state.releases += 1
-        spent = await asyncio.to_thread(self.ledger.spent, stream_id)
-        left = await asyncio.to_thread(self.ledger.remaining, stream_id)
+        spent = await self._offload(self.ledger.spent, stream_id)
+        left = await self._offload(self.ledger.remaining, stream_id)
         self.metrics.released(stream_id, spent.epsilon, left.epsilon)
         self.metrics.released_level(stream_id, level)
         log.info(
             "released %s for window %s of stream %s (ledger entry %s, lifetime epsilon per example spent %g)",
-            key,
+            item.product.key,
             window_id,
             stream_id,
-            charge.entry_id,
+            public_id,
             spent.epsilon,
             extra=extra,
         )
@@ -940,8 +1134,8 @@ class ReleaseAgent:
                 stream_id,
                 extra={"stream_id": stream_id, "window_id": window_id, "ledger_entry_id": None},
             )
-        spent = await asyncio.to_thread(self.ledger.spent, stream_id)
-        left = await asyncio.to_thread(self.ledger.remaining, stream_id)
+        spent = await self._offload(self.ledger.spent, stream_id)
+        left = await self._offload(self.ledger.remaining, stream_id)
         self.metrics.refused(stream_id, spent.epsilon, left.epsilon)
 
     def _release_json(
@@ -952,13 +1146,24 @@ class ReleaseAgent:
         info: WindowInfo,
         receipt: ChargeReceipt,
         randomness: str,
-        level: int = 0,
+        level: int,
+        public_id: str,
+        deadline: float | None,
     ) -> bytes:
         # n is public only for count windows of examples: at the user level, how many examples
         # survive the per-user bound depends on how much each user sent (uncharged, private).
         n_public = policy.window_kind == "count" and policy.privacy_unit == "example"
         is_learner = product.topic == "hypotheses"
         epsilon, delta = product.cost(level)
+        publication = None
+        if deadline is not None:
+            assert policy.publish_delay_seconds is not None
+            publication = Publication(
+                scheduled_at=datetime.fromtimestamp(deadline, UTC),
+                publish_delay_seconds=policy.publish_delay_seconds,
+                max_node_examples=policy.max_node_examples,
+                rule=DEADLINE_RULE,
+            )
         certificate = Certificate(
             mechanism=result.mechanism,
             epsilon=epsilon,
@@ -978,9 +1183,10 @@ class ReleaseAgent:
             user_contribution_bound=policy.user_contribution_bound,
             window=info,
             sample_size=node_sample_size(policy, level) if n_public else None,  # a count node's n: public
-            ledger_entry_id=str(receipt.entry_id),
+            ledger_entry_id=public_id,
             epsilon_budget_remaining=receipt.remaining.epsilon,
             delta_budget_remaining=receipt.remaining.delta,
+            publication=publication,
             parameters={
                 **result.parameters,
                 **_theorem_fields(result),
@@ -1013,3 +1219,15 @@ class ReleaseAgent:
     def stream_status(self, stream_id: str) -> dict[str, Any]:
         state = self._streams[stream_id]
         return {"releases_this_run": state.releases, "exhausted": state.exhausted}
+
+
+def _milliseconds(moment: float | datetime | None) -> int | None:
+    """A Kafka record timestamp (Unix milliseconds) of a moment, or None (the send time).
+
+    >>> _milliseconds(1767225600.25), _milliseconds(None)
+    (1767225600250, None)
+    """
+    if moment is None:
+        return None
+    seconds = moment.timestamp() if isinstance(moment, datetime) else moment
+    return round(seconds * 1000)

@@ -1,6 +1,6 @@
 """Windows and the release tree's nodes: deterministic ids, ranges, and user-level bounding.
 
-Vocabulary (E-DESIGN.md §1). A *window* is level 0 of the release tree: ``size`` consecutive
+Vocabulary. A *window* is level 0 of the release tree: ``size`` consecutive
 examples (count windows) or ``seconds`` of time (time windows), window index ``w`` absolute so ids
 are deterministic. A *node* ``(j, m)`` of level ``j`` covers the aligned level-0 windows
 ``[m·2^j, (m+1)·2^j)``; node ``(0, w)`` is window ``w``. Each window lies in exactly one node per
@@ -16,6 +16,7 @@ import math
 
 import numpy as np
 
+from privstream.agents.fits import prepared_input
 from privstream.agents.interfaces import NodeBounds, NodeData, WindowData
 from privstream.learning.randomness import RandomSource
 
@@ -110,38 +111,24 @@ def node_examples(node: NodeData) -> WindowData:
     return WindowData(xs, ys, users, np.arange(n, dtype=np.int64))
 
 
-def shuffled(data: WindowData, source: RandomSource) -> WindowData:
-    """The rows in a uniformly random order drawn from ``source`` (exact Fisher-Yates).
-
-    A histogram node is expanded in sorted (x, y) order, where a neighbour's sequence is shifted
-    rather than changed in one position. A uniformly random order makes the learner's input a
-    uniformly random permutation of the node's multiset: neighbouring multisets couple to
-    sequences that differ in one position (replace-one) or by one insertion (add/remove), so any
-    learner that is DP on sequences stays DP, whatever its output's dependence on order.
-
-    >>> from privstream.learning.randomness import seeded
-    >>> data = WindowData(np.arange(4), np.zeros(4, np.uint8), np.full(4, None), np.arange(4))
-    >>> sorted(shuffled(data, seeded(1)).xs.tolist())
-    [0, 1, 2, 3]
-    """
-    if len(data.xs) < 2:
-        return data
-    order = np.array(source.permutation(len(data.xs)), dtype=np.int64)
-    return WindowData(*(column[order] for column in data))
-
-
 def learner_input(xs: np.ndarray, ys: np.ndarray, order: RandomSource) -> tuple[np.ndarray, np.ndarray]:
     """What the release agent gives a learner of an integer class for these examples: their
     histogram node expanded, in the random order drawn from ``order`` (the offline CLI uses it so
     that its release equals the service's for the same seed).
+
+    A histogram node is expanded in sorted order, where a neighbour's sequence is shifted rather
+    than changed in one position. A uniformly random order makes the learner's input a uniformly
+    random permutation of the node's multiset: neighbouring multisets couple to sequences that
+    differ in one position (replace-one) or by one insertion (add/remove), so any learner that is
+    DP on sequences stays DP, whatever its output's dependence on order.
 
     >>> from privstream.learning.randomness import seeded
     >>> xs, ys = learner_input(np.array([3, 1, 3]), np.array([1, 0, 1]), seeded(0))
     >>> sorted(zip(xs.tolist(), ys.tolist()))
     [(1, 0), (3, 1), (3, 1)]
     """
-    data = shuffled(node_examples(NodeData.from_rows(xs, ys, None, NodeBounds())), order)
-    return data.xs, data.ys
+    data = node_examples(NodeData.from_rows(xs, ys, None, NodeBounds()))
+    return prepared_input(data.xs, data.ys, order, None)
 
 
 def bound_contributions(window: WindowData, bound: int) -> WindowData:

@@ -20,6 +20,14 @@ Errors are exact (from run lengths, no truth tables), so domains up to 2^62 work
 
 The service asks :func:`window_too_small` at start: the same simulation at one size, the window's.
 
+**The publication slot.** Every release is published at a deadline: the end of a slot of
+``publish_delay_seconds`` on its stream's learner (a learner still running then is stopped and a
+data-independent default goes out). The slot must sit well above the learner's worst run time on
+the largest input it can get, the input cap ``max_node_examples``. :func:`runtime_inputs` gives
+public inputs of that size (never the data) and :func:`slot_advice` turns the measured time into a
+slot; ``privstream plan --node-size N`` reports it per candidate, and the service derives the same
+at start-up when ``publish_delay_seconds`` is not set.
+
 >>> p = plan("thresholds:1024", epsilon=1.0, alpha=0.1, time_budget=5, runs=3, names=["generic"])
 >>> entry = p.candidates[0]
 >>> entry.name, entry.applies, entry.practical_size <= 1000, entry.theorem_sample_size_log10 > 2
@@ -28,6 +36,7 @@ The service asks :func:`window_too_small` at start: the same simulation at one s
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 import time
@@ -68,6 +77,8 @@ __all__ = [
     "Progress",
     "SyntheticProblem",
     "plan",
+    "runtime_inputs",
+    "slot_advice",
     "synthetic_problem",
     "window_check",
     "window_too_small",
@@ -278,6 +289,8 @@ class Candidate:
     status: str = "not applicable"
     measurements: tuple[Measurement, ...] = ()
     theorem_log10: float | None = None  # when the exact size is not computed (too large to build)
+    node_fit_seconds: float | None = None  # the worst fit on runtime_inputs at the plan's node size
+    publish_delay_seconds: float | None = None  # the slot for it (slot_advice: the fit and a default)
 
     @property
     def theorem_sample_size_log10(self) -> float | None:
@@ -299,6 +312,8 @@ class Candidate:
             "practical_size": self.practical_size,
             "status": self.status,
             "measurements": [m.to_dict() for m in self.measurements],
+            "node_fit_seconds": None if self.node_fit_seconds is None else round(self.node_fit_seconds, 4),
+            "publish_delay_seconds": self.publish_delay_seconds,
         }
 
 
@@ -316,6 +331,7 @@ class Plan:
     time_budget: float
     candidates: tuple[Candidate, ...]
     recommendation: dict[str, Any] = field(default_factory=dict)
+    node_size: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -328,6 +344,7 @@ class Plan:
             "runs": self.runs,
             "time_budget_seconds": self.time_budget,
             "synthetic_data": SYNTHETIC_DATA,
+            "node_size": self.node_size,
             "candidates": [c.to_dict() for c in self.candidates],
             "recommendation": self.recommendation,
         }
@@ -396,11 +413,14 @@ def plan(
     names: Sequence[str] | None = None,
     grid: Sequence[int] = GRID,
     progress: Progress | None = None,
+    node_size: int | None = None,
 ) -> Plan:
     """Theorem and practical sample sizes of every applicable learner and sanitizer (module docstring).
 
     ``time_budget`` (seconds) is shared by the candidates; ``names`` restricts the candidates;
-    ``progress(fraction, message)`` is called as the simulation advances.
+    ``progress(fraction, message)`` is called as the simulation advances. With ``node_size`` (the
+    input cap, or a count node's n), each candidate's worst fit on :func:`runtime_inputs` of that
+    size and the publication slot it needs (:func:`slot_advice` of a default's fit and the fit's).
     """
     hc = parse_class_spec(hclass) if isinstance(hclass, str) else hclass
     eps, dlt = check_privacy_parameters(epsilon, delta)
@@ -410,6 +430,10 @@ def plan(
         raise ValueError(f"runs must be an int >= 1, got {runs!r}")
     if not time_budget > 0:
         raise ValueError(f"the time budget must be > 0 seconds, got {time_budget!r}")
+    if node_size is not None and (
+        isinstance(node_size, bool) or not isinstance(node_size, int) or node_size < 1
+    ):
+        raise ValueError(f"node_size must be an int >= 1, got {node_size!r}")
     problem = synthetic_problem(hc, seed)
     pairs = _algorithms(names)
     report = progress or (lambda fraction, message: None)
@@ -449,6 +473,13 @@ def plan(
             if m.runs == runs and m.successes >= runs - math.floor(b * runs):
                 status, size = "measured", n
                 break
+        fit_seconds = slot = None
+        if node_size is not None:
+            report((i + 1) / len(active), f"{cand.name}: run time on {node_size} examples")
+            fit_seconds = worst_fit_seconds(
+                _fit_on(cand.kind, algorithm, hc, eps, dlt, a, b), runtime_inputs(hc, node_size, seed)
+            )
+            slot = slot_advice(2 * fit_seconds)
         candidates.append(
             Candidate(
                 cand.kind,
@@ -459,6 +490,8 @@ def plan(
                 status=status,
                 measurements=tuple(measurements),
                 theorem_log10=cand.theorem_log10,
+                node_fit_seconds=fit_seconds,
+                publish_delay_seconds=slot,
             )
         )
     candidates.extend(c for c in probed if not c.applies)
@@ -466,8 +499,98 @@ def plan(
     order = {name: i for i, (_, name) in enumerate(pairs)}  # registry order; vector learners after
     candidates.sort(key=lambda c: (c.kind != "learner", order.get(c.name, len(order)), c.name))
     return Plan(
-        hc.spec, eps, dlt, a, b, seed, runs, float(time_budget), tuple(candidates), _recommend(candidates)
+        hc.spec,
+        eps,
+        dlt,
+        a,
+        b,
+        seed,
+        runs,
+        float(time_budget),
+        tuple(candidates),
+        _recommend(candidates),
+        node_size,
     )
+
+
+def _fit_on(
+    kind: str,
+    algorithm: Any,
+    hclass: HypothesisClass,
+    epsilon: float,
+    delta: float,
+    alpha: float,
+    beta: float,
+) -> Callable[[np.ndarray, np.ndarray], Any]:
+    """``fit(xs, ys)`` of a learner or a sanitizer (which reads the points only) at these parameters."""
+    rng = seeded(0)
+    if kind == "learner":
+        return lambda xs, ys: algorithm.fit(
+            hclass, xs, ys, epsilon=epsilon, delta=delta, alpha=alpha, beta=beta, rng=rng
+        )
+    return lambda xs, ys: algorithm.fit(hclass, xs, None, epsilon=epsilon, delta=delta, rng=rng)
+
+
+# -- the publication slot ----------------------------------------------------------------------------
+
+#: A slot is this multiple of the measured worst run time, plus a margin (and the timer's period).
+SLOT_SAFETY = 3.0
+SLOT_MARGIN_SECONDS = 0.25
+
+
+def runtime_inputs(
+    space: HypothesisClass | np.ndarray, n: int, seed: int = 0
+) -> list[tuple[str, np.ndarray, np.ndarray]]:
+    """Public inputs of ``n`` examples on which a learner's run time is measured: ``(name, xs, ys)``.
+
+    ``space`` is a class (points of its domain) or the ``(d, 2)`` bounds of feature vectors.
+    "realizable": the planner's synthetic problem (a target member of the class; vectors: labelled
+    by the halfspace ``x_d >= x_1``); "noise": the same points with fair coin labels (for some
+    learners by far the slowest input: global stability takes about 100x longer on noise);
+    "constant": n copies of one point labelled 0 (what a default release's learner reads).
+
+    >>> from privstream.learning.hypothesis_classes import parse_class_spec
+    >>> [(name, len(xs)) for name, xs, _ in runtime_inputs(parse_class_spec("thresholds:64"), 5)]
+    [('realizable', 5), ('noise', 5), ('constant', 5)]
+    >>> runtime_inputs(np.array([[0.0, 1.0], [0.0, 2.0]]), 3)[0][1].shape
+    (3, 2)
+    """
+    rng = np.random.default_rng(seed)
+    if isinstance(space, HypothesisClass):
+        xs, ys = synthetic_problem(space, seed).sample(n, seed)
+        constant = np.zeros(n, dtype=np.int64)
+    else:
+        bounds = np.asarray(space, dtype=np.float64)
+        xs = bounds[:, 0] + rng.random((n, len(bounds))) * (bounds[:, 1] - bounds[:, 0])
+        ys = (xs[:, -1] >= xs[:, 0]).astype(np.uint8) if n else np.zeros(0, np.uint8)
+        constant = np.repeat(bounds[:, 0][None, :], n, axis=0)
+    noise = rng.integers(0, 2, n).astype(np.uint8)
+    return [("realizable", xs, ys), ("noise", xs, noise), ("constant", constant, np.zeros(n, np.uint8))]
+
+
+def slot_advice(fit_seconds: float, timer_seconds: float = 0.0) -> float:
+    """``publish_delay_seconds`` for a slot whose fits take ``fit_seconds`` at worst: a margin, the
+    period of the timer that closes time windows, and ``SLOT_SAFETY`` times the fits (room for a
+    loaded machine), rounded up to a tenth of a second.
+
+    >>> slot_advice(0.1), slot_advice(2.0, timer_seconds=1.0)
+    (0.6, 7.3)
+    """
+    return math.ceil(round((SLOT_MARGIN_SECONDS + timer_seconds + SLOT_SAFETY * fit_seconds) * 10, 6)) / 10
+
+
+def worst_fit_seconds(
+    fit: Callable[[np.ndarray, np.ndarray], Any], inputs: Sequence[tuple[str, Any, Any]]
+) -> float:
+    """The longest time ``fit(xs, ys)`` takes on the inputs (:func:`runtime_inputs`); a fit that
+    raises counts the time it took."""
+    worst = 0.0
+    for _, xs, ys in inputs:
+        start = time.perf_counter()
+        with contextlib.suppress(Exception):  # a failing fit still takes time (its default covers it)
+            fit(xs, ys)
+        worst = max(worst, time.perf_counter() - start)
+    return worst
 
 
 # -- the service's check -----------------------------------------------------------------------------

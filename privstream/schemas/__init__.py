@@ -6,7 +6,7 @@ in ``privstream/schemas/json/`` and a test keeps them equal to the models.
 
 from privstream.schemas.examples import SCHEMA_VERSION, Example, ExampleBatch, normalise_label
 from privstream.schemas.predictions import Prediction, PredictionBatch
-from privstream.schemas.releases import Certificate, HypothesisRelease, LifetimeBound, WindowInfo
+from privstream.schemas.releases import Certificate, HypothesisRelease, LifetimeBound, Publication, WindowInfo
 from privstream.schemas.sanitized import SanitizedRelease
 
 #: Every published or consumed model, by the file name of its JSON Schema.
@@ -29,6 +29,7 @@ __all__ = [
     "LifetimeBound",
     "Prediction",
     "PredictionBatch",
+    "Publication",
     "SanitizedRelease",
     "WindowInfo",
     "normalise_label",

@@ -1,7 +1,7 @@
 """Public releases: a private hypothesis (or sanitized data) with its privacy certificate.
 
 Everything on the public topics is one of these. The certificate states what a subscriber
-needs to trust the release (DESIGN.md §4): the mechanism, (ε, δ), the neighbouring relation,
+needs to trust the release: the mechanism, (ε, δ), the neighbouring relation,
 the privacy unit, whether privacy is information-theoretic or computational, the window, the
 sample size, the ledger entry, the budget left, the parameters, the DP outputs, the library
 version, and whether the paper's accuracy theorem holds at them.
@@ -78,6 +78,30 @@ class LifetimeBound(PublicMessage):
     rule: str = Field(description="the composition argument that gives the bound, in words")
 
 
+class Publication(PublicMessage):
+    """When a release is published, and the public bound on what its learner reads.
+
+    Every time an observer can see (the record's timestamp, its arrival on the topic, a public
+    page counting it) follows from ``scheduled_at``, a function of the configuration and the
+    worker's clock only, never of how long the learner ran on the data.
+    """
+
+    scheduled_at: datetime = Field(
+        description="the release's deadline: the end of its publication slot, publish_delay_seconds after "
+        "its node closed on the worker's clock (its time window's end plus the allowed lateness, or when its "
+        "count window's last example was taken in) or after the stream's previous slot; the Kafka record's "
+        "timestamp; public pages show the release from then on"
+    )
+    publish_delay_seconds: float = Field(gt=0, description="the length of one publication slot")
+    max_node_examples: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_SAFE_INTEGER,
+        description="the input cap: the learner reads at most this many examples (null: uncapped)",
+    )
+    rule: str = Field(description="what is published at scheduled_at, in words")
+
+
 class Certificate(PublicMessage):
     """The privacy certificate carried by every release."""
 
@@ -111,6 +135,9 @@ class Certificate(PublicMessage):
     )
     lifetime: LifetimeBound | None = Field(
         default=None, description="the per-example (or per-user) lifetime bound and its composition rule"
+    )
+    publication: Publication | None = Field(
+        default=None, description="the release's deadline and input cap (null: published when computed)"
     )
     epsilon_budget_remaining: float | None = None
     delta_budget_remaining: float | None = None

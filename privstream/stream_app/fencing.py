@@ -32,8 +32,9 @@ from typing import Any
 from privstream.agents.ledger_port import Charge, ChargeReceipt
 from privstream.stream_app.store.leases import Leases
 
-#: ``publish(topic, stream_id, release_bytes)``, as :data:`privstream.agents.releases.Publisher`.
-Publish = Callable[[str, str, bytes], Awaitable[None]]
+#: ``publish(topic, stream_id, release_bytes, timestamp_ms=...)``, as
+#: :class:`privstream.agents.releases.Publisher`.
+Publish = Callable[..., Awaitable[None]]
 
 
 class FencedLedger:
@@ -76,8 +77,8 @@ class FencedLedger:
 def fenced_publisher(publish: Publish, leases: Leases, partitions_of: Callable[[str], set[int]]) -> Publish:
     """``publish``, after checking that this worker still holds the stream's partitions."""
 
-    async def fenced(topic: str, stream_id: str, release: bytes) -> None:
+    async def fenced(topic: str, stream_id: str, release: bytes, *, timestamp_ms: int | None = None) -> None:
         await asyncio.to_thread(leases.check, partitions_of(stream_id))
-        await publish(topic, stream_id, release)
+        await publish(topic, stream_id, release, timestamp_ms=timestamp_ms)
 
     return fenced

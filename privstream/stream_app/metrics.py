@@ -15,6 +15,7 @@ from typing import Any, TypeVar, cast
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from privstream import __version__
+from privstream.agents.timing import DEFAULT_REASONS
 from privstream.agents.validation import INVALID_REASONS
 
 T = TypeVar("T")
@@ -144,10 +145,29 @@ class ServiceMetrics:
             ["stream"],
             registry=r,
         )
-        self.late_releases = Counter(
-            "privstream_late_releases_total",
-            "Time-window releases published after their scheduled time (the learner took longer than "
-            "publish_delay_seconds; operators only: the delay depends on the data).",
+        self.deadlines_missed = Counter(
+            "privstream_release_deadlines_missed_total",
+            "Releases published after their deadline (the worker was overloaded or the publication slot "
+            "is too short; operators only: the record's timestamp and the public pages keep the deadline).",
+            ["stream"],
+            registry=r,
+        )
+        self.release_lateness = Gauge(
+            "privstream_release_lateness_seconds",
+            "How late the stream's last release that missed its deadline was published.",
+            ["stream"],
+            registry=r,
+        )
+        self.release_defaults = Counter(
+            "privstream_release_defaults_total",
+            "Releases published as their data-independent default: the fit was unfinished at the "
+            "deadline, failed, or its process died (operators only).",
+            ["stream", "reason"],
+            registry=r,
+        )
+        self.publish_delay = Gauge(
+            "privstream_release_publish_delay_seconds",
+            "The stream's publication slot (publish_delay_seconds, configured or derived at start-up).",
             ["stream"],
             registry=r,
         )
@@ -195,10 +215,13 @@ class ServiceMetrics:
                 self.refusals,
                 self.release_failures,
                 self.late_examples,
-                self.late_releases,
+                self.deadlines_missed,
                 self.excluded_users,
             ):
                 child.labels(stream=stream)
+            for reason in DEFAULT_REASONS:
+                self.release_defaults.labels(stream=stream, reason=reason)
+            self.release_lateness.labels(stream=stream).set(0)
             self.epsilon_spent.labels(stream=stream).set(0)
             self.epsilon_remaining.labels(stream=stream).set(remaining)
             self.budget_exhausted.labels(stream=stream).set(0)
@@ -278,8 +301,15 @@ class ServiceMetrics:
     def late_example(self, stream_id: str) -> None:
         self.late_examples.labels(stream=stream_id).inc()
 
-    def release_late(self, stream_id: str) -> None:
-        self.late_releases.labels(stream=stream_id).inc()
+    def deadline_missed(self, stream_id: str, seconds_late: float) -> None:
+        self.deadlines_missed.labels(stream=stream_id).inc()
+        self.release_lateness.labels(stream=stream_id).set(seconds_late)
+
+    def default_released(self, stream_id: str, reason: str) -> None:
+        self.release_defaults.labels(stream=stream_id, reason=reason).inc()
+
+    def publication_slot(self, stream_id: str, seconds: float) -> None:
+        self.publish_delay.labels(stream=stream_id).set(seconds)
 
     def released_level(self, stream_id: str, level: int) -> None:
         self.releases_by_level.labels(stream=stream_id, level=str(level)).inc()

@@ -1,7 +1,7 @@
 """The service: a ``faust.App`` built from :class:`Settings`, with its topics, agents and pages.
 
 ``stream_app`` owns the app and hands topics, metrics and collaborators to the agents'
-registration functions, so the agents never import the service (DESIGN.md §2).
+registration functions, so the agents never import the service.
 """
 
 from __future__ import annotations
@@ -31,8 +31,9 @@ from privstream.schemas import LifetimeBound
 from privstream.schemas.releases import RELEASE_SCHEMA_VERSION
 from privstream.stream_app.fencing import FencedLedger, fenced_publisher
 from privstream.stream_app.kafka.ingest import IngestService
-from privstream.stream_app.learner_process import LearnerProcess
+from privstream.stream_app.learner_process import LearnerProcesses
 from privstream.stream_app.metrics import ServiceMetrics
+from privstream.stream_app.publication import derive_slots, slots_fall_behind
 from privstream.stream_app.settings import FAUST_ENV_PREFIX, ReleaseConfig, Settings, StreamConfig
 from privstream.stream_app.store import factory
 from privstream.stream_app.store.factory import Ledger, StateStore
@@ -232,7 +233,7 @@ def lifetime_bound(config: ReleaseConfig, user_budget: PrivacyCost | None = None
     disjoint), so parallel composition within a level and sequential composition over the L+1
     levels bound its loss by the sum over the levels of (learner ε + sanitizer ε), for ever.
     User level: a user's examples can lie in every node of a level, so the individual privacy
-    filter bounds each user by their deployment-wide budget (E-DESIGN §5).
+    filter bounds each user by their deployment-wide budget.
     """
     if config.privacy_unit == "user":
         budget = user_budget or PrivacyCost(config.epsilon_budget, config.delta_budget)
@@ -278,7 +279,7 @@ def lifetime_bound(config: ReleaseConfig, user_budget: PrivacyCost | None = None
 
 def stream_partition(partitions: int) -> Any:
     """The partition of the examples topic a stream's messages go to (Kafka's default partitioner
-    on the key ``stream_id``): its owner closes the stream's time windows (E-DESIGN §4)."""
+    on the key ``stream_id``): its owner closes the stream's time windows."""
     from aiokafka.partitioner import DefaultPartitioner
 
     partitioner = DefaultPartitioner()
@@ -400,6 +401,15 @@ def build_service(settings: Settings) -> Service:
             metrics.budget(sid, ledger.spent(sid).epsilon, ledger.remaining(sid).epsilon)
             metrics.lifetime(sid, ledger.spent(sid).epsilon, ledger.lifetime(sid).budget.epsilon)
         assert leases is not None
+        # A learner process per stream, off the GIL the ingest loop needs; a fit still running at
+        # its release's deadline is stopped there (learner_process.py).
+        processes = LearnerProcesses(policies).start()
+        policies = derive_slots(policies, processes, time_window_tick(policies))
+        for p in policies.values():
+            assert p.publish_delay_seconds is not None
+            metrics.publication_slot(p.stream_id, p.publish_delay_seconds)
+            if why := slots_fall_behind(p):
+                log.warning("%s", why)
         releases = ReleaseAgent(
             policies,
             store,
@@ -407,7 +417,7 @@ def build_service(settings: Settings) -> Service:
             fenced_publisher(publisher(ingest, settings), leases, source_partitions),
             metrics,
             library_version=__version__,
-            executor=LearnerProcess().start(),  # off the GIL the ingest loop needs (learner_process.py)
+            runner=processes,
             partition_of=key_partition,
         )
         pipeline.releases = releases
@@ -433,7 +443,7 @@ def build_service(settings: Settings) -> Service:
 
             @app.timer(time_window_tick(policies))
             async def _close_time_windows() -> None:
-                # Time windows close on the clock, with or without examples (issue 16.1, 16.2).
+                # Time windows close on the clock, with or without examples.
                 await releases.tick()
 
     probe = StoreProbe(store_ping(settings))
@@ -509,10 +519,13 @@ _background: set[asyncio.Future[None]] = set()
 
 
 def publisher(ingest: IngestService, settings: Settings) -> Any:
-    """Publish a release's bytes to its public topic and wait until Kafka has them."""
+    """Publish a release's bytes to its public topic and wait until Kafka has them; the record's
+    timestamp is the release's deadline (its scheduled time), never the moment it was sent."""
 
-    async def publish(topic: str, stream_id: str, release: bytes) -> None:
+    async def publish(topic: str, stream_id: str, release: bytes, *, timestamp_ms: int | None = None) -> None:
         header = ("schema_version", str(RELEASE_SCHEMA_VERSION).encode())
-        await ingest.publish(settings.topic(topic), stream_id.encode(), release, [header])
+        await ingest.publish(
+            settings.topic(topic), stream_id.encode(), release, [header], timestamp_ms=timestamp_ms
+        )
 
     return publish

@@ -49,13 +49,18 @@ class WindowConfig(BaseModel):
     and neighbouring windows differ by replacing one example. ``time`` windows hold the examples
     whose event time falls in ``[k*seconds, (k+1)*seconds)``; their size is private (add/remove-one).
 
-    Time windows close on the worker's clock, never on the data (issue 16.2): window k closes when
-    the clock passes ``(k+1)*seconds + allowed_lateness_seconds``, whether or not it holds
-    examples, and every window from the stream's start on is closed, charged and released. An
-    ``event_time`` further than ``max_event_time_skew_seconds`` from the worker's clock (either way)
-    is dead-lettered (``event_time_out_of_range``) before it touches a window, so no example can
-    move the schedule. A release is published ``publish_delay_seconds`` after its window closes (a
-    public time; a learner that needs longer makes it late, which operators see).
+    Time windows close on the worker's clock, never on the data: window k closes when the clock
+    passes ``(k+1)*seconds + allowed_lateness_seconds``, whether or not it holds examples, and every
+    window from the stream's start on is closed, charged and released. An ``event_time`` further
+    than ``max_event_time_skew_seconds`` from the worker's clock (either way) is dead-lettered
+    (``event_time_out_of_range``) before it touches a window, so no example can move the schedule.
+
+    Every release (count and time windows) is published at a deadline: the end of its slot of
+    ``publish_delay_seconds`` on the stream's learner, which starts when its node closes or when the
+    stream's previous slot ends. At the deadline the learner's output goes out if its fit finished,
+    otherwise a data-independent default charged the same. Unset, the slot is derived at start-up
+    from the learner's run time on public inputs of the input cap's size (``privstream plan
+    --node-size`` shows the same advice).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -70,11 +75,14 @@ class WindowConfig(BaseModel):
         description="time windows: an event_time further than this from the worker's "
         "clock (future or past) is dead-lettered as event_time_out_of_range (public)",
     )
-    publish_delay_seconds: float = Field(
-        default=0.0,
-        ge=0,
-        description="time windows: a release is published this long after its window "
-        "closes (public); a learner that needs longer makes the release late (an operator metric)",
+    publish_delay_seconds: float | None = Field(
+        default=None,
+        gt=0,
+        le=86_400,
+        description="the publication slot: a release is published this long after its node closes (or "
+        "after the stream's previous slot), with its learner's output if the fit finished, else a "
+        "data-independent default charged the same. Unset: derived at start-up from the learner's run "
+        "time on public inputs of max_node_examples examples",
     )
 
     @model_validator(mode="after")
@@ -115,7 +123,7 @@ class ReleaseConfig(BaseModel):
         ge=0,
         le=20,
         description="the release tree's top level L: a level-j release learns from "
-        "2^j consecutive windows (issue 17); every example is in one node per level. 0: windows only",
+        "2^j consecutive windows; every example is in one node per level. 0: windows only",
     )
     epsilon: float | None = Field(
         default=None,
@@ -155,10 +163,12 @@ class ReleaseConfig(BaseModel):
         default=100_000,
         ge=1,
         le=2**53,
-        description="feature vectors: the examples a node of the release tree keeps (its first ones by "
-        "arrival; stated in the certificate). With time windows a capped node's learner runs at half the "
-        "level's ε (an addition can become a replacement inside the kept set). null: keep every example "
-        "(memory grows with the node)",
+        description="the input cap: the examples a learner reads of a node of the release tree (a "
+        "uniformly random subset of a histogram node, the first ones by arrival of user rows and feature "
+        "vectors; stated in the certificate), so its run time has a public bound. Where n is private a "
+        "capped node's learner runs at half the level's ε (an addition can become a replacement inside "
+        "the kept set). null: read every example (no public run-time bound: then set "
+        "publish_delay_seconds where n is private)",
     )
 
     @model_validator(mode="after")
@@ -178,9 +188,14 @@ class ReleaseConfig(BaseModel):
                 "expected_size applies only where a window's size is private (time windows or "
                 "privacy_unit 'user'); count windows at the example level publish n"
             )
+        if self.n_private and self.max_node_examples is None and self.window.publish_delay_seconds is None:
+            raise ValueError(
+                "max_node_examples is null and a window's size is private: nothing bounds the learner's run "
+                "time, so the publication slot cannot be derived; set window.publish_delay_seconds"
+            )
         if self.privacy_unit == "user" and self.window.kind == "count":
             # A count window at the user level is cut by a private count: how many examples the
-            # users sent decides where the windows end (issue 16.8). The public clock cuts instead.
+            # users sent decides where the windows end. The public clock cuts instead.
             raise ValueError(
                 "privacy_unit 'user' needs time windows (window kind 'time'): count windows would be cut "
                 "by the number of examples users send, which is private at the user level"
@@ -371,7 +386,7 @@ class Settings(BaseSettings):
         "embedded broker waits all of it (Kafka's default 500 ms put ~0.6 s into p50 latency)",
     )
 
-    # --- web: two listeners (DESIGN.md §4, trust boundary) --------------------------------------
+    # --- web: two listeners (the trust boundary) ------------------------------------------------
     public_host: str = Field(default="127.0.0.1", description="public listener: releases, budgets, pages")
     public_port: int = Field(default=6066, ge=1, le=65535)
     operator_host: str = Field(
@@ -387,7 +402,7 @@ class Settings(BaseSettings):
         default=60.0, gt=0, description="/healthz fails when received examples wait this long"
     )
 
-    # --- the individual privacy filter (user level; E-DESIGN §5) --------------------------------
+    # --- the individual privacy filter (user level) ---------------------------------------------
     user_epsilon_budget: float | None = Field(
         default=None,
         gt=0,

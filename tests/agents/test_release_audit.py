@@ -45,12 +45,10 @@ PAIR = (
 class SkipsEmptyWindows(ReleaseAgent):
     """The broken variant: today's bug, windows without examples are never released."""
 
-    def _schedule(self, state, window_id, coro):
-        index = int(window_id.rsplit("-", 1)[1])
+    def _schedule_node(self, policy, state, level, index, closed_at):
         if index not in self.store.pending_time_windows("s"):
-            coro.close()
             return
-        super()._schedule(state, window_id, coro)
+        super()._schedule_node(policy, state, level, index, closed_at)
 
 
 def release_path(agent_class: type[ReleaseAgent]):

@@ -207,7 +207,7 @@ class CountsAnExampleInTwoWindows(ReleaseAgent):
     """Broken on purpose: a level-0 window also learns from the previous window's examples, so
     every example is in two windows of level 0 (really 2·3 + 0.1 per example, not 3.1)."""
 
-    async def _release(self, policy, window_id, info, load, close, publish_at=None, level=0):
+    async def _release(self, policy, window_id, info, load, close, deadline=None, level=0):
         if level == 0:
 
             def load_with_previous(load=load):
@@ -219,7 +219,7 @@ class CountsAnExampleInTwoWindows(ReleaseAgent):
                 return WindowData(*(np.concatenate([p, d]) for p, d in zip(previous, data, strict=True)))
 
             load = load_with_previous
-        await super()._release(policy, window_id, info, load, close, publish_at, level)
+        await super()._release(policy, window_id, info, load, close, deadline, level)
 
 
 @pytest.mark.parametrize(
@@ -315,16 +315,11 @@ def test_exact_tree_audit_every_example_in_one_node_per_level():
 async def test_a_node_left_unreleased_by_a_crash_is_released_after_restart_once():
     """The worker died after window 1 closed and before node L1-0 was released."""
     from privstream.agents.releases import ReleaseAgent
-    from privstream.agents.windows import count_window_id
     from tests.agents.test_releases import Published, RecordingMetrics, examples, feed, make_agent, policy
 
     class DiesBeforeNodes(ReleaseAgent):
-        def _schedule_window(self, policy, state, index):
-            self._schedule(
-                state,
-                count_window_id(self.store.generation, index, policy.window_size),
-                self._release_node(policy, 0, index),
-            )
+        def _schedule_window(self, policy, state, index, closed_at):
+            self._schedule_node(policy, state, 0, index, closed_at)
 
     first = make_agent({"s": policy(levels=1)}, publish=Published())
     first.__class__ = DiesBeforeNodes

@@ -18,7 +18,7 @@ from privstream.schemas import Example, HypothesisRelease
 from privstream.stream_app.sdk import Release
 from privstream.stream_app.store.sqlite_ledger import SqliteLedger
 from privstream.stream_app.store.sqlite_state import SqliteStateStore
-from tests.agents.twins import T0, FakeClock
+from tests.agents.twins import T0, FakeClock, SimulatedFits, inline, move_clock
 
 CLASS = parse_class_spec("thresholds:1024")
 TARGET = 600
@@ -44,8 +44,11 @@ class RecordingMetrics:
     def late_example(self, stream_id):
         self.events["late"] += 1
 
-    def release_late(self, stream_id):
-        self.events["late_release"] += 1
+    def deadline_missed(self, stream_id, seconds_late):
+        self.events["deadline_missed"] += 1
+
+    def default_released(self, stream_id, reason):
+        self.events[f"default_{reason}"] += 1
 
     def released_level(self, stream_id, level):
         self.events[f"level{level}"] += 1
@@ -58,13 +61,15 @@ class Published:
     def __init__(self, fail_times: int = 0):
         self.messages: list[tuple[str, bytes]] = []
         self.sanitized: list[tuple[str, bytes]] = []
+        self.stamps: list[int | None] = []  # each record's timestamp (None: the send time)
         self.fail_times = fail_times
 
-    async def __call__(self, topic: str, stream_id: str, release: bytes) -> None:
+    async def __call__(self, topic: str, stream_id: str, release: bytes, *, timestamp_ms=None) -> None:
         if self.fail_times:
             self.fail_times -= 1
             raise ConnectionError("broker unavailable")
         (self.messages if topic == "hypotheses" else self.sanitized).append((stream_id, release))
+        self.stamps.append(timestamp_ms)
 
     def releases(self):
         return [HypothesisRelease.model_validate_json(b) for _, b in self.messages]
@@ -87,12 +92,16 @@ def make_agent(
     store=None,
     publish=None,
     metrics=None,
-    executor=None,
+    runner=None,
     rng_factory=None,
     clock=None,
+    simulated=False,
 ):
+    """A release agent on in-memory stores; ``simulated``: everything inline on the event loop and
+    fits on the fake ``clock`` (tests/agents/twins.py), for tests that move time through deadlines."""
     ledger = ledger or SqliteLedger.open(":memory:", budgets={p: budget for p in policies})
     store = store or SqliteStateStore(":memory:")
+    options = {"runner": SimulatedFits(clock), "offload": inline} if simulated else {"runner": runner}
     agent = ReleaseAgent(
         policies,
         store,
@@ -101,7 +110,7 @@ def make_agent(
         metrics or RecordingMetrics(),
         library_version="test",
         rng_factory=rng_factory or (lambda window_id: seeded(zlib.crc32(window_id.encode()))),
-        executor=executor,
+        **options,
         **({"clock": clock} if clock is not None else {}),
     )
     return agent
@@ -122,6 +131,12 @@ def examples(n, start=0, seed=0, user=None):
 
 async def feed(agent, batch, chunk=37):
     """Hand the examples to the agent in chunks, as the ingest pipeline does after each poll."""
+    observe(agent, batch, chunk)
+    await agent.drain()
+
+
+def observe(agent, batch, chunk=37):
+    """:func:`feed` without waiting for the releases."""
     for start in range(0, len(batch), chunk):
         part = batch[start : start + chunk]
         agent.observe_batch(
@@ -134,24 +149,24 @@ async def feed(agent, batch, chunk=37):
             [e.event_time for e, _, _ in part],
             [None] * len(part),
         )
-    await agent.drain()
 
 
 async def test_learners_in_the_child_process_release_what_a_thread_releases():
-    """The service runs learners in a LearnerProcess; with the same seeds it must publish the same
-    hypotheses and synthetic distributions as the in-thread executor."""
+    """The service runs learners in a process per stream; with the same seeds it must publish the
+    same hypotheses and synthetic distributions as in a thread."""
     from privstream.learning.sanitizers import make_sanitizer
-    from privstream.stream_app.learner_process import LearnerProcess
+    from privstream.stream_app.learner_process import LearnerProcesses
 
     published = []
-    with LearnerProcess() as child:
-        for executor in (None, child):
+    children = LearnerProcesses(["s"])
+    try:
+        for runner in (None, children):
             publish = Published()
             # Seeds from the window's place, not its store's random generation: both runs alike.
             agent = make_agent(
                 {"s": policy(sanitizer=make_sanitizer("mwem"))},
                 publish=publish,
-                executor=executor,
+                runner=runner,
                 rng_factory=lambda window_id: seeded(zlib.crc32(window_id.split("-", 1)[1].encode())),
             )
             await feed(agent, examples(250))
@@ -161,6 +176,8 @@ async def test_learners_in_the_child_process_release_what_a_thread_releases():
                     [json.loads(b)["distribution"] for _, b in publish.sanitized],
                 )
             )
+    finally:
+        children.shutdown()
     assert len(published[0][0]) == 2 and len(published[0][1]) == 2
     assert published[0] == published[1]
 
@@ -344,20 +361,25 @@ async def test_time_windows_close_on_the_clock_empty_ones_too_and_hide_n():
     assert metrics.window_sizes == [90, 0, 0, 0]
 
 
-async def test_a_release_is_published_at_its_scheduled_time_not_when_its_learner_finishes():
+async def test_a_release_is_published_at_its_deadline_stamped_with_it_not_when_its_learner_finishes():
     publish, metrics = Published(), RecordingMetrics()
-    clock = FakeClock(T0)
+    clock = FakeClock(T0, simulated=True)
     p = policy(window_kind="time", window_seconds=60.0, expected_size=50, publish_delay_seconds=30.0)
-    agent = make_agent({"s": p}, publish=publish, metrics=metrics, clock=clock)
-    await feed(agent, timed(examples(10), T0))
-    clock.now = T0 + 61
+    agent = make_agent({"s": p}, publish=publish, metrics=metrics, clock=clock, simulated=True)
+    observe(agent, timed(examples(10), T0))
+    await move_clock(clock, T0 + 61)
     await agent.tick()
-    await agent.drain()
-    assert publish.messages == [] and len(agent.ledger.entries("s")) == 1  # charged, not published yet
+    await move_clock(clock, T0 + 89.9)
+    # charged (reserved, with its deadline), but neither completed nor published before the deadline
+    assert agent.ledger.reservation("s", "t60-L0-29453760", "learner:generic").scheduled_at == T0 + 90
+    assert publish.messages == [] and agent.ledger.entries("s") == []
     assert await agent.replay_outbox() == 0  # the outbox does not publish it early either
-    clock.now = T0 + 90
-    await agent.tick()
+    await move_clock(clock, T0 + 90)
     assert len(publish.messages) == 1 and agent.ledger.entries("s")[0].published
+    assert publish.stamps == [(T0 + 90) * 1000]  # the record's timestamp is the deadline
+    certificate = publish.releases()[0].certificate
+    assert certificate.publication.scheduled_at.timestamp() == T0 + 90
+    assert certificate.publication.publish_delay_seconds == 30.0
 
 
 async def test_where_n_is_private_the_algorithms_get_expected_size_and_the_certificate_their_outputs():

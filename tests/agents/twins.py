@@ -1,14 +1,25 @@
-"""Twin runs: the release path on two neighbouring inputs, every public artefact compared.
+"""Twin runs: the release path on two neighbouring inputs, every public artefact and time compared.
 
 A twin run feeds the ingest pipeline (validation, the online SOA, the release agent) with a
 scripted sequence of steps on an injected clock, in process, with an in-memory ledger and state
 store and seeded randomness. It records everything the public can see:
 
 * the messages on the public topics, in order: topic, key, and the release JSON with its DP outputs
-  taken out (``hypothesis``, ``distribution``, ``certificate.dp_outputs``), and the clock's time at
-  which each was published;
-* the ledger's entries (ids, window ids, mechanisms, ε, δ, whether published) and refusals;
-* the public pages' JSON (``/streams`` and ``/streams/{id}/budget``).
+  taken out (``hypothesis``, ``distribution``, ``certificate.dp_outputs``); when each arrived on the
+  topic (the clock's time at the send) and the record's timestamp (the send time when the publisher
+  is given none, as Kafka stamps it);
+* the ledger's entries (public ids, window ids, mechanisms, ε, δ, whether published) and refusals;
+* the public pages' JSON (``/streams``, ``/streams/{id}/budget``, ``/streams/{id}/releases``) after
+  every event, and when each version of each page was first shown.
+
+**Time is simulated.** Nothing runs in a thread: the ledger and store calls run inline and the
+learners run in :class:`SimulatedFits`, which computes a fit at once and then holds its result
+until the clock has moved by the fit's simulated duration (what the learner charged with
+:meth:`FakeClock.spend`; a learner "slow in n" spends time in proportion to its input). The run
+moves the clock from event to event (the steps, every deadline and every fit's end, in time
+order) and lets the agent settle after each, so two runs see exactly the same sequence of times.
+Against a release agent without deadlines or fit runners (today's code before them), a learner's
+spent time moves the clock at once, as a fit holding up the worker would.
 
 Two runs on neighbouring inputs must agree on all of it: only the DP outputs themselves may differ
 (they are what differential privacy makes indistinguishable). :func:`assert_twins` compares field
@@ -19,10 +30,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import heapq
 import inspect
 import json
 import zlib
 from collections.abc import Callable, Sequence
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -38,20 +51,130 @@ from privstream.stream_app.metrics import ServiceMetrics
 from privstream.stream_app.settings import StreamConfig
 from privstream.stream_app.store.sqlite_ledger import SqliteLedger
 from privstream.stream_app.store.sqlite_state import SqliteStateStore
-from privstream.stream_app.web.public import budget, streams_overview
+from privstream.stream_app.web import public
+from privstream.stream_app.web.page import ReleaseHistory
 
 #: A fixed, public start of the schedule in the tests (2026-01-01T00:00:00Z): a multiple of 60 s.
 T0 = datetime(2026, 1, 1, tzinfo=UTC).timestamp()
 
+#: The publication slot of the twins' streams when their configuration leaves it to the service.
+TWIN_SLOT_SECONDS = 5.0
+
 
 class FakeClock:
-    """An injected clock: tests move time, nothing sleeps."""
+    """An injected clock: tests move time, nothing sleeps in real time.
 
-    def __init__(self, now: float = T0):
-        self.now = now
+    ``sleep_until`` waits until the clock is moved to or past the moment; ``spend`` is how a
+    simulated learner says how long its fit takes (:class:`SimulatedFits` holds the fit's result
+    for that long; without a simulation, ``spend`` moves the clock at once).
+    """
+
+    def __init__(self, now: float = T0, *, simulated: bool = False):
+        self._now = now
+        self._waiters: list[tuple[float, int, asyncio.Future[None]]] = []
+        self._order = 0
+        self.simulated = simulated
+        self.spent = 0.0
 
     def __call__(self) -> float:
-        return self.now
+        return self._now
+
+    @property
+    def now(self) -> float:
+        return self._now
+
+    @now.setter
+    def now(self, moment: float) -> None:
+        self._now = moment
+        while self._waiters and self._waiters[0][0] <= moment:
+            _, _, waiter = heapq.heappop(self._waiters)
+            if not waiter.done():
+                waiter.set_result(None)
+
+    async def sleep_until(self, moment: float) -> None:
+        if moment <= self._now:
+            return
+        waiter = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._waiters, (moment, self._order, waiter))
+        self._order += 1
+        await waiter
+
+    def next_wakeup(self) -> float | None:
+        """The earliest moment something waits for, if anything does."""
+        while self._waiters and self._waiters[0][2].done():
+            heapq.heappop(self._waiters)
+        return self._waiters[0][0] if self._waiters else None
+
+    def spend(self, seconds: float) -> None:
+        if self.simulated:
+            self.spent += seconds
+        else:
+            self.now = self._now + seconds
+
+    def take_spent(self) -> float:
+        spent, self.spent = self.spent, 0.0
+        return spent
+
+
+class SimulatedFits:
+    """A fit runner on the fake clock (``FitRunner``): the fit runs at once, inline; its result is
+    held until the clock has moved by the time it spent, or it is given up at its deadline. A fit
+    that raises ``BrokenProcessPool`` stands for one whose process died."""
+
+    def __init__(self, clock: FakeClock):
+        self.clock = clock
+
+    async def run(self, stream_id: str, call: Callable[[], Any], deadline: float | None) -> Any:
+        from privstream.agents.timing import FitProcessDied, FitTimedOut
+
+        start = self.clock()
+        self.clock.take_spent()
+        outcome: tuple[str, Any]
+        try:
+            outcome = ("result", call())
+        except BrokenProcessPool as exc:
+            outcome = ("died", exc)
+        except Exception as exc:
+            outcome = ("raised", exc)
+        end = start + self.clock.take_spent()
+        if deadline is not None and end > deadline:
+            await self.clock.sleep_until(deadline)
+            raise FitTimedOut(f"simulated fit ends at {end}, after its deadline {deadline}")
+        await self.clock.sleep_until(end)
+        kind, value = outcome
+        if kind == "died":
+            raise FitProcessDied(str(value))
+        if kind == "raised":
+            raise value
+        return value
+
+
+async def inline(function: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+    """The agent's offload, inline: no thread, so every run takes the same steps in the same order."""
+    return function(*args, **kwargs)
+
+
+async def settle() -> None:
+    """Let every task that can run, run (all of a simulated run's work is on this event loop)."""
+    loop = asyncio.get_running_loop()
+    for _ in range(100_000):
+        await asyncio.sleep(0)
+        if not getattr(loop, "_ready", None):
+            return
+
+
+async def move_clock(clock: FakeClock, moment: float, settled: Callable[[], Any] | None = None) -> None:
+    """Move the clock to ``moment`` through every moment something waits for before it, in order,
+    letting the agent settle (and calling ``settled``) after each."""
+    while (wakeup := clock.next_wakeup()) is not None and wakeup <= moment:
+        clock.now = max(wakeup, clock.now)
+        await settle()
+        if settled is not None:
+            settled()
+    clock.now = max(moment, clock.now)
+    await settle()
+    if settled is not None:
+        settled()
 
 
 @dataclass
@@ -71,9 +194,14 @@ class Observed:
     ledger: list[dict[str, Any]] = field(default_factory=list)
     refusals: int = 0
     pages: dict[str, Any] = field(default_factory=dict)
+    page_times: list[tuple[float, str, Any]] = field(default_factory=list)  # (time, page, JSON) on change
     late: float = 0.0
     failures: float = 0.0
     invalid: dict[str, int] = field(default_factory=dict)  # operator-side: dead letters by reason
+
+    def first_shown(self, page: str) -> list[tuple[float, Any]]:
+        """When each version of a page was first shown, and what it showed."""
+        return [(moment, content) for moment, name, content in self.page_times if name == page]
 
 
 def _accepts(function: Callable[..., Any], name: str) -> bool:
@@ -82,91 +210,147 @@ def _accepts(function: Callable[..., Any], name: str) -> bool:
 
 def split_dp(release: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """(the release minus its DP outputs, the DP outputs)."""
-    public = json.loads(json.dumps(release))
-    dp = {key: public.pop(key) for key in ("hypothesis", "distribution") if key in public}
-    dp["dp_outputs"] = public["certificate"].pop("dp_outputs", None)
-    return public, dp
+    public_part = json.loads(json.dumps(release))
+    dp = {key: public_part.pop(key) for key in ("hypothesis", "distribution") if key in public_part}
+    dp["dp_outputs"] = public_part["certificate"].pop("dp_outputs", None)
+    return public_part, dp
 
 
 class TwinRun:
-    """One run of the release path on an injected clock."""
+    """One run of the release path on an injected clock, for one stream or several."""
 
     def __init__(
         self,
-        stream: StreamConfig,
+        stream: StreamConfig | Sequence[StreamConfig],
         *,
         budget: tuple[float, float] | None = None,
         rng_seed: int = 0,
-        executor: Any = None,
         learner: Any = None,
+        learners: dict[str, Any] | None = None,
+        slot_seconds: float = TWIN_SLOT_SECONDS,
     ):
         from privstream.stream_app.service import release_policy
 
-        self.stream = stream
-        self.clock = FakeClock()
-        # a stream of feature vectors has no class and no online SOA: private releases only
-        hclass = parse_class_spec(stream.hypothesis_class) if stream.kind == "class" else None
-        policy = release_policy(stream, hclass)
-        if learner is not None:  # a learner swapped in (e.g. one that fails on some data)
-            # the configured product with its algorithm swapped: every other field (ε per level) kept
-            products = (dataclasses.replace(policy.products[0], algorithm=learner), *policy.products[1:])
-            policy = dataclasses.replace(policy, products=products)
-        release = stream.release
-        assert release is not None
-        self.ledger = SqliteLedger.open(
-            ":memory:", budgets={stream.name: budget or (release.epsilon_budget, release.delta_budget)}
-        )
+        self.streams = [stream] if isinstance(stream, StreamConfig) else list(stream)
+        self.stream = self.streams[0]
+        # Deadlines need a runner the clock drives; without one (a release agent before deadlines)
+        # a learner's spent time moves the clock at once.
+        self.simulated = _accepts(ReleaseAgent.__init__, "runner")
+        self.clock = FakeClock(simulated=self.simulated)
+        swapped = dict(learners or {})
+        if learner is not None:
+            swapped.setdefault(self.stream.name, learner)
+        policies, online, domains = {}, {}, {}
+        for config in self.streams:
+            # a stream of feature vectors has no class and no online SOA: private releases only
+            hclass = parse_class_spec(config.hypothesis_class) if config.kind == "class" else None
+            policy = release_policy(config, hclass)
+            if config.name in swapped:  # a learner swapped in (e.g. one that fails on some data)
+                algorithm = swapped[config.name]
+                if hasattr(algorithm, "bind"):
+                    algorithm.bind(self.clock)
+                # the configured product with its algorithm swapped: every other field (ε per level) kept
+                products = (
+                    dataclasses.replace(policy.products[0], algorithm=algorithm),
+                    *policy.products[1:],
+                )
+                policy = dataclasses.replace(policy, products=products)
+            if self.simulated and policy.publish_delay_seconds is None:  # the service derives it
+                policy = dataclasses.replace(policy, publish_delay_seconds=slot_seconds)
+            policies[config.name] = policy
+            if hclass is not None:
+                domains[config.name] = integer_domain(hclass.check_point)
+                online[config.name] = OnlineStream(config.name, hclass, config.soa_tie)
+            else:
+                domains[config.name] = vector_domain(config.features or 0)
+        budgets = {}
+        for config in self.streams:
+            assert config.release is not None
+            budgets[config.name] = budget or (config.release.epsilon_budget, config.release.delta_budget)
+        self.ledger = SqliteLedger.open(":memory:", budgets=budgets)
         self.store = SqliteStateStore(":memory:")
         self.store.generation = "gen0"  # both twins: the same store generation (it names count windows)
-        self.metrics = ServiceMetrics([stream.name], release_streams={stream.name: (0.0, ["x"])})
+        names = [c.name for c in self.streams]
+        self.metrics = ServiceMetrics(names, release_streams={name: (0.0, ["x"]) for name in names})
         self.observed = Observed()
-        options: dict[str, Any] = {}
-        if _accepts(ReleaseAgent.__init__, "clock"):
-            options["clock"] = self.clock
+        options: dict[str, Any] = {"clock": self.clock} if _accepts(ReleaseAgent.__init__, "clock") else {}
+        if self.simulated:
+            options |= {"runner": SimulatedFits(self.clock), "offload": inline}
         self.agent = ReleaseAgent(
-            {stream.name: policy},
+            policies,
             self.store,
             self.ledger,
             self._publish,
             self.metrics,
             library_version="test",
-            executor=executor,
             rng_factory=lambda key: seeded(zlib.crc32(f"{rng_seed}/{key}".encode())),
             **options,
         )
         validator_options: dict[str, Any] = {}
         if _accepts(ExampleValidator.__init__, "clock"):
-            skew = getattr(release.window, "max_event_time_skew_seconds", None)
-            validator_options = {
-                "clock": self.clock,
-                "event_time_skew": {stream.name: skew} if release.window.kind == "time" else {},
+            skews = {
+                c.name: c.release.window.max_event_time_skew_seconds
+                for c in self.streams
+                if c.release is not None and c.release.window.kind == "time"
             }
-        user_level = frozenset({stream.name}) if release.privacy_unit == "user" else frozenset()
-        if hclass is not None:
-            domain = integer_domain(hclass.check_point)
-            online = {stream.name: OnlineStream(stream.name, hclass, stream.soa_tie)}
-        else:
-            domain, online = vector_domain(stream.features or 0), {}
-        validator = ExampleValidator({stream.name: domain}, user_level=user_level, **validator_options)
-        learners = OnlineLearners(online, self.metrics, self.store)
-        self.pipeline = IngestPipeline(validator, learners, self.metrics, Progress(), self.agent)
+            validator_options = {"clock": self.clock, "event_time_skew": skews}
+        user_level = frozenset(
+            c.name for c in self.streams if c.release is not None and c.release.privacy_unit == "user"
+        )
+        validator = ExampleValidator(domains, user_level=user_level, **validator_options)
+        learners_online = OnlineLearners(online, self.metrics, self.store)
+        self.pipeline = IngestPipeline(validator, learners_online, self.metrics, Progress(), self.agent)
         self.offset = 0
+        self._histories = {c.name: ReleaseHistory() for c in self.streams}
+        self._shown: dict[str, Any] = {}
 
-    async def _publish(self, topic: str, stream_id: str, release: bytes) -> None:
-        public, dp = split_dp(json.loads(release))
+    async def _publish(
+        self, topic: str, stream_id: str, release: bytes, *, timestamp_ms: int | None = None
+    ) -> None:
+        public_part, dp = split_dp(json.loads(release))
+        arrived = self.clock()
         self.observed.messages.append(
-            {"topic": topic, "key": stream_id, "release": public, "published_at": self.clock()}
+            {
+                "topic": topic,
+                "key": stream_id,
+                "release": public_part,
+                "published_at": arrived,
+                # Kafka stamps a record with its send time unless the producer gives one
+                "timestamp": arrived if timestamp_ms is None else timestamp_ms / 1000,
+            }
         )
         self.observed.dp.append(dp)
 
+    # --- driving the clock ---------------------------------------------------------------------
+    async def _settle(self) -> None:
+        if self.simulated:
+            await settle()
+        else:
+            await self.agent.drain()
+            await asyncio.sleep(0)
+        self._look_at_pages()
+
+    async def _advance_to(self, moment: float) -> None:
+        """Move the clock to ``moment`` through every wakeup before it, settling after each."""
+        if self.simulated:
+            await move_clock(self.clock, moment, self._look_at_pages)
+            return
+        self.clock.now = max(moment, self.clock.now)
+        await self._settle()
+
     async def run(self, steps: Sequence[Step]) -> Observed:
         for step in steps:
-            self.clock.now = step.at
+            await self._advance_to(step.at)
             records = []
             for message in step.messages:
                 records.append(
                     RawRecord(
-                        "examples", 0, self.offset, None, json.dumps(message).encode(), int(step.at * 1000)
+                        "examples",
+                        0,
+                        self.offset,
+                        None,
+                        json.dumps(message).encode(),
+                        int(self.clock() * 1000),
                     )
                 )
                 self.offset += 1
@@ -175,37 +359,66 @@ class TwinRun:
             tick = getattr(self.agent, "tick", None)
             if tick is not None:
                 await tick()
-            await self.agent.drain()
-            await asyncio.sleep(0)
+            await self._settle()
+        # Everything scheduled goes out: move the clock through the remaining deadlines.
+        while self.simulated and (wakeup := self.clock.next_wakeup()) is not None:
+            await self._advance_to(wakeup)
+        await self.agent.drain()
         return self.finish()
+
+    # --- what the public sees --------------------------------------------------------------------
+    def _pages(self) -> dict[str, Any]:
+        now = {"now": self.clock()} if _accepts(public.lifetime, "now") else {}
+        pages: dict[str, Any] = {
+            "streams": public.streams_overview(self.streams, self.ledger, **now),
+        }
+        for config in self.streams:
+            pages[f"budget/{config.name}"] = public.budget(config, self.ledger, **now)
+            entries = self.ledger.entries(config.name, **({"visible_at": now["now"]} if now else {}))
+            pages[f"releases/{config.name}"] = self._histories[config.name].of(entries)
+        return json.loads(json.dumps(pages))
+
+    def _look_at_pages(self) -> None:
+        for name, content in self._pages().items():
+            if self._shown.get(name) != content:
+                self._shown[name] = content
+                self.observed.page_times.append((self.clock(), name, content))
 
     def finish(self) -> Observed:
         o = self.observed
-        sid = self.stream.name
-        o.ledger = [
-            {
-                "entry_id": c.entry_id,
-                "window_id": c.window_id,
-                "mechanism": c.mechanism,
-                "epsilon": c.epsilon,
-                "delta": c.delta,
-                "published": c.published,
-            }
-            for c in self.ledger.entries(sid)
-        ]
-        o.refusals = self.ledger.refusals(sid)
+        o.ledger = []
+        for config in self.streams:
+            o.ledger += [
+                {
+                    "ledger_entry_id": getattr(c, "public_id", c.entry_id),
+                    "window_id": c.window_id,
+                    "mechanism": c.mechanism,
+                    "epsilon": c.epsilon,
+                    "delta": c.delta,
+                    "published": c.published,
+                }
+                for c in self.ledger.entries(config.name)
+            ]
+        o.refusals = sum(self.ledger.refusals(c.name) for c in self.streams)
+        pages = self._pages()
         o.pages = {
-            "streams": json.loads(json.dumps(streams_overview([self.stream], self.ledger))),
-            "budget": json.loads(json.dumps(budget(self.stream, self.ledger))),
+            "streams": pages["streams"],
+            "budget": pages[f"budget/{self.stream.name}"],
+            **{name: content for name, content in pages.items() if name != "streams"},
         }
-        o.late = self.metrics.late_examples.labels(stream=sid)._value.get()
-        o.failures = self.metrics.release_failures.labels(stream=sid)._value.get()
+        o.late = sum(self.metrics.late_examples.labels(stream=c.name)._value.get() for c in self.streams)
+        o.failures = sum(
+            self.metrics.release_failures.labels(stream=c.name)._value.get() for c in self.streams
+        )
         o.invalid = {k: v for k, v in self.metrics.invalid_counts.items() if v}
         return o
 
 
 async def twins(
-    stream: StreamConfig, first: Sequence[Step], second: Sequence[Step], **options: Any
+    stream: StreamConfig | Sequence[StreamConfig],
+    first: Sequence[Step],
+    second: Sequence[Step],
+    **options: Any,
 ) -> tuple[Observed, Observed]:
     """Run the two neighbouring inputs with the same seeds."""
     a = await TwinRun(stream, **options).run(first)
@@ -214,7 +427,7 @@ async def twins(
 
 
 def assert_twins(a: Observed, b: Observed) -> None:
-    """Every public artefact equal, field by field; the first difference is named."""
+    """Every public artefact and time equal, field by field; the first difference is named."""
     assert len(a.messages) == len(b.messages), (
         f"different numbers of public messages: {len(a.messages)} vs {len(b.messages)}: "
         f"{[m['release']['certificate'].get('window') for m in a.messages]} vs "
@@ -225,6 +438,11 @@ def assert_twins(a: Observed, b: Observed) -> None:
     assert a.ledger == b.ledger, f"ledger entries differ: {a.ledger} vs {b.ledger}"
     assert a.refusals == b.refusals, f"refusals differ: {a.refusals} vs {b.refusals}"
     _same(a.pages, b.pages, "public pages")
+    _same(
+        [[moment, name, content] for moment, name, content in a.page_times],
+        [[moment, name, content] for moment, name, content in b.page_times],
+        "public pages over time (when each version was first shown)",
+    )
 
 
 def _same(x: Any, y: Any, where: str) -> None:
@@ -233,7 +451,7 @@ def _same(x: Any, y: Any, where: str) -> None:
         for key in x:
             _same(x[key], y[key], f"{where}.{key}")
     elif isinstance(x, list) and isinstance(y, list):
-        assert len(x) == len(y), f"{where}: lengths differ: {len(x)} vs {len(y)}"
+        assert len(x) == len(y), f"{where}: lengths differ: {len(x)} vs {len(y)}: {x} vs {y}"
         for i, (u, v) in enumerate(zip(x, y, strict=True)):
             _same(u, v, f"{where}[{i}]")
     else:
@@ -257,3 +475,40 @@ def example(
     if user is not None:
         message["user_id"] = user
     return message
+
+
+# --- learners with a public run-time profile (the twins of the timing findings) ---------------------
+
+
+class SlowInN:
+    """A learner whose fit takes ``seconds_per_example`` per example of its input (on the run's
+    clock), otherwise the wrapped one."""
+
+    def __init__(self, inner: Any, seconds_per_example: float):
+        self.inner = inner
+        self.name = inner.name
+        self.seconds_per_example = seconds_per_example
+        self.clock: FakeClock | None = None
+
+    def bind(self, clock: FakeClock) -> None:
+        self.clock = clock
+
+    def fit(self, hclass: Any, xs: Any, ys: Any, **kwargs: Any) -> Any:
+        assert self.clock is not None, "bind the learner to the run's clock (TwinRun does)"
+        self.clock.spend(self.seconds_per_example * len(xs))
+        return self.inner.fit(hclass, xs, ys, **kwargs)
+
+
+class DiesOn:
+    """A learner whose process dies (``BrokenProcessPool``, as an out-of-memory kill of the child)
+    when its input holds the point ``poison``, otherwise the wrapped one."""
+
+    def __init__(self, inner: Any, poison: int):
+        self.inner = inner
+        self.name = inner.name
+        self.poison = poison
+
+    def fit(self, hclass: Any, xs: Any, ys: Any, **kwargs: Any) -> Any:
+        if self.poison in list(xs):
+            raise BrokenProcessPool("the learner's process died (killed on this data)")
+        return self.inner.fit(hclass, xs, ys, **kwargs)

@@ -169,7 +169,7 @@ def release_agent(algorithm: Algorithm, size: int, published: list[tuple[str, by
         ":memory:", budgets={STREAM: (stream.release.epsilon_budget, stream.release.delta_budget)}
     )
 
-    async def publish(topic: str, stream_id: str, release: bytes) -> None:
+    async def publish(topic: str, stream_id: str, release: bytes, *, timestamp_ms: int | None = None) -> None:
         published.append((topic, release))
 
     return ReleaseAgent(
@@ -221,7 +221,10 @@ class NullMetrics:
     def late_example(self, stream_id: str) -> None:
         pass
 
-    def release_late(self, stream_id: str) -> None:
+    def deadline_missed(self, stream_id: str, seconds_late: float) -> None:
+        pass
+
+    def default_released(self, stream_id: str, reason: str) -> None:
         pass
 
     def released_level(self, stream_id: str, level: int) -> None:
@@ -234,7 +237,7 @@ class NullMetrics:
 def empty_window_release(algorithm: Algorithm) -> bytes:
     """The bytes the release agent publishes for a time window that holds no example.
 
-    Time windows close on the clock whether or not they hold data (DESIGN.md §4, issue 16.1): the
+    Time windows close on the clock whether or not they hold data: the
     agent's clock is moved past the first window's end without any example.
     """
     from privstream.stream_app.service import release_policy
@@ -254,7 +257,7 @@ def empty_window_release(algorithm: Algorithm) -> bytes:
     ledger = SqliteLedger.open(":memory:", budgets={STREAM: (release.epsilon_budget, release.delta_budget)})
     published: list[tuple[str, bytes]] = []
 
-    async def publish(topic: str, stream_id: str, body: bytes) -> None:
+    async def publish(topic: str, stream_id: str, body: bytes, *, timestamp_ms: int | None = None) -> None:
         published.append((topic, body))
 
     now = [6000.0]

@@ -4,6 +4,10 @@ Calls :func:`privstream.learning.planning.plan`: for every registered learner an
 applies to the class, the sample size its theorem needs (a float with its log10) and the size it
 needs in practice on realizable synthetic data of the class (seeded simulation within ``--budget``
 seconds, a progress bar on stderr), and a recommendation. ``--json`` prints one JSON object.
+
+``--node-size N`` (default 100000, the service's default input cap ``max_node_examples``) also
+times each candidate on public inputs of N examples and prints the publication slot
+(``publish_delay_seconds``) it needs; a stream with a learner and a sanitizer needs the sum.
 """
 
 from __future__ import annotations
@@ -36,6 +40,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="time budget of the simulation, shared by the candidates (default 60)",
     )
     p.add_argument("--runs", type=int, default=10, help="fits per sample size (default 10)")
+    p.add_argument(
+        "--node-size",
+        type=int,
+        default=100_000,
+        metavar="N",
+        help="time each candidate on public inputs of N examples (the input cap max_node_examples, or a "
+        "count node's n) and advise publish_delay_seconds (default 100000; 0: skip)",
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of the synthetic data and of the fits")
     p.add_argument(
         "--only", action="append", metavar="NAME", help="plan for this learner or sanitizer only (repeatable)"
@@ -77,6 +89,8 @@ def run_plan(args: argparse.Namespace) -> int:
 
     if args.budget <= 0:
         raise UserError(f"--budget must be > 0 seconds, got {args.budget}")
+    if args.node_size < 0:
+        raise UserError(f"--node-size must be >= 0, got {args.node_size}")
     hclass = parse_class_spec(args.hclass)
     bar = None if args.no_progress else ProgressBar()
     try:
@@ -91,6 +105,7 @@ def run_plan(args: argparse.Namespace) -> int:
             time_budget=args.budget,
             names=args.only,
             progress=bar,
+            node_size=args.node_size or None,
         )
     finally:
         if bar is not None:
@@ -102,12 +117,19 @@ def run_plan(args: argparse.Namespace) -> int:
         f"class {result.hypothesis_class}, eps={result.epsilon:g}, delta={result.delta:g}, "
         f"alpha={result.alpha:g}, beta={result.beta:g} ({result.runs} runs per size, seed {result.seed})"
     )
-    print(f"{'':10s} {'name':18s} {'theorem n':>14s} {'practical n':>12s}  status")
+    print(f"{'':10s} {'name':18s} {'theorem n':>14s} {'practical n':>12s} {'slot (s)':>9s}  status")
     for c in result.candidates:
         d = c.to_dict()
         practical = f"{c.practical_size:,}" if c.practical_size is not None else "-"
         status = c.status if c.applies else f"not applicable: {c.reason}"
         theorem = _size(d["theorem_sample_size"], d["theorem_sample_size_log10"])
-        print(f"{c.kind:10s} {c.name:18s} {theorem:>14s} {practical:>12s}  {status}")
+        slot = f"{c.publish_delay_seconds:g}" if c.publish_delay_seconds is not None else "-"
+        print(f"{c.kind:10s} {c.name:18s} {theorem:>14s} {practical:>12s} {slot:>9s}  {status}")
     print(f"recommendation: {result.recommendation['text']}")
+    if result.node_size is not None:
+        print(
+            f"slot: publish_delay_seconds for one release on {result.node_size:,} examples (a default's fit "
+            "and the slowest fit on public inputs, x3, plus a margin); add the timer's period for time "
+            "windows (min(1 s, seconds/10)) and sum a learner's and a sanitizer's"
+        )
     return 0

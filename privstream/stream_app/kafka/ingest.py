@@ -180,11 +180,20 @@ class IngestService(mode.Service):
     def assignment(self) -> set[TopicPartition]:
         return set(self.consumer.assignment()) if self.consumer is not None else set()
 
-    async def publish(self, topic: str, key: bytes, value: bytes, headers: list[tuple[str, bytes]]) -> None:
-        """Send one message and wait for the broker's acknowledgement (used for releases)."""
+    async def publish(
+        self,
+        topic: str,
+        key: bytes,
+        value: bytes,
+        headers: list[tuple[str, bytes]],
+        *,
+        timestamp_ms: int | None = None,
+    ) -> None:
+        """Send one message and wait for the broker's acknowledgement (used for releases);
+        ``timestamp_ms``: the record's timestamp (None: the send time)."""
         await self._producer_ready.wait()
         assert self.producer is not None
-        await (await self.producer.send(topic, value, key=key, headers=headers))
+        await (await self.producer.send(topic, value, key=key, headers=headers, timestamp_ms=timestamp_ms))
 
     @mode.Service.timer(KAFKA_PROBE_SECONDS)
     async def _probe_kafka(self) -> None:

@@ -58,6 +58,7 @@ from privstream.agents.ledger_port import (
 
 __all__ = [
     "SEED_BYTES",
+    "VISIBLE_CHARGES",
     "ChargeRequest",
     "LifetimeState",
     "StreamBudget",
@@ -75,6 +76,7 @@ __all__ = [
     "release_bytes_of",
     "spend_after",
     "unpack_users",
+    "visible_figures",
     "window_peak",
 ]
 
@@ -429,6 +431,41 @@ class LifetimeState:
 
     def figures(self, releases_per_level: Mapping[int | None, int], refusals: int) -> LifetimeFigures:
         return LifetimeFigures(self.budget, self.spent, dict(releases_per_level), refusals)
+
+
+#: What the public read side asks of the charges table: the completed charges scheduled by then.
+VISIBLE_CHARGES = "completed_at IS NOT NULL AND (scheduled_at IS NULL OR scheduled_at <= {mark})"
+
+
+def visible_figures(
+    budget: PrivacyCost, rows: Iterable[tuple[int | None, int | None, int | None, str, str]], refusals: int
+) -> LifetimeFigures:
+    """A stream's lifetime figures counting only the charges ``(level, first_window, last_window,
+    epsilon, delta)`` the public may see (completed and scheduled by then): the same rules as the
+    stored figures (charges without a node range cost every window; ranged ones the max over
+    windows of their covering sums).
+
+    >>> rows = [(0, 0, 0, "1/4", "0"), (0, 1, 1, "1/4", "0"), (1, 0, 1, "1/2", "0")]
+    >>> rows.append((None, None, None, "1/10", "0"))  # a one-shot charge: every window
+    >>> figures = visible_figures(PrivacyCost(2.0, 0.0), rows, 0)
+    >>> figures.spent_per_example, figures.releases_per_level
+    (PrivacyCost(epsilon=0.85, delta=0.0), {0: 2, 1: 1, None: 1})
+    """
+    unranged_epsilon = unranged_delta = Fraction(0)
+    ranged: list[tuple[int, int, str, str]] = []
+    per_level: dict[int | None, int] = {}
+    for level, first, last, epsilon, delta in rows:
+        per_level[level] = per_level.get(level, 0) + 1
+        if level is None or first is None or last is None:
+            unranged_epsilon += Fraction(epsilon)
+            unranged_delta += Fraction(delta)
+        else:
+            ranged.append((first, last, epsilon, delta))
+    peak: Exact = (Fraction(0), Fraction(0))
+    if ranged:
+        peak = window_peak(ranged, min(r[0] for r in ranged), max(r[1] for r in ranged))
+    spent = PrivacyCost(float(unranged_epsilon + peak[0]), float(unranged_delta + peak[1]))
+    return LifetimeFigures(budget, spent, per_level, refusals)
 
 
 def lifetime_to_json(figures: LifetimeFigures) -> str:

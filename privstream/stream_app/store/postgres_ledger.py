@@ -69,6 +69,7 @@ from privstream.agents.ledger_port import (
 )
 from privstream.stream_app.store.ledger_rules import (
     SEED_BYTES,
+    VISIBLE_CHARGES,
     ChargeRequest,
     LifetimeState,
     StreamBudget,
@@ -83,6 +84,7 @@ from privstream.stream_app.store.ledger_rules import (
     release_bytes_of,
     spend_after,
     unpack_users,
+    visible_figures,
     window_peak,
 )
 from privstream.stream_app.store.migrations import Migration, latest
@@ -188,6 +190,12 @@ MIGRATIONS = (
         )""",
         ),
     ),
+    Migration(
+        3,
+        "each reservation's scheduled publication time (its deadline): the public read side counts a "
+        "charge from then on",
+        ("ALTER TABLE ledger_charges ADD COLUMN scheduled_at DOUBLE PRECISION",),
+    ),
 )
 SCHEMA_VERSION = latest(MIGRATIONS)
 TABLES = frozenset(
@@ -212,11 +220,11 @@ _ERRORS = StoreErrors(
 )
 _CHARGE_COLUMNS = (
     "entry_id, stream_id, window_id, mechanism, epsilon, delta, release, charged_at, published_at, "
-    "level, first_window, last_window, included_users"
+    "level, first_window, last_window, included_users, scheduled_at"
 )
 _RESERVATION_COLUMNS = (
     "entry_id, stream_id, window_id, mechanism, epsilon, delta, level, first_window, last_window, seed, "
-    "users, lifetime, release, completed_at, published_at"
+    "users, lifetime, release, completed_at, published_at, scheduled_at"
 )
 
 Cursor = psycopg.Cursor[Any]
@@ -251,6 +259,7 @@ def _to_charge(row: tuple[Any, ...]) -> Charge:
         first,
         last,
         included,
+        scheduled_at,
     ) = row
     return Charge(
         entry_id=int(entry_id),
@@ -264,6 +273,7 @@ def _to_charge(row: tuple[Any, ...]) -> Charge:
         published_at=published_at,
         node=_node(level, first, last),
         included_users=None if included is None else int(included),
+        scheduled_at=None if scheduled_at is None else float(scheduled_at),
     )
 
 
@@ -425,11 +435,24 @@ class PostgresLedger:
         """Budget minus the spend per example, never negative."""
         return self._db.transaction(lambda cur: self._lifetime_state(cur, stream_id)).remaining
 
-    def lifetime(self, stream_id: str) -> LifetimeFigures:
+    def lifetime(self, stream_id: str, visible_at: float | None = None) -> LifetimeFigures:
         """The stream's lifetime figures (see :meth:`SqliteLedger.lifetime`)."""
-        return self._db.transaction(
-            lambda cur: self._figures(cur, stream_id, self._lifetime_state(cur, stream_id)), snapshot=True
-        )
+
+        def read(cur: Cursor) -> LifetimeFigures:
+            state = self._lifetime_state(cur, stream_id)
+            if visible_at is None:
+                return self._figures(cur, stream_id, state)
+            rows = cur.execute(
+                "SELECT level, first_window, last_window, epsilon, delta FROM ledger_charges "
+                f"WHERE stream_id = %s AND {VISIBLE_CHARGES.format(mark='%s')}",
+                (stream_id, visible_at),
+            ).fetchall()
+            refused = cur.execute(
+                "SELECT count(*) FROM ledger_refusals WHERE stream_id = %s", (stream_id,)
+            ).fetchone()[0]  # type: ignore[index]
+            return visible_figures(state.budget, rows, int(refused))
+
+        return self._db.transaction(read, snapshot=True)
 
     def refusals(self, stream_id: str) -> int:
         """How many charges of the stream were refused for lack of budget (for a metric)."""
@@ -466,6 +489,7 @@ class PostgresLedger:
         users: Collection[str] | None = None,
         user_budget: PrivacyCost | tuple[float, float] | None = None,
         fence: Callable[[Cursor], None] | None = None,
+        scheduled_at: float | None = None,
     ) -> Reservation:
         """Charge a release of ``node`` before its learner runs (see :meth:`SqliteLedger.reserve`).
 
@@ -520,8 +544,8 @@ class PostgresLedger:
             seed = secrets.token_bytes(SEED_BYTES)
             row = cur.execute(
                 "INSERT INTO ledger_charges (stream_id, window_id, mechanism, epsilon, delta, release, "
-                "charged_at, level, first_window, last_window, seed, included_users) "
-                "VALUES (%s, %s, %s, %s, %s, '', %s, %s, %s, %s, %s, %s) RETURNING entry_id",
+                "charged_at, level, first_window, last_window, seed, included_users, scheduled_at) "
+                "VALUES (%s, %s, %s, %s, %s, '', %s, %s, %s, %s, %s, %s, %s) RETURNING entry_id",
                 (
                     *request.key,
                     str(eps),
@@ -532,6 +556,7 @@ class PostgresLedger:
                     node.last_window,
                     seed,
                     included,
+                    None if scheduled_at is None else float(scheduled_at),
                 ),
             ).fetchone()
             entry_id = int(row[0])  # type: ignore[index]
@@ -563,6 +588,7 @@ class PostgresLedger:
                 figures,
                 None,
                 False,
+                None if scheduled_at is None else float(scheduled_at),
             )
 
         outcome = self._db.transaction(run)
@@ -697,6 +723,7 @@ class PostgresLedger:
             release,
             completed_at,
             published_at,
+            scheduled_at,
         ) = row
         users = None if packed is None else unpack_users(bytes(packed))
         if lifetime is not None:
@@ -716,6 +743,7 @@ class PostgresLedger:
             figures,
             None if completed_at is None else bytes(release),
             published_at is not None,
+            None if scheduled_at is None else float(scheduled_at),
         )
 
     def reservation(self, stream_id: str, window_id: str, mechanism: str) -> Reservation | None:
@@ -827,7 +855,7 @@ class PostgresLedger:
             )
             self._count_level(cur, stream_id, -1, 0)
             return _to_charge(
-                (entry_id, *request.key, str(eps), str(dlt), release, now, None, None, None, None, None)
+                (entry_id, *request.key, str(eps), str(dlt), release, now, None, None, None, None, None, None)
             )
 
         outcome = self._db.transaction(run)
@@ -884,26 +912,35 @@ class PostgresLedger:
         )
         return [_to_charge(row) for row in rows]
 
-    def entries(self, stream_id: str) -> list[Charge]:
-        """All completed charges of the stream, oldest first (:meth:`incomplete` lists the rest)."""
+    def entries(self, stream_id: str, visible_at: float | None = None) -> list[Charge]:
+        """All completed charges of the stream, oldest first (:meth:`incomplete` lists the rest);
+        with ``visible_at``, those scheduled at or before it."""
+        visible = "" if visible_at is None else " AND (scheduled_at IS NULL OR scheduled_at <= %s)"
 
         def read(cur: Cursor) -> list[Any]:
             self._stream(cur, stream_id)
             return cur.execute(
                 f"SELECT {_CHARGE_COLUMNS} FROM ledger_charges WHERE stream_id = %s "
-                "AND completed_at IS NOT NULL ORDER BY entry_id",
-                (stream_id,),
+                f"AND completed_at IS NOT NULL{visible} ORDER BY entry_id",
+                (stream_id,) if visible_at is None else (stream_id, visible_at),
             ).fetchall()
 
         return [_to_charge(row) for row in self._db.transaction(read)]
 
     def latest_published(
-        self, stream_id: str, mechanism_prefix: str = "", level: int | None = None
+        self,
+        stream_id: str,
+        mechanism_prefix: str = "",
+        level: int | None = None,
+        visible_at: float | None = None,
     ) -> Charge | None:
         """The stream's most recently charged release (of mechanisms starting with the prefix,
-        and of nodes of ``level`` if given) that was confirmed published."""
+        of nodes of ``level`` if given, scheduled at or before ``visible_at`` if given) that was
+        confirmed published."""
         by_level = "" if level is None else " AND level = %s"
+        by_level += "" if visible_at is None else " AND (scheduled_at IS NULL OR scheduled_at <= %s)"
         params: tuple[Any, ...] = (stream_id, mechanism_prefix) + (() if level is None else (level,))
+        params += () if visible_at is None else (visible_at,)
 
         def read(cur: Cursor) -> Any:
             self._stream(cur, stream_id)

@@ -105,6 +105,7 @@ from privstream.agents.ledger_port import (
 )
 from privstream.stream_app.store.ledger_rules import (
     SEED_BYTES,
+    VISIBLE_CHARGES,
     ChargeRequest,
     LifetimeState,
     StreamBudget,
@@ -119,6 +120,7 @@ from privstream.stream_app.store.ledger_rules import (
     pack_users,
     release_bytes_of,
     unpack_users,
+    visible_figures,
     window_peak,
 )
 from privstream.stream_app.store.migrations import Migration, SchemaTooNewError, latest, pending
@@ -252,17 +254,23 @@ MIGRATIONS = (
         ) WITHOUT ROWID""",
         ),
     ),
+    Migration(
+        3,
+        "each reservation's scheduled publication time (its deadline): the public read side counts a "
+        "charge from then on",
+        ("ALTER TABLE charges ADD COLUMN scheduled_at REAL",),
+    ),
 )
 #: ``PRAGMA user_version`` of the schema this module reads and writes.
 SCHEMA_VERSION = latest(MIGRATIONS)
 _TABLES = frozenset({"streams", "charges", "refusals", "budget_changes", "levels", "user_spends"})
 _CHARGE_COLUMNS = (
     "entry_id, stream_id, window_id, mechanism, epsilon, delta, release, charged_at, published_at, "
-    "level, first_window, last_window, included_users"
+    "level, first_window, last_window, included_users, scheduled_at"
 )
 _RESERVATION_COLUMNS = (
     "entry_id, stream_id, window_id, mechanism, epsilon, delta, level, first_window, last_window, seed, "
-    "users, lifetime, release, completed_at, published_at"
+    "users, lifetime, release, completed_at, published_at, scheduled_at"
 )
 #: Rows per statement when reading many users' spends (below SQLite's 32766 variables).
 _USER_BATCH = 10_000
@@ -291,6 +299,7 @@ def _to_charge(row: tuple) -> Charge:
         first,
         last,
         included,
+        scheduled_at,
     ) = row
     return Charge(
         entry_id=entry_id,
@@ -304,6 +313,7 @@ def _to_charge(row: tuple) -> Charge:
         published_at=None if published_at is None else datetime.fromisoformat(published_at),
         node=_node(level, first, last),
         included_users=included,
+        scheduled_at=scheduled_at,
     )
 
 
@@ -648,8 +658,10 @@ class SqliteLedger:
         with self._read() as cur:
             return self._lifetime_state(cur, stream_id).remaining
 
-    def lifetime(self, stream_id: str) -> LifetimeFigures:
-        """The stream's lifetime figures: budget, spend per example, releases per level, refusals.
+    def lifetime(self, stream_id: str, visible_at: float | None = None) -> LifetimeFigures:
+        """The stream's lifetime figures: budget, spend per example, releases per level, refusals;
+        with ``visible_at``, counting only the completed charges scheduled at or before it (what
+        the public sees then: :func:`.ledger_rules.visible_figures`).
 
         >>> ledger = SqliteLedger.open(":memory:", budgets={"s": (1.0, 0.0)})
         >>> for w in range(4):
@@ -660,7 +672,18 @@ class SqliteLedger:
         (PrivacyCost(epsilon=0.75, delta=0.0), {0: 4, 1: 1})
         """
         with self._read() as cur:
-            return self._figures(cur, stream_id, self._lifetime_state(cur, stream_id))
+            state = self._lifetime_state(cur, stream_id)
+            if visible_at is None:
+                return self._figures(cur, stream_id, state)
+            rows = cur.execute(
+                "SELECT level, first_window, last_window, epsilon, delta FROM charges WHERE stream_id = ? "
+                f"AND {VISIBLE_CHARGES.format(mark='?')}",
+                (stream_id, visible_at),
+            ).fetchall()
+            (refused,) = cur.execute(
+                "SELECT count(*) FROM refusals WHERE stream_id = ?", (stream_id,)
+            ).fetchone()
+            return visible_figures(state.budget, rows, int(refused))
 
     def refusals(self, stream_id: str) -> int:
         """How many charges of the stream were refused for lack of budget (for a metric)."""
@@ -695,6 +718,7 @@ class SqliteLedger:
         users: Collection[str] | None = None,
         user_budget: PrivacyCost | tuple[float, float] | None = None,
         fence: Callable[[sqlite3.Cursor], None] | None = None,
+        scheduled_at: float | None = None,
     ) -> Reservation:
         """Charge a release of ``node`` before its learner runs, and draw its secret seed: one
         transaction (see :meth:`PrivacyLedger.reserve`).
@@ -761,8 +785,9 @@ class SqliteLedger:
                 seed = secrets.token_bytes(SEED_BYTES)
                 cur.execute(
                     "INSERT INTO charges (stream_id, window_id, mechanism, epsilon, delta, release, "
-                    "charged_at, level, first_window, last_window, seed, included_users, users) "
-                    "VALUES (?, ?, ?, ?, ?, x'', ?, ?, ?, ?, ?, ?, ?)",
+                    "charged_at, level, first_window, last_window, seed, included_users, users, "
+                    "scheduled_at) "
+                    "VALUES (?, ?, ?, ?, ?, x'', ?, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         *request.key,
                         str(eps),
@@ -774,6 +799,7 @@ class SqliteLedger:
                         seed,
                         None if chosen is None else len(chosen.included),
                         None if chosen is None else pack_users(chosen.included),
+                        None if scheduled_at is None else float(scheduled_at),
                     ),
                 )
                 entry_id = cur.lastrowid
@@ -810,6 +836,7 @@ class SqliteLedger:
                     figures,
                     None,
                     False,
+                    None if scheduled_at is None else float(scheduled_at),
                 )
         raise refusal
 
@@ -877,6 +904,7 @@ class SqliteLedger:
             release,
             completed_at,
             published_at,
+            scheduled_at,
         ) = row
         users = None if packed is None else unpack_users(bytes(packed))
         if lifetime is not None:
@@ -896,6 +924,7 @@ class SqliteLedger:
             figures,
             None if completed_at is None else bytes(release),
             published_at is not None,
+            scheduled_at,
         )
 
     def reservation(self, stream_id: str, window_id: str, mechanism: str) -> Reservation | None:
@@ -1008,7 +1037,20 @@ class SqliteLedger:
                 )
                 self._count_level(cur, stream_id, -1, 0)
                 return _to_charge(
-                    (entry_id, *request.key, str(eps), str(dlt), release, now, None, None, None, None, None)
+                    (
+                        entry_id,
+                        *request.key,
+                        str(eps),
+                        str(dlt),
+                        release,
+                        now,
+                        None,
+                        None,
+                        None,
+                        None,
+                        None,
+                        None,
+                    )
                 )
         raise refusal
 
@@ -1056,25 +1098,34 @@ class SqliteLedger:
             ).fetchall()
         return [_to_charge(row) for row in rows]
 
-    def entries(self, stream_id: str) -> list[Charge]:
-        """All completed charges of the stream, oldest first (:meth:`incomplete` lists the rest)."""
+    def entries(self, stream_id: str, visible_at: float | None = None) -> list[Charge]:
+        """All completed charges of the stream, oldest first (:meth:`incomplete` lists the rest);
+        with ``visible_at``, those scheduled at or before it."""
+        visible = "" if visible_at is None else " AND (scheduled_at IS NULL OR scheduled_at <= ?)"
         with self._read() as cur:
             self._stream(cur, stream_id)
             rows = cur.execute(
-                f"SELECT {_CHARGE_COLUMNS} FROM charges WHERE stream_id = ? AND completed_at IS NOT NULL "
-                "ORDER BY entry_id",
-                (stream_id,),
+                f"SELECT {_CHARGE_COLUMNS} FROM charges WHERE stream_id = ? AND completed_at IS NOT NULL"
+                f"{visible} ORDER BY entry_id",
+                (stream_id,) if visible_at is None else (stream_id, visible_at),
             ).fetchall()
         return [_to_charge(row) for row in rows]
 
     def latest_published(
-        self, stream_id: str, mechanism_prefix: str = "", level: int | None = None
+        self,
+        stream_id: str,
+        mechanism_prefix: str = "",
+        level: int | None = None,
+        visible_at: float | None = None,
     ) -> Charge | None:
         """The stream's most recently charged release (of mechanisms starting with the prefix,
-        and of nodes of ``level`` if given) that was confirmed published."""
+        of nodes of ``level`` if given, scheduled at or before ``visible_at`` if given) that was
+        confirmed published."""
         by_level = "" if level is None else " AND level = ?"
+        by_level += "" if visible_at is None else " AND (scheduled_at IS NULL OR scheduled_at <= ?)"
         params: tuple = (stream_id, len(mechanism_prefix), mechanism_prefix)
         params += () if level is None else (level,)
+        params += () if visible_at is None else (visible_at,)
         with self._read() as cur:
             self._stream(cur, stream_id)
             row = cur.execute(

@@ -1,8 +1,10 @@
 """The public listener's pages: configuration, ledger figures and published releases only.
 
-Everything here is a DP output charged to the ledger or a function of public configuration
-(DESIGN.md §4): what any subscriber may see. The pages read the stream configurations and the
-ledger through :class:`LedgerReader`, nothing else of the worker.
+Everything here is a DP output charged to the ledger or a function of public configuration:
+what any subscriber may see. The pages read the stream configurations and the ledger through
+:class:`LedgerReader`, nothing else of the worker. A release counts and shows from its scheduled
+time on (its deadline, when it is published; the ledger's ``visible_at``), never from when its
+charge or its computation happened, which can depend on how long a learner ran on the data.
 
 | path | what |
 |---|---|
@@ -12,7 +14,7 @@ ledger through :class:`LedgerReader`, nothing else of the worker.
 | ``/streams/{id}/releases/latest`` | the latest published hypothesis release, as on the topic |
 | ``/streams/{id}/sanitized/latest`` | the latest published sanitized release |
 
-**Lifetime accounting** (E-DESIGN.md §1): each example (or user) lies in one node per level of
+**Lifetime accounting**: each example (or user) lies in one node per level of
 the release tree, so its lifetime cost is the sum of the charges of the nodes covering its
 window, for ever; there is no draining total. The figures are the ledger's
 (``PrivacyLedger.lifetime``): the lifetime budget, the largest lifetime spend of an example, the
@@ -25,6 +27,7 @@ the same listener.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -36,15 +39,22 @@ from privstream.stream_app.web.listener import Route
 
 
 class LedgerReader(Protocol):
-    """The ledger's read side, as the public pages use it."""
+    """The ledger's read side, as the public pages use it (``visible_at``: the charges scheduled at
+    or before it only)."""
 
-    def lifetime(self, stream_id: str) -> LifetimeFigures: ...
+    def lifetime(self, stream_id: str, visible_at: float | None = None) -> LifetimeFigures: ...
 
-    def entries(self, stream_id: str) -> list[Charge]: ...
+    def entries(self, stream_id: str, visible_at: float | None = None) -> list[Charge]: ...
 
     def refusals(self, stream_id: str) -> int: ...
 
-    def latest_published(self, stream_id: str, mechanism_prefix: str = "") -> Charge | None: ...
+    def latest_published(
+        self,
+        stream_id: str,
+        mechanism_prefix: str = "",
+        level: int | None = None,
+        visible_at: float | None = None,
+    ) -> Charge | None: ...
 
 
 #: How the lifetime bound follows from the charges, in words a reviewer can check.
@@ -57,15 +67,18 @@ LIFETIME_RULES = {
 }
 
 
-def lifetime(stream: StreamConfig | None, ledger: LedgerReader | None) -> dict[str, Any] | None:
-    """The stream's lifetime figures (public: the ledger holds only DP releases, and which nodes
-    are charged is a function of the public schedule).
+def lifetime(
+    stream: StreamConfig | None, ledger: LedgerReader | None, now: float | None = None
+) -> dict[str, Any] | None:
+    """The stream's lifetime figures at ``now`` (default: the wall clock), counting the releases
+    scheduled by then (public: the ledger holds only DP releases, and which nodes are charged when
+    is a function of the public schedule).
 
     ``lifetime_epsilon_spent`` is the largest lifetime ε of an example (at the user level: of a user
     present in every release of this stream); ``releases_per_level`` counts the hypothesis releases
     by level of the release tree (releases without a node count as windows, level 0).
     ``exhausted``: the ledger has refused releases of this stream (a lowered budget, or a ledger
-    shared with an older configuration: a valid configuration never runs out, E-DESIGN.md §2).
+    shared with an older configuration: a valid configuration never runs out).
 
     >>> from privstream.stream_app.store.sqlite_ledger import SqliteLedger
     >>> ledger = SqliteLedger.open(":memory:", budgets={"s": (2.0, 0.0)})
@@ -79,8 +92,9 @@ def lifetime(stream: StreamConfig | None, ledger: LedgerReader | None) -> dict[s
     if stream is None or stream.release is None or ledger is None:
         return None
     stream_id, config = stream.name, stream.release
-    spent = ledger.lifetime(stream_id).spent_per_example
-    entries = ledger.entries(stream_id)
+    visible_at = time.time() if now is None else now
+    spent = ledger.lifetime(stream_id, visible_at=visible_at).spent_per_example
+    entries = ledger.entries(stream_id, visible_at=visible_at)
     per_level: dict[str, int] = {}
     for charge in entries:
         if charge.mechanism.startswith("learner:"):
@@ -117,8 +131,10 @@ def lifetime(stream: StreamConfig | None, ledger: LedgerReader | None) -> dict[s
 budget = lifetime
 
 
-def stream_overview(stream: StreamConfig, ledger: LedgerReader | None) -> dict[str, Any]:
-    """``/streams/{id}``: a stream's public configuration, status and lifetime figures."""
+def stream_overview(
+    stream: StreamConfig, ledger: LedgerReader | None, now: float | None = None
+) -> dict[str, Any]:
+    """``/streams/{id}``: a stream's public configuration, status and lifetime figures at ``now``."""
     entry: dict[str, Any] = {
         "stream_id": stream.name,
         "hypothesis_class": stream.hypothesis_class,
@@ -126,7 +142,7 @@ def stream_overview(stream: StreamConfig, ledger: LedgerReader | None) -> dict[s
         "feature_bounds": stream.feature_bounds,
         "release": stream.release.model_dump(mode="json") if stream.release else None,
     }
-    figures = lifetime(stream, ledger)
+    figures = lifetime(stream, ledger, now)
     if figures is None:
         entry["status"] = "online only"
     else:
@@ -135,9 +151,11 @@ def stream_overview(stream: StreamConfig, ledger: LedgerReader | None) -> dict[s
     return entry
 
 
-def streams_overview(streams: Sequence[StreamConfig], ledger: LedgerReader | None) -> list[dict[str, Any]]:
+def streams_overview(
+    streams: Sequence[StreamConfig], ledger: LedgerReader | None, now: float | None = None
+) -> list[dict[str, Any]]:
     """``/streams``: every configured stream (:func:`stream_overview`)."""
-    return [stream_overview(stream, ledger) for stream in streams]
+    return [stream_overview(stream, ledger, now) for stream in streams]
 
 
 def public_routes(streams: Sequence[StreamConfig], ledger: LedgerReader | None) -> list[Route]:
@@ -166,7 +184,7 @@ def public_routes(streams: Sequence[StreamConfig], ledger: LedgerReader | None) 
             stream_id = request.match_info["stream_id"]
             if ledger is None or by_name.get(stream_id) is None or by_name[stream_id].release is None:
                 return no_releases(stream_id)
-            charge = ledger.latest_published(stream_id, prefix)
+            charge = ledger.latest_published(stream_id, prefix, visible_at=time.time())
             if charge is None:
                 missing = {"error": f"stream {stream_id!r} has no such release yet"}
                 return web.json_response(missing, status=404)

@@ -49,10 +49,10 @@ class PausedPublisher:
         self.publish = publish
         self.entered, self.resume = asyncio.Event(), asyncio.Event()
 
-    async def __call__(self, topic: str, stream_id: str, release: bytes) -> None:
+    async def __call__(self, topic: str, stream_id: str, release: bytes, *, timestamp_ms=None) -> None:
         self.entered.set()
         await self.resume.wait()
-        await self.publish(topic, stream_id, release)
+        await self.publish(topic, stream_id, release, timestamp_ms=timestamp_ms)
 
 
 def shared_store(ledger_backend):

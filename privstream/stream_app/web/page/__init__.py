@@ -17,6 +17,7 @@ streams' configuration (the public listener's JSON endpoints, and ``/streams/{id
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterable, Sequence
 from importlib import resources
 from typing import Any
@@ -38,7 +39,7 @@ def release_summary(charge: Charge) -> dict[str, Any]:
     """What the page draws of one published release, read from its certificate.
 
     ``level``, the node's ``first_window``/``last_window`` and ``lifetime`` (the certificate's
-    lifetime bound and its rule; the release tree, issue 17) are None for releases made before
+    lifetime bound and its rule, in the release tree) are None for releases made before
     the tree, which carry the draining ``epsilon_budget_remaining`` instead (None for the others).
 
     >>> from datetime import UTC, datetime
@@ -53,11 +54,14 @@ def release_summary(charge: Charge) -> dict[str, Any]:
     certificate = json.loads(charge.release).get("certificate", {})
     assert charge.published_at is not None
     return {
-        "ledger_entry_id": str(charge.entry_id),
+        "ledger_entry_id": charge.public_id,
         "product": "sanitized" if charge.mechanism.startswith("sanitizer:") else "hypotheses",
         "mechanism": charge.mechanism,
         "window_id": charge.window_id,
-        "published_at": charge.published_at.timestamp(),
+        # the scheduled time (public); the moment it was sent depends on the worker's load
+        "published_at": charge.scheduled_at
+        if charge.scheduled_at is not None
+        else charge.published_at.timestamp(),
         "epsilon": certificate.get("epsilon", charge.epsilon),
         "delta": certificate.get("delta", charge.delta),
         "level": certificate.get("level"),
@@ -127,8 +131,9 @@ def page_routes(streams: Sequence[StreamConfig], ledger: LedgerReader | None) ->
         figures = lifetime(by_name.get(stream_id), ledger)
         if figures is None or ledger is None:
             return web.json_response({"error": f"stream {stream_id!r} has no private releases"}, status=404)
+        visible = ledger.entries(stream_id, visible_at=time.time())
         return web.json_response(
-            {"stream_id": stream_id, "lifetime": figures, "releases": history.of(ledger.entries(stream_id))}
+            {"stream_id": stream_id, "lifetime": figures, "releases": history.of(visible)}
         )
 
     return [
