@@ -326,6 +326,11 @@ class Reservation:
     def key(self) -> tuple[str, str, str]:
         return self.stream_id, self.window_id, self.mechanism
 
+    @property
+    def public_id(self) -> str:
+        """The id the release is published under (:func:`public_entry_id`)."""
+        return public_entry_id(self.stream_id, self.window_id, self.mechanism)
+
     def __repr__(self) -> str:  # never print the seed (it is a secret), nor a million user ids
         users = None if self.included_users is None else len(self.included_users)
         return (

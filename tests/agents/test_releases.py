@@ -521,7 +521,7 @@ async def test_the_individual_filter_charges_present_users_until_their_budget_th
 
 
 async def test_a_vector_node_keeps_its_first_max_node_examples_and_states_the_cap_and_its_rule():
-    """E-DESIGN §3.4: count windows keep the level's ε; time windows (n private) halve it, always."""
+    """Count windows keep the level's ε; time windows (n private) halve it, always."""
     from privstream.agents.windows import count_family
     from privstream.learning.private_learners.vector_base import make_vector_learner
 
@@ -592,3 +592,47 @@ async def test_a_vector_node_keeps_its_first_max_node_examples_and_states_the_ca
     for c in certificates:  # the cap can bind whatever the expected size: half the ε, always
         assert c.parameters["algorithm_epsilon"] == 0.5
         assert "half the level's epsilon" in c.parameters["cap_rule"]
+
+
+class Reads:
+    """The generic learner, recording how many examples each fit read."""
+
+    def __init__(self):
+        self.inner = make_learner("generic")
+        self.name = self.inner.name
+        self.sizes: list[int] = []
+
+    def fit(self, hclass, xs, ys, **kwargs):
+        self.sizes.append(len(xs))
+        return self.inner.fit(hclass, xs, ys, **kwargs)
+
+
+async def test_every_stream_caps_what_its_learner_reads_at_a_public_size_stated_in_the_certificate():
+    """An integer class's histogram node too: its learner reads a random subset of at most
+    ``max_node_examples`` (levels 1 and 2 hold 200 and 400 examples, the cap is 150); count windows
+    keep the level's ε and state the capped n; where n is private the learner runs at ε/2, always."""
+    learner = Reads()
+    publish = Published()
+    agent = make_agent(
+        {"s": policy(learner, levels=2, max_node_examples=150)}, publish=publish, budget=(30.0, 0.0)
+    )
+    await feed(agent, examples(400))
+    assert learner.sizes == [100, 100, 150, 100, 100, 150, 150]
+    certificates = [r.certificate for r in publish.releases()]
+    assert [c.sample_size for c in certificates] == [100, 100, 150, 100, 100, 150, 150]
+    assert {c.parameters["max_node_examples"] for c in certificates} == {150}
+    assert "uniformly random subset" in certificates[0].parameters["cap_rule"]
+    assert {c.parameters["algorithm_epsilon"] for c in certificates} == {1.0}
+
+    learner, publish, clock = Reads(), Published(), FakeClock(T0)
+    capped_time = policy(
+        learner, window_kind="time", window_seconds=60.0, expected_size=50, max_node_examples=150
+    )
+    agent = make_agent({"s": capped_time}, publish=publish, clock=clock)
+    await feed(agent, timed(examples(10), T0))
+    clock.now = T0 + 61
+    await agent.tick()
+    await agent.drain()
+    (release,) = publish.releases()
+    assert release.certificate.parameters["algorithm_epsilon"] == 0.5  # an addition can displace one
+    assert "half the level's epsilon" in release.certificate.parameters["cap_rule"]

@@ -228,7 +228,10 @@ class TwinRun:
         learner: Any = None,
         learners: dict[str, Any] | None = None,
         slot_seconds: float = TWIN_SLOT_SECONDS,
+        ledger: Any = None,
+        store: Any = None,
     ):
+        """``ledger`` and ``store``: another run's, to restart on them (a crash and a new worker)."""
         from privstream.stream_app.service import release_policy
 
         self.streams = [stream] if isinstance(stream, StreamConfig) else list(stream)
@@ -267,8 +270,8 @@ class TwinRun:
         for config in self.streams:
             assert config.release is not None
             budgets[config.name] = budget or (config.release.epsilon_budget, config.release.delta_budget)
-        self.ledger = SqliteLedger.open(":memory:", budgets=budgets)
-        self.store = SqliteStateStore(":memory:")
+        self.ledger = ledger or SqliteLedger.open(":memory:", budgets=budgets)
+        self.store = store or SqliteStateStore(":memory:")
         self.store.generation = "gen0"  # both twins: the same store generation (it names count windows)
         names = [c.name for c in self.streams]
         self.metrics = ServiceMetrics(names, release_streams={name: (0.0, ["x"]) for name in names})
@@ -338,7 +341,8 @@ class TwinRun:
         self.clock.now = max(moment, self.clock.now)
         await self._settle()
 
-    async def run(self, steps: Sequence[Step]) -> Observed:
+    async def run(self, steps: Sequence[Step], *, to_the_end: bool = True) -> Observed:
+        """Run the steps; then (``to_the_end``) move the clock until everything scheduled went out."""
         for step in steps:
             await self._advance_to(step.at)
             records = []
@@ -360,6 +364,8 @@ class TwinRun:
             if tick is not None:
                 await tick()
             await self._settle()
+        if not to_the_end:  # the worker stops here (a crash): what is in flight stays so
+            return self.finish()
         # Everything scheduled goes out: move the clock through the remaining deadlines.
         while self.simulated and (wakeup := self.clock.next_wakeup()) is not None:
             await self._advance_to(wakeup)

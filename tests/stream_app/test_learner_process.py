@@ -1,9 +1,11 @@
-"""Learners in a child process: every learner and sanitizer runs there exactly as in a thread
-(same seeded randomness, same output), a dead child is replaced, and the release agent works on it.
+"""Learners in child processes: every learner and sanitizer runs there exactly as in a thread
+(same seeded randomness, same output), a dead child is replaced, each stream has its own child, a
+fit still running at its deadline is stopped, and the release agent works on them.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -15,12 +17,13 @@ from functools import partial
 import numpy as np
 import pytest
 
+from privstream.agents.timing import FitProcessDied, FitTimedOut
 from privstream.learning.hypothesis_classes import parse_class_spec
 from privstream.learning.private_learners import LEARNERS, make_learner
 from privstream.learning.private_learners.vector_base import VECTOR_LEARNERS, make_vector_learner
 from privstream.learning.randomness import seeded
 from privstream.learning.sanitizers import SANITIZERS, make_sanitizer
-from privstream.stream_app.learner_process import LearnerProcess
+from privstream.stream_app.learner_process import LearnerProcess, LearnerProcesses
 from tests.integration.conftest import process_gone, wait_until
 
 CLASS = parse_class_spec("thresholds:64")
@@ -107,3 +110,84 @@ def test_the_child_dies_with_a_killed_worker():
         worker.kill()
         worker.wait()
     wait_until(lambda: process_gone(child), 10, what="the learner child gone after its worker's SIGKILL")
+
+
+# --- one process per stream, each fit until its deadline --------------------------------------------
+
+
+def test_a_fit_still_running_at_its_deadline_is_stopped_and_the_next_one_gets_a_fresh_child():
+    processes = LearnerProcesses(["s"]).start()
+    try:
+        assert asyncio.run(processes.run("s", partial(sum, [1, 2]), deadline=None)) == 3
+        (child,) = processes.child_pids("s")
+        with pytest.raises(FitTimedOut):
+            asyncio.run(processes.run("s", partial(time.sleep, 120), deadline=time.time() + 0.5))
+        wait_until(lambda: process_gone(child), 10, what="the child killed at the deadline")
+        assert asyncio.run(processes.run("s", partial(sum, [3, 4]), deadline=time.time() + 60)) == 7
+        assert child not in processes.child_pids("s")
+    finally:
+        processes.shutdown()
+
+
+def test_a_child_dying_on_the_data_raises_fit_process_died_and_is_replaced():
+    processes = LearnerProcesses(["s"])
+    try:
+        with pytest.raises(FitProcessDied):
+            asyncio.run(processes.run("s", partial(os._exit, 9), deadline=time.time() + 60))
+        assert asyncio.run(processes.run("s", partial(sum, [5]), deadline=None)) == 5
+    finally:
+        processes.shutdown()
+
+
+def test_each_stream_fits_in_its_own_child_so_one_slow_fit_holds_up_no_other_stream():
+    processes = LearnerProcesses(["a", "b"]).start()
+
+    async def both() -> tuple[bool, int]:
+        slow = asyncio.ensure_future(processes.run("a", partial(time.sleep, 60), deadline=None))
+        quick = await processes.run("b", partial(sum, [1, 1]), deadline=None)
+        still_running = not slow.done()
+        slow.cancel()
+        return still_running, quick
+
+    try:
+        assert asyncio.run(both()) == (True, 2)  # b's answer came while a's fit was still running
+        assert set(processes.child_pids("a")).isdisjoint(processes.child_pids("b"))
+    finally:
+        processes.shutdown(wait=False)
+
+
+class ExitsOn:
+    """The generic learner, except that its process exits (as when the kernel kills it for its
+    memory) when its input holds the point ``poison``."""
+
+    def __init__(self, poison: int) -> None:
+        self.inner = make_learner("generic")
+        self.name = self.inner.name
+        self.poison = poison
+
+    def fit(self, hclass, xs, ys, **kwargs):
+        if self.poison in xs.tolist():
+            os._exit(137)
+        return self.inner.fit(hclass, xs, ys, **kwargs)
+
+
+async def test_a_release_whose_learner_process_dies_goes_out_as_its_default_and_the_next_one_too():
+    """Count windows of 100 in a real child process per stream: window 1 holds the poison point, its
+    process dies; its default (the learner on 100 copies of a public point) goes out charged like the
+    others, and window 2 is fitted by a fresh child."""
+    from tests.agents.test_releases import Published, RecordingMetrics, examples, feed, make_agent, policy
+
+    processes = LearnerProcesses(["s"]).start()
+    publish, metrics = Published(), RecordingMetrics()
+    try:
+        agent = make_agent(
+            {"s": policy(ExitsOn(poison=1023))}, publish=publish, metrics=metrics, runner=processes
+        )
+        batch = examples(300)
+        poisoned = batch[150][0].model_copy(update={"x": 1023})
+        await feed(agent, [*batch[:150], (poisoned, *batch[150][1:]), *batch[151:]])
+    finally:
+        processes.shutdown()
+    windows = [r.certificate.window.window_id.rsplit("-", 1)[1] for r in publish.releases()]
+    assert windows == ["0", "1", "2"] and len(agent.ledger.entries("s")) == 3
+    assert metrics.events["default_died"] == 1 and metrics.events["failed"] == 0

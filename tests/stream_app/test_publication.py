@@ -1,0 +1,74 @@
+"""The publication slot the service derives at start-up: measured in each stream's own learner
+process on public inputs of the largest input the learner can get, never on the data."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from pydantic import ValidationError
+
+from privstream.agents.releases import largest_input, slot_workload
+from privstream.learning.hypothesis_classes import parse_class_spec
+from privstream.learning.planning import SLOT_MARGIN_SECONDS
+from privstream.stream_app.learner_process import LearnerProcesses
+from privstream.stream_app.publication import derive_slots
+from privstream.stream_app.service import release_policy
+from privstream.stream_app.settings import ReleaseConfig, StreamConfig
+
+
+def stream(name: str, **release: object) -> StreamConfig:
+    return StreamConfig(
+        name=name,
+        hypothesis_class="thresholds:1024",
+        release={"epsilon_budget": 2.0, "sanitizer": "mwem", **release},
+    )
+
+
+def policy_of(config: StreamConfig):
+    return release_policy(config, parse_class_spec("thresholds:1024"))
+
+
+def test_the_slot_workload_is_each_products_default_and_its_fits_on_public_inputs_of_the_largest_node():
+    count = policy_of(stream("c", levels=3, window={"kind": "count", "size": 100}, max_node_examples=500))
+    assert largest_input(count) == 500  # level 3 holds 800 examples, the learner reads 500
+    work = slot_workload(count)
+    assert len(work) == 2  # the learner, then the sanitizer
+    for default, fits in work:
+        assert len(default.xs) == 500 and set(default.xs.tolist()) == {0}  # n copies of a public point
+        assert [len(fit.xs) for fit in fits] == [500, 500, 500]  # realizable, noise, constant
+    timed = policy_of(stream("t", expected_size=20, window={"kind": "time", "seconds": 60.0}))
+    assert largest_input(timed) == 100_000  # n private: the default input cap
+    assert len(slot_workload(timed)[0][0].xs) == 0  # its default reads zero examples
+
+
+def test_where_n_is_private_and_nothing_caps_the_input_the_slot_must_be_given():
+    with pytest.raises(ValidationError, match=r"set window\.publish_delay_seconds"):
+        ReleaseConfig(
+            epsilon_budget=1.0,
+            expected_size=5,
+            max_node_examples=None,
+            window={"kind": "time", "seconds": 60.0},
+        )
+    given = ReleaseConfig(
+        epsilon_budget=1.0,
+        expected_size=5,
+        max_node_examples=None,
+        window={"kind": "time", "seconds": 60.0, "publish_delay_seconds": 3.0},
+    )
+    assert given.window.publish_delay_seconds == 3.0
+
+
+def test_a_configured_slot_is_kept_and_an_unset_one_is_measured_in_the_streams_process():
+    configured = policy_of(stream("a", window={"kind": "count", "size": 100, "publish_delay_seconds": 2.5}))
+    derived = policy_of(stream("b", window={"kind": "count", "size": 100}))
+    assert derived.publish_delay_seconds is None
+    processes = LearnerProcesses(["a", "b"])
+    try:
+        slots = derive_slots({"a": configured, "b": derived}, processes, timer_seconds=1.0)
+        assert processes.child_pids("b") and not processes.child_pids("a")  # measured in b's own child
+    finally:
+        processes.shutdown()
+    assert slots["a"] == configured
+    assert slots["b"] == dataclasses.replace(derived, publish_delay_seconds=slots["b"].publish_delay_seconds)
+    assert slots["b"].publish_delay_seconds >= SLOT_MARGIN_SECONDS  # count windows: no timer period
