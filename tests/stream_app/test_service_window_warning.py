@@ -37,8 +37,8 @@ def test_build_warns_about_a_window_too_small_for_its_learner(tmp_path, caplog) 
         assert len(warnings) == 1 and warnings[0].startswith("stream tiny:")
         assert "global-stability on thresholds:1024 with windows of 10 examples does not reach" in warnings[0]
     finally:
-        assert service.releases is not None and service.releases.executor is not None
-        service.releases.executor.shutdown()
+        assert service.releases is not None
+        service.releases.runner.shutdown()  # type: ignore[attr-defined]
         service.store.close()
         if service.ledger is not None:
             service.ledger.close()

@@ -42,6 +42,9 @@ def test_plan_json_is_one_object_with_every_candidate(capsys) -> None:
     assert generic["theorem_sample_size_log10"] > 0 and generic["status"] == "measured"
     assert doc["recommendation"]["learner"] in LEARNERS
     assert "[" in err and "100.0%" in err  # the progress bar, on stderr
+    # the publication slot a stream needs with each candidate, for nodes of 100,000 examples
+    assert doc["node_size"] == 100_000
+    assert generic["publish_delay_seconds"] >= 0.25 and generic["node_fit_seconds"] > 0
 
 
 def test_plan_table_and_only(capsys) -> None:
@@ -63,8 +66,18 @@ def test_plan_table_and_only(capsys) -> None:
     assert err == ""
     lines = out.splitlines()
     assert lines[0].startswith("class points:64")
-    assert any(line.startswith("learner    generic") for line in lines)
-    assert lines[-1].startswith("recommendation: learner generic")
+    generic = next(line for line in lines if line.startswith("learner    generic"))
+    assert float(generic.split()[4]) >= 0.25  # the slot column: publish_delay_seconds
+    assert lines[-2].startswith("recommendation: learner generic")
+    assert lines[-1].startswith("slot: publish_delay_seconds for one release on 100,000 examples")
+
+
+def test_plan_without_the_slot(capsys) -> None:
+    argv = ["plan", "points:64", "--epsilon", "1", "--alpha", "0.2", "--only", "generic", "--runs", "3"]
+    code, out, err = run(capsys, *argv, "--no-progress", "--node-size", "0", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["node_size"] is None and doc["candidates"][0]["publish_delay_seconds"] is None
 
 
 @pytest.mark.parametrize(
@@ -75,6 +88,7 @@ def test_plan_table_and_only(capsys) -> None:
         ["plan", "thresholds:8", "--epsilon", "1", "--alpha", "1.5"],
         ["plan", "thresholds:8", "--epsilon", "1", "--alpha", "0.1", "--budget", "0"],
         ["plan", "thresholds:8", "--epsilon", "1", "--alpha", "0.1", "--only", "svm"],
+        ["plan", "thresholds:8", "--epsilon", "1", "--alpha", "0.1", "--node-size", "-1"],
     ],
 )
 def test_bad_input_exits_2_with_one_clear_line(capsys, argv) -> None:

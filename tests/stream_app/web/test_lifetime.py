@@ -27,13 +27,13 @@ class TreeLedger:
         self._entries += [SimpleNamespace(mechanism="sanitizer:hierarchical", level=0) for _ in range(4)]
         self._refusals = refusals
 
-    def lifetime(self, stream_id: str) -> SimpleNamespace:
+    def lifetime(self, stream_id: str, visible_at: float | None = None) -> SimpleNamespace:
         return SimpleNamespace(spent_per_example=PrivacyCost(0.75, 0.0))
 
     def spent(self, stream_id: str) -> PrivacyCost:  # the total: what a draining budget would show
         return PrivacyCost(0.25 * len(self._entries), 0.0)
 
-    def entries(self, stream_id: str) -> list[SimpleNamespace]:
+    def entries(self, stream_id: str, visible_at: float | None = None) -> list[SimpleNamespace]:
         return self._entries
 
     def refusals(self, stream_id: str) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import time
 import urllib.error
 import urllib.request
 from importlib import resources
@@ -100,7 +101,11 @@ async def test_the_releases_over_time_are_the_published_certificates_oldest_firs
     status, _, body = await get(f"{page}/streams/clicks/releases")
     answer = json.loads(body)
     assert status == 200 and answer["stream_id"] == "clicks"
-    assert [r["ledger_entry_id"] for r in answer["releases"]] == ["1", "2"]  # not the unpublished 3
+    # public ids (stream, node, product); not the unpublished third release
+    assert [r["ledger_entry_id"] for r in answer["releases"]] == [
+        "clicks/w0/learner:generic",
+        "clicks/w1/learner:generic",
+    ]
     first = answer["releases"][0]
     assert first["product"] == "hypotheses" and first["window_id"] == "w0" and first["epsilon"] == 1.0
     assert first["epsilon_budget_remaining"] == 2.0 and first["level"] is None
@@ -151,3 +156,42 @@ def test_a_tree_release_is_summarised_with_its_level_node_and_lifetime_bound():
     summary = release_summary(charge)
     assert (summary["level"], summary["first_window"], summary["last_window"]) == (2, 4, 7)
     assert summary["lifetime"] == lifetime and summary["epsilon_budget_remaining"] is None
+
+
+async def test_a_release_is_shown_and_counted_only_from_its_scheduled_time():
+    """A release completed and published ahead of its deadline (as a worker whose clock runs early
+    could) is not on the public pages until then: not listed, not counted, not in the spend."""
+    from privstream.agents.ledger_port import NodeRange
+    from privstream.stream_app.web.public import lifetime, public_routes
+
+    ledger = SqliteLedger.open(":memory:", budgets={"clicks": (3.0, 0.0)})
+    soon = time.time() + 3600
+    for window, scheduled in ((0, None), (1, soon)):
+        reservation = ledger.reserve(
+            "clicks",
+            f"w{window}",
+            "learner:generic",
+            1.0,
+            0.0,
+            NodeRange.of(0, window),
+            scheduled_at=scheduled,
+        )
+        ledger.complete(reservation.entry_id, release(window + 1, f"w{window}"))
+        ledger.mark_published(reservation.entry_id)
+    listener = HttpListener(
+        "public", "127.0.0.1", free_port(), public_routes(STREAMS, ledger) + page_routes(STREAMS, ledger)
+    )
+    await listener.start()
+    try:
+        url = f"http://127.0.0.1:{listener.port}"
+        history = json.loads((await get(f"{url}/streams/clicks/releases"))[2])
+        budget = json.loads((await get(f"{url}/streams/clicks/budget"))[2])
+        latest = json.loads((await get(f"{url}/streams/clicks/releases/latest"))[2])
+    finally:
+        await listener.stop()
+    assert [r["window_id"] for r in history["releases"]] == ["w0"]
+    assert budget["releases"] == 1 and budget["lifetime_epsilon_spent"] == 1.0
+    assert latest["certificate"]["window"]["window_id"] == "w0"
+    later = lifetime(STREAMS[0], ledger, now=soon)  # from its scheduled time on: counted
+    assert later is not None and later["releases"] == 2 and later["lifetime_epsilon_spent"] == 1.0
+    ledger.close()
