@@ -583,17 +583,12 @@ class ReleaseAgent:
             return count_family(self.store.generation, policy.window_size)
         return policy.family
 
-    def _deadline(self, policy: ReleasePolicy, state: _StreamState, closed_at: float) -> float | None:
+    def _deadline(self, state: _StreamState, closed_at: float) -> float | None:
         """The deadline of a node that closed at ``closed_at``: the end of its publication slot
-        (:class:`~privstream.agents.timing.Slots`). A node whose slot would already be over when it
-        is scheduled (windows caught up after downtime) gets its slot from now."""
-        if state.slots is None:
-            return None
-        now = self.clock()
-        assert policy.publish_delay_seconds is not None
-        if max(closed_at, state.slots.last_end) + policy.publish_delay_seconds <= now:
-            closed_at = now
-        return state.slots.next(closed_at)
+        (:class:`~privstream.agents.timing.Slots`). A time window caught up after downtime keeps
+        its scheduled close, so its deadline may have passed: then its default goes out at once,
+        stamped with the deadline (its fate a function of time only)."""
+        return None if state.slots is None else state.slots.next(closed_at)
 
     def _schedule_window(
         self, policy: ReleasePolicy, state: _StreamState, index: int, closed_at: float
@@ -612,7 +607,7 @@ class ReleaseAgent:
         if window_id in state.scheduled:
             return
         state.scheduled.add(window_id)
-        deadline = self._deadline(policy, state, closed_at)
+        deadline = self._deadline(state, closed_at)
         self._spawn(self._release_node(policy, level, index, deadline))
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:

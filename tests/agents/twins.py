@@ -33,6 +33,7 @@ import dataclasses
 import heapq
 import inspect
 import json
+import math
 import zlib
 from collections.abc import Callable, Sequence
 from concurrent.futures.process import BrokenProcessPool
@@ -333,13 +334,29 @@ class TwinRun:
             await asyncio.sleep(0)
         self._look_at_pages()
 
+    def _next_close(self) -> float | None:
+        """The next moment a time window of a stream closes (the service's timer ticks then)."""
+        closes = []
+        for config in self.streams:
+            window = config.release.window if config.release is not None else None
+            if window is not None and window.kind == "time":
+                assert window.seconds is not None
+                k = math.floor((self.clock() - window.allowed_lateness_seconds) / window.seconds)
+                closes.append((k + 1) * window.seconds + window.allowed_lateness_seconds)
+        return min(closes, default=None)
+
     async def _advance_to(self, moment: float) -> None:
-        """Move the clock to ``moment`` through every wakeup before it, settling after each."""
-        if self.simulated:
-            await move_clock(self.clock, moment, self._look_at_pages)
+        """Move the clock to ``moment`` through every wakeup and every window's close before it, in
+        order, settling after each (the agent's timer ticks when a window closes)."""
+        if not self.simulated:
+            self.clock.now = max(moment, self.clock.now)
+            await self._settle()
             return
-        self.clock.now = max(moment, self.clock.now)
-        await self._settle()
+        while (close := self._next_close()) is not None and close <= moment:
+            await move_clock(self.clock, close, self._look_at_pages)
+            await self.agent.tick()
+            await self._settle()
+        await move_clock(self.clock, moment, self._look_at_pages)
 
     async def run(self, steps: Sequence[Step], *, to_the_end: bool = True) -> Observed:
         """Run the steps; then (``to_the_end``) move the clock until everything scheduled went out."""
