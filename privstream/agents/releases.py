@@ -415,14 +415,33 @@ class _StreamState:
 
 @dataclass
 class _Ready:
-    """A product's release of a node, ready for its deadline."""
+    """A product's release of a node: what is ready for its deadline (filled in while the publisher
+    waits for the deadline; ``available`` once there is something to publish, or an outcome)."""
 
     product: Product
-    reservation: Reservation
-    deadline: float | None
-    body: bytes  # the bytes to publish (the completed charge's, or computed now)
+    available: asyncio.Event = field(default_factory=asyncio.Event)
+    outcome: str = "pending"  # "ready", then "released"; or "refused", "failed", "lost"
+    reservation: Reservation | None = None
+    deadline: float | None = None
+    body: bytes | None = None  # the bytes to publish: the default, replaced by the fit's in time
     completed: bool = False  # already stored by the ledger (a replay, or another worker's)
     published: bool = False
+
+    def settle(self, outcome: str, body: bytes | None = None) -> None:
+        self.outcome = outcome
+        if body is not None:
+            self.body = body
+        self.available.set()
+
+
+@dataclass
+class _Fit:
+    """What the learner's fit of a product needs once its default is ready (the second phase)."""
+
+    ready: _Ready
+    data: WindowData
+    epsilon: float
+    delta: float
 
 
 class ReleaseAgent:
@@ -816,103 +835,139 @@ class ReleaseAgent:
         deadline: float | None = None,
         level: int = 0,
     ) -> None:
-        """Prepare each product's release of the node (its fits, one node at a time per stream, in
-        the schedule's order), then publish them at the deadline, after the stream's previous node."""
+        """Prepare the node's releases (its fits, one node at a time per stream, in the schedule's
+        order) while waiting for the deadline; then publish what is ready, product by product,
+        after the stream's previous node."""
         stream_id = policy.stream_id
         state = self._streams[stream_id]
         previous, mine = state.published, asyncio.get_running_loop().create_future()
         state.published = mine
         extra = {"stream_id": stream_id, "window_id": window_id, "ledger_entry_id": None}
+        readies = [_Ready(product) for product in policy.products]
+        loaded: list[WindowData] = []  # the window is read from the store once, if at all
+
+        async def window() -> WindowData:
+            if not loaded:
+                loaded.append(await self._offload(load))
+            return loaded[0]
+
+        preparing = asyncio.ensure_future(
+            self._prepare(policy, state, window_id, info, window, deadline, level, readies)
+        )
         try:
-            loaded: list[WindowData] = []  # the window is read from the store once, if at all
-
-            async def window() -> WindowData:
-                if not loaded:
-                    loaded.append(await self._offload(load))
-                return loaded[0]
-
-            outcomes: list[str] = []
-            ready: list[_Ready] = []
-            async with state.lock:
-                for product in policy.products:
-                    try:
-                        prepared = await self._prepare(
-                            policy, product, state, window_id, info, window, deadline, level
-                        )
-                    except LeaseLostError as exc:
-                        # Another worker owns the stream's partition now and releases this window; if
-                        # the partition comes back here, the recovery on assignment schedules it again.
-                        log.warning(
-                            "%s of window %s of stream %s not released here: %s",
-                            product.key,
-                            window_id,
-                            stream_id,
-                            exc,
-                            extra=extra,
-                        )
-                        state.scheduled.discard(window_id)
-                        return
-                    except Exception:
-                        # Not the data's (the default covers the learner): the ledger, the store.
-                        # Log, count, keep the window for a retry after a restart.
-                        log.exception(
-                            "%s of window %s of stream %s failed",
-                            product.key,
-                            window_id,
-                            stream_id,
-                            extra=extra,
-                        )
-                        self.metrics.learner_failed(stream_id)
-                        outcomes.append("failed")
-                        continue
-                    if isinstance(prepared, str):
-                        outcomes.append(prepared)
-                    else:
-                        ready.append(prepared)
             if previous is not None:
                 await previous  # the stream's releases go out in the schedule's order
-            for item in ready:
+            outcomes: list[str] = []
+            for ready in readies:
                 try:
-                    outcomes.append(await self._publish_ready(policy, state, window_id, item, level))
+                    outcomes.append(await self._publish_ready(policy, state, window_id, ready, level))
                 except LeaseLostError as exc:  # the new owner publishes it from the ledger's outbox
                     log.warning(
                         "%s of window %s of stream %s not published here: %s",
-                        item.product.key,
+                        ready.product.key,
                         window_id,
                         stream_id,
                         exc,
                         extra=extra,
                     )
-                    state.scheduled.discard(window_id)
-                    return
+                    outcomes.append("lost")
                 except Exception:
                     log.exception(
                         "publishing %s of window %s of stream %s failed (retried from the outbox)",
-                        item.product.key,
+                        ready.product.key,
                         window_id,
                         stream_id,
                         extra=extra,
                     )
                     self.metrics.learner_failed(stream_id)
                     outcomes.append("failed")
-            if "failed" not in outcomes:  # a failed product keeps the window for a retry after restart
+            await preparing  # its fits are over (a fit past the deadline was stopped there)
+            if "lost" in outcomes:
+                # Another worker owns the stream's partition now and releases this window; if the
+                # partition comes back here, the recovery on assignment schedules it again.
+                state.scheduled.discard(window_id)
+            elif "failed" not in outcomes:  # a failed product keeps the window for a retry after restart
                 await self._offload(close, ",".join(outcomes))
         finally:
+            preparing.cancel()
             mine.set_result(None)
 
     async def _prepare(
         self,
         policy: ReleasePolicy,
-        product: Product,
         state: _StreamState,
         window_id: str,
         info: WindowInfo,
         window: Callable[[], Awaitable[WindowData]],
         deadline: float | None,
         level: int,
-    ) -> _Ready | str:
-        """Reserve (the charge, write-ahead, with the secret seed and the deadline) and compute one
-        product's release of a node; "refused" if the ledger refused the charge."""
+        readies: list[_Ready],
+    ) -> None:
+        """Under the stream's lock: reserve every product and compute every default first (so all
+        are ready at the deadline), then run the learners' fits until the deadline."""
+        stream_id = policy.stream_id
+        extra = {"stream_id": stream_id, "window_id": window_id, "ledger_entry_id": None}
+        async with state.lock:
+            fits: list[_Fit] = []
+            for ready in readies:
+                try:
+                    fit = await self._reserve(policy, state, window_id, info, window, deadline, level, ready)
+                except LeaseLostError as exc:
+                    log.warning(
+                        "%s of window %s of stream %s not released here: %s",
+                        ready.product.key,
+                        window_id,
+                        stream_id,
+                        exc,
+                        extra=extra,
+                    )
+                    for other in readies:
+                        if not other.available.is_set():
+                            other.settle("lost")
+                    return
+                except Exception:
+                    # Not the data's (the default covers the learner): the ledger, the store.
+                    # Log, count, keep the window for a retry after a restart.
+                    log.exception(
+                        "%s of window %s of stream %s failed",
+                        ready.product.key,
+                        window_id,
+                        stream_id,
+                        extra=extra,
+                    )
+                    self.metrics.learner_failed(stream_id)
+                    ready.settle("failed")
+                    continue
+                if fit is not None:
+                    fits.append(fit)
+            for fit in fits:
+                try:
+                    await self._fit(policy, window_id, info, level, fit)
+                except Exception:
+                    log.exception(
+                        "%s of window %s of stream %s failed",
+                        fit.ready.product.key,
+                        window_id,
+                        stream_id,
+                        extra=extra,
+                    )
+                    self.metrics.learner_failed(stream_id)
+                    fit.ready.settle("failed")
+
+    async def _reserve(
+        self,
+        policy: ReleasePolicy,
+        state: _StreamState,
+        window_id: str,
+        info: WindowInfo,
+        window: Callable[[], Awaitable[WindowData]],
+        deadline: float | None,
+        level: int,
+        ready: _Ready,
+    ) -> _Fit | None:
+        """Reserve one product's release of the node (the charge, write-ahead, with the secret seed
+        and the deadline) and, with a deadline, compute its default; the fit still to run, if any."""
+        product = ready.product
         stream_id, key = policy.stream_id, product.key
         cost_epsilon, cost_delta = product.cost(level)
         assert info.first_window is not None and info.last_window is not None
@@ -943,14 +998,18 @@ class ReleaseAgent:
                 )
             except BudgetExhaustedError:  # the ledger recorded the refusal (a lowered budget, an old ledger)
                 await self._refuse(policy, product, state, window_id, level=level)
-                return "refused"
+                ready.settle("refused")
+                return None
+        ready.reservation = reservation
+        ready.deadline = deadline
         if reservation.scheduled_at is not None and state.slots is not None:
             # a reservation made before a restart keeps its deadline; later slots follow it
-            deadline = reservation.scheduled_at
-            state.slots.taken(deadline)
+            ready.deadline = reservation.scheduled_at
+            state.slots.taken(reservation.scheduled_at)
         if reservation.completed:  # a replay, or completed concurrently by another worker
-            assert reservation.release is not None
-            return _Ready(product, reservation, deadline, reservation.release, True, reservation.published)
+            ready.completed, ready.published = True, reservation.published
+            ready.settle("ready", reservation.release)
+            return None
         data = data if data is not None else await window()
         if reservation.included_users is not None:
             included = reservation.included_users
@@ -963,23 +1022,10 @@ class ReleaseAgent:
                 return WindowData(*(column[keep] for column in data))
 
             data = await self._offload(keep_included, data)
-        epsilon, delta = learner_privacy(policy, cost_epsilon, cost_delta)
-        result = await self._fit(
-            policy, product, data, window_id, epsilon, delta, level, reservation, deadline
-        )
-        receipt = ChargeReceipt(reservation.entry_id, reservation.lifetime.remaining)
-        body = self._release_json(
-            policy,
-            product,
-            result,
-            info,
-            receipt,
-            "seeded" if self._rng_factory else "secure",
-            level,
-            public_entry_id(stream_id, window_id, key),
-            deadline,
-        )
-        return _Ready(product, reservation, deadline, body)
+        fit = _Fit(ready, data, *learner_privacy(policy, cost_epsilon, cost_delta))
+        if ready.deadline is not None:  # prepared early: ready at the deadline whatever the fit does
+            ready.settle("ready", await self._default(policy, window_id, info, level, fit))
+        return fit
 
     def _source(self, window_id: str, key: str, seed: bytes, purpose: str = "") -> RandomSource:
         """The release's randomness, the same on every attempt: derived from the reservation's
@@ -990,48 +1036,43 @@ class ReleaseAgent:
             return derived(hashlib.sha256(f"privstream node {purpose}/".encode() + seed).digest())
         return derived(seed)
 
-    async def _fit(
-        self,
-        policy: ReleasePolicy,
-        product: Product,
-        data: WindowData,
-        window_id: str,
-        epsilon: float,
-        delta: float,
-        level: int,
-        reservation: Reservation,
-        deadline: float | None,
-    ) -> Any:
-        """The release's result: the learner's fit if it finished by the deadline, else the default.
+    async def _default(
+        self, policy: ReleasePolicy, window_id: str, info: WindowInfo, level: int, fit: _Fit
+    ) -> bytes:
+        """The default release's bytes: the learner on :func:`stand_in` with the same parameters and
+        randomness (data-independent, the same certificate, charged the same)."""
+        product, reservation = fit.ready.product, fit.ready.reservation
+        assert reservation is not None
+        xs, ys = stand_in(policy, fit.data, level)
+        source = self._source(window_id, product.key, reservation.seed)
+        call = learner_call(policy, product, fit.epsilon, fit.delta, level, source)
+        result = await self.runner.run(policy.stream_id, NodeFit(call, xs, ys), None)
+        return self._body(policy, product, result, info, reservation, level, fit.ready.deadline)
 
-        With a deadline, the default (the learner on :func:`stand_in`, the same parameters and
-        randomness: data-independent, the same certificate, charged the same) is computed first,
-        so it is ready at the deadline whatever happens to the fit: it does not finish (the runner
-        stops it), it raises, or its process dies. Without a deadline the default is computed only
-        when the fit raised or its process died.
-        """
+    async def _fit(
+        self, policy: ReleasePolicy, window_id: str, info: WindowInfo, level: int, fit: _Fit
+    ) -> None:
+        """Run the learner on the node until the deadline; its release replaces the default if it
+        finished in time. Without a deadline the default is computed only when the fit raised or
+        its process died."""
+        ready, product = fit.ready, fit.ready.product
+        reservation, deadline = ready.reservation, ready.deadline
+        assert reservation is not None
         stream_id, key, seed = policy.stream_id, product.key, reservation.seed
         extra = {"stream_id": stream_id, "window_id": window_id, "ledger_entry_id": None}
-
-        async def default() -> Any:
-            xs, ys = stand_in(policy, data, level)
-            call = learner_call(policy, product, epsilon, delta, level, self._source(window_id, key, seed))
-            return await self.runner.run(stream_id, NodeFit(call, xs, ys), None)
-
-        prepared = await default() if deadline is not None else None
-        if deadline is not None and self.clock() >= deadline:  # the default took the slot (or a restart)
+        if deadline is not None and self.clock() >= deadline:  # the defaults took the slot (or a restart)
             self.metrics.default_released(stream_id, "unfinished")
-            return prepared
-        fit = NodeFit(
-            learner_call(policy, product, epsilon, delta, level, self._source(window_id, key, seed)),
-            data.xs,
-            data.ys,
+            return
+        call = NodeFit(
+            learner_call(policy, product, fit.epsilon, fit.delta, level, self._source(window_id, key, seed)),
+            fit.data.xs,
+            fit.data.ys,
             order=self._source(window_id, key, seed, "order") if _shuffles(policy) else None,
             cap=policy.max_node_examples if capped(policy) else None,
         )
         started = time.perf_counter()
         try:
-            result = await self.runner.run(stream_id, fit, deadline)
+            result = await self.runner.run(stream_id, call, deadline)
         except FitTimedOut:
             reason = "unfinished"
             log.warning(
@@ -1061,44 +1102,78 @@ class ReleaseAgent:
             )
             self.metrics.learner_failed(stream_id)
         else:
-            self.metrics.learner_ran(product.name, time.perf_counter() - started, len(data.xs))
-            return result
+            self.metrics.learner_ran(product.name, time.perf_counter() - started, len(fit.data.xs))
+            if deadline is None or self.clock() < deadline:  # in time: the learner's release goes out
+                ready.settle("ready", self._body(policy, product, result, info, reservation, level, deadline))
+                return
+            reason = "unfinished"
         self.metrics.default_released(stream_id, reason)
-        return prepared if prepared is not None else await default()
+        if not ready.available.is_set():  # no deadline: the default only now
+            ready.settle("ready", await self._default(policy, window_id, info, level, fit))
+
+    def _body(
+        self,
+        policy: ReleasePolicy,
+        product: Product,
+        result: Any,
+        info: WindowInfo,
+        reservation: Reservation,
+        level: int,
+        deadline: float | None,
+    ) -> bytes:
+        receipt = ChargeReceipt(reservation.entry_id, reservation.lifetime.remaining)
+        return self._release_json(
+            policy,
+            product,
+            result,
+            info,
+            receipt,
+            "seeded" if self._rng_factory else "secure",
+            level,
+            public_entry_id(policy.stream_id, reservation.window_id, product.key),
+            deadline,
+        )
 
     async def _publish_ready(
-        self, policy: ReleasePolicy, state: _StreamState, window_id: str, item: _Ready, level: int
+        self, policy: ReleasePolicy, state: _StreamState, window_id: str, ready: _Ready, level: int
     ) -> str:
-        """At the deadline: store the bytes in the reservation (the first bytes win), publish exactly
-        the stored bytes with the deadline as the record's timestamp, mark them published."""
-        stream_id, reservation = policy.stream_id, item.reservation
-        public_id = public_entry_id(stream_id, window_id, item.product.key)
+        """At the deadline: store the bytes ready then in the reservation (the first bytes win),
+        publish exactly the stored bytes with the deadline as the record's timestamp, mark them
+        published."""
+        stream_id, key = policy.stream_id, ready.product.key
+        public_id = public_entry_id(stream_id, window_id, key)
         extra = {"stream_id": stream_id, "window_id": window_id, "ledger_entry_id": public_id}
-        if item.deadline is not None:
-            await sleep_until(self.clock, item.deadline)
-            late = self.clock() - item.deadline
+        await ready.available.wait()  # reserved (its deadline known), a default ready, or an outcome
+        if ready.deadline is not None:
+            await sleep_until(self.clock, ready.deadline)
+        if ready.outcome != "ready":
+            return ready.outcome
+        if ready.deadline is not None:
+            late = self.clock() - ready.deadline
             if late > DEADLINE_TOLERANCE_SECONDS:  # operators only: the public sees the deadline
                 self.metrics.deadline_missed(stream_id, late)
                 log.warning(
                     "release %s of window %s of stream %s missed its deadline by %.3g s",
-                    item.product.key,
+                    key,
                     window_id,
                     stream_id,
                     late,
                     extra=extra,
                 )
-        if item.published:
+        if ready.published:
             return "released"
+        reservation, body = ready.reservation, ready.body
+        assert reservation is not None and body is not None
         self._publishing.add(reservation.entry_id)
         try:
-            charge = await self._offload(self.ledger.complete, reservation.entry_id, item.body)
+            charge = await self._offload(self.ledger.complete, reservation.entry_id, body)
             await self._publish(
-                item.product.topic, stream_id, charge.release, timestamp_ms=_milliseconds(item.deadline)
+                ready.product.topic, stream_id, charge.release, timestamp_ms=_milliseconds(ready.deadline)
             )
             await self._offload(self.ledger.mark_published, charge.entry_id)
         finally:
             self._publishing.discard(reservation.entry_id)
-        if item.completed:  # published before (a replay): nothing new was released
+        if ready.completed:  # published before (a replay): nothing new was released
             return "released"
         state.releases += 1
         spent = await self._offload(self.ledger.spent, stream_id)
@@ -1107,7 +1182,7 @@ class ReleaseAgent:
         self.metrics.released_level(stream_id, level)
         log.info(
             "released %s for window %s of stream %s (ledger entry %s, lifetime epsilon per example spent %g)",
-            item.product.key,
+            key,
             window_id,
             stream_id,
             public_id,
