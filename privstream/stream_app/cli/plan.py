@@ -128,8 +128,8 @@ def run_plan(args: argparse.Namespace) -> int:
     print(f"recommendation: {result.recommendation['text']}")
     if result.node_size is not None:
         print(
-            f"slot: publish_delay_seconds for one release on {result.node_size:,} examples (a default's fit "
-            "and the slowest fit on public inputs, x3, plus a margin); add the timer's period for time "
-            "windows (min(1 s, seconds/10)) and sum a learner's and a sanitizer's"
+            f"slot: publish_delay_seconds for one release on {result.node_size:,} examples (twice the "
+            "slowest fit on public inputs, for the default and the fit, x3, plus a margin); add the timer's "
+            "period for time windows (min(1 s, seconds/10)) and sum a learner's and a sanitizer's"
         )
     return 0
