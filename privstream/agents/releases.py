@@ -211,6 +211,7 @@ class ReleasePolicy:
     # One publication slot (agents.timing). None: no deadline, each release is published when it is
     # computed (offline use and tests only: then the publication time shows the learner's run time).
     publish_delay_seconds: float | None = None
+    level_slots: tuple[float, ...] = ()  # a slot per level 0..L (derived); () means publish_delay_seconds
     schedule_start: float | None = None  # Unix seconds: the stream's first time window holds it
     privacy_unit: str = "example"
     user_contribution_bound: int | None = None
@@ -225,6 +226,10 @@ class ReleasePolicy:
         """Time windows' family; count windows' also needs the store's generation (the agent's)."""
         assert self.window_seconds is not None
         return time_family(self.window_seconds)
+
+    def slot(self, level: int) -> float | None:
+        """The publication slot of a node of ``level`` (None: no deadlines)."""
+        return self.level_slots[level] if self.level_slots else self.publish_delay_seconds
 
     @property
     def neighbouring_relation(self) -> str:
@@ -356,11 +361,11 @@ def learner_privacy(policy: ReleasePolicy, epsilon: float, delta: float) -> tupl
     return (epsilon, delta) if group == 1 else user_level_parameters(epsilon, delta, group)
 
 
-def largest_input(policy: ReleasePolicy) -> int:
-    """The most examples a learner of the policy can read: the top level's public n of a count
-    node, else the input cap (a ``ValueError`` where n is private and nothing caps it)."""
+def largest_input(policy: ReleasePolicy, level: int | None = None) -> int:
+    """The most examples a learner of a node of ``level`` (default: the top level) can read: a count
+    node's public n, else the input cap (a ``ValueError`` where n is private and nothing caps it)."""
     if policy.expected_size is None:
-        return node_sample_size(policy, policy.levels)
+        return node_sample_size(policy, policy.levels if level is None else level)
     if policy.max_node_examples is None:
         raise ValueError(
             f"stream {policy.stream_id}: no input cap bounds the learner's run time (max_node_examples is "
@@ -369,13 +374,17 @@ def largest_input(policy: ReleasePolicy) -> int:
     return policy.max_node_examples
 
 
-def slot_workload(policy: ReleasePolicy, seed: int = 0) -> list[tuple[NodeFit, list[NodeFit]]]:
-    """What one node's slot may have to run at worst, product by product: the default (the learner
-    on its stand-in input) and the fit on each public runtime input of the largest node's size
-    (:func:`privstream.learning.planning.runtime_inputs`), at the top level's parameters. The
-    service times it at start-up (:func:`privstream.agents.fits.slot_seconds`) to derive the slot.
+def slot_workload(
+    policy: ReleasePolicy, level: int | None = None, seed: int = 0
+) -> list[tuple[NodeFit, list[NodeFit]]]:
+    """What the slot of a node of ``level`` (default: the top level) may have to run at worst,
+    product by product: the default (the learner on its stand-in input) and the fit on each public
+    runtime input of the largest input of such a node (:func:`largest_input`,
+    :func:`privstream.learning.planning.runtime_inputs`), at the level's parameters. The service
+    times it at start-up (:func:`privstream.agents.fits.slot_seconds`) to derive the slots.
     """
-    level, n = policy.levels, largest_input(policy)
+    level = policy.levels if level is None else level
+    n = largest_input(policy, level)
     space = policy.hypothesis_class if policy.feature_bounds is None else policy.feature_bounds
     assert space is not None
     inputs = runtime_inputs(space, n, seed)
@@ -478,10 +487,7 @@ class ReleaseAgent:
         # Tests inject seeded generators; production passes None: the learner's secure default.
         self._rng_factory = rng_factory
         self._streams = {
-            sid: _StreamState(
-                slots=None if p.publish_delay_seconds is None else Slots(p.publish_delay_seconds)
-            )
-            for sid, p in policies.items()
+            sid: _StreamState(slots=None if p.slot(0) is None else Slots()) for sid, p in policies.items()
         }
         self._tasks: set[asyncio.Task[None]] = set()
         started = clock()
@@ -602,12 +608,15 @@ class ReleaseAgent:
             return count_family(self.store.generation, policy.window_size)
         return policy.family
 
-    def _deadline(self, state: _StreamState, closed_at: float) -> float | None:
-        """The deadline of a node that closed at ``closed_at``: the end of its publication slot
-        (:class:`~privstream.agents.timing.Slots`). A time window caught up after downtime keeps
-        its scheduled close, so its deadline may have passed: then its default goes out at once,
-        stamped with the deadline (its fate a function of time only)."""
-        return None if state.slots is None else state.slots.next(closed_at)
+    def _deadline(
+        self, policy: ReleasePolicy, state: _StreamState, level: int, closed_at: float
+    ) -> float | None:
+        """The deadline of a node of ``level`` that closed at ``closed_at``: the end of its
+        publication slot (:class:`~privstream.agents.timing.Slots`). A time window caught up after
+        downtime keeps its scheduled close, so its deadline may have passed: then its default goes
+        out at once, stamped with the deadline (its fate a function of time only)."""
+        length = policy.slot(level)
+        return None if state.slots is None or length is None else state.slots.next(closed_at, length)
 
     def _schedule_window(
         self, policy: ReleasePolicy, state: _StreamState, index: int, closed_at: float
@@ -626,7 +635,7 @@ class ReleaseAgent:
         if window_id in state.scheduled:
             return
         state.scheduled.add(window_id)
-        deadline = self._deadline(state, closed_at)
+        deadline = self._deadline(policy, state, level, closed_at)
         self._spawn(self._release_node(policy, level, index, deadline))
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
@@ -1227,10 +1236,11 @@ class ReleaseAgent:
         epsilon, delta = product.cost(level)
         publication = None
         if deadline is not None:
-            assert policy.publish_delay_seconds is not None
+            slot = policy.slot(level)
+            assert slot is not None
             publication = Publication(
                 scheduled_at=datetime.fromtimestamp(deadline, UTC),
-                publish_delay_seconds=policy.publish_delay_seconds,
+                publish_delay_seconds=slot,
                 max_node_examples=policy.max_node_examples,
                 rule=DEADLINE_RULE,
             )

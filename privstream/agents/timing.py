@@ -7,17 +7,17 @@ Pierce and Narayan, "Differential privacy under fire", USENIX Security 2011): ev
 deadline fixed when its node closes; at the deadline the publisher sends what is ready, or a
 data-independent default release charged the same.
 
-**Slots.** Each node's release gets one slot of ``publish_delay_seconds`` on its stream's learner.
-A node that closes at ``c`` (the end of its time window on the worker's clock, or the moment its
-count window's last example was taken in) takes the stream's next slot: it starts at ``c`` or
-when the previous node's slot ends, whichever is later, and the slot's end is the release's
-deadline. Nodes that close together (the tree's levels, a burst of count windows) take
-consecutive slots in the schedule's order. Every deadline is a function of the close moments and
-the configuration only.
+**Slots.** Each node's release gets one slot on its stream's learner (``publish_delay_seconds``,
+or its level's slot where the service derived one per level). A node that closes at ``c`` (the
+end of its time window on the worker's clock, or the moment its count window's last example was
+taken in) takes the stream's next slot: it starts at ``c`` or when the previous node's slot ends,
+whichever is later, and the slot's end is the release's deadline. Nodes that close together (the
+tree's levels, a burst of count windows) take consecutive slots in the schedule's order. Every
+deadline is a function of the close moments and the configuration only.
 
->>> slots = Slots(length=2.0)
->>> [slots.next(closed_at=10.0) for _ in range(3)], slots.next(closed_at=30.0)
-([12.0, 14.0, 16.0], 32.0)
+>>> slots = Slots()
+>>> [slots.next(10.0, length=2.0) for _ in range(3)], slots.next(30.0, length=1.5)
+([12.0, 14.0, 16.0], 31.5)
 
 **Fits.** A :class:`FitRunner` runs a learner for a stream and gives up at a deadline
 (:class:`FitTimedOut`): the service's runner kills the stream's learner process then, so the next
@@ -92,13 +92,12 @@ async def sleep_until(clock: Callable[[], float], moment: float) -> None:
 class Slots:
     """A stream's publication slots (module docstring): each node's deadline is the end of its slot."""
 
-    length: float
     last_end: float = -math.inf
 
-    def next(self, closed_at: float) -> float:
-        """The deadline of a node that closed at ``closed_at``: its slot starts then, or when the
-        previous slot ends if that is later."""
-        end = max(closed_at, self.last_end) + self.length
+    def next(self, closed_at: float, length: float) -> float:
+        """The deadline of a node that closed at ``closed_at`` and needs a slot of ``length``: its
+        slot starts then, or when the previous slot ends if that is later."""
+        end = max(closed_at, self.last_end) + length
         self.last_end = end
         return end
 

@@ -1,13 +1,14 @@
 """The publication slots the service derives at start-up.
 
-Every release is published at the end of its slot of ``publish_delay_seconds`` on its stream's
-learner (:mod:`privstream.agents.timing`). Where a stream's configuration leaves the slot unset,
-the service measures, in the stream's own learner process and before any example is read, how
-long one node's slot may need at worst: for each product the default release's fit and the
-slowest fit on public inputs of the largest input the learner can get (the input cap, or a count
-node's public n; :func:`privstream.agents.releases.slot_workload`). The slot is a margin plus three
-times that (:func:`privstream.learning.planning.slot_advice`), so a loaded machine still meets it;
-the measurement is a function of public inputs and the machine only, never of the data.
+Every release is published at the end of its slot on its stream's learner
+(:mod:`privstream.agents.timing`). Where a stream's configuration leaves ``publish_delay_seconds``
+unset, the service measures, in the stream's own learner process and before any example is read,
+how long a node's slot may need at worst, level by level: for each product the default release's
+fit and the slowest fit on public inputs of the largest input a node of the level can give the
+learner (the input cap, or a count node's public n if smaller;
+:func:`privstream.agents.releases.slot_workload`). A level's slot is a margin plus three times
+that (:func:`privstream.learning.planning.slot_advice`), so a loaded machine still meets it; the
+measurement is a function of public inputs and the machine only, never of the data.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import logging
 from concurrent.futures import Future
 
 from privstream.agents.fits import slot_seconds
-from privstream.agents.releases import ReleasePolicy, slot_workload
+from privstream.agents.releases import ReleasePolicy, largest_input, slot_workload
 from privstream.learning.planning import slot_advice
 from privstream.stream_app.learner_process import LearnerProcesses
 
@@ -27,27 +28,36 @@ log = logging.getLogger(__name__)
 def derive_slots(
     policies: dict[str, ReleasePolicy], processes: LearnerProcesses, timer_seconds: float
 ) -> dict[str, ReleasePolicy]:
-    """The policies with every ``publish_delay_seconds`` set: as configured, or derived (measured in
-    each stream's learner process, all streams at once). ``timer_seconds`` is the period of the
-    timer that closes time windows: a time window's fits start up to that late."""
-    measuring: dict[str, Future[float]] = {
-        stream_id: processes.process(stream_id).submit(slot_seconds, slot_workload(policy))
-        for stream_id, policy in policies.items()
-        if policy.publish_delay_seconds is None
-    }
+    """The policies with their slots set: as configured, or derived per level (measured in each
+    stream's learner process, all streams at once; levels whose nodes read as many examples share
+    one measurement). ``timer_seconds`` is the period of the timer that closes time windows: a time
+    window's fits start up to that late."""
+    measuring: dict[str, dict[int, Future[float]]] = {}
+    for stream_id, policy in policies.items():
+        if policy.publish_delay_seconds is not None:
+            continue
+        by_size = {largest_input(policy, level): level for level in range(policy.levels + 1)}
+        measuring[stream_id] = {
+            level: processes.process(stream_id).submit(slot_seconds, slot_workload(policy, level))
+            for level in by_size.values()
+        }
     derived = dict(policies)
-    for stream_id, future in measuring.items():
+    for stream_id, futures in measuring.items():
         policy = policies[stream_id]
-        seconds = future.result()
-        slot = slot_advice(seconds, timer_seconds if policy.window_kind == "time" else 0.0)
-        derived[stream_id] = dataclasses.replace(policy, publish_delay_seconds=slot)
+        timer = timer_seconds if policy.window_kind == "time" else 0.0
+        measured = {level: future.result() for level, future in futures.items()}
+        slots = tuple(
+            slot_advice(measured[min(m for m in measured if m >= level)], timer)
+            for level in range(policy.levels + 1)
+        )
+        derived[stream_id] = dataclasses.replace(policy, publish_delay_seconds=max(slots), level_slots=slots)
         log.info(
-            "stream %s: publication slot %g s (a node's fits took %.3g s at worst on public inputs of "
-            "%d examples; set publish_delay_seconds to choose it)",
+            "stream %s: publication slots %s s per level 0..%d (a node's fits took %s s at worst on public "
+            "inputs; set publish_delay_seconds to choose one slot for every level)",
             stream_id,
-            slot,
-            seconds,
-            policy.max_node_examples or policy.window_size << policy.levels,
+            ", ".join(f"{slot:g}" for slot in slots),
+            policy.levels,
+            ", ".join(f"{seconds:.3g}" for _, seconds in sorted(measured.items())),
             extra={"stream_id": stream_id, "window_id": None, "ledger_entry_id": None},
         )
     return derived
@@ -56,22 +66,22 @@ def derive_slots(
 def slots_fall_behind(policy: ReleasePolicy) -> str | None:
     """A warning when a time-window stream's slots outgrow its windows, else None.
 
-    Each window closes one node of level 0 and, every 2^j windows, one of level j: on average
-    ``2 - 2^-L`` nodes per window, each taking a slot. Slots longer than that share of a window put
-    every release further behind its window than the one before.
+    Each window closes one node of level 0 and, every 2^j windows, one of level j: per window, the
+    slots of level j take ``slot_j / 2^j`` on average. Slots longer than a window in all put every
+    release further behind its window than the one before.
 
     >>> slots_fall_behind(ReleasePolicy("s", None, (), window_kind="time", window_seconds=10.0,
     ...                                 levels=1, publish_delay_seconds=7.0))  # doctest: +ELLIPSIS
-    'stream s: 1.5 publication slots of 7 s per window of 10 s: ...'
+    'stream s: its publication slots take 10.5 s per window of 10 s: ...'
     """
-    if policy.window_kind != "time" or policy.publish_delay_seconds is None:
+    if policy.window_kind != "time" or policy.slot(0) is None:
         return None
     assert policy.window_seconds is not None
-    per_window = 2 - 2.0**-policy.levels
-    if per_window * policy.publish_delay_seconds <= policy.window_seconds:
+    per_window = sum((policy.slot(level) or 0.0) / 2**level for level in range(policy.levels + 1))
+    if per_window <= policy.window_seconds:
         return None
     return (
-        f"stream {policy.stream_id}: {per_window:g} publication slots of {policy.publish_delay_seconds:g} s "
-        f"per window of {policy.window_seconds:g} s: releases will fall further behind their windows; "
-        "lengthen the windows, lower max_node_examples or levels, or give a shorter publish_delay_seconds"
+        f"stream {policy.stream_id}: its publication slots take {per_window:g} s per window of "
+        f"{policy.window_seconds:g} s: releases will fall further behind their windows; lengthen the "
+        "windows, lower max_node_examples or levels, or give a shorter publish_delay_seconds"
     )

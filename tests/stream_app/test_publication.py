@@ -59,9 +59,9 @@ def test_where_n_is_private_and_nothing_caps_the_input_the_slot_must_be_given():
     assert given.window.publish_delay_seconds == 3.0
 
 
-def test_a_configured_slot_is_kept_and_an_unset_one_is_measured_in_the_streams_process():
+def test_a_configured_slot_is_kept_and_unset_ones_are_measured_per_level_in_the_streams_process():
     configured = policy_of(stream("a", window={"kind": "count", "size": 100, "publish_delay_seconds": 2.5}))
-    derived = policy_of(stream("b", window={"kind": "count", "size": 100}))
+    derived = policy_of(stream("b", levels=3, max_node_examples=400, window={"kind": "count", "size": 100}))
     assert derived.publish_delay_seconds is None
     processes = LearnerProcesses(["a", "b"])
     try:
@@ -69,6 +69,11 @@ def test_a_configured_slot_is_kept_and_an_unset_one_is_measured_in_the_streams_p
         assert processes.child_pids("b") and not processes.child_pids("a")  # measured in b's own child
     finally:
         processes.shutdown()
-    assert slots["a"] == configured
-    assert slots["b"] == dataclasses.replace(derived, publish_delay_seconds=slots["b"].publish_delay_seconds)
-    assert slots["b"].publish_delay_seconds >= SLOT_MARGIN_SECONDS  # count windows: no timer period
+    assert slots["a"] == configured and [configured.slot(j) for j in range(1)] == [2.5]
+    b = slots["b"]
+    assert b == dataclasses.replace(
+        derived, publish_delay_seconds=b.publish_delay_seconds, level_slots=b.level_slots
+    )
+    assert len(b.level_slots) == 4 and b.publish_delay_seconds == max(b.level_slots)
+    assert min(b.level_slots) >= SLOT_MARGIN_SECONDS  # count windows: no timer period
+    assert b.level_slots[2] == b.level_slots[3]  # levels 2 and 3 both read 400 examples: one measurement
