@@ -1,10 +1,9 @@
 """The agents' view of the privacy ledger: its protocol, values and errors (no storage types).
 
 The service's durable implementations are in :mod:`privstream.stream_app.store` (``SqliteLedger``,
-``PostgresLedger``); the agents depend only on what is here (DESIGN.md §2: agents never import the
-service).
+``PostgresLedger``); the agents depend only on what is here (agents never import the service).
 
-**The release path (E-DESIGN.md §3.1): reserve, compute, complete.** A release of a node of the
+**The release path: reserve, compute, complete.** A release of a node of the
 release tree is charged *before* its learner runs: :meth:`PrivacyLedger.reserve` checks the
 lifetime budget, spends it, draws a secret 32-byte seed and stores all of it in one transaction.
 The learner then runs with randomness derived from that seed
@@ -14,7 +13,7 @@ bytes (first bytes win), and the outbox (:meth:`PrivacyLedger.unpublished`) list
 releases not yet published. :meth:`PrivacyLedger.incomplete` lists reservations whose release was
 never stored (a worker died while its learner ran): recompute them with their stored seeds.
 
-**Lifetime accounting at the example level (issue 17.1).** Level-0 windows of a stream are
+**Lifetime accounting at the example level.** Level-0 windows of a stream are
 disjoint, and a node ``(j, m)`` covers windows ``[m·2^j, (m+1)·2^j)`` (:class:`NodeRange`). An
 example of window ``w`` is touched by every charge whose node covers ``w``, so its lifetime cost
 is the sum of those charges (parallel composition over disjoint nodes, sequential over levels);
@@ -28,7 +27,7 @@ written by schema version 1) counts against *every* window of the stream: the sa
 >>> [str(n) for n in node.children()]
 ['L1[12..13]', 'L1[14..15]']
 
-**User level: the individual privacy filter (issue 17.3, Feldman & Zrnic 2021).** One per-user
+**User level: the individual privacy filter (Feldman & Zrnic, NeurIPS 2021).** One per-user
 ledger serves the whole deployment. A user-level reservation names the users present in the
 node; the ledger charges the reservation's (epsilon, delta) to each of them whose lifetime spend
 plus the charge fits their budget, and excludes the others (they are left out of the node before
@@ -321,7 +320,7 @@ class ChargeReceipt:
 class PrivacyLedger(Protocol):
     """What the agents need from a privacy ledger (no storage types leak through it).
 
-    The release path (E-DESIGN.md §3.1) is :meth:`reserve` (the charge, write-ahead, before the
+    The release path is :meth:`reserve` (the charge, write-ahead, before the
     learner runs), then :meth:`complete` (the bytes), :meth:`mark_published` (the outbox).
     :meth:`charge` is the one-shot form (reserve a charge without a node range and complete it in
     one transaction) for offline callers; it is idempotent per (stream_id, window_id, mechanism)

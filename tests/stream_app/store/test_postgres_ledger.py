@@ -283,7 +283,7 @@ def test_a_worker_frozen_inside_a_transaction_loses_its_locks(pg_server: Postgre
     config = _config(pg_server, pg_database, lock_timeout=5.0, idle_in_transaction_timeout=0.5)
     frozen = PostgresLedger.open(config, create_if_missing=True, budgets={"s": (1.0, 0.0)})
     other = PostgresLedger.open(config)
-    with frozen._db._pool.connection() as conn:  # the frozen worker's own pooled session
+    with frozen._backend.db._pool.connection() as conn:  # the frozen worker's own pooled session
         assert conn.execute("SHOW idle_in_transaction_session_timeout").fetchone()[0] == "500ms"
         # its session is ended by the server: the frozen worker's next statement fails
         with pytest.raises(psycopg.errors.IdleInTransactionSessionTimeout), conn.transaction():
