@@ -52,10 +52,15 @@ def postgres_config(settings: Settings) -> PostgresConfig:
     )
 
 
-def open_ledger(settings: Settings, budgets: Mapping[str, tuple[float, float]] | None = None) -> Ledger:
+def open_ledger(
+    settings: Settings,
+    budgets: Mapping[str, tuple[float, float]] | None = None,
+    *,
+    create: bool | None = None,
+) -> Ledger:
     """The privacy ledger the settings name, with ``budgets`` applied; a missing one is an error
-    unless ``ledger_create_if_missing``."""
-    create = settings.ledger_create_if_missing
+    unless ``create`` (default: the setting ``ledger_create_if_missing``)."""
+    create = settings.ledger_create_if_missing if create is None else create
     if settings.store_backend == "postgresql":
         from privstream.stream_app.store.postgres_ledger import PostgresLedger
 

@@ -62,6 +62,7 @@ serialises user-level reservations of all streams (:meth:`LedgerBackend.charge_u
 
 from __future__ import annotations
 
+import json
 import logging
 import secrets
 import time
@@ -75,6 +76,8 @@ from privstream.agents.ledger_port import (
     BudgetExhaustedError,
     Charge,
     ChargeReceipt,
+    ConfigMismatchError,
+    LedgerIdentity,
     LifetimeFigures,
     NodeRange,
     PrivacyCost,
@@ -102,6 +105,7 @@ from privstream.stream_app.store.ledger_rules import (
     unpack_users,
     window_peak,
 )
+from privstream.stream_app.store.privacy_config import canonical, differences, only_lowers
 
 __all__ = ["TABLES", "LedgerBackend", "SqlLedger"]
 
@@ -109,7 +113,18 @@ log = logging.getLogger("privstream.stream_app.store.ledger")
 T = TypeVar("T")
 
 #: The ledger's tables, as the portable statements name them.
-TABLES = ("streams", "charges", "refusals", "budget_changes", "levels", "user_spends")
+TABLES = (
+    "streams",
+    "charges",
+    "refusals",
+    "budget_changes",
+    "levels",
+    "user_spends",
+    "identity",
+    "configs",
+    "audit",
+    "predecessors",
+)
 #: A transaction's cursor (``sqlite3.Cursor``, ``psycopg.Cursor``): the statements here use only
 #: ``execute``, ``executemany``, ``fetchone``, ``fetchall`` and ``rowcount``, which both have.
 Cursor = Any
@@ -120,7 +135,7 @@ _CHARGE = (
 )
 _RESERVATION = (
     "entry_id, stream_id, window_id, mechanism, epsilon, delta, level, first_window, last_window, seed, "
-    "users, lifetime, release, completed_at, published_at"
+    "users, lifetime, release, completed_at, published_at, epoch"
 )
 
 
@@ -150,6 +165,10 @@ class LedgerBackend(Protocol):
         give each user (of distinct ``users``) the spend ``decide`` returns for their stored
         spend (``("0", "0")`` if never charged), keep the spend of those it returns None for,
         and return the others (the users charged) in the order given."""
+        ...
+
+    def raise_entry_ids(self, cur: Cursor, floor: int) -> None:
+        """Make the next entry id larger than ``floor`` (ids never go back)."""
         ...
 
     def close(self) -> None: ...
@@ -196,6 +215,19 @@ class SqlLedger:
 
         stored, charges = self._backend.run(read, mode="snapshot")
         check_spends(self._backend.where, stored, charges)
+
+        def identify(cur: Cursor) -> str:  # a ledger made before identities were recorded gets one now
+            cur.execute(
+                self._q(
+                    "INSERT INTO {identity} (singleton, ledger_id, epoch, entry_floor, created_at) "
+                    "VALUES (1, ?, 0, 0, ?) ON CONFLICT DO NOTHING"
+                ),
+                (secrets.token_hex(16), self._now()),
+            )
+            return str(cur.execute(self._q("SELECT ledger_id FROM {identity}")).fetchone()[0])
+
+        #: This ledger's id: random, drawn once when the ledger was created, never changed.
+        self.ledger_id = self._backend.run(identify)
         if budgets:
 
             def apply(cur: Cursor) -> None:
@@ -221,20 +253,41 @@ class SqlLedger:
         """
         self._backend.run(lambda cur: self._set_budget(cur, stream_id, epsilon_budget, delta_budget))
 
-    def register_stream(self, stream_id: str, lifetime: PrivacyCost | tuple[float, float]) -> float:
+    def register_stream(
+        self,
+        stream_id: str,
+        lifetime: PrivacyCost | tuple[float, float],
+        config: Mapping[str, Any] | None = None,
+        *,
+        who: str = "privstream worker",
+    ) -> float:
         """Set the stream's lifetime budget (as :meth:`set_budget`) and return its registration
         time: Unix seconds of its first registration, never changed (the public anchor of the
         time-window schedule).
+
+        With ``config`` (the stream's :func:`~.privacy_config.privacy_configuration`, whose budgets
+        are ``lifetime``'s), the stream's configuration is checked against the one the ledger
+        accepted for it: the first is recorded; one that only lowers budgets (and the costs that
+        follow them) is recorded and audited, and takes effect at once; any other change, a raised
+        budget included, raises :class:`ConfigMismatchError` and changes nothing (accept it with
+        :meth:`accept_config`).
 
         >>> from privstream.stream_app.store.sqlite_ledger import SqliteLedger
         >>> ledger = SqliteLedger.open(":memory:")
         >>> first = ledger.register_stream("s", PrivacyCost(1.0, 0.0))
         >>> ledger.register_stream("s", PrivacyCost(2.0, 0.0)) == first, ledger.budget("s")
         (True, PrivacyCost(epsilon=2.0, delta=0.0))
+        >>> _ = ledger.register_stream("c", (2.0, 0.0), {"epsilon_budget": 2.0, "delta_budget": 0.0})
+        >>> ledger.register_stream("c", (3.0, 0.0), {"epsilon_budget": 3.0, "delta_budget": 0.0})
+        Traceback (most recent call last):
+        ...
+        privstream.agents.ledger_port.ConfigMismatchError: stream 'c': its privacy configuration ...
         """
         epsilon_budget, delta_budget = lifetime
 
         def run(cur: Cursor) -> float:
+            if config is not None:
+                self._check_config(cur, stream_id, config, who)
             self._set_budget(cur, stream_id, epsilon_budget, delta_budget)
             cur.execute(  # a stream of a version-1 ledger without a recorded budget change has none
                 self._q(
@@ -248,6 +301,176 @@ class SqlLedger:
             return float(row.fetchone()[0])
 
         return self._backend.run(run)
+
+    def _check_config(self, cur: Cursor, stream_id: str, config: Mapping[str, Any], who: str) -> None:
+        """Record ``config`` if it is the stream's first or lowers its budgets only; else raise."""
+        row = cur.execute(
+            self._q("SELECT config FROM {configs} WHERE stream_id = ?"), (stream_id,)
+        ).fetchone()
+        if row is None:
+            # A stream registered before configurations were recorded: its budget is all there is.
+            old_budget = self._find_stream(cur, stream_id)
+            accepted = dict(config)
+            if old_budget is not None:
+                accepted.update(
+                    epsilon_budget=old_budget.budget.epsilon, delta_budget=old_budget.budget.delta
+                )
+            action = "registered"
+        else:
+            accepted, action = json.loads(row[0]), "lowered"
+        if accepted == dict(config):
+            if row is None:
+                self._record_config(cur, stream_id, config, who, action, "first registration")
+            return
+        if not only_lowers(accepted, config):
+            raise ConfigMismatchError(stream_id, differences(accepted, config))
+        self._record_config(cur, stream_id, config, who, "lowered", "a lower budget takes effect at once")
+
+    def _record_config(
+        self, cur: Cursor, stream_id: str, config: Mapping[str, Any], who: str, action: str, reason: str
+    ) -> None:
+        old = cur.execute(
+            self._q("SELECT config FROM {configs} WHERE stream_id = ?"), (stream_id,)
+        ).fetchone()
+        text = canonical(config)
+        cur.execute(
+            self._q(
+                "INSERT INTO {configs} (stream_id, config, accepted_at) VALUES (?, ?, ?) ON CONFLICT "
+                "(stream_id) DO UPDATE SET config = excluded.config, accepted_at = excluded.accepted_at"
+            ),
+            (stream_id, text, self._now()),
+        )
+        detail = {"old": None if old is None else json.loads(old[0]), "new": dict(config)}
+        self._audit(cur, who, f"config {action}", stream_id, reason, detail)
+
+    def _audit(
+        self,
+        cur: Cursor,
+        who: str,
+        action: str,
+        stream_id: str | None,
+        reason: str,
+        detail: Mapping[str, Any],
+    ) -> None:
+        cur.execute(
+            self._q(
+                "INSERT INTO {audit} (at, who, action, stream_id, reason, detail) VALUES (?, ?, ?, ?, ?, ?)"
+            ),
+            (self._now(), who, action, stream_id, reason, canonical(detail)),
+        )
+
+    def accept_config(self, stream_id: str, config: Mapping[str, Any], *, who: str, reason: str) -> None:
+        """Accept ``config`` as the stream's privacy configuration, whatever it changes (a raised
+        budget, another ε, window or learner), and set its budget: the explicit, audited way to
+        change what :meth:`register_stream` refuses. ``who`` and ``reason`` go to the audit log."""
+        if not reason.strip():
+            raise ValueError("accepting a privacy configuration needs a reason (it is audited)")
+
+        def run(cur: Cursor) -> None:
+            self._record_config(cur, stream_id, config, who, "accepted", reason)
+            self._set_budget(cur, stream_id, config["epsilon_budget"], config["delta_budget"])
+
+        self._backend.run(run)
+
+    def accepted_config(self, stream_id: str) -> dict[str, Any] | None:
+        """The privacy configuration the ledger accepted for the stream (None: none recorded)."""
+        statement = self._q("SELECT config FROM {configs} WHERE stream_id = ?")
+        row = self._backend.run(lambda cur: cur.execute(statement, (stream_id,)).fetchone(), mode="read")
+        return None if row is None else dict(json.loads(row[0]))
+
+    def audit_log(self, stream_id: str | None = None) -> list[dict[str, Any]]:
+        """The audit log, oldest first: who did what, when and why (all streams, or one)."""
+        where, params = ("", ()) if stream_id is None else (" WHERE stream_id = ?", (stream_id,))
+        statement = self._q(
+            f"SELECT at, who, action, stream_id, reason, detail FROM {{audit}}{where} ORDER BY audit_id"
+        )
+        rows = self._backend.run(lambda cur: cur.execute(statement, params).fetchall(), mode="read")
+        keys = ("at", "who", "action", "stream_id", "reason", "detail")
+        return [
+            {**dict(zip(keys, row, strict=True)), "at": parse_time(row[0]), "detail": json.loads(row[5])}
+            for row in rows
+        ]
+
+    # ----------------------------------------------------------------- identity
+
+    def identity(self) -> LedgerIdentity:
+        """Which ledger this is, its epoch, and the highest entry id it has written."""
+        return self._backend.run(self._identity, mode="snapshot")
+
+    def _identity(self, cur: Cursor) -> LedgerIdentity:
+        ledger_id, epoch, floor = cur.execute(
+            self._q("SELECT ledger_id, epoch, entry_floor FROM {identity}")
+        ).fetchone()
+        (entries,) = cur.execute(self._q("SELECT coalesce(max(entry_id), 0) FROM {charges}")).fetchone()
+        return LedgerIdentity(str(ledger_id), int(epoch), max(int(entries), int(floor)))
+
+    def claim(self) -> LedgerIdentity:
+        """Raise the epoch by one (a worker starts on the ledger) and return the identity."""
+
+        def run(cur: Cursor) -> LedgerIdentity:
+            cur.execute(self._q("UPDATE {identity} SET epoch = epoch + 1"))
+            return self._identity(cur)
+
+        return self._backend.run(run)
+
+    def adopt(self, seen: Collection[LedgerIdentity], *, who: str, reason: str) -> LedgerIdentity:
+        """Continue the deployment's history on this ledger although it lacks part of it (the
+        ledger the state store knew is lost, or this is an older backup): its epoch and entry ids
+        are raised above everything ``seen`` (what the state store and the public topics saw), so
+        no id is ever given twice; the ledgers seen become its predecessors, and the adoption is
+        audited. What the missing history spent is not in this ledger: prefer restoring it."""
+        if not reason.strip():
+            raise ValueError("adopting a ledger needs a reason (it is audited)")
+
+        def run(cur: Cursor) -> LedgerIdentity:
+            mine = self._identity(cur)
+            for other in seen:
+                if other.ledger_id != mine.ledger_id:
+                    cur.execute(
+                        self._q(
+                            "INSERT INTO {predecessors} (ledger_id, epoch, entries, adopted_at) "
+                            "VALUES (?, ?, ?, ?) ON CONFLICT (ledger_id) DO UPDATE SET "
+                            "epoch = excluded.epoch, entries = excluded.entries"
+                        ),
+                        (other.ledger_id, other.epoch, other.entries, self._now()),
+                    )
+            seen_epoch = max((other.epoch for other in seen), default=0)
+            seen_entries = max((other.entries for other in seen), default=0)
+            floor = max(mine.entries, seen_entries)
+            cur.execute(
+                self._q("UPDATE {identity} SET epoch = ?, entry_floor = ?"),
+                (max(mine.epoch, seen_epoch) + 1, floor),
+            )
+            self._backend.raise_entry_ids(cur, floor)
+            detail = {"seen": [other._asdict() for other in seen], "was": mine._asdict()}
+            self._audit(cur, who, "ledger adopted", None, reason, detail)
+            return self._identity(cur)
+
+        return self._backend.run(run)
+
+    def predecessors(self) -> set[str]:
+        """The ids of the ledgers this one continues (see :meth:`adopt`)."""
+        statement = self._q("SELECT ledger_id FROM {predecessors}")
+        return {
+            row[0] for row in self._backend.run(lambda cur: cur.execute(statement).fetchall(), mode="read")
+        }
+
+    def missing_windows(self, stream_id: str, window_ids: Collection[str]) -> list[str]:
+        """Which of ``window_ids`` the stream has no charge of, in the order given."""
+        ids = list(dict.fromkeys(window_ids))
+        if not ids:
+            return []
+        marks = ", ".join("?" * len(ids))
+        statement = self._q(
+            f"SELECT DISTINCT window_id FROM {{charges}} WHERE stream_id = ? AND window_id IN ({marks})"
+        )
+        found = {
+            row[0]
+            for row in self._backend.run(
+                lambda cur: cur.execute(statement, (stream_id, *ids)).fetchall(), mode="read"
+            )
+        }
+        return [w for w in ids if w not in found]
 
     def _set_budget(self, cur: Cursor, stream_id: str, epsilon_budget: float, delta_budget: float) -> None:
         fresh = budget_change(stream_id, None, epsilon_budget, delta_budget)  # validates the numbers
@@ -466,19 +689,21 @@ class SqlLedger:
                 return existing
             state = self._lifetime_state(cur, stream_id)
             peak = window_peak(self._overlapping(cur, stream_id, node), node.first_window, node.last_window)
-            if not state.allows_node(peak, eps, dlt):
+            # A budget lowered below the spend stops the stream at once, fresh windows included.
+            if state.exhausted or not state.allows_node(peak, eps, dlt):
                 self._refuse(cur, request, node)
                 spent_eps, spent_delta = state.spent_in(peak)
                 spent = PrivacyCost(float(spent_eps), float(spent_delta))
                 return BudgetExhaustedError(*request.key, request.cost, spent, state.budget)
             after = state.after_node(peak, eps, dlt)
             seed = secrets.token_bytes(SEED_BYTES)
+            (epoch,) = cur.execute(self._q("SELECT epoch FROM {identity}")).fetchone()
             entry_id = self._dialect.insert(
                 cur,
                 "INSERT INTO {charges} (stream_id, window_id, mechanism, epsilon, delta, release, "
-                "charged_at, level, first_window, last_window, seed) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (*request.key, str(eps), str(dlt), b"", self._now(), *_columns(node), seed),
+                "charged_at, level, first_window, last_window, seed, epoch) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (*request.key, str(eps), str(dlt), b"", self._now(), *_columns(node), seed, epoch),
                 "entry_id",
             )
             included = packed = None
@@ -498,7 +723,18 @@ class SqlLedger:
                 (None if included is None else len(included), packed, lifetime_to_json(figures), entry_id),
             )
             return Reservation(
-                entry_id, *request.key, float(eps), float(dlt), node, seed, included, figures, None, False
+                entry_id,
+                *request.key,
+                float(eps),
+                float(dlt),
+                node,
+                seed,
+                included,
+                figures,
+                None,
+                False,
+                self.ledger_id,
+                int(epoch),
             )
 
         outcome = self._backend.run(run)
@@ -544,7 +780,7 @@ class SqlLedger:
 
     def _to_reservation(self, cur: Cursor, row: tuple[Any, ...]) -> Reservation:
         entry_id, stream_id, window_id, mechanism, epsilon, delta, level, first, last = row[:9]
-        seed, packed, lifetime, release, completed_at, published_at = row[9:]
+        seed, packed, lifetime, release, completed_at, published_at, epoch = row[9:]
         if lifetime is not None:
             figures = lifetime_from_json(lifetime)
         else:  # a version-1 charge: no figures were recorded with it; today's stand in
@@ -562,6 +798,8 @@ class SqlLedger:
             figures,
             None if completed_at is None else bytes(release),
             published_at is not None,
+            self.ledger_id,
+            None if epoch is None else int(epoch),
         )
 
     def reservation(self, stream_id: str, window_id: str, mechanism: str) -> Reservation | None:

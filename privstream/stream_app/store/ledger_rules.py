@@ -356,6 +356,13 @@ class LifetimeState:
     def per_example(self) -> Exact:
         return self.unranged_epsilon + self.peak_epsilon, self.unranged_delta + self.peak_delta
 
+    @property
+    def exhausted(self) -> bool:
+        """Whether the spend per example is past the budget (a budget lowered below it): then
+        every charge is refused, of fresh windows too."""
+        eps, delta = self.per_example
+        return eps > self.epsilon_budget or delta > self.delta_budget
+
     def _fits(self, spent: Exact, epsilon: Fraction, delta: Fraction) -> bool:
         return spent[0] + epsilon <= self.epsilon_budget and spent[1] + delta <= self.delta_budget
 

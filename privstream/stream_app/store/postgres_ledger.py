@@ -111,6 +111,13 @@ class PostgresLedgerBackend:
     def run(self, body: Callable[[Cursor], Any], *, mode: Mode = "write") -> Any:
         return self.db.transaction(body, snapshot=mode == "snapshot")
 
+    def raise_entry_ids(self, cur: Cursor, floor: int) -> None:
+        cur.execute(
+            "SELECT setval(s, greatest(%s, nextval(s) - 1)) "
+            "FROM pg_get_serial_sequence('ledger_charges', 'entry_id') AS s",
+            (floor,),
+        )
+
     def close(self) -> None:
         self.db.close()
 

@@ -171,6 +171,46 @@ LEDGER: tuple[Step, ...] = (
 ){compact}""",
         ),
     ),
+    (
+        3,
+        "the ledger's identity and epoch, the privacy configuration accepted per stream, an audit log",
+        (
+            # One row: a random id drawn when the ledger is created; the epoch, raised by one at every
+            # worker start (stated in every certificate, with the epoch of its reservation); the entry
+            # ids an adopted ledger skips (those the history it continues gave already).
+            """CREATE TABLE {identity} (
+    singleton   INTEGER PRIMARY KEY CHECK (singleton = 1),
+    ledger_id   TEXT NOT NULL,
+    epoch       {bigint} NOT NULL,
+    entry_floor {bigint} NOT NULL,
+    created_at  {time} NOT NULL
+)""",
+            "ALTER TABLE {charges} ADD COLUMN epoch {bigint}",
+            # The ledgers whose history this one continues (adopted: lost ones, older copies).
+            """CREATE TABLE {predecessors} (
+    ledger_id   TEXT PRIMARY KEY,
+    epoch       {bigint} NOT NULL,
+    entries     {bigint} NOT NULL,
+    adopted_at  {time} NOT NULL
+)""",
+            # The privacy configuration each stream was last accepted with (privacy_config.canonical).
+            """CREATE TABLE {configs} (
+    stream_id   TEXT PRIMARY KEY,
+    config      TEXT NOT NULL,
+    accepted_at {time} NOT NULL
+)""",
+            # Who did what, when and why: accepted configurations, lowered budgets, adopted ledgers.
+            """CREATE TABLE {audit} (
+    audit_id  {row_id},
+    at        {time} NOT NULL,
+    who       TEXT NOT NULL,
+    action    TEXT NOT NULL,
+    stream_id TEXT,
+    reason    TEXT NOT NULL,
+    detail    TEXT NOT NULL
+)""",
+        ),
+    ),
 )
 
 #: The window store (:mod:`.state`). SQLite files made before versions were recorded have

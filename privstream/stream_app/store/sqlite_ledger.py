@@ -28,6 +28,7 @@ import os
 import sqlite3
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TypeVar
 
 from privstream.agents.ledger_port import (
     BudgetExhaustedError,
@@ -37,6 +38,7 @@ from privstream.agents.ledger_port import (
     LedgerMissingError,
     PrivacyCost,
 )
+from privstream.stream_app.store.dialect import Mode
 from privstream.stream_app.store.ledger import TABLES, SqlLedger
 from privstream.stream_app.store.ledger_rules import Spend, filter_users
 from privstream.stream_app.store.migrations import SchemaTooNewError, latest, pending
@@ -59,6 +61,7 @@ __all__ = [
 #: application's SQLite file is never mistaken for a ledger.
 APPLICATION_ID = 0x50534C47
 _DIALECT = sqlite_dialect(TABLES)
+T = TypeVar("T")
 
 #: The schema (:data:`.schema.LEDGER`) in SQLite's spelling; ``PRAGMA user_version`` is the
 #: number of the last migration applied.
@@ -67,6 +70,11 @@ MIGRATIONS = render(LEDGER, _DIALECT)
 SCHEMA_VERSION = latest(MIGRATIONS)
 #: Rows per statement when reading many users' spends (below SQLite's 32766 variables).
 _USER_BATCH = 10_000
+
+
+def _file_id(path: str) -> tuple[int, int]:
+    stat = os.stat(path)
+    return stat.st_dev, stat.st_ino
 
 
 def _translate(path: str) -> Callable[[str, sqlite3.Error | None], LedgerError]:
@@ -90,7 +98,22 @@ class SqliteLedgerBackend:
 
     def __init__(self, db: SqliteDatabase) -> None:
         self.db = db
-        self.run = db.run
+        # The file this connection writes to: a write after it was deleted or replaced would go to
+        # an unlinked file and be lost with the process, so it is refused (see run).
+        self._file = None if db.display == ":memory:" else _file_id(db.display)
+
+    def run(self, body: Callable[[sqlite3.Cursor], T], *, mode: Mode = "write") -> T:
+        if mode == "write" and self._file is not None:
+            try:
+                current = _file_id(self.db.display)
+            except FileNotFoundError:
+                current = None
+            if current != self._file:
+                raise LedgerError(
+                    f"{self.db.display}: the ledger file was deleted or replaced under this worker; "
+                    "nothing more is charged to it (restore it and restart the worker)"
+                )
+        return self.db.run(body, mode=mode)
 
     @property
     def where(self) -> str:
@@ -115,6 +138,12 @@ class SqliteLedgerBackend:
             chosen.spends,
         )
         return chosen.included
+
+    def raise_entry_ids(self, cur: sqlite3.Cursor, floor: int) -> None:
+        # AUTOINCREMENT keeps the highest id ever given in sqlite_sequence (a row once charges has one).
+        cur.execute("UPDATE sqlite_sequence SET seq = max(seq, ?) WHERE name = 'charges'", (floor,))
+        if cur.rowcount == 0:
+            cur.execute("INSERT INTO sqlite_sequence (name, seq) VALUES ('charges', ?)", (floor,))
 
     def close(self) -> None:
         self.db.close()

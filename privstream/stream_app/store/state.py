@@ -48,21 +48,34 @@ import json
 import secrets
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
-from typing import Any, Protocol, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 import numpy as np
 
 from privstream.agents.interfaces import NodeBounds, NodeData, ScheduleState, StateStoreError, WindowData
+from privstream.agents.ledger_port import LedgerIdentity
 from privstream.stream_app.store.dialect import Dialect, Mode
 
-__all__ = ["TABLES", "Example", "SqlStateStore", "StateBackend", "StateStoreError"]
+__all__ = ["TABLES", "Example", "LedgerRecord", "SqlStateStore", "StateBackend", "StateStoreError"]
 
 T = TypeVar("T")
 #: The state store's tables, as the portable statements name them.
 TABLES = ("meta", "stream_seq", "positions", "examples", "windows", "soa", "nodes", "schedules")
 Cursor = Any
+_LEDGER_KEYS = (
+    "SELECT key, value FROM {meta} "
+    "WHERE key IN ('ledger_id', 'ledger_epoch', 'ledger_entries', 'ledger_since')"
+)
 #: A stored example: (stream_id, seq, partition, offset, item in its message, x, y, user, time window).
 Example = tuple[str, int, int, int, int, Any, int, str | None, int | None]
+
+
+class LedgerRecord(NamedTuple):
+    """What a state store remembers of its ledger: the highest epoch and entry id it saw, and
+    since when its history is that ledger's (windows closed since then must be charged there)."""
+
+    identity: LedgerIdentity
+    since: datetime
 
 
 class StateBackend(Protocol):
@@ -126,6 +139,62 @@ class SqlStateStore:
     def _write(self, statement: str, params: Sequence[Any]) -> None:
         query = self._q(statement)
         self._backend.run(lambda cur: cur.execute(query, params))
+
+    # --- the ledger this store's history belongs to ---------------------------------------------
+    def ledger_record(self) -> LedgerRecord | None:
+        """The ledger whose history this store holds (None: a store that has not seen one)."""
+        rows = dict(self._read(_LEDGER_KEYS))
+        if "ledger_id" not in rows:
+            return None
+        identity = LedgerIdentity(rows["ledger_id"], int(rows["ledger_epoch"]), int(rows["ledger_entries"]))
+        return LedgerRecord(identity, datetime.fromisoformat(rows["ledger_since"]))
+
+    def record_ledger(self, identity: LedgerIdentity, *, adopted: bool = False) -> LedgerRecord:
+        """Remember that this store's history continues on ledger ``identity`` (its epoch and
+        entries only ever rise: several workers record what they started on). A new ledger id, or
+        ``adopted``, starts the history the ledger must hold from now."""
+        q = self._q
+
+        def run(cur: Cursor) -> LedgerRecord:
+            rows = dict(cur.execute(q(_LEDGER_KEYS)).fetchall())
+            now = datetime.now(UTC).isoformat()
+            if rows.get("ledger_id") != identity.ledger_id or adopted:
+                values = {
+                    "ledger_id": identity.ledger_id,
+                    "ledger_since": now,
+                    "ledger_epoch": 0,
+                    "ledger_entries": 0,
+                }
+            else:
+                values = {
+                    "ledger_epoch": int(rows["ledger_epoch"]),
+                    "ledger_entries": int(rows["ledger_entries"]),
+                }
+            values["ledger_epoch"] = max(int(values["ledger_epoch"]), identity.epoch)
+            values["ledger_entries"] = max(int(values["ledger_entries"]), identity.entries)
+            cur.executemany(
+                q(
+                    "INSERT INTO {meta} (key, value) VALUES (?, ?) "
+                    "ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+                ),
+                [(key, str(value)) for key, value in values.items()],
+            )
+            rows.update({key: str(value) for key, value in values.items()})
+            recorded = LedgerIdentity(
+                rows["ledger_id"], int(rows["ledger_epoch"]), int(rows["ledger_entries"])
+            )
+            return LedgerRecord(recorded, datetime.fromisoformat(rows["ledger_since"]))
+
+        return self._backend.run(run)
+
+    def released_windows(self, stream_id: str, since: datetime, limit: int = 100) -> list[str]:
+        """The stream's newest windows (nodes) closed as released since ``since``, newest first."""
+        rows = self._read(
+            "SELECT window_id, outcome FROM {windows} WHERE stream_id = ? AND closed_at >= ? "
+            "ORDER BY closed_at DESC",
+            (stream_id, self._time(since)),
+        )
+        return [window for window, outcome in rows if "released" in outcome.split(",")][:limit]
 
     # --- examples ------------------------------------------------------------------------------
     def append(
