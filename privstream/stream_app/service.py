@@ -36,8 +36,10 @@ from privstream.stream_app.metrics import ServiceMetrics
 from privstream.stream_app.settings import FAUST_ENV_PREFIX, ReleaseConfig, Settings, StreamConfig
 from privstream.stream_app.store import factory
 from privstream.stream_app.store.factory import Ledger, StateStore
+from privstream.stream_app.store.identity import keep_up, open_for_worker
 from privstream.stream_app.store.leases import Leases, LeaseStoreError
 from privstream.stream_app.store.probe import StoreProbe, store_ping
+from privstream.stream_app.store.published import newest_published
 from privstream.stream_app.web.listener import HttpListener, bearer_token_guard
 from privstream.stream_app.web.operator import PROBE_PATHS, operator_routes
 from privstream.stream_app.web.page import page_routes
@@ -291,17 +293,12 @@ def time_window_tick(policies: dict[str, ReleasePolicy]) -> float:
     return min([1.0, *(p.window_seconds / 10 for p in policies.values() if p.window_seconds)])
 
 
-def open_ledger(settings: Settings) -> Ledger | None:
-    """The privacy ledger with every releasing stream's budget, or None if nothing is released."""
-    budgets = {
-        s.name: (s.release.epsilon_budget, s.release.delta_budget) for s in settings.streams if s.release
-    }
-    return factory.open_ledger(settings, budgets) if budgets else None
-
-
 def build_service(settings: Settings) -> Service:
     """Build the app and register the agents and web pages on it."""
-    ledger = open_ledger(settings)  # first: a missing or corrupt ledger stops the worker at once
+    # First: a missing, corrupt, foreign or older ledger, or a changed privacy configuration, stops
+    # the worker at once (store/identity.py); the streams are registered in the ledger.
+    stores = open_for_worker(settings, published=lambda: newest_published(settings))
+    ledger = stores.ledger
     app = build_app(settings)
     # Class streams have an online SOA; streams of feature vectors have only private releases.
     streams = {
@@ -326,8 +323,7 @@ def build_service(settings: Settings) -> Service:
             if s.release is None:
                 continue
             # The schedule's public anchor: the stream's registration time in the ledger.
-            lifetime = PrivacyCost(s.release.epsilon_budget, s.release.delta_budget)
-            start = ledger.register_stream(s.name, lifetime)
+            start = stores.registered[s.name]
             user_level = s.release.privacy_unit == "user"
             policies[s.name] = dataclasses.replace(
                 policies[s.name],
@@ -360,7 +356,7 @@ def build_service(settings: Settings) -> Service:
         },
     )
     # Every call of the storage ports is timed (privstream_store_operation_seconds).
-    store = metrics.timed(factory.open_state_store(settings), "state")
+    store = metrics.timed(stores.state, "state")
     # Fencing (store/leases.py): the partitions this worker was assigned, by lease; a charge or a
     # publication for a stream whose partition another worker has taken since is refused.
     leases = factory.open_leases(settings) if ledger is not None else None
@@ -436,11 +432,21 @@ def build_service(settings: Settings) -> Service:
                 # Time windows close on the clock, with or without examples (issue 16.1, 16.2).
                 await releases.tick()
 
-    probe = StoreProbe(store_ping(settings))
+    probe = StoreProbe(store_ping(settings, None if stores.identity is None else stores.identity))
 
     @app.timer(STORE_PROBE_SECONDS, on_leader=False)
     async def _probe_store() -> None:
         await asyncio.to_thread(probe.check)
+
+    if stores.ledger is not None:
+
+        @app.timer(STORE_PROBE_SECONDS, on_leader=False)
+        async def _keep_up_with_the_ledger() -> None:
+            # The state store learns the ledger's highest entry id (store/identity.py).
+            try:
+                await asyncio.to_thread(keep_up, stores)
+            except Exception as exc:  # the ledger gone or unreachable: /readyz says so
+                log.debug("could not record the ledger's progress in the state store: %s", exc)
 
     service = Service(
         settings, app, ingest, pipeline, metrics, learners, progress, store, ledger, releases, leases, probe

@@ -25,6 +25,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "sanitize",  # sanitize
     "evaluate",  # evaluate
     "plan",  # plan
+    "ledger",  # ledger show, accept-config, adopt
 )
 
 

@@ -176,6 +176,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run_worker(args: argparse.Namespace) -> int:
     import faust
 
+    from privstream.agents.ledger_port import LedgerError
     from privstream.stream_app.embedded.broker import EmbeddedBroker, on_embedded_broker
     from privstream.stream_app.kafka.clients import ensure_topics
     from privstream.stream_app.service import build_service
@@ -189,7 +190,11 @@ def run_worker(args: argparse.Namespace) -> int:
         print(f"privstream worker: started the embedded broker at {broker.bootstrap}", file=sys.stderr)
     try:
         asyncio.run(ensure_topics(settings))
-        service = build_service(settings)
+        try:
+            service = build_service(settings)
+        except LedgerError as exc:  # a missing, foreign or older ledger, a changed configuration
+            print(f"privstream worker: error: {exc}", file=sys.stderr)
+            return 2
         # override_logging=False: mode would replace our handlers (and the JSON format) with its own.
         worker = faust.Worker(
             service.app,
