@@ -267,7 +267,11 @@ def read_json(raw: bytes) -> Any:
     try:
         return pydantic_core.from_json(raw, allow_inf_nan=False)
     except ValueError as exc:
-        error = exc
+        return _read_json_after(raw, exc)
+
+
+def _read_json_after(raw: bytes, error: ValueError) -> Any:
+    """:func:`read_json` once the strict reading failed with ``error``."""
     if b"NaN" in raw or b"Infinity" in raw:
         try:
             return pydantic_core.from_json(raw)
@@ -409,8 +413,8 @@ class ExampleValidator:
             return Invalid("message_too_large", f"message of {len(raw)} bytes exceeds {MAX_MESSAGE_BYTES}")
         try:
             data = pydantic_core.from_json(raw, allow_inf_nan=False)
-        except ValueError:
-            data = read_json(raw)  # NaN, Infinity or very long integers; or not JSON at all
+        except ValueError as exc:
+            data = _read_json_after(raw, exc)  # NaN, Infinity or very long integers; or not JSON at all
             if type(data) is Invalid:
                 return data
         if type(data) is not dict:
@@ -479,6 +483,46 @@ class ExampleValidator:
     # --- batches, row by row ----------------------------------------------------------------------
 
     def _batch(self, data: dict[str, Any]) -> ValidRows | Invalid:
+        message = self._batch_message(data)
+        if type(message) is Invalid:
+            return message
+        stream_id, columns = message
+        values, failed = _check_columns(columns)
+        why = {i: self._row_invalid(stream_id, columns, i) for i in sorted(failed)}
+        # The stream's rules, on each row the schema accepts.
+        stream, rules = self._streams[stream_id], self._rules[stream_id]
+        users, times = values.get("user_ids"), values.get("event_times")
+        for i, x in enumerate(values["xs"]):
+            if i in why:
+                continue
+            user, moment = users[i] if users else None, times[i] if times else None
+            for check in rules:
+                invalid = check(stream, x, user, moment)
+                if invalid is not None:
+                    why[i] = invalid
+                    break
+        ids, rows = values.get("ids"), len(values["xs"])
+        if not why:
+            return ValidRows(stream_id, list(range(rows)), values["xs"], values["ys"], users, times, ids, [])
+        kept = [i for i in range(rows) if i not in why]
+
+        def pick(column: list[Any]) -> list[Any]:
+            return [column[i] for i in kept]
+
+        return ValidRows(
+            stream_id,
+            kept,
+            pick(values["xs"]),
+            pick(values["ys"]),
+            None if users is None else pick(users),
+            None if times is None else pick(times),
+            None if ids is None else pick(ids),
+            [RejectedRow(i, why[i], _row_message(stream_id, columns, i)) for i in sorted(why)],
+        )
+
+    def _batch_message(self, data: dict[str, Any]) -> tuple[str, dict[str, list[Any]]] | Invalid:
+        """What concerns every row of a batch: its stream, and columns that are lists (the ones it
+        gives, by name); else why the whole message is rejected."""
         stream_id = data.get("stream_id", _ABSENT)
         if type(stream_id) is not str or (
             stream_id not in self._good_ids and not _STREAM_ID.fullmatch(stream_id)
@@ -494,61 +538,9 @@ class ExampleValidator:
             columns[name] = column
         if not columns["xs"]:
             return Invalid("wrong_type", "xs: should have at least 1 row")
-        rules = self._rules.get(stream_id)
-        if rules is None:
+        if stream_id not in self._streams:
             return Invalid("unknown_stream", f"stream {stream_id!r} is not configured")
-        stream = self._streams[stream_id]
-
-        n = max(map(len, columns.values()))
-        failed: set[int] = set()  # rows with an entry the schema rejects, or without an entry
-        values: dict[str, list[Any]] = {}
-        for name, _, check_column, check_entry in _COLUMNS:
-            column = columns.get(name)
-            if column is None:
-                continue
-            failed.update(range(len(column), n))
-            try:
-                values[name] = check_column.validate_python(column)
-            except ValidationError as exc:
-                bad = {err["loc"][0] for err in exc.errors(include_url=False, include_input=False)}
-                failed.update(bad)  # type: ignore[arg-type]
-                # the good entries converted one by one (the bad ones' rows are rejected)
-                entry = check_entry.validate_python
-                values[name] = [None if i in bad else entry(v) for i, v in enumerate(column)]
-
-        xs, users, times = values["xs"], values.get("user_ids"), values.get("event_times")
-        rejected: list[RejectedRow] = []
-        kept: list[int] = []
-        for i in range(n):
-            if i in failed:
-                invalid = self._row_invalid(stream_id, columns, i)
-            else:
-                invalid = None
-                x, user, moment = xs[i], users[i] if users else None, times[i] if times else None
-                for check in rules:
-                    invalid = check(stream, x, user, moment)
-                    if invalid is not None:
-                        break
-            if invalid is None:
-                kept.append(i)
-            else:
-                rejected.append(RejectedRow(i, invalid, _row_message(stream_id, columns, i)))
-        if not rejected:
-            return ValidRows(stream_id, kept, xs, values["ys"], users, times, values.get("ids"), rejected)
-
-        def pick(column: list[Any] | None) -> list[Any] | None:
-            return None if column is None else [column[i] for i in kept]
-
-        return ValidRows(
-            stream_id,
-            kept,
-            [xs[i] for i in kept],
-            [values["ys"][i] for i in kept],
-            pick(users),
-            pick(times),
-            pick(values.get("ids")),
-            rejected,
-        )
+        return stream_id, columns
 
     def _row_invalid(self, stream_id: str, columns: dict[str, list[Any]], i: int) -> Invalid:
         """Why row ``i`` is invalid: a given column without an entry for it, else the reason the row
@@ -564,6 +556,29 @@ class ExampleValidator:
         if type(result) is not Invalid:  # the column's check and the field's are the same type
             return Invalid("wrong_type", f"row {i}: an entry is not of its field's type")
         return result
+
+
+def _check_columns(columns: dict[str, list[Any]]) -> tuple[dict[str, list[Any]], set[int]]:
+    """The columns as the schema reads them, all as long as the longest (an entry a row lacks, or
+    the schema rejects, is None), and the rows with such an entry."""
+    rows = max(map(len, columns.values()))
+    values: dict[str, list[Any]] = {}
+    failed: set[int] = set()
+    for name, _, check_column, check_entry in _COLUMNS:
+        column = columns.get(name)
+        if column is None:
+            continue
+        missing = rows - len(column)
+        failed.update(range(len(column), rows))
+        try:
+            values[name] = check_column.validate_python(column) + [None] * missing
+        except ValidationError as exc:
+            bad = {err["loc"][0] for err in exc.errors(include_url=False, include_input=False)}
+            failed.update(bad)  # type: ignore[arg-type]
+            # the good entries converted one by one (the bad ones' rows are rejected)
+            entry = check_entry.validate_python
+            values[name] = [None if i in bad else entry(v) for i, v in enumerate(column)] + [None] * missing
+    return values, failed
 
 
 def _row(stream_id: str, columns: dict[str, list[Any]], i: int) -> dict[str, Any]:
