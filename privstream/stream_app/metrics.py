@@ -63,8 +63,7 @@ class ServiceMetrics:
         )
         self.outputs_refused = Counter(
             "privstream_outputs_refused_total",
-            "Records Kafka refused for their size (a reference goes to the dead-letter topic).",
-            ["topic"],
+            "Records Kafka refused for their size (a reference goes to the dead-letter topic instead).",
             registry=r,
         )
         self.examples_learned = Counter(
@@ -251,6 +250,7 @@ class ServiceMetrics:
 
     def repeated(self, stream_id: str, count: int) -> None:
         self.examples_repeated.labels(stream=stream_id).inc(count)
+        self.last_progress.set(time.time())  # handled, like a learned or an invalid example
 
     def ids_forgotten(self, stream_id: str, count: int) -> None:
         self.example_ids_forgotten.labels(stream=stream_id).inc(count)
@@ -266,8 +266,8 @@ class ServiceMetrics:
         self.soa_mistake_bound.labels(stream=stream_id).set(bound)
 
     # --- the ingest loop (stream_app/ingest.py) ------------------------------------------------
-    def output_refused(self, topic: str) -> None:
-        self.outputs_refused.labels(topic=topic).inc()
+    def output_refused(self) -> None:
+        self.outputs_refused.inc()
 
     def ingest_batch_handled(self, seconds: float) -> None:
         self.ingest_busy.inc(seconds)

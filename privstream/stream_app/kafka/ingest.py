@@ -355,7 +355,7 @@ class IngestService(mode.Service):
 
     def _refused(self, record: Outgoing, error: BaseException) -> None:
         if self.metrics is not None:
-            self.metrics.output_refused(record.topic)
+            self.metrics.output_refused()
 
     def _report_lag(self) -> None:
         """Each assigned partition's lag: the high watermark of its last fetch minus the next
