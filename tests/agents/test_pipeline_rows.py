@@ -217,3 +217,40 @@ def test_one_row_more_changes_the_fate_of_no_other_row(rows, extra, where, strea
     shifted = {(0, i + (i >= where)): fate for (_, i), fate in a.items()}
     b.pop((0, where))
     assert b == shifted
+
+
+# --- end to end: a skewed row changes nothing downstream, at the user level -------------------------
+
+
+async def test_a_skewed_row_at_the_user_level_changes_no_release_not_even_its_dp_outputs():
+    """The release path on two inputs that differ in one row of a user-level batch, a row whose event
+    time is beyond the public skew. With the same seeds, even the DP outputs must agree: the windows
+    hold the same examples. (When a batch lived or died whole, the other 40 users' rows went too.)"""
+    from tests.agents.test_twins import time_stream
+    from tests.agents.twins import T0, Step, assert_twins, twins
+
+    stream = time_stream(privacy_unit="user", user_contribution_bound=2)
+    users = [f"user-{i}" for i in range(40)]
+    rows = {
+        "stream_id": "s",
+        "xs": [100 + 20 * i for i in range(40)],
+        "ys": [int(100 + 20 * i >= 600) for i in range(40)],
+        "user_ids": users,
+        "event_times": [datetime.fromtimestamp(T0 + 65, UTC).isoformat()] * 40,
+    }
+    skewed = {
+        key: [*column, extra]
+        for (key, column), extra in zip(
+            list(rows.items())[1:],
+            [900, 1, "mallory", datetime.fromtimestamp(T0 + 10 * 365 * 86400, UTC).isoformat()],
+            strict=True,
+        )
+    }
+
+    def steps(batch: dict) -> list[Step]:
+        return [Step(T0 + 60 * i + 5, [batch] if i == 1 else []) for i in range(5)]
+
+    a, b = await twins(stream, steps(rows), steps({"stream_id": "s", **skewed}))
+    assert_twins(a, b)
+    assert a.dp == b.dp
+    assert b.invalid == {"event_time_out_of_range": 1} and a.invalid == {}
