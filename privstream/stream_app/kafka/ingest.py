@@ -94,79 +94,77 @@ def ingest_producer_options(settings: Settings) -> dict[str, Any]:
     }
 
 
-class Outgoing(NamedTuple):
-    """A record to produce."""
+#: A record to produce: key, value, headers (a ``DeadLetter`` is one).
+Record = tuple[bytes | None, bytes, list[tuple[str, bytes]]]
+
+
+class Sent(NamedTuple):
+    """Records sent to a topic, one or a batch, and the future of their acknowledgement."""
 
     topic: str
-    key: bytes | None
-    value: bytes
-    headers: list[tuple[str, bytes]]
+    records: list[Record]
+    future: asyncio.Future[Any]
 
 
-async def _send(producer: AIOKafkaProducer, record: Outgoing) -> asyncio.Future[Any]:
+async def send_one(producer: AIOKafkaProducer, topic: str, record: Record) -> Sent:
     """``producer.send``, with an error it raises at once (a record over ``max_request_size``, a full
     buffer) handed back in the future like the broker's errors."""
+    key, value, headers = record
     try:
-        return await producer.send(record.topic, record.value, key=record.key, headers=record.headers)
+        future = await producer.send(topic, value, key=key, headers=headers)
     except Exception as exc:  # every failure is handled per record by ``deliver``
-        failed: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        failed.set_exception(exc)
-        return failed
+        future = asyncio.get_running_loop().create_future()
+        future.set_exception(exc)
+    return Sent(topic, [record], future)
 
 
-async def send_dead_letters(
-    producer: AIOKafkaProducer, topic: str, letters: list[DeadLetter]
-) -> list[tuple[list[Outgoing], asyncio.Future[Any]]]:
-    """Send dead letters as one record batch per partition; returns each batch's letters and future.
+async def send_dead_letters(producer: AIOKafkaProducer, topic: str, letters: list[DeadLetter]) -> list[Sent]:
+    """Send dead letters as one record batch per partition.
 
     Each lands in the partition its key hashes to, as ``producer.send`` would put it, in order;
     a flood of invalid messages costs a few µs per letter instead of ~10 µs for a send each."""
     partitions = sorted(await producer.partitions_for(topic))
     partition_of: dict[bytes | None, int] = {}  # a key's partition, hashed once per call
-    batches: dict[int, tuple[Any, list[Outgoing]]] = {}  # partition -> the BatchBuilder being filled
+    batches: dict[int, tuple[Any, list[Record]]] = {}  # partition -> the BatchBuilder being filled
     sent = []
     for letter in letters:
-        partition = partition_of.get(letter.key)
+        key, value, headers = letter
+        partition = partition_of.get(key)
         if partition is None:
-            partition = DefaultPartitioner()(letter.key, partitions, partitions)
-            if letter.key is not None:
-                partition_of[letter.key] = partition
-        record = Outgoing(topic, *letter)
+            partition = DefaultPartitioner()(key, partitions, partitions)
+            if key is not None:
+                partition_of[key] = partition
         batch = batches.get(partition)
         if batch is None:
             batch = batches[partition] = (producer.create_batch(), [])
-        if (
-            batch[0].append(key=letter.key, value=letter.value, timestamp=None, headers=letter.headers)
-            is None
-        ):
-            sent.append((batch[1], await producer.send_batch(batch[0], topic, partition=partition)))  # full
+        if batch[0].append(key=key, value=value, timestamp=None, headers=headers) is None:  # full
+            sent.append(
+                Sent(topic, batch[1], await producer.send_batch(batch[0], topic, partition=partition))
+            )
             batch = batches[partition] = (producer.create_batch(), [])
-            batch[0].append(key=letter.key, value=letter.value, timestamp=None, headers=letter.headers)
-        batch[1].append(record)
+            batch[0].append(key=key, value=value, timestamp=None, headers=headers)
+        batch[1].append(letter)
     for partition, (builder, records) in batches.items():
-        sent.append((records, await producer.send_batch(builder, topic, partition=partition)))
+        sent.append(Sent(topic, records, await producer.send_batch(builder, topic, partition=partition)))
     return sent
 
 
-def refused_for_size(record: Outgoing, error: BaseException, dlq_topic: str) -> Outgoing:
-    """What replaces a record Kafka refuses for its size: a dead letter without a value, with the
+def refused_for_size(topic: str, record: Record, error: BaseException) -> Record:
+    """What replaces a record Kafka refuses for its size, in the dead-letter topic: no value, the
     record's headers if it was a dead letter (else its topic), the error, and the size it had."""
-    headers = dict(record.headers) or {
-        "error.reason": b"output_refused",
-        "output.topic": record.topic.encode(),
-    }
+    key, value, record_headers = record
+    headers = dict(record_headers) or {"error.reason": b"output_refused", "output.topic": topic.encode()}
     headers["error.produce"] = f"{type(error).__name__}: {error}"[:500].encode()
-    headers.setdefault("source.bytes", str(len(record.value)).encode())
-    key = record.key[:256] if record.key is not None else None
-    return Outgoing(dlq_topic, key, b"", list(headers.items()))
+    headers.setdefault("source.bytes", str(len(value)).encode())
+    return (key[:256] if key is not None else None, b"", list(headers.items()))
 
 
 async def deliver(
     producer: AIOKafkaProducer,
-    sent: list[tuple[list[Outgoing], asyncio.Future[Any]]],
+    sent: list[Sent],
     dlq_topic: str,
     stopping: Callable[[], bool] = lambda: False,
-    on_refused: Callable[[Outgoing, BaseException], None] = lambda record, error: None,
+    on_refused: Callable[[str, Record, BaseException], None] = lambda topic, record, error: None,
 ) -> bool:
     """Wait until every record sent is acknowledged, handling each failure on its own: a record
     refused for its size is replaced by its reference in the dead-letter topic (``on_refused`` is
@@ -175,48 +173,46 @@ async def deliver(
     ``stopping()`` came first (the batch is then not committed, and read again)."""
     wait = 0.1
     while sent:
-        results = await asyncio.gather(*(future for _, future in sent), return_exceptions=True)
-        again: list[Outgoing] = []
-        for (records, _), result in zip(sent, results, strict=True):
+        results = await asyncio.gather(*(s.future for s in sent), return_exceptions=True)
+        again: list[tuple[str, Record]] = []
+        retry = False
+        for (topic, records, _), result in zip(sent, results, strict=True):
             if not isinstance(result, BaseException):
                 continue
-            if isinstance(result, SIZE_ERRORS):
-                for record in records:
-                    if len(records) > 1:  # a batch of dead letters: each on its own, then
-                        again.append(record)
-                    elif record.value:
-                        log.error(
-                            "ingest: Kafka refused a record of %d bytes for %s (%s); its reference "
-                            "goes to %s instead",
-                            len(record.value),
-                            record.topic,
-                            result,
-                            dlq_topic,
-                        )
-                        on_refused(record, result)
-                        again.append(refused_for_size(record, result, dlq_topic))
-                    else:  # even its reference: nothing left to send
-                        log.error(
-                            "ingest: Kafka refused a reference for %s (%s); dropped", record.topic, result
-                        )
-                continue
-            log.warning(
-                "ingest: sending %d record(s) to %s failed (%s: %s); trying again in %.1f s",
-                len(records),
-                records[0].topic,
-                type(result).__name__,
-                result,
-                wait,
-            )
-            again += records
+            if not isinstance(result, SIZE_ERRORS):
+                log.warning(
+                    "ingest: sending %d record(s) to %s failed (%s: %s); trying again in %.1f s",
+                    len(records),
+                    topic,
+                    type(result).__name__,
+                    result,
+                    wait,
+                )
+                again += [(topic, record) for record in records]
+                retry = True
+            elif len(records) > 1:  # a batch of dead letters: each on its own, then
+                again += [(topic, record) for record in records]
+            elif records[0][1]:
+                (record,) = records
+                log.error(
+                    "ingest: Kafka refused a record of %d bytes for %s (%s); its reference goes to %s",
+                    len(record[1]),
+                    topic,
+                    result,
+                    dlq_topic,
+                )
+                on_refused(topic, record, result)
+                again.append((dlq_topic, refused_for_size(topic, record, result)))
+            else:  # even its reference: nothing left to send
+                log.error("ingest: Kafka refused a reference for %s (%s); dropped", topic, result)
         if not again:
             return True
-        if any(not isinstance(r, SIZE_ERRORS) for r in results if isinstance(r, BaseException)):
+        if retry:
             await asyncio.sleep(wait)
             wait = min(2 * wait, MAX_RETRY_SECONDS)
         if stopping():
             return False
-        sent = [([record], await _send(producer, record)) for record in again]
+        sent = [await send_one(producer, topic, record) for topic, record in again]
     return True
 
 
@@ -345,15 +341,14 @@ class IngestService(mode.Service):
         """Send a batch's predictions and dead letters; True once every one is acknowledged."""
         producer = self.producer
         assert producer is not None
-        sent = []
-        for key, value in output.predictions:
-            record = Outgoing(predictions_topic, key, value, [])
-            sent.append(([record], await _send(producer, record)))
+        sent = [
+            await send_one(producer, predictions_topic, (key, value, [])) for key, value in output.predictions
+        ]
         if output.dead_letters:
             sent += await send_dead_letters(producer, dlq_topic, output.dead_letters)
         return await deliver(producer, sent, dlq_topic, lambda: self.should_stop, self._refused)
 
-    def _refused(self, record: Outgoing, error: BaseException) -> None:
+    def _refused(self, topic: str, record: Record, error: BaseException) -> None:
         if self.metrics is not None:
             self.metrics.output_refused()
 

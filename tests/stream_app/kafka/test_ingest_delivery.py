@@ -16,11 +16,10 @@ from aiokafka.errors import KafkaTimeoutError, MessageSizeTooLargeError, RecordL
 from privstream.agents.pipeline import MAX_RECORD_BYTES, DeadLetter
 from privstream.stream_app.kafka.ingest import (
     PRODUCER_MAX_REQUEST_BYTES,
-    Outgoing,
-    _send,
     deliver,
     ingest_producer_options,
     send_dead_letters,
+    send_one,
 )
 from privstream.stream_app.settings import Settings
 
@@ -76,17 +75,20 @@ class Producer:
 
 async def test_a_record_refused_for_its_size_becomes_a_reference_and_the_others_go_through():
     producer = Producer(too_large={b"huge prediction"}, flaky={b"p2"})
-    records = [Outgoing("predictions", b"s", v, []) for v in (b"p1", b"huge prediction", b"p2")]
-    sent = [([r], await _send(producer, r)) for r in records]
+    sent = [
+        await send_one(producer, "predictions", (b"s", v, [])) for v in (b"p1", b"huge prediction", b"p2")
+    ]
     refused = []
-    assert await deliver(producer, sent, "dlq", on_refused=lambda record, error: refused.append(record))
+    assert await deliver(
+        producer, sent, "dlq", on_refused=lambda topic, record, error: refused.append(record)
+    )
     values = [(topic, value) for topic, _, value, _ in producer.acknowledged]
     assert ("predictions", b"p1") in values and ("predictions", b"p2") in values  # p2 sent again
     (reference,) = [a for a in producer.acknowledged if a[0] == "dlq"]
     headers = dict(reference[3])
     assert reference[2] == b"" and headers["error.reason"] == b"output_refused"
     assert headers["output.topic"] == b"predictions" and headers["source.bytes"] == b"15"
-    assert [r.value for r in refused] == [b"huge prediction"]
+    assert [value for _, value, _ in refused] == [b"huge prediction"]
 
 
 async def test_a_dead_letter_batch_refused_is_sent_letter_by_letter():
@@ -105,14 +107,15 @@ async def test_a_record_failing_until_the_worker_stops_leaves_the_batch_uncommit
             return self._future(KafkaTimeoutError(), [])
 
     producer = Down()
-    record = Outgoing("predictions", b"s", b"p", [])
     attempts = []
 
     def stopping() -> bool:
         attempts.append(1)
         return len(attempts) >= 3
 
-    assert not await deliver(producer, [([record], await _send(producer, record))], "dlq", stopping)
+    assert not await deliver(
+        producer, [await send_one(producer, "predictions", (b"s", b"p", []))], "dlq", stopping
+    )
     assert len(attempts) == 3 and producer.acknowledged == []
 
 
