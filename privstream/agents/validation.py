@@ -53,7 +53,7 @@ reasons join :data:`INVALID_REASONS`, hence the metric's labels and the dead-let
 else changes. A rule that needs more of a stream's configuration adds a field to :class:`Stream`.
 
 >>> [rule.reasons for rule in STREAM_RULES]
-[('wrong_type', 'out_of_domain'), ('missing_field', 'wrong_type'), ('event_time_out_of_range',)]
+[('wrong_type', 'out_of_domain'), ('missing_field',), ('event_time_out_of_range',)]
 >>> INVALID_REASONS[:6]  # the schema's reasons, the stream's, then the rules' new ones, in order
 ('invalid_json', 'missing_field', 'wrong_type', 'invalid_label', 'out_of_domain', 'unknown_stream')
 >>> INVALID_REASONS[6:]
@@ -82,7 +82,7 @@ import pydantic_core
 from pydantic import TypeAdapter, ValidationError
 
 from privstream.schemas import Example
-from privstream.schemas.examples import EventTime, Label, Point, Text
+from privstream.schemas.examples import EventTime, Label, Point, Text, UserId
 
 #: The largest message read (8 MiB, what the ingest consumer fetches per partition at most). A
 #: larger one is rejected whole (``message_too_large``): the examples topic is created with this
@@ -200,9 +200,6 @@ def _in_domain_rows(
 def _users_given(stream: Stream, x: Any, user_id: str | None, event_time: datetime | None) -> Invalid | None:
     if user_id is None:
         return Invalid("missing_field", "user_id: required by the stream's user-level privacy")
-    if "\x00" in user_id:
-        # the user ledger keeps ids as text, which PostgreSQL cannot hold with a NUL in it
-        return Invalid("wrong_type", "user_id: contains a NUL character")
     return None
 
 
@@ -226,7 +223,7 @@ def _event_time_in_range(
 #: :data:`INVALID_REASONS`, hence the metric's labels, follows.
 STREAM_RULES: tuple[StreamRule, ...] = (
     StreamRule(("wrong_type", "out_of_domain"), lambda stream: True, _in_domain, _in_domain_rows),
-    StreamRule(("missing_field", "wrong_type"), lambda stream: stream.user_level, _users_given),
+    StreamRule(("missing_field",), lambda stream: stream.user_level, _users_given),
     StreamRule(
         ("event_time_out_of_range",), lambda stream: stream.event_time_skew is not None, _event_time_in_range
     ),
@@ -344,6 +341,7 @@ _ABSENT = object()  # a field not in the message
 
 _STREAM_ID_FORM = "a string of 1 to 200 characters among A-Z a-z 0-9 . _ : -"
 _TEXT_FORM = f"a string of at most {_MAX_TEXT} characters, or null"
+_USER_ID_FORM = f"a string of at most {_MAX_TEXT} characters without NUL, or null"
 _POINT_FORM = "an integer >= 0 or a list of numbers"
 
 
@@ -406,7 +404,7 @@ def _read_labels(column: list[Any]) -> list[int] | None:
 _COLUMNS = (
     _column("xs", "x", Point),
     _column("ys", "y", Label, _read_labels),
-    _column("user_ids", "user_id", Text | None),
+    _column("user_ids", "user_id", UserId | None),
     _column("event_times", "event_time", EventTime | None),
     _column("ids", "id", Text | None),
 )
@@ -506,8 +504,10 @@ class ExampleValidator:
                 return _missing_or_wrong("y", y, "a label")
             return Invalid("invalid_label", f"y: label must be 0/1, -1/+1 or a boolean, got {_show(y)}")
         user_id = get("user_id")
-        if user_id is not None and (type(user_id) is not str or len(user_id) > _MAX_TEXT):
-            return _missing_or_wrong("user_id", user_id, _TEXT_FORM)
+        if user_id is not None and (
+            type(user_id) is not str or len(user_id) > _MAX_TEXT or "\x00" in user_id
+        ):
+            return _missing_or_wrong("user_id", user_id, _USER_ID_FORM)
         event_time = get("event_time")
         if event_time is not None:
             if type(event_time) in (list, dict, bool, HugeNumber):

@@ -56,8 +56,11 @@ def _utc(value: datetime) -> datetime:
 
 #: A label as sent (0/1, -1/+1, true/false), read as 0/1.
 Label = Annotated[int, BeforeValidator(normalise_label)]
-#: ``user_id`` and ``id``: short texts.
+#: ``id``: a short text.
 Text = Annotated[str, Field(max_length=200)]
+#: ``user_id``: a short text without NUL (the window store and the user ledger keep it as text, which
+#: PostgreSQL cannot hold with a NUL in it).
+UserId = Annotated[str, Field(max_length=200, pattern=r"^[^\x00]*$")]
 #: An event time (ISO 8601, or Unix seconds); without a zone it is UTC.
 EventTime = Annotated[datetime, AfterValidator(_utc)]
 
@@ -70,7 +73,7 @@ class Example(BaseModel):
     stream_id: StreamId
     x: Point = Field(description="a point of the stream's domain {0, ..., N-1}, or a feature vector")
     y: Label = Field(description="label: 0/1 (also accepted: -1/+1, true/false)")
-    user_id: Text | None = Field(default=None, description="privacy unit at user level")
+    user_id: UserId | None = Field(default=None, description="privacy unit at user level")
     event_time: EventTime | None = Field(default=None, description="when the example happened (UTC)")
     id: Text | None = Field(
         default=None,
@@ -95,7 +98,7 @@ class ExampleBatch(BaseModel):
     stream_id: StreamId
     xs: list[Point] = Field(min_length=1)
     ys: list[Label]
-    user_ids: list[Text | None] | None = None
+    user_ids: list[UserId | None] | None = None
     event_times: list[EventTime | None] | None = None
     ids: list[Text | None] | None = None
 

@@ -419,6 +419,16 @@ def test_user_level_streams_need_user_ids():
     assert rows.rows == [0] and [(r.row, r.invalid.reason) for r in rows.rejected] == [(1, "missing_field")]
 
 
+def test_user_ids_with_a_nul_are_refused_at_the_example_level_too():
+    """The window store keeps every stream's user ids as text: at the example level a NUL reached
+    PostgreSQL, whose write failed (psycopg DataError), crashed the ingest loop, and did so again
+    on every restart (the message was never committed)."""
+    validator = ExampleValidator({"s": domain_check(10)})
+    assert validator.validate(raw(stream_id="s", x=1, y=1, user_id="a\x00b")).reason == "wrong_type"
+    rows = validator.validate(raw(stream_id="s", xs=[1, 2], ys=[1, 1], user_ids=["a", "\x00"]))
+    assert rows.rows == [0] and [(r.row, r.invalid.reason) for r in rows.rejected] == [(1, "wrong_type")]
+
+
 def test_user_ids_with_a_nul_are_dead_lettered_before_the_user_ledger():
     """The user ledger stores ids as text; PostgreSQL text cannot hold NUL, so such an id would make a
     release fail (data-dependently) unless it is refused at the door."""
