@@ -74,10 +74,10 @@ MAX_PREDICTIONS_PER_MESSAGE = 5_000
 #: Bytes of a ``PredictionBatch``'s JSON outside its columns: field names, counts, and the stream id
 #: (200 characters at most, each written in at most 6 bytes), with the key (the stream id again).
 _PREDICTION_ENVELOPE_BYTES = 4_096
-#: Bytes of one entry of the columns, its id aside: an offset and a point (int64, at most 19 digits
-#: each), a row index (at most 7 digits: rows of an 8 MiB message), a label, a prediction, ``null``
-#: for a missing id, and the commas.
-_PREDICTION_ENTRY_BYTES = 64
+#: Bytes of one entry of the columns, its point and its id aside: an offset (at most 19 digits), a
+#: row index (at most 7 digits: rows of an 8 MiB message), a label, a prediction, ``null`` for a
+#: missing id, and the commas.
+_PREDICTION_ENTRY_BYTES = 45
 
 #: A dead letter's key is the rejected message's key, cut to this length (it only picks a partition).
 MAX_DEAD_LETTER_KEY_BYTES = 256
@@ -86,32 +86,32 @@ MAX_DEAD_LETTER_KEY_BYTES = 256
 MAX_DEAD_LETTER_VALUE_BYTES = MAX_RECORD_BYTES - MAX_DEAD_LETTER_KEY_BYTES - 8_192
 
 
-def prediction_slices(ids: list[str | None]) -> list[slice]:
+def prediction_slices(ids: list[str | None], point_digits: int = 19) -> list[slice]:
     """Consecutive slices of a group's examples, one ``PredictionBatch`` message each: at most
-    :data:`MAX_PREDICTIONS_PER_MESSAGE` entries, and at most :data:`MAX_RECORD_BYTES` once written
-    (each id counted at 6 bytes a character, the most JSON takes: ``\\u0001``).
+    :data:`MAX_PREDICTIONS_PER_MESSAGE` entries, and at most :data:`MAX_RECORD_BYTES` once written,
+    for points of at most ``point_digits`` digits (each id counted at 6 bytes a character, the most
+    JSON takes: ``\\u0001``).
 
     >>> prediction_slices([None] * 12_000)
     [slice(0, 5000, None), slice(5000, 10000, None), slice(10000, 12000, None)]
     >>> [s.stop - s.start for s in prediction_slices(["x" * 200] * 5_000)]
     [787, 787, 787, 787, 787, 787, 278]
+    >>> [s.stop - s.start for s in prediction_slices([None] * 5_000, point_digits=309)]  # 2^1024
+    [2813, 2187]
     """
     n = len(ids)
-    if ids.count(None) == n:  # no ids: every entry fits (5,000 x 64 bytes)
-        return [
-            slice(i, min(i + MAX_PREDICTIONS_PER_MESSAGE, n))
-            for i in range(0, n, MAX_PREDICTIONS_PER_MESSAGE)
-        ]
     room = MAX_RECORD_BYTES - _PREDICTION_ENVELOPE_BYTES
+    entry = _PREDICTION_ENTRY_BYTES + point_digits
+    if ids.count(None) == n:  # no ids: entries of one size
+        step = min(MAX_PREDICTIONS_PER_MESSAGE, room // entry)
+        return [slice(i, min(i + step, n)) for i in range(0, n, step)]
     slices, start, size = [], 0, 0
     for i, example_id in enumerate(ids):
-        entry = (
-            _PREDICTION_ENTRY_BYTES if example_id is None else _PREDICTION_ENTRY_BYTES + 6 * len(example_id)
-        )
-        if i > start and (size + entry > room or i - start == MAX_PREDICTIONS_PER_MESSAGE):
+        this = entry if example_id is None else entry + 6 * len(example_id)
+        if i > start and (size + this > room or i - start == MAX_PREDICTIONS_PER_MESSAGE):
             slices.append(slice(start, i))
             start, size = i, 0
-        size += entry
+        size += this
     slices.append(slice(start, n))
     return slices
 
@@ -273,13 +273,15 @@ class IngestPipeline:
             group.columns()
             if self.learners.has(stream_id):  # streams of feature vectors have no online learner
                 # One poll can hold millions of examples: several messages, each under the size limit.
-                for part in prediction_slices(group.ids):
+                domain_size = self.learners.soa(stream_id).hypothesis_class.domain_size
+                points = np.int64 if domain_size <= 2**63 else object  # exact integers past int64
+                for part in prediction_slices(group.ids, len(str(domain_size - 1))):
                     batch = self.learners.learn_batch(
                         stream_id,
                         partition,
                         group.offsets[part],
                         group.items[part],
-                        np.asarray(group.xs[part], dtype=np.int64),
+                        np.asarray(group.xs[part], dtype=points),
                         np.asarray(group.ys[part], dtype=np.uint8),
                         group.ids[part],
                     )

@@ -127,3 +127,20 @@ def test_dead_letters_of_huge_messages_and_keys_are_bounded_and_say_the_size():
         assert int(headers["source.bytes"]) > len(letter.value) and letter.key == huge_key[: len(letter.key)]
         if "source.row" not in headers:  # the message itself, cut
             assert value.startswith(letter.value)
+
+
+def test_points_past_2_to_the_63_are_learned_and_their_predictions_fit():
+    """A class may have a domain beyond int64 (2^64, 2^512): a point past 2^63 made the pipeline
+    raise OverflowError (the points were forced into int64), and every restart again."""
+    for spec, x in (("thresholds:18446744073709551616", 2**64 - 1), ("thresholds:2^512", 2**512 - 1)):
+        hclass = parse_class_spec(spec)
+        metrics = ServiceMetrics(["big"])
+        learners = OnlineLearners({"big": OnlineStream("big", hclass)}, metrics, None)
+        pipeline = IngestPipeline(
+            ExampleValidator({"big": integer_domain(hclass.check_point)}), learners, metrics, Progress()
+        )
+        values = [json.dumps({"stream_id": "big", "x": x - i, "y": 1}).encode() for i in range(5_000)]
+        out = pipeline.process(records(values))
+        assert_bounded(out)
+        batches = [PredictionBatch.model_validate_json(v) for _, v in out.predictions]
+        assert sum(len(b.xs) for b in batches) == 5_000 and batches[0].xs[0] == x
