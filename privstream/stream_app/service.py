@@ -16,6 +16,7 @@ import faust
 import numpy as np
 
 from privstream import __version__
+from privstream.agents.dedup import Deduplicator
 from privstream.agents.ledger_port import PrivacyCost
 from privstream.agents.online import OnlineLearners, OnlineStream
 from privstream.agents.pipeline import IngestPipeline
@@ -385,7 +386,8 @@ def build_service(settings: Settings) -> Service:
         if s.release is not None and s.release.window.kind == "time"
     }
     validator = ExampleValidator(domains, user_level=user_level, event_time_skew=skews)
-    pipeline = IngestPipeline(validator, learners, metrics, progress)
+    dedup = Deduplicator({s.name: s.dedup_horizon_seconds for s in settings.streams})
+    pipeline = IngestPipeline(validator, learners, metrics, progress, dedup=dedup)
     ingest = IngestService(
         settings, pipeline, on_assigned=lambda parts: on_assigned(parts), metrics=metrics, loop=None
     )

@@ -294,6 +294,13 @@ class StreamConfig(BaseModel):
         default=None, description="public [lo, hi] per feature (never taken from the data)"
     )
     soa_tie: Literal[0, 1] = Field(default=1, description="the SOA's prediction when both labels tie")
+    dedup_horizon_seconds: float = Field(
+        default=600.0,
+        ge=0,
+        le=86_400,
+        description="an example whose id was seen on the stream less than this long ago is dropped as "
+        "a repeat, before the SOA and the windows (at most 100,000 ids remembered); 0: no de-duplication",
+    )
     release: ReleaseConfig | None = Field(default=None, description="private releases; none if unset")
 
     @field_validator("hypothesis_class")
@@ -387,12 +394,12 @@ class Settings(BaseSettings):
         default=60.0, gt=0, description="/healthz fails when received examples wait this long"
     )
 
-    # --- the individual privacy filter (user level; E-DESIGN §5) --------------------------------
+    # --- the individual privacy filter (user level) ---------------------------------------------
     user_epsilon_budget: float | None = Field(
         default=None,
         gt=0,
-        description="each user's lifetime ε across all user-level streams of the "
-        "deployment (one ledger); unset: each stream's epsilon_budget",
+        description="each user's lifetime ε across all user-level streams of the deployment (one "
+        "ledger); required when a stream has privacy_unit 'user'",
     )
     user_delta_budget: float = Field(default=0.0, ge=0, lt=1, description="each user's lifetime δ")
 
@@ -500,6 +507,35 @@ class Settings(BaseSettings):
             )
         if self.store_password is not None and self.store_password_file is not None:
             raise ValueError("set store_password or store_password_file, not both")
+        return self
+
+    @model_validator(mode="after")
+    def _one_user_budget(self) -> Settings:
+        # A person may be in every user-level stream: one budget for the deployment, never one
+        # per stream (a user's spend would add up across streams past what each certificate states).
+        user_level = [s.name for s in self.streams if s.release and s.release.privacy_unit == "user"]
+        if user_level and self.user_epsilon_budget is None:
+            raise ValueError(
+                f"user_epsilon_budget is required: stream(s) {', '.join(user_level)} have privacy_unit "
+                "'user', and a user's lifetime ε is one budget across every user-level stream of the "
+                "deployment (set user_epsilon_budget, and user_delta_budget if δ > 0)"
+            )
+        for stream in self.streams:
+            release = stream.release
+            if release is None or release.privacy_unit != "user":
+                continue
+            none = [0.0] * (release.levels + 1)  # no sanitizer
+            epsilon = max(
+                map(sum, zip(release.learner_epsilons, release.sanitizer_epsilons or none, strict=True))
+            )
+            delta = max(map(sum, zip(release.learner_deltas, release.sanitizer_deltas or none, strict=True)))
+            assert self.user_epsilon_budget is not None
+            if epsilon > self.user_epsilon_budget or delta > self.user_delta_budget:
+                raise ValueError(
+                    f"stream {stream.name}: a release costs each user ε={epsilon:g}, δ={delta:g}, more than "
+                    f"the user budget (user_epsilon_budget {self.user_epsilon_budget:g}, user_delta_budget "
+                    f"{self.user_delta_budget:g}): no user could ever be in one"
+                )
         return self
 
     @model_validator(mode="after")

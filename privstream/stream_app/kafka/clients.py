@@ -21,6 +21,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.conn import create_conn
 from aiokafka.errors import TopicAlreadyExistsError
 
+from privstream.agents.validation import MAX_MESSAGE_BYTES
 from privstream.stream_app.settings import TOPIC_NAMES, Settings
 
 log = logging.getLogger(__name__)
@@ -122,18 +123,21 @@ async def ensure_topics(settings: Settings, names: Iterable[str] = TOPIC_NAMES) 
     """Create the service's topics if they do not exist (idempotent).
 
     Created up front so producers never auto-create a topic with the broker's default
-    partition count before the worker declares it.
+    partition count before the worker declares it. The examples topic takes messages up to the
+    largest the worker reads (``max.message.bytes``): Kafka refuses a larger one to its producer.
     """
     admin = AIOKafkaAdminClient(**client_options(settings))
     await start_client(admin, settings)
     try:
         existing = set(await admin.list_topics())
         wanted = [settings.topic(n) for n in names]
+        limits = {settings.topic("examples"): {"max.message.bytes": str(MAX_MESSAGE_BYTES)}}
         missing = [
             NewTopic(
                 t,
                 num_partitions=settings.topic_partitions,
                 replication_factor=settings.topic_replication_factor,
+                topic_configs=limits.get(t, {}),
             )
             for t in wanted
             if t not in existing
