@@ -113,7 +113,7 @@ def level_epsilons(lifetime_epsilon: float, levels: int) -> list[float]:
     >>> level_epsilons(1.0, 3)
     [0.25, 0.25, 0.25, 0.25]
     """
-    return ReleaseConfig(epsilon_budget=lifetime_epsilon, levels=levels).learner_epsilons
+    return ReleaseConfig(epsilon_budget=lifetime_epsilon, top_level=levels).learner_epsilons
 
 
 def complete_nodes(windows: int, levels: int) -> list[Node]:

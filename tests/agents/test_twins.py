@@ -137,7 +137,7 @@ def vector_stream(learner: str) -> StreamConfig:
             "epsilon_budget": 100.0,
             "delta_budget": 1e-3,
             "expected_size": 20,
-            "levels": 1,
+            "top_level": 1,
             "window": {"kind": "time", "seconds": 60.0, "allowed_lateness_seconds": 10.0},
         },
     )

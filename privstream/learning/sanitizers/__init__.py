@@ -8,7 +8,7 @@
   discriminator, with subsampling and advanced composition; :func:`fooling_sample_size`.
 * ``"hierarchical"``: :class:`HierarchicalSanitizer` for thresholds, intervals and points: a PrivTree
   partition (:mod:`.hierarchical.privtree`, exact decisions) and consistent noisy counts on a tree
-  over its leaves (:mod:`.hierarchical.consistent_tree`); sparse, domains up to 2^63, the most
+  over its leaves (:mod:`.hierarchical.consistent_tree`); sparse, domains up to 2^62, the most
   accurate on the 1-D benchmarks.
 """
 

@@ -1,9 +1,10 @@
 """The hierarchical sanitizer: a PrivTree partition, then consistent noisy counts on a tree over its leaves.
 
-For the 1-D integer classes (``thresholds:N``, ``intervals:N``, ``points:N``; N up to 2^63): every
-threshold, interval and point query is answered from a :class:`SyntheticDistribution` whose blocks
-are the leaves of a private partition, each holding a noisy, consistent share of the data, uniform
-inside. Its size grows with the number of leaves (about ``n / (depth·δ)``), never with N.
+For the 1-D integer classes (``thresholds:N``, ``intervals:N``, ``points:N``; N up to 2^62, the
+domain limit of every class): every threshold, interval and point query is answered from a
+:class:`SyntheticDistribution` whose blocks are the leaves of a private partition, each holding a
+noisy, consistent share of the data, uniform inside. Its size grows with the number of leaves
+(about ``n / (depth·δ)``), never with N.
 
 1. **Partition** (ε_p = ``partition_share``·ε): PrivTree (Zhang, Xiao, Xie, SIGMOD 2016;
    :mod:`.privtree`) with fanout β: split a node iff ``max(c - d·δ, θ - δ) + Lap(λ) > θ``,
