@@ -41,10 +41,14 @@ def setting_names(name: str) -> str:
 
 
 def check_before_start(settings: Settings) -> None:
-    """Raise :class:`StartupError` if the worker's directories or ports cannot be used."""
+    """Raise :class:`StartupError` if the worker's directories or ports cannot be used, or its SQLite
+    ledger does not exist (before a broker is started for nothing; the store checks it again)."""
     _check_directory(settings.data_dir, "data_dir")
     if settings.store_backend == "sqlite":
         _check_directory(settings.resolved_state_path.parent, "state_path")
+        releasing = any(s.release is not None for s in settings.streams)
+        if releasing and not settings.ledger_create_if_missing and not settings.resolved_ledger_path.exists():
+            raise StartupError(_missing_ledger(settings))
     for zone in ("public", "operator"):
         _check_port(getattr(settings, f"{zone}_host"), getattr(settings, f"{zone}_port"), zone)
 
@@ -79,6 +83,26 @@ def _check_port(host: str, port: int, zone: str) -> None:
         ) from None
 
 
+def _where(settings: Settings) -> str:
+    if settings.store_backend == "postgresql":
+        return f"the privacy ledger in the database of store_url {settings.store_url}"
+    return f"the privacy ledger {settings.resolved_ledger_path}"
+
+
+def _location(settings: Settings) -> str:
+    """The setting that says where the ledger is."""
+    return "ledger_path" if settings.ledger_path or settings.store_url is None else "store_url"
+
+
+def _missing_ledger(settings: Settings) -> str:
+    return (
+        f"{_where(settings)} does not exist: on the first start of a deployment set "
+        "ledger_create_if_missing = true in the config file (or "
+        f"{ENV_PREFIX}LEDGER_CREATE_IF_MISSING=true), then remove it (a new ledger resets every "
+        f"budget); else point {setting_names(_location(settings))} at the deployment's ledger"
+    )
+
+
 def ledger_startup_error(exc: LedgerError, settings: Settings) -> StartupError:
     """The one line for a ledger the worker could not open, naming the setting to change."""
     from privstream.agents.ledger_port import (
@@ -88,19 +112,9 @@ def ledger_startup_error(exc: LedgerError, settings: Settings) -> StartupError:
         LedgerUnavailableError,
     )
 
-    where = (
-        f"the privacy ledger in the database of store_url {settings.store_url}"
-        if settings.store_backend == "postgresql"
-        else f"the privacy ledger {settings.resolved_ledger_path}"
-    )
-    location = "ledger_path" if settings.ledger_path or settings.store_url is None else "store_url"
+    where, location = _where(settings), _location(settings)
     if isinstance(exc, LedgerMissingError):
-        return StartupError(
-            f"{where} does not exist: on the first start of a deployment set "
-            "ledger_create_if_missing = true in the config file (or "
-            f"{ENV_PREFIX}LEDGER_CREATE_IF_MISSING=true), then remove it (a new ledger resets every "
-            f"budget); else point {setting_names(location)} at the deployment's ledger"
-        )
+        return StartupError(_missing_ledger(settings))
     if isinstance(exc, LedgerCorruptError):
         return StartupError(
             f"{where} is not usable ({exc}): point {setting_names(location)} at the deployment's "

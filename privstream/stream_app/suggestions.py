@@ -15,6 +15,6 @@ def unknown_name(what: str, name: str, known: Iterable[str]) -> str:
     "unknown learner 'gneric' (did you mean 'generic'?); known: generic, proper"
     """
     names = sorted(known)
-    close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
+    close = difflib.get_close_matches(name, names, n=1, cutoff=0.75)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
     return f"unknown {what} {name!r}{hint}; known: {', '.join(names)}"
