@@ -132,10 +132,6 @@ class SyntheticDistribution:
         value = self._cum[-1, 0] - ones[:, 0].sum() + ones[:, 1].sum()
         return float(min(max(value, 0.0), 1.0))
 
-    def answer_many(self, hs: Iterable[Hypothesis | Mapping[str, Any]]) -> np.ndarray:
-        """:meth:`answer` for each query, as a float array."""
-        return np.array([self.answer(h) for h in hs], dtype=np.float64)
-
     def density(self) -> np.ndarray:
         """Dense per-point probabilities, shape ``(N,)`` or ``(N, 2)`` (small domains only)."""
         if self.domain_size > 1 << 24:
