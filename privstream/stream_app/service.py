@@ -1,7 +1,8 @@
 """The service: a ``faust.App`` built from :class:`Settings`, with its topics, agents and pages.
 
 ``stream_app`` owns the app and hands topics, metrics and collaborators to the agents'
-registration functions, so the agents never import the service (DESIGN.md §2).
+registration functions, so the agents never import the service (imports flow one way:
+``stream_app -> agents -> learning``).
 """
 
 from __future__ import annotations
@@ -232,7 +233,7 @@ def lifetime_bound(config: ReleaseConfig, user_budget: PrivacyCost | None = None
     disjoint), so parallel composition within a level and sequential composition over the L+1
     levels bound its loss by the sum over the levels of (learner ε + sanitizer ε), for ever.
     User level: a user's examples can lie in every node of a level, so the individual privacy
-    filter bounds each user by their deployment-wide budget (E-DESIGN §5).
+    filter (Feldman & Zrnic 2021) bounds each user by their deployment-wide budget.
     """
     if config.privacy_unit == "user":
         budget = user_budget or PrivacyCost(config.epsilon_budget, config.delta_budget)
@@ -278,7 +279,7 @@ def lifetime_bound(config: ReleaseConfig, user_budget: PrivacyCost | None = None
 
 def stream_partition(partitions: int) -> Any:
     """The partition of the examples topic a stream's messages go to (Kafka's default partitioner
-    on the key ``stream_id``): its owner closes the stream's time windows (E-DESIGN §4)."""
+    on the key ``stream_id``): its owner closes the stream's time windows."""
     from aiokafka.partitioner import DefaultPartitioner
 
     partitioner = DefaultPartitioner()
@@ -368,7 +369,7 @@ def build_service(settings: Settings) -> Service:
 
     def source_partitions(stream_id: str) -> set[int]:
         # Where the stream's examples came from, and its key's partition: a time-window stream
-        # that has seen no example yet is still released (empty windows, §4) by its key's owner.
+        # that has seen no example yet is still released (empty windows too) by its key's owner.
         return store.partitions(stream_id) | {key_partition(stream_id)}
 
     if ledger is not None and leases is not None:
@@ -433,7 +434,7 @@ def build_service(settings: Settings) -> Service:
 
             @app.timer(time_window_tick(policies))
             async def _close_time_windows() -> None:
-                # Time windows close on the clock, with or without examples (issue 16.1, 16.2).
+                # Time windows close on the clock, with or without examples: the public schedule.
                 await releases.tick()
 
     probe = StoreProbe(store_ping(settings))

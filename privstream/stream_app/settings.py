@@ -55,7 +55,7 @@ class WindowConfig(BaseModel):
     and neighbouring windows differ by replacing one example. ``time`` windows hold the examples
     whose event time falls in ``[k*seconds, (k+1)*seconds)``; their size is private (add/remove-one).
 
-    Time windows close on the worker's clock, never on the data (issue 16.2): window k closes when
+    Time windows close on the worker's clock, never on the data: window k closes when
     the clock passes ``(k+1)*seconds + allowed_lateness_seconds``, whether or not it holds
     examples, and every window from the stream's start on is closed, charged and released. An
     ``event_time`` further than ``max_event_time_skew_seconds`` from the worker's clock (either way)
@@ -223,7 +223,7 @@ class ReleaseConfig(BaseModel):
             )
         if self.privacy_unit == "user" and self.window.kind == "count":
             # A count window at the user level is cut by a private count: how many examples the
-            # users sent decides where the windows end (issue 16.8). The public clock cuts instead.
+            # users sent decides where the windows end. The public clock cuts instead.
             raise ValueError(
                 "privacy_unit 'user' needs time windows (window kind 'time'): count windows would be cut "
                 "by the number of examples users send, which is private at the user level"
@@ -416,7 +416,7 @@ class Settings(BaseSettings):
         "embedded broker waits all of it (Kafka's default 500 ms put ~0.6 s into p50 latency)",
     )
 
-    # --- web: two listeners (DESIGN.md §4, trust boundary) --------------------------------------
+    # --- web: two listeners, one per trust zone -----------------------------------------------
     public_host: str = Field(default="127.0.0.1", description="public listener: releases, budgets, pages")
     public_port: int = Field(default=6066, ge=1, le=65535)
     operator_host: str = Field(
@@ -432,7 +432,7 @@ class Settings(BaseSettings):
         default=60.0, gt=0, description="/healthz fails when received examples wait this long"
     )
 
-    # --- the individual privacy filter (user level; E-DESIGN §5) --------------------------------
+    # --- the individual privacy filter (user level) --------------------------------------------
     user_epsilon_budget: float | None = Field(
         default=None,
         gt=0,

@@ -1,4 +1,4 @@
-"""Empirical privacy audit: an honest lower confidence bound on epsilon (bayes_overview.md §C.6).
+"""Empirical privacy audit: an honest lower confidence bound on epsilon.
 
 Method (black-box, on the *production* code path with a seeded :class:`RandomSource`):
 

@@ -1,10 +1,10 @@
 """The sanitizer interface (private query release): :class:`SanitizerResult`, :class:`Sanitizer`, registry.
 
 A sanitizer maps a sample ``xs`` (and optionally labels ``ys``) to a :class:`SyntheticDistribution`
-from which every query of the class is answered by post-processing (ggkm.md §1.3, Definition 2.3):
+from which every query of the class is answered by post-processing (GGKM21, Definition 2.3):
 ``q_h = fraction of x with h(x) = 1``, or for a labelled release ``fraction of (x, y) with h(x) = y``.
 The guarantee is (ε, δ)-DP for the whole release: the user's ε is the total, never a
-per-iteration knob (dp_landscape.md §A3, MWEM pitfalls). As for the learners
+per-iteration knob (a per-round ε is a known pitfall of MWEM implementations). As for the learners
 (:mod:`privstream.learning.private_learners.base`), ``expected_size=None`` means n is public and
 the guarantee holds under *replace-one* neighbours; ``expected_size=m`` means n is private: the
 guarantee holds under *add/remove-one* neighbours for every n (0 included) and every reported

@@ -108,7 +108,7 @@ def is_structured(hclass: HypothesisClass) -> bool:
     return isinstance(hclass, Thresholds | Points | Intervals)
 
 
-# -- closed forms of the irreducibility order (ggkm.md §1.8) ------------------------------------
+# -- closed forms of the irreducibility order (GGKM21 Def 4.1) ----------------------------------
 
 
 def chain_order(size: int) -> int | float:
