@@ -2,7 +2,7 @@
 
 BLM20 Sec 4 and ABLMM22 Sec 5.2 (with the corrections noted below). On a sample of size ``m`` from a
 realizable distribution D, G outputs one fixed function f* with probability at least
-``eta_G = 1/((d+1)·2^(2^(d+2)+1))`` and ``loss_D(f*) <= alpha`` ([003 Thm 23] as proved), where
+``eta_G = 1/((d+1)·2^(2^(d+2)+1))`` and ``loss_D(f*) <= alpha`` ([ABLMM22 Thm 23] as proved), where
 ``d = Ldim(H) >= 1``. It runs the (extended, deterministic) SOA of :mod:`privstream.learning.soa`
 on samples built by *tournaments*:
 

@@ -25,8 +25,8 @@ example shifts every later one into another batch, so every batch may change.
 
 * *Replace-one* (n public). With the per-batch learners' coins fixed, a changed example changes at
   most one batch output (batches are disjoint and each learner reads only its own batch and the
-  shared, data-independent coins) or only S'. Theory mode follows the paper ([003 Lem 13], proof of
-  [003 Thm 30]): histogram at (ε/2, δ), exponential mechanism at ε/2, basic composition gives (ε, δ).
+  shared, data-independent coins) or only S'. Theory mode follows the paper ([ABLMM22 Lem 13], proof of
+  [ABLMM22 Thm 30]): histogram at (ε/2, δ), exponential mechanism at ε/2, basic composition gives (ε, δ).
   Practical mode uses *parallel* composition: histogram at (ε, δ) and exponential mechanism at ε.
   If the changed example is in a batch, S' is the same and the output is post-processing of the
   (ε, δ)-DP histogram (the one changed key is the histogram's replace-one neighbour); if it is in
@@ -132,7 +132,7 @@ def n_generic_list(
 ) -> int:
     """``n_GL``: S' size for the generic learner over a list (ABLMM22 Lem 29, explicit constants).
 
-    ``ceil(max(36·ln(4|L|/β)/α, 6·ln(2|L|/β)/(α·ε)))``: from the proof of [003 Lem 29] with
+    ``ceil(max(36·ln(4|L|/β)/α, 6·ln(2|L|/β)/(α·ε)))``: from the proof of [ABLMM22 Lem 29] with
     multiplicative Chernoff bounds, when some h* in the list has ``loss_D(h*) <= α`` (not 0), so
     the output has loss <= 2α w.p. >= 1-β. ``num_hyps`` may be a huge int.
 
