@@ -22,8 +22,11 @@ Convention (every page follows it; ``tests/docs/test_examples.py`` enforces it):
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +36,7 @@ DOCS = ROOT / "docs"
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)```(?P<lang>[\w-]*)\s*$")
 _MARKER = re.compile(r"^\s*<!--\s*docs-example:\s*(?P<kind>[\w-]+)(?:\s+(?P<arg>\S+))?\s*-->\s*$")
 MARKERS = frozenset({"needs-broker", "skip", "settings", "file"})
+COMMAND_SECONDS = 300
 
 
 @dataclass(frozen=True)
@@ -227,3 +231,26 @@ def environment_assignments(block: Block) -> dict[str, str]:
         value = shlex.split(raw)[0] if raw else ""
         found[name] = "placeholder-secret" if "$" in value else value
     return found
+
+
+# -- running -------------------------------------------------------------------------------------------
+
+
+def clean_environment() -> dict[str, str]:
+    """This environment without any ``PRIVSTREAM_*`` variable, the venv's commands first on PATH."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PRIVSTREAM_")}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    return env
+
+
+def run_shell(script: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", "-c", "set -euo pipefail\n" + script],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=COMMAND_SECONDS,
+        check=False,
+    )

@@ -5,7 +5,6 @@ from __future__ import annotations
 import ast
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,11 +15,13 @@ from .examples import (
     MARKERS,
     Block,
     blocks,
+    clean_environment,
     console_steps,
     environment_assignments,
     markdown_files,
     markers_in,
     output_matches,
+    run_shell,
 )
 
 #: Variables the product reads besides the settings (the CLI's, the test servers').
@@ -30,7 +31,6 @@ OTHER_VARIABLES = {
     "PRIVSTREAM_PG_BINDIR",
     "PRIVSTREAM_PG_OS_USER",
 }
-COMMAND_SECONDS = 300
 
 ALL_BLOCKS = [b for path in markdown_files() for b in blocks(path)]
 
@@ -41,13 +41,6 @@ def runnable(block: Block) -> bool:
 
 def pages_with_runnable_blocks() -> list[Path]:
     return sorted({b.path for b in ALL_BLOCKS if runnable(b)})
-
-
-def clean_environment() -> dict[str, str]:
-    """This environment without any ``PRIVSTREAM_*`` variable, the venv's commands first on PATH."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIX)}
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    return env
 
 
 def page_id(path: Path) -> str:
@@ -80,19 +73,6 @@ def test_the_shell_examples_of_a_page_run_and_print_what_is_shown(page: Path, tm
                 f"{block.where}: `{step.command}` printed\n{done.stdout}\n"
                 "which does not have the shape shown:\n" + "\n".join(step.expected)
             )
-
-
-def run_shell(script: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["bash", "-c", "set -euo pipefail\n" + script],
-        cwd=cwd,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        timeout=COMMAND_SECONDS,
-        check=False,
-    )
 
 
 def test_the_documentation_has_runnable_examples() -> None:
