@@ -1,15 +1,24 @@
-"""A griffe extension for the API pages: docstring examples (``>>>`` blocks) become code blocks.
+"""A griffe extension for the API pages: docstrings written for people reading the code, and for
+doctest, rendered as Markdown.
 
-The docstrings are written for people reading the code and for doctest; in Markdown a doctest's
-output such as ``[1, 2]`` would read as a link. Each run of ``>>>`` lines and their output, up to a
-blank line, is fenced as a ``pycon`` block at its own indentation.
+* Each run of ``>>>`` lines and their output, up to a blank line, is fenced as a ``pycon`` block at
+  its own indentation (in Markdown a doctest's output such as ``[1, 2]`` would read as a link).
+* Sphinx roles (``:class:`~a.B```, ``:meth:`f```) become inline code, as Sphinx shows them.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import griffe
+
+_ROLE = re.compile(r":(?:py:)?(?:class|meth|func|mod|data|attr|exc|obj):`(~?)([^`]+)`")
+
+
+def plain_roles(text: str) -> str:
+    """Sphinx roles as inline code: ``~`` keeps the last component, as Sphinx does."""
+    return _ROLE.sub(lambda m: f"`{m.group(2).rsplit('.', 1)[-1] if m.group(1) else m.group(2)}`", text)
 
 
 def fence_doctests(text: str) -> str:
@@ -37,4 +46,4 @@ class DoctestBlocks(griffe.Extension):
 
     def on_instance(self, *, node: Any, obj: griffe.Object, agent: Any, **kwargs: Any) -> None:
         if obj.docstring is not None:
-            obj.docstring.value = fence_doctests(obj.docstring.value)
+            obj.docstring.value = plain_roles(fence_doctests(obj.docstring.value))

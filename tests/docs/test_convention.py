@@ -77,3 +77,4 @@ def test_the_api_pages_fence_doctest_examples() -> None:
     assert module.fence_doctests(text) == (
         "Example:\n\n    ```pycon\n    >>> f([1, 2])\n    [1, 2]\n    ```\n\nAfter."
     )
+    assert module.plain_roles("see :class:`~a.b.C` and :meth:`d.e`") == "see `C` and `d.e`"

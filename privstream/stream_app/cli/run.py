@@ -222,7 +222,7 @@ def run_worker(args: argparse.Namespace) -> int:
             redirect_stdouts=False,
             override_logging=False,
         )
-        worker.spinner = None  # its terminal codes would land in the log (mode's setup used to drop it)
+        worker.spinner = None  # its terminal codes would land in the log
         # mode's Worker handles SIGINT/SIGTERM with a graceful stop (commit, close) and exits.
         worker.execute_from_commandline()
     except SystemExit as exc:
