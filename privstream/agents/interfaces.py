@@ -1,8 +1,7 @@
 """The small interfaces the agents depend on; the service (``stream_app``) implements them.
 
-**Node data.** A node of the release tree keeps what its learner needs,
-compactly, so that a parent is merged from its two children and never rebuilt by re-reading
-Kafka:
+**Node data.** A node of the release tree keeps what its learner needs, compactly, so that a
+parent is merged from its two children and never rebuilt by re-reading Kafka:
 
 * integer classes at the example level: a histogram of (x, y) -> count (children add);
 * user level: rows (user, x, y), each user's first ``k`` of the node by arrival (the
@@ -298,7 +297,7 @@ class StateStore(Protocol):
 
     def load_soa(self, stream_id: str) -> dict[str, Any] | None: ...
 
-    # --------------------------------------------------------------- the release tree (§3.3)
+    # --------------------------------------------------------------- the release tree's nodes
 
     def close_window(
         self,

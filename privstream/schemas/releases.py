@@ -1,7 +1,7 @@
 """Public releases: a private hypothesis (or sanitized data) with its privacy certificate.
 
 Everything on the public topics is one of these. The certificate states what a subscriber
-needs to trust the release (DESIGN.md §4): the mechanism, (ε, δ), the neighbouring relation,
+needs to trust the release: the mechanism, (ε, δ), the neighbouring relation,
 the privacy unit, whether privacy is information-theoretic or computational, the window, the
 sample size, the ledger entry, the budget left, the parameters, the DP outputs, the library
 version, and whether the paper's accuracy theorem holds at them.

@@ -1,7 +1,8 @@
 """The service: a ``faust.App`` built from :class:`Settings`, with its topics, agents and pages.
 
 ``stream_app`` owns the app and hands topics, metrics and collaborators to the agents'
-registration functions, so the agents never import the service (DESIGN.md §2).
+registration functions, so the agents never import the service (imports flow one way:
+``stream_app -> agents -> learning``).
 """
 
 from __future__ import annotations
@@ -222,7 +223,7 @@ def release_policy(stream: StreamConfig, hclass: HypothesisClass | None) -> Rele
         privacy_unit=config.privacy_unit,
         user_contribution_bound=config.user_contribution_bound,
         expected_size=config.expected_size,
-        levels=config.levels,
+        levels=config.top_level,
         max_node_examples=config.max_node_examples,
         lifetime=lifetime_bound(config),  # the user level's is set with the deployment's user budget
     )
@@ -235,7 +236,7 @@ def lifetime_bound(config: ReleaseConfig, user_budget: PrivacyCost | None = None
     disjoint), so parallel composition within a level and sequential composition over the L+1
     levels bound its loss by the sum over the levels of (learner ε + sanitizer ε), for ever.
     User level: a user's examples can lie in every node of a level, so the individual privacy
-    filter bounds each user by their deployment-wide budget (E-DESIGN §5).
+    filter (Feldman & Zrnic 2021) bounds each user by their deployment-wide budget.
     """
     if config.privacy_unit == "user":
         budget = user_budget or PrivacyCost(config.epsilon_budget, config.delta_budget)
@@ -244,7 +245,7 @@ def lifetime_bound(config: ReleaseConfig, user_budget: PrivacyCost | None = None
             delta=budget.delta,
             epsilon_budget=budget.epsilon,
             delta_budget=budget.delta,
-            levels=config.levels,
+            levels=config.top_level,
             level_epsilon=[
                 e + (config.sanitizer_epsilons[j] if config.sanitizer else 0.0)
                 for j, e in enumerate(config.learner_epsilons)
@@ -268,11 +269,11 @@ def lifetime_bound(config: ReleaseConfig, user_budget: PrivacyCost | None = None
         delta=delta,
         epsilon_budget=config.epsilon_budget,
         delta_budget=config.delta_budget,
-        levels=config.levels,
+        levels=config.top_level,
         level_epsilon=per_level,
         rule=(
             f"parallel composition over the disjoint nodes of a level (each example is in exactly one "
-            f"node per level), sequential composition over the {config.levels + 1} levels: "
+            f"node per level), sequential composition over the {config.top_level + 1} levels: "
             f"sum over levels of epsilon_j = {terms} = {epsilon:g} <= epsilon_budget "
             f"{config.epsilon_budget:g} per example, for ever"
         ),
@@ -281,7 +282,7 @@ def lifetime_bound(config: ReleaseConfig, user_budget: PrivacyCost | None = None
 
 def stream_partition(partitions: int) -> Any:
     """The partition of the examples topic a stream's messages go to (Kafka's default partitioner
-    on the key ``stream_id``): its owner closes the stream's time windows (E-DESIGN §4)."""
+    on the key ``stream_id``): its owner closes the stream's time windows."""
     from aiokafka.partitioner import DefaultPartitioner
 
     partitioner = DefaultPartitioner()
@@ -365,7 +366,7 @@ def build_service(settings: Settings) -> Service:
 
     def source_partitions(stream_id: str) -> set[int]:
         # Where the stream's examples came from, and its key's partition: a time-window stream
-        # that has seen no example yet is still released (empty windows, §4) by its key's owner.
+        # that has seen no example yet is still released (empty windows too) by its key's owner.
         return store.partitions(stream_id) | {key_partition(stream_id)}
 
     if ledger is not None and leases is not None:
@@ -431,7 +432,7 @@ def build_service(settings: Settings) -> Service:
 
             @app.timer(time_window_tick(policies))
             async def _close_time_windows() -> None:
-                # Time windows close on the clock, with or without examples (issue 16.1, 16.2).
+                # Time windows close on the clock, with or without examples: the public schedule.
                 await releases.tick()
 
     probe = StoreProbe(store_ping(settings, None if stores.identity is None else stores.identity))

@@ -124,19 +124,6 @@ def test_cli_reports_bad_settings_in_one_line(monkeypatch, capsys, tmp_path):
     assert "\n" not in err
 
 
-def test_readme_configuration_example_is_valid():
-    """The TOML example in the README is accepted as it stands."""
-    import re
-    import tomllib
-    from pathlib import Path
-
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    example = re.search(r"```toml\n(.*?)```", readme, re.S).group(1)
-    settings = Settings(**tomllib.loads(example))
-    assert settings.streams[0].release is not None
-    assert settings.streams[0].release.window.size == 5000
-
-
 @pytest.mark.parametrize(
     ("stream", "message"),
     [

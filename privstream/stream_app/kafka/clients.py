@@ -97,8 +97,10 @@ async def connection_problem(
         conn = await asyncio.wait_for(create_conn(host, int(port), **probe), timeout)
         conn.close()
     except Exception as exc:  # unreachable, TLS failure, not Kafka
+        tls = ", kafka_ssl_cafile" if "ssl_context" in options else ""
         return KafkaUnavailableError(
-            f"cannot reach {where} ({settings.kafka_security_protocol}): {type(exc).__name__}: {exc or error}"
+            f"cannot reach {where} ({settings.kafka_security_protocol}): {type(exc).__name__}: "
+            f"{exc or error}; check kafka_bootstrap, kafka_security_protocol{tls}"
         )
     if sasl:
         credentials = ("sasl_mechanism", "sasl_plain_username", "sasl_plain_password")
@@ -116,7 +118,9 @@ async def connection_problem(
                 f"{settings.kafka_sasl_username!r} ({type(exc).__name__}: {exc}); check "
                 "kafka_sasl_username, kafka_sasl_password and kafka_sasl_mechanism"
             )
-    return KafkaUnavailableError(f"cannot use {where}: {type(error).__name__}: {error}")
+    return KafkaUnavailableError(
+        f"cannot use {where}: {type(error).__name__}: {error}; check kafka_bootstrap and the kafka_* settings"
+    )
 
 
 async def ensure_topics(settings: Settings, names: Iterable[str] = TOPIC_NAMES) -> None:
