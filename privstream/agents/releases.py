@@ -267,10 +267,11 @@ def cap_parameters(policy: ReleasePolicy) -> dict[str, Any]:
     """The certificate's statement of the input cap and its accounting rule."""
     if not capped(policy):
         return {"max_node_examples": None, "cap_rule": "uncapped: the learner reads all of a node's examples"}
+    included = " of the users the filter includes" if policy.privacy_unit == "user" else ""
     kept = (
         "a uniformly random subset of max_node_examples examples (drawn from the release's seed)"
         if _shuffles(policy)
-        else "its first max_node_examples examples by arrival"
+        else f"its first max_node_examples examples by arrival{included}"
     )
     rule = f"the learner reads {kept}; " + (
         "n is private (add/remove-one), so an addition can become a replacement inside the kept "
@@ -740,9 +741,14 @@ class ReleaseAgent:
     # --- releasing ----------------------------------------------------------------------------
     def _bounds(self, policy: ReleasePolicy) -> NodeBounds:
         """The public bounds a node's stored data is kept within (stated in the certificate)."""
+        user_level = policy.privacy_unit == "user"
         return NodeBounds(
-            user_contribution_bound=policy.user_contribution_bound if policy.privacy_unit == "user" else None,
-            max_node_examples=policy.max_node_examples if policy.feature_bounds is not None else None,
+            user_contribution_bound=policy.user_contribution_bound if user_level else None,
+            # At the user level the cap applies at release, after the individual filter: a stored
+            # node keeps every user's rows (each user's first k), so an excluded user takes no slot.
+            max_node_examples=policy.max_node_examples
+            if policy.feature_bounds is not None and not user_level
+            else None,
         )
 
     def _build_node(self, policy: ReleasePolicy, level: int, index: int) -> NodeData:
@@ -818,11 +824,7 @@ class ReleaseAgent:
             )
 
         def load() -> WindowData:
-            data = node_examples(self._build_node(policy, level, index))
-            if policy.privacy_unit == "user":
-                assert policy.user_contribution_bound is not None
-                data = bound_contributions(data, policy.user_contribution_bound)
-            return data
+            return node_examples(self._build_node(policy, level, index))
 
         await self._release(
             policy,
@@ -1027,8 +1029,13 @@ class ReleaseAgent:
                 self.metrics.users_excluded(stream_id, excluded)  # private: operators only
 
             def keep_included(data: WindowData) -> WindowData:
+                # The filter first, then each user's first k rows, then the cap (the learner's
+                # input, NodeFit): an excluded user displaces no one.
                 keep = np.array([str(u) in included for u in data.users.tolist()], bool)
-                return WindowData(*(column[keep] for column in data))
+                assert policy.user_contribution_bound is not None
+                return bound_contributions(
+                    WindowData(*(column[keep] for column in data)), policy.user_contribution_bound
+                )
 
             data = await self._offload(keep_included, data)
         fit = _Fit(ready, data, *learner_privacy(policy, cost_epsilon, cost_delta))
@@ -1130,13 +1137,12 @@ class ReleaseAgent:
         level: int,
         deadline: float | None,
     ) -> bytes:
-        receipt = ChargeReceipt(reservation.entry_id, reservation.lifetime.remaining)
         return self._release_json(
             policy,
             product,
             result,
             info,
-            receipt,
+            reservation.receipt,
             "seeded" if self._rng_factory else "secure",
             level,
             public_entry_id(policy.stream_id, reservation.window_id, product.key),
@@ -1264,6 +1270,8 @@ class ReleaseAgent:
             window=info,
             sample_size=node_sample_size(policy, level) if n_public else None,  # a count node's n: public
             ledger_entry_id=public_id,
+            ledger_id=receipt.ledger_id,
+            ledger_epoch=receipt.ledger_epoch,
             epsilon_budget_remaining=receipt.remaining.epsilon,
             delta_budget_remaining=receipt.remaining.delta,
             publication=publication,

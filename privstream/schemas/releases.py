@@ -124,6 +124,19 @@ class Certificate(PublicMessage):
         description="n; null under add-remove-one, where n itself is private",
     )
     ledger_entry_id: str | None = Field(default=None, description="the charge in the privacy ledger")
+    ledger_id: str | None = Field(
+        default=None,
+        max_length=64,
+        description="the privacy ledger that charged the release: random, drawn once when the ledger "
+        "was created (a release of another ledger id comes from another ledger)",
+    )
+    ledger_epoch: int | None = Field(
+        default=None,
+        ge=0,
+        le=MAX_SAFE_INTEGER,
+        description="the ledger's epoch when the release was charged: raised at every worker start "
+        "(an older copy of the ledger, restored from a backup, states a lower one)",
+    )
     composition: Literal["sequential", "tree", "individual-filter"] = Field(
         default="sequential",
         description="how the stream's releases add up against its budget: "

@@ -83,5 +83,5 @@ def slots_fall_behind(policy: ReleasePolicy) -> str | None:
     return (
         f"stream {policy.stream_id}: its publication slots take {per_window:g} s per window of "
         f"{policy.window_seconds:g} s: releases will fall further behind their windows; lengthen the "
-        "windows, lower max_node_examples or levels, or give a shorter publish_delay_seconds"
+        "windows, lower max_node_examples or top_level, or give a shorter publish_delay_seconds"
     )

@@ -162,7 +162,7 @@ async def test_finding_3_a_slow_fit_moves_neither_its_streams_later_releases_nor
 async def test_finding_4_public_ledger_ids_depend_on_the_stream_node_and_product_only():
     """Stream b's published ids are the same whether stream a's window is empty or huge, and whether
     stream a exists at all: a function of (stream, node, product), not of a global counter."""
-    streams = [time_stream("a", levels=1), time_stream("b", levels=1)]
+    streams = [time_stream("a", top_level=1), time_stream("b", top_level=1)]
     common = {5: [example(100, at=T0 + 1, stream="b")], 65: [example(700, at=T0 + 61, stream="b")]}
     heavy = {**common, 5: [*common[5], *batch(5000, T0 + 2, stream="a")]}
     a, b = await twins(

@@ -274,6 +274,8 @@ class TwinRun:
         self.ledger = ledger or SqliteLedger.open(":memory:", budgets=budgets)
         self.store = store or SqliteStateStore(":memory:")
         self.store.generation = "gen0"  # both twins: the same store generation (it names count windows)
+        if ledger is None:
+            self.ledger.ledger_id = "ledger0"  # both twins: the same ledger (its id is drawn at random)
         names = [c.name for c in self.streams]
         self.metrics = ServiceMetrics(names, release_streams={name: (0.0, ["x"]) for name in names})
         self.observed = Observed()

@@ -69,14 +69,17 @@ class Arrivals(threading.Thread):
             await consumer.stop()
 
 
-def public_view(record, first_window: int) -> dict:
+def public_view(record, first_window: int, ledger_id: str) -> dict:
     """A release without its DP outputs, with window indexes and times relative to the first
-    window, and the record's timestamp beside it (relative too)."""
+    window, the record's timestamp beside it (relative too), and the ledger named relative to the
+    run (each run is a deployment: its ledger has its own id)."""
     release = json.loads(record.value)
     release.pop("hypothesis")
     certificate = release["certificate"]
     certificate.pop("dp_outputs")
     start = first_window * SECONDS
+    if certificate["ledger_id"] == ledger_id:
+        certificate["ledger_id"] = "the run's ledger"
     window = certificate["window"]
     family, level, index = window["window_id"].rsplit("-", 2)
     window["window_id"] = f"{family}-{level}-{int(index) - (first_window >> int(level[1:]))}"
@@ -141,7 +144,10 @@ def one_run(unique_settings, tmp_path, examples: int) -> list[tuple[float, dict]
     records = arrivals.records[:RELEASES]
     # The stream's first window: the one holding its registration in the ledger.
     first = json.loads(records[0][1].value)["certificate"]["window"]["first_window"]
-    return [(arrived - first * SECONDS, public_view(record, first)) for arrived, record in records]
+    return [
+        (arrived - first * SECONDS, public_view(record, first, ledger.ledger_id))
+        for arrived, record in records
+    ]
 
 
 def test_live_workers_publish_the_same_records_at_the_same_times_whatever_a_slow_learner_did(

@@ -30,7 +30,7 @@ def policy_of(config: StreamConfig):
 
 
 def test_the_slot_workload_is_each_products_default_and_its_fits_on_public_inputs_of_the_largest_node():
-    count = policy_of(stream("c", levels=3, window={"kind": "count", "size": 100}, max_node_examples=500))
+    count = policy_of(stream("c", top_level=3, window={"kind": "count", "size": 100}, max_node_examples=500))
     assert largest_input(count) == 500  # level 3 holds 800 examples, the learner reads 500
     work = slot_workload(count)
     assert len(work) == 2  # the learner, then the sanitizer
@@ -61,7 +61,9 @@ def test_where_n_is_private_and_nothing_caps_the_input_the_slot_must_be_given():
 
 def test_a_configured_slot_is_kept_and_unset_ones_are_measured_per_level_in_the_streams_process():
     configured = policy_of(stream("a", window={"kind": "count", "size": 100, "publish_delay_seconds": 2.5}))
-    derived = policy_of(stream("b", levels=3, max_node_examples=400, window={"kind": "count", "size": 100}))
+    derived = policy_of(
+        stream("b", top_level=3, max_node_examples=400, window={"kind": "count", "size": 100})
+    )
     assert derived.publish_delay_seconds is None
     processes = LearnerProcesses(["a", "b"])
     try:
