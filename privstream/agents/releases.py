@@ -916,6 +916,24 @@ class ReleaseAgent:
     ) -> None:
         """Under the stream's lock: reserve every product and compute every default first (so all
         are ready at the deadline), then run the learners' fits until the deadline."""
+        try:
+            await self._prepare_under_lock(policy, state, window_id, info, window, deadline, level, readies)
+        finally:  # whatever happened, the publisher waits for nothing that will not come
+            for ready in readies:
+                if not ready.available.is_set():
+                    ready.settle("failed")
+
+    async def _prepare_under_lock(
+        self,
+        policy: ReleasePolicy,
+        state: _StreamState,
+        window_id: str,
+        info: WindowInfo,
+        window: Callable[[], Awaitable[WindowData]],
+        deadline: float | None,
+        level: int,
+        readies: list[_Ready],
+    ) -> None:
         stream_id = policy.stream_id
         extra = {"stream_id": stream_id, "window_id": window_id, "ledger_entry_id": None}
         async with state.lock:
@@ -963,7 +981,8 @@ class ReleaseAgent:
                         extra=extra,
                     )
                     self.metrics.learner_failed(stream_id)
-                    fit.ready.settle("failed")
+                    if not fit.ready.available.is_set():  # else its default stands
+                        fit.ready.settle("failed")
 
     async def _reserve(
         self,
