@@ -288,7 +288,7 @@ def audit_releases(
 ) -> dict[str, Any]:
     """The public topic against the ledger (see the module docstring for each figure)."""
     entries = {s: ledger.entries(s) for s in streams}
-    by_entry = {str(c.entry_id): c for charges in entries.values() for c in charges}
+    by_entry = {c.public_id: c for charges in entries.values() for c in charges}
     matches = True
     published: dict[str, bytes] = {}  # ledger entry id -> the bytes published under it
     releases_of_window: dict[tuple[str, str], set[bytes]] = defaultdict(set)
@@ -308,7 +308,7 @@ def audit_releases(
         if str(certificate["ledger_entry_id"]) not in published:  # a copy is not a second release
             epsilon_on_topic[release["stream_id"]] += certificate["epsilon"]
         published[str(certificate["ledger_entry_id"])] = record.value
-    unpublished = [c for charges in entries.values() for c in charges if str(c.entry_id) not in published]
+    unpublished = [c for charges in entries.values() for c in charges if c.public_id not in published]
     matches = matches and not unpublished and not ledger.unpublished()
     for s in streams:  # what the ledger charged is what the certificates state (ledger.spent is
         # the lifetime spend per example, a max over windows, so the charges are summed here)
