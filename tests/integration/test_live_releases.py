@@ -68,7 +68,7 @@ def check_public_topic(records, ledger) -> dict[str, list[HypothesisRelease]]:
             assert by_entry[entry] == record.value
             continue
         by_entry[entry] = record.value
-        charges = {str(c.entry_id): c for c in ledger.entries(release.stream_id)}
+        charges = {c.public_id: c for c in ledger.entries(release.stream_id)}
         assert charges[entry].release == record.value  # published bytes = the charged bytes
         streams[release.stream_id].append(release)
     return streams

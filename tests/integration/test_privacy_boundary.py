@@ -108,7 +108,7 @@ def test_public_topics_and_metrics_hold_no_raw_values_user_ids_or_uncharged_coun
     # Every public message is a charged release, byte for byte as in the ledger.
     releases = check_public_topic(hypotheses, ledger)["users"]
     assert len(releases) == len(learned) >= WINDOWS
-    charged = {str(c.entry_id): c.release for c in entries}
+    charged = {c.public_id: c.release for c in entries}
     sanitized_entries = set()
     for record in sanitized:
         release = SanitizedRelease.model_validate_json(record.value)

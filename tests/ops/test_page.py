@@ -92,7 +92,7 @@ async def test_the_stream_page_shows_the_stream_its_charts_and_follows_a_new_rel
             30,
             "the page to show the new release",
         )
-        assert int(newest) > int(shown)
+        assert newest != shown  # another release: its public id names another node
 
         # The list of streams shows it too.
         await browser.open(f"{deployment.public_url}/")
