@@ -1,4 +1,4 @@
-"""The ingest pipeline: a batch of raw messages -> validation -> the online SOA -> windows.
+"""The ingest pipeline: a batch of raw messages -> validation -> the online learners -> windows.
 
 Pure with respect to Kafka: the service's consumer hands in what it polled and sends what comes
 back (predictions and dead letters), then commits the offsets: at-least-once, with every output
@@ -16,8 +16,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import NamedTuple, Protocol
-
-import numpy as np
 
 from privstream.agents.interfaces import IngestMetrics
 from privstream.agents.online import OnlineLearners
@@ -187,7 +185,7 @@ class IngestPipeline:
             self.metrics.invalid(reason, n)
         for (stream_id, partition), group in groups.items():
             group.columns()
-            if self.learners.has(stream_id):  # streams of feature vectors have no online learner
+            if self.learners.has(stream_id):
                 # Chunks keep each PredictionBatch message well under Kafka's 1 MB request limit
                 # (one poll of ExampleBatch messages can hold millions of examples).
                 for i in range(0, len(group.xs), MAX_PREDICTIONS_PER_MESSAGE):
@@ -197,11 +195,12 @@ class IngestPipeline:
                         partition,
                         group.offsets[part],
                         group.items[part],
-                        np.asarray(group.xs[part], dtype=np.int64),
-                        np.asarray(group.ys[part], dtype=np.uint8),
+                        group.xs[part],  # integer points or feature vectors: the learner reads them
+                        group.ys[part],
                         group.ids[part],
                     )
-                    out.predictions.append((stream_id.encode(), batch.model_dump_json().encode()))
+                    if batch.predictions:  # none when a replay brought only learned examples
+                        out.predictions.append((stream_id.encode(), batch.model_dump_json().encode()))
             if self.releases is not None:
                 self.releases.observe_batch(
                     stream_id,
