@@ -184,6 +184,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     demo.add_argument(
         "--epsilon-budget", type=float, default=10.0, help="lifetime ε per example, over every level (10)"
     )
+    demo.add_argument(
+        "--vectors",
+        type=int,
+        metavar="D",
+        help="a stream of D-feature vectors instead of a class: labelled by a random halfspace, learned "
+        "online by the Perceptron (--online-learner) and released privately by the halfspaces learner",
+    )
+    demo.add_argument(
+        "--online-learner",
+        default="perceptron",
+        help="--vectors: perceptron (default), averaged-perceptron or logistic",
+    )
+    demo.add_argument(
+        "--margin",
+        type=float,
+        default=0.05,
+        help="--vectors: the examples' margin from the target hyperplane (features scaled to [-1, 1]), "
+        "and the Perceptron's γ: at most (D+1)/γ² mistakes (0.05)",
+    )
     demo.add_argument("--seed", type=int, help="seed of the synthetic target and examples")
     demo.add_argument("--timeout", type=float, default=300.0, help="give up after this many seconds")
     demo.add_argument("--json", action="store_true", help="print one JSON summary line at the end")

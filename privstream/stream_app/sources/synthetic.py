@@ -163,11 +163,13 @@ def synthetic_vectors(
     label_noise: float = 0.0,
     seed: int | None = None,
     margin: float | None = None,
+    normal: np.ndarray | None = None,
 ) -> SyntheticVectors:
     """``n`` feature vectors uniform in the box ``bounds`` (default ``[0, 1]^d``), labelled by a random
     halfspace through a point near the box's centre. With ``margin`` only points at least that far
     from the hyperplane in the mapped space are kept (rejection sampling): the stream is separable
-    with that margin, and the Perceptron makes at most ``(d + 1)/margin²`` mistakes on it.
+    with that margin, and the Perceptron makes at most ``(d + 1)/margin²`` mistakes on it. ``normal``:
+    that target instead of a random one (fresh examples of a stream's target).
 
     >>> s = synthetic_vectors(2, 500, seed=1, margin=0.2)
     >>> s.X.shape, sorted(set(s.ys.tolist())), bool(s.X.min() >= 0 and s.X.max() <= 1)
@@ -185,9 +187,10 @@ def synthetic_vectors(
     if margin is not None and not 0 < margin < 0.5:
         raise ValueError(f"a synthetic stream's margin must be in (0, 0.5), got {margin}")
     rng = np.random.default_rng(seed)
-    normal = rng.standard_normal(d + 1)
-    normal[-1] = 0.2 * rng.standard_normal()  # the hyperplane passes near the centre
-    normal /= np.linalg.norm(normal)
+    if normal is None:
+        normal = rng.standard_normal(d + 1)
+        normal[-1] = 0.2 * rng.standard_normal()  # the hyperplane passes near the centre
+        normal /= np.linalg.norm(normal)
     lo, span = fmap.bounds[:, 0], fmap.bounds[:, 1] - fmap.bounds[:, 0]
     parts, have = [], 0
     while have < n:
