@@ -108,3 +108,30 @@ def test_synthetic_takes_the_streams_dimension_and_refuses_the_wrong_kind(tmp_pa
         records(tmp_path, "--synthetic", "10", "--class", "thresholds:8")
     with pytest.raises(ValueError, match="halfspaces:D with"):
         records(tmp_path, "--synthetic", "10", "--class", "halfspaces:x", streams=())
+
+
+def test_online_runs_a_vector_streams_learner_over_a_file(tmp_path, capsys):
+    from tests.learning.online.streams import noisy_stream
+
+    X, y, bounds = noisy_stream(2, 600, seed=9, noise=0.3)
+    path = tmp_path / "ex.csv"
+    path.write_text("a,b,y\n" + "".join(f"{p},{q},{label}\n" for (p, q), label in zip(X, y, strict=True)))
+    argv = [
+        "online",
+        "halfspaces:2",
+        "--examples",
+        str(path),
+        "--bounds",
+        json.dumps(bounds),
+        "--margin",
+        "0.5",
+    ]
+    assert main([*argv, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (
+        out["examples"] == 600 and out["margin_bound"] == 12 < out["mistakes"] and out["realizable"] is False
+    )
+    assert list(out["weights"]) == ["a", "b"]
+    assert main(argv) == 0
+    assert "no: " in capsys.readouterr().out  # no halfspace has margin 0.5 on the noisy stream
+    assert main(["online", "halfspaces:2", "--examples", str(path)]) == 2  # the bounds are required
