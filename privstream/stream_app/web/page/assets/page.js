@@ -283,7 +283,7 @@
   function drawHalfspace(h, names) {
     var rule = halfspaceRule(h, names), d = h.normal.length;
     var rows = rule.ranked.slice(0, 12), barTop = 34, rowH = 22;
-    var W = 1000, H = Math.max(barTop + rows.length * rowH + 40, 420);
+    var W = 1000, H = Math.max(barTop + rows.length * rowH + 40, 440);
     var root = svg("svg", { viewBox: "0 0 " + W + " " + H, class: "hypothesis", role: "img",
                             "aria-label": describeHalfspace(h, names) });
     root.appendChild(svg("text", { x: 0, y: 16, text: "influence of each feature (weight × range)" +
@@ -302,7 +302,7 @@
     });
     // The plane: the two most influential features (or the only two).
     if (d >= 2) {
-      var p = rule.ranked[0].index, q = rule.ranked[1].index, L = 600, T = 30, S = 340;
+      var p = rule.ranked[0].index, q = rule.ranked[1].index, L = 645, T = 30, S = 340;
       var lp = h.bounds[p][0], hp = h.bounds[p][1], lq = h.bounds[q][0], hq = h.bounds[q][1];
       // sum_t w_t u_t >= b with u_t = 1/2 for the other features: a line in (u_p, u_q)
       var rest = 0;
@@ -321,8 +321,8 @@
       root.appendChild(svg("text", { x: L - 8, y: T + S, "text-anchor": "end", text: fmt(lq) }));
       root.appendChild(svg("text", { x: L - 8, y: T + 10, "text-anchor": "end", text: fmt(hq) }));
       root.appendChild(svg("text", { x: L - 8, y: T + S / 2, "text-anchor": "end", text: names[q] }));
-      root.appendChild(svg("text", { x: L, y: T - 10, text: d > 2 ? "label 1 (blue) on " + names[p] + " × " +
-        names[q] + ", the other features at mid-range" : "label 1 (blue) and label 0" }));
+      root.appendChild(svg("text", { x: L + S / 2, y: T + S + 58, "text-anchor": "middle",
+        text: d > 2 ? "label 1 in blue; the other features at mid-range" : "label 1 in blue" }));
     }
     return root;
   }
