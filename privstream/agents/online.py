@@ -92,7 +92,9 @@ class _VectorState:
         try:
             learner = learner_from_state(d["learner_state"])
             positions = {int(p): (int(o), int(i)) for p, o, i in d["positions"]}
-        except (KeyError, TypeError, ValueError) as exc:
+        except OnlineStateError:
+            raise
+        except (KeyError, TypeError, ValueError) as exc:  # e.g. an SOA's snapshot, saved under the name
             raise OnlineStateError(f"malformed online state: {exc!r}") from None
         fresh, saved = stream.new_learner().state_dict(), learner.state_dict()
         if any(saved.get(k) != fresh[k] for k in ("learner", "bounds", *type(learner)._params)):
