@@ -25,7 +25,7 @@ from privstream.learning.hypothesis_classes import (
 from privstream.learning.randomness import seeded
 from privstream.learning.sanitizers import SanitizerInputError, SyntheticDistribution, make_sanitizer
 from privstream.learning.sanitizers.evaluation import class_errors
-from privstream.learning.sanitizers.hierarchical.audit_spec import AUDIT_PAIR, partition_laws
+from privstream.learning.sanitizers.hierarchical.audit_specs import AUDIT_PAIR, partition_laws
 from privstream.learning.sanitizers.hierarchical.consistent_tree import (
     CountTree,
     balanced_branching,

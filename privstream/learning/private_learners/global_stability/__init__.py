@@ -3,5 +3,5 @@
 * :mod:`.algorithm_g`: Algorithm G, the globally-stable learner for Littlestone classes (§2);
 * :mod:`.learner`: Algorithm M over G (stable histogram, then the exponential mechanism) and
   :class:`~.learner.GlobalStabilityLearner` (§3.3);
-* :mod:`.audit_spec`: its privacy-audit spec (membership-inference canary, broken histograms).
+* :mod:`.audit_specs`: its privacy-audit spec (membership-inference canary, broken histograms).
 """

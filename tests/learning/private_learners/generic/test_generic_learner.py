@@ -447,7 +447,7 @@ def test_intervals_release_windows_of_any_size() -> None:
 
 
 def test_audit_spec_has_an_exact_worst_case() -> None:
-    import privstream.learning.private_learners.generic.audit_spec as generic_audit
+    import privstream.learning.private_learners.generic.audit_specs as generic_audit
 
     spec = audit_spec("generic")
     assert spec.build is not None and set(spec.broken) == {"sensitivity_understated", "no_noise"}

@@ -21,7 +21,7 @@ from privstream.learning.hypothesis_classes import FiniteClass, parse_class_spec
 from privstream.learning.mechanisms import ExponentialMechanism, StableHistogram
 from privstream.learning.private_learners import LEARNERS, PrivateLearner, make_learner
 from privstream.learning.private_learners.global_stability.algorithm_g import FAIL_KEY
-from privstream.learning.private_learners.global_stability.audit_spec import ADD_REMOVE_PAIR, AUDIT_PAIR
+from privstream.learning.private_learners.global_stability.audit_specs import ADD_REMOVE_PAIR, AUDIT_PAIR
 from privstream.learning.private_learners.global_stability.learner import (
     GlobalStabilityLearner,
     MParameters,

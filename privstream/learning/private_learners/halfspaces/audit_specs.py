@@ -45,13 +45,9 @@ import numpy as np
 
 from privstream.learning.accounting import PrivacyGuarantee
 from privstream.learning.audit.harness import AuditSpec, MechanismFactory, privacy_loss
-from privstream.learning.private_learners.halfspaces import (
-    MECHANISM,
-    HalfspaceLearner,
-    HalfspaceModel,
-    halfspace_net,
-    net_errors,
-)
+from privstream.learning.private_learners.halfspaces.learner import MECHANISM, HalfspaceLearner
+from privstream.learning.private_learners.halfspaces.model import HalfspaceModel
+from privstream.learning.private_learners.halfspaces.net import halfspace_net, net_errors
 from privstream.learning.randomness import RandomSource
 
 __all__ = [

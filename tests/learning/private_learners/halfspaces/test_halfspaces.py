@@ -1,4 +1,4 @@
-"""Halfspaces on a public net (privstream.learning.private_learners.halfspaces) and its audit spec."""
+"""The halfspaces learner (privstream.learning.private_learners.halfspaces): net, law, audit spec."""
 
 from __future__ import annotations
 
@@ -9,18 +9,14 @@ import math
 import numpy as np
 import pytest
 
-import privstream.learning.private_learners.halfspaces as hs
-import privstream.learning.private_learners.halfspaces_audit as hs_audit
+import privstream.learning.private_learners.halfspaces.audit_specs as hs_audit
+import privstream.learning.private_learners.halfspaces.learner as hs
+import privstream.learning.private_learners.halfspaces.net as hs_net
 from privstream.learning.audit import privacy_loss
 from privstream.learning.consistent.pcl import BayesConsistentLearner
 from privstream.learning.errors import HypothesisFormatError, LabelError
-from privstream.learning.private_learners.halfspaces import (
-    HalfspaceLearner,
-    HalfspaceModel,
-    halfspace_net,
-    net_errors,
-    net_resolution,
-)
+from privstream.learning.private_learners.halfspaces.learner import HalfspaceLearner, HalfspaceModel
+from privstream.learning.private_learners.halfspaces.net import halfspace_net, net_errors, net_resolution
 from privstream.learning.private_learners.vector_base import make_vector_learner, vector_model_from_dict
 from privstream.learning.randomness import seeded
 
@@ -31,13 +27,13 @@ def _unit(d: int) -> np.ndarray:
     return np.array([[0.0, 1.0]] * d)
 
 
-def _brute_errors(net: hs.HalfspaceNet, X: np.ndarray, y: np.ndarray, bounds: np.ndarray) -> np.ndarray:
+def _brute_errors(net: hs_net.HalfspaceNet, X: np.ndarray, y: np.ndarray, bounds: np.ndarray) -> np.ndarray:
     """#errors of every net member, each member materialised and asked for its predictions."""
     return np.array([np.count_nonzero(net.member(i, bounds).predict(X) != y) for i in range(len(net))])
 
 
 def _member_law(
-    net: hs.HalfspaceNet, X: np.ndarray, y: np.ndarray, eps: float, bounds: np.ndarray
+    net: hs_net.HalfspaceNet, X: np.ndarray, y: np.ndarray, eps: float, bounds: np.ndarray
 ) -> np.ndarray:
     """The exponential mechanism's law over member ids, from brute-force errors (labelled rows only)."""
     labelled = y >= 0
@@ -73,7 +69,7 @@ def test_net_errors_in_chunks_equal_one_pass(monkeypatch: pytest.MonkeyPatch) ->
     U, y = gen.random((50, 2)), gen.integers(0, 2, size=50).astype(np.uint8)
     net = halfspace_net(2, 64)
     whole = net_errors(net, U, y)
-    monkeypatch.setattr(hs, "_CHUNK_CELLS", 200)  # a few normals per chunk
+    monkeypatch.setattr(hs_net, "_CHUNK_CELLS", 200)  # a few normals per chunk
     np.testing.assert_array_equal(net_errors(net, U, y), whole)
 
 
@@ -281,7 +277,8 @@ def test_three_features() -> None:
     X = gen.random((3000, 3))
     y = (X.sum(axis=1) >= 1.5).astype(np.int64)
     res = HalfspaceLearner().fit(X, y, epsilon=1.0, bounds=_unit(3), rng=seeded(4))
-    assert res.parameters["normals"] == 2048 and res.hypothesis_class == "halfspaces:3"
+    assert res.parameters["normals"] == 2048 + 1024 and res.parameters["fitted"]  # ε·n >= 300: fitted
+    assert res.hypothesis_class == "halfspaces:3"
     test = np.random.default_rng(5).random((20_000, 3))
     assert np.mean(res.model.predict(test) != (test.sum(axis=1) >= 1.5)) < 0.03  # measured ~0.01
 
