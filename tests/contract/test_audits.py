@@ -74,6 +74,9 @@ RUNS: dict[tuple[str, str | None], Runs] = {
     ("hierarchical", "no_partition_noise"): Runs(400, 2, min_lower_bound=3.0),
     ("hierarchical", "no_count_noise"): Runs(400, 2, min_lower_bound=3.0),
     ("hierarchical-partition", None): Runs(3000, 1),
+    ("hierarchical-points", None): Runs(4000, 1),  # exact loss on its pair: 0.927
+    ("hierarchical-points", "no_noise"): Runs(400, 2),
+    ("hierarchical-points", "weights_doubled"): Runs(16000, 2),  # exact loss on the pair 1.13
     ("hierarchical-partition", "no_noise"): Runs(400, 2),
     # The missing depth bias shows only in rare events (exact loss 2x the claim at probability
     # ~1e-3): 10^5 runs (about 4 minutes), so slow; CI checks it exactly
