@@ -61,6 +61,9 @@ RUNS: dict[tuple[str, str | None], Runs] = {
     ("halfspaces", None): Runs(4000, 2, min_lower_bound=0.2, estimate=(0.6, 1.2)),  # exact loss: 0.895
     ("halfspaces", "epsilon_doubled"): Runs(6000, 2),  # exact loss on the pair ≈ 1.92
     ("halfspaces", "no_noise"): Runs(100, 2),
+    ("halfspaces-fitted", None): Runs(2000, 1),
+    ("halfspaces-fitted", "selection_argmax"): Runs(300, 2),
+    ("halfspaces-fitted", "direction_exact"): Runs(300, 2),
     ("mwem", None): Runs(600, 0),
     ("mwem", "selection_without_noise"): Runs(300, 0, min_lower_bound=2.0),
     ("mwem", "measurement_without_noise"): Runs(300, 0),

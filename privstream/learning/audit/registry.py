@@ -61,6 +61,7 @@ AUDITS: dict[str, str] = {
     "semi-supervised": f"{_CONSISTENT}:semi_supervised_audit_spec",
     "pcde": f"{_CONSISTENT}:pcde_audit_spec",
     "halfspaces": f"{_HALFSPACES}:halfspaces_audit_spec",
+    "halfspaces-fitted": f"{_HALFSPACES}:fitted_audit_spec",
     # sanitizers (sanitizers/base.py: SANITIZERS)
     "mwem": f"{_SANITIZERS}:mwem_audit_spec",
     "mwem-zcdp": f"{_SANITIZERS}:mwem_zcdp_audit_spec",

@@ -55,6 +55,7 @@ __all__ = [
     "direction_sensitivity",
     "fitted_normals",
     "private_direction",
+    "private_fit",
     "select_features",
     "stump_scores",
 ]
@@ -149,6 +150,29 @@ def private_direction(
         rows = max(block[k] / weight, 1.0)  # a noisy count below 1 would flip or blow up the mean
         means.append(block[:k] / rows)
     return means[1] - means[0]
+
+
+def private_fit(
+    U: np.ndarray,
+    y: np.ndarray,
+    k: int,
+    epsilon_selection: Fraction,
+    epsilon_direction: Fraction,
+    relation: NeighbouringRelation,
+    rng: RandomSource,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(features, direction)``: steps 1 and 2 on the labelled unit-box rows (``ε_sel + ε_dir``-DP).
+
+    With ``k >= d`` every feature is kept and ``epsilon_selection`` must be 0.
+    """
+    d = U.shape[1]
+    if k < d:
+        features = select_features(U, y, k, epsilon_selection, rng)
+    elif epsilon_selection:
+        raise ValueError("no feature is selected when k >= d: its epsilon must be 0")
+    else:
+        features = np.arange(d)
+    return features, private_direction(U[:, features], y, epsilon_direction, relation, rng)
 
 
 def fitted_normals(direction: np.ndarray, features: np.ndarray, d: int, count: int) -> np.ndarray:

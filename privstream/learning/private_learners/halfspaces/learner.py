@@ -80,11 +80,7 @@ from privstream.learning.private_learners.base import (
     check_expected_size,
     neighbouring_relation,
 )
-from privstream.learning.private_learners.halfspaces.direction import (
-    fitted_normals,
-    private_direction,
-    select_features,
-)
+from privstream.learning.private_learners.halfspaces.direction import fitted_normals, private_fit
 from privstream.learning.private_learners.halfspaces.model import HalfspaceModel
 from privstream.learning.private_learners.halfspaces.net import (
     DEFAULT_MAX_NORMALS,
@@ -220,13 +216,9 @@ class HalfspaceLearner:
         fitted = self.fits(d, eps, size)
         k = min(d, self.max_features)
         if fitted:
-            if d > k:
-                eps_sel = total * SELECTION_SHARE
-                features = select_features(U, y_l, k, eps_sel, src)
-            else:
-                features = np.arange(d)
+            eps_sel = total * SELECTION_SHARE if d > k else Fraction(0)
             eps_dir = total * DIRECTION_SHARE
-            direction = private_direction(U[:, features], y_l, eps_dir, relation, src)
+            features, direction = private_fit(U, y_l, k, eps_sel, eps_dir, relation, src)
             normals = np.concatenate((normals, fitted_normals(direction, features, d, self.fitted_normals)))
         eps_em = total - eps_sel - eps_dir
         net = HalfspaceNet(normals, int(R))
