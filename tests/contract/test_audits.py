@@ -74,7 +74,7 @@ RUNS: dict[tuple[str, str | None], Runs] = {
     ("fooling", None): Runs(500, 0),
     ("fooling", "noiseless_check"): Runs(6000, 0),  # the changed point shows in ~τ = 4.5% of the runs
     ("hierarchical", None): Runs(2000, 1),
-    ("hierarchical", "no_partition_noise"): Runs(400, 2, min_lower_bound=3.0),
+    ("hierarchical", "no_partition_noise"): Runs(1000, 2, min_lower_bound=3.0),
     ("hierarchical", "no_count_noise"): Runs(400, 2, min_lower_bound=3.0),
     ("hierarchical-partition", None): Runs(3000, 1),
     ("hierarchical-points", None): Runs(4000, 1),  # exact loss on its pair: 0.927
