@@ -16,8 +16,9 @@ normals are
   min(d, max_features)`` features chosen by their best one-feature threshold rule
   (``ε_sel = 0.3·ε``, only when ``d > k``), the noisy class-mean difference on them (``ε_dir =
   0.2·ε``), and a public cone of normals around it. In high dimension the public net holds no
-  normal near a good one; the fitted normals do (on 64 image features, test accuracy at ε = 1
-  from 0.69 with the public net alone to about 0.79).
+  normal near a good one; the fitted normals come closer (on 64 image features, n = 1437, test
+  accuracy at ε = 1 from 0.69 with the public net alone to 0.70-0.76; on a 3-sparse target in
+  40 dimensions, n = 3000, error from 0.29 to about 0.1).
 
 The resolution ``R = min(max(⌈ε·size/2⌉, 16), max_resolution)`` (:func:`~.net.net_resolution`)
 or the public ``resolution`` parameter.
