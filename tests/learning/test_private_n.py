@@ -1,4 +1,4 @@
-"""Privacy that holds in every mode (issue 16): n private, empty windows, no data-dependent failure.
+"""Privacy that holds in every mode: n private, empty windows, no data-dependent failure.
 
 For every algorithm of this module's scope (the generic learner, MWEM, the fooling sanitizer, PCL,
 the semi-supervised learner, the density estimator, PCL2):

@@ -1,4 +1,4 @@
-"""The proper learner on structured classes of any size (issue 20): closed forms against the matrix path.
+"""The proper learner on structured classes of any size: closed forms against the matrix path.
 
 Property tests compare the structured computation (closed forms, compressed matrices, boxes of
 members) with ReduceTree on the whole class as a matrix on small N; the hold-out checks run
