@@ -171,9 +171,7 @@ def test_interval_limb_path_equals_direct_path(flush, monkeypatch) -> None:
 
 
 def test_sample_size_matches_spec_example() -> None:
-    assert (
-        generic_sample_size(1025, 0.25, 0.25, 1.0) == 289
-    )  # the theorem's size here
+    assert generic_sample_size(1025, 0.25, 0.25, 1.0) == 289  # the theorem's size here
     # Realizable ERM-style term dominates for eps >= 1/2; the EM term below.
     assert generic_sample_size(1025, 0.25, 0.25, 0.1) == math.ceil(16 * math.log(8 * 1025) / 0.1)
 
