@@ -1,11 +1,14 @@
 """Sanitizers side by side: hierarchical, MWEM and fooling (ours), smartnoise-synth MWEM, a Laplace histogram.
 
 Run:  .venv/bin/python benchmarks/bench_sanitizers.py [--out DIR] [--seeds 5] [--quick] [--no-plot]
+                                                     [--point-masses-only]
 Prints JSON lines of progress, then one JSON object; writes ``DIR/bench_sanitizers.json`` and
 ``DIR/bench_sanitizers.png`` (default DIR: ``benchmarks/results``, ignored by git).
 
 Workloads (n points, clipped to ``{0..N-1}``): ``skewed`` = lognormal with median 0.05·N and σ = 1;
-``bimodal`` = 0.6·Normal(0.3N, 0.04N) + 0.4·Normal(0.7N, 0.06N). Queries: *all* thresholds
+``bimodal`` = 0.6·Normal(0.3N, 0.04N) + 0.4·Normal(0.7N, 0.06N); with point masses:
+``point_mass`` = 5% at 0.37N, 15% Normal(0.62N, 0.002N), 80% lognormal with median 0.2N and σ = 0.5;
+``popular`` = 8% at 0, 4% at N/4, 3% at N/2 + 12345, 85% uniform. Queries: *all* thresholds
 ``1[x >= t]`` (N+1) and *all* intervals ``[a, b)`` (N(N+1)/2 + 1); the figure of a release is its
 maximum |answer - true fraction| over each class (exact, by
 :func:`~privstream.learning.sanitizers.evaluation.class_errors` or a dense scan). Pure ε-DP,
@@ -17,7 +20,10 @@ Sections:
   one release per seed (the same release answers thresholds and intervals); ``mwem`` one release
   per seed and class (its selection runs over the class). Ours: mean over ``--seeds`` seeded
   releases (per-seed maxima in the JSON). ``ratios`` divide hierarchical's mean error by the
-  others'; ``checks`` test the issue's targets (<= 0.008, <= 0.6 of MWEM and of smartnoise, < 2 s).
+  others'; ``checks`` test the targets (<= 0.008, <= 0.6 of MWEM and of smartnoise, < 2 s).
+* ``point_masses``: n = 10,000, ε = 1, every workload at 2^16 and 2^32: ``hierarchical`` with its
+  heavy points (the default) beside ``point_share=0`` (the sanitizer without them), thresholds
+  and intervals, mean over ``--seeds`` releases (per-seed maxima in the JSON).
 * ``vs_epsilon``: ε in 0.1 ... 10 at 2^16, n = 10,000, every sanitizer, both workloads.
 * ``vs_n``: n in 10^3 ... 10^6 at 2^16, ε = 1, every sanitizer, bimodal. A sanitizer whose release
   took longer than ``--time-budget`` seconds is not run at larger n (the JSON says so).
@@ -79,6 +85,18 @@ def make_data(kind: str, bits: int, n: int, seed: int) -> np.ndarray:
     elif kind == "bimodal":
         first = rs.random(n) < 0.6
         x = np.where(first, rs.normal(0.3 * big_n, 0.04 * big_n, n), rs.normal(0.7 * big_n, 0.06 * big_n, n))
+    elif kind == "point_mass":  # 5% on one value, 15% in a narrow mode, the rest spread
+        u = rs.random(n)
+        spread = rs.lognormal(math.log(0.2 * big_n), 0.5, n)
+        x = np.where(
+            u < 0.05, 0.37 * big_n, np.where(u < 0.2, rs.normal(0.62 * big_n, 0.002 * big_n, n), spread)
+        )
+    elif kind == "popular":  # zeros and two popular values over a uniform spread
+        u = rs.random(n)
+        rest = rs.uniform(0, big_n, n)
+        x = np.where(
+            u < 0.08, 0, np.where(u < 0.12, big_n // 4, np.where(u < 0.15, big_n // 2 + 12345, rest))
+        )
     else:
         raise ValueError(f"unknown workload {kind!r}")
     return np.clip(x.astype(np.int64), 0, big_n - 1)
@@ -256,6 +274,50 @@ def run_all(
     return row
 
 
+def run_point_masses(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The hierarchical sanitizer with its heavy points (the default) and without (``point_share=0``)."""
+    seeds = list(range(args.seed, args.seed + args.seeds))
+    rows = []
+    for kind in ("point_mass", "popular", "skewed", "bimodal"):
+        for bits in (16, 32):
+            xs = make_data(kind, bits, 10_000, args.data_seed)
+            row: dict[str, Any] = {"data": kind, "domain": f"2^{bits}", "epsilon": 1.0, "n": 10_000}
+            for label, params in (("heavy_points", {}), ("no_heavy_points", {"point_share": 0.0})):
+                runs = []
+                for seed in seeds:
+                    res = make_sanitizer("hierarchical", **params).fit(
+                        parse_class_spec(f"thresholds:2^{bits}"), xs, epsilon=1.0, rng=seeded(seed)
+                    )
+                    runs.append(
+                        {
+                            f"{cls}_max": class_errors(
+                                parse_class_spec(f"{cls}:2^{bits}"), res.distribution, xs
+                            )[0]
+                            for cls in CLASSES
+                        }
+                    )
+                row[label] = summarise(runs)
+            row["ratio thresholds_max"] = (
+                row["heavy_points"]["thresholds_max"] / row["no_heavy_points"]["thresholds_max"]
+            )
+            print(
+                json.dumps(
+                    {
+                        "progress": "point_masses",
+                        "data": kind,
+                        "domain": f"2^{bits}",
+                        **{
+                            k: [round(row[k]["thresholds_max"], 5), round(row[k]["intervals_max"], 5)]
+                            for k in ("heavy_points", "no_heavy_points")
+                        },
+                    }
+                ),
+                flush=True,
+            )
+            rows.append(row)
+    return rows
+
+
 def ratios(row: dict[str, Any]) -> dict[str, float]:
     """hierarchical / other, per class (< 1: hierarchical is better), and of the release times."""
     out: dict[str, float] = {}
@@ -270,7 +332,7 @@ def ratios(row: dict[str, Any]) -> dict[str, float]:
 
 
 def checks(row: dict[str, Any]) -> dict[str, bool]:
-    """The issue's targets on one setting of the ``targets`` section."""
+    """The targets on one setting of the ``targets`` section."""
     h = row["hierarchical"]
     out = {f"{cls}_max <= 0.008": h[f"{cls}_max"] <= 0.008 for cls in CLASSES}
     out["every release under 2 s"] = bool(h["seconds"] < 2.0)
@@ -317,6 +379,7 @@ def main() -> None:
     )
     parser.add_argument("--quick", action="store_true", help="targets only, 3 seeds")
     parser.add_argument("--no-plot", action="store_true")
+    parser.add_argument("--point-masses-only", action="store_true", help="only the point_masses section")
     args = parser.parse_args()
     if args.quick:
         args.seeds, args.peer_seeds = 3, 1
@@ -328,6 +391,10 @@ def main() -> None:
         "peer_seeds": args.peer_seeds,
     }
 
+    if args.point_masses_only:
+        result["point_masses"] = run_point_masses(args)
+        print(json.dumps(result, indent=1))
+        return
     targets = []
     for kind in ("skewed", "bimodal"):
         for bits in (16, 32):
@@ -344,6 +411,7 @@ def main() -> None:
             progress("targets", row)
             targets.append(row)
     result["targets"] = targets
+    result["point_masses"] = run_point_masses(args)
 
     if not args.quick:
         vs_eps = []

@@ -12,6 +12,7 @@ skip, saying what to install; ``scripts/test.sh`` installs them where it can.
 """
 
 import itertools
+import logging
 import os
 import re
 from collections.abc import Iterator
@@ -55,3 +56,15 @@ def database_name(request: pytest.FixtureRequest) -> str:
 def pg_database(request: pytest.FixtureRequest, pg_server: PostgresServer) -> str:
     """The URL of a fresh, empty database on the session's server."""
     return pg_server.create_database(database_name(request))
+
+
+@pytest.fixture(autouse=True)
+def _root_logging_restored() -> Iterator[None]:
+    """The CLI's commands configure the root logger on the standard error they see, which in a test
+    is pytest's capture of that test: put the root logger back afterwards, so a later test never
+    logs into a closed stream."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)

@@ -143,7 +143,7 @@ def test_no_module_of_the_package_is_in_an_import_cycle():
 
 
 #: File names that say a module's role in its package rather than its concept: any package may have one.
-ROLE_NAMES = {"__init__", "base", "learner", "audit_spec", "audit_specs"}
+ROLE_NAMES = {"__init__", "base", "learner", "audit_specs"}
 
 
 def test_no_two_modules_of_learning_share_a_name():

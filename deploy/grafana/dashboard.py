@@ -190,7 +190,8 @@ ROWS = [
                 [
                     (f"stream:privstream_examples_learned:rate1m{{{STREAM}}}", "{{stream}}"),
                 ],
-                "Valid examples predicted and learned by each stream's SOA.",
+                "Valid examples predicted and learned by each stream's online learner (the SOA, or a "
+                "feature-vector stream's Perceptron or other configured learner).",
                 width=9,
             ),
             Panel(
@@ -199,9 +200,33 @@ ROWS = [
                 [
                     (f"min by (stream) (privstream_stream_realizable{{{STREAM}}})", "{{stream}}"),
                 ],
-                "No once a stream has proven itself not realizable by its class.",
+                "No once a stream has proven itself not realizable by its class (feature vectors: once "
+                "its Perceptron's mistakes passed (R/γ)², so no halfspace has margin γ on it).",
                 kind="stat",
                 width=5,
+            ),
+            Panel(
+                "Feature-vector streams: online mistakes against the margin bound",
+                "short",
+                [
+                    (
+                        f"sum by (stream) (privstream_online_mistakes_total{{{STREAM}}})",
+                        "mistakes {{stream}}",
+                    ),
+                    (
+                        f"max by (stream) (privstream_online_margin_mistakes{{{STREAM}}})",
+                        "Perceptron mistakes {{stream}}",
+                    ),
+                    (
+                        f"max by (stream) (privstream_online_margin_bound{{{STREAM}}})",
+                        "bound (R/γ)² {{stream}}",
+                    ),
+                ],
+                "The online learner's mistakes (predictions made before the label). On a stream separable "
+                "with the configured margin γ the Perceptron makes at most (R/γ)² mistakes, R = sqrt(d+1) on "
+                "the features scaled to [-1, 1] by their public bounds; more proves that no halfspace has "
+                "margin γ on the stream. The averaged Perceptron's test counts its inner Perceptron's.",
+                width=24,
             ),
         ],
     ),

@@ -56,6 +56,18 @@ class IngestMetrics(Protocol):
 
     def mistake_bound(self, stream_id: str, bound: int) -> None: ...
 
+    def online_learned(
+        self,
+        stream_id: str,
+        examples: int,
+        new_mistakes: int,
+        margin_mistakes: int | None,
+        margin_bound: int | None,
+        realizable: bool | None,
+    ) -> None:
+        """A vector stream's online learner learned ``examples`` (its counts after them)."""
+        ...
+
 
 class StateStoreError(RuntimeError):
     """The state store cannot be used (not a privstream store, a newer schema, locked too long,

@@ -1,4 +1,4 @@
-"""The ingest pipeline: a batch of raw messages -> validation -> the online SOA -> windows.
+"""The ingest pipeline: a batch of raw messages -> validation -> the online learners -> windows.
 
 Pure with respect to Kafka: the service's consumer hands in what it polled and sends what comes
 back (predictions and dead letters), then commits the offsets: at-least-once, with every output
@@ -23,8 +23,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple, Protocol
-
-import numpy as np
 
 from privstream.agents.dedup import Deduplicator
 from privstream.agents.interfaces import IngestMetrics
@@ -271,21 +269,21 @@ class IngestPipeline:
                 self.metrics.ids_forgotten(stream_id, n)
         for (stream_id, partition), group in groups.items():
             group.columns()
-            if self.learners.has(stream_id):  # streams of feature vectors have no online learner
+            if self.learners.has(stream_id):
                 # One poll can hold millions of examples: several messages, each under the size limit.
-                domain_size = self.learners.soa(stream_id).hypothesis_class.domain_size
-                points = np.int64 if domain_size <= 2**63 else object  # exact integers past int64
-                for part in prediction_slices(group.ids, len(str(domain_size - 1))):
+                digits = self.learners.prediction_point_digits(stream_id)
+                for part in prediction_slices(group.ids, digits):
                     batch = self.learners.learn_batch(
                         stream_id,
                         partition,
                         group.offsets[part],
                         group.items[part],
-                        np.asarray(group.xs[part], dtype=points),
-                        np.asarray(group.ys[part], dtype=np.uint8),
+                        group.xs[part],  # integer points or feature vectors: the learner reads them
+                        group.ys[part],
                         group.ids[part],
                     )
-                    out.predictions.append((stream_id.encode(), batch.model_dump_json().encode()))
+                    if batch.predictions:  # none when a replay brought only learned examples
+                        out.predictions.append((stream_id.encode(), batch.model_dump_json().encode()))
             if self.releases is not None:
                 self.releases.observe_batch(
                     stream_id,

@@ -5,7 +5,7 @@ in ``privstream/schemas/json/`` and a test keeps them equal to the models.
 """
 
 from privstream.schemas.examples import SCHEMA_VERSION, Example, ExampleBatch, normalise_label
-from privstream.schemas.predictions import Prediction, PredictionBatch
+from privstream.schemas.predictions import Prediction, PredictionBatch, VectorPredictionBatch
 from privstream.schemas.releases import Certificate, HypothesisRelease, LifetimeBound, Publication, WindowInfo
 from privstream.schemas.sanitized import SanitizedRelease
 
@@ -15,6 +15,7 @@ MODELS = {
     "example_batch": ExampleBatch,
     "prediction": Prediction,
     "prediction_batch": PredictionBatch,
+    "vector_prediction_batch": VectorPredictionBatch,
     "hypothesis_release": HypothesisRelease,
     "sanitized_release": SanitizedRelease,
 }
@@ -31,6 +32,7 @@ __all__ = [
     "PredictionBatch",
     "Publication",
     "SanitizedRelease",
+    "VectorPredictionBatch",
     "WindowInfo",
     "normalise_label",
 ]

@@ -1,4 +1,5 @@
-"""What the online SOA agent publishes to the internal (trusted) ``predictions`` topic."""
+"""What the online agent publishes to the internal (trusted) ``predictions`` topic: the SOA's
+predictions on class streams, the online learner's on streams of feature vectors."""
 
 from __future__ import annotations
 
@@ -49,4 +50,39 @@ class PredictionBatch(BaseModel):
     mistakes: int = Field(description="the stream's mistakes after this batch")
     mistake_bound: int
     realizable: bool
+    example_ids: list[str | None] | None = None
+
+
+class VectorPredictionBatch(BaseModel):
+    """The online learner's predictions for consecutive examples of a stream of feature vectors.
+
+    Columnar like :class:`PredictionBatch`: entry i is the example at ``source_offsets[i]`` (entry
+    ``source_items[i]`` of an ``ExampleBatch``). The feature vectors themselves are not repeated:
+    they are on the examples topic at those positions. Trusted zone only.
+    """
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    schema_version: int = 1
+    stream_id: str
+    learner: str = Field(description="the online learner, e.g. 'perceptron'")
+    source_partition: int
+    source_offsets: list[int]
+    source_items: list[int] = Field(description="index inside an ExampleBatch message, else 0")
+    ys: list[int]
+    predictions: list[int] = Field(description="made before seeing the label")
+    mistakes_before: int = Field(description="the stream's mistakes before this batch")
+    mistakes: int = Field(description="the stream's mistakes after this batch")
+    mistake_bound: int | None = Field(
+        description="the most mistakes on a stream separable with the configured margin, (R/γ)² "
+        "(null: the learner has no such bound)"
+    )
+    margin_mistakes: int | None = Field(
+        default=None, description="the Perceptron mistakes the margin test counts (null: no test)"
+    )
+    margin_bound: int | None = Field(default=None, description="(R/γ)² for margin_mistakes (null: no test)")
+    realizable: bool | None = Field(
+        description="false once more Perceptron mistakes than (R/γ)² prove that no halfspace "
+        "separates the stream with margin γ (null: the learner makes no such test)"
+    )
     example_ids: list[str | None] | None = None

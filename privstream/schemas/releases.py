@@ -167,7 +167,9 @@ class Certificate(PublicMessage):
     proper: bool = Field(description="whether the hypothesis is a member of the class")
     accuracy_guarantee_holds: bool | None = Field(
         description="whether the sample size meets the learner's theorem for (alpha, beta); "
-        "null when n is private (time windows): even this one bit would depend on it"
+        "null when n is private (time windows, user level): even this one bit would depend on it; "
+        "null too where n is public but the theorem counts a private figure (how many rows are "
+        "labelled) or gives no finite sample size"
     )
     theorem_sample_size: float | None = Field(
         default=None,

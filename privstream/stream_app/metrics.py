@@ -29,6 +29,7 @@ class ServiceMetrics:
         stream_ids: list[str],
         registry: CollectorRegistry | None = None,
         release_streams: dict[str, tuple[float, list[str]]] | None = None,
+        vector_stream_ids: list[str] | None = None,
     ):
         self.registry = registry or CollectorRegistry(auto_describe=True)
         r = self.registry
@@ -69,7 +70,8 @@ class ServiceMetrics:
         )
         self.examples_learned = Counter(
             "privstream_examples_learned_total",
-            "Valid examples predicted and learned by the SOA.",
+            "Valid examples predicted and learned by the online learner (the SOA, or a feature-vector "
+            "stream's learner).",
             ["stream"],
             registry=r,
         )
@@ -84,7 +86,28 @@ class ServiceMetrics:
         )
         self.stream_realizable = Gauge(
             "privstream_stream_realizable",
-            "1 while the stream is realizable by its class, 0 once proven otherwise.",
+            "1 while the stream is realizable by its class (feature vectors: separable with the "
+            "configured margin), 0 once proven otherwise.",
+            ["stream"],
+            registry=r,
+        )
+        # --- the online learners of feature-vector streams ---
+        self.online_mistakes = Counter(
+            "privstream_online_mistakes_total",
+            "Mistakes of a feature-vector stream's online learner (predictions made before the label).",
+            ["stream"],
+            registry=r,
+        )
+        self.online_margin_mistakes = Gauge(
+            "privstream_online_margin_mistakes",
+            "The Perceptron mistakes the margin test of a feature-vector stream counts, from its saved "
+            "state (more than privstream_online_margin_bound proves no halfspace has the margin).",
+            ["stream"],
+            registry=r,
+        )
+        self.online_margin_bound = Gauge(
+            "privstream_online_margin_bound",
+            "(R/γ)²: the most Perceptron mistakes on a stream separable with the configured margin γ.",
             ["stream"],
             registry=r,
         )
@@ -257,6 +280,10 @@ class ServiceMetrics:
             self.example_ids_forgotten.labels(stream=stream)
             self.soa_mistakes.labels(stream=stream)
             self.stream_realizable.labels(stream=stream).set(1)
+        for stream in vector_stream_ids or []:
+            self.examples_learned.labels(stream=stream)
+            self.online_mistakes.labels(stream=stream)
+            self.stream_realizable.labels(stream=stream).set(1)
 
     # --- IngestMetrics ---------------------------------------------------------------------
     def received(self, count: int = 1) -> None:
@@ -287,6 +314,24 @@ class ServiceMetrics:
 
     def mistake_bound(self, stream_id: str, bound: int) -> None:
         self.soa_mistake_bound.labels(stream=stream_id).set(bound)
+
+    def online_learned(
+        self,
+        stream_id: str,
+        examples: int,
+        new_mistakes: int,
+        margin_mistakes: int | None,
+        margin_bound: int | None,
+        realizable: bool | None,
+    ) -> None:
+        self.examples_learned.labels(stream=stream_id).inc(examples)
+        self.online_mistakes.labels(stream=stream_id).inc(new_mistakes)
+        if margin_mistakes is not None and margin_bound is not None:
+            self.online_margin_mistakes.labels(stream=stream_id).set(margin_mistakes)
+            self.online_margin_bound.labels(stream=stream_id).set(margin_bound)
+        self.stream_realizable.labels(stream=stream_id).set(0 if realizable is False else 1)
+        if examples:
+            self.last_progress.set(time.time())
 
     # --- the ingest loop (stream_app/ingest.py) ------------------------------------------------
     def output_refused(self) -> None:

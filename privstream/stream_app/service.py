@@ -19,12 +19,13 @@ import numpy as np
 from privstream import __version__
 from privstream.agents.dedup import Deduplicator
 from privstream.agents.ledger_port import PrivacyCost
-from privstream.agents.online import OnlineLearners, OnlineStream
+from privstream.agents.online import OnlineLearners, OnlineStream, VectorStream
 from privstream.agents.pipeline import IngestPipeline
 from privstream.agents.progress import Progress
 from privstream.agents.releases import Product, ReleaseAgent, ReleasePolicy
 from privstream.agents.validation import ExampleValidator, integer_domain, vector_domain
 from privstream.learning.hypothesis_classes import HypothesisClass, parse_class_spec
+from privstream.learning.online import LinearLearner
 from privstream.learning.planning import window_too_small
 from privstream.learning.private_learners import make_learner
 from privstream.learning.private_learners.vector_base import make_vector_learner
@@ -76,8 +77,8 @@ class Service:
         """``/status`` (operators only: raw counts, not private): per-stream online state, invalid counts."""
         streams: dict[str, Any] = {}
         for stream in self.settings.streams:
-            if stream.kind == "vector":  # no online learner: private releases only
-                streams[stream.name] = {"features": stream.features, "online": None}
+            if stream.kind == "vector":
+                streams[stream.name] = vector_status(stream, self.learners.vector_learner(stream.name))
                 continue
             soa = self.learners.soa(stream.name)
             streams[stream.name] = {
@@ -95,6 +96,29 @@ class Service:
             "invalid_by_reason": invalid,
             "streams": streams,
         }
+
+
+def vector_status(stream: StreamConfig, learner: LinearLearner) -> dict[str, Any]:
+    """``/status`` of a stream of feature vectors: its online learner's counts and current rule."""
+    weights, offset = learner.weights()
+    return {
+        "features": stream.features,
+        "examples": learner.examples_seen,
+        "mistakes": learner.mistakes,
+        "mistake_bound": learner.mistake_bound,
+        "realizable": learner.realizable,
+        "online": {
+            "learner": learner.name,
+            "parameters": {p: getattr(learner, p) for p in type(learner)._params},
+            "margin_mistakes": learner.margin_mistakes,
+            "margin_bound": learner.margin_bound,
+            "rule": {
+                "weights": dict(zip(stream.feature_labels, weights.tolist(), strict=True)),
+                "offset": offset,
+                "reads": "predict 1 when sum(weights[f] * x[f]) + offset >= 0 (features clipped to bounds)",
+            },
+        },
+    }
 
 
 @dataclass
@@ -303,11 +327,18 @@ def build_service(settings: Settings) -> Service:
     stores = open_for_worker(settings, published=lambda: newest_published(settings))
     ledger = stores.ledger
     app = build_app(settings)
-    # Class streams have an online SOA; streams of feature vectors have only private releases.
+    # Class streams have an online SOA; streams of feature vectors the online learner they name.
     streams = {
         s.name: OnlineStream(s.name, parse_class_spec(s.hypothesis_class), s.soa_tie)
         for s in settings.streams
         if s.hypothesis_class is not None
+    }
+    vector_streams = {
+        s.name: VectorStream(
+            s.name, tuple(map(tuple, s.feature_bounds or ())), s.online_learner, dict(s.online_params)
+        )
+        for s in settings.streams
+        if s.features is not None
     }
     if not settings.streams:
         log.warning("no streams are configured: every example will go to the dead-letter topic")
@@ -353,6 +384,7 @@ def build_service(settings: Settings) -> Service:
             log.warning("stream %s: window too small to be useful: %s", p.stream_id, why)
     metrics = ServiceMetrics(
         list(streams),
+        vector_stream_ids=list(vector_streams),
         release_streams={
             sid: (ledger.remaining(sid).epsilon if ledger else 0.0, [pr.name for pr in p.products])
             for sid, p in policies.items()
@@ -372,7 +404,7 @@ def build_service(settings: Settings) -> Service:
 
     if ledger is not None and leases is not None:
         ledger = metrics.timed(FencedLedger(ledger, leases, source_partitions), "ledger")
-    learners = OnlineLearners(streams, metrics, store)
+    learners = OnlineLearners({**streams, **vector_streams}, metrics, store)
     progress = Progress()
     user_level = frozenset(sid for sid, p in policies.items() if p.privacy_unit == "user")
     domains = {

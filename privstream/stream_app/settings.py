@@ -27,6 +27,7 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 
 from privstream.learning.hypothesis_classes import Intervals, Points, Thresholds, parse_class_spec
+from privstream.learning.online import DEFAULT_ONLINE_LEARNER, OnlineInputError, make_online_learner
 from privstream.learning.private_learners.base import LEARNERS
 from privstream.learning.private_learners.vector_base import VECTOR_LEARNERS, check_bounds
 from privstream.learning.sanitizers.base import SANITIZERS
@@ -339,7 +340,8 @@ class ReleaseConfig(BaseModel):
 
 
 class StreamConfig(BaseModel):
-    """One named learning task: its hypothesis class, its SOA, and its private releases."""
+    """One named learning task: its hypothesis class (or feature vectors), its online learner (the
+    SOA, or a vector learner), and its private releases."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -353,6 +355,10 @@ class StreamConfig(BaseModel):
     feature_bounds: list[tuple[float, float]] | None = Field(
         default=None, description="public [lo, hi] per feature (never taken from the data)"
     )
+    feature_names: list[str] | None = Field(
+        default=None,
+        description="feature vectors: a name per feature (pages, CSV columns); default x1, x2, ...",
+    )
     soa_tie: Literal[0, 1] = Field(default=1, description="the SOA's prediction when both labels tie")
     dedup_horizon_seconds: float = Field(
         default=600.0,
@@ -360,6 +366,17 @@ class StreamConfig(BaseModel):
         le=86_400,
         description="an example whose id was seen on the stream less than this long ago is dropped as "
         "a repeat, before the SOA and the windows (at most 100,000 ids remembered); 0: no de-duplication",
+    )
+    online_learner: str = Field(
+        default=DEFAULT_ONLINE_LEARNER,
+        description="feature vectors: the online learner, 'perceptron' (at most (R/γ)² mistakes on a "
+        "stream separable with margin γ), 'averaged-perceptron' (noisy streams; keeps the margin test) "
+        "or 'logistic'",
+    )
+    online_params: dict[str, Any] = Field(
+        default_factory=dict,
+        description='feature vectors: the online learner\'s parameters, e.g. {"margin": 0.1} (the '
+        'Perceptrons) or {"learning_rate": 0.5} (logistic)',
     )
     release: ReleaseConfig | None = Field(default=None, description="private releases; none if unset")
 
@@ -374,16 +391,32 @@ class StreamConfig(BaseModel):
     def _one_kind(self) -> StreamConfig:
         if (self.hypothesis_class is None) == (self.features is None):
             raise ValueError("a stream has either a hypothesis_class or features (vectors), not both")
+        if self.features is None and (
+            self.feature_names is not None
+            or self.online_params
+            or self.online_learner != DEFAULT_ONLINE_LEARNER
+        ):
+            raise ValueError(
+                "feature_names, online_learner and online_params are for streams of feature vectors "
+                "(a class stream's online learner is the SOA)"
+            )
         if self.features is not None:
             check_bounds(self.feature_bounds, self.features)
-            if self.release is None:
-                raise ValueError("a stream of feature vectors has no online SOA: it needs a release")
-            learner = self.release.learner
-            if learner not in VECTOR_LEARNERS:
-                known = ", ".join(sorted(VECTOR_LEARNERS))
-                raise ValueError(f"feature vectors need a vector learner ({known}), not {learner!r}")
-            if self.release.sanitizer is not None:
-                raise ValueError("sanitizers answer a hypothesis class's queries, not feature vectors")
+            if self.feature_names is not None and (
+                len(self.feature_names) != self.features or len(set(self.feature_names)) != self.features
+            ):
+                raise ValueError(f"feature_names needs {self.features} distinct names, one per feature")
+            try:  # the learner, its parameters and the bounds, checked once here
+                make_online_learner(self.online_learner, self.feature_bounds, **self.online_params)
+            except OnlineInputError as exc:
+                raise ValueError(str(exc)) from None
+            if self.release is not None:
+                learner = self.release.learner
+                if learner not in VECTOR_LEARNERS:
+                    known = ", ".join(sorted(VECTOR_LEARNERS))
+                    raise ValueError(f"feature vectors need a vector learner ({known}), not {learner!r}")
+                if self.release.sanitizer is not None:
+                    raise ValueError("sanitizers answer a hypothesis class's queries, not feature vectors")
         elif (
             self.release is not None
             and self.release.sanitizer == "hierarchical"
@@ -401,6 +434,11 @@ class StreamConfig(BaseModel):
     def kind(self) -> str:
         """``"class"`` (integer points of a hypothesis class) or ``"vector"`` (feature vectors)."""
         return "class" if self.hypothesis_class is not None else "vector"
+
+    @property
+    def feature_labels(self) -> list[str]:
+        """The features' names: ``feature_names``, or ``x1, x2, ...`` (empty for a class stream)."""
+        return list(self.feature_names or [f"x{t + 1}" for t in range(self.features or 0)])
 
 
 class Settings(BaseSettings):

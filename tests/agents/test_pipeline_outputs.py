@@ -10,6 +10,7 @@ from __future__ import annotations
 import inspect
 import json
 
+import pytest
 from aiokafka import AIOKafkaProducer
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from hypothesis import given, settings
@@ -19,6 +20,7 @@ from privstream.agents.online import OnlineLearners, OnlineStream
 from privstream.agents.pipeline import MAX_PREDICTIONS_PER_MESSAGE, BatchOutput, IngestPipeline, RawRecord
 from privstream.agents.progress import Progress
 from privstream.agents.validation import MAX_MESSAGE_BYTES, ExampleValidator, integer_domain
+from privstream.learning.errors import ClassSpecError
 from privstream.learning.hypothesis_classes import parse_class_spec
 from privstream.schemas import PredictionBatch
 from privstream.stream_app.metrics import ServiceMetrics
@@ -129,18 +131,20 @@ def test_dead_letters_of_huge_messages_and_keys_are_bounded_and_say_the_size():
             assert value.startswith(letter.value)
 
 
-def test_points_past_2_to_the_63_are_learned_and_their_predictions_fit():
-    """A class may have a domain beyond int64 (2^64, 2^512): a point past 2^63 made the pipeline
-    raise OverflowError (the points were forced into int64), and every restart again."""
-    for spec, x in (("thresholds:18446744073709551616", 2**64 - 1), ("thresholds:2^512", 2**512 - 1)):
-        hclass = parse_class_spec(spec)
-        metrics = ServiceMetrics(["big"])
-        learners = OnlineLearners({"big": OnlineStream("big", hclass)}, metrics, None)
-        pipeline = IngestPipeline(
-            ExampleValidator({"big": integer_domain(hclass.check_point)}), learners, metrics, Progress()
-        )
-        values = [json.dumps({"stream_id": "big", "x": x - i, "y": 1}).encode() for i in range(5_000)]
-        out = pipeline.process(records(values))
-        assert_bounded(out)
-        batches = [PredictionBatch.model_validate_json(v) for _, v in out.predictions]
-        assert sum(len(b.xs) for b in batches) == 5_000 and batches[0].xs[0] == x
+def test_points_at_the_top_of_the_largest_domain_are_learned_and_their_predictions_fit():
+    """The largest domain a class may have (2^62 points; larger specs are refused when parsed):
+    its top points are learned and predicted, within the bounded prediction messages."""
+    with pytest.raises(ClassSpecError):
+        parse_class_spec("thresholds:2^64")
+    spec, x = "thresholds:2^62", 2**62 - 1
+    hclass = parse_class_spec(spec)
+    metrics = ServiceMetrics(["big"])
+    learners = OnlineLearners({"big": OnlineStream("big", hclass)}, metrics, None)
+    pipeline = IngestPipeline(
+        ExampleValidator({"big": integer_domain(hclass.check_point)}), learners, metrics, Progress()
+    )
+    values = [json.dumps({"stream_id": "big", "x": x - i, "y": 1}).encode() for i in range(5_000)]
+    out = pipeline.process(records(values))
+    assert_bounded(out)
+    batches = [PredictionBatch.model_validate_json(v) for _, v in out.predictions]
+    assert sum(len(b.xs) for b in batches) == 5_000 and batches[0].xs[0] == x

@@ -61,6 +61,9 @@ RUNS: dict[tuple[str, str | None], Runs] = {
     ("halfspaces", None): Runs(4000, 2, min_lower_bound=0.2, estimate=(0.6, 1.2)),  # exact loss: 0.895
     ("halfspaces", "epsilon_doubled"): Runs(6000, 2),  # exact loss on the pair ≈ 1.92
     ("halfspaces", "no_noise"): Runs(100, 2),
+    ("halfspaces-fitted", None): Runs(2000, 1),
+    ("halfspaces-fitted", "selection_argmax"): Runs(300, 2),
+    ("halfspaces-fitted", "direction_exact"): Runs(300, 2),
     ("mwem", None): Runs(600, 0),
     ("mwem", "selection_without_noise"): Runs(300, 0, min_lower_bound=2.0),
     ("mwem", "measurement_without_noise"): Runs(300, 0),
@@ -71,9 +74,12 @@ RUNS: dict[tuple[str, str | None], Runs] = {
     ("fooling", None): Runs(500, 0),
     ("fooling", "noiseless_check"): Runs(6000, 0),  # the changed point shows in ~τ = 4.5% of the runs
     ("hierarchical", None): Runs(2000, 1),
-    ("hierarchical", "no_partition_noise"): Runs(400, 2, min_lower_bound=3.0),
+    ("hierarchical", "no_partition_noise"): Runs(1000, 2, min_lower_bound=3.0),
     ("hierarchical", "no_count_noise"): Runs(400, 2, min_lower_bound=3.0),
     ("hierarchical-partition", None): Runs(3000, 1),
+    ("hierarchical-points", None): Runs(4000, 1),  # exact loss on its pair: 0.927
+    ("hierarchical-points", "no_noise"): Runs(400, 2),
+    ("hierarchical-points", "weights_doubled"): Runs(16000, 2),  # exact loss on the pair 1.13
     ("hierarchical-partition", "no_noise"): Runs(400, 2),
     # The missing depth bias shows only in rare events (exact loss 2x the claim at probability
     # ~1e-3): 10^5 runs (about 4 minutes), so slow; CI checks it exactly

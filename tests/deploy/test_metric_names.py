@@ -99,7 +99,9 @@ def live_metrics(broker, tmp_path_factory) -> str:
                 name="s",
                 hypothesis_class=CLASS,
                 release=ReleaseConfig(window=WindowConfig(size=WINDOW), epsilon=1.0, epsilon_budget=1.5),
-            )
+            ),
+            # A stream of feature vectors: its online learner's metrics (online predictions only).
+            StreamConfig(name="v", features=2, feature_bounds=[(0.0, 1.0), (0.0, 1.0)]),
         ],
         _env_file=None,
     )
@@ -108,6 +110,9 @@ def live_metrics(broker, tmp_path_factory) -> str:
     try:
         batch = synthetic_examples(CLASS, 2 * WINDOW, seed=3)
         records = [("s", m) for m in batch.messages("s")] + [("s", b"{not json")]
+        records += [
+            ("v", {"stream_id": "v", "x": [i / 100, 1 - i / 100], "y": int(i > 50)}) for i in range(100)
+        ]
         run(produce_json(settings, settings.topic("examples"), records))
         url = f"{worker.operator_url}/metrics"
 
@@ -116,6 +121,7 @@ def live_metrics(broker, tmp_path_factory) -> str:
             done = (
                 sample(text, "privstream_releases_total", stream="s") == 2
                 and sample(text, "privstream_release_refusals_total", stream="s") == 0
+                and sample(text, "privstream_examples_learned_total", stream="v") == 100
             )
             return text if done else None
 

@@ -13,7 +13,8 @@ import pytest
 from aiokafka.partitioner import murmur2
 from pydantic import SecretStr
 
-from privstream.schemas import HypothesisRelease
+from privstream.learning.online import make_online_learner
+from privstream.schemas import HypothesisRelease, VectorPredictionBatch
 from privstream.stream_app.embedded.broker import free_listener_ports
 from privstream.stream_app.embedded.demo import fetch_json
 from privstream.stream_app.kafka.clients import ensure_topics, produce_json
@@ -285,11 +286,13 @@ def test_subscribe_prints_releases(unique_settings, tmp_path):
 
 
 def test_a_stream_of_feature_vectors_releases_through_the_same_pipeline(unique_settings, tmp_path):
-    """Issue 8: vector examples -> windows -> the Bayes-consistent learner -> ledger -> hypotheses."""
+    """Vector examples -> the online Perceptron (predictions, its margin bound) and windows -> the
+    Bayes-consistent learner -> ledger -> hypotheses."""
     stream = StreamConfig(
         name="vec",
         features=2,
         feature_bounds=[(0.0, 1.0), (0.0, 1.0)],
+        online_params={"margin": 0.1},
         release=ReleaseConfig(
             learner="bayes-consistent", window=WindowConfig(size=1000), epsilon=1.0, epsilon_budget=5.0
         ),
@@ -317,7 +320,25 @@ def test_a_stream_of_feature_vectors_releases_through_the_same_pipeline(unique_s
             assert sdk.error_on(points, labels) < 0.3  # a private grid rule on 1000 points
         dead = run(consume_all(settings, settings.topic("examples.dlq"), 1))
         assert dict(dead[0].headers)["error.reason"] == b"wrong_type"
-        status = fetch_json(f"{worker.operator_url}/status")
-        assert status["streams"]["vec"]["online"] is None  # no SOA for feature vectors
+        # The online side: every example predicted before its label was learned, in order.
+        predicted = run(
+            consume_all(
+                settings,
+                settings.topic("predictions"),
+                2000,
+                weight=lambda r: len(json.loads(r.value)["predictions"]),
+            )
+        )
+        batches = [VectorPredictionBatch.model_validate_json(r.value) for r in predicted]
+        reference = make_online_learner("perceptron", [[0, 1], [0, 1]], margin=0.1)
+        assert [p for b in batches for p in b.predictions] == reference.learn_many(points, labels).tolist()
+        last = batches[-1]
+        assert last.mistakes == reference.mistakes <= last.mistake_bound == 300  # ⌊(sqrt(3)/0.1)²⌋
+        assert last.realizable is True
+        status = fetch_json(f"{worker.operator_url}/status")["streams"]["vec"]
+        assert status["examples"] == 2000 and status["mistakes"] == reference.mistakes
+        assert status["online"]["learner"] == "perceptron" and status["mistake_bound"] == 300
+        metrics = urllib.request.urlopen(f"{worker.operator_url}/metrics").read().decode()
+        assert 'privstream_examples_learned_total{stream="vec"} 2000.0' in metrics
     finally:
         assert worker.stop() == 0

@@ -280,6 +280,48 @@ def test_demo_with_label_noise_reports_non_realizable_in_its_text_summary():
     ), text
 
 
+def test_demo_of_a_vector_stream_learns_online_reports_the_margin_bound_and_releases():
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "privstream",
+            "demo",
+            "--vectors",
+            "3",
+            "--examples",
+            "2000",
+            "--window",
+            "1000",
+            "--levels",
+            "0",
+            "--margin",
+            "0.2",
+            "--label-noise",
+            "0.2",
+            "--seed",
+            "5",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**_clean_env()},
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    text = out.stdout
+    # Noisy labels: the Perceptron passes (R/γ)² = 4/0.04 = 100 mistakes, which proves no halfspace
+    # has margin 0.2 on the stream; the two windows are released privately all the same.
+    learned = re.search(
+        r"learned 2000 of 2000 examples online \(halfspaces:3\): (\d+) perceptron mistakes, bound 100 "
+        r"\(more than the bound: no halfspace has that margin on the stream\)",
+        text,
+    )
+    assert learned is not None, text
+    assert int(learned.group(1)) > 100
+    assert re.search(r"^2 private releases, 0 refused", text, re.MULTILINE), text
+    assert "mistakes" in out.stderr and "realizable NO" in out.stderr  # the live progress line
+
+
 def _clean_env() -> dict[str, str]:
     import os
 

@@ -1,4 +1,4 @@
-"""Privacy that holds in every mode (issue 16): n private, empty windows, no data-dependent failure.
+"""Privacy that holds in every mode: n private, empty windows, no data-dependent failure.
 
 For every algorithm of this module's scope (the generic learner, MWEM, the fooling sanitizer, PCL,
 the semi-supervised learner, the density estimator, PCL2):
@@ -40,9 +40,13 @@ def _points(hclass: Any, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return xs, (rs.random(n) < 0.3).astype(np.uint8) ^ (xs >= hclass.domain_size // 2)
 
 
-def _vectors(n: int, seed: int, unlabelled: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+def _bounds(d: int) -> list[list[float]]:
+    return BOUNDS_2D + [[0.0, 1.0]] * (d - 2)
+
+
+def _vectors(n: int, seed: int, unlabelled: float = 0.0, d: int = 2) -> tuple[np.ndarray, np.ndarray]:
     rs = np.random.default_rng(seed)
-    X = rs.random((n, 2)) * [1.4, 2.6] - [0.2, 1.3]  # some rows outside the public bounds
+    X = rs.random((n, d)) * ([1.4, 2.6] + [1.4] * (d - 2)) - ([0.2, 1.3] + [0.2] * (d - 2))  # some outside
     y = (X[:, 0] > 0.4).astype(np.int64)
     y[rs.random(n) < unlabelled] = -1
     return X, y
@@ -73,12 +77,12 @@ def sanitizer_case(
 
 
 def vector_case(
-    name: str, delta: float = 0.0, unlabelled: float = 0.0, **params: Any
+    name: str, delta: float = 0.0, unlabelled: float = 0.0, d: int = 2, **params: Any
 ) -> Callable[[int, int | None, int], Any]:
     def fit(n: int, m: int | None, seed: int) -> Any:
-        X, y = _vectors(n, seed, unlabelled)
+        X, y = _vectors(n, seed, unlabelled, d)
         return make_vector_learner(name, **params).fit(
-            X, y, epsilon=1.0, delta=delta, bounds=BOUNDS_2D, rng=seeded(seed), expected_size=m
+            X, y, epsilon=1.0, delta=delta, bounds=_bounds(d), rng=seeded(seed), expected_size=m
         )
 
     return fit
@@ -102,6 +106,8 @@ CASES: dict[str, Callable[[int, int | None, int], Any]] = {
     "bayes-consistent-prf": vector_case("bayes-consistent", randomness="prf"),
     "semi-supervised": vector_case("semi-supervised", delta=1e-6, unlabelled=0.8, n_semi=50),
     "halfspaces": vector_case("halfspaces", unlabelled=0.3),
+    # normals fitted privately: 2 of 5 features kept (the fit's parameters come from m alone)
+    "halfspaces-fitted": vector_case("halfspaces", unlabelled=0.3, d=5, max_features=2, fit_from=0),
 }
 
 
@@ -240,7 +246,13 @@ def test_vector_learners_never_refuse_data() -> None:
     """Out-of-bounds values are clipped and unlabelled rows cast no vote: no data makes fit raise."""
     X = np.array([[-50.0, 9.0], [0.5, 0.0], [3.0, -7.0]])
     y = np.array([1, -1, 0])
-    for name, params in (("bayes-consistent", {}), ("semi-supervised", {"n_semi": 20}), ("halfspaces", {})):
+    cases = (
+        ("bayes-consistent", {}),
+        ("semi-supervised", {"n_semi": 20}),
+        ("halfspaces", {}),
+        ("halfspaces", {"fit_from": 0}),  # d = 2: never fitted, whatever fit_from
+    )
+    for name, params in cases:
         res = make_vector_learner(name, **params).fit(
             X, y, epsilon=1.0, delta=1e-6, bounds=BOUNDS_2D, rng=seeded(1)
         )

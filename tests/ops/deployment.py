@@ -27,6 +27,7 @@ from privstream.stream_app.sources.synthetic import malformed_messages, random_t
 from tests.integration.conftest import run, start_worker, wait_until
 
 CLASS = "thresholds:65536"
+VECTOR_STREAM = "vectors"
 WINDOW = 2000
 EPSILON = 1.0
 #: The demo's budget is 10 (its 20,000 examples spend it); the tier releases about 20 windows.
@@ -61,7 +62,9 @@ class LiveDeployment:
                     release=ReleaseConfig(
                         window=WindowConfig(size=WINDOW), epsilon=EPSILON, epsilon_budget=EPSILON_BUDGET
                     ),
-                )
+                ),
+                # A stream of feature vectors, online only: the dashboard's vector panels have data.
+                StreamConfig(name=VECTOR_STREAM, features=2, feature_bounds=[(0.0, 1.0), (0.0, 1.0)]),
             ],
             _env_file=None,
         )
@@ -135,6 +138,13 @@ class LiveDeployment:
                     (self.sent_examples + n) // INVALID_EVERY - self.sent_examples // INVALID_EVERY,
                     self.stream,
                 )
+                points = np.random.default_rng(self.sent_examples).random((max(1, n // 10), 2))
+                vectors = {
+                    "stream_id": VECTOR_STREAM,
+                    "xs": points.tolist(),
+                    "ys": (points.sum(1) > 1).tolist(),
+                }
+                payload.append(json.dumps(vectors).encode())
                 await asyncio.gather(*[await producer.send(topic, value, key=key) for value in payload])
                 sent += n
                 self.sent_examples += n

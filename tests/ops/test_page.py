@@ -198,3 +198,53 @@ async def test_the_page_draws_every_kind_of_hypothesis(deployment, tmp_path):
         assert browser.errors == [], browser.errors
     finally:
         await browser.close()
+
+
+async def test_the_page_shows_a_halfspace_in_any_dimension_and_checks_its_accuracy(deployment, tmp_path):
+    """A 9-feature halfspace release: its rule on the named features, a bar per feature and a 2-D
+    slice; the accuracy a person computes in the browser on a CSV file equals the model's; and a
+    certificate with a public n says so."""
+    browser_binary = require("chromium")
+    deployment.running()
+    names = ["age", "income", "score", "visits", "tenure", "clicks", "basket", "returns", "region"]
+    bounds = [[0.0, 100.0], [0.0, 1e5], [-1.0, 1.0], [0.0, 50.0], [0.0, 10.0], [0.0, 1e3], [0.0, 500.0]]
+    bounds += [[0.0, 20.0], [0.0, 8.0]]
+    rng = np.random.default_rng(3)
+    lo, hi = np.array(bounds).T
+    X = lo + (hi - lo) * rng.random((3000, 9))
+    normal = np.array([0.8, -0.5, 0.1, 0.0, 0.05, 0.2, -0.1, 0.0, 0.02])
+    y = (((X - lo) / (hi - lo)) @ normal >= 0.2).astype(np.uint8)
+    fit = make_vector_learner("halfspaces").fit(X, y, epsilon=1.0, bounds=np.array(bounds))
+    model = fit.model
+    X_test = lo + (hi - lo) * rng.random((500, 9)) * 1.1  # some values beyond the bounds: clipped
+    y_test = (rng.random(500) < 0.5).astype(np.uint8)
+    csv = ",".join(reversed(names)) + ",y\n"  # columns in another order than the stream's
+    csv += "".join(
+        ",".join(map(repr, row[::-1].tolist())) + f",{label}\n"
+        for row, label in zip(X_test, y_test, strict=True)
+    )
+    expected = float(np.mean(model.predict(X_test) == y_test))
+    release = {"hypothesis": model.to_dict()}
+    stream = {"feature_names": names, "feature_bounds": bounds}
+    certificate = {"sample_size": 8000, "accuracy_guarantee_holds": None, "theorem_sample_size": 40000}
+    browser = await Browser(browser_binary, tmp_path / "chromium").start()
+    try:
+        await browser.open(f"{deployment.public_url}/stream/{deployment.stream}")
+        drawn = await browser.evaluate(f"PrivstreamPage.draw({json.dumps(release)}, {json.dumps(stream)})")
+        assert drawn["text"].startswith("A halfspace on 9 features: predicts 1 when ")
+        assert "age" in drawn["text"] and "income" in drawn["text"]  # the two most influential, by name
+        assert all(f">{name}</text>" in drawn["svg"] for name in names)  # a bar per named feature
+        assert drawn["svg"].count("<polygon") == 1  # the 2-D slice's region
+        accuracy = await browser.evaluate(
+            f"PrivstreamPage.accuracyOn({json.dumps(release)}, {json.dumps(csv)}, {json.dumps(names)})"
+        )
+        assert accuracy["n"] == 500 and accuracy["accuracy"] == pytest.approx(expected)
+        said = await browser.evaluate(f"PrivstreamPage.theoremText({json.dumps(certificate)})")
+        assert said.startswith("not decided: n = 8,000 is public") and "n is private" not in said
+        private = await browser.evaluate(
+            "PrivstreamPage.theoremText({sample_size: null, accuracy_guarantee_holds: null})"
+        )
+        assert private == "not published (n is private)"
+        assert browser.errors == [], browser.errors
+    finally:
+        await browser.close()

@@ -124,10 +124,30 @@ def test_cli_reports_bad_settings_in_one_line(monkeypatch, capsys, tmp_path):
     assert "\n" not in err
 
 
+VECTORS = {"name": "v", "features": 2, "feature_bounds": [[0, 1], [0, 1]]}
+
+
+def test_a_vector_stream_needs_no_release_and_has_a_perceptron_by_default():
+    stream = Settings(streams=[VECTORS], _env_file=None).streams[0]
+    assert stream.release is None and stream.online_learner == "perceptron" and stream.online_params == {}
+    assert stream.feature_labels == ["x1", "x2"]
+    named = Settings(streams=[{**VECTORS, "feature_names": ["age", "income"]}], _env_file=None).streams[0]
+    assert named.feature_labels == ["age", "income"]
+
+
 @pytest.mark.parametrize(
     ("stream", "message"),
     [
-        ({"name": "v", "features": 2, "feature_bounds": [[0, 1], [0, 1]]}, "needs a release"),
+        ({**VECTORS, "online_learner": "svm"}, "unknown online learner"),
+        ({**VECTORS, "online_params": {"margin": 0}}, "margin must be a positive number"),
+        ({**VECTORS, "online_params": {"learning_rate": 1}}, "learning_rate"),
+        ({**VECTORS, "feature_names": ["a"]}, "2 distinct names"),
+        ({**VECTORS, "feature_names": ["a", "a"]}, "2 distinct names"),
+        (
+            {"name": "v", "hypothesis_class": "thresholds:8", "online_params": {"margin": 0.1}},
+            "feature vectors",
+        ),
+        ({"name": "v", "hypothesis_class": "thresholds:8", "online_learner": "logistic"}, "feature vectors"),
         (
             {
                 "name": "v",

@@ -4,7 +4,7 @@
   neighbouring pair), :class:`AuditSpec`, :func:`run_audit`, and the exact checks
   :func:`privacy_loss` and :func:`hockey_stick`; it imports no mechanism and no learner.
 * :mod:`.registry`: :data:`AUDITS`, every spec by name (``privstream audit NAME``), declared next to
-  the code it audits (``mechanisms/audit_specs.py``, each learner's ``audit_spec.py``, ...).
+  the code it audits (``mechanisms/audit_specs.py``, each learner's ``audit_specs.py``, ...).
 """
 
 from privstream.learning.audit.harness import (

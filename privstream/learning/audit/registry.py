@@ -27,11 +27,13 @@ from privstream.learning.audit.harness import AuditSpec
 __all__ = ["AUDITS", "audit_spec", "audit_spec_factory"]
 
 _MECHANISMS = "privstream.learning.mechanisms.audit_specs"
-_GENERIC = "privstream.learning.private_learners.generic.audit_spec"
-_PROPER = "privstream.learning.private_learners.proper.audit_spec"
-_GLOBAL_STABILITY = "privstream.learning.private_learners.global_stability.audit_spec"
+_GENERIC = "privstream.learning.private_learners.generic.audit_specs"
+_PROPER = "privstream.learning.private_learners.proper.audit_specs"
+_GLOBAL_STABILITY = "privstream.learning.private_learners.global_stability.audit_specs"
 _CONSISTENT = "privstream.learning.consistent.audit_specs"
 _SANITIZERS = "privstream.learning.sanitizers.audit_specs"
+_HIERARCHICAL = "privstream.learning.sanitizers.hierarchical.audit_specs"
+_HALFSPACES = "privstream.learning.private_learners.halfspaces.audit_specs"
 
 #: Audit name -> ``"module:function"``; the function returns the :class:`AuditSpec` (keyword
 #: ``epsilon`` where the claim can be chosen).
@@ -58,14 +60,16 @@ AUDITS: dict[str, str] = {
     "bayes-consistent-empty-cell": f"{_CONSISTENT}:empty_cell_audit_spec",
     "semi-supervised": f"{_CONSISTENT}:semi_supervised_audit_spec",
     "pcde": f"{_CONSISTENT}:pcde_audit_spec",
-    "halfspaces": "privstream.learning.private_learners.halfspaces_audit:halfspaces_audit_spec",
+    "halfspaces": f"{_HALFSPACES}:halfspaces_audit_spec",
+    "halfspaces-fitted": f"{_HALFSPACES}:fitted_audit_spec",
     # sanitizers (sanitizers/base.py: SANITIZERS)
     "mwem": f"{_SANITIZERS}:mwem_audit_spec",
     "mwem-zcdp": f"{_SANITIZERS}:mwem_zcdp_audit_spec",
     "mwem-add-remove": f"{_SANITIZERS}:mwem_add_remove_audit_spec",
     "fooling": f"{_SANITIZERS}:fooling_audit_spec",
-    "hierarchical": "privstream.learning.sanitizers.hierarchical.audit_spec:hierarchical_audit_spec",
-    "hierarchical-partition": "privstream.learning.sanitizers.hierarchical.audit_spec:partition_audit_spec",
+    "hierarchical": f"{_HIERARCHICAL}:hierarchical_audit_spec",
+    "hierarchical-partition": f"{_HIERARCHICAL}:partition_audit_spec",
+    "hierarchical-points": f"{_HIERARCHICAL}:points_audit_spec",
 }
 
 

@@ -54,9 +54,13 @@ class AveragedPerceptron(LinearLearner):
         self.perceptron_bound = mistake_bound(self.dimension, self.margin)
 
     @property
-    def realizable(self) -> bool:
-        """``False`` once the inner Perceptron's mistakes exceed ``(R/γ)²``."""
-        return self.perceptron_mistakes <= self.perceptron_bound
+    def margin_mistakes(self) -> int:
+        """The inner Perceptron's mistakes: the count ``(R/γ)²`` bounds on a separable stream."""
+        return self.perceptron_mistakes
+
+    @property
+    def margin_bound(self) -> int:
+        return self.perceptron_bound
 
     def _rule(self) -> np.ndarray:
         return self._anchor + self._since * self._v

@@ -157,8 +157,10 @@ class OnlineLearner(Protocol):
       loop (same predictions, same final state) without the per-example Python overhead;
     * ``mistake_bound``: a bound on ``mistakes`` that holds whenever the stream is separable with
       the configured margin (``None``: the learner has no such bound);
-    * ``realizable``: ``False`` once the learner has *proved* that no halfspace separates the
-      stream with margin ``γ`` (``None``: the learner makes no such test);
+    * ``margin_mistakes`` and ``margin_bound``: the Perceptron mistakes the margin test counts and
+      ``⌊(R/γ)²⌋`` (``None``: the learner makes no such test);
+    * ``realizable``: ``False`` once ``margin_mistakes > margin_bound``, which *proves* that no
+      halfspace separates the stream with margin ``γ`` (``None``: no test);
     * ``state_dict()`` / ``from_state_dict(d)``: a JSON-able snapshot and its exact restoration.
     """
 
@@ -169,6 +171,12 @@ class OnlineLearner(Protocol):
 
     @property
     def mistake_bound(self) -> int | None: ...
+
+    @property
+    def margin_mistakes(self) -> int | None: ...
+
+    @property
+    def margin_bound(self) -> int | None: ...
 
     @property
     def realizable(self) -> bool | None: ...
@@ -219,8 +227,19 @@ class LinearLearner:
         return None
 
     @property
-    def realizable(self) -> bool | None:
+    def margin_mistakes(self) -> int | None:
         return None
+
+    @property
+    def margin_bound(self) -> int | None:
+        return None
+
+    @property
+    def realizable(self) -> bool | None:
+        """``None`` without a margin test; else ``False`` once the test's mistakes pass its bound."""
+        if self.margin_mistakes is None or self.margin_bound is None:
+            return None
+        return self.margin_mistakes <= self.margin_bound
 
     def _rule(self) -> np.ndarray:
         """The vector ``v`` of the current rule ``⟨v, z⟩ >= 0``."""

@@ -62,9 +62,12 @@ class Perceptron(LinearLearner):
         return self._bound
 
     @property
-    def realizable(self) -> bool:
-        """``False`` once the mistakes exceed the bound: no halfspace has margin ``γ`` on the stream."""
-        return self.mistakes <= self._bound
+    def margin_mistakes(self) -> int:
+        return self.mistakes
+
+    @property
+    def margin_bound(self) -> int:
+        return self._bound
 
     def _rule(self) -> np.ndarray:
         return self._v

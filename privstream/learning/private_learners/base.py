@@ -56,6 +56,7 @@ __all__ = [
     "NeighbouringRelation",
     "PrivacyKind",
     "PrivateLearner",
+    "PrivateRelease",
     "check_accuracy_parameter",
     "check_expected_size",
     "check_privacy_parameters",
@@ -73,32 +74,60 @@ PrivacyKind = Literal["information-theoretic", "computational"]
 INFORMATION_THEORETIC: PrivacyKind = "information-theoretic"
 
 
-@dataclass(frozen=True)
-class LearnerResult:
-    """One private release of a learner, with its guarantees.
+@dataclass(frozen=True, kw_only=True)
+class PrivateRelease:
+    """What every private release states about itself: the fields its certificate is built from.
 
     ``epsilon``/``delta`` are the guarantee of this run under ``neighbouring_relation``, which may
-    be stronger than what the caller allowed (a pure-DP learner reports ``delta = 0``).
-    ``accuracy_guarantee_holds`` compares the theorem's sample size with n (``expected_size``
-    when n is private); it speaks about the theorem's assumptions (e.g. realizable data), which a
-    private learner cannot check. ``parameters`` are functions of the configuration (and of n only
-    when n is public); ``dp_outputs`` are values computed by the release's DP mechanisms (noisy
-    counts, selected queries): publishable post-processing, with keys fixed by the configuration.
-    ``privacy`` says whether the guarantee is information-theoretic or computational.
+    be stronger than what the caller allowed (a pure-DP algorithm reports ``delta = 0``).
+    ``theorem_sample_size`` is the n at which the cited accuracy theorem holds (None: no finite
+    size); ``accuracy_guarantee_holds`` compares it with n (``expected_size`` when n is private),
+    or is None when deciding it would need a private quantity. It speaks about the theorem's
+    assumptions (e.g. realizable data), which a private algorithm cannot check. ``parameters`` are
+    functions of the configuration (and of n only when n is public); ``dp_outputs`` are values
+    computed by the release's DP mechanisms (noisy counts, selected queries): publishable
+    post-processing, with keys fixed by the configuration. ``privacy`` says whether the guarantee
+    is information-theoretic or computational. ``sample_size`` is the true n (trusted zone only
+    where n is private).
     """
 
-    hypothesis: Hypothesis
     mechanism: str
     epsilon: float
     delta: float
-    proper: bool
     sample_size: int
     parameters: dict[str, Any]
     theorem_sample_size: int | None
-    accuracy_guarantee_holds: bool
+    accuracy_guarantee_holds: bool | None
     neighbouring_relation: NeighbouringRelation = "replace-one"
     privacy: PrivacyKind = INFORMATION_THEORETIC
     dp_outputs: dict[str, Any] = field(default_factory=dict)
+
+    def certificate_fields(self) -> dict[str, Any]:
+        """The certificate's algorithm-specific fields (the caller adds window, unit, ledger, ...)."""
+        return {
+            "mechanism": self.mechanism,
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "sample_size": self.sample_size,
+            "accuracy_guarantee_holds": self.accuracy_guarantee_holds,
+            "theorem_sample_size": self.theorem_sample_size,
+            "parameters": dict(self.parameters),
+            "dp_outputs": dict(self.dp_outputs),
+            "neighbouring_relation": self.neighbouring_relation,
+            "privacy": self.privacy,
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class LearnerResult(PrivateRelease):
+    """One private release of a learner on a finite class: its ``hypothesis`` and guarantees
+    (:class:`PrivateRelease`); ``proper`` when the hypothesis is a member of the class."""
+
+    hypothesis: Hypothesis
+    proper: bool
+
+    def certificate_fields(self) -> dict[str, Any]:
+        return {**super().certificate_fields(), "proper": self.proper}
 
 
 @runtime_checkable

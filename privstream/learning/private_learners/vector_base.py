@@ -32,13 +32,13 @@ from __future__ import annotations
 import importlib
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from privstream.learning.errors import LabelError, LearningInputError
-from privstream.learning.private_learners.base import INFORMATION_THEORETIC, NeighbouringRelation, PrivacyKind
+from privstream.learning.private_learners.base import PrivateRelease
 from privstream.learning.randomness import RandomSource
 
 __all__ = [
@@ -72,31 +72,20 @@ class VectorModel(Protocol):
     def to_dict(self) -> dict[str, Any]: ...
 
 
-@dataclass(frozen=True)
-class VectorLearnerResult:
-    """One private release of a vector learner, with its guarantees (cf. ``LearnerResult``).
+@dataclass(frozen=True, kw_only=True)
+class VectorLearnerResult(PrivateRelease):
+    """One private release of a vector learner: its ``model`` and guarantees (:class:`PrivateRelease`).
 
     ``accuracy_guarantee_holds`` is ``None`` when deciding it would need a private quantity
     (the number of labelled rows) or when the theorem gives no finite sample size (universal
-    consistency has no rate: [B Def 1.4]). ``parameters`` depend on the configuration (and on n
-    only when n is public); ``dp_outputs`` are values computed by the DP mechanisms (publishable);
-    ``neighbouring_relation`` and ``privacy`` as in ``LearnerResult``.
+    consistency has no rate: [B Def 1.4]). ``theorem`` cites the theorem and ``guarantee`` states
+    it in words; the certificate carries both among its parameters.
     """
 
     model: VectorModel
-    mechanism: str
-    epsilon: float
-    delta: float
     proper: bool
-    sample_size: int
-    parameters: dict[str, Any]
     theorem: str
     guarantee: str
-    theorem_sample_size: int | None
-    accuracy_guarantee_holds: bool | None
-    dp_outputs: dict[str, Any] = field(default_factory=dict)
-    neighbouring_relation: NeighbouringRelation = "replace-one"
-    privacy: PrivacyKind = INFORMATION_THEORETIC
 
     @property
     def hypothesis_class(self) -> str:
@@ -105,20 +94,9 @@ class VectorLearnerResult:
         return f"{self.parameters.get('hypothesis_class', 'any')}:{d}"
 
     def certificate_fields(self) -> dict[str, Any]:
-        """The certificate's learner-specific fields (the caller adds window, relation, ledger, ...)."""
-        return {
-            "mechanism": self.mechanism,
-            "epsilon": self.epsilon,
-            "delta": self.delta,
-            "sample_size": self.sample_size,
-            "proper": self.proper,
-            "accuracy_guarantee_holds": self.accuracy_guarantee_holds,
-            "theorem_sample_size": self.theorem_sample_size,
-            "parameters": {**self.parameters, "theorem": self.theorem, "guarantee": self.guarantee},
-            "dp_outputs": dict(self.dp_outputs),
-            "neighbouring_relation": self.neighbouring_relation,
-            "privacy": self.privacy,
-        }
+        fields = super().certificate_fields()
+        fields["parameters"].update(theorem=self.theorem, guarantee=self.guarantee)
+        return {**fields, "proper": self.proper}
 
 
 @runtime_checkable
@@ -148,14 +126,14 @@ class VectorLearner(Protocol):
 VECTOR_LEARNERS: dict[str, str] = {
     "bayes-consistent": "privstream.learning.consistent.pcl:BayesConsistentLearner",
     "semi-supervised": "privstream.learning.consistent.semisupervised:SemiSupervisedLearner",
-    "halfspaces": "privstream.learning.private_learners.halfspaces:HalfspaceLearner",
+    "halfspaces": "privstream.learning.private_learners.halfspaces.learner:HalfspaceLearner",
 }
 
 #: Released model kinds -> ``"module:Class"`` with a ``from_dict`` classmethod.
 VECTOR_MODELS: dict[str, str] = {
     "grid-labels": "privstream.learning.consistent.pcl:GridLabelModel",
     "stump": "privstream.learning.consistent.semisupervised:StumpModel",
-    "halfspace": "privstream.learning.private_learners.halfspaces:HalfspaceModel",
+    "halfspace": "privstream.learning.private_learners.halfspaces.learner:HalfspaceModel",
 }
 
 

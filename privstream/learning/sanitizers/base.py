@@ -1,10 +1,11 @@
 """The sanitizer interface (private query release): :class:`SanitizerResult`, :class:`Sanitizer`, registry.
 
 A sanitizer maps a sample ``xs`` (and optionally labels ``ys``) to a :class:`SyntheticDistribution`
-from which every query of the class is answered by post-processing (GGKM21, Definition 2.3):
+from which every query of the class is answered by post-processing (a sanitizer in the sense of
+Ghazi, Golowich, Kumar, Manurangsi, Definition 2.3):
 ``q_h = fraction of x with h(x) = 1``, or for a labelled release ``fraction of (x, y) with h(x) = y``.
 The guarantee is (ε, δ)-DP for the whole release: the user's ε is the total, never a
-per-iteration knob (a per-round ε is a known pitfall of MWEM implementations). As for the learners
+per-iteration knob (as some MWEM implementations take it). As for the learners
 (:mod:`privstream.learning.private_learners.base`), ``expected_size=None`` means n is public and
 the guarantee holds under *replace-one* neighbours; ``expected_size=m`` means n is private: the
 guarantee holds under *add/remove-one* neighbours for every n (0 included) and every reported
@@ -18,7 +19,7 @@ empty sample, and nothing that depends on the data makes ``fit`` raise.
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -26,7 +27,7 @@ import numpy as np
 from privstream.learning.domain import MAX_DOMAIN_SIZE, as_labels, as_points
 from privstream.learning.errors import LearningInputError
 from privstream.learning.hypothesis_classes import HypothesisClass
-from privstream.learning.private_learners.base import INFORMATION_THEORETIC, NeighbouringRelation, PrivacyKind
+from privstream.learning.private_learners.base import PrivateRelease
 from privstream.learning.randomness import RandomSource
 from privstream.learning.sanitizers.distribution import SyntheticDistribution
 
@@ -49,29 +50,16 @@ class SanitizerInputError(LearningInputError):
     """Input a sanitizer cannot work with (empty data, unsupported class/variant, too few points)."""
 
 
-@dataclass(frozen=True)
-class SanitizerResult:
-    """One private release of a sanitizer, with its guarantees.
+@dataclass(frozen=True, kw_only=True)
+class SanitizerResult(PrivateRelease):
+    """One private release of a sanitizer: its ``distribution`` and guarantees (:class:`PrivateRelease`).
 
     ``distribution`` lives on the class's public domain (block edges are change points of released
     queries, never raw data). ``theorem_sample_size`` is the n at which the cited accuracy theorem
-    holds for (α, β); ``accuracy_guarantee_holds`` says whether it does at this run's parameters
-    (with n = ``expected_size`` when n is private). ``parameters``, ``dp_outputs``, ``privacy`` and
-    ``neighbouring_relation`` mean what they mean in
-    :class:`~privstream.learning.private_learners.base.LearnerResult`.
+    holds for (α, β).
     """
 
     distribution: SyntheticDistribution
-    mechanism: str
-    epsilon: float
-    delta: float
-    sample_size: int
-    parameters: dict[str, Any]
-    theorem_sample_size: int | None
-    accuracy_guarantee_holds: bool
-    neighbouring_relation: NeighbouringRelation = "replace-one"
-    privacy: PrivacyKind = INFORMATION_THEORETIC
-    dp_outputs: dict[str, Any] = field(default_factory=dict)
 
 
 @runtime_checkable

@@ -14,6 +14,16 @@ from privstream.stream_app.cli.common import UserError, add_config_option, load_
 __all__ = ["register"]
 
 
+def _settings(args: argparse.Namespace) -> Any:
+    """The deployment's settings, with the worker's log format on standard error (the ledger logs
+    what it opens and changes)."""
+    from privstream.stream_app.logs import configure_logging
+
+    settings = load_settings(args)
+    configure_logging(settings.log_level, settings.log_format)
+    return settings
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     ledger = subparsers.add_parser(
         "ledger", help="the privacy ledger: show it, accept a configuration, adopt it"
@@ -60,7 +70,7 @@ def _ledger_errors(run: Any) -> Any:
 def run_show(args: argparse.Namespace) -> int:
     from privstream.stream_app.store import factory
 
-    settings = load_settings(args)
+    settings = _settings(args)
 
     def read() -> dict[str, Any]:
         with factory.open_ledger(settings, create=False) as ledger:
@@ -102,7 +112,7 @@ def run_accept_config(args: argparse.Namespace) -> int:
     from privstream.stream_app.store.identity import operator
     from privstream.stream_app.store.privacy_config import differences, privacy_configuration
 
-    settings = load_settings(args)
+    settings = _settings(args)
     stream = next((s for s in settings.streams if s.name == args.stream and s.release), None)
     if stream is None:
         releasing = sorted(s.name for s in settings.streams if s.release)
@@ -128,7 +138,7 @@ def run_adopt(args: argparse.Namespace) -> int:
     from privstream.stream_app.store.identity import adopt
     from privstream.stream_app.store.published import newest_published
 
-    settings = load_settings(args)
+    settings = _settings(args)
 
     def read() -> Any:  # the public topics' newest releases: the ids not to give again
         return newest_published(settings, per_partition=1000, timeout=30.0)

@@ -1,4 +1,5 @@
-"""Offline commands: ``dims`` (dimensions of a class) and ``online`` (the SOA over a file)."""
+"""Offline commands: ``dims`` (dimensions of a class) and ``online`` (the SOA, or a vector stream's
+online learner, over a file)."""
 
 from __future__ import annotations
 
@@ -20,15 +21,29 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     dims.set_defaults(handler=run_dims)
 
-    online = subparsers.add_parser("online", help="run the SOA over a file of labelled examples")
-    online.add_argument("hclass", metavar="CLASS", help=CLASS_HELP)
+    online = subparsers.add_parser(
+        "online", help="run the SOA (or, on feature vectors, the Perceptron) over a file of labelled examples"
+    )
+    online.add_argument(
+        "hclass", metavar="CLASS", help=CLASS_HELP + "; halfspaces:D for D-feature vectors (needs --bounds)"
+    )
     online.add_argument(
         "--examples",
         required=True,
         metavar="FILE",
-        help="CSV with header x,y or JSON lines with fields x and y",
+        help="CSV with header x,y (feature vectors: feature columns and y) or JSON lines with fields x and y",
     )
     online.add_argument("--tie", type=int, choices=(0, 1), default=1, help="SOA tie rule (default 1)")
+    online.add_argument(
+        "--bounds",
+        help="halfspaces:D: the public [lo, hi] of each feature, as JSON: [[0, 100], [0, 1], ...]",
+    )
+    online.add_argument(
+        "--learner", default="perceptron", help="halfspaces:D: perceptron, averaged-perceptron or logistic"
+    )
+    online.add_argument(
+        "--margin", type=float, help="halfspaces:D: the Perceptrons' margin γ (default 0.1): bound (D+1)/γ²"
+    )
     online.add_argument("--json", action="store_true", help="print one JSON object")
     online.set_defaults(handler=run_online)
 
@@ -64,6 +79,10 @@ def run_dims(args: argparse.Namespace) -> int:
 
 
 def run_online(args: argparse.Namespace) -> int:
+    from privstream.stream_app.sources.synthetic import vector_dimension
+
+    if vector_dimension(args.hclass) is not None:
+        return run_online_vectors(args, vector_dimension(args.hclass) or 0)
     from privstream.learning.hypothesis_classes import parse_class_spec
     from privstream.learning.soa import SOA
     from privstream.stream_app.sources.files import read_examples
@@ -105,3 +124,54 @@ def _describe(h: dict[str, Any]) -> str:
     table = hypothesis_from_dict(h).truth_table()
     shown = "".join("1" if v else "0" for v in table[:128].tolist())
     return f"labels of 0..{min(h['domain'], 128) - 1}: {shown}" + (" ..." if h["domain"] > 128 else "")
+
+
+def run_online_vectors(args: argparse.Namespace, d: int) -> int:
+    """The stream's online learner over a file of feature vectors: what the service would predict."""
+    from privstream.learning.online import make_online_learner
+    from privstream.stream_app.sources.files import read_vector_stream_file
+
+    if not args.bounds:
+        raise ValueError("halfspaces:D needs --bounds '[[lo, hi], ...]': the features' public bounds")
+    try:
+        bounds = json.loads(args.bounds)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"--bounds is not JSON: {exc.msg}") from None
+    X, ys, names = read_vector_stream_file(args.examples)
+    if X.shape[1] != d:
+        raise ValueError(f"{args.examples}: {X.shape[1]} features, the class halfspaces:{d} has {d}")
+    params = {} if args.margin is None else {"margin": args.margin}
+    learner = make_online_learner(args.learner, bounds, **params)
+    learner.learn_many(X, ys)
+    weights, offset = learner.weights()
+    out: dict[str, Any] = {
+        "class": f"halfspaces:{d}",
+        "learner": learner.name,
+        "parameters": {p: getattr(learner, p) for p in type(learner)._params},
+        "examples": learner.examples_seen,
+        "mistakes": learner.mistakes,
+        "mistake_bound": learner.mistake_bound,
+        "margin_mistakes": learner.margin_mistakes,
+        "margin_bound": learner.margin_bound,
+        "realizable": learner.realizable,
+        "weights": dict(zip(names, weights.tolist(), strict=True)),
+        "offset": offset,
+    }
+    if args.json:
+        print(json.dumps(out))
+        return 0
+    counted = f"{learner.margin_mistakes} Perceptron mistakes"
+    verdict = {
+        True: f"not disproved: {counted} <= (R/γ)² = {learner.margin_bound}",
+        False: f"no: {counted} > (R/γ)² = {learner.margin_bound}, so no halfspace separates the "
+        f"stream with margin {getattr(learner, 'margin', '')}",
+        None: "not tested (this learner has no margin test)",
+    }[learner.realizable]
+    terms = " ".join(f"{w:+.4g}*{n}" for n, w in zip(names, weights.tolist(), strict=True))
+    print(f"learner:         {learner.name} {out['parameters']}")
+    print(f"examples:        {out['examples']}")
+    bound = "" if learner.mistake_bound is None else f" (bound {learner.mistake_bound})"
+    print(f"mistakes:        {out['mistakes']}{bound}")
+    print(f"separable:       {verdict}")
+    print(f"final rule:      1 when {terms} {offset:+.4g} >= 0")
+    return 0

@@ -1,8 +1,10 @@
 """``privstream demo``: the whole service on one machine, with a live view.
 
 It starts the embedded broker (unless ``PRIVSTREAM_KAFKA_BOOTSTRAP`` is set), a worker as a
-child process, and a synthetic producer for a realizable stream; it shows progress while the
-worker learns, then stops everything it started and returns a summary.
+child process, and a synthetic producer for a realizable stream (of a hypothesis class, or with
+``--vectors D`` of D-feature vectors labelled by a halfspace with a margin); it shows the online
+mistakes against their bound and the private releases live while the worker learns, then stops
+everything it started and returns a summary.
 """
 
 from __future__ import annotations
@@ -31,7 +33,12 @@ from privstream.stream_app.embedded.broker import (
 from privstream.stream_app.kafka.clients import ensure_topics, produce_json
 from privstream.stream_app.sdk import Release
 from privstream.stream_app.settings import ReleaseConfig, Settings, StreamConfig, WindowConfig
-from privstream.stream_app.sources.synthetic import malformed_messages, synthetic_examples
+from privstream.stream_app.sources.synthetic import (
+    SyntheticVectors,
+    malformed_messages,
+    synthetic_examples,
+    synthetic_vectors,
+)
 
 DEMO_STREAM = "demo"
 #: Fresh examples of the demo's target on which the last release's error is measured.
@@ -98,9 +105,16 @@ def summary_text(summary: dict[str, Any]) -> str:
         False: "not realizable: the bound holds only for clean labels",
         None: "unknown",
     }[summary["realizable"]]
+    learner = summary.get("online_learner") or "SOA"
+    if summary.get("online_learner"):
+        realizable = {
+            True: f"separable with margin {summary.get('margin')}: within the bound",
+            False: "more than the bound: no halfspace has that margin on the stream",
+            None: "no margin test",
+        }[summary["realizable"]]
     lines = [
         f"learned {summary['processed']} of {summary['examples']} examples online "
-        f"({summary['hypothesis_class']}): {summary['mistakes']} SOA mistakes, "
+        f"({summary['hypothesis_class']}): {summary['mistakes']} {learner} mistakes, "
         f"bound {summary['mistake_bound']} ({realizable})",
         f"{summary['invalid']} invalid messages (in the dead-letter topic)",
         f"{summary['releases']} private releases, {summary['refusals']} refused: "
@@ -185,6 +199,10 @@ class WorkerProcess:
         return process.returncode
 
 
+#: The progress line's word for a stream's ``realizable`` (None: the online learner has no test).
+REALIZABLE_WORD = {True: "yes", False: "NO", None: "n/a"}
+
+
 class ProgressView:
     """One updating line on a terminal; a line every few seconds otherwise."""
 
@@ -213,9 +231,10 @@ class ProgressView:
             t0, n0 = self._first_progress
             rate = (done - n0) / (now - t0) if now > t0 else 0.0
             budget = status.get("budget") or {}
+            bound = "?" if s.get("mistake_bound") is None else s["mistake_bound"]
             line = (
-                f"examples {done}/{self.total}  mistakes {s.get('mistakes', 0)}/{s.get('mistake_bound', '?')}"
-                f" (bound)  realizable {'yes' if s.get('realizable', True) else 'NO'}  "
+                f"examples {done}/{self.total}  mistakes {s.get('mistakes', 0)}/{bound} (bound)  "
+                f"realizable {REALIZABLE_WORD[s.get('realizable', True)]}  "
                 f"invalid {status.get('invalid', 0)}  releases {budget.get('releases', 0)} "
                 f"(ε {budget.get('lifetime_epsilon_spent', 0):g}"
                 f"/{budget.get('lifetime_epsilon_budget', 0):g})"
@@ -231,6 +250,30 @@ class ProgressView:
         self.stream.flush()
 
 
+def demo_stream(args: argparse.Namespace) -> StreamConfig:
+    """The demo's stream: of ``--class``, or with ``--vectors D`` of D features in ``[0, 1]``."""
+    vectors = getattr(args, "vectors", None)
+    release = {
+        "window": WindowConfig(size=args.window),
+        "top_level": args.top_level,
+        "epsilon": args.epsilon,
+        "epsilon_budget": args.epsilon_budget,
+    }
+    if vectors is None:
+        return StreamConfig(
+            name=DEMO_STREAM, hypothesis_class=args.class_spec, release=ReleaseConfig(**release)
+        )
+    margin_tested = args.online_learner in ("perceptron", "averaged-perceptron")
+    return StreamConfig(
+        name=DEMO_STREAM,
+        features=vectors,
+        feature_bounds=[(0.0, 1.0)] * vectors,
+        online_learner=args.online_learner,
+        online_params={"margin": args.margin} if margin_tested else {},
+        release=ReleaseConfig(learner="halfspaces", **release),
+    )
+
+
 class Demo:
     def __init__(self, settings: Settings, args: argparse.Namespace):
         self.args = args
@@ -240,18 +283,7 @@ class Demo:
                 "app_id": f"privstream-demo-{run_id}",
                 "topic_prefix": f"demo-{run_id}.",
                 **free_listener_ports(),
-                "streams": [
-                    StreamConfig(
-                        name=DEMO_STREAM,
-                        hypothesis_class=args.class_spec,
-                        release=ReleaseConfig(
-                            window=WindowConfig(size=args.window),
-                            top_level=args.top_level,
-                            epsilon=args.epsilon,
-                            epsilon_budget=args.epsilon_budget,
-                        ),
-                    )
-                ],
+                "streams": [demo_stream(args)],
                 "ledger_create_if_missing": True,  # the demo's ledger lives in a fresh temporary folder
             }
         )
@@ -262,7 +294,12 @@ class Demo:
         args = self.args
         if args.examples < 0 or args.invalid < 0:
             raise ValueError("--examples and --invalid must be >= 0")
-        batch = synthetic_examples(args.class_spec, args.examples, args.label_noise, args.seed)
+        vectors = getattr(args, "vectors", None)
+        if vectors is not None:
+            batch = synthetic_vectors(vectors, args.examples, None, args.label_noise, args.seed, args.margin)
+        else:
+            batch = synthetic_examples(args.class_spec, args.examples, args.label_noise, args.seed)
+        spec = args.class_spec if vectors is None else f"halfspaces:{vectors}"
         with contextlib.ExitStack() as stack:
             workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="privstream-demo-")))
             settings = self.settings.model_copy(update={"data_dir": workdir / "data"})
@@ -277,7 +314,7 @@ class Demo:
             print(
                 f"worker (pid {worker.process.pid}) at {worker.public_url} "
                 f"(operator {worker.operator_url}); "
-                f"stream '{DEMO_STREAM}' of class {args.class_spec}",
+                f"stream '{DEMO_STREAM}' of class {spec}",
                 file=sys.stderr,
             )
             print(
@@ -313,10 +350,19 @@ class Demo:
         best = best_release(releases)
         level0 = [r for r in releases if (r.certificate.level or 0) == 0]
         if latest is not None:  # fresh data from the demo's target, never seen by the learner
-            fresh = synthetic_examples(args.class_spec, FRESH_EXAMPLES, 0.0, seed=None, target=batch.target)
-            error = latest.error_on(fresh.xs, fresh.ys)
-            best_error = best.error_on(fresh.xs, fresh.ys) if best is not None else None
-            level0_error = level0[-1].error_on(fresh.xs, fresh.ys) if level0 else None
+            if isinstance(batch, SyntheticVectors):
+                again = synthetic_vectors(
+                    batch.X.shape[1], FRESH_EXAMPLES, margin=args.margin, normal=batch.normal
+                )
+                xs, ys = again.X, again.ys
+            else:
+                fresh = synthetic_examples(
+                    args.class_spec, FRESH_EXAMPLES, 0.0, seed=None, target=batch.target
+                )
+                xs, ys = fresh.xs, fresh.ys
+            error = latest.error_on(xs, ys)
+            best_error = best.error_on(xs, ys) if best is not None else None
+            level0_error = level0[-1].error_on(xs, ys) if level0 else None
         lifetime = releases[-1].certificate.lifetime if releases else None
         return {
             "examples": args.examples,
@@ -336,8 +382,13 @@ class Demo:
             "best_release_level": best.certificate.level if best is not None else None,
             "best_release_error": best_error,
             "last_level0_release_error": level0_error,
-            "hypothesis_class": args.class_spec,
+            "hypothesis_class": spec,
             "label_noise": args.label_noise,
+            **(
+                {"online_learner": args.online_learner, "margin": args.margin, "features": vectors}
+                if vectors is not None
+                else {}
+            ),
         }
 
     async def _produce_and_watch(

@@ -213,3 +213,72 @@ def read_query_data(path: str | Path) -> tuple[Any, Any]:
     if not xs:
         raise ExampleFileError(f"{p}: no data points after the header")
     return np.array(xs, dtype=np.int64), (np.array(ys, dtype=np.uint8) if iy is not None else None)
+
+
+def read_vector_stream_file(
+    path: str | Path, feature_names: list[str] | None = None
+) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Labelled feature vectors to send to a stream: a CSV with a header (column ``y`` the label,
+    the others features, by name) or JSON lines with ``x`` a list of numbers and ``y``.
+
+    With ``feature_names`` (the stream's configured names), a CSV's columns are taken by those names,
+    in that order (other columns are an error, so that a typo cannot pass unnoticed). Every row needs
+    a label. Returns ``(X, y, names)``: float ``(n, d)``, uint8 0/1, the features' names (JSON lines:
+    ``feature_names`` or ``x1..xd``).
+
+    >>> import pathlib, tempfile
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "v.jsonl"
+    >>> _ = p.write_text('{"x": [0.5, 2], "y": 1}\\n{"x": [1, -1], "y": -1}\\n')
+    >>> X, y, names = read_vector_stream_file(p)
+    >>> X.tolist(), y.tolist(), names
+    ([[0.5, 2.0], [1.0, -1.0]], [1, 0], ['x1', 'x2'])
+    """
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ExampleFileError(f"{p}: not a UTF-8 text file") from None
+    suffix = p.suffix.lower()
+    if suffix in (".jsonl", ".ndjson", ".json") or (suffix != ".csv" and text.lstrip().startswith("{")):
+        rows: list[list[float]] = []
+        labels: list[int] = []
+        conventions: set[str] = set()
+        for where, x, y in _json_lines(p, text):
+            if not isinstance(x, list) or not x or not all(_is_number(v) for v in x):
+                raise ExampleFileError(f"{p}: {where}: x must be a list of finite numbers (a feature vector)")
+            if rows and len(x) != len(rows[0]):
+                raise ExampleFileError(
+                    f"{p}: {where}: x has {len(x)} features, the first line {len(rows[0])}"
+                )
+            rows.append([float(v) for v in x])
+            label, convention = _label(p, where, y)
+            labels.append(label)
+            if convention:
+                conventions.add(convention)
+        if len(conventions) > 1:
+            raise ExampleFileError(f"{p}: labels mix the 0/1 and -1/+1 conventions (both 0 and -1 appear)")
+        d = len(rows[0]) if rows else len(feature_names or ())
+        if feature_names is not None and d != len(feature_names):
+            raise ExampleFileError(f"{p}: x has {d} features, the stream {len(feature_names)}")
+        names = list(feature_names) if feature_names is not None else [f"x{t + 1}" for t in range(d)]
+        return np.array(rows, dtype=np.float64).reshape(len(rows), d), np.array(labels, np.uint8), names
+    X, y, names = read_vector_examples(p)
+    if np.isnan(y).any():
+        line = int(np.flatnonzero(np.isnan(y))[0])
+        raise ExampleFileError(f"{p}: data row {line + 1} has no label y (every example sent needs one)")
+    if feature_names is not None:
+        missing = [f for f in feature_names if f not in names]
+        extra = [f for f in names if f not in feature_names]
+        if missing or extra:
+            raise ExampleFileError(
+                f"{p}: the columns must be the stream's features {feature_names} and y"
+                + (f"; missing {missing}" if missing else "")
+                + (f"; not features of the stream {extra}" if extra else "")
+            )
+        X = X[:, [names.index(f) for f in feature_names]]
+        names = list(feature_names)
+    return X, y.astype(np.uint8), names
+
+
+def _is_number(v: Any) -> bool:
+    return type(v) in (int, float) and bool(np.isfinite(v))

@@ -121,3 +121,87 @@ def hostile_messages(
     for k in range(oversized):
         messages[(k + 1) * count // (oversized + 1)] = big
     return messages
+
+
+#: The synthetic spec of a stream of feature vectors: ``halfspaces:D`` (D features).
+VECTOR_SPEC_PREFIX = "halfspaces:"
+
+
+def vector_dimension(spec: str) -> int | None:
+    """``D`` of a ``halfspaces:D`` spec, ``None`` for any other (a hypothesis class's) spec.
+
+    >>> vector_dimension("halfspaces:9"), vector_dimension("thresholds:8")
+    (9, None)
+    """
+    if not spec.startswith(VECTOR_SPEC_PREFIX):
+        return None
+    rest = spec[len(VECTOR_SPEC_PREFIX) :]
+    if not rest.isdigit() or not 1 <= int(rest) <= 10_000:
+        raise ValueError(f"expected halfspaces:D with 1 <= D <= 10000 features, got {spec!r}")
+    return int(rest)
+
+
+@dataclass(frozen=True)
+class SyntheticVectors:
+    """Feature vectors labelled by a random halfspace ``⟨normal, z⟩ >= 0`` on the features mapped to
+    ``[-1, 1]`` by ``bounds`` (with a constant 1 last: the online learners' map)."""
+
+    bounds: np.ndarray
+    normal: np.ndarray
+    X: np.ndarray
+    ys: np.ndarray
+
+    def messages(self, stream_id: str) -> Iterator[dict[str, Any]]:
+        """The examples as ``Example`` JSON objects (``x`` a list of numbers)."""
+        for x, y in zip(self.X.tolist(), self.ys.tolist(), strict=True):
+            yield {"stream_id": stream_id, "x": x, "y": int(y)}
+
+
+def synthetic_vectors(
+    d: int,
+    n: int,
+    bounds: Any = None,
+    label_noise: float = 0.0,
+    seed: int | None = None,
+    margin: float | None = None,
+    normal: np.ndarray | None = None,
+) -> SyntheticVectors:
+    """``n`` feature vectors uniform in the box ``bounds`` (default ``[0, 1]^d``), labelled by a random
+    halfspace through a point near the box's centre. With ``margin`` only points at least that far
+    from the hyperplane in the mapped space are kept (rejection sampling): the stream is separable
+    with that margin, and the Perceptron makes at most ``(d + 1)/margin²`` mistakes on it. ``normal``:
+    that target instead of a random one (fresh examples of a stream's target).
+
+    >>> s = synthetic_vectors(2, 500, seed=1, margin=0.2)
+    >>> s.X.shape, sorted(set(s.ys.tolist())), bool(s.X.min() >= 0 and s.X.max() <= 1)
+    ((500, 2), [0, 1], True)
+    """
+    from privstream.learning.online import FeatureMap
+
+    if not 0.0 <= label_noise <= 1.0:
+        raise ValueError(f"label noise must be a probability in [0, 1], got {label_noise}")
+    if n < 0:
+        raise ValueError(f"the number of examples must be >= 0, got {n}")
+    fmap = FeatureMap(bounds if bounds is not None else [[0.0, 1.0]] * d)
+    if fmap.dimension != d:
+        raise ValueError(f"bounds for {fmap.dimension} features, not {d}")
+    if margin is not None and not 0 < margin < 0.5:
+        raise ValueError(f"a synthetic stream's margin must be in (0, 0.5), got {margin}")
+    rng = np.random.default_rng(seed)
+    if normal is None:
+        normal = rng.standard_normal(d + 1)
+        normal[-1] = 0.2 * rng.standard_normal()  # the hyperplane passes near the centre
+        normal /= np.linalg.norm(normal)
+    lo, span = fmap.bounds[:, 0], fmap.bounds[:, 1] - fmap.bounds[:, 0]
+    parts, have = [], 0
+    while have < n:
+        X = lo + span * rng.random((max(2 * (n - have), 16), d))
+        if margin is not None:
+            X = X[np.abs(fmap.transform(X) @ normal) >= margin]
+        parts.append(X)
+        have += len(X)
+    X = np.concatenate(parts)[:n] if parts else np.zeros((0, d))
+    ys = (fmap.transform(X) @ normal >= 0).astype(np.uint8) if n else np.zeros(0, np.uint8)
+    if label_noise > 0:
+        ys ^= (rng.random(n) < label_noise).astype(np.uint8)
+    return SyntheticVectors(fmap.bounds, normal, X, ys)

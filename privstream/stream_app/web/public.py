@@ -140,6 +140,7 @@ def stream_overview(
         "hypothesis_class": stream.hypothesis_class,
         "features": stream.features,
         "feature_bounds": stream.feature_bounds,
+        "feature_names": stream.feature_labels if stream.kind == "vector" else None,
         "release": stream.release.model_dump(mode="json") if stream.release else None,
     }
     figures = lifetime(stream, ledger, now)

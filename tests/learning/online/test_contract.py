@@ -42,7 +42,25 @@ def test_the_lists_name_every_learner() -> None:
         learner = make(name, [[0, 1]])
         assert isinstance(learner, OnlineLearner)
         assert (learner.realizable is not None) == (name in MARGIN_TESTED)
+        assert (learner.margin_bound is not None) == (name in MARGIN_TESTED)
         assert (learner.mistake_bound is not None) == (name in BOUNDED)
+
+
+@pytest.mark.parametrize("name", MARGIN_TESTED)
+def test_the_margin_test_compares_the_perceptrons_mistakes_with_the_bound(name: str) -> None:
+    X, y, bounds = noisy_stream(2, 2000, seed=10, noise=0.3)
+    learner = make(name, bounds, margin=0.5)
+    for part in np.array_split(np.arange(2000), 50):
+        learner.learn_many(X[part], y[part])
+        assert learner.margin_bound == 12  # ⌊3/0.25⌋
+        assert learner.realizable is (learner.margin_mistakes <= learner.margin_bound)
+        if name == "perceptron":
+            assert learner.margin_mistakes == learner.mistakes
+    assert learner.realizable is False
+    # The averaged Perceptron's test counts exactly the mistakes of the Perceptron it runs inside.
+    plain = make("perceptron", bounds, margin=0.5)
+    plain.learn_many(X, y)
+    assert learner.margin_mistakes == plain.mistakes
 
 
 @pytest.mark.parametrize("name", LEARNERS)

@@ -2,7 +2,7 @@
 
 The contract suite (tests/contract/test_audits.py) runs both specs (``hierarchical`` and
 ``hierarchical-partition``) and their broken variants by Monte Carlo. PrivTree alone has exact
-output laws (privstream/learning/sanitizers/hierarchical/audit_spec.py), so its ε on the pair is
+output laws (privstream/learning/sanitizers/hierarchical/audit_specs.py), so its ε on the pair is
 computed here, and the missing depth bias, which shows only in rare events (exact loss 2x the claim
 at probability ~1e-3, 10^5 runs per dataset to catch by sampling: a slow test), is caught exactly.
 """
@@ -10,7 +10,7 @@ at probability ~1e-3, 10^5 runs per dataset to catch by sampling: a slow test), 
 from __future__ import annotations
 
 from privstream.learning.audit import audit_spec, privacy_loss
-from privstream.learning.sanitizers.hierarchical.audit_spec import partition_laws
+from privstream.learning.sanitizers.hierarchical.audit_specs import partition_laws
 
 
 def test_hierarchical_partition_is_within_its_claim_exactly_on_a_near_worst_case_pair() -> None:

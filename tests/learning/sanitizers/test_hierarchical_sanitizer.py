@@ -25,7 +25,7 @@ from privstream.learning.hypothesis_classes import (
 from privstream.learning.randomness import seeded
 from privstream.learning.sanitizers import SanitizerInputError, SyntheticDistribution, make_sanitizer
 from privstream.learning.sanitizers.evaluation import class_errors
-from privstream.learning.sanitizers.hierarchical.audit_spec import AUDIT_PAIR, partition_laws
+from privstream.learning.sanitizers.hierarchical.audit_specs import AUDIT_PAIR, partition_laws
 from privstream.learning.sanitizers.hierarchical.consistent_tree import (
     CountTree,
     balanced_branching,
@@ -240,7 +240,9 @@ def test_sparse_at_2_32_and_at_the_domain_limit() -> None:
         hclass = parse_class_spec(f"thresholds:2^{bits}")
         res = make_sanitizer("hierarchical").fit(hclass, xs, epsilon=1.0, rng=seeded(1))
         d = res.distribution
-        assert d.domain_size == 2**bits and d.num_blocks <= res.parameters["leaves"] < 1000
+        # a leaf with a heavy point is two cells in three blocks (the point between the rest's two sides)
+        assert d.domain_size == 2**bits and res.parameters["leaves"] < 1000
+        assert d.num_blocks <= res.parameters["leaves"] + res.parameters["partition_leaves"]
         assert SyntheticDistribution.from_dict(d.to_dict()) == d
         srt = np.sort(xs)
         for q in (0.1, 0.5, 0.9):  # a few thresholds, checked against the data
@@ -318,15 +320,17 @@ def test_replace_one_mode_accounts_for_both_paths() -> None:
     p = res.parameters
     assert p["neighbouring_relation"] == "replace-one" and p["privtree_lambda"] == pytest.approx(4 / 0.125)
     assert p["count_sensitivity"] == 2 * (p["count_tree_levels"] - 1)
-    assert p["count_noise_scale"] == pytest.approx(p["count_sensitivity"] / 0.875)
-    assert p["epsilon_partition"] + p["epsilon_counts"] == pytest.approx(1.0)
+    assert p["point_share"] == 1 / 16 and p["epsilon_points"] == pytest.approx(1 / 16)  # 2^16: 1/16
+    assert p["count_noise_scale"] == pytest.approx(p["count_sensitivity"] / (1 - 0.125 - 1 / 16))
+    assert p["epsilon_partition"] + p["epsilon_points"] + p["epsilon_counts"] == pytest.approx(1.0)
     assert (res.epsilon, res.delta) == (1.0, 0.0)
 
 
 def test_epsilon_split_is_exact() -> None:
-    for eps, share in ((1.0, 0.15), (0.3, 0.3), (7.7, 0.05)):
-        eps_p, eps_c = privacy_split(eps, share)
-        assert eps_p + eps_c == Fraction(eps) and eps_p > 0 and eps_c > 0
+    for eps, share, points in ((1.0, 0.15, 0.1), (0.3, 0.3, 0.0), (7.7, 0.05, 0.25)):
+        eps_p, eps_h, eps_c = privacy_split(eps, share, points)
+        assert eps_p + eps_h + eps_c == Fraction(eps) and eps_p > 0 and eps_c > 0
+        assert eps_h == Fraction(eps) * Fraction(points)
 
 
 def test_same_seed_same_release() -> None:
@@ -355,3 +359,90 @@ def test_audit_pair_is_replace_one() -> None:
     d0, d1 = AUDIT_PAIR
     assert len(d0) == len(d1) and sum(a != b for a, b in zip(sorted(d0), sorted(d1), strict=True)) >= 1
     assert sorted(set(d0) ^ set(d1)) == [0, 1023]
+
+
+# -- point masses on large domains -------------------------------------------------------------------
+
+
+def point_mass_workload(kind: str, bits: int, n: int, seed: int) -> np.ndarray:
+    """``point_mass``: 5% on one value, 15% in a narrow mode, the rest spread (lognormal);
+    ``popular``: 8% at 0, 4% at N/4, 3% at N/2 + 12345, the rest uniform."""
+    big_n = 2**bits
+    rs = np.random.default_rng(seed)
+    u = rs.random(n)
+    if kind == "point_mass":
+        spread = rs.lognormal(math.log(0.2 * big_n), 0.5, n)
+        x = np.where(
+            u < 0.05, 0.37 * big_n, np.where(u < 0.2, rs.normal(0.62 * big_n, 0.002 * big_n, n), spread)
+        )
+    else:
+        rest = rs.uniform(0, big_n, n)
+        x = np.where(
+            u < 0.08, 0, np.where(u < 0.12, big_n // 4, np.where(u < 0.15, big_n // 2 + 12345, rest))
+        )
+    return np.clip(x.astype(np.int64), 0, big_n - 1)
+
+
+@pytest.mark.parametrize("kind", ["point_mass", "popular"])
+def test_point_masses_at_2_32(kind: str) -> None:
+    """Max threshold error <= 0.008 at 2^32 (n = 10^4, ε = 1, mean of 5 releases) with point masses:
+    without the heavy points (point_share=0) the depth bias leaves them in leaves of ~2^10 points
+    (errors 0.03-0.04)."""
+    xs = point_mass_workload(kind, 32, 10_000, seed=3)
+    hclass = parse_class_spec("thresholds:2^32")
+    errors = [
+        class_errors(
+            hclass, HierarchicalSanitizer().fit(hclass, xs, epsilon=1.0, rng=seeded(s)).distribution, xs
+        )[0]
+        for s in range(5)
+    ]
+    assert float(np.mean(errors)) <= 0.008, errors
+    without = HierarchicalSanitizer(point_share=0.0).fit(hclass, xs, epsilon=1.0, rng=seeded(0))
+    assert class_errors(hclass, without.distribution, xs)[0] > 0.015  # the workload needs the step
+
+
+def test_heavy_point_law_is_the_exponential_mechanism() -> None:
+    """4000 seeded draws of one leaf's point against the exact law (add/remove-one weights e^{ε·c})."""
+    from privstream.learning.sanitizers.hierarchical.audit_specs import POINTS_PAIR, point_laws
+    from privstream.learning.sanitizers.hierarchical.heavy_points import heavy_point_cells
+
+    exact, _ = point_laws(1.0)
+    rng = seeded(11)
+    counts: dict[int, int] = {}
+    points = np.array(POINTS_PAIR[0], dtype=np.int64)
+    for _ in range(4000):
+        edges, cells = heavy_point_cells(points, [0, 16], 1.0, "add-remove-one", rng)
+        point = next((lo for lo, c in zip(edges[:-1], cells, strict=True) if c == 1), -1)
+        counts[point] = counts.get(point, 0) + 1
+    tv = 0.5 * sum(abs(counts.get(x, 0) / 4000 - p) for x, p in exact.items())
+    assert tv < 0.03
+
+
+def test_heavy_point_privacy_over_small_neighbours() -> None:
+    """The exact per-leaf law over every add/remove and replace neighbour of small datasets: loss <= ε."""
+    from privstream.learning.audit import privacy_loss
+    from privstream.learning.sanitizers.hierarchical.heavy_points import none_score, weight_coefficient
+
+    eps, width = 0.7, 6
+
+    def law(data: tuple[int, ...], relation: str) -> dict[int, float]:
+        c = float(weight_coefficient(eps, relation))  # type: ignore[arg-type]
+        w = {x: math.exp(c * data.count(x)) for x in range(width)}
+        w[-1] = math.exp(c * none_score(width, weight_coefficient(eps, relation)))  # type: ignore[arg-type]
+        total = math.fsum(w.values())
+        return {x: v / total for x, v in w.items()}
+
+    worst = {"add-remove-one": 0.0, "replace-one": 0.0}
+    for data in itertools.combinations_with_replacement(range(width), 4):
+        for x in range(width):  # add/remove: one example more at x
+            worst["add-remove-one"] = max(
+                worst["add-remove-one"],
+                privacy_loss(law(data, "add-remove-one"), law(tuple(sorted((*data, x))), "add-remove-one")),
+            )
+            for i in range(len(data)):  # replace-one: data[i] -> x
+                other = tuple(sorted((*data[:i], *data[i + 1 :], x)))
+                worst["replace-one"] = max(
+                    worst["replace-one"], privacy_loss(law(data, "replace-one"), law(other, "replace-one"))
+                )
+    for relation, loss in worst.items():
+        assert 0.5 * eps < loss <= eps + 1e-9, (relation, loss)

@@ -195,3 +195,33 @@ async def test_a_release_is_shown_and_counted_only_from_its_scheduled_time():
     later = lifetime(STREAMS[0], ledger, now=soon)  # from its scheduled time on: counted
     assert later is not None and later["releases"] == 2 and later["lifetime_epsilon_spent"] == 1.0
     ledger.close()
+
+
+async def test_the_best_release_is_the_newest_of_the_highest_level_not_the_latest():
+    def tree_release(entry: int, level: int, first: int, last: int) -> bytes:
+        window = {"window_id": f"w{entry}", "kind": "count", "first_window": first, "last_window": last}
+        certificate = {"epsilon": 0.5, "delta": 0.0, "ledger_entry_id": str(entry), "level": level}
+        body = {
+            "stream_id": "clicks",
+            "hypothesis": {"kind": "runs", "domain": 16, "first": 0, "changes": [entry]},
+        }
+        return json.dumps({**body, "certificate": {**certificate, "window": window}}).encode()
+
+    ledger = SqliteLedger.open(":memory:", budgets={"clicks": (3.0, 0.0)})
+    # Windows 0 and 1 at level 0, their level-1 node, then window 2 at level 0 (the latest).
+    for entry, (level, first, last) in enumerate([(0, 0, 0), (0, 1, 1), (1, 0, 1), (0, 2, 2)], start=1):
+        charge = ledger.charge(
+            "clicks", f"w{entry}", "learner:generic", 0.5, 0.0, tree_release(entry, level, first, last)
+        )
+        ledger.mark_published(charge.entry_id)
+    listener = HttpListener("public", "127.0.0.1", free_port(), page_routes(STREAMS, ledger))
+    await listener.start()
+    try:
+        base = f"http://127.0.0.1:{listener.port}"
+        status, kind, body = await get(f"{base}/streams/clicks/releases/best")
+        assert status == 200 and kind.startswith("application/json")
+        assert json.loads(body)["certificate"]["ledger_entry_id"] == "3"  # level 1, not the latest (4)
+        assert (await get(f"{base}/streams/online/releases/best"))[0] == 404  # no releases: online only
+    finally:
+        await listener.stop()
+        ledger.close()

@@ -6,5 +6,5 @@
 * :mod:`.interval_sampler`: the mechanism over ``intervals:N`` in O(n log n), by exact rejection
   from weights computed in :mod:`.extended_floats` (floats with an unbounded exponent and a
   proved error), never counting the O(k²) blocks;
-* :mod:`.audit_spec`: its privacy-audit spec (worst-case pair, broken variants).
+* :mod:`.audit_specs`: its privacy-audit spec (worst-case pair, broken variants).
 """

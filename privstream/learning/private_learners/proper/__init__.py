@@ -5,5 +5,5 @@
 * :mod:`.reduce_tree`: ReduceTree (Alg 1), the deterministic per-block step;
 * :mod:`.sparse_selection`: the (ε, δ)-DP sparse selection of one element lying in many sets;
 * :mod:`.minimax_cover`: a small proper cover of the selected classifier (Lemmas 6.1-6.2);
-* :mod:`.audit_spec`: its privacy-audit spec (worst-case pair, broken variants).
+* :mod:`.audit_specs`: its privacy-audit spec (worst-case pair, broken variants).
 """

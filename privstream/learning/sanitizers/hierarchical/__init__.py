@@ -4,7 +4,7 @@
 * ``consistent_tree.py``: noisy counts on a b-ary tree over the partition's leaves, made consistent
   (children sum to parents, counts non-negative);
 * ``sanitizer.py``: :class:`HierarchicalSanitizer`, the two together as a synthetic distribution;
-* ``audit_spec.py``: its audit specs (exact output laws for the partition, Monte Carlo for the rest).
+* ``audit_specs.py``: its audit specs (exact output laws for the partition, Monte Carlo for the rest).
 """
 
 from privstream.learning.sanitizers.hierarchical.sanitizer import HierarchicalSanitizer, privacy_split

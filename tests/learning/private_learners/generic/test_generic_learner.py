@@ -175,7 +175,7 @@ def test_interval_limb_path_equals_direct_path(flush, monkeypatch) -> None:
 
 
 def test_sample_size_matches_spec_example() -> None:
-    assert generic_sample_size(1025, 0.25, 0.25, 1.0) == 289  # bayes_overview.md §A.3
+    assert generic_sample_size(1025, 0.25, 0.25, 1.0) == 289  # the theorem's size here
     # Realizable ERM-style term dominates for eps >= 1/2; the EM term below.
     assert generic_sample_size(1025, 0.25, 0.25, 0.1) == math.ceil(16 * math.log(8 * 1025) / 0.1)
 
@@ -256,7 +256,7 @@ TINY_CLASSES = ["thresholds:3", "points:3", "intervals:3", "finite"]
 
 
 def tiny_class(spec: str) -> HypothesisClass:
-    if spec == "finite":  # bayes_overview.md §C.1: |X| = 4, a random 6-row class
+    if spec == "finite":  # |X| = 4, a random 6-row class
         return FiniteClass(np.random.default_rng(3).integers(0, 2, size=(6, 4)), spec="random")
     return parse_class_spec(spec)
 
@@ -451,7 +451,7 @@ def test_intervals_release_windows_of_any_size() -> None:
 
 
 def test_audit_spec_has_an_exact_worst_case() -> None:
-    import privstream.learning.private_learners.generic.audit_spec as generic_audit
+    import privstream.learning.private_learners.generic.audit_specs as generic_audit
 
     spec = audit_spec("generic")
     assert spec.build is not None and set(spec.broken) == {"sensitivity_understated", "no_noise"}

@@ -1,7 +1,7 @@
-"""Algorithm M, the "global-stability" learner (blm_almm.md §3, §5.1.7): parameter tables 3.4, exact
+"""Algorithm M, the "global-stability" learner: parameter tables 3.4, exact
 release law of the histogram + exponential mechanism on the surviving list, privacy accounting, the
 canary audits (replace-one and add/remove) with broken variants, the random split of private-n
-mode, membership, practical accuracy (the hold-out checks of issue 20), the CLI."""
+mode, membership, practical accuracy, the CLI."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from privstream.learning.hypothesis_classes import FiniteClass, parse_class_spec
 from privstream.learning.mechanisms import ExponentialMechanism, StableHistogram
 from privstream.learning.private_learners import LEARNERS, PrivateLearner, make_learner
 from privstream.learning.private_learners.global_stability.algorithm_g import FAIL_KEY
-from privstream.learning.private_learners.global_stability.audit_spec import ADD_REMOVE_PAIR, AUDIT_PAIR
+from privstream.learning.private_learners.global_stability.audit_specs import ADD_REMOVE_PAIR, AUDIT_PAIR
 from privstream.learning.private_learners.global_stability.learner import (
     GlobalStabilityLearner,
     MParameters,
@@ -105,7 +105,7 @@ def test_practical_mode_is_correlated_erm_with_parallel_composition() -> None:
     # K = ceil((T + ceil(2 ln 30)) / stability) batches; the tolerance is α/2
     assert p.num_batches == math.ceil((28 + math.ceil(2 * math.log(30))) / 0.25) == 140
     assert p.tolerance == 0.05 and p.min_batch == math.ceil(p.batch_size / 2)
-    # issue 20: the old practical G had budget 0 and depth 0 at this size; nothing here is degenerate
+    # at this size the practical G has a budget and a depth above 0: nothing here is degenerate
     assert p.batch_size >= 100 and p.n_prime < 0.2 * 20_000 + p.num_batches
     # theory mode keeps the paper's basic composition (ε/2 + ε/2) and G
     t = _theory_m_parameters(theory_parameters(0.1, 0.1, 1.0, 1e-6, 1), 2 * 10**12, False)

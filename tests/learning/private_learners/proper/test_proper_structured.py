@@ -1,4 +1,4 @@
-"""The proper learner on structured classes of any size (issue 20): closed forms against the matrix path.
+"""The proper learner on structured classes of any size: closed forms against the matrix path.
 
 Property tests compare the structured computation (closed forms, compressed matrices, boxes of
 members) with ReduceTree on the whole class as a matrix on small N; the hold-out checks run
@@ -21,7 +21,7 @@ from privstream.learning.errors import LearningInputError
 from privstream.learning.hypotheses import Hypothesis, hypothesis_from_runs
 from privstream.learning.hypothesis_classes import FiniteClass, parse_class_spec
 from privstream.learning.private_learners.generic.error_levels import error_levels, version_space
-from privstream.learning.private_learners.proper.audit_spec import ADD_REMOVE_PAIR
+from privstream.learning.private_learners.proper.audit_specs import ADD_REMOVE_PAIR
 from privstream.learning.private_learners.proper.irreducibility import ClassLattice, lattice_of
 from privstream.learning.private_learners.proper.learner import (
     ProperLearner,

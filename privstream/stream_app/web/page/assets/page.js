@@ -2,7 +2,9 @@
  *
  * Reads the public JSON endpoints of the worker (/streams, /streams/{id}/releases,
  * /streams/{id}/releases/latest) every few seconds and redraws when a new release arrives.
- * Hypotheses are drawn as inline SVG (a domain line, or the decision regions of a 2-D model);
+ * Hypotheses are drawn as inline SVG (a domain line, the decision regions of a 2-D model, a
+ * halfspace's weights on the named features with a 2-D slice); the stream page shows the best
+ * release (/streams/{id}/releases/best: what the SDK subscribes to by default) beside the latest;
  * the time series with uPlot (assets/uPlot.iife.min.js, MIT).
  *
  * Lifetime accounting (issue 17): the budget shown is the stream's lifetime budget per example
@@ -221,6 +223,152 @@
     return root;
   }
 
+  // --- halfspaces in any dimension -----------------------------------------------------------
+  // A released halfspace predicts 1 when sum_t w_t u_t >= b, u_t = (x_t - lo_t)/(hi_t - lo_t) with x
+  // clipped to the public bounds. On the raw features: sum_t a_t x_t >= c, a_t = w_t/(hi_t - lo_t),
+  // c = b + sum_t w_t lo_t/(hi_t - lo_t). w_t itself is how far the score moves across the
+  // feature's whole range: its influence, comparable between features of any unit.
+  function featureNames(stream, d) {
+    var names = stream && stream.feature_names;
+    if (names && names.length === d) return names;
+    var out = [];
+    for (var t = 0; t < d; t++) out.push("x" + (t + 1));
+    return out;
+  }
+
+  function halfspaceRule(h, names) {
+    var terms = [], c = h.offset;
+    h.normal.forEach(function (w, t) {
+      var lo = h.bounds[t][0], span = h.bounds[t][1] - lo;
+      terms.push({ name: names[t], weight: w / span, influence: w, index: t });
+      c += w * lo / span;
+    });
+    var ranked = terms.slice().sort(function (p, q) { return Math.abs(q.influence) - Math.abs(p.influence); });
+    return { terms: terms, ranked: ranked, threshold: c };
+  }
+
+  function describeHalfspace(h, names) {
+    var rule = halfspaceRule(h, names), d = h.normal.length;
+    var active = rule.ranked.filter(function (t) { return t.influence !== 0; });
+    if (!active.length) return "Predicts " + (h.offset <= 0 ? 1 : 0) + " everywhere (a constant halfspace).";
+    var shown = active.slice(0, 4).map(function (t, i) {
+      var sign = t.weight < 0 ? (i ? " − " : "−") : (i ? " + " : "");
+      return sign + fmt(Math.abs(t.weight)) + "·" + t.name;
+    }).join("");
+    var more = active.length > 4 ? " + … (" + (active.length - 4) + " more)" : "";
+    return "A halfspace on " + d + " feature" + (d === 1 ? "" : "s") + ": predicts 1 when " + shown + more +
+      " ≥ " + fmt(rule.threshold) + " (features clipped to their bounds). Most influential: " +
+      active.slice(0, 3).map(function (t) { return t.name; }).join(", ") + ".";
+  }
+
+  // The part of the rectangle [x0, x1] x [y0, y1] where f(p, q) = A p + B q - C >= 0 (a convex
+  // polygon: the rectangle clipped by one half-plane), as data-coordinate points.
+  function clipHalfPlane(x0, x1, y0, y1, A, B, C) {
+    var corners = [[x0, y0], [x1, y0], [x1, y1], [x0, y1]], out = [];
+    var f = function (p) { return A * p[0] + B * p[1] - C; };
+    for (var i = 0; i < 4; i++) {
+      var p = corners[i], q = corners[(i + 1) % 4], fp = f(p), fq = f(q);
+      if (fp >= 0) out.push(p);
+      if ((fp >= 0) !== (fq >= 0)) {
+        var s = fp / (fp - fq);
+        out.push([p[0] + s * (q[0] - p[0]), p[1] + s * (q[1] - p[1])]);
+      }
+    }
+    return out;
+  }
+
+  // The weights as bars (influence: the score's change across each feature's range), and the
+  // decision regions on the two most influential features, the others fixed at mid-range (all of
+  // the model when d = 2).
+  function drawHalfspace(h, names) {
+    var rule = halfspaceRule(h, names), d = h.normal.length;
+    var rows = rule.ranked.slice(0, 12), barTop = 34, rowH = 22;
+    var W = 1000, H = Math.max(barTop + rows.length * rowH + 40, 440);
+    var root = svg("svg", { viewBox: "0 0 " + W + " " + H, class: "hypothesis", role: "img",
+                            "aria-label": describeHalfspace(h, names) });
+    root.appendChild(svg("text", { x: 0, y: 16, text: "influence of each feature (weight × range)" +
+      (d > rows.length ? ", the " + rows.length + " largest of " + d : "") }));
+    var maxAbs = Math.max.apply(null, rows.map(function (t) { return Math.abs(t.influence); }).concat([1e-12]));
+    var mid = 300, half = 150;
+    root.appendChild(svg("line", { x1: mid, x2: mid, y1: barTop - 4, y2: barTop + rows.length * rowH,
+                                   stroke: "var(--muted)" }));
+    rows.forEach(function (t, i) {
+      var y = barTop + i * rowH, w = half * Math.abs(t.influence) / maxAbs;
+      root.appendChild(svg("text", { x: mid - half - 10, y: y + 14, "text-anchor": "end", text: t.name,
+                                     class: "feature" }));
+      root.appendChild(svg("rect", { x: t.influence < 0 ? mid - w : mid, y: y + 3, width: Math.max(w, 1),
+                                     height: rowH - 6, fill: t.influence < 0 ? "var(--warn)" : "var(--one)" }));
+      root.appendChild(svg("text", { x: mid + half + 10, y: y + 14, text: fmt(t.weight) + " per unit" }));
+    });
+    // The plane: the two most influential features (or the only two).
+    if (d >= 2) {
+      var p = rule.ranked[0].index, q = rule.ranked[1].index, L = 645, T = 30, S = 340;
+      var lp = h.bounds[p][0], hp = h.bounds[p][1], lq = h.bounds[q][0], hq = h.bounds[q][1];
+      // sum_t w_t u_t >= b with u_t = 1/2 for the other features: a line in (u_p, u_q)
+      var rest = 0;
+      h.normal.forEach(function (w, t) { if (t !== p && t !== q) rest += w / 2; });
+      var poly = clipHalfPlane(0, 1, 0, 1, h.normal[p], h.normal[q], h.offset - rest);
+      var X = function (u) { return L + S * u; }, Y = function (u) { return T + S - S * u; };
+      root.appendChild(svg("rect", { x: L, y: T, width: S, height: S, fill: "var(--zero)" }));
+      if (poly.length >= 3) {
+        root.appendChild(svg("polygon", { points: poly.map(function (pt) { return X(pt[0]) + "," + Y(pt[1]); })
+          .join(" "), fill: "var(--one)", class: "region" }));
+      }
+      root.appendChild(svg("rect", { x: L, y: T, width: S, height: S, fill: "none", stroke: "var(--muted)" }));
+      root.appendChild(svg("text", { x: L, y: T + S + 20, "text-anchor": "middle", text: fmt(lp) }));
+      root.appendChild(svg("text", { x: L + S, y: T + S + 20, "text-anchor": "middle", text: fmt(hp) }));
+      root.appendChild(svg("text", { x: L + S / 2, y: T + S + 38, "text-anchor": "middle", text: names[p] }));
+      root.appendChild(svg("text", { x: L - 8, y: T + S, "text-anchor": "end", text: fmt(lq) }));
+      root.appendChild(svg("text", { x: L - 8, y: T + 10, "text-anchor": "end", text: fmt(hq) }));
+      root.appendChild(svg("text", { x: L - 8, y: T + S / 2, "text-anchor": "end", text: names[q] }));
+      root.appendChild(svg("text", { x: L + S / 2, y: T + S + 58, "text-anchor": "middle",
+        text: d > 2 ? "label 1 in blue; the other features at mid-range" : "label 1 in blue" }));
+    }
+    return root;
+  }
+
+  // The label a vector model gives one row of raw features (null for kinds the page cannot read).
+  function predictVector(h, x) {
+    var clip = function (v, b) { return Math.min(b[1], Math.max(b[0], v)); };
+    if (h.kind === "halfspace") {
+      var score = 0;
+      h.normal.forEach(function (w, t) {
+        var b = h.bounds[t];
+        score += w * (clip(x[t], b) - b[0]) / (b[1] - b[0]);
+      });
+      return score >= h.offset ? 1 : 0;
+    }
+    return null;
+  }
+
+  // Accuracy of a release on CSV text with a header naming the stream's features and y (any column
+  // order; -1/+1, 0/1 or true/false labels); computed here, nothing is sent anywhere.
+  function accuracyOn(release, text, names) {
+    var lines = text.split(/\r?\n/).filter(function (l) { return l.trim() !== ""; });
+    if (!lines.length) return { error: "the file is empty" };
+    var header = lines[0].split(",").map(function (c) { return c.trim(); });
+    var iy = header.map(function (c) { return c.toLowerCase(); }).indexOf("y");
+    if (iy < 0) return { error: "the header needs a label column y" };
+    var idx = names.map(function (n) { return header.indexOf(n); });
+    var missing = names.filter(function (n, t) { return idx[t] < 0; });
+    if (missing.length) return { error: "the header lacks the features " + missing.join(", ") };
+    var labels = { "1": 1, "+1": 1, "true": 1, "0": 0, "-1": 0, "false": 0 };
+    var n = 0, correct = 0, h = release.hypothesis;
+    for (var i = 1; i < lines.length; i++) {
+      var cells = lines[i].split(",");
+      var y = labels[(cells[iy] || "").trim().toLowerCase()];
+      if (y === undefined) continue;  // an unlabelled or unreadable row is not counted
+      var x = idx.map(function (j) { return Number(cells[j]); });
+      if (x.some(function (v) { return !isFinite(v); })) continue;
+      var said = predictVector(h, x);
+      if (said === null) return { error: "this page cannot evaluate a model of kind " + h.kind +
+        "; use the SDK's Release.error_on" };
+      n += 1;
+      if (said === y) correct += 1;
+    }
+    return { n: n, correct: correct, accuracy: n ? correct / n : null };
+  }
+
   function describeVector(h) {
     if (h.kind === "stump") {
       if (h.constant !== undefined && h.constant !== null) return "Predicts " + h.constant + " everywhere.";
@@ -238,6 +386,10 @@
     if (runs) {
       text = describeRuns(runs);
       figure = drawRuns(runs);
+    } else if (h.kind === "halfspace") {
+      var names = featureNames(stream, h.normal.length);
+      text = describeHalfspace(h, names);
+      figure = drawHalfspace(h, names);
     } else {
       text = describeVector(h);
       var bounds = (stream && stream.feature_bounds) || h.bounds;
@@ -381,6 +533,20 @@
     }, data, node);
   }
 
+  // Whether the release's accuracy theorem holds, in words: "n is private" only where it is.
+  function theoremText(c) {
+    if (c.accuracy_guarantee_holds === true) return "yes (n = " + fmt(c.sample_size) + " is public)";
+    if (c.accuracy_guarantee_holds === false) {
+      return "no: n = " + fmt(c.sample_size) + " is public and below the theorem's " + fmt(c.theorem_sample_size);
+    }
+    if (c.sample_size === null || c.sample_size === undefined) return "not published (n is private)";
+    var needs = c.theorem_sample_size === null || c.theorem_sample_size === undefined
+      ? "the theorem gives no finite sample size"
+      : "the theorem needs " + fmt(c.theorem_sample_size) + " labelled examples, and how many of them are " +
+        "labelled is private";
+    return "not decided: n = " + fmt(c.sample_size) + " is public, but " + needs;
+  }
+
   function certificateList(certificate, release) {
     var rows = [
       ["ledger entry", certificate.ledger_entry_id],
@@ -394,8 +560,7 @@
       ["window", certificate.window && certificate.window.window_id],
       ["sample size", certificate.sample_size === null ? "private" : fmt(certificate.sample_size)],
       ["proper", certificate.proper ? "yes (a member of the class)" : "no"],
-      ["accuracy theorem holds", certificate.accuracy_guarantee_holds === null ? "not published (n is private)"
-        : (certificate.accuracy_guarantee_holds ? "yes" : "no")],
+      ["accuracy theorem holds", theoremText(certificate)],
       ["lifetime bound", certificate.lifetime ? "ε " + fmt(certificate.lifetime.epsilon) + " per " +
         certificate.privacy_unit + " for ever, within the budget " + fmt(certificate.lifetime.epsilon_budget) +
         " (" + certificate.lifetime.rule + ")" : undefined],
@@ -418,11 +583,41 @@
   function streamPage() {
     var id = decodeURIComponent(location.pathname.replace(/^\/stream\//, "").replace(/\/$/, ""));
     var base = "/streams/" + encodeURIComponent(id);
-    var shown = null, charts = [];
+    var shown = null, charts = [], checkReleases = [], checkNames = [];
+    var checkFile = document.getElementById("check-file");
+    checkFile.addEventListener("change", function () {
+      var file = checkFile.files && checkFile.files[0];
+      if (!file) return;
+      file.text().then(function (text) {
+        var parts = checkReleases.filter(Boolean).map(function (release, i) {
+          var r = accuracyOn(release, text, checkNames);
+          if (r.error) return r.error;
+          return (i ? "latest" : "best") + " release: " + (r.accuracy === null ? "no labelled rows" :
+            (100 * r.accuracy).toFixed(2) + "% correct on " + fmt(r.n) + " rows");
+        });
+        document.getElementById("check-result").textContent = parts.join("; ") + ".";
+      });
+    });
     document.title = "privstream: " + id;
     document.getElementById("title").textContent = id;
 
-    function draw(stream, history, latest) {
+    function showRelease(release, stream, ids) {
+      var drawn = drawHypothesis(release, stream), node = document.getElementById(ids.figure);
+      document.getElementById(ids.text).textContent = drawn.text;
+      node.replaceChildren();
+      if (drawn.figure) node.appendChild(drawn.figure);
+      document.getElementById(ids.certificate).replaceChildren(certificateList(release.certificate, release));
+    }
+
+    function levelOf(release) {
+      var c = release.certificate, w = c.window || {};
+      var level = c.level === null || c.level === undefined ? "" : "level " + c.level;
+      var span = typeof w.first_window === "number" ? " (windows " + fmt(w.first_window) + " … " +
+        fmt(w.last_window) + ")" : "";
+      return level + span;
+    }
+
+    function draw(stream, history, latest, best) {
       var budget = budgetFigures(history.lifetime), releases = history.releases;
       var last = releases.length ? releases[releases.length - 1] : null;
       document.getElementById("summary").textContent = (stream.hypothesis_class || (stream.features +
@@ -434,22 +629,33 @@
       document.getElementById("levels-text").textContent = budget ? "Releases: " +
         (levelsText(budget.perLevel) || "none yet") + "." : "";
       var entry = latest ? latest.certificate.ledger_entry_id : "";
-      var key = entry + "/" + releases.length;
+      var bestEntry = best ? best.certificate.ledger_entry_id : entry;
+      var key = entry + "/" + bestEntry + "/" + releases.length;
       if (key === shown) return;  // nothing new: keep the drawings
       var first = shown === null;
       shown = key;
       document.body.setAttribute("data-latest-entry", entry);
+      document.body.setAttribute("data-best-entry", bestEntry);
       document.body.setAttribute("data-releases", String(releases.length));
       var hypothesisNode = document.getElementById("hypothesis");
-      if (latest) {
-        var drawn = drawHypothesis(latest, stream);
-        document.getElementById("hypothesis-text").textContent = drawn.text;
-        hypothesisNode.replaceChildren();
-        if (drawn.figure) hypothesisNode.appendChild(drawn.figure);
-        document.getElementById("certificate").replaceChildren(certificateList(latest.certificate, latest));
+      var main = best || latest, latestCard = document.getElementById("latest-card");
+      if (main) {
+        showRelease(main, stream, { text: "hypothesis-text", figure: "hypothesis", certificate: "certificate" });
+        document.getElementById("best-level").textContent = levelOf(main);
       } else {
         document.getElementById("hypothesis-text").textContent = "No release yet.";
       }
+      // The latest release beside the best, when it is another one (a lower level, newer).
+      latestCard.hidden = !(latest && main && entry !== bestEntry);
+      if (!latestCard.hidden) {
+        showRelease(latest, stream, { text: "latest-text", figure: "latest-hypothesis",
+                                      certificate: "latest-certificate" });
+        document.getElementById("latest-level").textContent = levelOf(latest);
+      }
+      var checkable = main && predictVector(main.hypothesis, main.hypothesis.normal || []) !== null;
+      document.getElementById("check-card").hidden = !checkable;
+      checkReleases = [main, latestCard.hidden ? null : latest];
+      checkNames = checkable ? featureNames(stream, main.hypothesis.normal.length) : [];
       charts.forEach(function (c) { c.destroy(); });
       charts = [];
       if (releases.length) {
@@ -469,7 +675,10 @@
     function refresh() {
       Promise.all([getJSON("/streams"), getJSON(base + "/releases")])
         .then(function (answers) {
-          return Promise.all([answers[0], answers[1], latestOf(base, answers[1])]);
+          var best = latestOf(base, answers[1]).then(function (latest) {
+            return latest ? getJSON(base + "/releases/best") : null;
+          });
+          return Promise.all([answers[0], answers[1], latestOf(base, answers[1]), best]);
         })
         .then(function (answers) {
           var stream = answers[0].streams.filter(function (s) { return s.stream_id === id; })[0];
@@ -481,7 +690,7 @@
             document.getElementById("summary").textContent = "Online learning only: no private releases.";
             return;
           }
-          draw(stream, answers[1], answers[2]);
+          draw(stream, answers[1], answers[2], answers[3]);
           stamp();
         }).catch(function (err) { console.warn("privstream: " + err); });
     }
@@ -499,6 +708,9 @@
       return { text: drawn.text, svg: drawn.figure ? drawn.figure.outerHTML : null };
     },
     lifetimeSpent: lifetimeSpent,
+    accuracyOn: accuracyOn,
+    predict: predictVector,
+    theoremText: theoremText,
   };
 
   var page = document.body.getAttribute("data-page");

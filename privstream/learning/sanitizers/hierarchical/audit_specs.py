@@ -22,10 +22,18 @@ of a search over such clusters: the exact loss of the partition on it is 0.81 of
   of the release: the first and the last block edge (the widths of the blocks holding 0 and 1023)
   and the released count of ``[0, 512)`` (n times its mass), clipped. Broken variants:
   ``no_partition_noise`` and ``no_count_noise`` (exact counts: the count is 24 under d0, 23 under d1).
+* ``"hierarchical-points"``: the heavy-point step alone (:func:`~.heavy_points.heavy_point_cells`, the
+  function the sanitizer calls) on one leaf ``[0, 16)``, add/remove-one at ε_h = 1 (weights
+  ``e^{count}``, "no point" at score 6). Pair: three examples at 2 and three at 5, and one more at
+  5. Output: the point cut out, or -1. :func:`point_laws` are its exact laws (loss 0.93 of the
+  claim, at the output 5). Broken variants: ``no_noise`` (the most frequent value, the first on
+  a tie: 2 under d0, 5 under d1) and ``weights_doubled`` (``e^{2·count}``: the monotone-scores
+  argument applied as if it halved the sensitivity once more; exact loss 1.13).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Hashable
 from typing import Any
@@ -33,9 +41,15 @@ from typing import Any
 import numpy as np
 
 from privstream.learning.accounting import PrivacyGuarantee
-from privstream.learning.audit import AuditSpec, MechanismFactory
+from privstream.learning.audit import AuditSpec, MechanismFactory, privacy_loss
 from privstream.learning.hypothesis_classes import Thresholds
 from privstream.learning.randomness import RandomSource
+from privstream.learning.sanitizers.hierarchical.heavy_points import (
+    heaviest_value_cells,
+    heavy_point_cells,
+    none_score,
+    weight_coefficient,
+)
 from privstream.learning.sanitizers.hierarchical.privtree import (
     Relation,
     privtree_partition,
@@ -44,7 +58,15 @@ from privstream.learning.sanitizers.hierarchical.privtree import (
 )
 from privstream.learning.sanitizers.hierarchical.sanitizer import HierarchicalSanitizer
 
-__all__ = ["AUDIT_PAIR", "hierarchical_audit_spec", "partition_audit_spec", "partition_laws"]
+__all__ = [
+    "AUDIT_PAIR",
+    "POINTS_PAIR",
+    "hierarchical_audit_spec",
+    "partition_audit_spec",
+    "partition_laws",
+    "point_laws",
+    "points_audit_spec",
+]
 
 DOMAIN = 1024
 THETA = 1
@@ -191,4 +213,71 @@ def hierarchical_audit_spec(epsilon: float = 2.0) -> AuditSpec:
             "no_count_noise": factory(noisy_counts=False),
         },
         samples=2000,
+    )
+
+
+POINTS_LEAF = (0, 16)
+POINTS_EPSILON = 1.0
+#: Add/remove-one: one example more at 5 (sorted tuples of points).
+POINTS_PAIR: tuple[tuple[int, ...], tuple[int, ...]] = ((2, 2, 2, 5, 5, 5), (2, 2, 2, 5, 5, 5, 5))
+
+
+def _point_of(edges: list[int], cell_of_block: list[int]) -> int:
+    """The point cut out of the audit's single leaf, or -1 when the leaf stayed one cell."""
+    for (lo, _hi), cell in zip(itertools.pairwise(edges), cell_of_block, strict=True):
+        if cell == 1:
+            return lo
+    return -1
+
+
+def point_laws(
+    epsilon: float = POINTS_EPSILON, pair: tuple[tuple[int, ...], tuple[int, ...]] = POINTS_PAIR
+) -> tuple[dict[Hashable, float], dict[Hashable, float]]:
+    """Exact laws of the point drawn in ``[0, 16)`` (-1: none) under add/remove-one, from the weights."""
+    lo, hi = POINTS_LEAF
+    c = float(weight_coefficient(epsilon, "add-remove-one"))
+    none = none_score(hi - lo, weight_coefficient(epsilon, "add-remove-one"))
+    laws = []
+    for dataset in pair:
+        weights = {x: math.exp(c * dataset.count(x)) for x in range(lo, hi)}
+        weights[-1] = math.exp(c * none)
+        total = math.fsum(weights.values())
+        laws.append({x: w / total for x, w in weights.items()})
+    return laws[0], laws[1]
+
+
+def points_audit_spec(epsilon: float = POINTS_EPSILON) -> AuditSpec:
+    """The heavy-point step alone at ``epsilon``, add/remove-one; see the module docstring."""
+    edges = list(POINTS_LEAF)
+
+    def honest(eps: float) -> MechanismFactory:
+        def build(rng: RandomSource) -> Callable[[Any], Any]:
+            def release(dataset: tuple[int, ...]) -> int:
+                points = np.array(dataset, dtype=np.int64)
+                return _point_of(*heavy_point_cells(points, edges, eps, "add-remove-one", rng))
+
+            return release
+
+        return build
+
+    def argmax(rng: RandomSource) -> Callable[[Any], Any]:
+        def release(dataset: tuple[int, ...]) -> int:
+            return _point_of(*heaviest_value_cells(np.array(dataset, dtype=np.int64), edges))
+
+        return release
+
+    loss = privacy_loss(*point_laws(epsilon))
+    return AuditSpec(
+        name="hierarchical-points",
+        description=(
+            f"heavy point of one leaf [0, 16), eps={epsilon:g} add/remove-one; pair: 3 examples at 2 "
+            f"and 3 at 5, one more at 5 (exact loss {loss:.3f})"
+        ),
+        claimed=PrivacyGuarantee(epsilon),
+        build=honest(epsilon),
+        pair=POINTS_PAIR,
+        discretise=lambda o: o,
+        broken={"no_noise": argmax, "weights_doubled": honest(2 * epsilon)},
+        samples=4000,
+        exact=lambda: point_laws(epsilon),
     )

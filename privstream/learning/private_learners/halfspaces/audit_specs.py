@@ -27,6 +27,17 @@ of the released model. :func:`exact_laws` computes those laws **independently of
 scoring** (:func:`~privstream.learning.private_learners.halfspaces.net_errors`): each net member's
 errors are counted with its own ``predict``.
 
+``privstream audit halfspaces-fitted`` runs :func:`fitted_audit_spec`: the private fit of the
+normals (:func:`~privstream.learning.private_learners.halfspaces.direction.private_fit`, the
+function the learner calls when it fits normals) on two features with one kept, at ``ε_sel = 0.6``
+and ``ε_dir = 0.4`` (the learner's 3:2 split; claim ε = 1, replace-one). The pair (found by a
+search over five-row datasets): replacing one row makes the one-feature rules of the two
+features tie instead of favouring the second, and flips the sign of the class-mean difference
+on both features. Output: (the kept feature, the sign of the direction). Broken variants:
+``selection_argmax`` (the best feature without noise, the first on a tie) and
+``direction_exact`` (the class sums and counts without noise): both make the output a
+deterministic function that differs across the pair.
+
 >>> spec = halfspaces_audit_spec()
 >>> p, q = spec.exact()
 >>> from privstream.learning.audit import privacy_loss
@@ -39,19 +50,27 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Callable, Hashable
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
 from privstream.learning.accounting import PrivacyGuarantee
 from privstream.learning.audit.harness import AuditSpec, MechanismFactory, privacy_loss
-from privstream.learning.private_learners.halfspaces import (
-    MECHANISM,
-    HalfspaceLearner,
-    HalfspaceModel,
-    halfspace_net,
-    net_errors,
+from privstream.learning.private_learners.halfspaces.direction import (
+    QUANTUM,
+    private_direction,
+    private_fit,
+    stump_scores,
 )
+from privstream.learning.private_learners.halfspaces.learner import (
+    DIRECTION_SHARE,
+    MECHANISM,
+    SELECTION_SHARE,
+    HalfspaceLearner,
+)
+from privstream.learning.private_learners.halfspaces.model import HalfspaceModel
+from privstream.learning.private_learners.halfspaces.net import halfspace_net, net_errors
 from privstream.learning.randomness import RandomSource
 
 __all__ = [
@@ -59,8 +78,10 @@ __all__ = [
     "AUDIT_EPSILON",
     "AUDIT_PAIR",
     "AUDIT_RESOLUTION",
+    "FITTED_PAIR",
     "PROBES",
     "exact_laws",
+    "fitted_audit_spec",
     "halfspaces_audit_spec",
     "probe_key",
 ]
@@ -158,4 +179,67 @@ def halfspaces_audit_spec(epsilon: float = AUDIT_EPSILON) -> AuditSpec:
         broken={"epsilon_doubled": _fit_at(2 * epsilon), "no_noise": _first_minimiser},
         samples=6_000,
         exact=exact,
+    )
+
+
+#: Five labelled rows on [0, 1]^2 and their replace-one neighbour (the first row replaced).
+FITTED_PAIR: tuple[Any, Any] = (
+    ((0.9, 0.3, 0), (0.7, 0.5, 0), (0.9, 0.5, 1), (0.3, 0.5, 0), (0.3, 0.7, 1)),
+    ((0.5, 0.1, 1), (0.7, 0.5, 0), (0.9, 0.5, 1), (0.3, 0.5, 0), (0.3, 0.7, 1)),
+)
+FITTED_EPSILON = 1.0
+
+
+def _fit_output(features: np.ndarray, direction: np.ndarray) -> tuple[int, int]:
+    return int(features[0]), int(np.sign(direction[0]))
+
+
+def _split(epsilon: float) -> tuple[Fraction, Fraction]:
+    total = Fraction(epsilon)
+    share = SELECTION_SHARE + DIRECTION_SHARE
+    return total * SELECTION_SHARE / share, total * DIRECTION_SHARE / share
+
+
+def fitted_audit_spec(epsilon: float = FITTED_EPSILON) -> AuditSpec:
+    """The private fit of the normals at ``epsilon`` (replace-one); see the module docstring."""
+    eps_sel, eps_dir = _split(epsilon)
+
+    def honest(rng: RandomSource) -> Callable[[Any], Any]:
+        def release(dataset: Any) -> tuple[int, int]:
+            X, y = _arrays(dataset)
+            return _fit_output(*private_fit(X, y, 1, eps_sel, eps_dir, "replace-one", rng))
+
+        return release
+
+    def selection_argmax(rng: RandomSource) -> Callable[[Any], Any]:
+        def release(dataset: Any) -> tuple[int, int]:
+            X, y = _arrays(dataset)
+            features = np.array([int(np.argmax(stump_scores(X, y)))])
+            return _fit_output(features, private_direction(X[:, features], y, eps_dir, "replace-one", rng))
+
+        return release
+
+    def direction_exact(rng: RandomSource) -> Callable[[Any], Any]:
+        def release(dataset: Any) -> tuple[int, int]:
+            X, y = _arrays(dataset)
+            features, _ = private_fit(X, y, 1, eps_sel, eps_dir, "replace-one", rng)
+            q = np.rint(QUANTUM * (X[:, features] - 0.5))
+            exact = q[y == 1].mean(axis=0) - q[y == 0].mean(axis=0)
+            return _fit_output(features, exact)
+
+        return release
+
+    return AuditSpec(
+        name="halfspaces-fitted",
+        description=(
+            f"the private fit of the halfspaces' normals (1 of 2 features kept), eps={epsilon:g} "
+            f"(selection {float(eps_sel):g}, direction {float(eps_dir):g}), replace-one; pair: five rows, "
+            "one replaced (the best feature and both mean-difference signs change)"
+        ),
+        claimed=PrivacyGuarantee(epsilon=epsilon, delta=0.0, mechanism=MECHANISM),
+        build=honest,
+        pair=FITTED_PAIR,
+        discretise=lambda o: o,
+        broken={"selection_argmax": selection_argmax, "direction_exact": direction_exact},
+        samples=4000,
     )
