@@ -187,11 +187,12 @@ async def test_a_release_is_shown_and_counted_only_from_its_scheduled_time():
         history = json.loads((await get(f"{url}/streams/clicks/releases"))[2])
         budget = json.loads((await get(f"{url}/streams/clicks/budget"))[2])
         latest = json.loads((await get(f"{url}/streams/clicks/releases/latest"))[2])
+        best = json.loads((await get(f"{url}/streams/clicks/releases/best"))[2])
     finally:
         await listener.stop()
     assert [r["window_id"] for r in history["releases"]] == ["w0"]
     assert budget["releases"] == 1 and budget["lifetime_epsilon_spent"] == 1.0
-    assert latest["certificate"]["window"]["window_id"] == "w0"
+    assert latest["certificate"]["window"]["window_id"] == best["certificate"]["window"]["window_id"] == "w0"
     later = lifetime(STREAMS[0], ledger, now=soon)  # from its scheduled time on: counted
     assert later is not None and later["releases"] == 2 and later["lifetime_epsilon_spent"] == 1.0
     ledger.close()
