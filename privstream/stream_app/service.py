@@ -34,14 +34,15 @@ from privstream.stream_app.kafka.ingest import IngestService
 from privstream.stream_app.learner_process import LearnerProcess
 from privstream.stream_app.metrics import ServiceMetrics
 from privstream.stream_app.settings import FAUST_ENV_PREFIX, ReleaseConfig, Settings, StreamConfig
+from privstream.stream_app.signing import KeySet, Signer, load_signer
 from privstream.stream_app.store import factory
 from privstream.stream_app.store.factory import Ledger, StateStore
 from privstream.stream_app.store.leases import Leases, LeaseStoreError
 from privstream.stream_app.store.probe import StoreProbe, store_ping
-from privstream.stream_app.web.listener import HttpListener, bearer_token_guard
+from privstream.stream_app.web.listener import HttpListener, ListenerLimits, bearer_token_guard
 from privstream.stream_app.web.operator import PROBE_PATHS, operator_routes
 from privstream.stream_app.web.page import page_routes
-from privstream.stream_app.web.public import public_routes
+from privstream.stream_app.web.public import PublicReads, PublicStreams, public_routes
 
 log = logging.getLogger(__name__)
 
@@ -302,6 +303,12 @@ def open_ledger(settings: Settings) -> Ledger | None:
 def build_service(settings: Settings) -> Service:
     """Build the app and register the agents and web pages on it."""
     ledger = open_ledger(settings)  # first: a missing or corrupt ledger stops the worker at once
+    signer = load_signer(
+        settings.signing_key.get_secret_value() if settings.signing_key else None,
+        settings.signing_key_file,
+        settings.data_dir / "signing_key.pem",
+    )
+    log.info("releases are signed with key %s (Ed25519; public keys on /keys)", signer.key_id)
     app = build_app(settings)
     # Class streams have an online SOA; streams of feature vectors have only private releases.
     streams = {
@@ -404,7 +411,7 @@ def build_service(settings: Settings) -> Service:
             policies,
             store,
             ledger,
-            fenced_publisher(publisher(ingest, settings), leases, source_partitions),
+            fenced_publisher(publisher(ingest, settings, signer), leases, source_partitions),
             metrics,
             library_version=__version__,
             executor=LearnerProcess().start(),  # off the GIL the ingest loop needs (learner_process.py)
@@ -445,12 +452,16 @@ def build_service(settings: Settings) -> Service:
     service = Service(
         settings, app, ingest, pipeline, metrics, learners, progress, store, ledger, releases, leases, probe
     )
+    reads = PublicReads(ledger, settings.public_cache_seconds) if ledger is not None else None
+    public = PublicStreams(settings.streams, reads)
+    published_keys = KeySet.from_file(settings.published_keys_file) if settings.published_keys_file else None
     app.service(
         HttpListener(
             "public",
             settings.public_host,
             settings.public_port,
-            public_routes(settings.streams, ledger) + page_routes(settings.streams, ledger),
+            public_routes(public, signer=signer, published_keys=published_keys) + page_routes(public),
+            limits=listener_limits(settings, settings.public_max_connections),
         )
     )
     guard = (
@@ -466,6 +477,7 @@ def build_service(settings: Settings) -> Service:
             settings.operator_port,
             operator_routes(metrics.exposition, probes, service.status),
             middlewares=guard,
+            limits=listener_limits(settings, settings.operator_max_connections),
         )
     )
     # After the listeners: services start in this order, so the probes answer (503 "starting")
@@ -508,11 +520,24 @@ async def take_leases(leases: Leases, partitions: set[int], ingest: IngestServic
 _background: set[asyncio.Future[None]] = set()
 
 
-def publisher(ingest: IngestService, settings: Settings) -> Any:
-    """Publish a release's bytes to its public topic and wait until Kafka has them."""
+def publisher(ingest: IngestService, settings: Settings, signer: Signer) -> Any:
+    """Publish a release's bytes to its public topic, signed, and wait until Kafka has them.
+
+    The signature covers exactly the bytes the ledger stores; Ed25519 is deterministic, so a
+    re-publication from the outbox carries the same signature."""
 
     async def publish(topic: str, stream_id: str, release: bytes) -> None:
         header = ("schema_version", str(RELEASE_SCHEMA_VERSION).encode())
-        await ingest.publish(settings.topic(topic), stream_id.encode(), release, [header])
+        await ingest.publish(
+            settings.topic(topic), stream_id.encode(), release, [header, *signer.headers(release)]
+        )
 
     return publish
+
+
+def listener_limits(settings: Settings, max_connections: int) -> ListenerLimits:
+    return ListenerLimits(
+        max_connections=max_connections,
+        header_timeout=settings.listener_header_timeout_seconds,
+        idle_timeout=settings.listener_idle_timeout_seconds,
+    )
