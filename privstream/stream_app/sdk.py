@@ -373,7 +373,6 @@ class Subscription:
         return _Keys(await asyncio.to_thread(fetch_key_set, url), url)
 
     async def _releases(self) -> AsyncIterator[Release]:
-        keys = await self._keys()
         consumer = AIOKafkaConsumer(
             **client_options(self.settings),
             group_id=self.group_id,
@@ -384,6 +383,7 @@ class Subscription:
         # KafkaUnavailableError) instead of aiokafka's generic "Unable to bootstrap".
         await start_client(consumer, self.settings)
         try:
+            keys = await self._keys()
             if not await self._wait_for_topic(consumer):
                 self.caught_up = True  # nothing was ever published
                 return
