@@ -34,15 +34,14 @@ from privstream.stream_app.kafka.ingest import IngestService
 from privstream.stream_app.learner_process import LearnerProcess
 from privstream.stream_app.metrics import ServiceMetrics
 from privstream.stream_app.settings import FAUST_ENV_PREFIX, ReleaseConfig, Settings, StreamConfig
-from privstream.stream_app.signing import KeySet, Signer, load_signer
+from privstream.stream_app.signing import Signer, worker_signer
 from privstream.stream_app.store import factory
 from privstream.stream_app.store.factory import Ledger, StateStore
 from privstream.stream_app.store.leases import Leases, LeaseStoreError
 from privstream.stream_app.store.probe import StoreProbe, store_ping
 from privstream.stream_app.web.listener import HttpListener, ListenerLimits, bearer_token_guard
 from privstream.stream_app.web.operator import PROBE_PATHS, operator_routes
-from privstream.stream_app.web.page import page_routes
-from privstream.stream_app.web.public import PublicReads, PublicStreams, public_routes
+from privstream.stream_app.web.public_process import PublicListenerProcess
 
 log = logging.getLogger(__name__)
 
@@ -303,11 +302,7 @@ def open_ledger(settings: Settings) -> Ledger | None:
 def build_service(settings: Settings) -> Service:
     """Build the app and register the agents and web pages on it."""
     ledger = open_ledger(settings)  # first: a missing or corrupt ledger stops the worker at once
-    signer = load_signer(
-        settings.signing_key.get_secret_value() if settings.signing_key else None,
-        settings.signing_key_file,
-        settings.data_dir / "signing_key.pem",
-    )
+    signer = worker_signer(settings)  # before the public listener's process, which reads it too
     log.info("releases are signed with key %s (Ed25519; public keys on /keys)", signer.key_id)
     app = build_app(settings)
     # Class streams have an online SOA; streams of feature vectors have only private releases.
@@ -452,18 +447,8 @@ def build_service(settings: Settings) -> Service:
     service = Service(
         settings, app, ingest, pipeline, metrics, learners, progress, store, ledger, releases, leases, probe
     )
-    reads = PublicReads(ledger, settings.public_cache_seconds) if ledger is not None else None
-    public = PublicStreams(settings.streams, reads)
-    published_keys = KeySet.from_file(settings.published_keys_file) if settings.published_keys_file else None
-    app.service(
-        HttpListener(
-            "public",
-            settings.public_host,
-            settings.public_port,
-            public_routes(public, signer=signer, published_keys=published_keys) + page_routes(public),
-            limits=listener_limits(settings, settings.public_max_connections),
-        )
-    )
+    # The public pages in a process of their own: a crowd there takes nothing from ingestion.
+    app.service(PublicListenerProcess(settings))
     guard = (
         [bearer_token_guard(settings.operator_token.get_secret_value(), open_paths=PROBE_PATHS)]
         if settings.operator_token is not None
@@ -477,7 +462,7 @@ def build_service(settings: Settings) -> Service:
             settings.operator_port,
             operator_routes(metrics.exposition, probes, service.status),
             middlewares=guard,
-            limits=listener_limits(settings, settings.operator_max_connections),
+            limits=ListenerLimits.of(settings, "operator"),
         )
     )
     # After the listeners: services start in this order, so the probes answer (503 "starting")
@@ -533,11 +518,3 @@ def publisher(ingest: IngestService, settings: Settings, signer: Signer) -> Any:
         )
 
     return publish
-
-
-def listener_limits(settings: Settings, max_connections: int) -> ListenerLimits:
-    return ListenerLimits(
-        max_connections=max_connections,
-        header_timeout=settings.listener_header_timeout_seconds,
-        idle_timeout=settings.listener_idle_timeout_seconds,
-    )

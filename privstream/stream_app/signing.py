@@ -52,11 +52,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+if TYPE_CHECKING:
+    from privstream.stream_app.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -293,3 +296,13 @@ def load_signer(pem: str | None, path: Path | None, default_path: Path) -> Signe
         signer.key_id,
     )
     return signer
+
+
+def worker_signer(settings: Settings) -> Signer:
+    """The worker's signer from its settings: ``signing_key``, else ``signing_key_file``, else
+    ``data_dir/signing_key.pem`` (created on the first start)."""
+    return load_signer(
+        settings.signing_key.get_secret_value() if settings.signing_key else None,
+        settings.signing_key_file,
+        settings.data_dir / "signing_key.pem",
+    )

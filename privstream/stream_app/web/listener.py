@@ -30,10 +30,12 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import mode
 from aiohttp import web
+
+from privstream.stream_app.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +60,17 @@ class ListenerLimits:
     max_connections: int = 256
     header_timeout: float = 10.0
     idle_timeout: float = 30.0
+
+    @classmethod
+    def of(cls, settings: Settings, listener: Literal["public", "operator"]) -> ListenerLimits:
+        """The limits the settings give the public or the operator listener."""
+        return cls(
+            max_connections=settings.public_max_connections
+            if listener == "public"
+            else settings.operator_max_connections,
+            header_timeout=settings.listener_header_timeout_seconds,
+            idle_timeout=settings.listener_idle_timeout_seconds,
+        )
 
 
 class RateLimitFilter(logging.Filter):

@@ -37,6 +37,7 @@ the same listener.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -276,7 +277,7 @@ def stream_overview(
 
 
 def streams_overview(
-    streams: Sequence[StreamConfig], ledger: LedgerReader | PublicLedger | None
+    streams: Sequence[StreamConfig], ledger: LedgerReader | PublicLedger | StreamFigures | None
 ) -> list[dict[str, Any]]:
     """``/streams``: every configured stream (:func:`stream_overview`)."""
     return [stream_overview(stream, ledger) for stream in streams]
@@ -291,8 +292,9 @@ def signature_headers(signer: Signer | None, release: bytes) -> dict[str, str]:
 
 
 class PublicStreams:
-    """The configured streams and the reads of their figures, shared by the JSON pages and the page
-    for people."""
+    """The configured streams and the ledger reads behind their pages, shared by the JSON pages and
+    the page for people. A page is built whole (read, summarised, serialised) on the reads' thread
+    and its body reused while it is cached: a crowd asking for the same page costs one build."""
 
     def __init__(self, streams: Sequence[StreamConfig], reads: PublicReads | None):
         self.streams = list(streams)
@@ -304,17 +306,16 @@ class PublicStreams:
         stream = self.by_name.get(stream_id)
         return stream if stream is not None and stream.release is not None and self.reads else None
 
-    async def figures(self, stream: StreamConfig) -> StreamFigures | None:
-        if stream.release is None or self.reads is None:
-            return None
-        name = stream.name
-        return await self.reads.get(("figures", name), lambda public: public.figures(name))
+    async def page(self, key: tuple[Any, ...], build: Callable[[PublicLedger | None], Any]) -> web.Response:
+        """A JSON page: ``build(ledger)`` serialised, cached under ``key``."""
+        if self.reads is None:  # no ledger: nothing to read, the page is configuration only
+            return web.Response(body=_json(build(None)), content_type="application/json")
+        body = await self.reads.get(key, lambda public: _json(build(public)))
+        return web.Response(body=body, content_type="application/json")
 
-    async def overview(self, stream: StreamConfig) -> dict[str, Any]:
-        return stream_overview(stream, await self.figures(stream))
 
-    async def lifetime(self, stream: StreamConfig) -> dict[str, Any] | None:
-        return lifetime(stream, await self.figures(stream))
+def _json(value: Any) -> bytes:
+    return json.dumps(value).encode()
 
 
 def no_releases(stream_id: str) -> web.Response:
@@ -339,38 +340,39 @@ def public_routes(
     keys_body = keys.to_json().encode()
 
     async def streams_page(request: web.Request) -> web.Response:
-        overviews = [await public.overview(stream) for stream in public.streams]
-        return web.json_response({"streams": overviews})
+        return await public.page(
+            ("streams",), lambda ledger: {"streams": streams_overview(public.streams, ledger)}
+        )
 
     async def stream_page(request: web.Request) -> web.Response:
         stream_id = request.match_info["stream_id"]
         stream = public.by_name.get(stream_id)
         if stream is None:
             return web.json_response({"error": f"no stream {stream_id[:200]!r}"}, status=404)
-        return web.json_response(await public.overview(stream))
+        return await public.page(("stream", stream_id), lambda ledger: stream_overview(stream, ledger))
 
     async def lifetime_page(request: web.Request) -> web.Response:
         stream_id = request.match_info["stream_id"]
         stream = public.releasing(stream_id)
-        figures = None if stream is None else await public.lifetime(stream)
-        return no_releases(stream_id[:200]) if figures is None else web.json_response(figures)
+        if stream is None:
+            return no_releases(stream_id[:200])
+        return await public.page(("budget", stream_id), lambda ledger: lifetime(stream, ledger))
 
     def latest(prefix: str) -> Any:
+        def signed(public_ledger: PublicLedger, stream_id: str) -> tuple[bytes, dict[str, str]] | None:
+            charge = public_ledger.latest(stream_id, prefix)
+            return None if charge is None else (charge.release, signature_headers(signer, charge.release))
+
         async def page(request: web.Request) -> web.Response:
             stream_id = request.match_info["stream_id"]
             if public.releasing(stream_id) is None or public.reads is None:
                 return no_releases(stream_id[:200])
-            charge = await public.reads.get(
-                ("latest", stream_id, prefix), lambda p: p.latest(stream_id, prefix)
-            )
-            if charge is None:
+            found = await public.reads.get(("latest", stream_id, prefix), lambda p: signed(p, stream_id))
+            if found is None:
                 missing = {"error": f"stream {stream_id!r} has no such release yet"}
                 return web.json_response(missing, status=404)
-            return web.Response(
-                body=charge.release,
-                content_type="application/json",
-                headers=signature_headers(signer, charge.release),
-            )
+            body, headers = found
+            return web.Response(body=body, content_type="application/json", headers=headers)
 
         return page
 

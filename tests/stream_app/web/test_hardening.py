@@ -227,3 +227,51 @@ def test_a_short_operator_token_is_refused(token: str) -> None:
     with pytest.raises(ValidationError, match="shorter than 16 characters"):
         Settings(operator_host="0.0.0.0", operator_token=token, _env_file=None)
     assert Settings(operator_host="0.0.0.0", operator_token="t" * 16, _env_file=None).operator_token
+
+
+async def test_the_worker_serves_the_public_pages_from_a_child_process_it_restarts(tmp_path) -> None:
+    """The public listener has its own process (event loop, file descriptors, ledger connection):
+    a crowd there takes nothing from the worker's loop; if it dies, it is started again."""
+    import os
+    import signal
+
+    from privstream.stream_app.embedded.broker import free_listener_ports
+    from privstream.stream_app.settings import Settings
+    from privstream.stream_app.signing import KeySet, worker_signer
+    from privstream.stream_app.web import public_process
+
+    settings = Settings(
+        kafka_bootstrap="127.0.0.1:1",
+        data_dir=tmp_path,
+        streams=STREAMS,
+        ledger_create_if_missing=True,
+        _env_file=None,
+        **free_listener_ports(),
+    )
+    SqliteLedger.open(
+        settings.resolved_ledger_path, create_if_missing=True, budgets={"clicks": (3.0, 0.0)}
+    ).close()
+    signer = worker_signer(settings)  # as the worker does before it starts the child
+    service = public_process.PublicListenerProcess(settings)
+    await service.start()
+    base = f"http://127.0.0.1:{settings.public_port}"
+    try:
+        first = service.process
+        assert first is not None and first.pid != os.getpid()
+        status, body = await asyncio.to_thread(get, f"{base}/keys")
+        assert status == 200 and KeySet.from_json(body).key_ids == [signer.key_id]
+        first.send_signal(signal.SIGKILL)
+        await asyncio.to_thread(first.wait, 10)
+        while service.process is first or (await asyncio.to_thread(probe, f"{base}/streams")) != 200:
+            await asyncio.sleep(0.2)
+        assert service.restarts == 1
+    finally:
+        await service.stop()
+    assert service.process is None
+
+
+def probe(url: str) -> int | None:
+    try:
+        return get(url)[0]
+    except OSError:
+        return None

@@ -27,7 +27,14 @@ from aiohttp import web
 from privstream.agents.ledger_port import Charge
 from privstream.stream_app.settings import StreamConfig
 from privstream.stream_app.web.listener import Route
-from privstream.stream_app.web.public import LedgerReader, PublicReads, PublicStreams, no_releases
+from privstream.stream_app.web.public import (
+    LedgerReader,
+    PublicLedger,
+    PublicReads,
+    PublicStreams,
+    lifetime,
+    no_releases,
+)
 
 #: ``/streams/{id}/releases``: releases per answer by default, and at most.
 DEFAULT_LIMIT = 200
@@ -167,16 +174,18 @@ def page_routes(
             query = ReleasesQuery.parse(request.query)
         except ValueError as exc:
             return web.json_response({"error": str(exc)}, status=400)
-        figures = await public.lifetime(stream)
-        charges = await public.reads.get(
-            ("releases", stream_id, query.limit, query.before),
-            lambda p: p.releases(stream_id, query.limit, query.before),
-        )
-        summaries = [release_summary(c, hypothesis=query.hypotheses) for c in charges]
-        older = charges[0].entry_id if len(charges) == query.limit else None
-        return web.json_response(
-            {"stream_id": stream_id, "lifetime": figures, "releases": summaries, "next_before": older}
-        )
+
+        def build(ledger: PublicLedger | None) -> dict[str, Any]:
+            assert ledger is not None and stream is not None
+            charges = ledger.releases(stream_id, query.limit, query.before)
+            return {
+                "stream_id": stream_id,
+                "lifetime": lifetime(stream, ledger),
+                "releases": [release_summary(c, hypothesis=query.hypotheses) for c in charges],
+                "next_before": charges[0].entry_id if len(charges) == query.limit else None,
+            }
+
+        return await public.page(("releases", stream_id, query), build)
 
     return [
         ("GET", "/", index_page),
