@@ -80,3 +80,13 @@ def test_a_retired_key_verifies_what_it_signed_before_its_end_and_nothing_after(
     assert keys.header_problem(data, Signer.generate().headers(data)) == "unknown_key"
     forged = [(KEY_ID_HEADER, new.key_id.encode()), (SIGNATURE_HEADER, b"!!not base64")]
     assert keys.header_problem(data, forged) == "bad_signature"
+
+
+def test_the_key_set_shown_in_the_security_guide_is_a_valid_key_set() -> None:
+    import re
+    from pathlib import Path
+
+    guide = Path(__file__).resolve().parents[2] / "docs" / "guide" / "security.md"
+    (example,) = re.findall(r"```json\n(.*?)```", guide.read_text(), re.S)
+    keys = KeySet.from_json(example)  # the ids match their keys, or this raises
+    assert len(keys) == 2 and keys.to_dict()["keys"][1]["not_after"].startswith("2026-03-01")
