@@ -1,0 +1,86 @@
+"""Online learners on feature vectors: predict each example's label, then learn it.
+
+The feature-vector analogue of the SOA (:mod:`privstream.learning.soa`). Every learner maps the
+features to ``[-1, 1]`` with the stream's *public* bounds and appends a constant 1
+(:class:`~privstream.learning.online.base.FeatureMap`), and follows one interface
+(:class:`~privstream.learning.online.base.OnlineLearner`): ``learn_one``/``learn_many`` (the
+prediction is made before the label is learned), ``predict_one``/``predict_many``, ``mistakes``,
+``mistake_bound``, ``realizable`` and an exact JSON snapshot (``state_dict``/:func:`learner_from_state`).
+
+* ``perceptron``: at most ``(R/γ)²`` mistakes on a stream separable with margin ``γ``; more proves
+  that no halfspace has that margin on the stream (:mod:`.perceptron`);
+* ``averaged-perceptron``: predicts with the Perceptron's average rule (better on noisy streams),
+  and keeps the Perceptron's proof of non-separability (:mod:`.averaged_perceptron`);
+* ``logistic``: online logistic regression with AdaGrad steps (:mod:`.logistic`).
+
+>>> sorted(ONLINE_LEARNERS)
+['averaged-perceptron', 'logistic', 'perceptron']
+>>> p = make_online_learner("perceptron", [[0, 1]], margin=0.5)
+>>> p.learn_one([0.9], 1), p.learn_one([0.1], 0), p.mistakes, p.mistake_bound
+(1, 1, 1, 8)
+>>> learner_from_state(p.state_dict()).state_dict() == p.state_dict()
+True
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from privstream.learning.online.averaged_perceptron import AveragedPerceptron
+from privstream.learning.online.base import (
+    FeatureMap,
+    LinearLearner,
+    OnlineInputError,
+    OnlineLearner,
+    OnlineStateError,
+    mistake_bound,
+    radius,
+)
+from privstream.learning.online.logistic import LogisticRegression
+from privstream.learning.online.perceptron import Perceptron
+
+__all__ = [
+    "DEFAULT_ONLINE_LEARNER",
+    "ONLINE_LEARNERS",
+    "AveragedPerceptron",
+    "FeatureMap",
+    "LogisticRegression",
+    "OnlineInputError",
+    "OnlineLearner",
+    "OnlineStateError",
+    "Perceptron",
+    "learner_from_state",
+    "make_online_learner",
+    "mistake_bound",
+    "radius",
+]
+
+ONLINE_LEARNERS: dict[str, type[LinearLearner]] = {
+    cls.name: cls for cls in (Perceptron, AveragedPerceptron, LogisticRegression)
+}
+DEFAULT_ONLINE_LEARNER = "perceptron"
+
+
+def make_online_learner(name: str, bounds: object, **params: Any) -> LinearLearner:
+    """A fresh learner ``name`` on features within ``bounds``; ``params`` as its constructor takes.
+
+    >>> make_online_learner("logistic", [[0, 1]], learning_rate=0.1).learning_rate
+    0.1
+    """
+    cls = ONLINE_LEARNERS.get(name)
+    if cls is None:
+        known = ", ".join(sorted(ONLINE_LEARNERS))
+        raise OnlineInputError(f"unknown online learner {name!r}; known: {known}")
+    try:
+        return cls(bounds, **params)
+    except TypeError as exc:  # an unknown parameter name
+        raise OnlineInputError(f"online learner {name!r}: {exc}") from None
+
+
+def learner_from_state(state: dict[str, Any]) -> LinearLearner:
+    """The learner a :meth:`~privstream.learning.online.base.LinearLearner.state_dict` describes."""
+    cls = ONLINE_LEARNERS.get(state.get("learner", "")) if isinstance(state, dict) else None
+    if cls is None:
+        raise OnlineStateError("not the state of a known online learner")
+    learner: LinearLearner = cls.from_state_dict(state)
+    return learner
