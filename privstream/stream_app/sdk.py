@@ -312,7 +312,7 @@ class _Keys:
         self._fetched_at = time.monotonic()
 
     async def problem(self, record: Any) -> str | None:
-        value, headers, timestamp = record.value, record.headers, record.timestamp
+        value, headers, timestamp = record.value or b"", record.headers, record.timestamp
         problem = self.keys.header_problem(value, headers, timestamp)
         if (
             problem == "unknown_key"

@@ -272,11 +272,14 @@ def test_a_garbage_record_is_skipped_and_counted_and_the_iteration_goes_on(topic
     CLI exited 2 on every restart (subscribers read from the beginning)."""
     topic.insert(2, record(b"s", GARBAGE, 99, signer=None))
     topic.insert(5, record(b"s", GARBAGE, 98))  # signed garbage (a stolen key): still no release
+    tombstone = record(b"s", b"", 97)
+    tombstone.value = None  # a record without a value, its empty bytes signed
+    topic.insert(7, tombstone)
     releases, subscription = asyncio.run(collect("all"))
     assert len(releases) == len(published_tree())
-    assert subscription.skipped == {"unsigned": 1, "not_a_release": 1}
+    assert subscription.skipped == {"unsigned": 1, "not_a_release": 2}
     releases, subscription = asyncio.run(collect("all", verify=False))
-    assert len(releases) == len(published_tree()) and subscription.skipped == {"not_a_release": 2}
+    assert len(releases) == len(published_tree()) and subscription.skipped == {"not_a_release": 3}
 
 
 def test_the_cli_survives_garbage_and_reports_what_it_skipped(topic, capsys) -> None:
