@@ -17,11 +17,11 @@ messages of ``flow`` produced while no worker runs (so the producer is not measu
 
 In each phase: the ingest rate (examples per second, from ``/status`` sampled every 50 ms: the
 operator listener), ``/healthz`` latency on the operator listener (p50, p99, max; one request
-every 50 ms), and in the crowd phase the public requests answered and failed. Before the quiet
-phase, one ``GET /streams`` and one ``GET /streams/pub/releases`` alone (the first read of the
-ledger, then a repeat). The results are ratios to the quiet phase: ``ingest_ratio`` (the crowd on
-the worker) beside ``ingest_ratio_crowd_elsewhere`` (what the crowd's own CPU costs a machine of
-few cores: the difference is the listener's share).
+every 50 ms), and in the crowd phase the public requests answered and failed. After the quiet
+phase's drain, one ``GET /streams`` and one ``GET /streams/pub/releases`` alone (the first read
+of the ledger, then a repeat). The results are ratios to the quiet phase: ``ingest_ratio`` (the
+crowd on the worker) beside ``ingest_ratio_crowd_elsewhere`` (what the crowd's own CPU costs a
+machine of few cores: the difference is the listener's share).
 
 ``--worker-pythonpath DIR`` runs the worker from another checkout (e.g. a ``git worktree`` of an
 older commit) to compare two versions on the same ledger and machine.
@@ -37,6 +37,7 @@ import json
 import multiprocessing
 import os
 import secrets
+import shutil
 import tempfile
 import threading
 import time
@@ -104,16 +105,31 @@ def release_bytes(entry: int) -> bytes:
     return release.model_dump_json().encode()
 
 
-def build_ledger(path: Path, entries: int) -> float:
-    """A ledger holding ``entries`` published level-0 releases of ``pub``; returns the seconds taken."""
+def build_ledger(path: Path, entries: int, cache: Path | None = None) -> float:
+    """A ledger holding ``entries`` published level-0 releases of ``pub`` at ``path``; returns the
+    seconds taken. Built in memory-backed files (``/dev/shm`` where there is one: 3 transactions
+    per release) and copied; with ``cache``, copied from there if it holds that many, else saved."""
     start = time.perf_counter()
-    with SqliteLedger.open(path, create_if_missing=True, budgets={"pub": (1.0, 0.0)}) as ledger:
-        for i in range(entries):
-            reservation = ledger.reserve(
-                "pub", f"c1000-L0-{i}", "learner:generic", 0.5, 0.0, NodeRange.of(0, i)
-            )
-            ledger.complete(reservation.entry_id, release_bytes(reservation.entry_id))
-            ledger.mark_published(reservation.entry_id)
+    if cache is not None and cache.exists():
+        with SqliteLedger.open(cache) as cached:
+            if len(cached.entries("pub")) == entries:
+                shutil.copyfile(cache, path)
+                return time.perf_counter() - start
+    scratch = Path(tempfile.mkdtemp(dir="/dev/shm" if Path("/dev/shm").is_dir() else None))
+    try:
+        built = scratch / "ledger.sqlite3"
+        with SqliteLedger.open(built, create_if_missing=True, budgets={"pub": (1.0, 0.0)}) as ledger:
+            for i in range(entries):
+                reservation = ledger.reserve(
+                    "pub", f"c1000-L0-{i}", "learner:generic", 0.5, 0.0, NodeRange.of(0, i)
+                )
+                ledger.complete(reservation.entry_id, release_bytes(reservation.entry_id))
+                ledger.mark_published(reservation.entry_id)
+        shutil.copyfile(built, path)  # closed: the WAL is checkpointed into the file
+        if cache is not None:
+            shutil.copyfile(built, cache)
+    finally:
+        shutil.rmtree(scratch)
     return time.perf_counter() - start
 
 
@@ -245,12 +261,6 @@ def phase(
             if time.monotonic() > deadline or not worker.alive():
                 raise RuntimeError("the worker did not start:\n" + worker.log_path.read_text()[-3000:])
             time.sleep(0.1)
-        if seed == 1:  # the first phase: single requests on the large ledger, alone
-            public = worker.public_url
-            figures["streams_first_seconds"] = timed_get(f"{public}/streams")
-            figures["streams_again_seconds"] = timed_get(f"{public}/streams")
-            figures["releases_first_seconds"] = timed_get(f"{public}/streams/pub/releases")
-            figures["releases_again_seconds"] = timed_get(f"{public}/streams/pub/releases")
         if clients:
             target = worker.public_url
             if on_decoy:
@@ -273,9 +283,21 @@ def phase(
             if time.monotonic() > deadline:
                 raise RuntimeError(f"the backlog was not drained in 900 s ({samples[-1:]})")
             time.sleep(0.05)
+        if samples[0][1] > 0:
+            raise RuntimeError(
+                "the worker learned before the first observation: no start time to measure from"
+            )
         t0 = next(t for t, c in reversed(samples) if c == 0)
         t1 = next(t for t, c in samples if c >= examples)
         figures["ingest_rate"] = examples / (t1 - t0)
+        prober.stopping.set()
+        stop.set()
+        if seed == 1:  # the first phase: single requests on the large ledger, the worker idle
+            public = worker.public_url
+            figures["streams_first_seconds"] = timed_get(f"{public}/streams")
+            figures["streams_again_seconds"] = timed_get(f"{public}/streams")
+            figures["releases_first_seconds"] = timed_get(f"{public}/streams/pub/releases")
+            figures["releases_again_seconds"] = timed_get(f"{public}/streams/pub/releases")
     finally:
         prober.stopping.set()
         stop.set()
@@ -301,7 +323,13 @@ def phase(
     return figures
 
 
-def run(entries: int, examples: int, clients: int, worker_pythonpath: str | None = None) -> dict[str, Any]:
+def run(
+    entries: int,
+    examples: int,
+    clients: int,
+    worker_pythonpath: str | None = None,
+    ledger_cache: Path | None = None,
+) -> dict[str, Any]:
     env = {"PYTHONPATH": worker_pythonpath} if worker_pythonpath else {}
     with ExitStack() as stack:
         workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="privstream-bench-")))
@@ -329,7 +357,7 @@ def run(entries: int, examples: int, clients: int, worker_pythonpath: str | None
             }
         )
         settings.data_dir.mkdir(parents=True)
-        build_seconds = build_ledger(settings.resolved_ledger_path, entries)
+        build_seconds = build_ledger(settings.resolved_ledger_path, entries, ledger_cache)
         asyncio.run(ensure_topics(settings))
         quiet = phase(settings, workdir, examples, 1, 0, env)
         control = phase(settings, workdir, examples, 3, clients, env, on_decoy=True)
@@ -356,9 +384,12 @@ def main() -> None:
     parser.add_argument("--examples", type=int, default=50_000, help="backlog drained in each phase")
     parser.add_argument("--clients", type=int, default=100, help="concurrent public clients")
     parser.add_argument("--worker-pythonpath", help="run the worker from this checkout")
+    parser.add_argument(
+        "--ledger-cache", type=Path, help="reuse the ledger built into this file (built and saved if missing)"
+    )
     parser.add_argument("--no-save", action="store_true", help="do not write benchmarks/results/")
     args = parser.parse_args()
-    result = run(args.entries, args.examples, args.clients, args.worker_pythonpath)
+    result = run(args.entries, args.examples, args.clients, args.worker_pythonpath, args.ledger_cache)
     print(json.dumps(result))
     if not args.no_save:
         out = Path(__file__).parent / "results" / "bench_public_listener.json"
