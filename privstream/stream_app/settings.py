@@ -374,7 +374,7 @@ class Settings(BaseSettings):
         "embedded broker waits all of it (Kafka's default 500 ms put ~0.6 s into p50 latency)",
     )
 
-    # --- web: two listeners (DESIGN.md §4, trust boundary) --------------------------------------
+    # --- web: two listeners, one per trust zone (public, operator) -----------------------------
     public_host: str = Field(default="127.0.0.1", description="public listener: releases, budgets, pages")
     public_port: int = Field(default=6066, ge=1, le=65535)
     operator_host: str = Field(
