@@ -12,8 +12,8 @@ messages of ``flow`` produced while no worker runs (so the producer is not measu
   the public listener's niceness), so the worker serves nothing but shares the machine's cores;
 * ``crowd``: ``--clients`` concurrent clients (in a process of their own) request the public pages
   (``/streams``, ``/streams/pub``, ``/streams/pub/budget``, ``/streams/pub/releases``,
-  ``/streams/pub/releases/latest``, ``/``) as fast as they are answered, from before the worker's
-  first batch until the backlog is drained.
+  ``/streams/pub/releases/latest``, ``/``) as fast as they are answered, from before the worker
+  starts until the backlog is drained.
 
 In each phase: the ingest rate (examples per second, from ``/status`` sampled every 50 ms: the
 operator listener), ``/healthz`` latency on the operator listener (p50, p99, max; one request
@@ -146,12 +146,15 @@ def crowd(base: str, clients: int, stop: Any, results: Any) -> None:
                 async with session.get(base + path) as response:
                     await response.read()
                     counts["ok" if response.status < 500 else "failed"] += 1
+            except aiohttp.ClientConnectorError:  # not listening yet (the crowd comes first)
+                counts["refused"] += 1
+                await asyncio.sleep(0.05)
             except (aiohttp.ClientError, TimeoutError):
                 counts["failed"] += 1
                 await asyncio.sleep(0.05)
 
     async def main() -> dict[str, int]:
-        counts = {"ok": 0, "failed": 0}
+        counts = {"ok": 0, "failed": 0, "refused": 0}
         timeout = aiohttp.ClientTimeout(total=60)
         connector = aiohttp.TCPConnector(limit=clients)
         async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
@@ -247,8 +250,6 @@ def phase(
     records = [(stream, b'{"stream_id":"%s","x":%d,"y":%d}' % (stream.encode(), x, x >= 2**31)) for x in xs]
     asyncio.run(produce_json(settings, settings.topic("examples"), records))
     worker = WorkerProcess(settings, workdir / f"worker-{seed}.log")
-    with patched_environment(env):  # the worker inherits the environment (PYTHONPATH)
-        worker.start()
     load: multiprocessing.Process | None = None
     server: multiprocessing.Process | None = None
     manager = multiprocessing.Manager()
@@ -256,12 +257,7 @@ def phase(
     prober = Prober(f"{worker.operator_url}/healthz")
     figures: dict[str, Any] = {}
     try:
-        deadline = time.monotonic() + 120
-        while learned(worker, stream) is None:
-            if time.monotonic() > deadline or not worker.alive():
-                raise RuntimeError("the worker did not start:\n" + worker.log_path.read_text()[-3000:])
-            time.sleep(0.1)
-        if clients:
+        if clients:  # the crowd is there before the worker: it meets the whole drain
             target = worker.public_url
             if on_decoy:
                 port, ready = free_port(), manager.Event()
@@ -271,6 +267,13 @@ def phase(
                 target = f"http://127.0.0.1:{port}"
             load = multiprocessing.Process(target=crowd, args=(target, clients, stop, results))
             load.start()
+        with patched_environment(env):  # the worker inherits the environment (PYTHONPATH)
+            worker.start()
+        deadline = time.monotonic() + 120
+        while learned(worker, stream) is None:
+            if time.monotonic() > deadline or not worker.alive():
+                raise RuntimeError("the worker did not start:\n" + worker.log_path.read_text()[-3000:])
+            time.sleep(0.1)
         prober.start()
         samples: list[tuple[float, int]] = []
         deadline = time.monotonic() + 900
@@ -290,6 +293,7 @@ def phase(
         t0 = next(t for t, c in reversed(samples) if c == 0)
         t1 = next(t for t, c in samples if c >= examples)
         figures["ingest_rate"] = examples / (t1 - t0)
+        figures["drain_seconds"] = t1 - t0
         prober.stopping.set()
         stop.set()
         if seed == 1:  # the first phase: single requests on the large ledger, the worker idle
@@ -316,6 +320,7 @@ def phase(
             "healthz_samples": len(prober.latencies),
             "public_requests_ok": int(results.get("ok", 0)),
             "public_requests_failed": int(results.get("failed", 0)),
+            "public_requests_refused": int(results.get("refused", 0)),  # before the listener was up
             "worker_exit_status": exit_status,
         }
     )
