@@ -198,17 +198,23 @@ def learned(worker: WorkerProcess, stream: str) -> int | None:
 
 
 @contextmanager
-def patched_environment(env: dict[str, str]) -> Iterator[None]:
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
+def worker_environment(pythonpath: str | None) -> Iterator[None]:
+    """Where a worker started in the block imports privstream from: ``pythonpath`` (also its
+    working directory: ``python -m`` puts that first on the path), else this checkout."""
+    if pythonpath is None:
+        yield
+        return
+    saved, cwd = os.environ.get("PYTHONPATH"), os.getcwd()
+    os.environ["PYTHONPATH"] = pythonpath
+    os.chdir(pythonpath)
     try:
         yield
     finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        os.chdir(cwd)
+        if saved is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = saved
 
 
 def decoy(port: int, ready: Any) -> None:
@@ -240,7 +246,7 @@ def phase(
     examples: int,
     seed: int,
     clients: int,
-    env: dict[str, str],
+    pythonpath: str | None,
     on_decoy: bool = False,
 ) -> dict[str, Any]:
     """One worker draining a backlog of ``examples``, with ``clients`` public clients (0: none) on
@@ -267,7 +273,7 @@ def phase(
                 target = f"http://127.0.0.1:{port}"
             load = multiprocessing.Process(target=crowd, args=(target, clients, stop, results))
             load.start()
-        with patched_environment(env):  # the worker inherits the environment (PYTHONPATH)
+        with worker_environment(pythonpath):
             worker.start()
         deadline = time.monotonic() + 120
         while learned(worker, stream) is None:
@@ -335,7 +341,6 @@ def run(
     worker_pythonpath: str | None = None,
     ledger_cache: Path | None = None,
 ) -> dict[str, Any]:
-    env = {"PYTHONPATH": worker_pythonpath} if worker_pythonpath else {}
     with ExitStack() as stack:
         workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="privstream-bench-")))
         broker = stack.enter_context(EmbeddedBroker(log_path=workdir / "broker.log"))
@@ -364,9 +369,9 @@ def run(
         settings.data_dir.mkdir(parents=True)
         build_seconds = build_ledger(settings.resolved_ledger_path, entries, ledger_cache)
         asyncio.run(ensure_topics(settings))
-        quiet = phase(settings, workdir, examples, 1, 0, env)
-        control = phase(settings, workdir, examples, 3, clients, env, on_decoy=True)
-        busy = phase(settings, workdir, examples, 2, clients, env)
+        quiet = phase(settings, workdir, examples, 1, 0, worker_pythonpath)
+        control = phase(settings, workdir, examples, 3, clients, worker_pythonpath, on_decoy=True)
+        busy = phase(settings, workdir, examples, 2, clients, worker_pythonpath)
     return {
         "entries": entries,
         "examples": examples,
