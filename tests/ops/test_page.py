@@ -88,7 +88,12 @@ async def test_the_stream_page_shows_the_stream_its_charts_and_follows_a_new_rel
 
         # A new release arrives: the page draws it without a reload.
         await released(deployment, WINDOW, page["releases"] + 1)
-        newest = latest(deployment)["certificate"]["ledger_entry_id"]
+
+        def newer() -> str | None:  # each page is cached for public_cache_seconds on its own
+            entry = latest(deployment)["certificate"]["ledger_entry_id"]
+            return entry if int(entry) > int(shown) else None
+
+        newest = await asyncio.to_thread(wait_until, newer, 10, 0.25, "the newer release on releases/latest")
         await browser.wait_for(
             f"document.body.dataset.latestEntry === {json.dumps(newest)}",
             30,
