@@ -96,13 +96,28 @@ class PublicLedger:
     ['w0']
     """
 
-    def __init__(self, ledger: LedgerReader):
+    def __init__(
+        self, ledger: LedgerReader, reuse_seconds: float = 0.0, clock: Callable[[], float] = time.monotonic
+    ):
         self.ledger = ledger
+        self.reuse_seconds, self.clock = reuse_seconds, clock
+        self._entries: dict[str, tuple[float, list[Charge]]] = {}
+
+    def entries(self, stream_id: str) -> list[Charge]:
+        """The stream's charges, one ledger read for every page built within ``reuse_seconds``
+        (the figures and the page of releases of one moment share it)."""
+        kept = self._entries.get(stream_id)
+        if kept is not None and kept[0] > self.clock():
+            return kept[1]
+        entries = self.ledger.entries(stream_id)
+        if self.reuse_seconds > 0:
+            self._entries[stream_id] = (self.clock() + self.reuse_seconds, entries)
+        return entries
 
     def figures(self, stream_id: str) -> StreamFigures:
         per_level: dict[int, int] = {}
         sanitized = 0
-        for charge in self.ledger.entries(stream_id):
+        for charge in self.entries(stream_id):
             if charge.mechanism.startswith("learner:"):
                 level = charge.level or 0
                 per_level[level] = per_level.get(level, 0) + 1
@@ -120,7 +135,7 @@ class PublicLedger:
         recent ``limit`` of them, oldest first."""
         published = [
             c
-            for c in self.ledger.entries(stream_id)
+            for c in self.entries(stream_id)
             if c.published and c.release and (before is None or c.entry_id < before)
         ]
         return published[-limit:] if limit > 0 else []
@@ -146,7 +161,9 @@ class PublicReads:
         max_cached: int = 1024,
         clock: Callable[[], float] = time.monotonic,
     ):
-        self.public = ledger if isinstance(ledger, PublicLedger) else PublicLedger(ledger)
+        self.public = (
+            ledger if isinstance(ledger, PublicLedger) else PublicLedger(ledger, cache_seconds, clock)
+        )
         self.cache_seconds = cache_seconds
         self.max_cached = max_cached
         self.clock = clock

@@ -275,3 +275,18 @@ def probe(url: str) -> int | None:
         return get(url)[0]
     except OSError:
         return None
+
+
+def test_the_figures_and_the_page_of_releases_of_one_moment_share_one_ledger_read() -> None:
+    from privstream.stream_app.web.public import PublicLedger
+
+    watched = WatchedLedger()
+    reads = []
+    entries = watched.entries
+    watched.entries = lambda stream_id: reads.append(stream_id) or entries(stream_id)  # type: ignore[method-assign]
+    now = [0.0]
+    public = PublicLedger(watched, reuse_seconds=1.0, clock=lambda: now[0])
+    assert public.figures("clicks").releases_per_level == {0: 3}
+    assert len(public.releases("clicks", limit=2)) == 2 and reads == ["clicks"]
+    now[0] = 1.5  # later: read again
+    assert len(public.releases("clicks", limit=5)) == 3 and reads == ["clicks", "clicks"]
