@@ -24,8 +24,8 @@ Experiments:
   radius 0.3 at the centre, 0.2 outside, L* = 0.1717: a boundary no linear rule fits) and F5 (two
   unit Gaussians at (±1, 0), L* = Φ(-1), public box [-4, 4]^2 with clipping). Excess risk is
   computed for every method by the identity err - L* = E_x[|2η(x) - 1| 1[h(x) != h*(x)]]
-  (bayes_overview.md §0): on a 10^5-point quadrature grid for F1, a 500² grid for F4, and by
-  Monte Carlo over 2·10^5 fixed x for F5.
+  (the consistency theorems' population error): on a 10^5-point quadrature grid for F1, a 500²
+  grid for F4, and by Monte Carlo over 2·10^5 fixed x for F5.
 * ``real``: test error against ε ∈ {0.1, 0.5, 1, 2, 5, 10} on a random 70/30 split per run, for
   scikit-learn's breast-cancer (569 × 30), wine as a binary task (class 0 vs the rest, 178 × 13)
   and River's Phishing (1250 × 9, features already in [0, 1]). Public bounds: the feature ranges

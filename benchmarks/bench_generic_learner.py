@@ -6,7 +6,7 @@ OUT/bench_generic_learner.png. ``benchmarks/results/`` is gitignored.
 
 Needs, for the benchmark only (NOT runtime dependencies of privstream):
     .venv/bin/pip install matplotlib "scikit-learn<1.6" diffprivlib
-(diffprivlib 0.6.6 does not import with scikit-learn >= 1.6; see specs/dp_landscape.md.)
+(diffprivlib 0.6.6 does not import with scikit-learn >= 1.6.)
 Without them the peer columns are null and no plot is written.
 
 Experiments (errors are exact population errors unless stated: the synthetic marginal is uniform

@@ -2,7 +2,7 @@
 
 Run:  .venv/bin/python benchmarks/bench_ldim.py [--timeout 300] [--random-classes 3]
 Prints one JSON object. For each workload: the Ldim, the bitset search's time (fresh memo,
-best of --repeats), the reference recursion's time (blm_almm.md §1.2 memoised on frozensets,
+best of --repeats), the reference recursion's time (the Littlestone recursion memoised on frozensets,
 ``littlestone_dimension_reference``) and the speed-up. A reference run that exceeds
 --timeout seconds is stopped; its speed-up is then reported as a lower bound (">=").
 

@@ -1,4 +1,4 @@
-"""How big the release tree's node data is (issue 17.2): 64 windows of 2,000 examples of
+"""How big the release tree's node data is: 64 windows of 2,000 examples of
 thresholds over a domain of 65,536 points, every level's nodes merged from their children, as the
 state store keeps them (``NodeData.to_bytes``). Prints JSON: bytes per level, the whole tree, and
 the raw examples for comparison.

@@ -9,11 +9,11 @@ OUT/bench_private_learners.png and OUT/bench_gs_curve.png (``benchmarks/results/
 Three parts (``--only`` picks some):
 
 * ``table``: the setting below, every learner;
-* ``gs-curve`` (issue 20): the global-stability learner's error against n next to the generic
+* ``gs-curve``: the global-stability learner's error against n next to the generic
   learner's, on the same data (same seeds), on ``thresholds:1024``, ``points:1024`` (the point 17 with
   mass 0.2) and ``intervals:1024`` (target ``[256, 640)``), n from 500 to 50,000, ε = 1, δ = 1e-6,
   α = β = 0.1, ``--runs`` samples per n; the 0.9-quantile and mean error, the success rate;
-* ``proper-large`` (issue 20): the proper learner on ``intervals:65536`` (target ``[16384, 40960)``)
+* ``proper-large``: the proper learner on ``intervals:65536`` (target ``[16384, 40960)``)
   and ``thresholds:2^32`` (target ``1[x >= 1234567890]``), uniform marginal, n = 20,000, ε = 1,
   δ = 1e-6: fit time and exact error per run (``--runs`` runs), in the public-n and private-n modes;
 * ``proper-scale``: the proper learner on ``intervals:2^32`` (target ``[10^9, 3·10^9)``) at n = 10^5,

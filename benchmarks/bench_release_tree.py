@@ -1,4 +1,4 @@
-"""The release tree vs level-0 releases vs the old draining budget, at one lifetime budget (issue 17).
+"""The release tree vs level-0 releases vs a draining budget, at one lifetime budget.
 
 Run:  .venv/bin/python benchmarks/bench_release_tree.py [--runs 5] [--epsilon 1.0] [--windows 64]
                                                          [--window-size 2000] [--noise 0.05]
@@ -11,12 +11,12 @@ OUT/bench_release_tree.png, the error of the best release against the examples s
 4, 6 and the best L (``benchmarks/results/`` is gitignored). Benchmark-only dependency (NOT a
 runtime dependency of privstream): ``.venv/bin/pip install matplotlib``; without it no plot.
 
-**What is compared** (E-DESIGN.md §1-2). A stream of ``--windows`` count windows of
+**What is compared.** A stream of ``--windows`` count windows of
 ``--window-size`` examples; every example has the same lifetime budget ``--epsilon`` (ε, δ = 0):
 
 * **the release tree with L levels** (L = 0..``--max-levels``; at L = 6 the top node covers all 64
   windows): node (j, m) covers windows ``[m·2^j, (m+1)·2^j)``, is released once, when complete, by
-  the learner on all its examples at ``ε_j = ε / (L+1)`` (the default even split of §2; each example
+  the learner on all its examples at ``ε_j = ε / (L+1)`` (the service's default even split; each example
   lies in one node per level, so its lifetime cost is Σ_j ε_j = ε). The *best release* after k
   windows is the newest release of the highest completed level (``privstream subscribe``'s default);
   once level L has completed it is a level-L release, so ``best_release_excess`` averages all level-L
@@ -25,11 +25,11 @@ runtime dependency of privstream): ``.venv/bin/pip install matplotlib``; without
 * **level-0 releases at the same lifetime budget**: L = 0, every window released at the whole ε
   (parallel composition over disjoint windows) -- the strongest level-0 baseline; the level-0
   releases inside a tree (at ε/(L+1)) are reported per level as well;
-* **the old scheme** (one window, whole budget): the draining total spent on the first window at ε,
+* **the one-window scheme** (one window, whole budget): the draining total spent on the first window at ε,
   after which the stream releases nothing more. Its release has the law of L = 0's first release
   (same data, same ε): it is that release, kept for ever.
 
-``expected_size`` as E-DESIGN.md §2 says: mode ``public`` (count windows at the example level: n is
+``expected_size`` as the service sets it: mode ``public`` (count windows at the example level: n is
 public, ``expected_size=None``) and mode ``private`` (n private, as with time windows:
 ``expected_size = window_size · 2^j`` for a level-j node, add/remove-one neighbours). Here every
 node holds exactly its expected size, so both learners derive the same parameters in both modes and
@@ -53,10 +53,10 @@ lattice step of it): the hold-out figure's limit, nearly free of its sampling no
 standard error about 1/sqrt(2^20·error)), which matters once the best release errs on a few hundred
 domain points.
 ``vs_truth``: hold-out disagreement with the true labelling. Means and 0.9-quantiles over the
-releases and ``--runs`` runs. The target of issue 17: the best release's excess error <= 1/4 of a
+releases and ``--runs`` runs. The target: the best release's excess error <= 1/4 of a
 level-0 release's (``target_met``, on ``excess``; ``target_met_holdout`` on ``excess_holdout``).
 
-**Ledger cost** (``ledger``): with the ledger's write-ahead API (``reserve``, E-DESIGN.md §3.1) on a
+**Ledger cost** (``ledger``): with the ledger's write-ahead API (``reserve``) on a
 SQLite file: reservations (the charge) per second per level, and in the schedule's order (see
 :func:`ledger_cost`). A ledger without ``reserve`` reports ``measured: false`` and why.
 """
@@ -107,13 +107,13 @@ class Node:
 
 
 def level_epsilons(lifetime_epsilon: float, levels: int) -> list[float]:
-    """The learner's ε per level as the service configures it (E-DESIGN.md §2's default without a
+    """The learner's ε per level as the service configures it (its default without a
     sanitizer: the lifetime budget split evenly over the L+1 levels).
 
     >>> level_epsilons(1.0, 3)
     [0.25, 0.25, 0.25, 0.25]
     """
-    return ReleaseConfig(epsilon_budget=lifetime_epsilon, levels=levels).learner_epsilons
+    return ReleaseConfig(epsilon_budget=lifetime_epsilon, top_level=levels).learner_epsilons
 
 
 def complete_nodes(windows: int, levels: int) -> list[Node]:
@@ -221,7 +221,8 @@ def _stats(values: list[float]) -> dict[str, float]:
 
 
 def run_task(task: ThresholdTask | VectorTask, mode: str, args: argparse.Namespace) -> dict[str, Any]:
-    """Every tree (L = 0..max), the old scheme, per level and per examples seen, over ``args.runs`` runs."""
+    """Every tree (L = 0..max), the one-window scheme, per level and per examples seen, over
+    ``args.runs`` runs."""
     size, windows, eps = args.window_size, args.windows, args.epsilon
     all_levels = list(range(args.max_levels + 1))
     # excess[L][(j, m)] -> list over runs; curve[L][k-1] -> list over runs
@@ -350,7 +351,7 @@ def ledger_cost(args: argparse.Namespace) -> dict[str, Any]:
     if not hasattr(SqliteLedger, "reserve") or node_range is None:
         return {
             "measured": False,
-            "reason": "this ledger has no reserve(...)/NodeRange (E-DESIGN.md §3.1, branch ledger-tree)",
+            "reason": "this ledger has no reserve(...)/NodeRange",
         }
     windows, levels = args.ledger_windows, args.max_levels
     eps = args.epsilon / (levels + 1)

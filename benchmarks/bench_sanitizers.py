@@ -13,7 +13,7 @@ replace-one (n public) for ours; the fooling sanitizer needs δ > 0 and runs at 
 
 Sections:
 
-* ``targets`` (issue 20): n = 10,000, ε = 1, both workloads at 2^16 and 2^32. ``hierarchical`` is
+* ``targets``: n = 10,000, ε = 1, both workloads at 2^16 and 2^32. ``hierarchical`` is
   one release per seed (the same release answers thresholds and intervals); ``mwem`` one release
   per seed and class (its selection runs over the class). Ours: mean over ``--seeds`` seeded
   releases (per-seed maxima in the JSON). ``ratios`` divide hierarchical's mean error by the
@@ -443,7 +443,7 @@ def plot(result: dict[str, Any], path: Path) -> None:
         [k + 0.4 - width / 2 for k in range(len(targets))], [f"{r['data']}, {r['domain']}" for r in targets]
     )
     ax.set_yscale("log")
-    ax.set_title("issue 20 targets: n = 10,000, ε = 1 (mean of seeded releases)")
+    ax.set_title("targets: n = 10,000, ε = 1 (mean of seeded releases)")
     ax.legend(fontsize=7)
     ax = axes[1, 1]
     rows = result.get("vs_n", [])

@@ -15,7 +15,7 @@ worker (each worker is one Python process, its hot path one event loop); so two 
 best approach 2x only if the broker costs little, and four workers cannot beat two -- they add
 context switches, group coordination and SQLite write contention on the shared state store. On a
 real deployment the ceiling is min(partitions, cores) workers, and the shared SQLite files keep
-all workers on one host (README, Kubernetes).
+all workers on one host (PostgreSQL spans hosts: docs/guide/deployment.md).
 
 Prints JSON; also writes benchmarks/results/bench_scaling.json. No extra dependencies.
 """

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Set up and run the whole test suite (unit, property, privacy audits, live embedded-broker tests,
-# the ops tier). Extra arguments go to pytest. Tests marked `kafka` run only with
-# PRIVSTREAM_KAFKA_BOOTSTRAP set.
+# Set up and run the whole test suite (unit, property, privacy audits, the documentation, live
+# embedded-broker tests, the ops tier). Extra arguments go to pytest. Tests marked `kafka` run only
+# with PRIVSTREAM_KAFKA_BOOTSTRAP set.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
@@ -23,6 +23,6 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   fi
 fi
 
-EXTRAS="[test]" source "$ROOT/scripts/setup.sh"
+EXTRAS="[test,docs]" source "$ROOT/scripts/setup.sh"
 cd "$ROOT"
 exec "$ROOT/.venv/bin/python" -m pytest "$@"

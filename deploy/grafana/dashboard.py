@@ -131,9 +131,24 @@ ROWS = [
                         "sum(rate(privstream_dead_letters_published_total[$__rate_interval]))",
                         "published to examples.dlq",
                     ),
+                    (
+                        "sum(rate(privstream_examples_repeated_total[$__rate_interval]))",
+                        "repeats of an id dropped",
+                    ),
+                    (
+                        "sum(rate(privstream_example_ids_forgotten_total[$__rate_interval]))",
+                        "ids forgotten early",
+                    ),
+                    (
+                        "sum(rate(privstream_outputs_refused_total[$__rate_interval]))",
+                        "refused by Kafka (size)",
+                    ),
                 ],
-                "Messages consumed from the examples topic; those rejected by validation, by reason; "
-                "and those published to the dead-letter topic (with the reason in their headers).",
+                "Messages consumed from the examples topic; messages and rows of batch messages rejected "
+                "by validation, by reason; dead letters published to the dead-letter topic (with the "
+                "reason in their headers); examples dropped as repeats of an id, and ids forgotten before"
+                " their horizon because a stream's memory of ids was full; records Kafka refused for "
+                "their size (sent to the dead-letter topic as references instead).",
                 width=16,
             ),
             Panel(

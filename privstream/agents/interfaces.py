@@ -1,8 +1,7 @@
 """The small interfaces the agents depend on; the service (``stream_app``) implements them.
 
-**Node data (E-DESIGN.md §3.3).** A node of the release tree keeps what its learner needs,
-compactly, so that a parent is merged from its two children and never rebuilt by re-reading
-Kafka (issue 17.2):
+**Node data.** A node of the release tree keeps what its learner needs, compactly, so that a
+parent is merged from its two children and never rebuilt by re-reading Kafka:
 
 * integer classes at the example level: a histogram of (x, y) -> count (children add);
 * user level: rows (user, x, y), each user's first ``k`` of the node by arrival (the
@@ -48,6 +47,10 @@ class IngestMetrics(Protocol):
     def invalid(self, reason: str, count: int = 1) -> None: ...
 
     def dead_lettered(self, count: int = 1) -> None: ...
+
+    def repeated(self, stream_id: str, count: int) -> None: ...  # repeats of an example id, dropped
+
+    def ids_forgotten(self, stream_id: str, count: int) -> None: ...  # before their horizon (memory full)
 
     def learned(self, stream_id: str, examples: int, new_mistakes: int, realizable: bool) -> None: ...
 
@@ -294,7 +297,7 @@ class StateStore(Protocol):
 
     def load_soa(self, stream_id: str) -> dict[str, Any] | None: ...
 
-    # --------------------------------------------------------------- the release tree (§3.3)
+    # --------------------------------------------------------------- the release tree's nodes
 
     def close_window(
         self,

@@ -1,10 +1,9 @@
 """The agents' view of the privacy ledger: its protocol, values and errors (no storage types).
 
 The service's durable implementations are in :mod:`privstream.stream_app.store` (``SqliteLedger``,
-``PostgresLedger``); the agents depend only on what is here (DESIGN.md §2: agents never import the
-service).
+``PostgresLedger``); the agents depend only on what is here (agents never import the service).
 
-**The release path (E-DESIGN.md §3.1): reserve, compute, complete.** A release of a node of the
+**The release path: reserve, compute, complete.** A release of a node of the
 release tree is charged *before* its learner runs: :meth:`PrivacyLedger.reserve` checks the
 lifetime budget, spends it, draws a secret 32-byte seed and stores all of it in one transaction.
 The learner then runs with randomness derived from that seed
@@ -14,7 +13,7 @@ bytes (first bytes win), and the outbox (:meth:`PrivacyLedger.unpublished`) list
 releases not yet published. :meth:`PrivacyLedger.incomplete` lists reservations whose release was
 never stored (a worker died while its learner ran): recompute them with their stored seeds.
 
-**Lifetime accounting at the example level (issue 17.1).** Level-0 windows of a stream are
+**Lifetime accounting at the example level.** Level-0 windows of a stream are
 disjoint, and a node ``(j, m)`` covers windows ``[m·2^j, (m+1)·2^j)`` (:class:`NodeRange`). An
 example of window ``w`` is touched by every charge whose node covers ``w``, so its lifetime cost
 is the sum of those charges (parallel composition over disjoint nodes, sequential over levels);
@@ -28,7 +27,7 @@ written by schema version 1) counts against *every* window of the stream: the sa
 >>> [str(n) for n in node.children()]
 ['L1[12..13]', 'L1[14..15]']
 
-**User level: the individual privacy filter (issue 17.3, Feldman & Zrnic 2021).** One per-user
+**User level: the individual privacy filter (Feldman & Zrnic, NeurIPS 2021).** One per-user
 ledger serves the whole deployment. A user-level reservation names the users present in the
 node; the ledger charges the reservation's (epsilon, delta) to each of them whose lifetime spend
 plus the charge fits their budget, and excludes the others (they are left out of the node before
@@ -48,9 +47,12 @@ __all__ = [
     "BudgetExhaustedError",
     "Charge",
     "ChargeReceipt",
+    "ConfigMismatchError",
     "LedgerBusyError",
     "LedgerCorruptError",
     "LedgerError",
+    "LedgerIdentity",
+    "LedgerMismatchError",
     "LedgerMissingError",
     "LedgerUnavailableError",
     "LifetimeFigures",
@@ -91,6 +93,28 @@ class LedgerUnavailableError(LedgerError):
     cannot tell which: charge the same key again once the database is back (charges are
     idempotent) and publish the bytes that call returns.
     """
+
+
+class LedgerMismatchError(LedgerError):
+    """The ledger is not the one the rest of the deployment has seen: the state store (or the
+    public topic) holds history it lacks, it is another ledger, or an older copy of it. A worker
+    refuses to start on it; the message names the setting or command that resolves it."""
+
+
+class ConfigMismatchError(LedgerError):
+    """A stream's privacy configuration differs from the one the ledger accepted for it (and is not
+    a mere lowering of its budget): it must be accepted first, explicitly and audited
+    (``privstream ledger accept-config``)."""
+
+    def __init__(self, stream_id: str, differences: Mapping[str, tuple[object, object]]) -> None:
+        self.stream_id = stream_id
+        self.differences = dict(differences)
+        changes = "; ".join(f"{k} {old!r} -> {new!r}" for k, (old, new) in sorted(self.differences.items()))
+        super().__init__(
+            f"stream {stream_id!r}: its privacy configuration differs from the one the ledger accepted "
+            f"({changes}); accept it with `privstream ledger accept-config --stream {stream_id} "
+            "--reason ...` (audited), or restore the configuration"
+        )
 
 
 class UnknownStreamError(LedgerError):
@@ -230,6 +254,20 @@ class LifetimeFigures:
         return sum(self.releases_per_level.values())
 
 
+class LedgerIdentity(NamedTuple):
+    """Which ledger this is and how far it has come (stated in every certificate).
+
+    ``ledger_id`` is random, drawn once when the ledger is created; ``epoch`` is raised by one
+    each time a worker starts on the ledger; ``entries`` is the highest entry id it has written.
+    A copy restored from an older backup has a lower epoch or fewer entries than the deployment
+    has seen.
+    """
+
+    ledger_id: str
+    epoch: int
+    entries: int
+
+
 @dataclass(frozen=True, slots=True)
 class Charge:
     """One charged release: its ledger entry (``entry_id`` goes into the release certificate).
@@ -287,10 +325,17 @@ class Reservation:
     lifetime: LifetimeFigures
     release: bytes | None
     published: bool
+    ledger_id: str | None = None  # the ledger's identity and epoch when it was reserved
+    epoch: int | None = None
 
     @property
     def cost(self) -> PrivacyCost:
         return PrivacyCost(self.epsilon, self.delta)
+
+    @property
+    def receipt(self) -> ChargeReceipt:
+        """What the release's certificate states of its charge."""
+        return ChargeReceipt(self.entry_id, self.lifetime.remaining, self.ledger_id, self.epoch)
 
     @property
     def completed(self) -> bool:
@@ -311,17 +356,20 @@ class Reservation:
 
 @dataclass(frozen=True, slots=True)
 class ChargeReceipt:
-    """What a release learns while being charged: its ledger entry and the budget left after it."""
+    """What a release learns while being charged: its ledger entry, the budget left after it, and
+    the ledger's identity and epoch (``None`` where the ledger has none, e.g. in offline use)."""
 
     entry_id: int
     remaining: PrivacyCost
+    ledger_id: str | None = None
+    ledger_epoch: int | None = None
 
 
 @runtime_checkable
 class PrivacyLedger(Protocol):
     """What the agents need from a privacy ledger (no storage types leak through it).
 
-    The release path (E-DESIGN.md §3.1) is :meth:`reserve` (the charge, write-ahead, before the
+    The release path is :meth:`reserve` (the charge, write-ahead, before the
     learner runs), then :meth:`complete` (the bytes), :meth:`mark_published` (the outbox).
     :meth:`charge` is the one-shot form (reserve a charge without a node range and complete it in
     one transaction) for offline callers; it is idempotent per (stream_id, window_id, mechanism)

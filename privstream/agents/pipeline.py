@@ -8,23 +8,30 @@ Examples are grouped per (stream, source partition), keeping their order, so eac
 learns a whole group with its vectorised ``learn_many`` and one columnar ``PredictionBatch`` per
 group replaces one message per example: this is what keeps the service near the Kafka client's
 own rate (``benchmarks/bench_ingest.py``).
+
+Each example meets its fate alone: an invalid message, or an invalid row of an ``ExampleBatch``, is
+one dead letter (a row's letter says which row), and the rest of the batch goes on. A repeat of an
+example ``id`` within the stream's horizon is dropped before the SOA and the windows
+(:mod:`~privstream.agents.dedup`). Every record the pipeline asks to publish is at most
+:data:`MAX_RECORD_BYTES`, whatever the input: predictions are split by size, dead letters carry at
+most that much of what they reject (and the size it had).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
+from privstream.agents.dedup import Deduplicator
 from privstream.agents.interfaces import IngestMetrics
 from privstream.agents.online import OnlineLearners
 from privstream.agents.progress import Progress
 from privstream.agents.releases import ReleaseAgent
-from privstream.agents.validation import MAX_MESSAGE_BYTES, ExampleValidator, Invalid, ValidExample
-from privstream.schemas import ExampleBatch
+from privstream.agents.validation import ExampleValidator, Invalid, ValidExample, ValidRows
 
 
 class ConsumedRecord(Protocol):
@@ -56,13 +63,61 @@ class RawRecord(NamedTuple):
     timestamp: int | None = None
 
 
-#: Examples per ``PredictionBatch`` message: ~60 bytes each in JSON at most (2^63-sized points,
-#: offsets and ids aside), so a message stays far below Kafka's default 1 MB request size.
+#: The most bytes of a record the worker produces (key, value and headers): under Kafka's default
+#: limit on a message (``message.max.bytes``, 1,048,588) with room for the record's framing. The
+#: ingest producer's ``max_request_size`` is set from it.
+MAX_RECORD_BYTES = 1_000_000
+
+#: Examples per ``PredictionBatch`` message at most (fewer when their ids are long: see
+#: :func:`prediction_slices`).
 MAX_PREDICTIONS_PER_MESSAGE = 5_000
+#: Bytes of a ``PredictionBatch``'s JSON outside its columns: field names, counts, and the stream id
+#: (200 characters at most, each written in at most 6 bytes), with the key (the stream id again).
+_PREDICTION_ENVELOPE_BYTES = 4_096
+#: Bytes of one entry of the columns, its point and its id aside: an offset (at most 19 digits), a
+#: row index (at most 7 digits: rows of an 8 MiB message), a label, a prediction, ``null`` for a
+#: missing id, and the commas.
+_PREDICTION_ENTRY_BYTES = 45
+
+#: A dead letter's key is the rejected message's key, cut to this length (it only picks a partition).
+MAX_DEAD_LETTER_KEY_BYTES = 256
+#: Its value is the rejected message (or the row, as a single example), cut to this length; its
+#: headers (the reason, a detail of at most 500 characters, the source) take at most 4 KiB.
+MAX_DEAD_LETTER_VALUE_BYTES = MAX_RECORD_BYTES - MAX_DEAD_LETTER_KEY_BYTES - 8_192
+
+
+def prediction_slices(ids: list[str | None], point_digits: int = 19) -> list[slice]:
+    """Consecutive slices of a group's examples, one ``PredictionBatch`` message each: at most
+    :data:`MAX_PREDICTIONS_PER_MESSAGE` entries, and at most :data:`MAX_RECORD_BYTES` once written,
+    for points of at most ``point_digits`` digits (each id counted at 6 bytes a character, the most
+    JSON takes: ``\\u0001``).
+
+    >>> prediction_slices([None] * 12_000)
+    [slice(0, 5000, None), slice(5000, 10000, None), slice(10000, 12000, None)]
+    >>> [s.stop - s.start for s in prediction_slices(["x" * 200] * 5_000)]
+    [787, 787, 787, 787, 787, 787, 278]
+    >>> [s.stop - s.start for s in prediction_slices([None] * 5_000, point_digits=309)]  # 2^1024
+    [2813, 2187]
+    """
+    n = len(ids)
+    room = MAX_RECORD_BYTES - _PREDICTION_ENVELOPE_BYTES
+    entry = _PREDICTION_ENTRY_BYTES + point_digits
+    if ids.count(None) == n:  # no ids: entries of one size
+        step = min(MAX_PREDICTIONS_PER_MESSAGE, room // entry)
+        return [slice(i, min(i + step, n)) for i in range(0, n, step)]
+    slices, start, size = [], 0, 0
+    for i, example_id in enumerate(ids):
+        this = entry if example_id is None else entry + 6 * len(example_id)
+        if i > start and (size + this > room or i - start == MAX_PREDICTIONS_PER_MESSAGE):
+            slices.append(slice(start, i))
+            start, size = i, 0
+        size += this
+    slices.append(slice(start, n))
+    return slices
 
 
 class DeadLetter(NamedTuple):
-    """A rejected message as it goes to the dead-letter topic (a tuple: cheap to build)."""
+    """A rejected message (or row) as it goes to the dead-letter topic (a tuple: cheap to build)."""
 
     key: bytes | None
     value: bytes
@@ -78,15 +133,27 @@ class BatchOutput:
     examples: int = 0
 
 
-def dead_letter_headers(invalid: Invalid, record: ConsumedRecord) -> list[tuple[str, bytes]]:
-    """Kafka headers that say why a message was dead-lettered and where it came from."""
-    return [
+def dead_letter(invalid: Invalid, record: ConsumedRecord, value: bytes, row: int | None = None) -> DeadLetter:
+    """The dead letter of a rejected message (``value``: the message) or of row ``row`` of a batch
+    (``value``: the row as a single example). Headers say why and where it came from:
+    ``error.reason``, ``error.detail``, ``source.topic``, ``source.partition``, ``source.offset``,
+    ``source.row`` for a row, and ``source.bytes`` when the value had to be cut (its full size)."""
+    headers = [
         ("error.reason", invalid.reason.encode()),
-        ("error.detail", invalid.detail[:1000].encode()),
+        ("error.detail", invalid.detail[:500].encode()),
         ("source.topic", record.topic.encode()),
         ("source.partition", str(record.partition).encode()),
         ("source.offset", str(record.offset).encode()),
     ]
+    if row is not None:
+        headers.append(("source.row", str(row).encode()))
+    if len(value) > MAX_DEAD_LETTER_VALUE_BYTES:
+        headers.append(("source.bytes", str(len(value)).encode()))
+        value = value[:MAX_DEAD_LETTER_VALUE_BYTES]
+    key = record.key
+    if key is not None and len(key) > MAX_DEAD_LETTER_KEY_BYTES:
+        key = key[:MAX_DEAD_LETTER_KEY_BYTES]
+    return DeadLetter(key, value, headers)
 
 
 @dataclass
@@ -107,11 +174,11 @@ class _Group:
     singles: list[ValidExample] = field(default_factory=list)  # not yet in the columns
     single_records: list[ConsumedRecord] = field(default_factory=list)
 
-    def add_batch(self, record: ConsumedRecord, batch: ExampleBatch) -> None:
+    def add_batch(self, record: ConsumedRecord, batch: ValidRows) -> None:
         self.columns()  # the single examples before it first: the order is the stream's
-        n = len(batch.xs)
+        n = len(batch.rows)
         self.offsets += [record.offset] * n
-        self.items += range(n)
+        self.items += batch.rows
         self.xs += batch.xs
         self.ys += batch.ys
         self.users += batch.user_ids or [None] * n
@@ -136,7 +203,9 @@ class _Group:
 
 
 class IngestPipeline:
-    """Validates, learns and buffers a batch of consumed messages; returns what to publish."""
+    """Validates, learns and buffers a batch of consumed messages; returns what to publish.
+
+    ``dedup`` drops repeats of an example ``id`` (None: no de-duplication)."""
 
     def __init__(
         self,
@@ -145,59 +214,74 @@ class IngestPipeline:
         metrics: IngestMetrics,
         progress: Progress,
         releases: ReleaseAgent | None = None,
+        dedup: Deduplicator | None = None,
     ):
         self.validator = validator
         self.learners = learners
         self.metrics = metrics
         self.progress = progress
         self.releases = releases
+        self.dedup = dedup
 
     def process(self, records: Iterable[ConsumedRecord]) -> BatchOutput:
         out = BatchOutput()
         groups: dict[tuple[str, int], _Group] = {}
-        invalid: dict[str, int] = {}  # reason -> messages, reported once per batch
+        invalid: dict[str, int] = {}  # reason -> messages or rows, reported once per batch
+        repeats: dict[str, int] = {}  # stream -> repeats dropped, reported once per batch
         validate = self.validator.validate
+        is_repeat = self.dedup.is_repeat if self.dedup is not None else None
         count = 0
         for record in records:
             count += 1
             result = validate(record.value)
             if type(result) is ValidExample:
-                group = groups.get((result.stream_id, record.partition))
+                stream_id = result.stream_id
+                if (
+                    result.id is not None
+                    and is_repeat is not None
+                    and is_repeat(stream_id, result.id, record.partition, record.offset, 0)
+                ):
+                    repeats[stream_id] = repeats.get(stream_id, 0) + 1
+                    continue
+                group = groups.get((stream_id, record.partition))
                 if group is None:
-                    group = groups[(result.stream_id, record.partition)] = _Group()
+                    group = groups[(stream_id, record.partition)] = _Group()
                 group.singles.append(result)
                 group.single_records.append(record)
             elif type(result) is Invalid:
                 invalid[result.reason] = invalid.get(result.reason, 0) + 1
-                # Cut to the size limit: an oversized message must still fit a Kafka request (1 MB
-                # by default), or sending its dead letter would fail and stop the consumer.
-                out.dead_letters.append(
-                    DeadLetter(
-                        record.key,
-                        (record.value or b"")[:MAX_MESSAGE_BYTES],
-                        dead_letter_headers(result, record),
-                    )
-                )
-            else:  # an ExampleBatch: one message, many examples
-                group = groups.get((result.stream_id, record.partition))
-                if group is None:
-                    group = groups[(result.stream_id, record.partition)] = _Group()
-                group.add_batch(record, result)
+                out.dead_letters.append(dead_letter(result, record, record.value or b""))
+            else:  # the rows of an ExampleBatch: each valid one kept, each invalid one dead-lettered
+                for row, why, value in result.rejected:
+                    invalid[why.reason] = invalid.get(why.reason, 0) + 1
+                    out.dead_letters.append(dead_letter(why, record, value, row))
+                if result.ids is not None and is_repeat is not None:
+                    result = _without_repeats(result, record, is_repeat, repeats)
+                if result.rows:
+                    group = groups.get((result.stream_id, record.partition))
+                    if group is None:
+                        group = groups[(result.stream_id, record.partition)] = _Group()
+                    group.add_batch(record, result)
         for reason, n in invalid.items():
             self.metrics.invalid(reason, n)
+        for stream_id, n in repeats.items():
+            self.metrics.repeated(stream_id, n)
+        if self.dedup is not None:
+            for stream_id, n in self.dedup.take_forgotten().items():
+                self.metrics.ids_forgotten(stream_id, n)
         for (stream_id, partition), group in groups.items():
             group.columns()
             if self.learners.has(stream_id):  # streams of feature vectors have no online learner
-                # Chunks keep each PredictionBatch message well under Kafka's 1 MB request limit
-                # (one poll of ExampleBatch messages can hold millions of examples).
-                for i in range(0, len(group.xs), MAX_PREDICTIONS_PER_MESSAGE):
-                    part = slice(i, i + MAX_PREDICTIONS_PER_MESSAGE)
+                # One poll can hold millions of examples: several messages, each under the size limit.
+                domain_size = self.learners.soa(stream_id).hypothesis_class.domain_size
+                points = np.int64 if domain_size <= 2**63 else object  # exact integers past int64
+                for part in prediction_slices(group.ids, len(str(domain_size - 1))):
                     batch = self.learners.learn_batch(
                         stream_id,
                         partition,
                         group.offsets[part],
                         group.items[part],
-                        np.asarray(group.xs[part], dtype=np.int64),
+                        np.asarray(group.xs[part], dtype=points),
                         np.asarray(group.ys[part], dtype=np.uint8),
                         group.ids[part],
                     )
@@ -219,3 +303,34 @@ class IngestPipeline:
             self.metrics.dead_lettered(len(out.dead_letters))
         self.progress.tick(count)
         return out
+
+
+def _without_repeats(
+    rows: ValidRows,
+    record: ConsumedRecord,
+    is_repeat: Callable[[str, str, int, int, int], bool],
+    repeats: dict[str, int],
+) -> ValidRows:
+    """The batch's valid rows but the repeats of an ``id`` (counted in ``repeats``)."""
+    assert rows.ids is not None
+    sid, partition, offset = rows.stream_id, record.partition, record.offset
+    keep = [
+        k
+        for k, (row, example_id) in enumerate(zip(rows.rows, rows.ids, strict=True))
+        if example_id is None or not is_repeat(sid, example_id, partition, offset, row)
+    ]
+    if len(keep) == len(rows.rows):
+        return rows
+    repeats[sid] = repeats.get(sid, 0) + len(rows.rows) - len(keep)
+
+    def pick(column: list[Any] | None) -> list[Any] | None:
+        return None if column is None else [column[k] for k in keep]
+
+    return rows._replace(
+        rows=[rows.rows[k] for k in keep],
+        xs=[rows.xs[k] for k in keep],
+        ys=[rows.ys[k] for k in keep],
+        user_ids=pick(rows.user_ids),
+        event_times=pick(rows.event_times),
+        ids=pick(rows.ids),
+    )

@@ -16,6 +16,3 @@ class Progress:
     def tick(self, count: int = 1) -> None:
         self.handled += count
         self.last_handled_at = time.monotonic()
-
-    def seconds_since_progress(self) -> float:
-        return time.monotonic() - self.last_handled_at

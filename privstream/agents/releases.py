@@ -221,7 +221,8 @@ def cap_parameters(policy: ReleasePolicy) -> dict[str, Any]:
         return {}
     if not capped(policy):
         return {"max_node_examples": None, "cap_rule": "uncapped: a node keeps all its examples"}
-    rule = "a node keeps its first max_node_examples examples by arrival; " + (
+    included = " of the users the filter includes" if policy.privacy_unit == "user" else ""
+    rule = f"a node keeps its first max_node_examples examples by arrival{included}; " + (
         "n is private (add/remove-one), so an addition can become a replacement inside the kept "
         "set (two add/remove steps): the learner runs at half the level's epsilon (group privacy)"
         if cap_halves_epsilon(policy)
@@ -552,9 +553,14 @@ class ReleaseAgent:
     # --- releasing ----------------------------------------------------------------------------
     def _bounds(self, policy: ReleasePolicy) -> NodeBounds:
         """The public bounds a node's data is kept within (stated in the certificate)."""
+        user_level = policy.privacy_unit == "user"
         return NodeBounds(
-            user_contribution_bound=policy.user_contribution_bound if policy.privacy_unit == "user" else None,
-            max_node_examples=policy.max_node_examples if policy.feature_bounds is not None else None,
+            user_contribution_bound=policy.user_contribution_bound if user_level else None,
+            # At the user level the cap applies at release, after the individual filter: a stored
+            # node keeps every user's rows (each user's first k), so an excluded user takes no slot.
+            max_node_examples=policy.max_node_examples
+            if policy.feature_bounds is not None and not user_level
+            else None,
         )
 
     def _build_node(self, policy: ReleasePolicy, level: int, index: int) -> NodeData:
@@ -659,11 +665,7 @@ class ReleaseAgent:
 
             async def window() -> WindowData:
                 if not loaded:
-                    data = await asyncio.to_thread(load)
-                    if policy.privacy_unit == "user":
-                        assert policy.user_contribution_bound is not None
-                        data = bound_contributions(data, policy.user_contribution_bound)
-                    loaded.append(data)
+                    loaded.append(await asyncio.to_thread(load))
                 return loaded[0]
 
             outcomes = []
@@ -872,8 +874,14 @@ class ReleaseAgent:
                 excluded = len(users or ()) - len(reservation.included_users)
                 if excluded:
                     self.metrics.users_excluded(stream_id, excluded)  # private: operators only
+                # The filter first, then each user's first k rows, then the cap: an excluded user
+                # displaces no one.
                 keep = np.array([str(u) in reservation.included_users for u in data.users.tolist()], bool)
                 data = WindowData(*(column[keep] for column in data))
+                assert policy.user_contribution_bound is not None
+                data = bound_contributions(data, policy.user_contribution_bound)
+                if capped(policy):
+                    data = WindowData(*(column[: policy.max_node_examples] for column in data))
             # group privacy: a user changes up to k rows; a capped node of a time window turns one
             # addition into a replacement inside the kept set (twice the changes, see cap_rule)
             group = policy.user_contribution_bound if policy.privacy_unit == "user" else 1
@@ -887,7 +895,7 @@ class ReleaseAgent:
             result, _rng, _fallback = await self._fit(
                 policy, product, data, window_id, epsilon, delta, level, seed=reservation.seed
             )
-            receipt = ChargeReceipt(reservation.entry_id, reservation.lifetime.remaining)
+            receipt = reservation.receipt
             body = self._release_json(
                 policy, product, result, info, receipt, "seeded" if self._rng_factory else "secure", level
             )
@@ -979,6 +987,8 @@ class ReleaseAgent:
             window=info,
             sample_size=node_sample_size(policy, level) if n_public else None,  # a count node's n: public
             ledger_entry_id=str(receipt.entry_id),
+            ledger_id=receipt.ledger_id,
+            ledger_epoch=receipt.ledger_epoch,
             epsilon_budget_remaining=receipt.remaining.epsilon,
             delta_budget_remaining=receipt.remaining.delta,
             parameters={

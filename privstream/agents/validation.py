@@ -1,28 +1,37 @@
 """Validation of raw input messages, inside the agent (never in a faust codec: codec errors
 can silently kill a consumer, faust-streaming #175).
 
-A message is either an example (or an ``ExampleBatch``) of a configured stream whose ``x`` lies in
-the stream's domain, or an :class:`Invalid` with a reason from the bounded set :data:`INVALID_REASONS`
-(which becomes a metric label and a dead-letter header).
+A message is an example of a configured stream whose ``x`` lies in the stream's domain, an
+``ExampleBatch`` (many examples of one stream as columns), or an :class:`Invalid` with a reason from
+the bounded set :data:`INVALID_REASONS` (which becomes a metric label and a dead-letter header).
 
-Two steps decide, in this order, and the first thing wrong names the reason:
+**One example decides its own fate.** A batch is checked row by row: row ``i`` (entry ``i`` of every
+column) is valid exactly when the same fields sent as a single example would be, and an invalid row
+is rejected alone (:class:`RejectedRow`) while the other rows are kept (:class:`ValidRows`). Only what
+concerns every row at once rejects a whole batch: a message that is not JSON or larger than
+:data:`MAX_MESSAGE_BYTES`, a ``stream_id`` that is missing, malformed or not configured, a column
+that is not a list (or no ``xs``/``ys`` at all). A batch has no row limit: every row is read.
 
-1. the schema (:class:`~privstream.schemas.Example`, pydantic): ``invalid_json``, then the fields
-   in the model's order (``missing_field``, ``wrong_type``, ``out_of_domain`` for a negative ``x``,
-   ``invalid_label``);
-2. the stream's rules, :data:`STREAM_RULES`, in their order (``unknown_stream``, the stream's
-   domain, user ids, and for time windows ``event_time_out_of_range``: an event time further than
-   the stream's public maximum skew from the worker's clock, so that no example can move a time
-   window's schedule, issue 16.2).
+The checks, in this order; the first thing wrong names the reason:
 
-Step 1 is decided without pydantic for single-example messages: :meth:`ExampleValidator.validate`
+1. reading the JSON (``message_too_large``, ``invalid_json``; a number with more digits than Python
+   reads, 4,300, is ``out_of_range`` where it stands, not a reason to reject the message);
+2. the schema (:class:`~privstream.schemas.Example`), field by field in the model's order
+   (``missing_field``, ``wrong_type``, ``out_of_domain`` for a negative ``x``, ``invalid_label``,
+   ``not_finite`` for a NaN or infinite ``x`` or feature, ``out_of_range``);
+3. the stream: ``unknown_stream``, then the stream's rules, :data:`STREAM_RULES`, in their order (the
+   stream's domain, user ids, and for time windows ``event_time_out_of_range``: an event time further
+   than the stream's public maximum skew from the worker's clock, so that no example can move a time
+   window's schedule). A batch's stream is checked before its rows.
+
+Step 2 is decided without pydantic for single-example messages: :meth:`ExampleValidator.validate`
 checks the fields itself, accepting exactly what the model accepts and rejecting with the reason
 pydantic's first error maps to (a property test holds it to that). An invalid message then costs
 about what a valid one costs (1-3 µs, where building and classifying pydantic's ``ValidationError``
 takes 4-5 µs), so a flood of invalid messages cannot slow the service to a crawl. What it cannot
-decide cheaply (a feature vector ``x``, an ``event_time`` to parse) goes to pydantic, as do
-``ExampleBatch`` messages. Rejections found without pydantic get a short detail of their own,
-bounded whatever the input.
+decide cheaply (a feature vector ``x``, an ``event_time`` to parse) goes to pydantic. A batch's
+columns are checked by pydantic all at once (the rows' types are the fields' types), and only the
+rows that fail are looked at one by one. Details are bounded whatever the input.
 
 >>> validator = ExampleValidator({"s": integer_domain(lambda x: None)})
 >>> validator.validate(b'{"stream_id": "s", "x": 3, "y": -1}')
@@ -31,46 +40,54 @@ ValidExample(stream_id='s', x=3, y=0, user_id=None, event_time=None, id=None)
 Invalid(reason='wrong_type', detail="x: should be an integer >= 0 or a list of numbers, got '3'")
 >>> validator.validate(b'{"stream_id": "t", "x": 3, "y": 1}')
 Invalid(reason='unknown_stream', detail="stream 't' is not configured")
+>>> rows = validator.validate(b'{"stream_id": "s", "xs": [1, "2", 3], "ys": [1, 0, 1]}')
+>>> rows.rows, rows.xs
+([0, 2], [1, 3])
+>>> rows.rejected[0].row, rows.rejected[0].invalid.reason, rows.rejected[0].value
+(1, 'wrong_type', b'{"stream_id": "s", "x": "2", "y": 0}')
 
 **Adding a rule** is one entry in :data:`STREAM_RULES`: a :class:`StreamRule` naming every reason
-it can give and a ``check(stream, example)`` returning an :class:`Invalid` or None. ``example`` is a
-:class:`ValidExample` or an ``ExampleBatch`` (schema-valid: ``event_time`` is parsed, in UTC),
-``stream`` the :class:`Stream` it belongs to (never None after the first rule). Its reasons join
-:data:`INVALID_REASONS`, hence the metric's labels and the dead-letter headers; nothing else
-changes. A rule that needs more of a stream's configuration adds a field to :class:`Stream`.
+it can give, which streams it applies to, and a ``check(stream, x, user_id, event_time)`` returning
+an :class:`Invalid` or None for one schema-valid example (``event_time`` parsed, in UTC). Its
+reasons join :data:`INVALID_REASONS`, hence the metric's labels and the dead-letter headers; nothing
+else changes. A rule that needs more of a stream's configuration adds a field to :class:`Stream`.
 
 >>> [rule.reasons for rule in STREAM_RULES]
-[('unknown_stream',), ('wrong_type', 'out_of_domain'), ('missing_field', 'wrong_type'), \
-('event_time_out_of_range',)]
->>> INVALID_REASONS[:6]  # the schema's reasons, then the rules' new ones, in order
+[('wrong_type', 'out_of_domain'), ('missing_field',), ('event_time_out_of_range',)]
+>>> INVALID_REASONS[:6]  # the schema's reasons, the stream's, then the rules' new ones, in order
 ('invalid_json', 'missing_field', 'wrong_type', 'invalid_label', 'out_of_domain', 'unknown_stream')
 >>> INVALID_REASONS[6:]
-('event_time_out_of_range',)
+('event_time_out_of_range', 'not_finite', 'out_of_range', 'message_too_large')
 
 A rule's check, called the way :meth:`ExampleValidator.validate` calls it:
 
 >>> user_level = Stream(domain=integer_domain(lambda x: None), user_level=True)
->>> _users_given(user_level, ValidExample("u", x=1, y=1))
+>>> _users_given(user_level, 1, None, None)
 Invalid(reason='missing_field', detail="user_id: required by the stream's user-level privacy")
->>> _users_given(user_level, ValidExample("u", x=1, y=1, user_id="alice")) is None
+>>> _users_given(user_level, 1, "alice", None) is None
 True
 """
 
 from __future__ import annotations
 
+import json
+import math
 import re
 import time
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import pydantic_core
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
-from privstream.schemas import Example, ExampleBatch
+from privstream.schemas import Example
+from privstream.schemas.examples import EventTime, Label, Point, Text, UserId
 
-#: Limit on one raw message; larger ones are rejected before parsing.
-MAX_MESSAGE_BYTES = 1_000_000
+#: The largest message read (8 MiB, what the ingest consumer fetches per partition at most). A
+#: larger one is rejected whole (``message_too_large``): the examples topic is created with this
+#: limit (``max.message.bytes``), so Kafka refuses such a message before any worker sees it.
+MAX_MESSAGE_BYTES = 8 << 20
 
 
 class ValidExample(NamedTuple):
@@ -89,11 +106,36 @@ class ValidExample(NamedTuple):
 
 
 class Invalid(NamedTuple):
-    """Why a message was rejected: a bounded ``reason`` and a human ``detail`` (a tuple: a frozen
-    dataclass costs ~5x more to build, and a flood builds one per message)."""
+    """Why a message (or a row of a batch) was rejected: a bounded ``reason`` and a human ``detail``
+    (a tuple: a frozen dataclass costs ~5x more to build, and a flood builds one per message)."""
 
     reason: str
     detail: str
+
+
+class RejectedRow(NamedTuple):
+    """A row of a batch that is rejected alone: its index in the batch, why, and the row as the
+    single-example message it stands for (JSON; what its dead letter carries)."""
+
+    row: int
+    invalid: Invalid
+    value: bytes
+
+
+class ValidRows(NamedTuple):
+    """The valid rows of an ``ExampleBatch``, as columns in the batch's order, and its rejected rows.
+
+    ``rows[k]`` is the index in the batch of the k-th valid row; ``user_ids``, ``event_times`` and
+    ``ids`` are None when the batch has no such column."""
+
+    stream_id: str
+    rows: list[int]
+    xs: list[Any]  # int points, or feature vectors (lists of floats)
+    ys: list[int]
+    user_ids: list[str | None] | None
+    event_times: list[datetime | None] | None
+    ids: list[str | None] | None
+    rejected: list[RejectedRow]
 
 
 class Stream(NamedTuple):
@@ -105,84 +147,187 @@ class Stream(NamedTuple):
     clock: Callable[[], float] = time.time  # the worker's clock (tests inject one)
 
 
-class StreamRule(NamedTuple):
-    """A rule a schema-valid example or batch must also follow on its stream.
+Check = Callable[[Stream, Any, "str | None", "datetime | None"], "Invalid | None"]
+#: ``check_rows(stream, xs, user_ids, event_times, why)``: the check on every row of a batch's columns
+#: (``user_ids`` and ``event_times`` may be None), adding to ``why`` each row it rejects that ``why``
+#: does not hold yet.
+RowsCheck = Callable[
+    [Stream, list[Any], "list[str | None] | None", "list[datetime | None] | None", "dict[int, Invalid]"], None
+]
 
-    ``check(stream, example)`` returns the :class:`Invalid` it finds, or None; ``stream`` is None
-    for an unconfigured stream (only the first rule sees that: it rejects)."""
+
+class StreamRule(NamedTuple):
+    """A rule a schema-valid example must also follow on its stream.
+
+    ``check(stream, x, user_id, event_time)`` returns the :class:`Invalid` it finds, or None; it is
+    only called for the streams ``applies(stream)`` selects (once per stream, not per example). A
+    batch's rows are checked one by one with it, or by ``check_rows`` where a rule has a faster way
+    to the same verdicts (the batch tests hold each row's verdict to the one it gets alone)."""
 
     reasons: tuple[str, ...]  # every reason ``check`` can give
-    check: Callable[[Stream | None, ValidExample | ExampleBatch], Invalid | None]
+    applies: Callable[[Stream], bool]
+    check: Check
+    check_rows: RowsCheck | None = None
 
 
-def _configured(stream: Stream | None, example: ValidExample | ExampleBatch) -> Invalid | None:
-    if stream is None:
-        return Invalid("unknown_stream", f"stream {example.stream_id!r} is not configured")
-    return None
-
-
-def _in_domain(stream: Stream | None, example: ValidExample | ExampleBatch) -> Invalid | None:
-    assert stream is not None
+def _in_domain(stream: Stream, x: Any, user_id: str | None, event_time: datetime | None) -> Invalid | None:
     try:
-        if type(example) is ValidExample:
-            stream.domain(example.x)
-        else:
-            for x in example.xs:  # type: ignore[union-attr]
-                stream.domain(x)
+        stream.domain(x)
     except TypeError as exc:  # an integer for a vector stream, or the other way round
-        return Invalid("wrong_type", str(exc))
+        return Invalid("wrong_type", str(exc)[:500])
     except ValueError as exc:
-        return Invalid("out_of_domain", str(exc))
+        return Invalid("out_of_domain", str(exc)[:500])
     return None
 
 
-def _users_given(stream: Stream | None, example: ValidExample | ExampleBatch) -> Invalid | None:
-    assert stream is not None
-    if stream.user_level:
-        users = [example.user_id] if type(example) is ValidExample else (example.user_ids or [None])
-        if any(u is None for u in users):
-            return Invalid("missing_field", "user_id: required by the stream's user-level privacy")
-        if any("\x00" in u for u in users):  # type: ignore[operator]
-            # the user ledger keeps ids as text, which PostgreSQL cannot hold with a NUL in it
-            return Invalid("wrong_type", "user_id: contains a NUL character")
+def _in_domain_rows(
+    stream: Stream,
+    xs: list[Any],
+    user_ids: list[str | None] | None,
+    event_times: list[datetime | None] | None,
+    why: dict[int, Invalid],
+) -> None:
+    domain = stream.domain  # called directly: a batch's rows are mostly in the domain
+    for i, x in enumerate(xs):
+        try:
+            domain(x)
+        except (TypeError, ValueError):
+            invalid = _in_domain(stream, x, None, None)  # the same check again, for its verdict
+            if i not in why and invalid is not None:
+                why[i] = invalid
+
+
+def _users_given(stream: Stream, x: Any, user_id: str | None, event_time: datetime | None) -> Invalid | None:
+    if user_id is None:
+        return Invalid("missing_field", "user_id: required by the stream's user-level privacy")
     return None
 
 
-def _event_time_in_range(stream: Stream | None, example: ValidExample | ExampleBatch) -> Invalid | None:
+def _event_time_in_range(
+    stream: Stream, x: Any, user_id: str | None, event_time: datetime | None
+) -> Invalid | None:
     """Time windows close on the worker's clock; an event time far from it is refused before it
-    touches a window (issue 16.2), so a date ten years ahead moves nothing."""
-    assert stream is not None
-    if stream.event_time_skew is None:
-        return None
-    times = [example.event_time] if type(example) is ValidExample else (example.event_times or [])
-    now = stream.clock()
-    for moment in times:
-        if moment is not None and abs(moment.timestamp() - now) > stream.event_time_skew:
-            return Invalid(
-                "event_time_out_of_range",
-                f"event_time {moment.isoformat()} is more than {stream.event_time_skew:g} s from "
-                "the worker's clock (the stream's max_event_time_skew_seconds)",
-            )
+    touches a window, so a date ten years ahead moves nothing."""
+    assert stream.event_time_skew is not None
+    if event_time is not None and abs(event_time.timestamp() - stream.clock()) > stream.event_time_skew:
+        return Invalid(
+            "event_time_out_of_range",
+            f"event_time {event_time.isoformat()} is more than {stream.event_time_skew:g} s from "
+            "the worker's clock (the stream's max_event_time_skew_seconds)",
+        )
     return None
 
 
-#: What a schema-valid example or batch must also satisfy on its stream, checked in this order (the
-#: first rule broken names the reason). A new rule is one more entry here (see the module docstring):
+#: What a schema-valid example must also satisfy on its stream, checked in this order (the first
+#: rule broken names the reason). A new rule is one more entry here (see the module docstring):
 #: :data:`INVALID_REASONS`, hence the metric's labels, follows.
 STREAM_RULES: tuple[StreamRule, ...] = (
-    StreamRule(("unknown_stream",), _configured),
-    StreamRule(("wrong_type", "out_of_domain"), _in_domain),
-    StreamRule(("missing_field", "wrong_type"), _users_given),
-    StreamRule(("event_time_out_of_range",), _event_time_in_range),
+    StreamRule(("wrong_type", "out_of_domain"), lambda stream: True, _in_domain, _in_domain_rows),
+    StreamRule(("missing_field",), lambda stream: stream.user_level, _users_given),
+    StreamRule(
+        ("event_time_out_of_range",), lambda stream: stream.event_time_skew is not None, _event_time_in_range
+    ),
 )
 
 #: What the schema rejects for, in the order it checks: parsing, then the fields of ``Example``.
 SCHEMA_REASONS = ("invalid_json", "missing_field", "wrong_type", "invalid_label", "out_of_domain")
+#: Values the schema rejects for what they are rather than their type: a NaN or infinite point
+#: (``x`` or a feature), a number too long to read (more than 4,300 digits).
+VALUE_REASONS = ("not_finite", "out_of_range")
 
-#: Every reason a message can be rejected for; bounded, so safe as a Prometheus label.
+#: Every reason a message or row can be rejected for; bounded, so safe as a Prometheus label.
 INVALID_REASONS: tuple[str, ...] = tuple(
-    dict.fromkeys(SCHEMA_REASONS + tuple(reason for rule in STREAM_RULES for reason in rule.reasons))
+    dict.fromkeys(
+        (
+            *SCHEMA_REASONS,
+            "unknown_stream",
+            *(reason for rule in STREAM_RULES for reason in rule.reasons),
+            *VALUE_REASONS,
+            "message_too_large",
+        )
+    )
 )
+
+
+# --- reading JSON -------------------------------------------------------------------------------
+
+
+class HugeNumber:
+    """A JSON integer with more digits than Python reads (``int`` refuses over 4,300): kept as its
+    text so that the example holding it is rejected as ``out_of_range``, not the whole message.
+    Neither a number, a string nor a sequence, so no field of the schema takes it."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def __str__(self) -> str:
+        return self.text
+
+    def __repr__(self) -> str:
+        return f"HugeNumber({_show(self)})"
+
+
+def _int_or_huge(text: str) -> int | HugeNumber:
+    try:
+        return int(text)
+    except ValueError:
+        return HugeNumber(text)
+
+
+def read_json(raw: bytes) -> Any:
+    """The JSON value of ``raw``, or an :class:`Invalid` (``invalid_json``).
+
+    ``NaN`` and ``Infinity`` literals are read (as floats; the schema then says where they are not
+    allowed), and so are integers too long for Python (as :class:`HugeNumber`).
+
+    >>> read_json(b'{"x": NaN}')
+    {'x': nan}
+    >>> type(read_json(b'[1' + b'0' * 5000 + b']')[0]).__name__
+    'HugeNumber'
+    """
+    try:
+        return pydantic_core.from_json(raw, allow_inf_nan=False)
+    except ValueError as exc:
+        return _read_json_after(raw, exc)
+
+
+def _read_json_after(raw: bytes, error: ValueError) -> Any:
+    """:func:`read_json` once the strict reading failed with ``error``."""
+    if b"NaN" in raw or b"Infinity" in raw:
+        try:
+            return pydantic_core.from_json(raw)
+        except ValueError as exc:
+            error = exc
+    if str(error).startswith("number out of range"):
+        # Rare: the standard library reads the rest alike and hands over each integer's text.
+        try:
+            data = json.loads(raw.decode("utf-8"), parse_int=_int_or_huge)
+        except (ValueError, RecursionError):
+            pass
+        else:
+            if not _lone_surrogate_in(data):  # which the first reader refuses (not UTF-8)
+                return data
+    return Invalid("invalid_json", f"message: Invalid JSON: {str(error)[:300]}")
+
+
+def _lone_surrogate_in(data: Any) -> bool:
+    """Whether a string in ``data`` holds half of a UTF-16 surrogate pair (``"\\ud800"``)."""
+    stack = [data]
+    while stack:
+        value = stack.pop()
+        if type(value) is dict:
+            stack += value.keys()
+            stack += value.values()
+        elif type(value) is list:
+            stack += value
+        elif type(value) is str:
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                return True
+    return False
 
 
 # --- the schema without pydantic: the fields of ``Example`` in its order -------------------------
@@ -196,6 +341,8 @@ _ABSENT = object()  # a field not in the message
 
 _STREAM_ID_FORM = "a string of 1 to 200 characters among A-Z a-z 0-9 . _ : -"
 _TEXT_FORM = f"a string of at most {_MAX_TEXT} characters, or null"
+_USER_ID_FORM = f"a string of at most {_MAX_TEXT} characters without NUL, or null"
+_POINT_FORM = "an integer >= 0 or a list of numbers"
 
 
 def _show(value: object) -> str:
@@ -204,6 +351,8 @@ def _show(value: object) -> str:
         return repr(value) if len(value) <= 40 else f"{value[:40]!r}... ({len(value)} characters)"
     if type(value) is int:
         return str(value) if -(10**30) < value < 10**30 else f"an integer of {value.bit_length()} bits"
+    if type(value) is HugeNumber:
+        return f"an integer of {len(value.text.lstrip('-'))} digits"
     if type(value) is list:
         return f"a list of {len(value)} items"
     if type(value) is dict:
@@ -216,11 +365,54 @@ def _show(value: object) -> str:
 def _missing_or_wrong(field: str, value: object, form: str) -> Invalid:
     if value is _ABSENT:
         return Invalid("missing_field", f"{field}: required")
+    if type(value) is HugeNumber:
+        return Invalid("out_of_range", f"{field}: {_show(value)}, more than can be read")
     return Invalid("wrong_type", f"{field}: should be {form}, got {_show(value)}")
 
 
+def _not_finite(field: str, value: object) -> Invalid:
+    return Invalid("not_finite", f"{field}: should be a finite number, got {value!r}")
+
+
+class _Column(NamedTuple):
+    """A column of ``ExampleBatch``: its name, its field in ``Example``, pydantic's check of a whole
+    column and of one entry (the field's own type), and a faster way to read a column of valid
+    entries alike (None when it cannot)."""
+
+    name: str
+    field: str
+    check: TypeAdapter[list[Any]]
+    check_entry: TypeAdapter[Any]
+    read: Callable[[list[Any]], list[Any] | None] | None = None
+
+
+def _column(
+    name: str, field: str, entry: Any, read: Callable[[list[Any]], list[Any] | None] | None = None
+) -> _Column:
+    return _Column(name, field, TypeAdapter(list[entry]), TypeAdapter(entry), read)
+
+
+def _read_labels(column: list[Any]) -> list[int] | None:
+    """The labels as ``normalise_label`` reads them, if every one is a valid label (else None)."""
+    if not {int, bool}.issuperset(map(type, column)):
+        return None
+    labels = list(map(_LABELS.get, column))  # True and False hash as 1 and 0
+    return None if None in labels else labels  # type: ignore[return-value]
+
+
+#: The columns of an ``ExampleBatch``, in the order of ``Example``'s fields.
+_COLUMNS = (
+    _column("xs", "x", Point),
+    _column("ys", "y", Label, _read_labels),
+    _column("user_ids", "user_id", UserId | None),
+    _column("event_times", "event_time", EventTime | None),
+    _column("ids", "id", Text | None),
+)
+_REQUIRED_COLUMNS = ("xs", "ys")
+
+
 class ExampleValidator:
-    """Parses raw bytes into examples (or example batches) of known streams.
+    """Parses raw bytes into examples (or the rows of example batches) of known streams.
 
     ``domain_checks`` maps each stream id to a function that raises ``ValueError`` when ``x``
     is outside that stream's domain and ``TypeError`` when it is the wrong kind of point (see
@@ -242,41 +434,52 @@ class ExampleValidator:
             sid: Stream(check, sid in user_level, skews.get(sid), clock)
             for sid, check in domain_checks.items()
         }
+        # Each stream's rules, chosen once: only those that apply to it run per example.
+        self._applying = {
+            sid: tuple(rule for rule in STREAM_RULES if rule.applies(stream))
+            for sid, stream in self._streams.items()
+        }
+        self._rules = {sid: tuple(rule.check for rule in rules) for sid, rules in self._applying.items()}
         # Configured ids the schema accepts: one set lookup instead of the pattern, usually.
         self._good_ids = frozenset(sid for sid in domain_checks if _STREAM_ID.fullmatch(sid))
 
-    def validate(self, raw: bytes | None) -> ValidExample | ExampleBatch | Invalid:
+    def validate(self, raw: bytes | None) -> ValidExample | ValidRows | Invalid:
         if raw is None:
             return Invalid("invalid_json", "empty message (no value)")
         if len(raw) > MAX_MESSAGE_BYTES:
-            return Invalid("invalid_json", f"message of {len(raw)} bytes exceeds {MAX_MESSAGE_BYTES}")
+            return Invalid("message_too_large", f"message of {len(raw)} bytes exceeds {MAX_MESSAGE_BYTES}")
         try:
             data = pydantic_core.from_json(raw, allow_inf_nan=False)
         except ValueError as exc:
-            # Not JSON, or NaN/Infinity literals, which the schema's parser reads (the fields then
-            # reject them where a number must be finite; a batch with them is read as one example).
-            if b"NaN" not in raw and b"Infinity" not in raw:
-                return Invalid("invalid_json", f"message: Invalid JSON: {exc}")
-            try:
-                data = pydantic_core.from_json(raw)
-            except ValueError as exc:
-                return Invalid("invalid_json", f"message: Invalid JSON: {exc}")
-        else:
-            if type(data) is dict and "xs" in data:
-                return self._batch(data)
+            data = _read_json_after(raw, exc)  # NaN, Infinity or very long integers; or not JSON at all
+            if type(data) is Invalid:
+                return data
         if type(data) is not dict:
             return Invalid("wrong_type", f"message: should be a JSON object, got {_show(data)}")
+        if "xs" in data:
+            return self._batch(data)
+        return self._single(data)
+
+    def _single(self, data: dict[str, Any]) -> ValidExample | Invalid:
         example = self._example(data)
         if example is None:  # only pydantic can tell
             try:
-                example = ValidExample.of(Example.model_validate_json(raw))
+                example = ValidExample.of(Example.model_validate(data))
             except ValidationError as exc:
                 return _classify(exc)
         elif type(example) is Invalid:
             return example
-        return self._on_stream(example)
+        rules = self._rules.get(example.stream_id)
+        if rules is None:
+            return Invalid("unknown_stream", f"stream {example.stream_id!r} is not configured")
+        stream = self._streams[example.stream_id]
+        for check in rules:
+            invalid = check(stream, example.x, example.user_id, example.event_time)
+            if invalid is not None:
+                return invalid
+        return example
 
-    def _example(self, data: dict) -> ValidExample | Invalid | None:
+    def _example(self, data: dict[str, Any]) -> ValidExample | Invalid | None:
         """The schema's verdict on a single example, field by field in the model's order (pydantic
         reports the first field that fails); None where only pydantic can tell."""
         get = data.get
@@ -289,21 +492,25 @@ class ExampleValidator:
         if type(x) is not int:  # bool is not int here, as for the schema's StrictInt
             if type(x) is list:
                 return None  # a feature vector: pydantic checks (and converts) its items
-            return _missing_or_wrong("x", x, "an integer >= 0 or a list of numbers")
+            if type(x) is float and not math.isfinite(x):
+                return _not_finite("x", x)
+            return _missing_or_wrong("x", x, _POINT_FORM)
         if x < 0:
             return Invalid("out_of_domain", f"x: should be >= 0, got {_show(x)}")
         y = get("y", _ABSENT)
         label = _LABELS.get(y) if type(y) is int or type(y) is bool else None
         if label is None:
-            if y is _ABSENT:
-                return Invalid("missing_field", "y: required")
+            if y is _ABSENT or type(y) is HugeNumber:
+                return _missing_or_wrong("y", y, "a label")
             return Invalid("invalid_label", f"y: label must be 0/1, -1/+1 or a boolean, got {_show(y)}")
         user_id = get("user_id")
-        if user_id is not None and (type(user_id) is not str or len(user_id) > _MAX_TEXT):
-            return _missing_or_wrong("user_id", user_id, _TEXT_FORM)
+        if user_id is not None and (
+            type(user_id) is not str or len(user_id) > _MAX_TEXT or "\x00" in user_id
+        ):
+            return _missing_or_wrong("user_id", user_id, _USER_ID_FORM)
         event_time = get("event_time")
         if event_time is not None:
-            if type(event_time) in (list, dict, bool):
+            if type(event_time) in (list, dict, bool, HugeNumber):
                 return _missing_or_wrong("event_time", event_time, "a date and time (ISO 8601)")
             return None  # a time to parse: pydantic's job
         example_id = get("id")
@@ -312,20 +519,126 @@ class ExampleValidator:
         # tuple.__new__: half the cost of the NamedTuple's own constructor, on the hot path.
         return tuple.__new__(ValidExample, (stream_id, x, label, user_id, None, example_id))
 
-    def _batch(self, data: dict) -> ExampleBatch | Invalid:
-        try:
-            batch = ExampleBatch.model_validate(data)
-        except ValidationError as exc:
-            return _classify(exc)
-        return self._on_stream(batch)
+    # --- batches, row by row ----------------------------------------------------------------------
 
-    def _on_stream(self, example: ValidExample | ExampleBatch) -> ValidExample | ExampleBatch | Invalid:
-        stream = self._streams.get(example.stream_id)
-        for rule in STREAM_RULES:
-            invalid = rule.check(stream, example)
-            if invalid is not None:
-                return invalid
-        return example
+    def _batch(self, data: dict[str, Any]) -> ValidRows | Invalid:
+        message = self._batch_message(data)
+        if type(message) is Invalid:
+            return message
+        stream_id, columns = message
+        values, failed = _check_columns(columns)
+        why = {i: self._row_invalid(stream_id, columns, i) for i in sorted(failed)}
+        # The stream's rules in their order, each on the rows no earlier check rejected.
+        stream = self._streams[stream_id]
+        xs, users, times = values["xs"], values.get("user_ids"), values.get("event_times")
+        for rule in self._applying[stream_id]:
+            if rule.check_rows is not None:
+                rule.check_rows(stream, xs, users, times, why)
+                continue
+            for i, x in enumerate(xs):
+                if i not in why:
+                    invalid = rule.check(stream, x, users[i] if users else None, times[i] if times else None)
+                    if invalid is not None:
+                        why[i] = invalid
+        ids, rows = values.get("ids"), len(xs)
+        if not why:
+            return ValidRows(stream_id, list(range(rows)), values["xs"], values["ys"], users, times, ids, [])
+        kept = [i for i in range(rows) if i not in why]
+
+        def pick(column: list[Any]) -> list[Any]:
+            return [column[i] for i in kept]
+
+        return ValidRows(
+            stream_id,
+            kept,
+            pick(values["xs"]),
+            pick(values["ys"]),
+            None if users is None else pick(users),
+            None if times is None else pick(times),
+            None if ids is None else pick(ids),
+            [RejectedRow(i, why[i], _row_message(stream_id, columns, i)) for i in sorted(why)],
+        )
+
+    def _batch_message(self, data: dict[str, Any]) -> tuple[str, dict[str, list[Any]]] | Invalid:
+        """What concerns every row of a batch: its stream, and columns that are lists (the ones it
+        gives, by name); else why the whole message is rejected."""
+        stream_id = data.get("stream_id", _ABSENT)
+        if type(stream_id) is not str or (
+            stream_id not in self._good_ids and not _STREAM_ID.fullmatch(stream_id)
+        ):
+            return _missing_or_wrong("stream_id", stream_id, _STREAM_ID_FORM)
+        columns: dict[str, list[Any]] = {}
+        for name, *_ in _COLUMNS:
+            column = data.get(name, _ABSENT)
+            if (column is None or column is _ABSENT) and name not in _REQUIRED_COLUMNS:
+                continue  # an optional column left out
+            if type(column) is not list:
+                return _missing_or_wrong(name, column, "a list with an entry per row")
+            columns[name] = column
+        if not columns["xs"]:
+            return Invalid("wrong_type", "xs: should have at least 1 row")
+        if stream_id not in self._streams:
+            return Invalid("unknown_stream", f"stream {stream_id!r} is not configured")
+        return stream_id, columns
+
+    def _row_invalid(self, stream_id: str, columns: dict[str, list[Any]], i: int) -> Invalid:
+        """Why row ``i`` is invalid: a given column without an entry for it, else the reason the row
+        gets as a single example (the same check, so a row's reason never depends on the batch)."""
+        for name, field, *_ in _COLUMNS:
+            column = columns.get(name)
+            if column is not None and i >= len(column):
+                return Invalid(
+                    "missing_field",
+                    f"{field}: {name} has no entry for row {i} ({len(column)} entries)",
+                )
+        result = self._single(_row(stream_id, columns, i))
+        if type(result) is not Invalid:  # the column's check and the field's are the same type
+            return Invalid("wrong_type", f"row {i}: an entry is not of its field's type")
+        return result
+
+
+def _check_columns(columns: dict[str, list[Any]]) -> tuple[dict[str, list[Any]], set[int]]:
+    """The columns as the schema reads them, all as long as the longest (an entry a row lacks, or
+    the schema rejects, is None), and the rows with such an entry."""
+    rows = max(map(len, columns.values()))
+    values: dict[str, list[Any]] = {}
+    failed: set[int] = set()
+    for name, _, check_column, check_entry, read in _COLUMNS:
+        column = columns.get(name)
+        if column is None:
+            continue
+        missing = rows - len(column)
+        failed.update(range(len(column), rows))
+        fast = read(column) if read is not None else None
+        if fast is not None:
+            values[name] = fast + [None] * missing
+            continue
+        try:
+            values[name] = check_column.validate_python(column) + [None] * missing
+        except ValidationError as exc:
+            bad = {err["loc"][0] for err in exc.errors(include_url=False, include_input=False)}
+            failed.update(bad)  # type: ignore[arg-type]
+            # the good entries converted one by one (the bad ones' rows are rejected)
+            entry = check_entry.validate_python
+            values[name] = [None if i in bad else entry(v) for i, v in enumerate(column)] + [None] * missing
+    return values, failed
+
+
+def _row(stream_id: str, columns: dict[str, list[Any]], i: int) -> dict[str, Any]:
+    """Row ``i`` of a batch as the single example it stands for (its fields as given)."""
+    row: dict[str, Any] = {"stream_id": stream_id}
+    for name, field, *_ in _COLUMNS:
+        column = columns.get(name)
+        if column is not None and i < len(column):
+            row[field] = column[i]
+    return row
+
+
+def _row_message(stream_id: str, columns: dict[str, list[Any]], i: int) -> bytes:
+    """Row ``i`` as a single-example message (JSON; a number too long to read as a string)."""
+    return json.dumps(_row(stream_id, columns, i), ensure_ascii=False, default=str).encode(
+        "utf-8", "surrogatepass"
+    )
 
 
 def integer_domain(check_point: Callable[[int], None]) -> Callable[[object], None]:
@@ -356,17 +669,31 @@ def vector_domain(dimension: int) -> Callable[[object], None]:
 
 
 def _classify(exc: ValidationError) -> Invalid:
-    """Map pydantic's first error to one of :data:`SCHEMA_REASONS` (what pydantic decides)."""
-    err = exc.errors(include_url=False)[0]
+    """Map pydantic's first error to one of :data:`SCHEMA_REASONS` or :data:`VALUE_REASONS` (what
+    pydantic decides). The first field that fails names the reason; a NaN or infinite point, or a
+    number too long to read, anywhere in that field's errors, is named as such."""
+    errors = exc.errors(include_url=False)
+    err = errors[0]
     kind, loc = err["type"], tuple(err.get("loc", ()))
+    field = loc[:1]
     where = ".".join(str(p) for p in loc) or "message"
-    detail = f"{where}: {err['msg']}"
+    detail = f"{where}: {err['msg']}"[:500]
+    for other in errors:
+        if tuple(other.get("loc", ()))[:1] != field:
+            break
+        value, at = other.get("input"), ".".join(str(p) for p in other["loc"])
+        if type(value) is HugeNumber:
+            return Invalid("out_of_range", f"{at}: {_show(value)}, more than can be read")
+        if field == ("x",) and (
+            other["type"] == "finite_number" or (type(value) is float and not math.isfinite(value))
+        ):
+            return _not_finite(at, value)
     if kind == "json_invalid":
         return Invalid("invalid_json", detail)
     if kind == "missing":
         return Invalid("missing_field", detail)
-    if loc[:1] in (("y",), ("ys",)) and kind == "value_error":
+    if field == ("y",) and kind == "value_error":
         return Invalid("invalid_label", detail)
-    if loc[:1] in (("x",), ("xs",)) and kind in ("greater_than_equal", "less_than"):
+    if field == ("x",) and kind in ("greater_than_equal", "less_than"):
         return Invalid("out_of_domain", detail)
     return Invalid("wrong_type", detail)

@@ -1,4 +1,4 @@
-"""Privacy guarantees as data, and pure composition functions (DESIGN §4 "Ledger").
+"""Privacy guarantees as data, and pure composition functions (the ledger's arithmetic).
 
 * :class:`PrivacyGuarantee` -- the privacy map of one release: (epsilon, delta) plus, when known, a
   zCDP parameter ``rho`` and a tabulated Rényi-DP curve ``rdp`` (order -> value).

@@ -53,14 +53,14 @@ def threshold_dimension(cls: HypothesisClass, max_nodes: int = 10**5) -> int:
 
 
 def dual_littlestone_dimension(cls: HypothesisClass) -> int:
-    """Ldim of the dual class ``{x -> (h -> h(x))}`` (ggkm.md §1.5)."""
+    """Ldim of the dual class ``{x -> (h -> h(x))}`` (GGKM21 Sec 2.4)."""
     if isinstance(cls, FiniteClass):
         return littlestone_dimension(cls.dual())
     return _structured(cls).dual_littlestone()
 
 
 def dual_vc_dimension(cls: HypothesisClass, max_work: int = 10**7) -> int:
-    """VC dimension of the dual class (ggkm.md §1.5)."""
+    """VC dimension of the dual class (GGKM21 Sec 2.3)."""
     if isinstance(cls, FiniteClass):
         return vc_dimension(cls.dual(), max_work)
     return _structured(cls).dual_vc()
@@ -104,7 +104,8 @@ def _structured(cls: HypothesisClass) -> StructuredClass:
 
 
 def littlestone_dimension_reference(matrix: np.ndarray) -> int:
-    """The plain recursion of blm_almm.md §1.2, memoised on frozensets of row indices.
+    """The plain recursion of the Littlestone dimension (BLM20 Sec 3.2), memoised on frozensets of
+    row indices.
 
     Deliberately naive (no pruning, no bitsets): the oracle for tests and the baseline of
     ``benchmarks/bench_ldim.py``.

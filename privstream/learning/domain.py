@@ -1,7 +1,9 @@
 """Validation of domain points ``x in {0, ..., N-1}`` and labels ``y in {0, 1}``.
 
-Domains may be huge (``N`` up to ``2**63`` and beyond), so points are Python ints; arrays of
-points are ``int64`` when every point fits and ``object`` (Python ints) otherwise.
+A class named by a spec string, and so every stream, every command and every sanitizer, has a
+domain of at most :data:`MAX_DOMAIN_SIZE` points. The class objects and the learners compute
+exactly on any ``N`` (points are Python ints; arrays of points are ``int64`` when every point fits
+and ``object`` otherwise), which the library's own tests use.
 """
 
 from __future__ import annotations
@@ -13,6 +15,12 @@ import numpy as np
 from privstream.learning.errors import DomainError, LabelError
 
 INT64_MAX = 2**63 - 1
+
+#: The largest domain size ``N`` of a class named by a spec (``thresholds:2^62``): the one limit of
+#: the service, the command line and the sanitizers. Every point and every block edge ``0..N`` of a
+#: released distribution is then an ``int64`` with room to spare (the window stores, the sanitizers'
+#: block edges and their prefix sums are ``int64``).
+MAX_DOMAIN_SIZE = 2**62
 
 
 def check_point(x: object, n: int) -> int:

@@ -1,13 +1,13 @@
 """The single source of randomness for every privacy mechanism, and the exact samplers built on it.
 
-Why this module exists (DESIGN §4 "Randomness", dp_landscape.md "Secure selection"):
+Why this module exists (production draws must be secure; naive float samplers are attackable):
 
 * Production draws come from the operating system's CSPRNG (``secrets``); tests and audits inject a
   seeded source. Every mechanism takes a :class:`RandomSource` and nothing else draws randomness.
 * A release reserved in the privacy ledger draws from :func:`derived`: a deterministic,
   cryptographically secure stream (HMAC-SHA256 in counter mode) keyed by the reservation's secret
   32-byte seed, so a retry after a crash reproduces the release bit for bit instead of drawing
-  fresh noise (E-DESIGN.md §3.2). Its output is indistinguishable from uniform bits to anyone who
+  fresh noise. Its output is indistinguishable from uniform bits to anyone who
   does not know the seed (HMAC-SHA256 as a pseudorandom function, NIST SP 800-108 counter mode),
   so the privacy guarantee holds against computationally bounded adversaries as long as the seed
   stays secret (the ledger never publishes it).

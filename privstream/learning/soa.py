@@ -1,11 +1,11 @@
 """The Standard Optimal Algorithm (SOA), extended to non-realizable input.
 
-Rule (blm_almm.md §1.3): predict ``argmax_y Ldim(V restricted to (x, y))``; on a tie predict
+Rule (Littlestone 1988): predict ``argmax_y Ldim(V restricted to (x, y))``; on a tie predict
 ``tie`` (default 1, fixed per instance, so the SOA is a deterministic function of its input
 sequence); then restrict the version space ``V`` on *every* example. On a realizable sequence
 it makes at most ``Ldim(H)`` mistakes.
 
-Extension (blm_almm.md §1.4): at the first example that no hypothesis of the class agrees
+Extension (BLM20 Def 8, ABLMM22 Def 11): at the first example that no hypothesis of the class agrees
 with (together with all earlier ones), the current predictor is frozen and from then on
 patched pointwise: ``h(x) := y`` for every later example (later labels override earlier ones).
 
@@ -190,7 +190,7 @@ class SOA:
 
 
 def soa_run(cls: HypothesisClass, xs: np.ndarray, ys: np.ndarray, tie: int = 1) -> tuple[Hypothesis, int]:
-    """``(final predictor, mistakes)`` of a fresh SOA over the sequence (blm_almm.md §1.4 ``SOA_RUN``)."""
+    """``(final predictor, mistakes)`` of a fresh SOA over the sequence (the extended SOA)."""
     soa = SOA(cls, tie)
     soa.learn_many(xs, ys)
     return soa.predictor(), soa.mistakes

@@ -6,6 +6,9 @@ class, or a feature vector (a list of numbers) for a stream of vector features.
 
 >>> Example.model_validate_json('{"stream_id": "s", "x": 3, "y": -1}').y
 0
+
+An :class:`ExampleBatch` is the same fields as columns; entry ``i`` of each column is one row, and
+each row is checked as the example it stands for (the column types are the fields' types).
 """
 
 from __future__ import annotations
@@ -13,7 +16,16 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, StrictInt, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    FiniteFloat,
+    StrictInt,
+    model_validator,
+)
 
 SCHEMA_VERSION = 1
 
@@ -37,6 +49,22 @@ def normalise_label(value: Any) -> int:
     raise ValueError(f"label must be 0/1, -1/+1 or a boolean, got {value!r}")
 
 
+def _utc(value: datetime) -> datetime:
+    """A time without a zone is in UTC."""
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value
+
+
+#: A label as sent (0/1, -1/+1, true/false), read as 0/1.
+Label = Annotated[int, BeforeValidator(normalise_label)]
+#: ``id``: a short text.
+Text = Annotated[str, Field(max_length=200)]
+#: ``user_id``: a short text without NUL (the window store and the user ledger keep it as text, which
+#: PostgreSQL cannot hold with a NUL in it).
+UserId = Annotated[str, Field(max_length=200, pattern=r"^[^\x00]*$")]
+#: An event time (ISO 8601, or Unix seconds); without a zone it is UTC.
+EventTime = Annotated[datetime, AfterValidator(_utc)]
+
+
 class Example(BaseModel):
     """A labelled example ``(x, y)`` of stream ``stream_id``."""
 
@@ -44,28 +72,22 @@ class Example(BaseModel):
 
     stream_id: StreamId
     x: Point = Field(description="a point of the stream's domain {0, ..., N-1}, or a feature vector")
-    y: int = Field(description="label: 0/1 (also accepted: -1/+1, true/false)")
-    user_id: str | None = Field(default=None, max_length=200, description="privacy unit at user level")
-    event_time: datetime | None = Field(default=None, description="when the example happened (UTC)")
-    id: str | None = Field(default=None, max_length=200, description="producer's id, for deduplication")
-
-    @field_validator("y", mode="before")
-    @classmethod
-    def _label(cls, value: Any) -> int:
-        return normalise_label(value)
-
-    @field_validator("event_time")
-    @classmethod
-    def _utc(cls, value: datetime | None) -> datetime | None:
-        if value is not None and value.tzinfo is None:
-            return value.replace(tzinfo=UTC)
-        return value
+    y: Label = Field(description="label: 0/1 (also accepted: -1/+1, true/false)")
+    user_id: UserId | None = Field(default=None, description="privacy unit at user level")
+    event_time: EventTime | None = Field(default=None, description="when the example happened (UTC)")
+    id: Text | None = Field(
+        default=None,
+        description="the producer's id: an example whose id its stream saw within the stream's "
+        "dedup_horizon_seconds is dropped as a repeat",
+    )
 
 
 class ExampleBatch(BaseModel):
     """Many examples of one stream in one message: what high-volume producers should send.
 
-    Columns of equal length; ``user_ids``, ``event_times`` and ``ids`` are optional columns.
+    Columns of equal length; ``user_ids``, ``event_times`` and ``ids`` are optional columns. Row
+    ``i`` (entry ``i`` of every column) is one example with the fields' types of :class:`Example`.
+    The service reads a batch row by row: a row that is invalid is rejected alone, the others kept.
 
     >>> ExampleBatch.model_validate_json('{"stream_id": "s", "xs": [1, 2], "ys": [1, -1]}').ys
     [1, 0]
@@ -74,18 +96,11 @@ class ExampleBatch(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
     stream_id: StreamId
-    xs: list[Point] = Field(min_length=1, max_length=100_000)
-    ys: list[int]
-    user_ids: list[str | None] | None = None
-    event_times: list[datetime | None] | None = None
-    ids: list[str | None] | None = None
-
-    @field_validator("ys", mode="before")
-    @classmethod
-    def _labels(cls, values: Any) -> Any:
-        if not isinstance(values, list):
-            return values
-        return [normalise_label(v) for v in values]
+    xs: list[Point] = Field(min_length=1)
+    ys: list[Label]
+    user_ids: list[UserId | None] | None = None
+    event_times: list[EventTime | None] | None = None
+    ids: list[Text | None] | None = None
 
     @model_validator(mode="after")
     def _same_length(self) -> ExampleBatch:

@@ -1,7 +1,7 @@
 """Public releases: a private hypothesis (or sanitized data) with its privacy certificate.
 
 Everything on the public topics is one of these. The certificate states what a subscriber
-needs to trust the release (DESIGN.md §4): the mechanism, (ε, δ), the neighbouring relation,
+needs to trust the release: the mechanism, (ε, δ), the neighbouring relation,
 the privacy unit, whether privacy is information-theoretic or computational, the window, the
 sample size, the ledger entry, the budget left, the parameters, the DP outputs, the library
 version, and whether the paper's accuracy theorem holds at them.
@@ -100,6 +100,19 @@ class Certificate(PublicMessage):
         description="n; null under add-remove-one, where n itself is private",
     )
     ledger_entry_id: str | None = Field(default=None, description="the charge in the privacy ledger")
+    ledger_id: str | None = Field(
+        default=None,
+        max_length=64,
+        description="the privacy ledger that charged the release: random, drawn once when the ledger "
+        "was created (a release of another ledger id comes from another ledger)",
+    )
+    ledger_epoch: int | None = Field(
+        default=None,
+        ge=0,
+        le=MAX_SAFE_INTEGER,
+        description="the ledger's epoch when the release was charged: raised at every worker start "
+        "(an older copy of the ledger, restored from a backup, states a lower one)",
+    )
     composition: Literal["sequential", "tree", "individual-filter"] = Field(
         default="sequential",
         description="how the stream's releases add up against its budget: "

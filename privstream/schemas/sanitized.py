@@ -17,7 +17,7 @@ from privstream.schemas.releases import RELEASE_SCHEMA_VERSION, Certificate
 
 
 class SanitizedRelease(PublicMessage):
-    """A private synthetic distribution for a stream's class (ggkm.md §1.3, Definition 2.3)."""
+    """A private synthetic distribution for a stream's class (private query release, GGKM21 Def 2.3)."""
 
     schema_version: int = RELEASE_SCHEMA_VERSION
     stream_id: str

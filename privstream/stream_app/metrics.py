@@ -40,13 +40,30 @@ class ServiceMetrics:
         )
         self.examples_invalid = Counter(
             "privstream_examples_invalid_total",
-            "Messages rejected by validation, by reason.",
+            "Messages, and rows of batch messages, rejected by validation, by reason.",
             ["reason"],
             registry=r,
         )
         self.dead_letters = Counter(
             "privstream_dead_letters_published_total",
-            "Messages published to the dead-letter topic.",
+            "Dead letters (rejected messages or rows) published to the dead-letter topic.",
+            registry=r,
+        )
+        self.examples_repeated = Counter(
+            "privstream_examples_repeated_total",
+            "Examples dropped as repeats of an example id seen within the stream's horizon.",
+            ["stream"],
+            registry=r,
+        )
+        self.example_ids_forgotten = Counter(
+            "privstream_example_ids_forgotten_total",
+            "Example ids forgotten before the stream's horizon because its memory of ids was full.",
+            ["stream"],
+            registry=r,
+        )
+        self.outputs_refused = Counter(
+            "privstream_outputs_refused_total",
+            "Records Kafka refused for their size (a reference goes to the dead-letter topic instead).",
             registry=r,
         )
         self.examples_learned = Counter(
@@ -213,6 +230,8 @@ class ServiceMetrics:
             self.examples_invalid.labels(reason=reason)
         for stream in stream_ids:
             self.examples_learned.labels(stream=stream)
+            self.examples_repeated.labels(stream=stream)
+            self.example_ids_forgotten.labels(stream=stream)
             self.soa_mistakes.labels(stream=stream)
             self.stream_realizable.labels(stream=stream).set(1)
 
@@ -229,6 +248,13 @@ class ServiceMetrics:
     def dead_lettered(self, count: int = 1) -> None:
         self.dead_letters.inc(count)
 
+    def repeated(self, stream_id: str, count: int) -> None:
+        self.examples_repeated.labels(stream=stream_id).inc(count)
+        self.last_progress.set(time.time())  # handled, like a learned or an invalid example
+
+    def ids_forgotten(self, stream_id: str, count: int) -> None:
+        self.example_ids_forgotten.labels(stream=stream_id).inc(count)
+
     def learned(self, stream_id: str, examples: int, new_mistakes: int, realizable: bool) -> None:
         self.examples_learned.labels(stream=stream_id).inc(examples)
         if new_mistakes:
@@ -240,6 +266,9 @@ class ServiceMetrics:
         self.soa_mistake_bound.labels(stream=stream_id).set(bound)
 
     # --- the ingest loop (stream_app/ingest.py) ------------------------------------------------
+    def output_refused(self) -> None:
+        self.outputs_refused.inc()
+
     def ingest_batch_handled(self, seconds: float) -> None:
         self.ingest_busy.inc(seconds)
 

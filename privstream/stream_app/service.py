@@ -1,7 +1,8 @@
 """The service: a ``faust.App`` built from :class:`Settings`, with its topics, agents and pages.
 
 ``stream_app`` owns the app and hands topics, metrics and collaborators to the agents'
-registration functions, so the agents never import the service (DESIGN.md §2).
+registration functions, so the agents never import the service (imports flow one way:
+``stream_app -> agents -> learning``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import faust
 import numpy as np
 
 from privstream import __version__
+from privstream.agents.dedup import Deduplicator
 from privstream.agents.ledger_port import PrivacyCost
 from privstream.agents.online import OnlineLearners, OnlineStream
 from privstream.agents.pipeline import IngestPipeline
@@ -37,8 +39,10 @@ from privstream.stream_app.settings import FAUST_ENV_PREFIX, ReleaseConfig, Sett
 from privstream.stream_app.signing import Signer, worker_signer
 from privstream.stream_app.store import factory
 from privstream.stream_app.store.factory import Ledger, StateStore
+from privstream.stream_app.store.identity import keep_up, open_for_worker
 from privstream.stream_app.store.leases import Leases, LeaseStoreError
 from privstream.stream_app.store.probe import StoreProbe, store_ping
+from privstream.stream_app.store.published import newest_published
 from privstream.stream_app.web.listener import HttpListener, ListenerLimits, bearer_token_guard
 from privstream.stream_app.web.operator import PROBE_PATHS, operator_routes
 from privstream.stream_app.web.public_process import PublicListenerProcess
@@ -219,7 +223,7 @@ def release_policy(stream: StreamConfig, hclass: HypothesisClass | None) -> Rele
         privacy_unit=config.privacy_unit,
         user_contribution_bound=config.user_contribution_bound,
         expected_size=config.expected_size,
-        levels=config.levels,
+        levels=config.top_level,
         max_node_examples=config.max_node_examples,
         lifetime=lifetime_bound(config),  # the user level's is set with the deployment's user budget
     )
@@ -232,7 +236,7 @@ def lifetime_bound(config: ReleaseConfig, user_budget: PrivacyCost | None = None
     disjoint), so parallel composition within a level and sequential composition over the L+1
     levels bound its loss by the sum over the levels of (learner ε + sanitizer ε), for ever.
     User level: a user's examples can lie in every node of a level, so the individual privacy
-    filter bounds each user by their deployment-wide budget (E-DESIGN §5).
+    filter (Feldman & Zrnic 2021) bounds each user by their deployment-wide budget.
     """
     if config.privacy_unit == "user":
         budget = user_budget or PrivacyCost(config.epsilon_budget, config.delta_budget)
@@ -241,7 +245,7 @@ def lifetime_bound(config: ReleaseConfig, user_budget: PrivacyCost | None = None
             delta=budget.delta,
             epsilon_budget=budget.epsilon,
             delta_budget=budget.delta,
-            levels=config.levels,
+            levels=config.top_level,
             level_epsilon=[
                 e + (config.sanitizer_epsilons[j] if config.sanitizer else 0.0)
                 for j, e in enumerate(config.learner_epsilons)
@@ -265,11 +269,11 @@ def lifetime_bound(config: ReleaseConfig, user_budget: PrivacyCost | None = None
         delta=delta,
         epsilon_budget=config.epsilon_budget,
         delta_budget=config.delta_budget,
-        levels=config.levels,
+        levels=config.top_level,
         level_epsilon=per_level,
         rule=(
             f"parallel composition over the disjoint nodes of a level (each example is in exactly one "
-            f"node per level), sequential composition over the {config.levels + 1} levels: "
+            f"node per level), sequential composition over the {config.top_level + 1} levels: "
             f"sum over levels of epsilon_j = {terms} = {epsilon:g} <= epsilon_budget "
             f"{config.epsilon_budget:g} per example, for ever"
         ),
@@ -278,7 +282,7 @@ def lifetime_bound(config: ReleaseConfig, user_budget: PrivacyCost | None = None
 
 def stream_partition(partitions: int) -> Any:
     """The partition of the examples topic a stream's messages go to (Kafka's default partitioner
-    on the key ``stream_id``): its owner closes the stream's time windows (E-DESIGN §4)."""
+    on the key ``stream_id``): its owner closes the stream's time windows."""
     from aiokafka.partitioner import DefaultPartitioner
 
     partitioner = DefaultPartitioner()
@@ -291,17 +295,12 @@ def time_window_tick(policies: dict[str, ReleasePolicy]) -> float:
     return min([1.0, *(p.window_seconds / 10 for p in policies.values() if p.window_seconds)])
 
 
-def open_ledger(settings: Settings) -> Ledger | None:
-    """The privacy ledger with every releasing stream's budget, or None if nothing is released."""
-    budgets = {
-        s.name: (s.release.epsilon_budget, s.release.delta_budget) for s in settings.streams if s.release
-    }
-    return factory.open_ledger(settings, budgets) if budgets else None
-
-
 def build_service(settings: Settings) -> Service:
     """Build the app and register the agents and web pages on it."""
-    ledger = open_ledger(settings)  # first: a missing or corrupt ledger stops the worker at once
+    # First: a missing, corrupt, foreign or older ledger, or a changed privacy configuration, stops
+    # the worker at once (store/identity.py); the streams are registered in the ledger.
+    stores = open_for_worker(settings, published=lambda: newest_published(settings))
+    ledger = stores.ledger
     signer = worker_signer(settings)  # before the public listener's process, which reads it too
     log.info("releases are signed with key %s (Ed25519; public keys on /keys)", signer.key_id)
     app = build_app(settings)
@@ -328,8 +327,7 @@ def build_service(settings: Settings) -> Service:
             if s.release is None:
                 continue
             # The schedule's public anchor: the stream's registration time in the ledger.
-            lifetime = PrivacyCost(s.release.epsilon_budget, s.release.delta_budget)
-            start = ledger.register_stream(s.name, lifetime)
+            start = stores.registered[s.name]
             user_level = s.release.privacy_unit == "user"
             policies[s.name] = dataclasses.replace(
                 policies[s.name],
@@ -362,7 +360,7 @@ def build_service(settings: Settings) -> Service:
         },
     )
     # Every call of the storage ports is timed (privstream_store_operation_seconds).
-    store = metrics.timed(factory.open_state_store(settings), "state")
+    store = metrics.timed(stores.state, "state")
     # Fencing (store/leases.py): the partitions this worker was assigned, by lease; a charge or a
     # publication for a stream whose partition another worker has taken since is refused.
     leases = factory.open_leases(settings) if ledger is not None else None
@@ -370,7 +368,7 @@ def build_service(settings: Settings) -> Service:
 
     def source_partitions(stream_id: str) -> set[int]:
         # Where the stream's examples came from, and its key's partition: a time-window stream
-        # that has seen no example yet is still released (empty windows, §4) by its key's owner.
+        # that has seen no example yet is still released (empty windows too) by its key's owner.
         return store.partitions(stream_id) | {key_partition(stream_id)}
 
     if ledger is not None and leases is not None:
@@ -391,7 +389,8 @@ def build_service(settings: Settings) -> Service:
         if s.release is not None and s.release.window.kind == "time"
     }
     validator = ExampleValidator(domains, user_level=user_level, event_time_skew=skews)
-    pipeline = IngestPipeline(validator, learners, metrics, progress)
+    dedup = Deduplicator({s.name: s.dedup_horizon_seconds for s in settings.streams})
+    pipeline = IngestPipeline(validator, learners, metrics, progress, dedup=dedup)
     ingest = IngestService(
         settings, pipeline, on_assigned=lambda parts: on_assigned(parts), metrics=metrics, loop=None
     )
@@ -435,14 +434,24 @@ def build_service(settings: Settings) -> Service:
 
             @app.timer(time_window_tick(policies))
             async def _close_time_windows() -> None:
-                # Time windows close on the clock, with or without examples (issue 16.1, 16.2).
+                # Time windows close on the clock, with or without examples: the public schedule.
                 await releases.tick()
 
-    probe = StoreProbe(store_ping(settings))
+    probe = StoreProbe(store_ping(settings, None if stores.identity is None else stores.identity))
 
     @app.timer(STORE_PROBE_SECONDS, on_leader=False)
     async def _probe_store() -> None:
         await asyncio.to_thread(probe.check)
+
+    if stores.ledger is not None:
+
+        @app.timer(STORE_PROBE_SECONDS, on_leader=False)
+        async def _keep_up_with_the_ledger() -> None:
+            # The state store learns the ledger's highest entry id (store/identity.py).
+            try:
+                await asyncio.to_thread(keep_up, stores)
+            except Exception as exc:  # the ledger gone or unreachable: /readyz says so
+                log.debug("could not record the ledger's progress in the state store: %s", exc)
 
     service = Service(
         settings, app, ingest, pipeline, metrics, learners, progress, store, ledger, releases, leases, probe

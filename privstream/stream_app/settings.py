@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import logging
 import os
 import tomllib
 from pathlib import Path
@@ -23,10 +24,15 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic.fields import FieldInfo
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 
 from privstream.learning.hypothesis_classes import Intervals, Points, Thresholds, parse_class_spec
+from privstream.learning.private_learners.base import LEARNERS
 from privstream.learning.private_learners.vector_base import VECTOR_LEARNERS, check_bounds
+from privstream.learning.sanitizers.base import SANITIZERS
+from privstream.stream_app.suggestions import unknown_name
+
+log = logging.getLogger(__name__)
 
 ENV_PREFIX = "PRIVSTREAM_"
 CONFIG_FILE_ENV = f"{ENV_PREFIX}CONFIG_FILE"
@@ -52,7 +58,7 @@ class WindowConfig(BaseModel):
     and neighbouring windows differ by replacing one example. ``time`` windows hold the examples
     whose event time falls in ``[k*seconds, (k+1)*seconds)``; their size is private (add/remove-one).
 
-    Time windows close on the worker's clock, never on the data (issue 16.2): window k closes when
+    Time windows close on the worker's clock, never on the data: window k closes when
     the clock passes ``(k+1)*seconds + allowed_lateness_seconds``, whether or not it holds
     examples, and every window from the stream's start on is closed, charged and released. An
     ``event_time`` further than ``max_event_time_skew_seconds`` from the worker's clock (either way)
@@ -108,17 +114,18 @@ class ReleaseConfig(BaseModel):
         "the sanitizer's even share of the lifetime budget)",
     )
     sanitizer_level_epsilon: list[float] | None = Field(
-        default=None, description="ε of the sanitizer per level 0..levels (instead of sanitizer_epsilon)"
+        default=None, description="ε of the sanitizer per level 0..top_level (instead of sanitizer_epsilon)"
     )
     sanitizer_delta: float | None = Field(default=None, ge=0, lt=1, description="default: delta")
     sanitizer_labelled: bool = Field(default=False, description="answer Pr[h(x) = y] instead of Pr[h(x) = 1]")
     window: WindowConfig = Field(default_factory=WindowConfig)
-    levels: int = Field(
+    top_level: int = Field(
         default=0,
         ge=0,
         le=20,
-        description="the release tree's top level L: a level-j release learns from "
-        "2^j consecutive windows (issue 17); every example is in one node per level. 0: windows only",
+        description="the release tree's top level L: releases at levels 0..L (L + 1 levels), a level-j "
+        "release learning from 2^j consecutive windows; every example is in one node per level. "
+        "0: windows only",
     )
     epsilon: float | None = Field(
         default=None,
@@ -128,7 +135,7 @@ class ReleaseConfig(BaseModel):
         "lifetime budget, minus the sanitizer's share, split evenly over the levels)",
     )
     level_epsilon: list[float] | None = Field(
-        default=None, description="ε of the learner per level 0..levels (instead of epsilon)"
+        default=None, description="ε of the learner per level 0..top_level (instead of epsilon)"
     )
     delta: float = Field(default=0.0, ge=0, lt=1, description="δ of each release, at every level")
     epsilon_budget: float = Field(
@@ -164,6 +171,42 @@ class ReleaseConfig(BaseModel):
         "(memory grows with the node)",
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _levels_renamed(cls, data: Any) -> Any:
+        # ``levels`` read as a count of levels, but it is the top level (levels 0..L): renamed.
+        if isinstance(data, dict) and "levels" in data:
+            if "top_level" in data:
+                raise ValueError("levels is the old name of top_level: give top_level only")
+            data = dict(data)
+            data["top_level"] = data.pop("levels")
+            log.warning(
+                "release setting 'levels' is deprecated: write top_level = %s (the top level of the "
+                "release tree: releases at levels 0..%s)",
+                data["top_level"],
+                data["top_level"],
+            )
+        return data
+
+    @property
+    def levels(self) -> int:
+        """The top level (:attr:`top_level`), under its former name."""
+        return self.top_level
+
+    @field_validator("learner")
+    @classmethod
+    def _known_learner(cls, name: str) -> str:
+        if name not in LEARNERS and name not in VECTOR_LEARNERS:
+            raise ValueError(unknown_name("learner", name, [*LEARNERS, *VECTOR_LEARNERS]))
+        return name
+
+    @field_validator("sanitizer")
+    @classmethod
+    def _known_sanitizer(cls, name: str | None) -> str | None:
+        if name is not None and name not in SANITIZERS:
+            raise ValueError(unknown_name("sanitizer", name, SANITIZERS))
+        return name
+
     @model_validator(mode="after")
     def _consistent(self) -> ReleaseConfig:
         if self.privacy_unit == "user" and self.user_contribution_bound is None:
@@ -183,16 +226,17 @@ class ReleaseConfig(BaseModel):
             )
         if self.privacy_unit == "user" and self.window.kind == "count":
             # A count window at the user level is cut by a private count: how many examples the
-            # users sent decides where the windows end (issue 16.8). The public clock cuts instead.
+            # users sent decides where the windows end. The public clock cuts instead.
             raise ValueError(
                 "privacy_unit 'user' needs time windows (window kind 'time'): count windows would be cut "
                 "by the number of examples users send, which is private at the user level"
             )
         for name in ("level_epsilon", "sanitizer_level_epsilon"):
             values = getattr(self, name)
-            if values is not None and (len(values) != self.levels + 1 or min(values) <= 0):
+            if values is not None and (len(values) != self.top_level + 1 or min(values) <= 0):
                 raise ValueError(
-                    f"{name} needs {self.levels + 1} positive values (levels 0..{self.levels}), got {values}"
+                    f"{name} needs {self.top_level + 1} positive values (levels 0..{self.top_level}), "
+                    f"got {values}"
                 )
         if self.level_epsilon is not None and self.epsilon is not None:
             raise ValueError("give epsilon (every level) or level_epsilon (per level), not both")
@@ -208,13 +252,13 @@ class ReleaseConfig(BaseModel):
             )
         if epsilon > self.epsilon_budget * (1 + 1e-9):
             raise ValueError(
-                f"the releases cost ε={epsilon:g} per example over the {self.levels + 1} levels (learner "
+                f"the releases cost ε={epsilon:g} per example over the {self.top_level + 1} levels (learner "
                 f"{self.learner_epsilons}, sanitizer {self.sanitizer_epsilons}), more than the lifetime "
-                f"epsilon_budget {self.epsilon_budget:g}: lower epsilon or levels, or raise the budget"
+                f"epsilon_budget {self.epsilon_budget:g}: lower epsilon or top_level, or raise the budget"
             )
         if delta > self.delta_budget * (1 + 1e-9):
             raise ValueError(
-                f"the releases cost δ={delta:g} per example over the {self.levels + 1} levels, "
+                f"the releases cost δ={delta:g} per example over the {self.top_level + 1} levels, "
                 f"more than the lifetime delta_budget {self.delta_budget:g}"
             )
         return self
@@ -227,35 +271,36 @@ class ReleaseConfig(BaseModel):
         if self.sanitizer_level_epsilon is not None:
             return list(self.sanitizer_level_epsilon)
         if self.sanitizer_epsilon is not None:
-            return [self.sanitizer_epsilon] * (self.levels + 1)
+            return [self.sanitizer_epsilon] * (self.top_level + 1)
         if self.epsilon is not None or self.level_epsilon is not None:
-            return list(self._learner_epsilons_given())  # as the learner, as before levels existed
-        return [self.epsilon_budget / (2 * (self.levels + 1))] * (self.levels + 1)
+            return list(self._learner_epsilons_given())  # the learner's ε, level by level
+        return [self.epsilon_budget / (2 * (self.top_level + 1))] * (self.top_level + 1)
 
     def _learner_epsilons_given(self) -> list[float]:
         if self.level_epsilon is not None:
             return list(self.level_epsilon)
         assert self.epsilon is not None
-        return [self.epsilon] * (self.levels + 1)
+        return [self.epsilon] * (self.top_level + 1)
 
     @property
     def learner_epsilons(self) -> list[float]:
-        """The learner's ε per level 0..levels: as given, or the lifetime budget left by the sanitizer
+        """The learner's ε per level 0..top_level: as given, or the lifetime budget left by the sanitizer
         split evenly over the levels."""
         if self.level_epsilon is not None or self.epsilon is not None:
             return self._learner_epsilons_given()
         rest = self.epsilon_budget - sum(self.sanitizer_epsilons)
-        return [rest / (self.levels + 1)] * (self.levels + 1)
+        return [rest / (self.top_level + 1)] * (self.top_level + 1)
 
     @property
     def learner_deltas(self) -> list[float]:
-        return [self.delta] * (self.levels + 1)
+        return [self.delta] * (self.top_level + 1)
 
     @property
     def sanitizer_deltas(self) -> list[float]:
         if self.sanitizer is None:
             return []
-        return [self.sanitizer_delta if self.sanitizer_delta is not None else self.delta] * (self.levels + 1)
+        delta = self.sanitizer_delta if self.sanitizer_delta is not None else self.delta
+        return [delta] * (self.top_level + 1)
 
     @property
     def lifetime_cost(self) -> tuple[float, float]:
@@ -297,6 +342,13 @@ class StreamConfig(BaseModel):
         default=None, description="public [lo, hi] per feature (never taken from the data)"
     )
     soa_tie: Literal[0, 1] = Field(default=1, description="the SOA's prediction when both labels tie")
+    dedup_horizon_seconds: float = Field(
+        default=600.0,
+        ge=0,
+        le=86_400,
+        description="an example whose id was seen on the stream less than this long ago is dropped as "
+        "a repeat, before the SOA and the windows (at most 100,000 ids remembered); 0: no de-duplication",
+    )
     release: ReleaseConfig | None = Field(default=None, description="private releases; none if unset")
 
     @field_validator("hypothesis_class")
@@ -374,7 +426,7 @@ class Settings(BaseSettings):
         "embedded broker waits all of it (Kafka's default 500 ms put ~0.6 s into p50 latency)",
     )
 
-    # --- web: two listeners, one per trust zone (public, operator) -----------------------------
+    # --- web: two listeners, one per trust zone -----------------------------------------------
     public_host: str = Field(default="127.0.0.1", description="public listener: releases, budgets, pages")
     public_port: int = Field(default=6066, ge=1, le=65535)
     operator_host: str = Field(
@@ -430,12 +482,12 @@ class Settings(BaseSettings):
         "default: /keys of the public listener at public_host:public_port",
     )
 
-    # --- the individual privacy filter (user level; E-DESIGN §5) --------------------------------
+    # --- the individual privacy filter (user level) --------------------------------------------
     user_epsilon_budget: float | None = Field(
         default=None,
         gt=0,
-        description="each user's lifetime ε across all user-level streams of the "
-        "deployment (one ledger); unset: each stream's epsilon_budget",
+        description="each user's lifetime ε across all user-level streams of the deployment (one "
+        "ledger); required when a stream has privacy_unit 'user'",
     )
     user_delta_budget: float = Field(default=0.0, ge=0, lt=1, description="each user's lifetime δ")
 
@@ -545,6 +597,35 @@ class Settings(BaseSettings):
             raise ValueError("set store_password or store_password_file, not both")
         if self.signing_key is not None and self.signing_key_file is not None:
             raise ValueError("set signing_key or signing_key_file, not both")
+        return self
+
+    @model_validator(mode="after")
+    def _one_user_budget(self) -> Settings:
+        # A person may be in every user-level stream: one budget for the deployment, never one
+        # per stream (a user's spend would add up across streams past what each certificate states).
+        user_level = [s.name for s in self.streams if s.release and s.release.privacy_unit == "user"]
+        if user_level and self.user_epsilon_budget is None:
+            raise ValueError(
+                f"user_epsilon_budget is required: stream(s) {', '.join(user_level)} have privacy_unit "
+                "'user', and a user's lifetime ε is one budget across every user-level stream of the "
+                "deployment (set user_epsilon_budget, and user_delta_budget if δ > 0)"
+            )
+        for stream in self.streams:
+            release = stream.release
+            if release is None or release.privacy_unit != "user":
+                continue
+            none = [0.0] * (release.levels + 1)  # no sanitizer
+            epsilon = max(
+                map(sum, zip(release.learner_epsilons, release.sanitizer_epsilons or none, strict=True))
+            )
+            delta = max(map(sum, zip(release.learner_deltas, release.sanitizer_deltas or none, strict=True)))
+            assert self.user_epsilon_budget is not None
+            if epsilon > self.user_epsilon_budget or delta > self.user_delta_budget:
+                raise ValueError(
+                    f"stream {stream.name}: a release costs each user ε={epsilon:g}, δ={delta:g}, more than "
+                    f"the user budget (user_epsilon_budget {self.user_epsilon_budget:g}, user_delta_budget "
+                    f"{self.user_delta_budget:g}): no user could ever be in one"
+                )
         return self
 
     @model_validator(mode="after")
@@ -666,7 +747,35 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return (init_settings, env_settings, ConfigFileSource(settings_cls, init_settings))
+        return (
+            init_settings,
+            NamedEnvSettingsSource(settings_cls),
+            ConfigFileSource(settings_cls, init_settings),
+        )
+
+
+class NamedEnvSettingsSource(EnvSettingsSource):
+    """The ``PRIVSTREAM_*`` variables; a JSON value that does not parse is an error naming the
+    variable and the position (pydantic-settings' own message names neither)."""
+
+    def decode_complex_value(self, field_name: str, field: FieldInfo, value: Any) -> Any:
+        try:
+            return super().decode_complex_value(field_name, field, value)
+        except json.JSONDecodeError as exc:
+            raise ValueError(json_error_message(f"{ENV_PREFIX}{field_name.upper()}", exc)) from None
+
+
+def json_error_message(where: str, exc: json.JSONDecodeError) -> str:
+    """One line: what is not valid JSON, why, and where (character, and the text just before it).
+
+    >>> try:
+    ...     json.loads('[{"name": "a",}]')
+    ... except json.JSONDecodeError as exc:
+    ...     print(json_error_message("PRIVSTREAM_STREAMS", exc))  # doctest: +ELLIPSIS
+    PRIVSTREAM_STREAMS is not valid JSON: Expecting ... at character 15, after '[{"name": "a",'
+    """
+    before = exc.doc[max(0, exc.pos - 30) : exc.pos]
+    return f"{where} is not valid JSON: {exc.msg} at character {exc.pos + 1}, after {before!r}"
 
 
 class ConfigFileSource(PydanticBaseSettingsSource):
@@ -716,12 +825,20 @@ def load_config_file(path: Path) -> dict[str, Any]:
 
 
 def describe_validation_error(exc: Exception) -> str:
-    """One readable line per problem, for the CLI (pydantic's own text is multi-line and noisy)."""
+    """One readable line for all problems, for the CLI (pydantic's own text is multi-line and noisy):
+    each names the setting (``streams[0].release.top_level``) and, when the value came from the
+    environment, the variable.
+    """
     errors = getattr(exc, "errors", None)
     if not callable(errors):
         return str(exc)
     lines = []
     for err in errors():
-        where = ".".join(str(p) for p in err.get("loc", ())) or "settings"
-        lines.append(f"{where}: {err.get('msg')}")
+        loc = [str(p) for p in err.get("loc", ())]
+        where = "".join(f"[{p}]" if p.isdigit() else f".{p}" for p in loc).lstrip(".") or "settings"
+        variable = f"{ENV_PREFIX}{loc[0].upper()}" if loc else ""
+        if variable and variable in os.environ:
+            where += f" (from {variable})"
+        message = str(err.get("msg", "")).removeprefix("Value error, ")
+        lines.append(f"{where}: {message}")
     return "invalid settings: " + "; ".join(lines)

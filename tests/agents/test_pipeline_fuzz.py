@@ -1,11 +1,12 @@
 """Hostile input against the ingest pipeline, offline (no broker): property-based fuzzing.
 
 Whatever bytes arrive -- random bytes, deep or huge JSON, huge numbers, ``NaN``/``Infinity``
-literals, wrong types, unicode, messages over the 1 MB limit -- ``IngestPipeline.process`` never
-raises; every message is accounted for exactly once, either as a prediction (its source offset
-in a ``PredictionBatch``) or as a dead letter whose ``error.reason`` is one of
-:data:`INVALID_REASONS`; and a single-example message is valid exactly when the schema
-(``Example``, pydantic) and the stream's domain say so -- the fast path never decides otherwise.
+literals, wrong types, unicode, messages over the size limit -- ``IngestPipeline.process`` never
+raises; every message is accounted for exactly once, either whole (a dead letter whose
+``error.reason`` is one of :data:`INVALID_REASONS`) or row by row (each row of a batch, or the single
+example, a prediction or a dead letter of its own); and a single-example message is valid exactly
+when the schema (``Example``, pydantic) and the stream's domain say so -- the fast path never decides
+otherwise.
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from privstream.agents.online import OnlineLearners, OnlineStream
-from privstream.agents.pipeline import IngestPipeline, RawRecord
+from privstream.agents.pipeline import MAX_DEAD_LETTER_VALUE_BYTES, IngestPipeline, RawRecord
 from privstream.agents.progress import Progress
-from privstream.agents.validation import INVALID_REASONS, MAX_MESSAGE_BYTES, ExampleValidator
+from privstream.agents.validation import INVALID_REASONS, MAX_MESSAGE_BYTES, ExampleValidator, read_json
 from privstream.learning.hypothesis_classes import parse_class_spec
 from privstream.schemas import Example, PredictionBatch
 from privstream.stream_app.metrics import ServiceMetrics
@@ -28,6 +29,7 @@ from privstream.stream_app.metrics import ServiceMetrics
 DOMAIN = 1024
 CLASS = parse_class_spec(f"thresholds:{DOMAIN}")
 STREAMS = ("s", "u")  # "u" is user-level: a user_id is required
+WHOLE = -1  # the "row" of a dead letter for a whole message
 
 
 def make_pipeline() -> tuple[IngestPipeline, ServiceMetrics]:
@@ -41,8 +43,11 @@ def reference_verdict(raw: bytes) -> bool:
     """Is ``raw`` a valid single example? Decided by the schema alone (the slow, trusted path)."""
     if len(raw) > MAX_MESSAGE_BYTES:
         return False
+    data = read_json(raw)
+    if type(data) is not dict:
+        return False
     try:
-        example = Example.model_validate_json(raw)
+        example = Example.model_validate(data)
     except ValidationError:
         return False
     if example.stream_id not in STREAMS or not isinstance(example.x, int) or example.x >= DOMAIN:
@@ -51,28 +56,36 @@ def reference_verdict(raw: bytes) -> bool:
     return not (example.stream_id == "u" and (example.user_id is None or "\x00" in example.user_id))
 
 
-def run_batch(values: list[bytes | None]) -> tuple[dict[int, str], set[int], ServiceMetrics]:
-    """Process one batch; return {offset: dead-letter reason}, the predicted offsets, the metrics."""
+def run_batch(
+    values: list[bytes | None],
+) -> tuple[dict[tuple[int, int], str], set[tuple[int, int]], ServiceMetrics]:
+    """Process one batch; return {(offset, row): dead-letter reason} (row -1: the whole message), the
+    (offset, row) of each prediction, and the metrics."""
     pipeline, metrics = make_pipeline()
     records = [RawRecord("examples", 0, i, b"k", v, 1_700_000_000_000) for i, v in enumerate(values)]
     out = pipeline.process(records)  # must not raise, whatever the input
-    dead: dict[int, str] = {}
+    dead: dict[tuple[int, int], str] = {}
     for letter in out.dead_letters:
         headers = dict(letter.headers)
-        offset = int(headers["source.offset"])
-        assert offset not in dead, "a message dead-lettered twice"
-        dead[offset] = headers["error.reason"].decode()
-        assert dead[offset] in INVALID_REASONS
+        offset, row = int(headers["source.offset"]), int(headers.get("source.row", WHOLE))
+        assert (offset, row) not in dead, "dead-lettered twice"
+        dead[(offset, row)] = headers["error.reason"].decode()
+        assert dead[(offset, row)] in INVALID_REASONS
         assert headers["error.detail"]  # a human reason, too
-        # The raw message, unchanged, cut to the size limit (so that the DLQ can take it).
-        assert letter.value == (values[offset] or b"")[:MAX_MESSAGE_BYTES]
-    predicted: set[int] = set()
+        if row == WHOLE:  # the raw message, unchanged, cut to the limit (so that the DLQ takes it)
+            assert letter.value == (values[offset] or b"")[:MAX_DEAD_LETTER_VALUE_BYTES]
+        else:  # the row as a single example of the batch's stream
+            assert json.loads(letter.value)["stream_id"] == json.loads(values[offset])["stream_id"]
+    predicted: set[tuple[int, int]] = set()
     for _, value in out.predictions:
         batch = PredictionBatch.model_validate_json(value)
-        predicted.update(batch.source_offsets)
         assert len(batch.predictions) == len(batch.xs) == len(batch.source_offsets)
-    assert not (predicted & dead.keys()), "a message both predicted and dead-lettered"
-    assert predicted | dead.keys() == set(range(len(values))), "a message neither predicted nor dead-lettered"
+        predicted.update(zip(batch.source_offsets, batch.source_items, strict=True))
+    assert not (predicted & dead.keys()), "both predicted and dead-lettered"
+    whole = {offset for offset, row in dead if row == WHOLE}
+    in_rows = {offset for offset, _ in predicted} | {offset for offset, row in dead if row != WHOLE}
+    assert not (whole & in_rows), "a message dead-lettered whole and row by row"
+    assert whole | in_rows == set(range(len(values))), "a message neither predicted nor dead-lettered"
     assert metrics.received_count == len(values)
     assert sum(metrics.invalid_counts.values()) == len(dead)
     return dead, predicted, metrics
@@ -171,9 +184,9 @@ def test_hostile_batches_never_raise_and_every_message_is_accounted_for(values):
     dead, predicted, _ = run_batch(values)
     for offset, raw in enumerate(values):
         if raw is None:
-            assert dead[offset] == "invalid_json"
+            assert dead[(offset, WHOLE)] == "invalid_json"
         elif b'"xs"' not in raw:  # single examples: the verdict is the schema's, fast path or not
-            assert (offset in predicted) == reference_verdict(raw), raw[:200]
+            assert ((offset, 0) in predicted) == reference_verdict(raw), raw[:200]
 
 
 @settings(max_examples=50, deadline=None)
@@ -184,18 +197,18 @@ def test_valid_examples_among_hostile_ones_all_get_predictions(good, bad, random
     _, predicted, _ = run_batch([v for _, v in values])
     for offset, (is_valid, _) in enumerate(values):
         if is_valid:
-            assert offset in predicted
+            assert (offset, 0) in predicted
 
 
 def test_named_hostile_inputs_land_with_their_reasons():
     cases = {
         b"\xff\xfe\xfd": "invalid_json",
         b"[" * 100_000 + b"]" * 100_000: "invalid_json",
-        oversized(MAX_MESSAGE_BYTES): "invalid_json",  # > 1 MB: rejected before parsing
-        b'{"stream_id": "s", "x": NaN, "y": 1}': "wrong_type",
-        b'{"stream_id": "s", "x": Infinity, "y": 1}': "wrong_type",
-        b'{"stream_id": "s", "x": 1e400, "y": 1}': "wrong_type",
-        b'{"stream_id": "s", "x": 1' + b"0" * 5000 + b', "y": 1}': "invalid_json",  # parser limit
+        oversized(MAX_MESSAGE_BYTES): "message_too_large",  # rejected before parsing
+        b'{"stream_id": "s", "x": NaN, "y": 1}': "not_finite",
+        b'{"stream_id": "s", "x": Infinity, "y": 1}': "not_finite",
+        b'{"stream_id": "s", "x": 1e400, "y": 1}': "not_finite",
+        b'{"stream_id": "s", "x": 1' + b"0" * 5000 + b', "y": 1}': "out_of_range",  # beyond Python's int
         b'{"stream_id": "s", "x": 1024, "y": 1}': "out_of_domain",
         b'{"stream_id": "s", "x": -1, "y": 1}': "out_of_domain",
         b'{"stream_id": "s", "x": "3", "y": 1}': "wrong_type",
@@ -203,13 +216,13 @@ def test_named_hostile_inputs_land_with_their_reasons():
         b'{"stream_id": "s", "y": 1}': "missing_field",
         b'{"stream_id": "u", "x": 3, "y": 1}': "missing_field",  # user-level stream without user
         b'{"stream_id": "nope", "x": 3, "y": 1}': "unknown_stream",
-        b'{"stream_id": "s", "xs": [1, 2], "ys": [1]}': "wrong_type",
+        b'{"stream_id": "s", "xs": [1, 2]}': "missing_field",
     }
     values = list(cases)
     dead, predicted, metrics = run_batch(values)
     assert predicted == set()
-    assert [dead[i] for i in range(len(values))] == list(cases.values())
-    assert metrics.invalid_counts["invalid_json"] == 4
+    assert [dead.get((i, WHOLE), dead.get((i, 0))) for i in range(len(values))] == list(cases.values())
+    assert metrics.invalid_counts["invalid_json"] == 2
 
 
 def test_oversized_batch_of_valid_and_hostile_messages_keeps_the_valid_ones():
@@ -217,8 +230,8 @@ def test_oversized_batch_of_valid_and_hostile_messages_keeps_the_valid_ones():
     bad = [oversized(2 * MAX_MESSAGE_BYTES), b"[" * 200_000, b'{"x": NaN}', json.dumps(math.pi).encode()]
     values = bad[:2] + good + bad[2:]
     dead, predicted, _ = run_batch(values)
-    assert predicted == set(range(2, 2 + len(good)))
-    assert set(dead) == {0, 1, len(values) - 2, len(values) - 1}
+    assert predicted == {(i, 0) for i in range(2, 2 + len(good))}
+    assert set(dead) == {(i, WHOLE) for i in (0, 1, len(values) - 2, len(values) - 1)}
 
 
 def test_oversized_dead_letters_are_cut_to_the_limit():
@@ -228,7 +241,9 @@ def test_oversized_dead_letters_are_cut_to_the_limit():
     pipeline, _ = make_pipeline()
     out = pipeline.process([RawRecord("examples", 0, 0, b"k", raw)])
     (letter,) = out.dead_letters
-    assert letter.value == raw[:MAX_MESSAGE_BYTES]
+    assert letter.value == raw[:MAX_DEAD_LETTER_VALUE_BYTES]
     assert len(letter.value) + sum(len(k) + len(v) for k, v in letter.headers) < 1 << 20
-    assert dict(letter.headers)["error.reason"] == b"invalid_json"
-    assert str(len(raw)).encode() in dict(letter.headers)["error.detail"]  # the original size is told
+    headers = dict(letter.headers)
+    assert headers["error.reason"] == b"message_too_large"
+    assert headers["source.bytes"] == str(len(raw)).encode()  # the original size is told
+    assert str(len(raw)).encode() in headers["error.detail"]

@@ -28,22 +28,25 @@ LEGACY = (1000.0, 0.0)
 
 def tree_stream(levels: int = 2, kind: str = "count", **release: object) -> StreamConfig:
     window = {"kind": "count", "size": 50} if kind == "count" else {"kind": "time", "seconds": 60.0}
-    config = {"learner": "generic", "levels": levels, "epsilon_budget": 3.0, "window": window, **release}
+    config = {"learner": "generic", "top_level": levels, "epsilon_budget": 3.0, "window": window, **release}
     if kind == "time":
         config["expected_size"] = 20
     return StreamConfig(name="s", hypothesis_class="thresholds:1024", release=config)
 
 
 def test_the_lifetime_budget_is_split_evenly_over_the_levels_and_checked():
-    config = ReleaseConfig(levels=2, epsilon_budget=3.0)
+    config = ReleaseConfig(top_level=2, epsilon_budget=3.0)
     assert config.learner_epsilons == [1.0, 1.0, 1.0] and config.lifetime_cost == (3.0, 0.0)
-    with_sanitizer = ReleaseConfig(levels=1, epsilon_budget=2.0, sanitizer="mwem")
+    with_sanitizer = ReleaseConfig(top_level=1, epsilon_budget=2.0, sanitizer="mwem")
     assert with_sanitizer.learner_epsilons == with_sanitizer.sanitizer_epsilons == [0.5, 0.5]
-    assert ReleaseConfig(levels=1, level_epsilon=[0.5, 1.5], epsilon_budget=2.0).lifetime_cost == (2.0, 0.0)
+    assert ReleaseConfig(top_level=1, level_epsilon=[0.5, 1.5], epsilon_budget=2.0).lifetime_cost == (
+        2.0,
+        0.0,
+    )
     with pytest.raises(ValidationError, match=r"ε=3 per example over the 3 levels.*epsilon_budget 2"):
-        ReleaseConfig(levels=2, epsilon=1.0, epsilon_budget=2.0)
+        ReleaseConfig(top_level=2, epsilon=1.0, epsilon_budget=2.0)
     with pytest.raises(ValidationError, match="level_epsilon needs 3 positive values"):
-        ReleaseConfig(levels=2, level_epsilon=[1.0], epsilon_budget=5.0)
+        ReleaseConfig(top_level=2, level_epsilon=[1.0], epsilon_budget=5.0)
 
 
 async def test_count_windows_release_every_node_of_every_level_in_a_fixed_order():
@@ -116,7 +119,7 @@ AUDITED = StreamConfig(
     hypothesis_class="thresholds:4",
     release={
         "learner": "generic",
-        "levels": 1,
+        "top_level": 1,
         "level_epsilon": LEVEL_EPSILON,
         "epsilon_budget": sum(LEVEL_EPSILON),
         "expected_size": 2,
@@ -184,7 +187,7 @@ COUNT_AUDITED = StreamConfig(
     hypothesis_class="thresholds:2",
     release={
         "learner": "generic",
-        "levels": 1,
+        "top_level": 1,
         "level_epsilon": COUNT_LEVEL_EPSILON,
         "epsilon_budget": sum(COUNT_LEVEL_EPSILON),
         "window": {"kind": "count", "size": 6},

@@ -570,3 +570,21 @@ async def test_a_vector_node_keeps_its_first_max_node_examples_and_states_the_ca
     for c in certificates:  # the cap can bind whatever the expected size: half the ε, always
         assert c.parameters["algorithm_epsilon"] == 0.5
         assert "half the level's epsilon" in c.parameters["cap_rule"]
+
+
+async def test_certificates_state_the_ledger_and_its_epoch_and_a_lowered_budget_stops_at_once():
+    """Every certificate names the ledger that charged it and the ledger's epoch then. A budget
+    lowered below what an example has spent refuses the next window at once, although that
+    window's examples are fresh (before, releases went on after "exhausted")."""
+    ledger = SqliteLedger.open(":memory:", budgets={"s": (10.0, 0.0)})
+    epoch = ledger.claim().epoch
+    publish, metrics = Published(), RecordingMetrics()
+    agent = make_agent({"s": policy(levels=1)}, publish=publish, metrics=metrics, ledger=ledger)
+    await feed(agent, examples(200))  # windows 0 and 1, and their level-1 node
+    certificates = [r.certificate for r in publish.releases()]
+    assert [c.level for c in certificates] == [0, 0, 1]
+    assert {(c.ledger_id, c.ledger_epoch) for c in certificates} == {(ledger.ledger_id, epoch)}
+    assert ledger.spent("s").epsilon == 2.0  # 1 per level
+    ledger.set_budget("s", 1.5, 0.0)  # below the spend, above a fresh window's cost
+    await feed(agent, examples(200, start=200))
+    assert len(publish.releases()) == 3 and ledger.refusals("s") >= 2

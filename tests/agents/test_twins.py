@@ -1,4 +1,4 @@
-"""Twin runs of issue 16's findings: neighbouring inputs, identical public outputs but for DP outputs.
+"""Twin runs of the public schedule: neighbouring inputs, identical public outputs but for DP outputs.
 
 Each test runs the release path twice (``twins.py``), on inputs that differ in one example (or one
 user), and compares every public artefact field by field: the topics' messages in order, their
@@ -42,7 +42,7 @@ def steps(extra: dict[int, list[dict]] | None = None, until: int = 6) -> list[St
     return out
 
 
-async def test_finding_1_an_empty_window_is_closed_charged_and_released_like_any_other():
+async def test_an_empty_window_is_closed_charged_and_released_like_any_other():
     """Window 1 is empty in one twin and holds one example in the other."""
     stream = time_stream()
     a, b = await twins(stream, steps(), steps({1: [example(650, at=T0 + 65)]}))
@@ -51,7 +51,7 @@ async def test_finding_1_an_empty_window_is_closed_charged_and_released_like_any
     assert windows[:4] == [f"t60-L0-{int(T0 // 60) + i}" for i in range(4)]  # every window, in order
 
 
-async def test_finding_2_a_far_future_event_time_moves_nothing():
+async def test_a_far_future_event_time_moves_nothing():
     """One twin has an example dated ten years ahead: it is dead-lettered before any window."""
     stream = time_stream()  # the default maximum skew (public) is minutes, not years
     far = example(900, at=T0 + 10 * YEAR)
@@ -75,7 +75,7 @@ class FailsOn:
         return self.inner.fit(hclass, xs, ys, **kwargs)
 
 
-async def test_finding_3_a_learner_failing_on_the_data_releases_the_fallback_charged_identically():
+async def test_a_learner_failing_on_the_data_releases_the_fallback_charged_identically():
     stream = time_stream()
     learner = FailsOn(777)
     a, b = await twins(stream, steps(), steps({0: [example(777, at=T0 + 6)]}), learner=learner)
@@ -83,7 +83,7 @@ async def test_finding_3_a_learner_failing_on_the_data_releases_the_fallback_cha
     assert b.failures == 1 and a.failures == 0  # the operator sees it; the public does not
 
 
-def test_finding_8_user_level_count_windows_are_refused_naming_the_privacy_unit():
+def test_user_level_count_windows_are_refused_naming_the_privacy_unit():
     with pytest.raises(ValueError, match=r"privacy_unit 'user' needs time windows"):
         StreamConfig(
             name="s",
@@ -100,7 +100,7 @@ def test_finding_8_user_level_count_windows_are_refused_naming_the_privacy_unit(
         )
 
 
-async def test_finding_8_user_level_twins_differing_in_one_user_agree():
+async def test_user_level_twins_differing_in_one_user_agree():
     """One twin has a user more, with more examples than the bound, in a window otherwise empty."""
     stream = time_stream(privacy_unit="user", user_contribution_bound=2)
 
@@ -137,7 +137,7 @@ def vector_stream(learner: str) -> StreamConfig:
             "epsilon_budget": 100.0,
             "delta_budget": 1e-3,
             "expected_size": 20,
-            "levels": 1,
+            "top_level": 1,
             "window": {"kind": "time", "seconds": 60.0, "allowed_lateness_seconds": 10.0},
         },
     )

@@ -1,6 +1,7 @@
 """Validation of raw messages: every invalid kind maps to its reason."""
 
 import json
+from typing import NamedTuple
 
 import pytest
 
@@ -64,10 +65,11 @@ from hypothesis import strategies as st  # noqa: E402
 from privstream.agents.validation import (  # noqa: E402
     SCHEMA_REASONS,
     STREAM_RULES,
+    VALUE_REASONS,
+    ValidRows,
     integer_domain,
     vector_domain,
 )
-from privstream.schemas import ExampleBatch  # noqa: E402
 from privstream.stream_app.sources.synthetic import hostile_messages  # noqa: E402
 
 json_values = st.recursive(
@@ -92,27 +94,96 @@ messages = st.fixed_dictionaries({}, optional=field_values)
 
 
 def reference(validator: ExampleValidator, raw: bytes | None):
-    """What the plain pydantic path decides: the validator as it was before the fast path (every
-    message through the model, the first error classified), with the same stream rules."""
-    import pydantic_core
+    """What the plain pydantic path decides on a single example: the JSON as the validator reads it,
+    the model, its first error classified, then the stream and its rules (the validator as it was
+    before the fast path). A batch: its stream, then each row as the single example it stands for."""
+    from privstream.agents.validation import MAX_MESSAGE_BYTES, read_json
+
+    if raw is None:
+        return Invalid("invalid_json", "")
+    if len(raw) > MAX_MESSAGE_BYTES:
+        return Invalid("message_too_large", "")
+    data = read_json(raw)
+    if isinstance(data, Invalid):
+        return data
+    if type(data) is not dict:
+        return Invalid("wrong_type", "")
+    if "xs" in data:
+        return reference_batch(validator, data)
+    return reference_example(validator, data)
+
+
+def reference_example(validator: ExampleValidator, data: dict):
     from pydantic import ValidationError
 
-    from privstream.agents.validation import MAX_MESSAGE_BYTES, _classify
+    from privstream.agents.validation import _classify
 
-    if raw is None or len(raw) > MAX_MESSAGE_BYTES:
-        return Invalid("invalid_json", "")
     try:
-        data = pydantic_core.from_json(raw, allow_inf_nan=False)
-    except ValueError:
-        data = None  # pydantic reports the JSON error (or reads the NaN literals)
-    try:
-        if type(data) is dict and "xs" in data:
-            example = ExampleBatch.model_validate(data)
-        else:
-            example = ValidExample.of(Example.model_validate_json(raw))
+        example = ValidExample.of(Example.model_validate(data))
     except ValidationError as exc:
         return _classify(exc)
-    return validator._on_stream(example)
+    stream = validator._streams.get(example.stream_id)
+    if stream is None:
+        return Invalid("unknown_stream", "")
+    for rule in STREAM_RULES:
+        if rule.applies(stream):
+            invalid = rule.check(stream, example.x, example.user_id, example.event_time)
+            if invalid is not None:
+                return invalid
+    return example
+
+
+COLUMNS = {"xs": "x", "ys": "y", "user_ids": "user_id", "event_times": "event_time", "ids": "id"}
+
+
+class BatchVerdict(NamedTuple):
+    kept: list[ValidExample]  # the valid rows, as single examples
+    rejected: dict[int, str]  # row -> reason
+
+
+def reference_batch(validator: ExampleValidator, data: dict):
+    """A batch: an Invalid for the whole message (its stream, the shape of its columns), else
+    (its valid rows as single examples, {row: reason}), each row decided as a single example."""
+    from pydantic import TypeAdapter, ValidationError
+
+    from privstream.agents.validation import HugeNumber
+    from privstream.schemas.examples import StreamId
+
+    def missing_or_wrong(value):
+        if value is absent:
+            return Invalid("missing_field", "")
+        return Invalid("out_of_range" if isinstance(value, HugeNumber) else "wrong_type", "")
+
+    absent = object()
+    sid = data.get("stream_id", absent)
+    try:
+        TypeAdapter(StreamId).validate_python(sid, strict=True)
+    except ValidationError:
+        return missing_or_wrong(sid)
+    given = {}
+    for name in COLUMNS:
+        column = data.get(name, absent)
+        if name not in ("xs", "ys") and (column is None or column is absent):
+            continue
+        if not isinstance(column, list):
+            return missing_or_wrong(column)
+        given[name] = column
+    if not given["xs"]:
+        return Invalid("wrong_type", "")
+    if sid not in validator._streams:
+        return Invalid("unknown_stream", "")
+    kept, rejected = [], {}
+    for i in range(max(map(len, given.values()))):
+        if any(i >= len(column) for column in given.values()):
+            rejected[i] = "missing_field"
+            continue
+        row = {"stream_id": sid, **{COLUMNS[c]: column[i] for c, column in given.items()}}
+        alone = reference_example(validator, row)
+        if isinstance(alone, Invalid):
+            rejected[i] = alone.reason
+        else:
+            kept.append(alone)
+    return BatchVerdict(kept, rejected)
 
 
 def assert_agrees(validator: ExampleValidator, raw: bytes | None) -> None:
@@ -121,6 +192,20 @@ def assert_agrees(validator: ExampleValidator, raw: bytes | None) -> None:
         assert isinstance(got, Invalid), (raw, got, want)
         assert got.reason == want.reason, (raw, got, want)
         assert got.detail and len(got.detail) < 1000  # a dead-letter header: bounded whatever the input
+    elif isinstance(want, BatchVerdict):  # a batch: each row's fate is the fate it has alone
+        kept, rejected = want
+        assert isinstance(got, ValidRows), (raw, got)
+        assert {r.row: r.invalid.reason for r in got.rejected} == rejected, raw
+        assert [
+            ValidExample(got.stream_id, *row)
+            for row in zip(
+                got.xs,
+                got.ys,
+                *(c or [None] * len(got.rows) for c in (got.user_ids, got.event_times, got.ids)),
+                strict=True,
+            )
+        ] == kept
+        assert sorted(got.rows + list(rejected)) == list(range(len(got.rows) + len(rejected)))
     else:
         assert got == want, raw
         if isinstance(got, ValidExample):
@@ -238,7 +323,9 @@ def test_the_reasons_are_the_schemas_then_the_rules():
         "out_of_domain",
         "unknown_stream",
     )
-    assert set(INVALID_REASONS) == set(SCHEMA_REASONS) | {r for rule in STREAM_RULES for r in rule.reasons}
+    rules = {r for rule in STREAM_RULES for r in rule.reasons}
+    reading = {"unknown_stream", "message_too_large", *VALUE_REASONS}
+    assert set(INVALID_REASONS) == set(SCHEMA_REASONS) | rules | reading
     assert len(set(INVALID_REASONS)) == len(INVALID_REASONS)
     from privstream.stream_app.metrics import ServiceMetrics
 
@@ -269,24 +356,77 @@ def test_details_of_huge_values_stay_short():
         assert isinstance(result, Invalid) and len(result.detail) < 200, result.detail[:300]
 
 
-def test_example_batches_are_validated_as_a_whole(validator):
+def test_example_batches_are_validated_row_by_row(validator):
     ok = validator.validate(raw(stream_id="s", xs=[1, 2, 3], ys=[1, -1, True]))
-    assert isinstance(ok, ExampleBatch) and ok.ys == [1, 0, 1]
-    assert validator.validate(raw(stream_id="s", xs=[1, 100], ys=[1, 1])).reason == "out_of_domain"
-    assert validator.validate(raw(stream_id="s", xs=[1, 2], ys=[1])).reason == "wrong_type"
-    assert validator.validate(raw(stream_id="s", xs=[1], ys=[5])).reason == "invalid_label"
+    assert isinstance(ok, ValidRows) and ok.ys == [1, 0, 1] and ok.rows == [0, 1, 2] and not ok.rejected
+
+    def rejected(**batch):
+        rows = validator.validate(raw(**batch))
+        return rows.rows, [(r.row, r.invalid.reason) for r in rows.rejected]
+
+    assert rejected(stream_id="s", xs=[1, 100], ys=[1, 1]) == ([0], [(1, "out_of_domain")])
+    assert rejected(stream_id="s", xs=[1, 2], ys=[1]) == ([0], [(1, "missing_field")])
+    assert rejected(stream_id="s", xs=[1, 2], ys=[5, 0]) == ([1], [(0, "invalid_label")])
+    # what concerns every row rejects the message
     assert validator.validate(raw(stream_id="zz", xs=[1], ys=[1])).reason == "unknown_stream"
     assert validator.validate(raw(stream_id="s", xs=[], ys=[])).reason == "wrong_type"
+    assert validator.validate(raw(stream_id="s", xs=[1])).reason == "missing_field"
+    assert validator.validate(raw(stream_id="s", xs=[1], ys=[1], ids="a")).reason == "wrong_type"
+
+
+def test_a_batch_row_gets_its_true_reason():
+    """NaN in a batch was labelled missing_field (the batch was read as a single example without
+    an x), a 10,000-digit integer invalid_json (the whole message)."""
+    validator = ExampleValidator({"s": domain_check(100), "v": vector_domain(2)})
+    huge = b"1" + b"0" * 10_000
+    rows = validator.validate(b'{"stream_id": "s", "xs": [1, NaN, ' + huge + b', 2], "ys": [1, 1, 1, 0]}')
+    assert [(r.row, r.invalid.reason) for r in rows.rejected] == [(1, "not_finite"), (2, "out_of_range")]
+    assert rows.xs == [1, 2] and rows.rows == [0, 3]
+    rows = validator.validate(b'{"stream_id": "v", "xs": [[0.5, Infinity], [1, 2]], "ys": [1, 1]}')
+    assert [(r.row, r.invalid.reason) for r in rows.rejected] == [(0, "not_finite")]
+    assert rows.xs == [[1.0, 2.0]]
+
+
+@pytest.mark.parametrize(
+    ("message", "reason"),
+    [
+        (b'{"stream_id": "s", "x": NaN, "y": 1}', "not_finite"),
+        (b'{"stream_id": "s", "x": -Infinity, "y": 1}', "not_finite"),
+        (b'{"stream_id": "s", "x": 1e400, "y": 1}', "not_finite"),
+        (b'{"stream_id": "v", "x": [NaN, 1], "y": 1}', "not_finite"),
+        (b'{"stream_id": "s", "x": 1' + b"0" * 10_000 + b', "y": 1}', "out_of_range"),
+        (b'{"stream_id": "s", "x": -1' + b"0" * 10_000 + b', "y": 1}', "out_of_range"),
+        (b'{"stream_id": "v", "x": [1' + b"0" * 10_000 + b', 1], "y": 1}', "out_of_range"),
+        (b'{"stream_id": "s", "x": 3, "y": 1' + b"0" * 10_000 + b"}", "out_of_range"),
+        (b'{"stream_id": "s", "x": 3, "y": 1, "id": 1' + b"0" * 10_000 + b"}", "out_of_range"),
+        (b'{"stream_id": "s", "x": 3, "y": NaN}', "invalid_label"),
+        (b'{"stream_id": "s", "x": 3, "y": 1, "pad": 1' + b"0" * 10_000 + b"}", None),  # ignored field
+        (b'{"stream_id": "s", "x": 3, "y": 1, "pad": "' + b"p" * (8 << 20) + b'"}', "message_too_large"),
+    ],
+)
+def test_values_and_sizes_get_their_true_reasons(message, reason):
+    validator = ExampleValidator({"s": domain_check(100), "v": vector_domain(2)})
+    result = validator.validate(message)
+    assert (result.reason if isinstance(result, Invalid) else None) == reason, result
+    assert reason is None or len(result.detail) < 200
 
 
 def test_user_level_streams_need_user_ids():
     validator = ExampleValidator({"u": domain_check(10)}, user_level=frozenset({"u"}))
     assert validator.validate(raw(stream_id="u", x=1, y=1)).reason == "missing_field"
     assert isinstance(validator.validate(raw(stream_id="u", x=1, y=1, user_id="a")), ValidExample)
-    assert (
-        validator.validate(raw(stream_id="u", xs=[1, 2], ys=[1, 1], user_ids=["a", None])).reason
-        == "missing_field"
-    )
+    rows = validator.validate(raw(stream_id="u", xs=[1, 2], ys=[1, 1], user_ids=["a", None]))
+    assert rows.rows == [0] and [(r.row, r.invalid.reason) for r in rows.rejected] == [(1, "missing_field")]
+
+
+def test_user_ids_with_a_nul_are_refused_at_the_example_level_too():
+    """The window store keeps every stream's user ids as text: at the example level a NUL reached
+    PostgreSQL, whose write failed (psycopg DataError), crashed the ingest loop, and did so again
+    on every restart (the message was never committed)."""
+    validator = ExampleValidator({"s": domain_check(10)})
+    assert validator.validate(raw(stream_id="s", x=1, y=1, user_id="a\x00b")).reason == "wrong_type"
+    rows = validator.validate(raw(stream_id="s", xs=[1, 2], ys=[1, 1], user_ids=["a", "\x00"]))
+    assert rows.rows == [0] and [(r.row, r.invalid.reason) for r in rows.rejected] == [(1, "wrong_type")]
 
 
 def test_user_ids_with_a_nul_are_dead_lettered_before_the_user_ledger():
@@ -294,10 +434,8 @@ def test_user_ids_with_a_nul_are_dead_lettered_before_the_user_ledger():
     release fail (data-dependently) unless it is refused at the door."""
     validator = ExampleValidator({"u": domain_check(10)}, user_level=frozenset({"u"}))
     assert validator.validate(raw(stream_id="u", x=1, y=1, user_id="a\x00b")).reason == "wrong_type"
-    assert (
-        validator.validate(raw(stream_id="u", xs=[1, 2], ys=[1, 1], user_ids=["a", "\x00"])).reason
-        == "wrong_type"
-    )
+    rows = validator.validate(raw(stream_id="u", xs=[1, 2], ys=[1, 1], user_ids=["a", "\x00"]))
+    assert rows.rows == [0] and [(r.row, r.invalid.reason) for r in rows.rejected] == [(1, "wrong_type")]
     assert isinstance(validator.validate(raw(stream_id="u", x=1, y=1, user_id="a b")), ValidExample)
 
 
@@ -307,9 +445,8 @@ def test_vector_and_integer_streams_check_their_kind_of_point():
     assert validator.validate(raw(stream_id="v", x=3, y=1)).reason == "wrong_type"
     assert validator.validate(raw(stream_id="v", x=[1.0, 2.0, 3.0], y=1)).reason == "out_of_domain"
     assert validator.validate(raw(stream_id="s", x=[1.0], y=1)).reason == "wrong_type"
-    assert validator.validate(b'{"stream_id": "v", "x": [NaN, 1], "y": 1}').reason == "wrong_type"
     batch = validator.validate(raw(stream_id="v", xs=[[0.1, 0.2], [0.3, 0.4]], ys=[0, 1]))
-    assert isinstance(batch, ExampleBatch) and batch.xs == [[0.1, 0.2], [0.3, 0.4]]
+    assert isinstance(batch, ValidRows) and batch.xs == [[0.1, 0.2], [0.3, 0.4]]
 
 
 def test_an_event_time_beyond_the_public_skew_is_refused_either_way():
@@ -325,4 +462,7 @@ def test_an_event_time_beyond_the_public_skew_is_refused_either_way():
         raw = f'{{"stream_id": "s", "x": 1, "y": 1, "event_time": "{moment}"}}'.encode()
         assert validator.validate(raw).reason == "event_time_out_of_range"
     batch = b'{"stream_id": "s", "xs": [1, 2], "ys": [1, 0], "event_times": [null, "2036-01-01T00:00:00Z"]}'
-    assert validator.validate(batch).reason == "event_time_out_of_range"
+    rows = validator.validate(batch)
+    assert rows.rows == [0] and [(r.row, r.invalid.reason) for r in rows.rejected] == [
+        (1, "event_time_out_of_range")
+    ]

@@ -118,6 +118,7 @@ class TwinRun:
         )
         self.store = SqliteStateStore(":memory:")
         self.store.generation = "gen0"  # both twins: the same store generation (it names count windows)
+        self.ledger.ledger_id = "ledger0"  # both twins: the same ledger (its id is drawn at random)
         self.metrics = ServiceMetrics([stream.name], release_streams={stream.name: (0.0, ["x"])})
         self.observed = Observed()
         options: dict[str, Any] = {}

@@ -171,7 +171,7 @@ def test_compose_mounts_prometheus_rules_and_grafana_provisioning_that_exist():
             if source.startswith("."):
                 assert (DEPLOY / source).exists(), f"{name} mounts missing {source}"
     grafana_env = services["grafana"]["environment"]
-    # The dashboard shows operator figures (raw counts): no anonymous viewers (issue 16, finding 5).
+    # The dashboard shows operator figures (raw counts): no anonymous viewers.
     assert grafana_env["GF_AUTH_ANONYMOUS_ENABLED"] == "false"
     assert "GF_AUTH_ANONYMOUS_ORG_ROLE" not in grafana_env
     job = load_yaml(PROMETHEUS)["scrape_configs"][0]

@@ -56,7 +56,7 @@ def test_compose_settings_are_read_by_the_service(monkeypatch, service):
         assert settings.operator_host == "0.0.0.0" and settings.operator_token is not None
         (stream,) = settings.streams
         assert stream.release is not None and stream.release.epsilon_budget >= stream.release.lifetime_cost[0]
-        assert stream.release.levels == 4  # a release tree: releases per level on the dashboard
+        assert stream.release.top_level == 4  # a release tree: releases per level on the dashboard
         assert settings.store_backend == "postgresql" and settings.store_password_file is not None
 
 

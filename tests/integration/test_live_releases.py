@@ -35,7 +35,7 @@ def releasing_stream(name: str, window: int, epsilon: float, budget: float, leve
         name=name,
         hypothesis_class=CLASS,
         release=ReleaseConfig(
-            window=WindowConfig(size=window), epsilon=epsilon, epsilon_budget=budget, levels=levels
+            window=WindowConfig(size=window), epsilon=epsilon, epsilon_budget=budget, top_level=levels
         ),
     )
 

@@ -215,7 +215,7 @@ def test_demo_json_summary():
             "12",
             "--window",
             "500",
-            "--levels",
+            "--top-level",
             "1",
             "--epsilon",
             "0.5",

@@ -27,12 +27,15 @@ pytestmark = pytest.mark.live
 RELEASES = 5
 
 
-def public_view(record_value: bytes, first_window: int) -> dict:
-    """A release without its DP outputs, with window indexes and times relative to the first window."""
+def public_view(record_value: bytes, first_window: int, ledger_id: str) -> dict:
+    """A release without its DP outputs, with window indexes and times relative to the first window
+    and the ledger named relative to the run (each run is a deployment: its ledger has its own id)."""
     release = json.loads(record_value)
     release.pop("hypothesis")
     certificate = release["certificate"]
     certificate.pop("dp_outputs")
+    if certificate["ledger_id"] == ledger_id:
+        certificate["ledger_id"] = "the run's ledger"
     window = certificate["window"]
     family, level, index = window["window_id"].rsplit("-", 2)
     window["window_id"] = f"{family}-{level}-{int(index) - (first_window >> int(level[1:]))}"
@@ -72,7 +75,7 @@ def one_run(unique_settings, tmp_path, with_example: bool) -> list[dict]:
     records = run(consume_all(settings, settings.topic("hypotheses"), RELEASES))[:RELEASES]
     # The stream's first window: the one holding its registration in the ledger.
     first = json.loads(records[0].value)["certificate"]["window"]["first_window"]
-    return [public_view(r.value, first) for r in records]
+    return [public_view(r.value, first, ledger.ledger_id) for r in records]
 
 
 def test_a_live_worker_publishes_the_same_schedule_with_or_without_one_example(unique_settings, tmp_path):

@@ -260,7 +260,8 @@ def test_load_at_80_percent_of_the_sustained_rate_10_minutes(unique_settings, tm
 
 
 def hostile_messages(n: int, seed: int) -> list[tuple[str, bytes]]:
-    """``n`` invalid messages of every kind (two of them over the 1 MB limit) and their keys."""
+    """``n`` invalid messages of every kind (two of them over 1 MB, more than a dead letter holds)
+    and their keys."""
     rng = np.random.default_rng(seed)
     kinds = [
         lambda i: bytes(rng.integers(0, 256, int(rng.integers(1, 60)), dtype=np.uint8)),  # random bytes
@@ -275,8 +276,8 @@ def hostile_messages(n: int, seed: int) -> list[tuple[str, bytes]]:
         lambda i: b'{"x": 1, "y": 1}',  # missing field
     ]
     messages = [(STREAMS[i % 2], kinds[i % len(kinds)](i)) for i in range(n)]
-    big = b'{"stream_id": "load-a", "x": 1, "y": 1, "pad": "' + b"p" * 1_100_000 + b'"}'
-    messages[n // 3] = messages[2 * n // 3] = (STREAMS[0], big)  # oversized: > 1 MB
+    big = b'{"stream_id": "load-a", "x": "' + b"p" * 1_100_000 + b'", "y": 1}'  # a wrong type, 1.1 MB
+    messages[n // 3] = messages[2 * n // 3] = (STREAMS[0], big)
     return messages
 
 
@@ -299,7 +300,8 @@ async def produce_big(settings: Settings, messages: list[tuple[str, bytes]]) -> 
 def test_a_flood_of_invalid_messages_neither_crashes_nor_stalls_the_worker(unique_settings, tmp_path):
     """Valid examples alone, then the same number mixed 1:1 with hostile ones: every hostile one
     lands in the DLQ with a bounded reason, and the valid rate holds (a loose bound, reported)."""
-    from privstream.agents.validation import INVALID_REASONS, MAX_MESSAGE_BYTES
+    from privstream.agents.pipeline import MAX_DEAD_LETTER_VALUE_BYTES
+    from privstream.agents.validation import INVALID_REASONS
 
     settings = unique_settings.model_copy(
         update={"streams": [StreamConfig(name=s, hypothesis_class=CLASS) for s in STREAMS]}
@@ -351,7 +353,7 @@ def test_a_flood_of_invalid_messages_neither_crashes_nor_stalls_the_worker(uniqu
     reasons = [dict(record.headers)["error.reason"].decode() for record in dead]
     assert set(reasons) <= set(INVALID_REASONS)
     # The oversized ones: dead-lettered, cut to the limit (regression: they crashed the consumer).
-    assert sum(len(record.value) == MAX_MESSAGE_BYTES for record in dead) == 2
+    assert sum(len(record.value) == MAX_DEAD_LETTER_VALUE_BYTES for record in dead) == 2
     assert status["streams"][STREAMS[0]]["examples"] + status["streams"][STREAMS[1]]["examples"] == 2 * n
     assert {s[2] for s in sampler.samples} == {200}  # never unhealthy
     # Loose, against a stall only: half the messages are hostile, so even at equal cost per message

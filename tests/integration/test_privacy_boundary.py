@@ -75,6 +75,7 @@ def test_public_topics_and_metrics_hold_no_raw_values_user_ids_or_uncharged_coun
                     ),
                 )
             ],
+            "user_epsilon_budget": 1000.0,
             "ledger_create_if_missing": True,
         }
     )

@@ -20,7 +20,13 @@ from privstream.learning.dimensions import (
     witness_tree,
 )
 from privstream.learning.errors import TooExpensiveError
-from privstream.learning.hypothesis_classes import FiniteClass, parse_class_spec
+from privstream.learning.hypothesis_classes import (
+    FiniteClass,
+    Intervals,
+    Points,
+    Thresholds,
+    parse_class_spec,
+)
 from privstream.learning.hypothesis_classes._interval_ldim import intervals_ldim
 from privstream.learning.hypothesis_classes.bitset_search import BitsetClass, columns_from_matrix
 
@@ -183,12 +189,13 @@ def test_intervals_ldim_matches_reference_recursion_further() -> None:
 
 
 def test_huge_structured_classes_need_no_enumeration() -> None:
-    big = all_dimensions(parse_class_spec("intervals:2^63"))
+    # beyond the specs' limit too: the class objects compute exactly on any domain
+    big = all_dimensions(Intervals(2**63))
     assert big["size"] == 2**63 * (2**63 + 1) // 2 + 1
     assert (big["littlestone"], big["vc"], big["dual_littlestone"], big["dual_vc"]) == (124, 2, 63, 2)
-    t = all_dimensions(parse_class_spec("thresholds:2^63"))
+    t = all_dimensions(Thresholds(2**63))
     assert (t["littlestone"], t["threshold"], t["dual_littlestone"]) == (63, 2**63, 63)
-    assert all_dimensions(parse_class_spec("points:2^63"))["littlestone"] == 1
+    assert all_dimensions(Points(2**63))["littlestone"] == 1
 
 
 # ---- properties on random classes ---------------------------------------------------------

@@ -65,8 +65,8 @@ def certificate(**overrides: Any) -> Certificate:
 
 
 def test_a_release_with_huge_numbers_stays_within_2_53_everywhere() -> None:
-    hclass = parse_class_spec("thresholds:2^63")
-    h = hypothesis_from_runs(2**63, 0, [2**62 + 12345])  # a threshold no double can hold
+    hclass = parse_class_spec("thresholds:2^62")  # the largest domain
+    h = hypothesis_from_runs(2**62, 0, [2**61 + 12345])  # a threshold no double can hold
     release = HypothesisRelease(
         stream_id="s", hypothesis_class=hclass.spec, hypothesis=h.to_dict(), certificate=certificate()
     )
@@ -81,7 +81,7 @@ def test_a_release_with_huge_numbers_stays_within_2_53_everywhere() -> None:
     # it validates again, and a subscriber reads the exact hypothesis back
     assert HypothesisRelease.model_validate_json(text) == release
     assert hypothesis_from_dict(parsed["hypothesis"]) == h
-    assert Release.from_json(text).predict(2**62 + 12345) == 1 and Release.from_json(text).predict(2**62) == 0
+    assert Release.from_json(text).predict(2**61 + 12345) == 1 and Release.from_json(text).predict(2**61) == 0
 
 
 def test_a_sanitized_release_on_a_huge_domain_round_trips() -> None:
@@ -99,9 +99,9 @@ def test_a_sanitized_release_on_a_huge_domain_round_trips() -> None:
 
 
 def test_a_real_learner_release_with_its_theorem_size() -> None:
-    hclass = parse_class_spec("intervals:2^63")
+    hclass = parse_class_spec("intervals:2^62")
     res = make_learner("generic").fit(
-        hclass, np.array([5, 2**62]), np.array([1, 0]), epsilon=1.0, rng=seeded(0)
+        hclass, np.array([5, 2**61]), np.array([1, 0]), epsilon=1.0, rng=seeded(0)
     )
     release = HypothesisRelease(
         stream_id="s",
@@ -113,7 +113,7 @@ def test_a_real_learner_release_with_its_theorem_size() -> None:
     )
     parsed = json.loads(release.model_dump_json())
     assert all(abs(x) <= MAX_SAFE_INTEGER for x in numbers(parsed))
-    assert parsed["certificate"]["parameters"]["class_size"] == str(hclass.size)  # ~2^125
+    assert parsed["certificate"]["parameters"]["class_size"] == str(hclass.size)  # ~2^123
     assert parsed["certificate"]["theorem_sample_size"] == res.theorem_sample_size  # small: exact
     assert hypothesis_from_dict(parsed["hypothesis"]) == res.hypothesis
 

@@ -124,19 +124,6 @@ def test_cli_reports_bad_settings_in_one_line(monkeypatch, capsys, tmp_path):
     assert "\n" not in err
 
 
-def test_readme_configuration_example_is_valid():
-    """The TOML example in the README is accepted as it stands."""
-    import re
-    import tomllib
-    from pathlib import Path
-
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    example = re.search(r"```toml\n(.*?)```", readme, re.S).group(1)
-    settings = Settings(**tomllib.loads(example))
-    assert settings.streams[0].release is not None
-    assert settings.streams[0].release.window.size == 5000
-
-
 @pytest.mark.parametrize(
     ("stream", "message"),
     [
@@ -234,7 +221,8 @@ def test_user_level_count_windows_are_refused_naming_the_privacy_unit():
     with pytest.raises(ValidationError, match="privacy_unit 'user' needs time windows"):
         Settings(streams=[{"name": "s", "hypothesis_class": "thresholds:8", "release": release}])
     timed = {**release, "window": {"kind": "time", "seconds": 60}}
-    assert Settings(streams=[{"name": "s", "hypothesis_class": "thresholds:8", "release": timed}]).streams
+    timed_stream = {"name": "s", "hypothesis_class": "thresholds:8", "release": timed}
+    assert Settings(streams=[timed_stream], user_epsilon_budget=5).streams
 
 
 # --------------------------------------------------------------------------- the store
@@ -329,12 +317,54 @@ def test_expected_size_is_required_exactly_where_n_is_private(private):
     s = Settings(
         streams=[
             {"name": "s", "hypothesis_class": "thresholds:8", "release": {**release, "expected_size": 800}}
-        ]
+        ],
+        user_epsilon_budget=5,
     )
     assert s.streams[0].release.expected_size == 800 and s.streams[0].release.n_private
     public = {"learner": "generic", "epsilon": 1, "epsilon_budget": 5, "expected_size": 800}
     with pytest.raises(ValidationError, match="count windows at the example level publish n"):
         Settings(streams=[{"name": "s", "hypothesis_class": "thresholds:8", "release": public}])
+
+
+def user_stream(name: str, epsilon_budget: float, **release: object) -> dict:
+    return {
+        "name": name,
+        "hypothesis_class": "thresholds:8",
+        "release": {
+            "learner": "generic",
+            "epsilon": 1,
+            "epsilon_budget": epsilon_budget,
+            "privacy_unit": "user",
+            "user_contribution_bound": 2,
+            "expected_size": 100,
+            "window": {"kind": "time", "seconds": 60},
+            **release,
+        },
+    }
+
+
+def test_user_level_streams_need_one_deployment_wide_user_budget():
+    """Two user-level streams with budgets 1 and 3 and no deployment-wide budget were accepted: a
+    user's spend reached 3 while stream a's certificates stated a lifetime budget of 1."""
+    streams = [user_stream("a", 1), user_stream("b", 3)]
+    with pytest.raises(ValidationError, match=r"user_epsilon_budget is required: stream\(s\) a, b"):
+        Settings(streams=streams)
+    assert Settings(streams=streams, user_epsilon_budget=2).user_epsilon_budget == 2
+    # Example-level streams alone need no user budget.
+    assert Settings(streams=STREAMS).user_epsilon_budget is None
+
+
+def test_a_user_budget_no_release_fits_in_is_refused():
+    with pytest.raises(ValidationError, match="no user could ever be in one"):
+        Settings(streams=[user_stream("a", 4, epsilon=2)], user_epsilon_budget=1)
+    with pytest.raises(ValidationError, match="user_delta_budget 0"):
+        Settings(streams=[user_stream("a", 4, delta=1e-6, delta_budget=1e-5)], user_epsilon_budget=4)
+    ok = Settings(
+        streams=[user_stream("a", 4, delta=1e-6, delta_budget=1e-5)],
+        user_epsilon_budget=4,
+        user_delta_budget=1e-5,
+    )
+    assert ok.user_delta_budget == 1e-5
 
 
 def test_hierarchical_sanitizer_needs_a_1d_integer_class(tmp_path):

@@ -1,4 +1,4 @@
-"""Empirical privacy audit: an honest lower confidence bound on epsilon (bayes_overview.md §C.6).
+"""Empirical privacy audit: an honest lower confidence bound on epsilon.
 
 Method (black-box, on the *production* code path with a seeded :class:`RandomSource`):
 
@@ -234,19 +234,29 @@ def audit(
     samples: int = 20_000,
     confidence: float = 0.999,
     name: str = "",
+    progress: Callable[[float], None] | None = None,
 ) -> AuditResult:
     """Estimate an honest lower confidence bound on epsilon for ``mechanism`` on ``pair``.
 
     ``mechanism(dataset)`` performs one release (it must draw from a seeded source for
     reproducibility); ``samples`` runs are made per dataset, half to choose the event and half to
-    bound it. ``confidence`` is the probability that the reported bound is valid.
+    bound it. ``confidence`` is the probability that the reported bound is valid. ``progress``, if
+    given, is called with the fraction of runs done (about 200 times in all).
     """
     if samples < 4:
         raise PrivacyParameterError(f"samples must be >= 4, got {samples}")
     if not 0 < confidence < 1:
         raise PrivacyParameterError(f"confidence must be in (0, 1), got {confidence}")
     half = samples // 2
-    outputs = [[discretise(mechanism(d)) for _ in range(2 * half)] for d in pair]
+    total, step = 4 * half, max(1, half // 100)
+    outputs: list[list[Hashable]] = []
+    for i, d in enumerate(pair):
+        runs: list[Hashable] = []
+        for j in range(2 * half):
+            runs.append(discretise(mechanism(d)))
+            if progress is not None and j % step == 0:
+                progress((i * 2 * half + j) / total)
+        outputs.append(runs)
     selection = [Counter(o[:half]) for o in outputs]
     evaluation = [o[half:] for o in outputs]
     delta = claimed.delta
@@ -316,6 +326,7 @@ def run_audit(
     samples: int | None = None,
     seed: int = 0,
     confidence: float = 0.999,
+    progress: Callable[[float], None] | None = None,
 ) -> AuditResult:
     """Audit ``spec``'s production mechanism (``variant=None``) or one of its broken variants."""
     if variant is None:
@@ -334,4 +345,5 @@ def run_audit(
         samples=samples or spec.samples,
         confidence=confidence,
         name=label,
+        progress=progress,
     )

@@ -1,4 +1,4 @@
-"""Private learning beyond finite classes [B] (bayes_overview.md part B): one concept per module.
+"""Private learning beyond finite classes [B] (Bousquet et al.): one concept per module.
 
 * :mod:`.grid`: the cube partition of a public box and its resolution schedule r = n^{-1/(2d)};
 * :mod:`.prf`: per-cell randomness from a secret HMAC-SHA256 key (lazy = dense);

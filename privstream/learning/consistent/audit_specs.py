@@ -3,7 +3,7 @@
 * ``bayes-consistent``: PCL (the production learner
   :class:`~privstream.learning.consistent.pcl.BayesConsistentLearner`, noise drawn from the random
   source) on [0, 1] with n = 2 (so K = 2 cubes) and the **tight pair** of
-  bayes_overview.md §C.3: cube 0 holds labels {1, 0} (vote 0) vs {0, 0} (vote -2), so
+  cube 0 holds labels {1, 0} (vote 0) vs {0, 0} (vote -2), so
   ``Pr[label 1] = ½`` vs ``½e^{-ε}``: the privacy loss is exactly ε. Broken variants:
   ``noise_halved`` (the Bernoulli(e^{-ε|v|/2}) drawn at 2ε: loss 2ε) and ``no_noise`` (the
   majority vote, ties broken by the coin: loss ∞).

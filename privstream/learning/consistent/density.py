@@ -22,7 +22,7 @@ same (ε, δ) holds. An empty sample releases nothing (every count is suppressed
 The released key set is a subset of the occupied cubes, each of which passed the noisy threshold;
 that is what the δ pays for (a lone point's cube is released with probability <= δ).
 
-δ should be ``n^{-2}`` or smaller (bayes_overview.md §B.8 erratum 7: the proof needs
+δ should be ``n^{-2}`` or smaller (a correction to [B]: the proof needs
 log(1/δ) = o(√n)). When every count is suppressed (typical for small n), ``g`` falls back to the
 uniform density on the box and :attr:`HistogramDensity.fallback_used` is set.
 

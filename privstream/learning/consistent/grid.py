@@ -3,7 +3,7 @@
 Features are first mapped to ``[0, 1]^d`` with the *public* bounds (``u = (x - lo)/(hi - lo)``),
 then cut into ``K`` cubes per axis: cell ``κ_t = min(⌊u_t / r⌋, K - 1)`` with ``K = ⌈1/r⌉``, so the
 last cube on each axis is closed at 1 and, when ``K·r > 1``, intersected with the box
-(bayes_overview.md §B.3 "boundary conventions"). Cells are numbered in C order (mixed radix K,
+(the boundary convention of [B Alg 2]). Cells are numbered in C order (mixed radix K,
 last feature fastest): ``id = Σ_t κ_t K^{d-1-t}``.
 
 The schedule ``r = n^{-1/(2d)}`` ([B Alg 2 step 1, Alg 3 step 1]) gives ``n r^d = √n`` points per cube

@@ -1,6 +1,6 @@
 """PCL2 on a finite metric space: the cube rule's Voronoi analogue ([B App. A, Alg 4, Thm A.6, A.12]).
 
-Supported case (bayes_overview.md §C.3 "PCL2 practical form", case 1): a *finite, public* ground
+Supported case (a practical form of [B Alg 4]): a *finite, public* ground
 set 𝒳 = {g_0, ..., g_{N-1}} with a metric ρ; data points are indices into it.
 
 1. ``r = diam(𝒳) · n^{-1/(4·ddim)}`` ([B Alg 4 step 1] for a space of diameter 1; ``ddim`` is the
@@ -8,7 +8,7 @@ set 𝒳 = {g_0, ..., g_{N-1}} with a metric ρ; data points are indices into it
 2. 𝒩 = a maximal r-packing, built greedily over the ground set in its given (data-independent)
    order: g_i becomes a centre iff ρ(g_i, c) >= r for every earlier centre c. A maximal r-packing
    is an r-cover ([B Thm A.4.1]), so every Voronoi cell has diameter <= 2r ([B Lemma A.8],
-   corrected: §B.8 erratum 8).
+   corrected here).
 3. Voronoi cells: each ground point goes to its nearest centre, ties to the lowest index.
 4. Each cell's label has exactly PCL's law (:func:`~privstream.learning.consistent.pcl.cell_label`:
    the coin w.p. e^{-ε|v|/2}, else the majority, with v = #1 - #0 in the cell). The release holds

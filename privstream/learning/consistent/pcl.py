@@ -7,7 +7,7 @@ paper's vote; an empty cube has v = 0) and release the label
     h(κ) = b_κ   with probability e^{-ε|v_κ|/2},   else  1[v_κ > 0],          (b_κ a fair coin)
 
 so ``Pr[h(κ) = 1] = 1 - ½e^{-ε v/2}`` for v >= 0 and ``½e^{ε v/2}`` for v <= 0. That is *exactly* the
-law of the paper's ``1[Σ_{x_i∈κ}(y_i - ½) + Lap(1/ε) > 0]`` (bayes_overview.md §C.3 "privacy, exact",
+law of the paper's ``1[Σ_{x_i∈κ}(y_i - ½) + Lap(1/ε) > 0]`` (exact privacy,
 p(s) with s = v/2), sampled without any floating point: the coin is a fair random bit and the
 Bernoulli(e^{-ε|v|/2}) is :meth:`RandomSource.bernoulli_exp` (CKS20 Alg. 1) on rational ε|v|/2.
 Unlabelled rows (y = -1 or NaN) do not vote.
@@ -56,7 +56,7 @@ table is also ε-DP under replace-one and one calibration serves both relations)
 field (K, the table's size, the expected points per cube) is a function of (m, d, bounds, ε).
 
 Universal consistency [B Thm 3.2] holds as n → ∞ for every distribution on the box; there is no
-rate (bayes_overview.md §C.11), and large d is statistically hopeless at practical n.
+rate, and large d is statistically hopeless at practical n.
 
 >>> import numpy as np
 >>> from privstream.learning.randomness import seeded

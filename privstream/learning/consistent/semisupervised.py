@@ -1,4 +1,4 @@
-"""PCSSL: the private semi-supervised learner for a VC class ([B §4.1, Thm 4.11]; bayes_overview.md §B.7).
+"""PCSSL: the private semi-supervised learner for a VC class ([B §4.1, Thm 4.11]).
 
 The class is **decision stumps** on R^d: ``1[x_j >= t]`` and ``1[x_j < t]`` for every feature j and
 threshold t, plus the two constants (thresholds on R when d = 1). Its VC dimension is at most the
@@ -11,7 +11,7 @@ marks unlabelled rows):
 1. ``f̂ ← PCDE(U; ε_U, δ)`` (:func:`~privstream.learning.consistent.density.pcde_fit`, normalised,
    resolution from the public total row count n): the only access to U.
 2. ``Û ← n_semi`` i.i.d. draws from f̂ (post-processing).
-3. The semi-private learner ([B Thm 4.10]; §B.2.6): the cover ``H_Û`` has one stump per distinct
+3. The semi-private learner ([B Thm 4.10]; Beimel et al. 2016): the cover ``H_Û`` has one stump per distinct
    labelling of Û (thresholds at midpoints of consecutive distinct values of Û, i.e. chosen from
    Û only, never from S), and the exponential mechanism ([S Lemma 3.2]; the exact
    :class:`~privstream.learning.mechanisms.ExponentialMechanism` over blocks of equal score)
@@ -36,7 +36,7 @@ not depend on S). Sequential composition gives the same ``(ε_U + ε_S, δ)``. n
 size bound and the theorem's labelled size depend on (α, β, d, ε) only; the cover's actual size
 and the density's released mass are DP outputs (``dp_outputs``).
 
-**Parameters** (§B.2.6, [DERIVED] there): ``n_semi = ⌈max((4/α)log2(2/β), (8·VC/α)log2(13/α))⌉``
+**Parameters** (our derivation): ``n_semi = ⌈max((4/α)log2(2/β), (8·VC/α)log2(13/α))⌉``
 unlabelled draws (ε-net size), and the labelled size that makes the EM output err <= 6α with
 probability >= 1 - β given a good cover, ``m = ⌈max{(3/α)ln(3/β), 2ln(3|H_Û|/β)/(ε_S α),
 (4/(3α))ln(3|H_Û|/β)}⌉`` (:func:`labelled_sample_size`), evaluated at the cover's largest possible
@@ -110,7 +110,7 @@ def stump_vc_bound(d: int) -> int:
 
 
 def unlabelled_sample_size(vc: int, alpha: float, beta: float) -> int:
-    """ε-net size ``⌈max((4/α)log2(2/β), (8·VC/α)log2(13/α))⌉`` (Blumer et al. 1989; §B.2.6)."""
+    """ε-net size ``⌈max((4/α)log2(2/β), (8·VC/α)log2(13/α))⌉`` (Blumer et al. 1989)."""
     return math.ceil(max(4 / alpha * math.log2(2 / beta), 8 * vc / alpha * math.log2(13 / alpha)))
 
 
@@ -125,7 +125,7 @@ def cover_size_bound(d: int, n_semi: int) -> int:
 
 
 def labelled_sample_size(cover_size: int, epsilon: float, alpha: float, beta: float) -> int:
-    """Labelled m for error <= 6α w.p. >= 1 - β given a cover with an α-good member (§B.2.6)."""
+    """Labelled m for error <= 6α w.p. >= 1 - β given a cover with an α-good member ([B Thm 4.10])."""
     log_term = math.log(3 * cover_size / beta)
     return math.ceil(
         max(3 / alpha * math.log(3 / beta), 2 * log_term / (epsilon * alpha), 4 / (3 * alpha) * log_term)

@@ -5,7 +5,7 @@ domain point is the mask of hypotheses labelling it 1 (its *column*). Restrictin
 ``(x, 1)`` is ``V & col[x]``; to ``(x, 0)`` it is ``V & ~col[x]``. Python ints make those
 operations a few machine words per 64 hypotheses.
 
-Littlestone dimension (the recursion of blm_almm.md §1.2, memoised on the mask)::
+Littlestone dimension (the recursion of BLM20 Sec 3.2, memoised on the mask)::
 
     Ldim(0) = -1;  Ldim(V) = 0 if |V| = 1;
     Ldim(V) = max over splitting x of 1 + min(Ldim(V & col[x]), Ldim(V & ~col[x]))
@@ -173,7 +173,7 @@ class BitsetClass:
         ``h_q(x_p) = 0``. Depth-first search extends a chain by a pair that every chosen pair
         points to (candidates are intersected with successor bitmasks), so each chain is
         generated once, in its one valid order. Bounds: a chain's points are distinct, and
-        ``Tdim < 2^(Ldim+1)`` (blm_almm.md §1.5). Past ``max_nodes`` it raises
+        ``Tdim < 2^(Ldim+1)`` (Shelah; Hodges; ABLMM22 Thm 10). Past ``max_nodes`` it raises
         :class:`TooExpensiveError` (random classes of a few hundred rows can get there).
         """
         nbytes = (self.num_hypotheses + 7) // 8

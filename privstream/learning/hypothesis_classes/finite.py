@@ -135,7 +135,7 @@ class FiniteClass(HypothesisClass):
         return h
 
     def dual(self) -> FiniteClass:
-        """The dual class: distinct columns as rows (ggkm.md §1.5)."""
+        """The dual class: distinct columns as rows (GGKM21 Sec 2.3)."""
         return FiniteClass(self.matrix().T, spec=f"dual({self.spec})")
 
 

@@ -306,8 +306,8 @@ class Intervals(HypothesisClass):
 
     * size ``N(N+1)/2 + 1``.
     * Ldim ``= I(N) = #{D >= 0 : F(D) <= N}`` with ``F = 1, 2, 4, 6, 9, 13, 19, 27, 39, ...``
-      (:func:`~._interval_ldim.intervals_ldim`; matches blm_almm.md §5.2 for N = 1..18 and
-      ggkm.md §4.5; see :mod:`._interval_ldim` for its status: verified, not proved).
+      (:func:`~._interval_ldim.intervals_ldim`; matches the exhaustive recursion for N = 1..18;
+      see :mod:`._interval_ldim` for its status: verified, not proved).
     * VC = ``min(2, N)``: ``{0, 1}`` is shattered; no interval labels ``x < y < z`` as 1, 0, 1.
     * Tdim = N: ``x_j = j - 1`` and ``h_i = [i - 1, N)``.
     * Dual: the N columns are distinct (``[x, x+1)`` contains only x), so dual Ldim and dual VC

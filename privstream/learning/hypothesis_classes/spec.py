@@ -1,9 +1,14 @@
-"""Parsing of class spec strings: ``thresholds:N``, ``points:N``, ``intervals:N`` or a file path."""
+"""Parsing of class spec strings: ``thresholds:N``, ``points:N``, ``intervals:N`` or a file path.
+
+``N`` is at most :data:`~privstream.learning.domain.MAX_DOMAIN_SIZE` (2^62): the one domain limit of
+the service, the command line and the sanitizers.
+"""
 
 from __future__ import annotations
 
 import re
 
+from privstream.learning.domain import MAX_DOMAIN_SIZE
 from privstream.learning.errors import ClassSpecError
 from privstream.learning.hypothesis_classes.base import HypothesisClass
 from privstream.learning.hypothesis_classes.finite import load_class_file
@@ -12,32 +17,56 @@ from privstream.learning.hypothesis_classes.points import Points
 from privstream.learning.hypothesis_classes.thresholds import Thresholds
 
 STRUCTURED = {"thresholds": Thresholds, "points": Points, "intervals": Intervals}
-MAX_DOMAIN_BITS = 1024  # far beyond any real domain; stops "2^10^9" from eating the CPU
 
 _POWER = re.compile(r"^(\d+)\s*(?:\^|\*\*)\s*(\d+)$")
+#: Digits beyond which a number is over the limit without being parsed (Python refuses to convert
+#: thousands of digits, and a power is never computed when its size alone is over the limit).
+_MAX_DIGITS = len(str(MAX_DOMAIN_SIZE))
+
+
+def _too_large(text: str) -> ClassSpecError:
+    shown = text if len(text) <= 40 else f"{text[:20]}... ({len(text)} characters)"
+    return ClassSpecError(
+        f"domain size {shown} is too large: a class has at most 2^{MAX_DOMAIN_SIZE.bit_length() - 1} "
+        f"points ({MAX_DOMAIN_SIZE:,})"
+    )
 
 
 def parse_size(text: str) -> int:
-    """Parse a domain size: decimal (``_`` allowed), ``2^32`` or ``2**32``.
+    """Parse a domain size: decimal (``_`` allowed), ``2^32`` or ``2**32``, at most
+    :data:`~privstream.learning.domain.MAX_DOMAIN_SIZE`.
 
     >>> parse_size("2^32"), parse_size("65_536")
     (4294967296, 65536)
+    >>> parse_size("2^64")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    privstream.learning.errors.ClassSpecError: domain size 2^64 is too large: ... at most 2^62 points ...
     """
     t = text.strip()
     m = _POWER.match(t)
     if m:
-        base, exp = int(m.group(1)), int(m.group(2))
-        if base >= 2 and exp * base.bit_length() > MAX_DOMAIN_BITS + 1:
-            raise ClassSpecError(f"domain size {t} is too large (limit 2^{MAX_DOMAIN_BITS})")
-        n = base**exp
+        base_digits, exp_digits = m.group(1).lstrip("0") or "0", m.group(2).lstrip("0") or "0"
+        if len(base_digits) > _MAX_DIGITS:
+            raise _too_large(t)
+        base = int(base_digits)
+        if base <= 1:  # 0^k and 1^k, whatever the number of digits of k
+            n = 1 if base == 1 or exp_digits == "0" else 0
+        elif len(exp_digits) > 3 or int(exp_digits) > MAX_DOMAIN_SIZE.bit_length():
+            raise _too_large(t)
+        else:
+            n = base ** int(exp_digits)
     elif re.fullmatch(r"\d[\d_]*", t) and "__" not in t and not t.endswith("_"):
+        if len(t.replace("_", "").lstrip("0")) > _MAX_DIGITS:
+            raise _too_large(t)
         n = int(t)
     else:
-        raise ClassSpecError(f"domain size {text!r} is not a positive integer (e.g. 1024, 2^32 or 2**32)")
+        shown = text if len(text) <= 40 else f"{text[:20]}... ({len(text)} characters)"
+        raise ClassSpecError(f"domain size {shown!r} is not a positive integer (e.g. 1024, 2^32 or 2**32)")
     if n < 1:
         raise ClassSpecError(f"domain size must be at least 1, got {n}")
-    if n.bit_length() > MAX_DOMAIN_BITS:
-        raise ClassSpecError(f"domain size {t} is too large (limit 2^{MAX_DOMAIN_BITS})")
+    if n > MAX_DOMAIN_SIZE:
+        raise _too_large(t)
     return n
 
 

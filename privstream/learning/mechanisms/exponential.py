@@ -1,6 +1,6 @@
 """Exact private selection: the exponential mechanism (dense and over blocks) and permute-and-flip.
 
-Exponential mechanism [S Lemma 3.2] (McSherry-Talwar 2007; blm_almm.md §3.2, §5.1.6): output
+Exponential mechanism [S Lemma 3.2] (McSherry-Talwar 2007; ABLMM22 Lem 29): output
 candidate h with probability ∝ exp(ε·score(h)/(2Δ)) where each score has sensitivity Δ; this is
 ε-DP, and ε-bounded-range, hence (ε²/8)-zCDP (Cesar-Rogers 2021, Lemma 3.2).
 
@@ -11,7 +11,7 @@ size_i·exp(-γ_i) / Σ_j size_j·exp(-γ_j), γ_i = ε(s_max - s_i)/(2Δ) (rati
 draws a member uniformly (:meth:`ExponentialMechanism.select_member` does both). That is the
 exponential mechanism over the members.
 
-**Why it is exact** (no float softmax, no float CDF inversion; dp_landscape.md "Secure selection"):
+**Why it is exact** (no float softmax, no float CDF inversion, both attackable):
 rejection sampling with an exactly-sampled proposal and an exactly-decided acceptance.
 
 1. Proposal: integer weights Q_i >= size_i·exp(-γ_i)·2^S with S = precision + log2(#blocks),

@@ -1,11 +1,11 @@
 """Stability-based (thresholded) histogram with exact discrete noise.
 
-[B Alg 1, Thm 2.4] / blm_almm.md §3.1 (Bun-Nissim-Stemmer; Korolova et al. 2009). For each item
+[B Alg 1, Thm 2.4] / ABLMM22 Lem 28 (Bun-Nissim-Stemmer; Korolova et al. 2009). For each item
 value v that *occurs* (never the domain), noisy count ĉ_v = c_v + Z_v with Z_v ~ discrete Laplace of
 scale 2/ε; v is released, with ĉ_v, iff ĉ_v >= T. Absent values are never touched, so the domain
 may be infinite; the released key set is a subset of the occurring values.
 
-Privacy under replace-one neighbours (our proof; tighter than the spec's δ/4 + e^ε argument).
+Privacy under replace-one neighbours (our proof; tighter than the usual δ/4 + e^ε argument).
 A replacement a -> b changes two counts by one. (i) Bins occurring in both datasets: ℓ1 shift
 <= 2 at scale 2/ε, so that part of the output is ε-DP (ε/2 per moved bin). (ii) A bin occurring in
 one dataset only has count 1 there and is released with probability p = Pr[1 + Z >= T] =

@@ -2,7 +2,7 @@
 
 A private learner maps a labelled sample to a hypothesis with a differential-privacy guarantee.
 The result states that guarantee and, separately, whether the accuracy theorem of the learner
-holds (DESIGN.md §4 "theory mode vs practical mode"): privacy never depends on the sample size,
+holds (theory mode vs practical mode): privacy never depends on the sample size,
 accuracy does.
 
 **Two modes, chosen by ``expected_size``** (the same keyword on every learner, sanitizer and

@@ -15,8 +15,8 @@ counts in the certificate parameters), which can only lower the true ε.
   ``thresholds:4`` at (1, 1e-2); 45 zeros vs one of them replaced by 3. Its per-round outputs are
   computed on a secret τ-subsample, so the changed example shows only in the rounds whose
   subsample holds it (probability τ ≈ 0.045): catching ``noiseless_check`` (the check's count
-  released without noise) at the claim takes thousands of runs (spec §4.4C: "detects gross bugs
-  only"), hence the spec's 6,000.
+  released without noise) at the claim takes thousands of runs (an audit of this sanitizer detects
+  gross bugs only), hence 6,000.
 """
 
 from __future__ import annotations

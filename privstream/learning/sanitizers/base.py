@@ -1,10 +1,10 @@
 """The sanitizer interface (private query release): :class:`SanitizerResult`, :class:`Sanitizer`, registry.
 
 A sanitizer maps a sample ``xs`` (and optionally labels ``ys``) to a :class:`SyntheticDistribution`
-from which every query of the class is answered by post-processing (ggkm.md §1.3, Definition 2.3):
+from which every query of the class is answered by post-processing (GGKM21, Definition 2.3):
 ``q_h = fraction of x with h(x) = 1``, or for a labelled release ``fraction of (x, y) with h(x) = y``.
 The guarantee is (ε, δ)-DP for the whole release: the user's ε is the total, never a
-per-iteration knob (dp_landscape.md §A3, MWEM pitfalls). As for the learners
+per-iteration knob (a per-round ε is a known pitfall of MWEM implementations). As for the learners
 (:mod:`privstream.learning.private_learners.base`), ``expected_size=None`` means n is public and
 the guarantee holds under *replace-one* neighbours; ``expected_size=m`` means n is private: the
 guarantee holds under *add/remove-one* neighbours for every n (0 included) and every reported
@@ -23,7 +23,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from privstream.learning.domain import as_labels, as_points
+from privstream.learning.domain import MAX_DOMAIN_SIZE, as_labels, as_points
 from privstream.learning.errors import LearningInputError
 from privstream.learning.hypothesis_classes import HypothesisClass
 from privstream.learning.private_learners.base import INFORMATION_THEORETIC, NeighbouringRelation, PrivacyKind
@@ -40,8 +40,9 @@ __all__ = [
     "make_sanitizer",
 ]
 
-#: Largest class domain the sanitizers take (their block edges and prefix sums are int64).
-MAX_DOMAIN = 2**61
+#: Largest class domain the sanitizers take (their block edges and prefix sums are int64): the
+#: domain limit of every class named by a spec (:data:`privstream.learning.domain.MAX_DOMAIN_SIZE`).
+MAX_DOMAIN = MAX_DOMAIN_SIZE
 
 
 class SanitizerInputError(LearningInputError):
@@ -133,8 +134,8 @@ def check_data(
         raise TypeError(f"hclass must be a HypothesisClass, got {type(hclass).__name__}")
     if hclass.domain_size > MAX_DOMAIN:
         raise SanitizerInputError(
-            f"domain {hclass.domain_size} is too large for this sanitizer (limit 2^61; "
-            "the hierarchical sanitizer takes domains up to 2^63)"
+            f"domain {hclass.domain_size} is too large for the sanitizers (at most "
+            f"2^{MAX_DOMAIN.bit_length() - 1} points)"
         )
     points = as_points(xs, hclass.domain_size)
     labels = None if ys is None else as_labels(ys, points.shape[0])

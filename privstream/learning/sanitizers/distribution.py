@@ -2,13 +2,13 @@
 
 A :class:`SyntheticDistribution` on ``{0..N-1}`` is a partition of the domain into consecutive
 blocks ``[e_j, e_{j+1})`` (``0 = e_0 < ... < e_k = N``) with a probability weight per block, spread
-uniformly inside the block; the labelled variant (private query release over ``(x, y)``, ggkm.md
-§1.3) has one weight per block *and label*. The block boundaries are public: they are the change
-points of queries the sanitizer has already released, or the leaves of a private partition (never
-raw data points), so the release is compact (``O(#blocks)``) even on ``2^32`` or ``2^63`` domains
-(above 2^61 the edges are kept as exact Python ints instead of ``int64``).
+uniformly inside the block; the labelled variant (private query release over ``(x, y)``,
+GGKM21 Definition 2.3) has one weight per block *and label*. The block boundaries are public: they
+are the change points of queries the sanitizer has already released, or the leaves of a private
+partition (never raw data points), so the release is compact (``O(#blocks)``) even on ``2^32`` or
+``2^62`` domains (above 2^61 the edges are kept as exact Python ints instead of ``int64``).
 
-Answers (ggkm.md §1.3 ``Est``, Definition 2.3): ``answer(h) = Pr_{x~p}[h(x) = 1]`` (unlabelled) or
+Answers (GGKM21 ``Est``, Definition 2.3): ``answer(h) = Pr_{x~p}[h(x) = 1]`` (unlabelled) or
 ``Pr_{(x,y)~p}[h(x) = y]`` (labelled), computed exactly from the run-length form of ``h`` and the
 piecewise-linear cumulative mass ``F(t) = Pr[x < t]``.
 
@@ -131,10 +131,6 @@ class SyntheticDistribution:
         # Pr[h = y] = Pr[y = 0] - Pr[h = 1, y = 0] + Pr[h = 1, y = 1]
         value = self._cum[-1, 0] - ones[:, 0].sum() + ones[:, 1].sum()
         return float(min(max(value, 0.0), 1.0))
-
-    def answer_many(self, hs: Iterable[Hypothesis | Mapping[str, Any]]) -> np.ndarray:
-        """:meth:`answer` for each query, as a float array."""
-        return np.array([self.answer(h) for h in hs], dtype=np.float64)
 
     def density(self) -> np.ndarray:
         """Dense per-point probabilities, shape ``(N,)`` or ``(N, 2)`` (small domains only)."""

@@ -1,4 +1,4 @@
-"""The seed's sanitizer (ggkm.md §3.3 FoolingSanitizer; GGKM Thm 6.6 / Cor 6.7 via [BLM20a]).
+"""The fooling sanitizer of GGKM21 (Thm 6.6 / Cor 6.7, via the generator/discriminator game of [BLM20a]).
 
 A multiplicative-weights *generator* plays synthetic distributions ``q_t`` on ``Z`` (``Z = X``, or
 ``X × {0,1}`` for a labelled release); a private proper learner is the *discriminator*: each round
@@ -7,19 +7,19 @@ of ``q_t`` (label "synthetic"). The distinguisher ``d_t`` it returns is a query 
 complement); its gap ``Pr_{S_t}[d_t] - Pr_{q_t}[d_t]`` is measured with discrete Laplace noise: below
 ``5α/16`` the generator's ``q_t`` is accepted and released, otherwise ``q_{t+1} ∝ q_t·exp(η·d_t)``.
 
-**Discriminator.** The spec needs a proper (agnostic) private learner for ``Q = {h_f, ¬h_f}``. We run
+**Discriminator.** The construction needs a proper (agnostic) private learner for ``Q = {h_f, ¬h_f}``. We run
 the registered learner twice per round (labels as given, and flipped: the ``¬h_f`` half), at
 ``ε_L/2`` each; the noisy gaps pick the direction. Learner choice (``learner="auto"``): the GGKM
-proper learner ``"proper"`` (ggkm.md §2) when it can handle the class (it needs the class as a
+proper learner ``"proper"`` when it can handle the class (it needs the class as a
 matrix, at most 4096 rows), else the generic learner ``"generic"`` (exponential mechanism over the
-class, proper and ε-DP, agnostic-valid; spec §3.3 "Default [OURS]"), which works on ``2^32``
+class, proper and ε-DP, agnostic-valid; our default), which works on ``2^32``
 domains. Privacy holds with either; ``parameters["learner"]`` names the one used. The proper
 learner's accuracy theorem is for realizable data, which the real-vs-synthetic task is not, so
 with it ``accuracy_guarantee_holds`` is False.
 
 **Privacy (total (ε, δ), δ > 0 required).** Per round, on the subsample: learner ``(ε_L, δ_L)``
 (two halves, basic composition) + measurement ``ε_c`` (two counts at ``ε_c/2``), ``ε_0 = ε_L + ε_c = 1``
-(``5/6 + 1/6``, spec §3.3). Subsampling a τ-fraction (uniform, without replacement, from the secure
+(``5/6 + 1/6``, our split). Subsampling a τ-fraction (uniform, without replacement, from the secure
 source) amplifies this to ``(6τε_0, 4e^{6τε_0}τδ_L)`` [BNSV15 Lemma 4.12; needs ε_0 <= 1, τ <= 1/2].
 Advanced composition over the T rounds (rounds are adaptive: q_t depends on earlier outputs only)
 [DR14 Thm 3.20 / :func:`~privstream.learning.accounting.advanced_composition`] with slack δ/2 and
@@ -45,11 +45,11 @@ private) is 0, no round can measure anything: the release is the generator's ini
 distribution, computed without looking at the data (0-DP, charged as usual). With n private a
 Poisson subsample may be empty in a round; the learner then trains on the synthetic draws alone.
 
-**Departures from the paper (ggkm.md §3.3, §6 item 14).** The generator is MW over ``Z``, whose round
+**Departures from the paper.** The generator is MW over ``Z``, whose round
 bound ``T_MW = ceil(ln|Z|/(2γ²))``, ``γ = α/4``, depends on ``log|X|`` instead of the dual Littlestone
-dimension; the learner runs at ``α/16`` with confidence ``β/(4T)`` (spec's constants, not App. C's).
+dimension; the learner runs at ``α/16`` with confidence ``β/(4T)`` (our constants, not Appendix C's).
 ``rounds`` (default 20) is a practical cap; with fewer than ``T_MW`` rounds the accuracy theorem does
-not apply (reported). :func:`fooling_sample_size` computes the n at which the §3.3 argument closes.
+not apply (reported). :func:`fooling_sample_size` computes the n at which this argument closes.
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ __all__ = [
 ]
 
 MECHANISM = "fooling-mw"
-EPS_LEARNER = 5 / 6  # spec §3.3: ε_L + ε_c = 1 per round on the subsample
+EPS_LEARNER = 5 / 6  # ε_L + ε_c = 1 per round on the subsample (ε_0 <= 1 for the amplification lemma)
 EPS_CHECK = 1 / 6
 #: τ is a multiple of 2^-TAU_BITS, so a Bernoulli(τ) draw is TAU_BITS exact random bits.
 TAU_BITS = 32
@@ -149,7 +149,7 @@ def _fooling_budget(epsilon: float, delta: float, rounds: int) -> FoolingBudget:
 def fooling_sample_size(
     hclass: HypothesisClass, alpha: float, beta: float, epsilon: float, delta: float, labelled: bool = False
 ) -> tuple[int, int]:
-    """``(n, T_MW)`` at which the ggkm.md §3.3 argument closes (see :func:`_sample_size_cached`)."""
+    """``(n, T_MW)`` at which the module's argument closes (see :func:`_sample_size_cached`)."""
     return _sample_size_cached(hclass.domain_size, hclass.size, alpha, beta, epsilon, delta, labelled)
 
 
@@ -157,7 +157,7 @@ def fooling_sample_size(
 def _sample_size_cached(
     domain_size: int, class_size: int, alpha: float, beta: float, epsilon: float, delta: float, labelled: bool
 ) -> tuple[int, int]:
-    """``(n, T_MW)`` at which the ggkm.md §3.3 argument closes with the generic discriminator [OURS].
+    """``(n, T_MW)`` at which the module's argument closes with the generic discriminator (our derivation).
 
     T_MW = ceil(ln|Z|/(2γ²)), γ = α/4. Per round the subsample m must give (each w.p. 1 - β/(4T)):
     the learner's empirical excess error <= α/32 on 2m examples (exponential mechanism:
@@ -204,11 +204,11 @@ def poisson_subsample(n: int, tau: float, rng: RandomSource) -> np.ndarray:
 
 
 class FoolingSanitizer:
-    """ggkm.md §3.3 FoolingSanitizer as a :class:`~privstream.learning.sanitizers.base.Sanitizer`.
+    """The fooling sanitizer as a :class:`~privstream.learning.sanitizers.base.Sanitizer`.
 
     ``learner``: ``"auto"`` (``"proper"`` when it accepts the class, else ``"generic"``) or a registered
     learner name; ``rounds`` T (privacy is accounted for all T rounds); ``learning_rate`` η of the MW
-    generator (default α, the spec's ``η_MW = 4γ``). ``broken`` names a deliberately broken variant
+    generator (default α, i.e. ``η_MW = 4γ``). ``broken`` names a deliberately broken variant
     for the privacy audits only (``"noiseless_check"``: the gap measured without noise).
     """
 
@@ -343,7 +343,7 @@ class FoolingSanitizer:
             "subsample_size": k,
             **budget,
             "accept_threshold": threshold,
-            "theorem": "GGKM Thm 6.6 via ggkm.md §3.3 (MW generator, log|Z| rounds; BNSV15 L4.12; DR14 3.20)",
+            "theorem": "GGKM21 Thm 6.6 (MW generator, log|Z| rounds; BNSV15 L4.12; DR14 3.20)",
             "theorem_rounds": t_mw,
         }
         if size is not None:

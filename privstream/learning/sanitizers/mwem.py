@@ -32,9 +32,9 @@ the count, every selection and every measurement keep their sensitivity 1; the c
 rounds. Under replace-one n does not change and the count is 0-sensitive, so the same (ε, δ)
 holds there too. With n public, replace-one: the paper's argument, ν = n being public.
 
-**Budget: the user's (ε, δ) is the total** (dp_landscape.md §A3: per-iteration ε is the known
-pitfall). ``composition="basic"`` (δ = 0): the count gets ``count_share·ε`` (n private only) and
-each round an equal part of the rest, split ``selection_share`` / ``1 - selection_share`` between
+**Budget: the user's (ε, δ) is the total** (a per-iteration ε is the known pitfall of MWEM
+implementations). ``composition="basic"`` (δ = 0): the count gets ``count_share·ε`` (n private
+only) and each round an equal part of the rest, split ``selection_share`` / ``1 - selection_share`` between
 selection and measurement (Dwork–Roth Thm 3.16). ``composition="zcdp"`` (δ > 0, the default
 then): ρ = zcdp_for_dp(ε, δ) (Bun–Steinke Prop 1.3), split the same way; the exponential mechanism
 at ε_s is ε_s²/8-zCDP (Cesar–Rogers 2021) and the discrete Laplace at ε_m is ε_m²/2-zCDP

@@ -102,7 +102,10 @@ def select_piecewise(
     env, start, size, fam = env[order], start[order], size[order], fam[order]
     cut = np.flatnonzero(np.diff(env)) + 1
     group_first = np.concatenate([[0], cut])
-    cum = np.cumsum(size)  # member offsets across the sorted sub-pieces (Python-int safe below)
+    # Member offsets across the sorted sub-pieces, in Python ints: two families of 2^62 + 1 candidates
+    # (the thresholds of the largest domain, up and down) count past the int64 range.
+    size = size.astype(object)
+    cum = np.cumsum(size)
     group_sizes = np.add.reduceat(size, group_first)
     mechanism = ExponentialMechanism(epsilon, epsilon, rng=rng)
     blocks = list(zip(group_sizes.tolist(), env[group_first].tolist(), strict=True))

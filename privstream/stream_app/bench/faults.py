@@ -1,6 +1,6 @@
 """``privstream bench faults``: several workers on a shared store, killed and cut, must lose nothing.
 
-The scenario (issue 18): ``--workers`` worker *processes* (``privstream worker``) share one store
+The scenario: ``--workers`` worker *processes* (``privstream worker``) share one store
 (``--store sqlite``: the SQLite files in one directory of this host; ``--store postgresql``: a
 throwaway PostgreSQL server started here) and consume the examples topic of the embedded broker as
 one consumer group. A producer sends ``--examples`` single-example messages over ``--streams``

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 from privstream import __version__
 from privstream.stream_app.cli.common import UserError
+from privstream.stream_app.startup import StartupError
 
 # Command groups, in the order ``privstream --help`` lists them.
 COMMAND_MODULES: tuple[str, ...] = (
@@ -25,6 +26,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "sanitize",  # sanitize
     "evaluate",  # evaluate
     "plan",  # plan
+    "ledger",  # ledger show, accept-config, adopt
 )
 
 
@@ -49,7 +51,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.handler(args) or 0)
     except KeyboardInterrupt:
         return 130
-    except (UserError, ValueError, OSError) as exc:
+    except (UserError, StartupError, ValueError, OSError) as exc:
         # ValueError covers pydantic's ValidationError and the learning layer's input errors.
         if os.environ.get("PRIVSTREAM_DEBUG"):
             raise

@@ -18,13 +18,23 @@ from pathlib import Path
 from typing import Any
 
 from privstream import __version__
-from privstream.stream_app.cli.common import CLASS_HELP, EXAMPLES_HELP, file_window_id
+from privstream.stream_app.cli.common import (
+    CLASS_HELP,
+    EXAMPLES_HELP,
+    ProgressBar,
+    UserError,
+    file_window_id,
+    format_size,
+)
 
 VECTOR_EXAMPLES_HELP = "CSV with a header, label column y (empty = unlabelled) and feature columns"
 BOUNDS_HELP = (
     "public feature bounds of the vector learners (required by them, never derived from the "
     "data): 'lo:hi' for every feature or a JSON list [[lo, hi], ...]; write --bounds=-1:1"
 )
+#: Most runs per dataset ``audit --runs`` takes: the audit keeps every run's output in memory (to
+#: choose its event on one half and bound it on the other), and a learner's run takes milliseconds.
+MAX_AUDIT_RUNS = 1_000_000
 #: α and β of the class learners when not given (the service's default too: agents.releases.ReleasePolicy)
 CLASS_LEARNER_ACCURACY = 0.25
 
@@ -74,7 +84,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="a registered mechanism (e.g. exponential, laplace) or a learner (generic)",
     )
     audit.add_argument("--variant", help="audit a deliberately broken variant instead (positive control)")
-    audit.add_argument("--runs", type=int, metavar="N", help="runs per dataset (default: the mechanism's)")
+    audit.add_argument(
+        "--runs",
+        type=int,
+        metavar="N",
+        help=f"runs per dataset, 4 to {MAX_AUDIT_RUNS:,} (default: the mechanism's; "
+        "a progress bar on stderr when it is a terminal)",
+    )
     audit.add_argument("--epsilon", type=float, help="claimed ε to audit at (mechanisms that take one)")
     audit.add_argument("--seed", type=int, default=0, help="seed of the audit's randomness (default 0)")
     audit.add_argument(
@@ -112,14 +128,17 @@ def _randomness_notes(args: argparse.Namespace) -> Any:
 def run_learn(args: argparse.Namespace) -> int:
     from privstream.agents.windows import learner_input
     from privstream.learning.hypothesis_classes import parse_class_spec
-    from privstream.learning.private_learners import make_learner
+    from privstream.learning.private_learners import LEARNERS, make_learner
     from privstream.learning.private_learners.vector_base import VECTOR_LEARNERS
     from privstream.learning.randomness import secure, seeded
     from privstream.schemas import Certificate, HypothesisRelease, WindowInfo
     from privstream.stream_app.sources.files import read_examples
+    from privstream.stream_app.suggestions import unknown_name
 
     if args.runs < 1:
         raise ValueError(f"--runs must be at least 1, got {args.runs}")
+    if args.learner not in LEARNERS and args.learner not in VECTOR_LEARNERS:
+        raise UserError(unknown_name("learner", args.learner, [*LEARNERS, *VECTOR_LEARNERS]))
     if args.learner in VECTOR_LEARNERS:
         return _learn_vectors(args)
     if args.hclass is None:
@@ -179,8 +198,10 @@ def run_learn(args: argparse.Namespace) -> int:
             f"privacy:     ({result.epsilon:g}, {result.delta:g})-DP, replace-one, {result.mechanism}, "
             f"{certificate.randomness} randomness"
         )
+        log10 = result.parameters.get("theorem_sample_size_log10")
+        theorem_n = format_size(result.theorem_sample_size, log10)
         print(
-            f"accuracy:    theorem needs n = {result.theorem_sample_size}, have n = {result.sample_size}: "
+            f"accuracy:    theorem needs n = {theorem_n}, have n = {format_size(result.sample_size)}: "
             f"guarantee {guarantee}"
         )
     return 0
@@ -270,8 +291,11 @@ def _learn_vectors(args: argparse.Namespace) -> int:
 
 
 def _audit_spec(name: str, epsilon: float | None) -> Any:
-    from privstream.learning.audit import audit_spec_factory
+    from privstream.learning.audit import AUDITS, audit_spec_factory
+    from privstream.stream_app.suggestions import unknown_name
 
+    if name not in AUDITS:
+        raise UserError(unknown_name("audit", name, AUDITS))
     factory = audit_spec_factory(name)
     if epsilon is None:
         return factory()
@@ -293,11 +317,24 @@ def run_audit_command(args: argparse.Namespace) -> int:
     if args.variant is not None and args.variant not in spec.broken:
         known = ", ".join(sorted(spec.broken))
         raise ValueError(f"{spec.name} has no variant {args.variant!r}; known: {known}")
-    if args.runs is not None and args.runs < 4:
-        raise ValueError(f"--runs must be at least 4, got {args.runs}")
-    result = run_audit(
-        spec, variant=args.variant, samples=args.runs, seed=args.seed, confidence=args.confidence
-    )
+    if args.runs is not None and not 4 <= args.runs <= MAX_AUDIT_RUNS:
+        raise UserError(
+            f"--runs must be between 4 and {MAX_AUDIT_RUNS:,} (the audit keeps every run's output "
+            f"in memory), got {args.runs:,}"
+        )
+    bar = ProgressBar() if sys.stderr.isatty() else None
+    try:
+        result = run_audit(
+            spec,
+            variant=args.variant,
+            samples=args.runs,
+            seed=args.seed,
+            confidence=args.confidence,
+            progress=None if bar is None else lambda done: bar(done, f"{spec.name}: runs"),
+        )
+    finally:
+        if bar is not None:
+            bar.close()
     exact = None
     if spec.exact is not None and args.variant is None:
         exact = _finite_or_none(privacy_loss(*spec.exact()))

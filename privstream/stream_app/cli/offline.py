@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-CLASS_HELP = "thresholds:N, points:N, intervals:N (N like 1024, 2^32) or a .npy/.csv class file"
+from privstream.stream_app.cli.common import CLASS_HELP, format_size
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -52,11 +52,11 @@ def run_dims(args: argparse.Namespace) -> int:
         print(json.dumps(out))
         return 0
     print(f"class:            {out['class']}")
-    print(f"size:             {out['size']}")
-    print(f"domain:           {out['domain']}")
+    print(f"size:             {format_size(out['size'])}")
+    print(f"domain:           {format_size(out['domain'])}")
     for key in ("littlestone", "vc", "threshold", "dual_littlestone", "dual_vc"):
         value = out[key]
-        shown = value if value is not None else f"unknown ({out['reasons'][key]})"
+        shown = format_size(value) if value is not None else f"unknown ({out['reasons'][key]})"
         print(f"{key + ':':<17} {shown}")
     if args.witness:
         print(f"witness:          {json.dumps(out['witness'])}")

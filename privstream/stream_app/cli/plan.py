@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
-from typing import Any
 
-from privstream.stream_app.cli.common import CLASS_HELP, UserError
+from privstream.stream_app.cli.common import CLASS_HELP, ProgressBar, UserError, format_size
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -43,32 +41,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print the plan as one JSON object")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     p.set_defaults(handler=run_plan)
-
-
-class ProgressBar:
-    """A one-line progress bar on a text stream (redrawn in place)."""
-
-    def __init__(self, stream: Any = None, width: int = 30) -> None:
-        self.stream = sys.stderr if stream is None else stream
-        self.width = width
-
-    def __call__(self, fraction: float, message: str) -> None:
-        done = max(0, min(self.width, round(fraction * self.width)))
-        line = f"\r[{'#' * done}{'.' * (self.width - done)}] {100 * fraction:5.1f}% {message[:40]:<40}"
-        self.stream.write(line)
-        self.stream.flush()
-
-    def close(self) -> None:
-        self.stream.write("\n")
-        self.stream.flush()
-
-
-def _size(value: float | None, log10: float | None) -> str:
-    if log10 is None:
-        return "-"
-    if value is not None and value < 1e7:
-        return f"{value:,.0f}"
-    return f"10^{log10:.2f}"
 
 
 def run_plan(args: argparse.Namespace) -> int:
@@ -105,9 +77,9 @@ def run_plan(args: argparse.Namespace) -> int:
     print(f"{'':10s} {'name':18s} {'theorem n':>14s} {'practical n':>12s}  status")
     for c in result.candidates:
         d = c.to_dict()
-        practical = f"{c.practical_size:,}" if c.practical_size is not None else "-"
+        practical = format_size(c.practical_size)
         status = c.status if c.applies else f"not applicable: {c.reason}"
-        theorem = _size(d["theorem_sample_size"], d["theorem_sample_size_log10"])
+        theorem = format_size(d["theorem_sample_size"], d["theorem_sample_size_log10"])
         print(f"{c.kind:10s} {c.name:18s} {theorem:>14s} {practical:>12s}  {status}")
     print(f"recommendation: {result.recommendation['text']}")
     return 0

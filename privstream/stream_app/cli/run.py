@@ -174,11 +174,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     demo.add_argument("--invalid", type=int, default=0, help="also send this many malformed messages")
     demo.add_argument("--window", type=int, default=2000, help="examples per private release (2000)")
     demo.add_argument(
-        "--levels",
+        "--top-level",
         type=int,
         default=4,
-        help="the release tree's top level: a level-j release learns from 2^j windows (4)",
+        metavar="L",
+        help="the release tree's top level: releases at levels 0..L, a level-j release learning "
+        "from 2^j windows (4)",
     )
+    demo.add_argument("--levels", type=int, action=RenamedOption, dest="top_level", help=argparse.SUPPRESS)
     demo.add_argument(
         "--epsilon",
         type=float,
@@ -194,15 +197,33 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     demo.set_defaults(handler=run_demo)
 
 
+class RenamedOption(argparse.Action):
+    """A former option name: still works, with a note naming the new one."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option: str | None = None,
+    ) -> None:
+        new = "--" + self.dest.replace("_", "-")
+        print(f"{parser.prog}: note: {option} is deprecated, write {new}", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
 def run_worker(args: argparse.Namespace) -> int:
     import faust
 
+    from privstream.agents.ledger_port import LedgerError
     from privstream.stream_app.embedded.broker import EmbeddedBroker, on_embedded_broker
     from privstream.stream_app.kafka.clients import ensure_topics
     from privstream.stream_app.service import build_service
+    from privstream.stream_app.startup import check_before_start, ledger_startup_error
 
     settings = load_settings(args, public_port=args.public_port, operator_port=args.operator_port)
     configure_logging(settings.log_level, settings.log_format)
+    check_before_start(settings)  # ports and directories: one line naming the setting, before anything runs
     broker = None
     if settings.kafka_bootstrap is None:
         broker = EmbeddedBroker().start()
@@ -210,7 +231,10 @@ def run_worker(args: argparse.Namespace) -> int:
         print(f"privstream worker: started the embedded broker at {broker.bootstrap}", file=sys.stderr)
     try:
         asyncio.run(ensure_topics(settings))
-        service = build_service(settings)
+        try:
+            service = build_service(settings)
+        except LedgerError as exc:
+            raise ledger_startup_error(exc, settings) from None
         # override_logging=False: mode would replace our handlers (and the JSON format) with its own.
         worker = faust.Worker(
             service.app,
@@ -219,7 +243,7 @@ def run_worker(args: argparse.Namespace) -> int:
             redirect_stdouts=False,
             override_logging=False,
         )
-        worker.spinner = None  # its terminal codes would land in the log (mode's setup used to drop it)
+        worker.spinner = None  # its terminal codes would land in the log
         # mode's Worker handles SIGINT/SIGTERM with a graceful stop (commit, close) and exits.
         worker.execute_from_commandline()
     except SystemExit as exc:

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from privstream import __version__
-from privstream.stream_app.cli.common import CLASS_HELP, file_window_id
+from privstream.stream_app.cli.common import CLASS_HELP, file_window_id, format_size
 
 DATA_HELP = "CSV with a header naming x and optionally y (y makes the release labelled)"
 SANITIZER_CHOICES = ("hierarchical", "mwem", "fooling")
@@ -136,8 +136,9 @@ def run_sanitize(args: argparse.Namespace) -> int:
         f"privacy:     ({result.epsilon:g}, {result.delta:g})-DP, replace-one, {result.mechanism}, "
         f"{certificate.randomness} randomness"
     )
+    theorem_n = format_size(result.theorem_sample_size, result.parameters.get("theorem_sample_size_log10"))
     print(
-        f"accuracy:    theorem needs n = {result.theorem_sample_size}, have n = {result.sample_size}: "
+        f"accuracy:    theorem needs n = {theorem_n}, have n = {format_size(result.sample_size)}: "
         f"guarantee {guarantee}"
     )
     return 0

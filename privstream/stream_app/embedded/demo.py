@@ -246,7 +246,7 @@ class Demo:
                         hypothesis_class=args.class_spec,
                         release=ReleaseConfig(
                             window=WindowConfig(size=args.window),
-                            levels=args.levels,
+                            top_level=args.top_level,
                             epsilon=args.epsilon,
                             epsilon_budget=args.epsilon_budget,
                         ),
@@ -256,7 +256,7 @@ class Demo:
             }
         )
         # Nodes that complete: every window, and every node of levels 1..L whose windows all closed.
-        self.expected_windows = expected_nodes(args.examples // args.window, args.levels)
+        self.expected_windows = expected_nodes(args.examples // args.window, args.top_level)
 
     def run(self) -> dict[str, Any]:
         args = self.args

@@ -21,6 +21,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.conn import create_conn
 from aiokafka.errors import TopicAlreadyExistsError
 
+from privstream.agents.validation import MAX_MESSAGE_BYTES
 from privstream.stream_app.settings import TOPIC_NAMES, Settings
 
 log = logging.getLogger(__name__)
@@ -96,8 +97,10 @@ async def connection_problem(
         conn = await asyncio.wait_for(create_conn(host, int(port), **probe), timeout)
         conn.close()
     except Exception as exc:  # unreachable, TLS failure, not Kafka
+        tls = ", kafka_ssl_cafile" if "ssl_context" in options else ""
         return KafkaUnavailableError(
-            f"cannot reach {where} ({settings.kafka_security_protocol}): {type(exc).__name__}: {exc or error}"
+            f"cannot reach {where} ({settings.kafka_security_protocol}): {type(exc).__name__}: "
+            f"{exc or error}; check kafka_bootstrap, kafka_security_protocol{tls}"
         )
     if sasl:
         credentials = ("sasl_mechanism", "sasl_plain_username", "sasl_plain_password")
@@ -115,25 +118,30 @@ async def connection_problem(
                 f"{settings.kafka_sasl_username!r} ({type(exc).__name__}: {exc}); check "
                 "kafka_sasl_username, kafka_sasl_password and kafka_sasl_mechanism"
             )
-    return KafkaUnavailableError(f"cannot use {where}: {type(error).__name__}: {error}")
+    return KafkaUnavailableError(
+        f"cannot use {where}: {type(error).__name__}: {error}; check kafka_bootstrap and the kafka_* settings"
+    )
 
 
 async def ensure_topics(settings: Settings, names: Iterable[str] = TOPIC_NAMES) -> None:
     """Create the service's topics if they do not exist (idempotent).
 
     Created up front so producers never auto-create a topic with the broker's default
-    partition count before the worker declares it.
+    partition count before the worker declares it. The examples topic takes messages up to the
+    largest the worker reads (``max.message.bytes``): Kafka refuses a larger one to its producer.
     """
     admin = AIOKafkaAdminClient(**client_options(settings))
     await start_client(admin, settings)
     try:
         existing = set(await admin.list_topics())
         wanted = [settings.topic(n) for n in names]
+        limits = {settings.topic("examples"): {"max.message.bytes": str(MAX_MESSAGE_BYTES)}}
         missing = [
             NewTopic(
                 t,
                 num_partitions=settings.topic_partitions,
                 replication_factor=settings.topic_replication_factor,
+                topic_configs=limits.get(t, {}),
             )
             for t in wanted
             if t not in existing

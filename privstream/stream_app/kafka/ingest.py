@@ -1,16 +1,21 @@
 """The hot path: a batch consumer of the ``examples`` topic, run as a service of the faust app.
 
-Measured on this machine (``benchmarks/bench_ingest.py``, streaming_notes.md §5): a faust agent
-that iterates one event at a time tops out near 4,000 events/s, while aiokafka's ``getmany``
-reads ~100,000 small messages/s; the per-event hand-off, not the learning, is the limit. So the
-examples topic is consumed here in batches, and faust keeps what it does well: the web server,
-timers and the worker's lifecycle.
+Measured (``benchmarks/bench_ingest.py``): a faust agent that iterates one event at a time tops out
+near 4,000 events/s, while aiokafka's ``getmany`` reads ~100,000 small messages/s; the per-event
+hand-off, not the learning, is the limit. So the examples topic is consumed here in batches, and
+faust keeps what it does well: the web server, timers and the worker's lifecycle.
 
 At-least-once, with offsets committed after processing: a batch is validated, learned and
 buffered (``IngestPipeline``), its predictions and dead letters are sent and acknowledged by the
 broker, its state is durable (the SOA and windows save before returning), and only then are its
 offsets committed. A crash anywhere before the commit replays the batch, which the SOA and the
 state store absorb without double counting.
+
+No input can stop the loop: every record the pipeline produces fits the producer's request limit
+(``MAX_RECORD_BYTES``), and a record Kafka still refuses is handled on its own
+(:func:`deliver`): one refused for its size is dead-lettered as a reference (its headers, no value),
+any other failure is retried until it goes through, while ``/healthz`` reports the batch as stuck
+after ``stall_seconds``. The batch's offsets are committed once every record is acknowledged.
 
 The consumer group is ``<app_id>.ingest`` (faust's own consumer keeps ``<app_id>``: the two use
 different assignors and must not share a group).
@@ -23,14 +28,21 @@ import contextlib
 import inspect
 import logging
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import mode
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
-from aiokafka.errors import CommitFailedError
+from aiokafka.errors import (
+    CommitFailedError,
+    MessageSizeTooLargeError,
+    RecordListTooLargeError,
+    RecordTooLargeError,
+)
 from aiokafka.partitioner import DefaultPartitioner
 
-from privstream.agents.pipeline import DeadLetter, IngestPipeline
+from privstream.agents.pipeline import MAX_RECORD_BYTES, BatchOutput, DeadLetter, IngestPipeline
+from privstream.agents.validation import MAX_MESSAGE_BYTES
 from privstream.stream_app.kafka.clients import client_options
 from privstream.stream_app.metrics import ServiceMetrics
 from privstream.stream_app.settings import Settings
@@ -42,6 +54,16 @@ MAX_RECORDS_PER_POLL = 5000
 KAFKA_PROBE_SECONDS = 5.0
 
 
+#: The producer's limit on a request, hence on one record: Kafka's own default (1 MiB), above every
+#: record the pipeline produces (``MAX_RECORD_BYTES`` and the record's framing).
+PRODUCER_MAX_REQUEST_BYTES = 1 << 20
+assert MAX_RECORD_BYTES + 4096 <= PRODUCER_MAX_REQUEST_BYTES
+#: Errors that say a record is too large for Kafka (the client's own check, or the broker's).
+SIZE_ERRORS = (MessageSizeTooLargeError, RecordListTooLargeError, RecordTooLargeError)
+#: The longest wait between two attempts to send a record Kafka did not take.
+MAX_RETRY_SECONDS = 5.0
+
+
 def ingest_consumer_options(settings: Settings) -> dict[str, Any]:
     """The ingest consumer's aiokafka options: one group per app, manual commits after the outputs."""
     return {
@@ -49,7 +71,7 @@ def ingest_consumer_options(settings: Settings) -> dict[str, Any]:
         "group_id": f"{settings.app_id}.ingest",
         "enable_auto_commit": False,  # committed after each batch's outputs are acknowledged
         "auto_offset_reset": "earliest",
-        "max_partition_fetch_bytes": 8 << 20,
+        "max_partition_fetch_bytes": MAX_MESSAGE_BYTES,  # the largest message the pipeline reads
         "fetch_max_bytes": 64 << 20,
         # Kafka answers a fetch as soon as data arrives; the embedded broker waits this long
         # whenever the partition is caught up, so it bounds the latency of a quiet stream.
@@ -59,33 +81,139 @@ def ingest_consumer_options(settings: Settings) -> dict[str, Any]:
     }
 
 
-async def send_dead_letters(
-    producer: AIOKafkaProducer, topic: str, letters: list[DeadLetter]
-) -> list[asyncio.Future[Any]]:
-    """Send dead letters as one record batch per partition; returns the batches' futures.
+def ingest_producer_options(settings: Settings) -> dict[str, Any]:
+    """The producer of predictions, dead letters and releases."""
+    return {
+        **client_options(settings),
+        # No linger: a batch's outputs are all queued before its loop waits for their acknowledgement,
+        # so lingering would only add its 5 ms to every batch (~1 µs per message at 5,000 a poll).
+        "linger_ms": 0,
+        "acks": "all",
+        "max_batch_size": 1 << 20,  # a record batch within Kafka's default message.max.bytes
+        "max_request_size": PRODUCER_MAX_REQUEST_BYTES,
+    }
+
+
+#: A record to produce: key, value, headers (a ``DeadLetter`` is one).
+Record = tuple[bytes | None, bytes, list[tuple[str, bytes]]]
+
+
+class Sent(NamedTuple):
+    """Records sent to a topic, one or a batch, and the future of their acknowledgement."""
+
+    topic: str
+    records: list[Record]
+    future: asyncio.Future[Any]
+
+
+async def send_one(producer: AIOKafkaProducer, topic: str, record: Record) -> Sent:
+    """``producer.send``, with an error it raises at once (a record over ``max_request_size``, a full
+    buffer) handed back in the future like the broker's errors."""
+    key, value, headers = record
+    try:
+        future = await producer.send(topic, value, key=key, headers=headers)
+    except Exception as exc:  # every failure is handled per record by ``deliver``
+        future = asyncio.get_running_loop().create_future()
+        future.set_exception(exc)
+    return Sent(topic, [record], future)
+
+
+async def send_dead_letters(producer: AIOKafkaProducer, topic: str, letters: list[DeadLetter]) -> list[Sent]:
+    """Send dead letters as one record batch per partition.
 
     Each lands in the partition its key hashes to, as ``producer.send`` would put it, in order;
     a flood of invalid messages costs a few µs per letter instead of ~10 µs for a send each."""
     partitions = sorted(await producer.partitions_for(topic))
     partition_of: dict[bytes | None, int] = {}  # a key's partition, hashed once per call
-    batches: dict[int, Any] = {}  # partition -> the BatchBuilder being filled
-    futures = []
+    batches: dict[int, tuple[Any, list[Record]]] = {}  # partition -> the BatchBuilder being filled
+    sent = []
     for letter in letters:
-        partition = partition_of.get(letter.key)
+        key, value, headers = letter
+        partition = partition_of.get(key)
         if partition is None:
-            partition = DefaultPartitioner()(letter.key, partitions, partitions)
-            if letter.key is not None:
-                partition_of[letter.key] = partition
+            partition = DefaultPartitioner()(key, partitions, partitions)
+            if key is not None:
+                partition_of[key] = partition
         batch = batches.get(partition)
         if batch is None:
-            batch = batches[partition] = producer.create_batch()
-        if batch.append(key=letter.key, value=letter.value, timestamp=None, headers=letter.headers) is None:
-            futures.append(await producer.send_batch(batch, topic, partition=partition))  # full
-            batch = batches[partition] = producer.create_batch()
-            batch.append(key=letter.key, value=letter.value, timestamp=None, headers=letter.headers)
-    for partition, batch in batches.items():
-        futures.append(await producer.send_batch(batch, topic, partition=partition))
-    return futures
+            batch = batches[partition] = (producer.create_batch(), [])
+        if batch[0].append(key=key, value=value, timestamp=None, headers=headers) is None:  # full
+            sent.append(
+                Sent(topic, batch[1], await producer.send_batch(batch[0], topic, partition=partition))
+            )
+            batch = batches[partition] = (producer.create_batch(), [])
+            batch[0].append(key=key, value=value, timestamp=None, headers=headers)
+        batch[1].append(letter)
+    for partition, (builder, records) in batches.items():
+        sent.append(Sent(topic, records, await producer.send_batch(builder, topic, partition=partition)))
+    return sent
+
+
+def refused_for_size(topic: str, record: Record, error: BaseException) -> Record:
+    """What replaces a record Kafka refuses for its size, in the dead-letter topic: no value, the
+    record's headers if it was a dead letter (else its topic), the error, and the size it had."""
+    key, value, record_headers = record
+    headers = dict(record_headers) or {"error.reason": b"output_refused", "output.topic": topic.encode()}
+    headers["error.produce"] = f"{type(error).__name__}: {error}"[:500].encode()
+    headers.setdefault("source.bytes", str(len(value)).encode())
+    return (key[:256] if key is not None else None, b"", list(headers.items()))
+
+
+async def deliver(
+    producer: AIOKafkaProducer,
+    sent: list[Sent],
+    dlq_topic: str,
+    stopping: Callable[[], bool] = lambda: False,
+    on_refused: Callable[[str, Record, BaseException], None] = lambda topic, record, error: None,
+) -> bool:
+    """Wait until every record sent is acknowledged, handling each failure on its own: a record
+    refused for its size is replaced by its reference in the dead-letter topic (``on_refused`` is
+    told), and (then) once that is refused too, dropped; any other failure is sent again, after a
+    wait that doubles up to :data:`MAX_RETRY_SECONDS`. True once all went through; False if
+    ``stopping()`` came first (the batch is then not committed, and read again)."""
+    wait = 0.1
+    while sent:
+        results = await asyncio.gather(*(s.future for s in sent), return_exceptions=True)
+        again: list[tuple[str, Record]] = []
+        retry = False
+        for (topic, records, _), result in zip(sent, results, strict=True):
+            if not isinstance(result, BaseException):
+                continue
+            if not isinstance(result, SIZE_ERRORS):
+                log.warning(
+                    "ingest: sending %d record(s) to %s failed (%s: %s); trying again in %.1f s",
+                    len(records),
+                    topic,
+                    type(result).__name__,
+                    result,
+                    wait,
+                )
+                again += [(topic, record) for record in records]
+                retry = True
+            elif len(records) > 1:  # a batch of dead letters: each on its own, then
+                again += [(topic, record) for record in records]
+            elif records[0][1]:
+                (record,) = records
+                log.error(
+                    "ingest: Kafka refused a record of %d bytes for %s (%s); its reference goes to %s",
+                    len(record[1]),
+                    topic,
+                    result,
+                    dlq_topic,
+                )
+                on_refused(topic, record, result)
+                again.append((dlq_topic, refused_for_size(topic, record, result)))
+            else:  # even its reference: nothing left to send
+                log.error("ingest: Kafka refused a reference for %s (%s); dropped", topic, result)
+        if not again:
+            return True
+        if retry:
+            await asyncio.sleep(wait)
+            wait = min(2 * wait, MAX_RETRY_SECONDS)
+        if stopping():
+            return False
+        sent = [await send_one(producer, topic, record) for topic, record in again]
+    return True
 
 
 class _Rebalance(ConsumerRebalanceListener):
@@ -134,10 +262,7 @@ class IngestService(mode.Service):
         self._kafka_lost_logged = False
 
     async def on_start(self) -> None:
-        options = client_options(self.settings)
-        # No linger: a batch's outputs are all queued before its loop waits for their acknowledgement,
-        # so lingering would only add its 5 ms to every batch (~1 µs per message at 5,000 a poll).
-        self.producer = AIOKafkaProducer(**options, linger_ms=0, acks="all", max_batch_size=1 << 20)
+        self.producer = AIOKafkaProducer(**ingest_producer_options(self.settings))
         await self.producer.start()
         self._producer_ready.set()
         self.consumer = AIOKafkaConsumer(**ingest_consumer_options(self.settings))
@@ -212,6 +337,21 @@ class IngestService(mode.Service):
             log.warning("ingest: Kafka at %s answers again", self.settings.kafka_bootstrap)
         self.kafka_ok_at = time.monotonic()
 
+    async def _send_outputs(self, output: BatchOutput, predictions_topic: str, dlq_topic: str) -> bool:
+        """Send a batch's predictions and dead letters; True once every one is acknowledged."""
+        producer = self.producer
+        assert producer is not None
+        sent = [
+            await send_one(producer, predictions_topic, (key, value, [])) for key, value in output.predictions
+        ]
+        if output.dead_letters:
+            sent += await send_dead_letters(producer, dlq_topic, output.dead_letters)
+        return await deliver(producer, sent, dlq_topic, lambda: self.should_stop, self._refused)
+
+    def _refused(self, topic: str, record: Record, error: BaseException) -> None:
+        if self.metrics is not None:
+            self.metrics.output_refused()
+
     def _report_lag(self) -> None:
         """Each assigned partition's lag: the high watermark of its last fetch minus the next
         offset to handle (known once this worker has handled a batch of the partition)."""
@@ -227,7 +367,7 @@ class IngestService(mode.Service):
     @mode.Service.task
     async def _consume(self) -> None:
         assert self.consumer is not None and self.producer is not None
-        consumer, producer = self.consumer, self.producer
+        consumer = self.consumer
         predictions_topic = self.settings.topic("predictions")
         dlq_topic = self.settings.topic("examples.dlq")
         while not self.should_stop:
@@ -240,13 +380,8 @@ class IngestService(mode.Service):
             self._between_batches.clear()
             try:
                 output = self.pipeline.process(m for messages in polled.values() for m in messages)
-                pending = [
-                    await producer.send(predictions_topic, value, key=key)
-                    for key, value in output.predictions
-                ]
-                if output.dead_letters:
-                    pending += await send_dead_letters(producer, dlq_topic, output.dead_letters)
-                await asyncio.gather(*pending)  # every output acknowledged before the commit
+                if not await self._send_outputs(output, predictions_topic, dlq_topic):
+                    continue  # stopping: not committed, so it is read again
                 handled = {tp: messages[-1].offset + 1 for tp, messages in polled.items()}
                 try:
                     await consumer.commit(handled)

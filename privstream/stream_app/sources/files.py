@@ -20,7 +20,8 @@ from typing import Any
 
 import numpy as np
 
-INT64_MAX = 2**63 - 1
+from privstream.learning.domain import MAX_DOMAIN_SIZE
+
 _LABELS = {"1": 1, "+1": 1, "true": 1, "0": 0, "false": 0, "-1": 0}
 
 
@@ -31,9 +32,10 @@ class ExampleFileError(ValueError):
 def read_examples(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
     """Read ``(xs, ys)`` from a CSV file (header row naming ``x`` and ``y``) or JSON lines.
 
-    ``xs`` is ``int64`` when every point fits, else ``object`` (exact Python ints); ``ys`` is
-    ``uint8`` 0/1. The format is chosen by extension (``.csv``; ``.jsonl``/``.ndjson``/``.json``)
-    or, for other names, by whether the first non-blank character is ``{``.
+    ``xs`` is ``int64`` (a point at or beyond :data:`~privstream.learning.domain.MAX_DOMAIN_SIZE`
+    is outside every class's domain: an error naming the line); ``ys`` is ``uint8`` 0/1. The format
+    is chosen by extension (``.csv``; ``.jsonl``/``.ndjson``/``.json``) or, for other names, by
+    whether the first non-blank character is ``{``.
     """
     p = Path(path)
     try:
@@ -56,9 +58,7 @@ def read_examples(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
             conventions.add(convention)
     if len(conventions) > 1:
         raise ExampleFileError(f"{p}: labels mix the 0/1 and -1/+1 conventions (both 0 and -1 appear)")
-    big = any(x > INT64_MAX for x in xs_list)
-    xs = np.array(xs_list, dtype=object) if big else np.array(xs_list, dtype=np.int64)
-    return xs, np.array(ys_list, dtype=np.uint8)
+    return np.array(xs_list, dtype=np.int64), np.array(ys_list, dtype=np.uint8)
 
 
 def _csv_rows(p: Path, text: str) -> list[tuple[str, Any, Any]]:
@@ -94,11 +94,24 @@ def _json_lines(p: Path, text: str) -> list[tuple[str, Any, Any]]:
 
 
 def _point(p: Path, where: str, x: Any) -> int:
+    """A point of some class's domain: a non-negative integer below ``MAX_DOMAIN_SIZE``."""
     if isinstance(x, str) and x.isascii() and x.isdigit():
-        return int(x)
-    if type(x) is int and x >= 0:
-        return x
-    raise ExampleFileError(f"{p}: {where}: x = {x!r} is not a non-negative integer")
+        digits = x.lstrip("0") or "0"
+        # more digits than the limit has: over it, and never converted (Python refuses thousands)
+        value = int(digits) if len(digits) <= len(str(MAX_DOMAIN_SIZE)) else MAX_DOMAIN_SIZE
+    elif type(x) is int and x >= 0:
+        value = x
+    else:
+        shown = repr(x) if len(repr(x)) <= 40 else f"{repr(x)[:20]}... ({len(repr(x))} characters)"
+        raise ExampleFileError(f"{p}: {where}: x = {shown} is not a non-negative integer")
+    if value >= MAX_DOMAIN_SIZE:
+        text = str(x) if isinstance(x, str) else f"of {x.bit_length()} bits"
+        shown = text if len(text) <= 40 else f"{text[:20]}... ({len(text)} digits)"
+        raise ExampleFileError(
+            f"{p}: {where}: x = {shown} is outside every class's domain (a class has at most "
+            f"2^{MAX_DOMAIN_SIZE.bit_length() - 1} points)"
+        )
+    return value
 
 
 def _label(p: Path, where: str, y: Any) -> tuple[int, str | None]:
@@ -199,6 +212,4 @@ def read_query_data(path: str | Path) -> tuple[Any, Any]:
             ys.append(_label(p, f"line {lineno}", cells[iy].strip())[0])
     if not xs:
         raise ExampleFileError(f"{p}: no data points after the header")
-    if max(xs) > 2**63 - 1:
-        raise ExampleFileError(f"{p}: point {max(xs)} is beyond the sanitizers' limit of 2^63 - 1")
     return np.array(xs, dtype=np.int64), (np.array(ys, dtype=np.uint8) if iy is not None else None)

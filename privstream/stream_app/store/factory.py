@@ -19,17 +19,19 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, TypeAlias
 
 from privstream.stream_app.settings import Settings
+from privstream.stream_app.store.ledger import SqlLedger
 from privstream.stream_app.store.sqlite_ledger import SqliteLedger
 from privstream.stream_app.store.sqlite_state import SqliteStateStore
+from privstream.stream_app.store.state import SqlStateStore
 
 if TYPE_CHECKING:
     from privstream.stream_app.store.leases import Leases
     from privstream.stream_app.store.postgres_db import PostgresConfig
-    from privstream.stream_app.store.postgres_ledger import PostgresLedger
-    from privstream.stream_app.store.postgres_state import PostgresStateStore
 
-Ledger: TypeAlias = "SqliteLedger | PostgresLedger"
-StateStore: TypeAlias = "SqliteStateStore | PostgresStateStore"
+#: The ledger on either backend (the rules are the same; only the storage differs).
+Ledger: TypeAlias = SqlLedger
+#: The window state store on either backend.
+StateStore: TypeAlias = SqlStateStore
 
 __all__ = ["Ledger", "StateStore", "open_leases", "open_ledger", "open_state_store", "postgres_config"]
 
@@ -50,10 +52,15 @@ def postgres_config(settings: Settings) -> PostgresConfig:
     )
 
 
-def open_ledger(settings: Settings, budgets: Mapping[str, tuple[float, float]] | None = None) -> Ledger:
+def open_ledger(
+    settings: Settings,
+    budgets: Mapping[str, tuple[float, float]] | None = None,
+    *,
+    create: bool | None = None,
+) -> Ledger:
     """The privacy ledger the settings name, with ``budgets`` applied; a missing one is an error
-    unless ``ledger_create_if_missing``."""
-    create = settings.ledger_create_if_missing
+    unless ``create`` (default: the setting ``ledger_create_if_missing``)."""
+    create = settings.ledger_create_if_missing if create is None else create
     if settings.store_backend == "postgresql":
         from privstream.stream_app.store.postgres_ledger import PostgresLedger
 

@@ -59,6 +59,7 @@ from typing import Any
 
 from privstream.agents.interfaces import LeaseLostError
 from privstream.stream_app.store.migrations import Migration, SchemaTooNewError, pending
+from privstream.stream_app.store.sqlite_db import SqliteDatabase
 
 __all__ = [
     "MIGRATIONS",
@@ -236,16 +237,14 @@ class SqliteLeases(Leases):
     ) -> None:
         super().__init__(source, owner)
         self.path = Path(ledger_path)
-        self._db_lock = threading.Lock()
         try:
-            self._db = sqlite3.connect(
+            self._db = SqliteDatabase.connect(
                 f"{self.path.absolute().as_uri()}?mode=rw",
-                uri=True,
-                timeout=busy_timeout,
-                isolation_level=None,
-                check_same_thread=False,
+                display=str(self.path),
+                busy_timeout=busy_timeout,
+                translate=lambda message, exc: LeaseStoreError(f"leases in {message}"),
             )
-            self._db.execute("PRAGMA synchronous = FULL")
+            self._db.connection.execute("PRAGMA synchronous = FULL")
             self._transaction(self._migrate)
         except sqlite3.Error as exc:
             raise LeaseStoreError(f"leases in {self.path}: {exc}") from exc
@@ -272,24 +271,10 @@ class SqliteLeases(Leases):
             )
 
     def _transaction(self, body: Callable[[Any], Any], *, write: bool = True) -> Any:
-        with self._db_lock:
-            cur = self._db.cursor()
-            try:
-                cur.execute("BEGIN IMMEDIATE" if write else "BEGIN DEFERRED")
-                try:
-                    result = body(cur)
-                    cur.execute("COMMIT")
-                    return result
-                except BaseException:
-                    if self._db.in_transaction:
-                        self._db.execute("ROLLBACK")
-                    raise
-            except sqlite3.Error as exc:
-                raise LeaseStoreError(f"leases in {self.path}: {exc}") from exc
+        return self._db.run(body, mode="write" if write else "read")
 
     def close(self) -> None:
-        with self._db_lock:
-            self._db.close()
+        self._db.close()
 
 
 class PostgresLeases(Leases):
@@ -305,13 +290,9 @@ class PostgresLeases(Leases):
         errors = StoreErrors(
             LeaseStoreError, LeaseStoreError, LeaseStoreError, LeaseStoreError, LeaseStoreError
         )
-        self._database = Database(config, errors, what="partition leases")
-        self._database.open()
-        try:
+        self._database = Database.connect(config, errors, what="partition leases")
+        with self._database.closed_on_error():
             self._database.migrate("leases", MIGRATIONS, TABLES, create=True)
-        except BaseException:
-            self._database.close()
-            raise
 
     def _transaction(self, body: Callable[[Any], Any], *, write: bool = True) -> Any:
         return self._database.transaction(body)

@@ -1,7 +1,7 @@
-"""What every privacy ledger backend agrees on: validation, exact arithmetic, the budget check.
+"""The ledger's decisions about numbers: validation, exact arithmetic, the budget check, the filter.
 
-The storage backends (:mod:`.sqlite_ledger`, :mod:`.postgres_ledger`) only move rows; every
-decision about numbers is made here, once, so both refuse and accept exactly the same charges.
+The ledger (:mod:`.ledger`) moves rows through its backends; every decision about numbers is
+made here, once, so every backend refuses and accepts exactly the same charges.
 
 **Exact arithmetic.** Numbers are read as the shortest decimal that round-trips the float
 (``0.1`` means 1/10) and summed as exact rationals, stored as text (``"3/10"``), so ten charges of
@@ -14,7 +14,7 @@ decision about numbers is made here, once, so both refuse and accept exactly the
 >>> budget.remaining
 PrivacyCost(epsilon=0.2, delta=0.0)
 
-**Lifetime per example (issue 17.1).** A charge of a node covers a range of level-0 windows; an
+**Lifetime per example.** A charge of a node covers a range of level-0 windows; an
 example's lifetime cost is the sum of the charges covering its window. A backend keeps, per
 stream, ``unranged`` (the sum of charges without a node range: a cost of *every* window, the safe
 reading of a one-shot or schema-1 charge) and ``peak`` (the max over windows of the ranged
@@ -30,8 +30,9 @@ True
 >>> state.allows_node(window_peak(rows, 2, 2), exact(0.0626, "epsilon"), Fraction(0))
 False
 
-**The individual filter (issue 17.3).** :func:`filter_users` decides, from each user's stored
-spend, who is charged by a user-level release and what each one's spend becomes.
+**The individual filter.** :func:`spend_after` decides what a user's stored spend becomes under
+a user-level release (or that the user is excluded); :func:`filter_users` applies it to the users
+of a release, once per distinct spend.
 """
 
 from __future__ import annotations
@@ -57,9 +58,11 @@ from privstream.agents.ledger_port import (
 )
 
 __all__ = [
+    "NO_SPEND",
     "SEED_BYTES",
     "ChargeRequest",
     "LifetimeState",
+    "Spend",
     "StreamBudget",
     "UserFilter",
     "budget_change",
@@ -353,6 +356,13 @@ class LifetimeState:
     def per_example(self) -> Exact:
         return self.unranged_epsilon + self.peak_epsilon, self.unranged_delta + self.peak_delta
 
+    @property
+    def exhausted(self) -> bool:
+        """Whether the spend per example is past the budget (a budget lowered below it): then
+        every charge is refused, of fresh windows too."""
+        eps, delta = self.per_example
+        return eps > self.epsilon_budget or delta > self.delta_budget
+
     def _fits(self, spent: Exact, epsilon: Fraction, delta: Fraction) -> bool:
         return spent[0] + epsilon <= self.epsilon_budget and spent[1] + delta <= self.delta_budget
 
@@ -504,9 +514,12 @@ def unpack_users(packed: bytes) -> frozenset[str]:
     return frozenset(text.split("\x00")) if text else frozenset()
 
 
-def spend_after(
-    spend: tuple[str, str], epsilon: Fraction, delta: Fraction, budget: Exact
-) -> tuple[str, str] | None:
+#: A spend as stored: exact (epsilon, delta) rationals as text.
+Spend = tuple[str, str]
+NO_SPEND: Spend = ("0", "0")
+
+
+def spend_after(spend: Spend, epsilon: Fraction, delta: Fraction, budget: Exact) -> Spend | None:
     """A user's spend (as text) after a charge of (epsilon, delta), or None if it would pass ``budget``.
 
     >>> spend_after(("1/2", "0"), Fraction(1, 2), Fraction(0), (Fraction(1), Fraction(0)))
@@ -519,32 +532,28 @@ def spend_after(
 
 
 def filter_users(
-    users: list[str],
-    stored: Mapping[str, tuple[str, str]],
-    epsilon: Fraction,
-    delta: Fraction,
-    budget: Exact,
+    users: list[str], stored: Mapping[str, Spend], decide: Callable[[Spend], Spend | None]
 ) -> UserFilter:
-    """Charge (epsilon, delta) to each user whose spend plus it fits ``budget``; exclude the others.
+    """Give each user the spend ``decide`` makes of their stored one; exclude those it refuses.
 
-    ``stored`` maps users charged before to their spend as text (absent: never charged). Users
-    sharing a spend share the arithmetic, so a million users cost a million dict look-ups.
+    ``stored`` maps users charged before to their spend as text (absent: never charged).
+    ``decide`` runs once per distinct spend, so a million users cost a million dict look-ups.
 
+    >>> budget = (Fraction(1), Fraction(0))
     >>> f = filter_users(["a", "b", "c"], {"a": ("9/10", "0"), "b": ("1/2", "0")},
-    ...                  Fraction(1, 2), Fraction(0), (Fraction(1), Fraction(0)))
+    ...                  lambda spend: spend_after(spend, Fraction(1, 2), Fraction(0), budget))
     >>> f.included, f.spends, f.excluded
     (['b', 'c'], [('b', '1', '0'), ('c', '1/2', '0')], 1)
     """
-    decided: dict[tuple[str, str], tuple[str, str] | None] = {}
+    decided: dict[Spend, Spend | None] = {}
     included: list[str] = []
     spends: list[tuple[str, str, str]] = []
-    zero = ("0", "0")
     for user in users:
-        spend = stored.get(user, zero)
+        spend = stored.get(user, NO_SPEND)
         if spend in decided:
             new = decided[spend]
         else:
-            new = decided[spend] = spend_after(spend, epsilon, delta, budget)
+            new = decided[spend] = decide(spend)
         if new is not None:
             included.append(user)
             spends.append((user, *new))

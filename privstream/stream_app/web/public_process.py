@@ -57,7 +57,11 @@ def public_listener(settings: Settings) -> HttpListener:
 
     releasing = any(s.release for s in settings.streams)
     # Its own connections; the worker registered the streams' budgets, so the pages only read.
-    ledger = factory.open_ledger(settings.model_copy(update={"store_pool_size": 2})) if releasing else None
+    ledger = (
+        factory.open_ledger(settings.model_copy(update={"store_pool_size": 2}), create=False)
+        if releasing
+        else None
+    )
     signer = worker_signer(settings)
     published = KeySet.from_file(settings.published_keys_file) if settings.published_keys_file else None
     public = PublicStreams(

@@ -44,9 +44,9 @@ def test_spec_forms() -> None:
     assert parse_class_spec("thresholds:2^32").spec == "thresholds:4294967296"
     assert parse_class_spec(" Intervals:2**10 ").spec == "intervals:1024"
     assert isinstance(parse_class_spec("points:1_000"), Points)
-    big = parse_class_spec("thresholds:2^63")
-    assert isinstance(big, Thresholds) and big.size == 2**63 + 1
-    assert parse_class_spec("intervals:2^63").size == 2**63 * (2**63 + 1) // 2 + 1
+    big = parse_class_spec("thresholds:2^62")  # the largest domain a spec names
+    assert isinstance(big, Thresholds) and big.size == 2**62 + 1
+    assert parse_class_spec("intervals:4611686018427387904").size == 2**62 * (2**62 + 1) // 2 + 1
     assert isinstance(parse_class_spec("intervals:3"), Intervals)
 
 
@@ -63,6 +63,9 @@ def test_spec_forms() -> None:
         "thresholds:1.5",
         "cubes:3",
         "points:2^100000",
+        "thresholds:2^63",
+        "intervals:4611686018427387905",
+        "points:" + "9" * 5000,
         "thresholds:3:4",
     ],
 )
@@ -74,11 +77,11 @@ def test_bad_specs_raise_clear_value_errors(spec: str) -> None:
 
 
 def test_structured_hypotheses_by_index_for_huge_domains() -> None:
-    n = 2**63
-    t = parse_class_spec("thresholds:2^63")
+    n = 2**63  # beyond the specs' limit: the class objects compute exactly on any domain
+    t = Thresholds(n)
     assert t.hypothesis(5).predict(4) == 0 and t.hypothesis(5).predict(5) == 1
     assert t.hypothesis(n).predict(n - 1) == 0  # the all-zero cut
-    iv = parse_class_spec("intervals:2^63")
+    iv = Intervals(n)
     last = iv.hypothesis(iv.size - 1)  # lexicographically last: [n-1, n)
     assert last.predict(n - 1) == 1 and last.predict(n - 2) == 0
     assert iv.hypothesis(0).to_dict() == {"kind": "runs", "domain": n, "first": 0, "changes": []}

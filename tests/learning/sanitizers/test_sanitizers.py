@@ -11,6 +11,7 @@ from privstream.learning.accounting import zcdp_to_dp
 from privstream.learning.errors import DomainError, PrivacyParameterError
 from privstream.learning.hypothesis_classes import (
     FiniteClass,
+    Thresholds,
     parse_class_spec,
     threshold_hypothesis,
 )
@@ -316,7 +317,7 @@ def test_mwem_bad_input() -> None:
     hclass = parse_class_spec("thresholds:100")
     s = make_sanitizer("mwem")
     with pytest.raises(SanitizerInputError, match="too large"):  # a property of the class, not the data
-        s.fit(parse_class_spec("thresholds:2^62"), np.array([], dtype=np.int64), epsilon=1.0)
+        s.fit(Thresholds(2**63), np.array([], dtype=np.int64), epsilon=1.0)  # beyond every spec's limit
     with pytest.raises(ValueError, match="expected_size"):
         s.fit(hclass, np.array([5]), epsilon=1.0, expected_size=0)
     with pytest.raises(DomainError, match="outside"):
@@ -414,3 +415,18 @@ def test_first_selection_finds_the_worst_query(spec: str, labelled: bool) -> Non
     uniform = SyntheticDistribution.uniform(4096, labelled)
     worst, _ = class_errors(hclass, uniform, xs, ys)
     assert abs(empirical(h, xs, ys) - uniform.answer(h)) > worst - 0.02
+
+
+def test_every_sanitizer_works_at_the_domain_limit_with_points_at_its_top() -> None:
+    """At N = 2^62 MWEM's selection over the thresholds counts 2·(2^62 + 1) candidates (up and down),
+    past the int64 range; a draw landing beyond it used to fail with an IndexError (seed 22 here)."""
+    rng = np.random.default_rng(5)
+    top = parse_class_spec("thresholds:2^62").domain_size
+    xs = np.array([*rng.integers(0, top, 300).tolist(), top - 1, top - 2, 0], dtype=np.int64)
+    for spec in ("thresholds:2^62", "intervals:2^62", "points:2^62"):
+        hclass = parse_class_spec(spec)
+        for seed in range(24 if spec.startswith("thresholds") else 3):
+            result = make_sanitizer("mwem").fit(hclass, xs, epsilon=1.0, rng=seeded(seed))
+            assert result.distribution.domain_size == top
+        result = make_sanitizer("hierarchical").fit(hclass, xs, epsilon=1.0, rng=seeded(0))
+        assert result.distribution.edges[-1] == top

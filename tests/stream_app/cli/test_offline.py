@@ -19,17 +19,17 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
 
 
 def test_dims_json_structured_huge(capsys) -> None:
-    code, out, _ = run(capsys, "dims", "thresholds:2^63", "--json")
+    code, out, _ = run(capsys, "dims", "thresholds:2^62", "--json")  # the largest domain
     assert code == 0
     d = json.loads(out)
     assert d == {
-        "class": "thresholds:9223372036854775808",
-        "size": 2**63 + 1,
-        "domain": 2**63,
-        "littlestone": 63,
+        "class": "thresholds:4611686018427387904",
+        "size": 2**62 + 1,
+        "domain": 2**62,
+        "littlestone": 62,
         "vc": 1,
-        "threshold": 2**63,
-        "dual_littlestone": 63,
+        "threshold": 2**62,
+        "dual_littlestone": 62,
         "dual_vc": 1,
     }
 
@@ -131,9 +131,9 @@ def test_errors_are_one_line_with_status_2(capsys, tmp_path, argv, message) -> N
 
 def test_read_examples_formats_and_errors(tmp_path) -> None:
     f = tmp_path / "big.csv"
-    f.write_text(f"x,y,note\n{2**63},true,a\n5,FALSE,b\n")
+    f.write_text(f"x,y,note\n{2**62 - 1},true,a\n5,FALSE,b\n")  # the largest point of any domain
     xs, ys = read_examples(f)
-    assert xs.dtype == object and xs.tolist() == [2**63, 5] and ys.tolist() == [1, 0]
+    assert xs.dtype == np.int64 and xs.tolist() == [2**62 - 1, 5] and ys.tolist() == [1, 0]
     g = tmp_path / "ex.txt"  # no known extension: sniffed as JSON lines
     g.write_text('{"x": 3, "y": "+1"}\n')
     xs, ys = read_examples(g)

@@ -23,10 +23,12 @@ from privstream.stream_app.store.pg_server import PostgresServer
 from privstream.stream_app.store.postgres_db import PostgresConfig
 from privstream.stream_app.store.postgres_ledger import MIGRATIONS as POSTGRES_LEDGER_MIGRATIONS
 from privstream.stream_app.store.postgres_ledger import PostgresLedger
+from privstream.stream_app.store.postgres_state import MIGRATIONS as POSTGRES_STATE_MIGRATIONS
 from privstream.stream_app.store.postgres_state import PostgresStateStore
 from privstream.stream_app.store.sqlite_ledger import APPLICATION_ID as SQLITE_APPLICATION_ID
 from privstream.stream_app.store.sqlite_ledger import MIGRATIONS as SQLITE_LEDGER_MIGRATIONS
 from privstream.stream_app.store.sqlite_ledger import SqliteLedger
+from privstream.stream_app.store.sqlite_state import MIGRATIONS as SQLITE_STATE_MIGRATIONS
 from privstream.stream_app.store.sqlite_state import SqliteStateStore
 
 SPEC_ENV = "PRIVSTREAM_TEST_LEDGER_SPEC"
@@ -227,6 +229,11 @@ class StateBackend:
     def open(self) -> Any:
         raise NotImplementedError
 
+    def write_version_1(self, generation: str, examples: list[tuple[int, int]]) -> None:
+        """Build a store of schema version 1 (before the release tree) and fill it as that version's
+        code did: a generation, and examples ``(offset, x)`` of stream "a", partition 0."""
+        raise NotImplementedError
+
 
 class SqliteStateBackend(StateBackend):
     name = "sqlite"
@@ -237,6 +244,20 @@ class SqliteStateBackend(StateBackend):
     def open(self) -> Any:
         return SqliteStateStore(self.path)
 
+    def write_version_1(self, generation: str, examples: list[tuple[int, int]]) -> None:
+        with sqlite3.connect(self.path) as raw:
+            for statement in SQLITE_STATE_MIGRATIONS[0].statements:
+                raw.execute(statement)
+            raw.execute("PRAGMA user_version = 1")
+            raw.execute("INSERT INTO meta VALUES ('generation', ?)", (generation,))
+            raw.execute("INSERT INTO stream_seq VALUES ('a', ?)", (len(examples),))
+            raw.execute("INSERT INTO positions VALUES ('a', 0, ?)", (examples[-1][0] + 1,))
+            raw.executemany(
+                "INSERT INTO examples VALUES ('a', ?, 0, ?, 0, ?, 1, NULL, NULL)",
+                [(seq, offset, x) for seq, (offset, x) in enumerate(examples)],
+            )
+        raw.close()
+
 
 class PostgresStateBackend(StateBackend):
     name = "postgresql"
@@ -244,6 +265,30 @@ class PostgresStateBackend(StateBackend):
     def __init__(self, server: PostgresServer, database: str) -> None:
         self.server = server
         self.url = server.create_database(database)
+        self.database = database
 
     def open(self) -> Any:
         return PostgresStateStore(PostgresConfig(self.url, password=self.server.password))
+
+    def write_version_1(self, generation: str, examples: list[tuple[int, int]]) -> None:
+        with self.server.connect(self.database) as conn:
+            conn.execute(
+                "CREATE TABLE privstream_migrations (component TEXT NOT NULL, version INTEGER NOT NULL, "
+                "description TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL DEFAULT now(), "
+                "PRIMARY KEY (component, version))"
+            )
+            for statement in POSTGRES_STATE_MIGRATIONS[0].statements:
+                conn.execute(statement)
+            conn.execute(
+                "INSERT INTO privstream_migrations (component, version, description) "
+                "VALUES ('state', 1, 'v1')"
+            )
+            conn.execute("INSERT INTO state_meta VALUES ('generation', %s)", (generation,))
+            conn.execute("INSERT INTO state_stream_seq VALUES ('a', %s)", (len(examples),))
+            conn.execute("INSERT INTO state_positions VALUES ('a', 0, %s)", (examples[-1][0] + 1,))
+            for seq, (offset, x) in enumerate(examples):
+                conn.execute(
+                    "INSERT INTO state_examples (stream_id, seq, part, kafka_offset, item, x, y) "
+                    "VALUES ('a', %s, 0, %s, 0, %s, 1)",
+                    (seq, offset, x),
+                )

@@ -8,9 +8,9 @@ import pytest
 
 from privstream.agents.ledger_port import LedgerMissingError
 from privstream.stream_app.bench.ledger_rate import run_ledger_benchmark
-from privstream.stream_app.service import open_ledger as service_open_ledger
 from privstream.stream_app.settings import Settings
 from privstream.stream_app.store.factory import open_ledger, open_state_store
+from privstream.stream_app.store.identity import open_for_worker
 from privstream.stream_app.store.pg_server import PostgresServer
 from privstream.stream_app.store.postgres_ledger import PostgresLedger
 from privstream.stream_app.store.postgres_state import PostgresStateStore
@@ -37,26 +37,30 @@ def test_a_sqlite_url_puts_both_files_in_its_directory(tmp_path: Path) -> None:
     settings = Settings(
         store_url=f"sqlite:///{tmp_path}/shared", streams=[STREAM], ledger_create_if_missing=True
     )
-    ledger = service_open_ledger(settings)  # the service's budgets from the stream configuration
-    assert isinstance(ledger, SqliteLedger) and ledger.budget("s") == (3.0, 0.0)
-    ledger.close()
+    stores = open_for_worker(settings)  # the service's budgets from the stream configuration
+    assert isinstance(stores.ledger, SqliteLedger) and stores.ledger.budget("s") == (3.0, 0.0)
+    stores.ledger.close()
+    stores.state.close()
     assert (tmp_path / "shared" / "ledger.sqlite3").is_file()
+    assert (tmp_path / "shared" / "state.sqlite3").is_file()
 
 
 def test_a_postgresql_url_opens_both_stores_in_that_database(pg_server: PostgresServer, pg_database: str):
     settings = Settings(store_url=pg_database, store_password=pg_server.password, streams=[STREAM])
     with pytest.raises(LedgerMissingError, match="refusing to start with a fresh one"):
-        service_open_ledger(settings)
+        open_for_worker(settings)
     first_start = settings.model_copy(update={"ledger_create_if_missing": True})
-    ledger = service_open_ledger(first_start)
+    stores = open_for_worker(first_start)
+    ledger = stores.ledger
     assert isinstance(ledger, PostgresLedger) and ledger.budget("s") == (3.0, 0.0)
+    assert isinstance(stores.state, PostgresStateStore) and stores.state.location == pg_database
     ledger.charge("s", "w0", "m", 1.0, 0.0, b"r")
     ledger.close()
-    with service_open_ledger(settings) as again:  # a restart: no create needed now
-        assert again.spent("s") == (1.0, 0.0)
-    store = open_state_store(settings)
-    assert isinstance(store, PostgresStateStore) and store.location == pg_database
-    store.close()
+    stores.state.close()
+    again = open_for_worker(settings)  # a restart: no create needed now
+    assert again.ledger is not None and again.ledger.spent("s") == (1.0, 0.0)
+    again.ledger.close()
+    again.state.close()
 
 
 def test_the_ledger_bench_measures_both_backends_side_by_side(pg_server: PostgresServer) -> None:

@@ -1,4 +1,4 @@
-"""The state store's release-tree part (E-DESIGN.md §3.3), on every backend: a closed window's
+"""The state store's release-tree part, on every backend: a closed window's
 rows become node (0, w)'s compact data atomically, parents merge from children, the schedule
 remembers the last closed window, and all of it survives reopening."""
 

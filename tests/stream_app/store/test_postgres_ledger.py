@@ -247,7 +247,7 @@ def test_the_ledger_and_the_state_share_a_database_and_its_version_table(
     PostgresStateStore(_config(pg_server, pg_database)).close()
     with pg_server.connect(pg_database.rsplit("/", 1)[1]) as conn:
         rows = conn.execute("SELECT component, version FROM privstream_migrations ORDER BY 1, 2").fetchall()
-    assert rows == [("ledger", 1), ("ledger", 2), ("state", 1), ("state", 2)]
+    assert rows == [("ledger", 1), ("ledger", 2), ("ledger", 3), ("state", 1), ("state", 2)]
 
 
 def test_a_state_store_with_foreign_tables_is_an_error(pg_server: PostgresServer, pg_database: str):
@@ -283,7 +283,7 @@ def test_a_worker_frozen_inside_a_transaction_loses_its_locks(pg_server: Postgre
     config = _config(pg_server, pg_database, lock_timeout=5.0, idle_in_transaction_timeout=0.5)
     frozen = PostgresLedger.open(config, create_if_missing=True, budgets={"s": (1.0, 0.0)})
     other = PostgresLedger.open(config)
-    with frozen._db._pool.connection() as conn:  # the frozen worker's own pooled session
+    with frozen._backend.db._pool.connection() as conn:  # the frozen worker's own pooled session
         assert conn.execute("SHOW idle_in_transaction_session_timeout").fetchone()[0] == "500ms"
         # its session is ended by the server: the frozen worker's next statement fails
         with pytest.raises(psycopg.errors.IdleInTransactionSessionTimeout), conn.transaction():

@@ -1,4 +1,4 @@
-"""The release path's ledger contract (E-DESIGN.md §3.1), on every backend (SQLite, PostgreSQL):
+"""The release path's ledger contract, on every backend (SQLite, PostgreSQL):
 reserve before the learner runs (seed, node range, lifetime per example), complete (first bytes
 win), the outbox and ``incomplete()``, and the individual user filter shared by all streams."""
 

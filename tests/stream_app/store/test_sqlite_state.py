@@ -77,7 +77,7 @@ def test_appends_do_not_wait_for_a_window_being_read(tmp_path):
     store = SqliteStateStore(tmp_path / "s.sqlite3")
     store.append("a", 0, 0, 7, 1, None, None)
     appended = threading.Event()
-    with store._read_lock:  # a window read in progress
+    with store._backend.reader._lock:  # a window read in progress
         writer = threading.Thread(target=lambda: (store.append("a", 0, 1, 8, 0, None, None), appended.set()))
         writer.start()
         assert appended.wait(10), "an append waited for the window read"

@@ -8,7 +8,7 @@ import threading
 import numpy as np
 import pytest
 
-from privstream.agents.interfaces import StateStore
+from privstream.agents.interfaces import NodeBounds, StateStore
 from tests.stream_app.store.backends import StateBackend
 
 
@@ -132,3 +132,15 @@ def test_concurrent_appenders_of_one_stream_get_dense_distinct_sequence_numbers(
     assert stores[1].count_window("s", 0, 400).seqs.tolist() == list(range(400))
     for store in stores:
         store.close()
+
+
+def test_a_version_1_store_is_upgraded_with_its_examples_and_positions(state_backend: StateBackend) -> None:
+    state_backend.write_version_1("cafe0001", [(7, 42), (8, 43)])
+    store = state_backend.open()
+    assert store.generation == "cafe0001"  # count-window ids stay what they were
+    assert store.append("a", 0, 8, 43, 1, None, None) is None  # a replay is still recognised
+    assert store.append("a", 0, 9, 44, 0, None, None) == 2
+    assert store.count_window("a", 0, 3).xs.tolist() == [42, 43, 44]
+    node = store.close_window("a", "c3", 0, NodeBounds(), seqs=(0, 3))  # the release tree is there
+    assert node.size == 3 and store.nodes("a", "c3") == [(0, 0)]
+    store.close()

@@ -1,6 +1,6 @@
 """The generic private learner: the exponential mechanism over a finite class [S §3, Thm 3.3].
 
-Algorithm A' (Kasiviswanathan–Lee–Nissim–Raskhodnikova–Smith; bayes_overview.md §A.3, with the
+Algorithm A' (Kasiviswanathan–Lee–Nissim–Raskhodnikova–Smith; as presented in [S], with the
 notes' sign erratum corrected): output ``h ∈ H`` with probability
 
     P_S(h) = exp(-ε·errors_S(h)/2) / Σ_{h'∈H} exp(-ε·errors_S(h')/2).
@@ -74,7 +74,7 @@ def generic_sample_size(class_size: int, alpha: float, beta: float, epsilon: flo
 
     ``n_generic(|H|, α, β, ε) = ceil(max(8·ln(2|H|/β)/α, 4·ln(2|H|/β)/(α·ε)))``.
 
-    Derivation (generalising the proof of [S Thm 3.3] as corrected in bayes_overview.md §A.3;
+    Derivation (generalising the proof of [S Thm 3.3], with its constants corrected;
     the target f ∈ H, D any distribution, ``H_bad = {h : err_D(h) > α}``):
 
     1. *Bad hypotheses look bad.* For ``h ∈ H_bad`` with ``p = err_D(h) > α``, ``n·err_S(h)`` is
@@ -88,7 +88,7 @@ def generic_sample_size(class_size: int, alpha: float, beta: float, epsilon: flo
     3. If ĥ is bad and event 1 fails, ``errors_S(ĥ) > nα/2 = t``; so
        ``Pr[err_D(ĥ) > α] <= β/2 + β/2 = β``.
 
-    At α = β = 1/4 this is the spec's ``n_S33 = ceil(max(32 ln(8|H|), 16 ln(8|H|)/ε))``:
+    At α = β = 1/4 this is ``n_S33 = ceil(max(32 ln(8|H|), 16 ln(8|H|)/ε))``:
 
     >>> generic_sample_size(1025, 0.25, 0.25, 1.0)
     289

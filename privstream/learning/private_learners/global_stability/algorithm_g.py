@@ -1,8 +1,8 @@
 """Algorithm G: the globally-stable learner for Littlestone classes (Bun–Livni–Moran).
 
-blm_almm.md §2 ([000 Sec 4], [003 Sec 5.2]; errata §6 items 1-7). On a sample of size ``m`` from a
+BLM20 Sec 4 and ABLMM22 Sec 5.2 (with the corrections noted below). On a sample of size ``m`` from a
 realizable distribution D, G outputs one fixed function f* with probability at least
-``eta_G = 1/((d+1)·2^(2^(d+2)+1))`` and ``loss_D(f*) <= alpha`` ([003 Thm 23] as proved), where
+``eta_G = 1/((d+1)·2^(2^(d+2)+1))`` and ``loss_D(f*) <= alpha`` ([ABLMM22 Thm 23] as proved), where
 ``d = Ldim(H) >= 1``. It runs the (extended, deterministic) SOA of :mod:`privstream.learning.soa`
 on samples built by *tournaments*:
 
@@ -12,14 +12,14 @@ on samples built by *tournaments*:
   sample of the loser ``S_i∘T_i∘(x, y)`` (the one with ``f_i(x) != y``, which the SOA must then
   err on: Observation 11/24).
 * Every example "drawn from D" is taken, in order, from a fixed *pool* (the first ``budget``
-  examples of the batch); asking for more than ``budget`` examples gives "Fail" ([003 L.785], the
+  examples of the batch); asking for more than ``budget`` examples gives "Fail" (ABLMM22 Sec 5.2.3, the
   Monte-Carlo variant ``D~_k``).
 * G draws the depth k uniformly from ``{0..max_depth}`` (``max_depth = d`` in the theorem), samples
   ``S ~ D~_k`` and outputs ``SOA(S∘T)`` where ``T`` is the batch's last ``n_aux`` examples,
   disjoint from the pool (so a batch of ``budget + n_aux`` examples is a fixed layout).
 
 Outputs are compared as functions through :meth:`Hypothesis.key`; ``FAIL_KEY`` is the key of
-"Fail". :func:`algorithm_g` reads only its own batch and its own coins (blm_almm.md §2.3
+"Fail". :func:`algorithm_g` reads only its own batch and its own coins (ABLMM22 Sec 5.2.3
 "Requirements"), which is what the privacy proof of Algorithm M needs.
 
 >>> from privstream.learning.hypothesis_classes import parse_class_spec
@@ -77,7 +77,7 @@ def exact_fraction(x: float | int | Fraction, name: str) -> Fraction:
 
 @dataclass(frozen=True)
 class GParameters:
-    """The constants of Algorithm G at ``(d, alpha)`` (blm_almm.md §2.1, as proved; errata §6.1-6.5).
+    """The constants of Algorithm G at ``(d, alpha)`` (ABLMM22 Thm 23, as proved).
 
     ``n_aux = ceil(2^(d+2)/alpha)``, ``N = 2^(2^(d+2)+1)·4^(d+1)·n_aux`` (draw budget),
     ``m = N + n_aux`` (sample size), ``thr = 2^(-2^(d+2))``, ``eta_G = 1/((d+1)·2^(2^(d+2)+1))``.
@@ -95,7 +95,7 @@ class GParameters:
 def g_parameters(d: int, alpha: float | Fraction) -> GParameters:
     """Exact integer/rational constants of G for Ldim ``d >= 1`` and accuracy ``alpha``.
 
-    Table 2.4 of the spec is G inside M, i.e. at ``alpha/2 = 0.05``:
+    Inside M, G runs at ``alpha/2``, e.g. ``0.05``:
 
     >>> p = g_parameters(2, 0.05)
     >>> p.n_aux, p.N, p.m, p.eta_G
@@ -211,7 +211,7 @@ def algorithm_g(
     tie: int = 1,
     depth: int | None = None,
 ) -> GRun:
-    """One run of G on the batch ``(xs, ys)`` of length >= ``budget + n_aux`` (blm_almm.md §2.3).
+    """One run of G on the batch ``(xs, ys)`` of length >= ``budget + n_aux`` (ABLMM22 Sec 5.2.3).
 
     Layout (fixed, data-independent): ``xs[:budget]`` is the pool of D~_k, ``xs[budget:budget+n_aux]``
     is the final T; anything after is unused. The depth is uniform on ``{0..max_depth}`` from

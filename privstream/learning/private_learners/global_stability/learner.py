@@ -1,6 +1,6 @@
 """The Bun–Livni–Moran private learner: Algorithm M over a globally stable per-batch learner.
 
-blm_almm.md §3.3 ([003 Thm 30], the 4-step box at L.887; [000 Thm 17]) with G of
+ABLMM22 Thm 30 (its four-step algorithm; BLM20 Thm 17) with G of
 :mod:`.algorithm_g`:
 
 1. Split the sample into K batches and S' (below); run a per-batch learner on every batch:
@@ -9,7 +9,7 @@ blm_almm.md §3.3 ([003 Thm 30], the 4-step box at L.887; [000 Thm 17]) with G o
 2. Stable histogram (:class:`~privstream.learning.mechanisms.StableHistogram`, exact discrete
    Laplace) over the outputs' canonical keys (:meth:`Hypothesis.key`; "Fail" is :data:`FAIL_KEY`)
    -> released list L with noisy counts ĉ_h; estimates ``a_h = ĉ_h/K``.
-3. Remove every h with ``a_h < 3η/4``, and "Fail" (post-processing, blm_almm.md §3.3).
+3. Remove every h with ``a_h < 3η/4``, and "Fail" (post-processing).
 4. The generic learner on S' over L: the exact exponential mechanism
    (:class:`~privstream.learning.mechanisms.ExponentialMechanism`) with score ``-errors_{S'}(h)``
    (sensitivity 1). An empty L gives the all-zero function (post-processing).
@@ -25,8 +25,8 @@ example shifts every later one into another batch, so every batch may change.
 
 * *Replace-one* (n public). With the per-batch learners' coins fixed, a changed example changes at
   most one batch output (batches are disjoint and each learner reads only its own batch and the
-  shared, data-independent coins) or only S'. Theory mode follows the paper ([003 Lem 13], proof of
-  [003 Thm 30]): histogram at (ε/2, δ), exponential mechanism at ε/2, basic composition gives (ε, δ).
+  shared, data-independent coins) or only S'. Theory mode follows the paper ([ABLMM22 Lem 13], proof of
+  [ABLMM22 Thm 30]): histogram at (ε/2, δ), exponential mechanism at ε/2, basic composition gives (ε, δ).
   Practical mode uses *parallel* composition: histogram at (ε, δ) and exponential mechanism at ε.
   If the changed example is in a batch, S' is the same and the output is post-processing of the
   (ε, δ)-DP histogram (the one changed key is the histogram's replace-one neighbour); if it is in
@@ -43,7 +43,7 @@ The learner needs δ > 0 (the histogram). Nothing in the guarantee depends on K,
 tolerance, the draw budget, G's depth or budget: practical parameters change only accuracy.
 
 **Accuracy: theory vs practice.** :func:`theory_parameters` evaluates the paper's parameter chain
-(§3.4) with the spec's explicit constants; :func:`global_stability_sample_size` is its ``n_total``
+(ABLMM22 Thm 3) with explicit constants of ours; :func:`global_stability_sample_size` is its ``n_total``
 (≈ 1.8e12 already for Ldim 1). When the window (or ``expected_size``) has at least that many
 examples the learner runs with exactly those parameters (G per batch, basic composition) and
 ``accuracy_guarantee_holds`` is True. Otherwise it runs in *practical mode*
@@ -130,9 +130,9 @@ Split = Callable[[int, "MParameters", RandomSource], np.ndarray]
 def n_generic_list(
     num_hyps: int, alpha: float, beta: float, epsilon: float, *, c_sample: float = 36, c_mechanism: float = 6
 ) -> int:
-    """``n_GL``: S' size for the generic learner over a list (blm_almm.md §3.2, explicit constants).
+    """``n_GL``: S' size for the generic learner over a list (ABLMM22 Lem 29, explicit constants).
 
-    ``ceil(max(36·ln(4|L|/β)/α, 6·ln(2|L|/β)/(α·ε)))``: from the proof of [003 Lem 29] with
+    ``ceil(max(36·ln(4|L|/β)/α, 6·ln(2|L|/β)/(α·ε)))``: from the proof of [ABLMM22 Lem 29] with
     multiplicative Chernoff bounds, when some h* in the list has ``loss_D(h*) <= α`` (not 0), so
     the output has loss <= 2α w.p. >= 1-β. ``num_hyps`` may be a huge int.
 
@@ -157,11 +157,11 @@ def _hist_noise_bound(epsilon_h: float, count: int, beta_h: float) -> int:
 
 @dataclass(frozen=True)
 class TheoryParameters:
-    """The parameter chain of Theorem 1/3 (blm_almm.md §3.4) at ``(α, β, ε, δ, d)``.
+    """The parameter chain of BLM20 Thm 1 / ABLMM22 Thm 3 at ``(α, β, ε, δ, d)``.
 
     Integers are exact (``n_total`` may have thousands of digits for large d); ``eta`` is exact.
     ``hist_threshold`` is the release threshold T of the project's discrete stable histogram at
-    ``(ε/2, δ)`` (the spec's continuous τ = 1 + (4/ε)ln(2/δ) plays this role; T is a little smaller).
+    ``(ε/2, δ)`` (a continuous τ = 1 + (4/ε)ln(2/δ) would play this role; T is a little smaller).
     """
 
     d: int
@@ -192,16 +192,16 @@ def theory_parameters(
     c_sample: float = 36,
     c_mechanism: float = 6,
 ) -> TheoryParameters:
-    """The §3.4 chain: G at α/2, η = η_G, K from the sampling and histogram conditions, n'.
+    """The parameter chain: G at α/2, η = η_G, K from the sampling and histogram conditions, n'.
 
     * ``K_sampling = ceil(128·ln(3/(η·β))/η)`` (Chernoff, relative deviation 1/8, union bound over
       < 1/η hypotheses: every h with Pr[G = h] > η has frequency >= 7η/8 w.p. >= 1-β/3);
     * ``K_histogram`` = least K with ``K·η/8 >= T + t(K)``, ``t(K) = ceil((4/ε)·ln(3K/β))``: the
       histogram at (ε/2, δ) then releases every h of frequency >= η/8 with error <= η/8 w.p.
-      >= 1-β/3 (our discrete-Laplace form of the spec's condition ``K > 8(τ + t)/η``);
+      >= 1-β/3 (our discrete-Laplace form of the condition ``K > 8(τ + t)/η``);
     * ``n' = n_GL(floor(2/η), α/2, β/3, ε/2)``; ``n_total = K·m + n'``.
 
-    ``sampling_constant``, ``c_sample``, ``c_mechanism`` are the spec's (ours) constants, exposed.
+    ``sampling_constant``, ``c_sample``, ``c_mechanism`` are our explicit constants, exposed.
 
     >>> p = theory_parameters(0.1, 0.1, 1.0, 1e-6, 1)
     >>> p.K, p.m, p.n_prime, p.n_total

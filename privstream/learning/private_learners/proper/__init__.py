@@ -1,4 +1,4 @@
-"""The proper private learner ``"proper"`` of Ghazi–Golowich–Kumar–Manurangsi (ggkm.md §2).
+"""The proper private learner ``"proper"`` of Ghazi–Golowich–Kumar–Manurangsi (GGKM21).
 
 * :mod:`.learner`: :class:`~.learner.ProperLearner` (PolyPriLearn then PolyPriPropLearn);
 * :mod:`.irreducibility`: Ldim and the irreducibility order of subclasses (GGKM Def 4.1);

@@ -1,8 +1,8 @@
 """Irreducibility of finite classes (GGKM Def 4.1), computed by its recursive order, never by trees.
 
-ggkm.md §1.8. A class G is *k-irreducible* if for every complete depth-k tree some root-to-leaf
+GGKM21 Definition 4.1. A class G is *k-irreducible* if for every complete depth-k tree some root-to-leaf
 path keeps ``Ldim(G)``. Definition 4.1 quantifies over ``|X|^(2^k - 1)`` trees; instead we use the
-**irreducibility order** ``ord(G) = max{k : G is k-irreducible}`` and its recursion (spec §1.8,
+**irreducibility order** ``ord(G) = max{k : G is k-irreducible}`` and its recursion (
 verified there against brute force):
 
     ord(G) = ∞                                       if |G| <= 1
@@ -15,7 +15,8 @@ verified there against brute force):
   class and ends at a class of Ldim >= 1, so of >= 2 rows). Hence huge ``k = k'·2^t`` never
   costs more than the class size, and ``order(v, cap)`` computes ``min(ord, cap)`` only.
 * **isolating classes** (every split separates one row from the rest, e.g. any set of point
-  functions, with or without the all-zero one): ``ord = |G| - 2`` exactly (spec §4.5 "points";
+  functions, with or without the all-zero one): ``ord = |G| - 2`` exactly (checked exhaustively on
+  small points classes;
   per-column label flips are symmetries, and the recursion removes one row per step). This
   closed form makes ``points:N`` cheap; the general recursion would visit ``2^|G|`` subclasses.
 
@@ -188,7 +189,7 @@ class ClassLattice:
     def _splits(self, v: int) -> list[tuple[int, int, int]]:
         """``(x, G|(x,1), G|(x,0))`` for one point per distinct split of ``v``; most balanced first.
 
-        Ties are broken by the point index, so the order is canonical (ggkm.md §2.2.2).
+        Ties are broken by the point index, so the order is canonical.
         """
         cached = self._splits_cache.get(v)
         if cached is not None:
@@ -213,7 +214,7 @@ class ClassLattice:
 
     # -- irreducibility ------------------------------------------------------------------------
     def order(self, v: int, cap: int | float | None = None) -> int | float:
-        """``min(ord(G), cap)``: the irreducibility order of the subclass ``v`` (ggkm.md §1.8).
+        """``min(ord(G), cap)``: the irreducibility order of the subclass ``v`` (GGKM21 Def 4.1).
 
         ``cap`` may be astronomically large (``k'·2^t``); ``ord(G) <= |G| - 2`` bounds the work.
         """
@@ -269,7 +270,7 @@ class ClassLattice:
 
         Precondition: ``G`` nonempty, (k-1)-irreducible and not k-irreducible (i.e. ``ord(G) = k-1``).
         Every cell ``G|(x_1,b^(j)_1),...`` is then nonempty with Ldim below ``Ldim(G)``. Iterative form
-        of the paper's induction (ggkm.md §2.2.3): case 2 descends into the full-Ldim side that is
+        of the paper's induction (GGKM21 Lemma 4.5): case 2 descends into the full-Ldim side that is
         not (remaining-1)-irreducible, case 1 (both sides lose Ldim) ends it and only happens last.
         """
         if k < 1 or self.order(v, k) != k - 1:
@@ -305,7 +306,7 @@ def lattice_of(hclass: HypothesisClass) -> ClassLattice:
 
     Raises :class:`~privstream.learning.errors.LearningInputError` beyond :data:`MAX_ROWS` rows or
     :data:`MAX_MATRIX_ENTRIES` truth-table entries: Ldim and irreducibility are exact searches
-    over subclasses of the class as a matrix (ggkm.md §4.3.1-2).
+    over subclasses of the class as a matrix.
     """
     size, n = int(hclass.size), int(hclass.domain_size)
     if size > MAX_ROWS or size * n > MAX_MATRIX_ENTRIES:

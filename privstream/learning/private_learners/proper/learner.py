@@ -1,6 +1,6 @@
 """The proper private learner of Ghazi–Golowich–Kumar–Manurangsi (STOC 2021), name ``"proper"``.
 
-ggkm.md §2 (seed 004, Algorithms 1–3, Theorems 5.7 and 6.4). Two stages on disjoint parts of the
+GGKM21 (Algorithms 1–3, Theorems 5.7 and 6.4). Two stages on disjoint parts of the
 sample:
 
 1. **PolyPriLearn** (Alg 2) on part A: m blocks; ReduceTree (GGKM Alg 1) maps each block to a set
@@ -19,8 +19,8 @@ split would let one removed example shift every later block.
 
 **Privacy: (ε, δ)-DP for every sample and every parameter setting.** *Replace-one*: a changed
 example lies in one block of A (changing at most one Ŝ^(j): ReduceTree is deterministic and uses only
-its block) or in B. Sparse selection is (ε, δ)-DP when one set changes (Prop 5.6 as instantiated in
-ggkm.md §2.3, for any sets of at most ℓ elements), H is post-processing of f̂, and the generic learner
+its block) or in B. Sparse selection is (ε, δ)-DP when one set changes (GGKM21 Proposition 5.6, for
+any sets of at most ℓ elements), H is post-processing of f̂, and the generic learner
 is (ε, 0)-DP on B; parallel composition over the disjoint parts gives (ε, δ). *Add/remove-one*:
 couple the runs on D and D + z by giving every common example the same assignment (assignments are
 independent of each other and of the data); z's own draw a puts it in one block (one set changes:
@@ -39,7 +39,7 @@ ln ℓ = 22 instead of 366, which is what makes a few hundred blocks enough.
 **Properness.** The release is always a row of F: it is drawn from H ⊂ F, and ``fit`` asserts the
 member check before returning (an improper f̂ is never released). ``LearnerResult.proper = True``.
 
-**Accuracy: theory vs practice (ggkm.md §4.3, §4.6).** :func:`proper_sample_size` is the sample
+**Accuracy: theory vs practice.** :func:`proper_sample_size` is the sample
 size of Theorem 6.4 with explicit constants (C_0 of Thm 2.1, C of Alg 2, the generic learner's
 constant); at ε = 1, δ = 1e-6 it is ~10^9 even for Ldim 1. When n reaches it the learner runs the
 paper's parameters (``mode = "paper"``) and ``accuracy_guarantee_holds`` is True; otherwise it runs
@@ -170,7 +170,7 @@ def _poly_pri_learn_paper(
 
 
 def _smallest_c(eta: float, beta: float, epsilon: float, delta: float, d: int, d_v: int, c0: float) -> int:
-    """The least integer C with (d_L + 3)α_Δ < η (ggkm.md §4.3.3; the paper's C is unspecified)."""
+    """The least integer C with (d_L + 3)α_Δ < η (the paper's C is unspecified)."""
 
     def ok(c: int) -> bool:
         return (d + 3) * _poly_pri_learn_paper(eta, beta, epsilon, delta, d, d_v, c, c0)[2] < eta
@@ -201,7 +201,7 @@ def paper_parameters(
     ``d`` = Ldim(F); ``d_vc`` = VCdim(F) (default ``d``: erratum 7, the conservative choice);
     ``C`` defaults to the least integer making ``(d+3)α_Δ < η`` hold (the paper leaves it open).
 
-    >>> p = paper_parameters(0.25, 0.1, 1.0, 1e-6, 1, d_vc=1)   # ggkm.md §4.3.3 (C ≈ 593 there)
+    >>> p = paper_parameters(0.25, 0.1, 1.0, 1e-6, 1, d_vc=1)   # C ≈ 593 here
     >>> p["C"], p["m"], p["n0"], p["k_prime"], f"{p['n']:.2g}"
     (590, 10328, 122074, 30510, '1.3e+09')
     """
@@ -288,7 +288,7 @@ def practical_parameters(
     version_space_regime: bool = False,
     expected: bool = False,
 ) -> ProperParameters:
-    """Explicit m, n0, α_Δ, k' for a sample of size n (ggkm.md §4.6, "practical mode").
+    """Explicit m, n0, α_Δ, k' for a sample of size n (practical mode).
 
     * part B gets ``floor(generic_fraction·n)`` examples, part A the rest;
     * ℓ = ``min(Π_t (k'2^t + 1), class_size)`` (:func:`~.reduce_tree.selection_bound`);

@@ -1,12 +1,12 @@
 """A small proper cover of a classifier (GGKM Lemmas 6.1-6.2): rows of F close to f̂ under every P.
 
-ggkm.md §2.5 "MinimaxCover [OURS, finite X]". Solve the zero-sum game
+GGKM21 Lemmas 6.1-6.2, made concrete for a finite domain (ours). Solve the zero-sum game
 
     v* = min_{D in Δ(F)} max_{x in X} Pr_{h~D}[h(x) != f̂(x)]
 
 as a linear program and return ``H = supp(D)`` of the (vertex) solution. For every distribution
 P on X, ``E_{h~D} Pr_P[h != f̂] <= v*``, so ``min_{h in H} Pr_P[h != f̂] <= v*`` (the sup over P of
-a linear functional is attained at point masses). This is the spec's deterministic alternative
+a linear functional is attained at point masses). This is a deterministic alternative
 to sampling ``⌈C_0 d*/α²⌉`` rows from D: it gives the bound ``v*`` instead of ``v* + α`` and
 ``|H| <= |X| + 1``. Lemma 6.1 bounds ``v* <= α`` when ``f̂ = SOA_G`` with G
 ``⌈C_0 d/α²⌉``-irreducible.

@@ -1,6 +1,6 @@
 """ReduceTree (GGKM Algorithm 1): the deterministic per-block step of the proper private learner.
 
-ggkm.md §2.2. On one block ``T`` of ``n0`` examples it grows a generalized tree (Def 4.4) whose
+GGKM21 Algorithm 1. On one block ``T`` of ``n0`` examples it grows a generalized tree (Def 4.4) whose
 leaves' ancestor sets ``a(v)`` partition the class, refining the leaves whose low-error subclasses
 
     G(α, v) = F_{P̂_T, α} |_{a(v)} = {f in F : err_T(f) <= α, f consistent with a(v)}
@@ -14,11 +14,11 @@ deterministic function of the block (no randomness; the learner's privacy comes 
 selection alone), total on every input (an unrealizable block may give ``Ŝ = ∅``), and makes
 every tie-break in a canonical order.
 
-**Exact levels (ggkm.md §2.2.2).** Every level is a multiple of ``α_Δ/6``; ``err_T(f) <= q·α_Δ/6``
+**Exact levels.** Every level is a multiple of ``α_Δ/6``; ``err_T(f) <= q·α_Δ/6``
 is decided on integer mistake counts, ``mistakes(f) <= floor(q·α_Δ·n0/6)``, with ``α_Δ`` a
 :class:`~fractions.Fraction`, so no float boundary can flip between neighbouring datasets.
 
-Invariants (spec §2.2.1; checked by the tests): the leaves partition F after every step
+Invariants (proved in GGKM21; checked by the tests): the leaves partition F after every step
 (eq. 17); ``ŵ*_{t+1} < ŵ*_t``; ``ht <= k'(2^{t+1} - 1)`` (Lemma 5.2); ``|Ŝ| <= Π_t (k_t + 1)``
 (Lemma 5.5); every expansion satisfies (15); realizable blocks give ``Ŝ ≠ ∅`` (Lemma 5.1).
 """

@@ -1,6 +1,6 @@
 """(ε, δ)-DP sparse selection (GGKM Def 5.1 / Prop 5.6): pick an element lying in many users' sets.
 
-ggkm.md §2.3 ([GKM20 Lemma 36] is not reproduced in the paper; this is the spec's instantiation,
+GGKM21 Proposition 5.6 ([GKM20 Lemma 36] is not reproduced in the paper; this is our instantiation,
 with its proof). m users hold sets ``S_i`` of at most ``ell`` elements (``ell`` public, possibly
 astronomically large); neighbours replace one user's set by another of size ``<= ell``.
 

@@ -43,8 +43,8 @@ map keeps the sparse selection's privacy proof), such blocks are rare exactly wh
 is large (a block of n0 examples misses it with probability (1-p)^n0), and when they are common the
 default (the empty interval) is accurate. ReduceTree itself would not finish there: irreducibility is
 an exact search over subclasses, 3 s for the 529 intervals of ``intervals:32`` without data, minutes
-for ``intervals:64``. Beyond 4,096 hypotheses the learner requires ``b = 0``
-(:func:`needs_version_space_regime`, checked on public parameters before any data).
+for ``intervals:64``. Beyond 4,096 hypotheses the learner requires ``b = 0`` (the proper learner
+checks it on public parameters before any data).
 
 Cost per block: O(n0 log n0) for the version space (b = 0; the levels of the small classes
 otherwise), O(n0) for the closed forms, a ReduceTree on at most
@@ -83,7 +83,6 @@ __all__ = [
     "is_structured",
     "isolating_order",
     "lattice_block_set",
-    "needs_version_space_regime",
     "product_order",
     "to_block_set",
     "top_bound",
@@ -109,7 +108,7 @@ def is_structured(hclass: HypothesisClass) -> bool:
     return isinstance(hclass, Thresholds | Points | Intervals)
 
 
-# -- closed forms of the irreducibility order (ggkm.md §1.8) ------------------------------------
+# -- closed forms of the irreducibility order (GGKM21 Def 4.1) ----------------------------------
 
 
 def chain_order(size: int) -> int | float:
@@ -138,14 +137,6 @@ def isolating_order(size: int) -> int | float:
 def top_bound(n0: int, alpha_delta: Fraction, d: int) -> int:
     """``b = floor((d+2)·α_Δ·n0)``: the mistakes allowed at ReduceTree's top level (exact)."""
     return math.floor(Fraction(d + 2) * Fraction(alpha_delta) * n0)
-
-
-def needs_version_space_regime(hclass: HypothesisClass, n0: int, alpha_delta: Fraction, d: int) -> bool:
-    """Does ``block_set`` have a closed form for these (public) parameters on this class?
-
-    True iff the top bound is 0 (or the class is small enough for the matrix path anyway).
-    """
-    return top_bound(n0, alpha_delta, d) == 0 or hclass.size <= MAX_ROWS
 
 
 # -- the sets ------------------------------------------------------------------------------------
@@ -214,7 +205,7 @@ def block_set(
 
         def member(e: int, r: int) -> Hypothesis:
             return vs.member(r)
-    else:  # small classes only (needs_version_space_regime): the full levels are cheap there
+    else:  # small classes only (the learner enforces b = 0 beyond them): the full levels are cheap
         levels = error_levels(hclass, xs, ys)
         counts, member = levels.counts[: bound + 1], levels.member  # type: ignore[assignment]
     size = sum(counts)

@@ -1,7 +1,7 @@
 """Sparse selection over huge sets of class members, given as boxes of the class's parameters.
 
 The proper learner's blocks each hold a set Ŝ of functions (:mod:`.sparse_selection`,
-ggkm.md §2.3); on ``thresholds:2^32`` a block's Ŝ can be its whole version space, 10^8 cuts. Here a
+GGKM21 Proposition 5.6); on ``thresholds:2^32`` a block's Ŝ can be its whole version space, 10^8 cuts. Here a
 set is a :class:`BlockSet`: boxes of *members* in parameter coordinates plus a few explicit
 functions outside the class (improper SOAs):
 

@@ -4,7 +4,7 @@
 depth 0. A node ``v = [lo, hi)`` at depth ``d(v)`` with true count ``c(v)`` gets the *biased count*
 ``b(v) = max(c(v) - d(v)·δ, θ - δ)`` and is split into ``β`` children of (nearly) equal width iff
 ``b(v) + Lap(λ) > θ`` and it holds more than one point; otherwise it is a leaf. ``δ = λ·ln β``.
-Only visited nodes exist: the work is O(number of splits · β · log n), never O(N), so ``2^63``
+Only visited nodes exist: the work is O(number of splits · β · log n), never O(N), so ``2^62``
 domains are fine. An empty region splits with probability ``Pr[Lap(λ) > δ] = 1/(2β)`` per node, so
 its expected number of split children is 1/2 and its subtree stays small (the reason δ is tied to β).
 

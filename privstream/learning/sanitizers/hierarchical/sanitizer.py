@@ -1,9 +1,10 @@
 """The hierarchical sanitizer: a PrivTree partition, then consistent noisy counts on a tree over its leaves.
 
-For the 1-D integer classes (``thresholds:N``, ``intervals:N``, ``points:N``; N up to 2^63): every
-threshold, interval and point query is answered from a :class:`SyntheticDistribution` whose blocks
-are the leaves of a private partition, each holding a noisy, consistent share of the data, uniform
-inside. Its size grows with the number of leaves (about ``n / (depth·δ)``), never with N.
+For the 1-D integer classes (``thresholds:N``, ``intervals:N``, ``points:N``; N up to 2^62, the
+domain limit of every class): every threshold, interval and point query is answered from a
+:class:`SyntheticDistribution` whose blocks are the leaves of a private partition, each holding a
+noisy, consistent share of the data, uniform inside. Its size grows with the number of leaves
+(about ``n / (depth·δ)``), never with N.
 
 1. **Partition** (ε_p = ``partition_share``·ε): PrivTree (Zhang, Xiao, Xie, SIGMOD 2016;
    :mod:`.privtree`) with fanout β: split a node iff ``max(c - d·δ, θ - δ) + Lap(λ) > θ``,
@@ -48,7 +49,7 @@ thresholds and 0.0074-0.0077 on intervals, means of 5 releases; single interval 
 
 **Defaults** (measured with that benchmark's skewed and bimodal data at 2^16 and 2^32, n = 10,000,
 ε = 1, replace-one, 80 releases per setting): ``partition_share`` 0.125 (mean interval error
-0.0063-0.0070; 0.15: 0.0069-0.0073, 0.2: 0.0073-0.0079, 0.3, the spec's suggestion: 0.0091-0.0094,
+0.0063-0.0070; 0.15: 0.0069-0.0073, 0.2: 0.0073-0.0079, 0.3: 0.0091-0.0094,
 more leaves and each count noisier; 0.1: 0.0068-0.0080, leaves too coarse), fanout 2, θ = 0 (θ < 0,
 smaller leaves, and fanouts 3 and 4 were no better), a balanced count tree (b = 12 for the ~130
 leaves of that workload; a fixed b = 16: 0.0071-0.0074, it adds a level between 256 and 4096 leaves).

@@ -19,6 +19,9 @@ from privstream.learning.hypotheses import hypothesis_from_dict
 from privstream.learning.hypothesis_classes import (
     FiniteClass,
     HypothesisClass,
+    Intervals,
+    Points,
+    Thresholds,
     interval_hypothesis,
     parse_class_spec,
 )
@@ -132,8 +135,9 @@ def test_dense_fallback_for_other_classes() -> None:
     offsets=st.lists(st.tuples(st.integers(0, 50), st.integers(0, 1)), max_size=12), r_frac=st.fractions(0, 1)
 )
 def test_huge_domains_are_exact(kind, n_dom, offsets, r_frac) -> None:
-    """int64 / uint64 limits and Python ints: counts sum to |H|, members have their level's errors."""
-    hclass = parse_class_spec(f"{kind}:{n_dom}")
+    """int64 / uint64 limits and Python ints: counts sum to |H|, members have their level's errors
+    (beyond the specs' limit: the learner computes exactly on any domain)."""
+    hclass = {"thresholds": Thresholds, "points": Points, "intervals": Intervals}[kind](n_dom)
     pts = [min(n_dom - 1, (o * 2**58) if o % 2 else n_dom - 1 - o) for o, _ in offsets]
     xs = as_points(np.array(pts, dtype=object), n_dom)
     ys = np.array([y for _, y in offsets], dtype=np.uint8)

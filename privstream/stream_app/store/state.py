@@ -1,0 +1,496 @@
+"""Durable per-stream state: window buffers, the release tree's nodes, SOA snapshots.
+
+Implements :class:`privstream.agents.interfaces.StateStore`, with its rules written once over
+any SQL backend (:mod:`.sqlite_state`, :mod:`.postgres_state`: a :class:`StateBackend`). Every
+example of a stream with private releases is appended here, keyed by its Kafka position, so that
+
+* a replay after a crash or a rebalance (at-least-once delivery) stores nothing twice and an
+  example keeps its sequence number, which makes count-window ids deterministic (positions are
+  remembered per partition as a high-water mark, so a replay is recognised even after its window
+  was released and its examples dropped; a topic deleted and re-created needs a fresh store);
+* a window's examples survive a worker crash until the window is released (nothing lost);
+* several workers can share the store.
+
+>>> from privstream.stream_app.store.sqlite_state import SqliteStateStore
+>>> store = SqliteStateStore(":memory:")
+>>> store.append("s", partition=0, offset=7, x=3, y=1, user=None, time_window=None)
+0
+>>> store.append("s", partition=0, offset=7, x=3, y=1, user=None, time_window=None) is None  # replay
+True
+>>> store.count_window("s", 0, 1).xs.tolist()
+[3]
+
+**The release tree.** :meth:`SqlStateStore.close_window` turns a closed window's raw rows into
+node (0, w)'s compact :class:`~privstream.agents.interfaces.NodeData` and drops the rows, in one
+transaction with the schedule's last closed window; a parent node is merged from its two stored
+children (:meth:`SqlStateStore.merge_node`), never rebuilt from Kafka. Nodes stay until the
+release agent drops them.
+
+>>> bounds = NodeBounds()
+>>> for offset, x in enumerate([5, 5, 9]):
+...     _ = store.append("t", partition=0, offset=offset, x=x, y=1, user=None, time_window=None)
+>>> store.close_window("t", "c2", 0, bounds, seqs=(0, 2)).counts.tolist()
+[2]
+>>> _ = store.close_window("t", "c2", 1, bounds, seqs=(2, 4))
+>>> store.merge_node("t", "c2", 1, 0, bounds).xs.tolist(), store.schedule("t")
+([5, 9], ScheduleState(family='c2', last_closed_window=1))
+
+**Concurrency.** An append locks its (stream, partition) position row, then the stream's
+sequence row (always in that order, so appenders never deadlock), so the sequence numbers of a
+stream stay dense and in arrival order across workers. A body may run twice (PostgreSQL reruns
+a transaction after a cut connection): an append is idempotent per Kafka position, a node is
+stored once (another worker's, stored first, stands).
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Callable, Iterable, Sequence
+from datetime import UTC, datetime
+from typing import Any, NamedTuple, Protocol, TypeVar
+
+import numpy as np
+
+from privstream.agents.interfaces import NodeBounds, NodeData, ScheduleState, StateStoreError, WindowData
+from privstream.agents.ledger_port import LedgerIdentity
+from privstream.stream_app.store.dialect import Dialect, Mode
+
+__all__ = ["TABLES", "Example", "LedgerRecord", "SqlStateStore", "StateBackend", "StateStoreError"]
+
+T = TypeVar("T")
+#: The state store's tables, as the portable statements name them.
+TABLES = ("meta", "stream_seq", "positions", "examples", "windows", "soa", "nodes", "schedules")
+Cursor = Any
+_LEDGER_KEYS = (
+    "SELECT key, value FROM {meta} "
+    "WHERE key IN ('ledger_id', 'ledger_epoch', 'ledger_entries', 'ledger_since')"
+)
+#: A stored example: (stream_id, seq, partition, offset, item in its message, x, y, user, time window).
+Example = tuple[str, int, int, int, int, Any, int, str | None, int | None]
+
+
+class LedgerRecord(NamedTuple):
+    """What a state store remembers of its ledger: the highest epoch and entry id it saw, and
+    since when its history is that ledger's (windows closed since then must be charged there)."""
+
+    identity: LedgerIdentity
+    since: datetime
+
+
+class StateBackend(Protocol):
+    """What a storage backend gives the state store: transactions, its dialect, how it stores points."""
+
+    dialect: Dialect
+    #: The columns that hold an example's point (a point of a class's domain, or a feature vector).
+    point_columns: str
+
+    @property
+    def location(self) -> str: ...
+
+    def run(self, body: Callable[[Cursor], T], *, mode: Mode = "write") -> T:
+        """Run ``body`` in one transaction (``read``: may run beside writes, never blocking them)."""
+        ...
+
+    def insert_examples(self, cur: Cursor, rows: Sequence[Example]) -> None: ...
+
+    def points(self, stored: Sequence[Sequence[Any]]) -> np.ndarray:
+        """The points of a window, from the values of :attr:`point_columns` (one row per example)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class SqlStateStore:
+    """The :class:`~privstream.agents.interfaces.StateStore` over a :class:`StateBackend`;
+    thread-safe."""
+
+    def __init__(self, backend: StateBackend) -> None:
+        self._backend = backend
+        self._q = backend.dialect.sql
+        self._time = backend.dialect.time
+
+        def generation(cur: Cursor) -> str:
+            cur.execute(
+                self._q(
+                    "INSERT INTO {meta} (key, value) VALUES ('generation', ?) ON CONFLICT (key) DO NOTHING"
+                ),
+                (secrets.token_hex(4),),
+            )
+            return str(
+                cur.execute(self._q("SELECT value FROM {meta} WHERE key = 'generation'")).fetchone()[0]
+            )
+
+        #: Random, fixed when the store is created: part of count-window ids (a fresh store, fresh ids).
+        self.generation: str = backend.run(generation)
+
+    @property
+    def location(self) -> str:
+        return self._backend.location
+
+    def close(self) -> None:
+        self._backend.close()
+
+    def _read(self, statement: str, params: Sequence[Any] = ()) -> list[Any]:
+        """The rows of one query (a read that never blocks appends)."""
+        query = self._q(statement)
+        return self._backend.run(lambda cur: cur.execute(query, params).fetchall(), mode="read")
+
+    def _write(self, statement: str, params: Sequence[Any]) -> None:
+        query = self._q(statement)
+        self._backend.run(lambda cur: cur.execute(query, params))
+
+    # --- the ledger this store's history belongs to ---------------------------------------------
+    def ledger_record(self) -> LedgerRecord | None:
+        """The ledger whose history this store holds (None: a store that has not seen one)."""
+        rows = dict(self._read(_LEDGER_KEYS))
+        if "ledger_id" not in rows:
+            return None
+        identity = LedgerIdentity(rows["ledger_id"], int(rows["ledger_epoch"]), int(rows["ledger_entries"]))
+        return LedgerRecord(identity, datetime.fromisoformat(rows["ledger_since"]))
+
+    def record_ledger(self, identity: LedgerIdentity, *, adopted: bool = False) -> LedgerRecord:
+        """Remember that this store's history continues on ledger ``identity`` (its epoch and
+        entries only ever rise: several workers record what they started on). A new ledger id, or
+        ``adopted``, starts the history the ledger must hold from now."""
+        q = self._q
+
+        def run(cur: Cursor) -> LedgerRecord:
+            rows = dict(cur.execute(q(_LEDGER_KEYS)).fetchall())
+            now = datetime.now(UTC).isoformat()
+            if rows.get("ledger_id") != identity.ledger_id or adopted:
+                values = {
+                    "ledger_id": identity.ledger_id,
+                    "ledger_since": now,
+                    "ledger_epoch": 0,
+                    "ledger_entries": 0,
+                }
+            else:
+                values = {
+                    "ledger_epoch": int(rows["ledger_epoch"]),
+                    "ledger_entries": int(rows["ledger_entries"]),
+                }
+            values["ledger_epoch"] = max(int(values["ledger_epoch"]), identity.epoch)
+            values["ledger_entries"] = max(int(values["ledger_entries"]), identity.entries)
+            cur.executemany(
+                q(
+                    "INSERT INTO {meta} (key, value) VALUES (?, ?) "
+                    "ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+                ),
+                [(key, str(value)) for key, value in values.items()],
+            )
+            rows.update({key: str(value) for key, value in values.items()})
+            recorded = LedgerIdentity(
+                rows["ledger_id"], int(rows["ledger_epoch"]), int(rows["ledger_entries"])
+            )
+            return LedgerRecord(recorded, datetime.fromisoformat(rows["ledger_since"]))
+
+        return self._backend.run(run)
+
+    def released_windows(self, stream_id: str, since: datetime, limit: int = 100) -> list[str]:
+        """The stream's newest windows (nodes) closed as released since ``since``, newest first."""
+        rows = self._read(
+            "SELECT window_id, outcome FROM {windows} WHERE stream_id = ? AND closed_at >= ? "
+            "ORDER BY closed_at DESC",
+            (stream_id, self._time(since)),
+        )
+        return [window for window, outcome in rows if "released" in outcome.split(",")][:limit]
+
+    # --- examples ------------------------------------------------------------------------------
+    def append(
+        self,
+        stream_id: str,
+        partition: int,
+        offset: int,
+        x: int,
+        y: int,
+        user: str | None,
+        time_window: int | None,
+    ) -> int | None:
+        """One example (see :meth:`append_many`); its sequence number, or None for a replay."""
+        seqs = self.append_many(stream_id, partition, [(offset, x, y, user, time_window)])
+        return seqs[0] if seqs else None
+
+    def append_many(
+        self, stream_id: str, partition: int, rows: Sequence[tuple[int, int, int, str | None, int | None]]
+    ) -> list[int]:
+        """Store ``(offset, x, y, user, time_window)`` rows of one partition, in offset order.
+
+        Rows from messages stored before (offset below the partition's high-water mark) are
+        skipped; the others get consecutive sequence numbers, returned in order. One transaction.
+        """
+        if not rows:
+            return []
+        q = self._q
+
+        def run(cur: Cursor) -> list[int]:
+            cur.execute(
+                q(
+                    "INSERT INTO {positions} (stream_id, part, next_offset) VALUES (?, ?, -1) "
+                    "ON CONFLICT DO NOTHING"
+                ),
+                (stream_id, partition),
+            )
+            low = cur.execute(
+                q("SELECT next_offset FROM {positions} WHERE stream_id = ? AND part = ?{for_update}"),
+                (stream_id, partition),
+            ).fetchone()[0]
+            fresh = [r for r in rows if r[0] >= low]
+            if not fresh:
+                return []
+            cur.execute(
+                q("INSERT INTO {stream_seq} (stream_id, next_seq) VALUES (?, 0) ON CONFLICT DO NOTHING"),
+                (stream_id,),
+            )
+            statement = q("SELECT next_seq FROM {stream_seq} WHERE stream_id = ?{for_update}")
+            first = int(cur.execute(statement, (stream_id,)).fetchone()[0])
+            examples: list[Example] = []
+            item, previous = 0, None
+            for seq, (offset, x, y, user, window) in enumerate(fresh, start=first):
+                item = item + 1 if offset == previous else 0  # the rows of one batch message
+                previous = offset
+                examples.append((stream_id, seq, partition, offset, item, x, int(y), user, window))
+            self._backend.insert_examples(cur, examples)
+            cur.execute(
+                q("UPDATE {positions} SET next_offset = ? WHERE stream_id = ? AND part = ?"),
+                (fresh[-1][0] + 1, stream_id, partition),
+            )
+            cur.execute(
+                q("UPDATE {stream_seq} SET next_seq = ? WHERE stream_id = ?"), (first + len(fresh), stream_id)
+            )
+            return list(range(first, first + len(fresh)))
+
+        return self._backend.run(run)
+
+    def next_seq(self, stream_id: str) -> int:
+        rows = self._read("SELECT next_seq FROM {stream_seq} WHERE stream_id = ?", (stream_id,))
+        return int(rows[0][0]) if rows else 0
+
+    def partitions(self, stream_id: str) -> set[int]:
+        return {
+            int(r[0]) for r in self._read("SELECT part FROM {positions} WHERE stream_id = ?", (stream_id,))
+        }
+
+    def _window_on(self, cur: Cursor, where: str, params: Sequence[Any]) -> WindowData:
+        columns = self._backend.point_columns
+        statement = self._q(f"SELECT y, user_id, seq, {columns} FROM {{examples}} WHERE {where} ORDER BY seq")
+        rows = cur.execute(statement, params).fetchall()
+        if not rows:
+            empty = np.empty(0, dtype=np.int64)
+            return WindowData(empty, np.empty(0, dtype=np.uint8), np.empty(0, dtype=object), empty)
+        ys, users, seqs = zip(*(row[:3] for row in rows), strict=True)
+        return WindowData(
+            self._backend.points([row[3:] for row in rows]),
+            np.array(ys, dtype=np.uint8),
+            np.array(users, dtype=object),
+            np.array(seqs, dtype=np.int64),
+        )
+
+    def _window(self, where: str, params: Sequence[Any]) -> WindowData:
+        return self._backend.run(lambda cur: self._window_on(cur, where, params), mode="read")
+
+    def count_window(self, stream_id: str, start: int, end: int) -> WindowData:
+        return self._window("stream_id = ? AND seq >= ? AND seq < ?", (stream_id, start, end))
+
+    def time_window(self, stream_id: str, index: int) -> WindowData:
+        return self._window("stream_id = ? AND time_window = ?", (stream_id, index))
+
+    def pending_time_windows(self, stream_id: str) -> list[int]:
+        rows = self._read(
+            "SELECT DISTINCT time_window FROM {examples} WHERE stream_id = ? AND time_window IS NOT NULL "
+            "ORDER BY time_window",
+            (stream_id,),
+        )
+        return [int(r[0]) for r in rows]
+
+    # --- windows -------------------------------------------------------------------------------
+    def mark_closed(
+        self,
+        stream_id: str,
+        window_id: str,
+        outcome: str,
+        *,
+        seqs: tuple[int, int] | None = None,
+        time_window: int | None = None,
+    ) -> None:
+        """Record the window as done and drop its examples (they are no longer needed)."""
+        q = self._q
+
+        def run(cur: Cursor) -> None:
+            cur.execute(
+                q(
+                    "INSERT INTO {windows} (stream_id, window_id, outcome, closed_at) VALUES (?, ?, ?, ?) "
+                    "ON CONFLICT DO NOTHING"
+                ),
+                (stream_id, window_id, outcome, self._time(datetime.now(UTC))),
+            )
+            if seqs is not None:
+                cur.execute(
+                    q("DELETE FROM {examples} WHERE stream_id = ? AND seq >= ? AND seq < ?"),
+                    (stream_id, *seqs),
+                )
+            if time_window is not None:
+                cur.execute(
+                    q("DELETE FROM {examples} WHERE stream_id = ? AND time_window = ?"),
+                    (stream_id, time_window),
+                )
+
+        self._backend.run(run)
+
+    def closed_windows(self, stream_id: str, among: Iterable[str] | None = None) -> dict[str, str]:
+        query, params = "SELECT window_id, outcome FROM {windows} WHERE stream_id = ?", [stream_id]
+        if among is not None:
+            ids = list(among)
+            query += f" AND window_id IN ({', '.join('?' * len(ids))})" if ids else " AND 1 = 0"
+            params += ids
+        return dict(self._read(query, params))
+
+    # --- SOA snapshots ---------------------------------------------------------------------------
+    def save_soa(self, stream_id: str, state: dict[str, Any]) -> None:
+        self._write(
+            "INSERT INTO {soa} (stream_id, state, updated_at) VALUES (?, ?, ?) ON CONFLICT (stream_id) "
+            "DO UPDATE SET state = excluded.state, updated_at = excluded.updated_at",
+            (stream_id, json.dumps(state), self._time(datetime.now(UTC))),
+        )
+
+    def load_soa(self, stream_id: str) -> dict[str, Any] | None:
+        rows = self._read("SELECT state FROM {soa} WHERE stream_id = ?", (stream_id,))
+        return json.loads(rows[0][0]) if rows else None
+
+    # --- the release tree -------------------------------------------------------------------------
+    def close_window(
+        self,
+        stream_id: str,
+        family: str,
+        window: int,
+        bounds: NodeBounds,
+        *,
+        seqs: tuple[int, int] | None = None,
+        time_window: int | None = None,
+        vectors: int | None = None,
+        user_level: bool = False,
+    ) -> NodeData:
+        """Turn the window's raw rows into node (0, window)'s data, store it, drop the rows and
+        advance the schedule, in one transaction (idempotent: a closed window's node is returned).
+
+        Rows come from sequence numbers ``[seqs[0], seqs[1])`` (count windows) or time window
+        ``time_window``; ``vectors`` is the feature dimension (for an empty vector window);
+        ``user_level`` keeps (user, x, y) rows, each user's first k (rows without a user, which
+        validation dead-letters at the user level, are left out).
+        """
+        if (seqs is None) == (time_window is None):
+            raise ValueError("close_window needs exactly one of seqs and time_window")
+        if seqs is not None:
+            where, params = "stream_id = ? AND seq >= ? AND seq < ?", (stream_id, *seqs)
+        else:
+            where, params = "stream_id = ? AND time_window = ?", (stream_id, time_window)
+
+        def run(cur: Cursor) -> NodeData:
+            data = self._load_node(cur, stream_id, family, 0, window)
+            if data is None:
+                rows = self._window_on(cur, where, params)
+                data = self._store_node(
+                    cur,
+                    stream_id,
+                    family,
+                    0,
+                    window,
+                    NodeData.from_window(rows, bounds, vectors=vectors, user_level=user_level),
+                )
+                cur.execute(self._q(f"DELETE FROM {{examples}} WHERE {where}"), params)
+            cur.execute(
+                self._q(
+                    "INSERT INTO {schedules} (stream_id, family, last_closed_window) VALUES (?, ?, ?) "
+                    "ON CONFLICT (stream_id) DO UPDATE SET family = excluded.family, last_closed_window = "
+                    "{greatest}(coalesce({schedules}.last_closed_window, excluded.last_closed_window), "
+                    "excluded.last_closed_window)"
+                ),
+                (stream_id, family, window),
+            )
+            return data
+
+        return self._backend.run(run)
+
+    def _load_node(self, cur: Cursor, stream_id: str, family: str, level: int, index: int) -> NodeData | None:
+        row = cur.execute(
+            self._q("SELECT data FROM {nodes} WHERE stream_id = ? AND family = ? AND level = ? AND idx = ?"),
+            (stream_id, family, level, index),
+        ).fetchone()
+        return None if row is None else NodeData.from_bytes(bytes(row[0]))
+
+    def _store_node(
+        self, cur: Cursor, stream_id: str, family: str, level: int, index: int, data: NodeData
+    ) -> NodeData:
+        """Store a node built here, unless another worker stored it meanwhile: theirs stands."""
+        cur.execute(
+            self._q(
+                "INSERT INTO {nodes} (stream_id, family, level, idx, data) VALUES (?, ?, ?, ?, ?) "
+                "ON CONFLICT DO NOTHING"
+            ),
+            (stream_id, family, level, index, data.to_bytes()),
+        )
+        if cur.rowcount == 0:
+            return self._load_node(cur, stream_id, family, level, index) or data
+        return data
+
+    def save_node(self, stream_id: str, family: str, level: int, index: int, data: NodeData) -> None:
+        self._write(
+            "INSERT INTO {nodes} (stream_id, family, level, idx, data) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT (stream_id, family, level, idx) DO UPDATE SET data = excluded.data",
+            (stream_id, family, level, index, data.to_bytes()),
+        )
+
+    def load_node(self, stream_id: str, family: str, level: int, index: int) -> NodeData | None:
+        return self._backend.run(
+            lambda cur: self._load_node(cur, stream_id, family, level, index), mode="read"
+        )
+
+    def merge_node(self, stream_id: str, family: str, level: int, index: int, bounds: NodeBounds) -> NodeData:
+        """Build node (level, index) from its two stored children and store it (idempotent)."""
+        if level < 1:
+            raise ValueError("only nodes of level >= 1 are merged from children")
+
+        def run(cur: Cursor) -> NodeData:
+            data = self._load_node(cur, stream_id, family, level, index)
+            if data is not None:
+                return data
+            left = self._load_node(cur, stream_id, family, level - 1, 2 * index)
+            right = self._load_node(cur, stream_id, family, level - 1, 2 * index + 1)
+            if left is None or right is None:
+                raise StateStoreError(
+                    f"state store {self.location}: node ({level}, {index}) of {stream_id!r}/{family} cannot "
+                    "be built: a child node is missing (dropped before its parent was built?)"
+                )
+            return self._store_node(cur, stream_id, family, level, index, NodeData.merge(left, right, bounds))
+
+        return self._backend.run(run)
+
+    def drop_node(self, stream_id: str, family: str, level: int, index: int) -> None:
+        self._write(
+            "DELETE FROM {nodes} WHERE stream_id = ? AND family = ? AND level = ? AND idx = ?",
+            (stream_id, family, level, index),
+        )
+
+    def nodes(self, stream_id: str, family: str) -> list[tuple[int, int]]:
+        rows = self._read(
+            "SELECT level, idx FROM {nodes} WHERE stream_id = ? AND family = ? ORDER BY level, idx",
+            (stream_id, family),
+        )
+        return [(int(level), int(index)) for level, index in rows]
+
+    def schedule(self, stream_id: str) -> ScheduleState | None:
+        rows = self._read(
+            "SELECT family, last_closed_window FROM {schedules} WHERE stream_id = ?", (stream_id,)
+        )
+        if not rows:
+            return None
+        family, last = rows[0]
+        return ScheduleState(family, None if last is None else int(last))
+
+    def save_schedule(self, stream_id: str, state: ScheduleState) -> None:
+        self._write(
+            "INSERT INTO {schedules} (stream_id, family, last_closed_window) VALUES (?, ?, ?) "
+            "ON CONFLICT (stream_id) DO UPDATE SET family = excluded.family, "
+            "last_closed_window = excluded.last_closed_window",
+            (stream_id, state.family, state.last_closed_window),
+        )
