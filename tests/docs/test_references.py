@@ -27,15 +27,9 @@ PENDING = {
     "privstream/agents/validation.py",
     "privstream/agents/windows.py",
     "privstream/stream_app/kafka/ingest.py",
-    "privstream/stream_app/sdk.py",
     "privstream/stream_app/store/ledger_rules.py",
     "privstream/stream_app/store/sqlite_ledger.py",
     "privstream/stream_app/store/sqlite_state.py",
-    "privstream/stream_app/web/__init__.py",
-    "privstream/stream_app/web/listener.py",
-    "privstream/stream_app/web/page/__init__.py",
-    "privstream/stream_app/web/page/assets/page.js",
-    "privstream/stream_app/web/public.py",
 }
 
 
