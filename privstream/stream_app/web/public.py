@@ -68,6 +68,10 @@ class LedgerReader(Protocol):
         self, stream_id: str, mechanism_prefix: str = "", level: int | None = None
     ) -> Charge | None: ...
 
+    def release_counts(self, stream_id: str) -> dict[tuple[str, int | None], int]: ...
+
+    def published_page(self, stream_id: str, limit: int, before: int | None = None) -> list[Charge]: ...
+
 
 @dataclass(frozen=True)
 class StreamFigures:
@@ -96,33 +100,18 @@ class PublicLedger:
     ['w0']
     """
 
-    def __init__(
-        self, ledger: LedgerReader, reuse_seconds: float = 0.0, clock: Callable[[], float] = time.monotonic
-    ):
+    def __init__(self, ledger: LedgerReader):
         self.ledger = ledger
-        self.reuse_seconds, self.clock = reuse_seconds, clock
-        self._entries: dict[str, tuple[float, list[Charge]]] = {}
-
-    def entries(self, stream_id: str) -> list[Charge]:
-        """The stream's charges, one ledger read for every page built within ``reuse_seconds``
-        (the figures and the page of releases of one moment share it)."""
-        kept = self._entries.get(stream_id)
-        if kept is not None and kept[0] > self.clock():
-            return kept[1]
-        entries = self.ledger.entries(stream_id)
-        if self.reuse_seconds > 0:
-            self._entries[stream_id] = (self.clock() + self.reuse_seconds, entries)
-        return entries
 
     def figures(self, stream_id: str) -> StreamFigures:
+        """The stream's figures from aggregates of the ledger (never a read of every release)."""
         per_level: dict[int, int] = {}
         sanitized = 0
-        for charge in self.entries(stream_id):
-            if charge.mechanism.startswith("learner:"):
-                level = charge.level or 0
-                per_level[level] = per_level.get(level, 0) + 1
-            elif charge.mechanism.startswith("sanitizer:"):
-                sanitized += 1
+        for (mechanism, level), count in self.ledger.release_counts(stream_id).items():
+            if mechanism.startswith("learner:"):  # a charge without a node counts as a window
+                per_level[level or 0] = per_level.get(level or 0, 0) + count
+            elif mechanism.startswith("sanitizer:"):
+                sanitized += count
         return StreamFigures(
             self.ledger.lifetime(stream_id).spent_per_example,
             dict(sorted(per_level.items())),
@@ -133,12 +122,7 @@ class PublicLedger:
     def releases(self, stream_id: str, limit: int, before: int | None = None) -> list[Charge]:
         """The stream's published releases with entry ids below ``before`` (all if None): the most
         recent ``limit`` of them, oldest first."""
-        published = [
-            c
-            for c in self.entries(stream_id)
-            if c.published and c.release and (before is None or c.entry_id < before)
-        ]
-        return published[-limit:] if limit > 0 else []
+        return [c for c in self.ledger.published_page(stream_id, limit, before) if c.release]
 
     def latest(self, stream_id: str, mechanism_prefix: str) -> Charge | None:
         return self.ledger.latest_published(stream_id, mechanism_prefix)
@@ -161,9 +145,7 @@ class PublicReads:
         max_cached: int = 1024,
         clock: Callable[[], float] = time.monotonic,
     ):
-        self.public = (
-            ledger if isinstance(ledger, PublicLedger) else PublicLedger(ledger, cache_seconds, clock)
-        )
+        self.public = ledger if isinstance(ledger, PublicLedger) else PublicLedger(ledger)
         self.cache_seconds = cache_seconds
         self.max_cached = max_cached
         self.clock = clock

@@ -35,8 +35,11 @@ class TreeLedger:
     def spent(self, stream_id: str) -> PrivacyCost:  # the total: what a draining budget would show
         return PrivacyCost(0.25 * len(self._entries), 0.0)
 
-    def entries(self, stream_id: str) -> list[SimpleNamespace]:
-        return self._entries
+    def release_counts(self, stream_id: str) -> dict[tuple[str, int | None], int]:
+        counts: dict[tuple[str, int | None], int] = {}
+        for entry in self._entries:
+            counts[(entry.mechanism, entry.level)] = counts.get((entry.mechanism, entry.level), 0) + 1
+        return counts
 
     def refusals(self, stream_id: str) -> int:
         return self._refusals
