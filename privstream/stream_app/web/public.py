@@ -10,6 +10,7 @@ any subscriber may see. The pages read the stream configurations and the ledger 
 | ``/streams/{id}`` | one stream, the same |
 | ``/streams/{id}/budget`` | the stream's lifetime figures alone (:func:`lifetime`) |
 | ``/streams/{id}/releases/latest`` | the latest published hypothesis release, as on the topic, signed |
+| ``/streams/{id}/releases/best`` | the newest of the tree's highest level (the SDK's default), signed |
 | ``/streams/{id}/sanitized/latest`` | the latest published sanitized release, signed |
 | ``/keys`` | the public keys that sign the releases (``privstream.stream_app.signing``) |
 
@@ -126,6 +127,29 @@ class PublicLedger:
 
     def latest(self, stream_id: str, mechanism_prefix: str) -> Charge | None:
         return self.ledger.latest_published(stream_id, mechanism_prefix)
+
+    def best(self, stream_id: str) -> Charge | None:
+        """The hypothesis release the SDK's ``subscribe`` gives by default: the newest of the highest
+        level of the release tree published so far (one aggregate, then one bounded read per level
+        the stream has, from the top; a release without a node counts as level 0).
+
+        >>> from privstream.agents.ledger_port import NodeRange
+        >>> from privstream.stream_app.store.sqlite_ledger import SqliteLedger
+        >>> ledger = SqliteLedger.open(":memory:", budgets={"s": (2.0, 0.0)})
+        >>> for level, index in [(0, 0), (0, 1), (1, 0), (0, 2)]:
+        ...     node = NodeRange.of(level, index)
+        ...     r = ledger.reserve("s", f"L{level}-{index}", "learner:x", 0.1, 0.0, node)
+        ...     ledger.mark_published(ledger.complete(r.entry_id, b"{}").entry_id)
+        >>> PublicLedger(ledger).best("s").window_id
+        'L1-0'
+        """
+        counts = self.ledger.release_counts(stream_id)
+        levels = {level for (mechanism, level), _ in counts.items() if mechanism.startswith("learner:")}
+        for level in sorted((j for j in levels if j is not None), reverse=True):
+            found = self.ledger.latest_published(stream_id, "learner:", level=level)
+            if found is not None:
+                return found
+        return self.ledger.latest_published(stream_id, "learner:") if None in levels else None
 
 
 class PublicReads:
@@ -376,6 +400,22 @@ def public_routes(
 
         return page
 
+    async def best_page(request: web.Request) -> web.Response:
+        stream_id = request.match_info["stream_id"]
+        stream = public.releasing(stream_id)
+        if stream is None or stream.release is None or public.reads is None:
+            return no_releases(stream_id[:200])
+
+        def signed(public_ledger: PublicLedger) -> tuple[bytes, dict[str, str]] | None:
+            charge = public_ledger.best(stream_id)
+            return None if charge is None else (charge.release, signature_headers(signer, charge.release))
+
+        found = await public.reads.get(("best", stream_id), signed)
+        if found is None:
+            return web.json_response({"error": f"stream {stream_id!r} has no such release yet"}, status=404)
+        body, headers = found
+        return web.Response(body=body, content_type="application/json", headers=headers)
+
     async def keys_page(request: web.Request) -> web.Response:
         return web.Response(body=keys_body, content_type="application/json")
 
@@ -384,6 +424,7 @@ def public_routes(
         ("GET", "/streams/{stream_id}", stream_page),
         ("GET", "/streams/{stream_id}/budget", lifetime_page),
         ("GET", "/streams/{stream_id}/releases/latest", latest("learner:")),
+        ("GET", "/streams/{stream_id}/releases/best", best_page),
         ("GET", "/streams/{stream_id}/sanitized/latest", latest("sanitizer:")),
         ("GET", "/keys", keys_page),
     ]

@@ -3,12 +3,12 @@
 ``/`` lists the streams with their latest release and how much of their lifetime privacy budget an
 example has used; ``/stream/{id}`` draws the stream's best release (the newest of the highest level
 of the release tree, what the SDK subscribes to by default: ``/streams/{id}/releases/best``) beside
-its latest one (a threshold, an interval or points on the domain line; a vector model's decision
-regions, and a halfspace's weights on the named features with a 2-D slice in any dimension), lets a
-person check a vector release's accuracy on their own CSV file in the browser, and draws the
-releases over time with their ε and level, the releases per level, and the lifetime ε per example
-over time. It
-updates itself when a new release arrives (it polls the JSON endpoints every few seconds).
+its latest one, both served by the public listener: a threshold, an interval or points on the domain
+line; a vector model's decision regions, and a halfspace's weights on the named features with a 2-D
+slice in any dimension. It lets a person check a vector release's accuracy on their own CSV file in
+the browser, draws the releases over time with their ε and level, the releases per level, and the
+lifetime ε per example over time, and updates itself when a new release arrives (it polls the JSON
+endpoints every few seconds).
 
 Plain HTML and JavaScript from ``assets/``, served by the worker, with one vendored charting
 library (uPlot, MIT: ``assets/NOTICE``): no CDN, the pages work offline. Everything they show is
@@ -130,31 +130,6 @@ def release_summary(charge: Charge, hypothesis: bool = False) -> dict[str, Any]:
     return summary
 
 
-def best_release(charges: Iterable[Charge], summaries: ReleaseHistory) -> Charge | None:
-    """The release the SDK's ``subscribe`` gives by default: the newest hypothesis release of the
-    highest level of the release tree completed so far (the highest ``(level, last window)``; of
-    equal ones the first published, as a subscriber would have kept it). None before any release.
-
-    >>> from datetime import UTC, datetime
-    >>> def charge(entry, level, first, last):
-    ...     window = {"window_id": f"w-{entry}", "first_window": first, "last_window": last}
-    ...     body = json.dumps({"certificate": {"epsilon": 1.0, "level": level, "window": window}})
-    ...     at = datetime(2026, 1, 1, tzinfo=UTC)
-    ...     return Charge(entry, "s", f"w-{entry}", "learner:halfspaces", 1.0, 0.0, body.encode(), at, at)
-    >>> tree = [charge(1, 0, 0, 0), charge(2, 0, 1, 1), charge(3, 1, 0, 1), charge(4, 0, 2, 2)]
-    >>> best_release(tree, ReleaseHistory()).entry_id
-    3
-    """
-    best, rank = None, None
-    published = [c for c in charges if c.published and c.release and c.mechanism.startswith("learner:")]
-    for charge, summary in zip(published, summaries.of(published, limit=len(published)), strict=True):
-        last = summary["last_window"]
-        this = (summary["level"] or 0, -1 if last is None else last)
-        if rank is None or this > rank or (this == rank and last is None):
-            best, rank = charge, this
-    return best
-
-
 def asset(name: str) -> tuple[bytes, str] | None:
     """A file of ``assets/`` and its content type; None for anything else (no paths, no dotfiles).
 
@@ -216,20 +191,9 @@ def page_routes(
 
         return await public.page(("releases", stream_id, query), build)
 
-    async def best_page(request: web.Request) -> web.Response:
-        stream_id = request.match_info["stream_id"]
-        stream = by_name.get(stream_id)
-        if ledger is None or stream is None or stream.release is None:
-            return web.json_response({"error": f"stream {stream_id!r} has no private releases"}, status=404)
-        charge = best_release(ledger.entries(stream_id), history)
-        if charge is None:
-            return web.json_response({"error": f"stream {stream_id!r} has no release yet"}, status=404)
-        return web.Response(body=charge.release, content_type="application/json")
-
     return [
         ("GET", "/", index_page),
         ("GET", "/stream/{stream_id}", stream_page),
         ("GET", "/assets/{name}", asset_page),
         ("GET", "/streams/{stream_id}/releases", releases_page),
-        ("GET", "/streams/{stream_id}/releases/best", best_page),
     ]
