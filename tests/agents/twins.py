@@ -52,8 +52,7 @@ from privstream.stream_app.metrics import ServiceMetrics
 from privstream.stream_app.settings import StreamConfig
 from privstream.stream_app.store.sqlite_ledger import SqliteLedger
 from privstream.stream_app.store.sqlite_state import SqliteStateStore
-from privstream.stream_app.web import public
-from privstream.stream_app.web.page import ReleaseHistory
+from privstream.stream_app.web import page, public
 
 #: A fixed, public start of the schedule in the tests (2026-01-01T00:00:00Z): a multiple of 60 s.
 T0 = datetime(2026, 1, 1, tzinfo=UTC).timestamp()
@@ -307,7 +306,6 @@ class TwinRun:
         learners_online = OnlineLearners(online, self.metrics, self.store)
         self.pipeline = IngestPipeline(validator, learners_online, self.metrics, Progress(), self.agent)
         self.offset = 0
-        self._histories = {c.name: ReleaseHistory() for c in self.streams}
         self._shown: dict[str, Any] = {}
 
     async def _publish(
@@ -393,14 +391,22 @@ class TwinRun:
 
     # --- what the public sees --------------------------------------------------------------------
     def _pages(self) -> dict[str, Any]:
-        now = {"now": self.clock()} if _accepts(public.lifetime, "now") else {}
-        pages: dict[str, Any] = {
-            "streams": public.streams_overview(self.streams, self.ledger, **now),
-        }
+        """The public pages' JSON now: what the public listener serves (through its reads of the
+        ledger at the run's clock, where the code has them)."""
+        if hasattr(public, "PublicLedger"):
+            reader: Any = public.PublicLedger(self.ledger, clock=self.clock)
+            pages: dict[str, Any] = {"streams": public.streams_overview(self.streams, reader)}
+            for config in self.streams:
+                pages[f"budget/{config.name}"] = public.budget(config, reader)
+                releases = reader.releases(config.name, limit=page.MAX_LIMIT)
+                pages[f"releases/{config.name}"] = [page.release_summary(c) for c in releases]
+            return json.loads(json.dumps(pages))
+        # a release agent before the public pages' reads: the ledger as it is
+        pages = {"streams": public.streams_overview(self.streams, self.ledger)}
         for config in self.streams:
-            pages[f"budget/{config.name}"] = public.budget(config, self.ledger, **now)
-            entries = self.ledger.entries(config.name, **({"visible_at": now["now"]} if now else {}))
-            pages[f"releases/{config.name}"] = self._histories[config.name].of(entries)
+            pages[f"budget/{config.name}"] = public.budget(config, self.ledger)
+            published = [c for c in self.ledger.entries(config.name) if c.published]
+            pages[f"releases/{config.name}"] = [page.release_summary(c) for c in published]
         return json.loads(json.dumps(pages))
 
     def _look_at_pages(self) -> None:

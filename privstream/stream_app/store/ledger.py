@@ -709,6 +709,48 @@ class SqlLedger(LedgerGovernance):
         found = self._charges(where, params, of_stream=stream_id, latest=True)
         return found[0] if found else None
 
+    def release_counts(
+        self, stream_id: str, visible_at: float | None = None
+    ) -> dict[tuple[str, int | None], int]:
+        """How many completed charges the stream has per (mechanism, node level; None: no node),
+        in one aggregate query: the public pages' figures without reading every release; with
+        ``visible_at``, those scheduled at or before it."""
+        visible = "completed_at IS NOT NULL" if visible_at is None else _VISIBLE
+        statement = self._q(
+            f"SELECT mechanism, level, count(*) FROM {{charges}} WHERE stream_id = ? AND {visible} "
+            "GROUP BY mechanism, level"
+        )
+        params: tuple[Any, ...] = (stream_id,) if visible_at is None else (stream_id, visible_at)
+
+        def read(cur: Cursor) -> list[Any]:
+            self._stream(cur, stream_id)
+            return cur.execute(statement, params).fetchall()
+
+        rows = self._backend.run(read, mode="read")
+        return {(mechanism, None if level is None else int(level)): int(n) for mechanism, level, n in rows}
+
+    def published_page(
+        self, stream_id: str, limit: int, before: int | None = None, visible_at: float | None = None
+    ) -> list[Charge]:
+        """The stream's ``limit`` most recent published charges with entry ids below ``before``
+        (all if None), scheduled at or before ``visible_at`` (if given), oldest first: a bounded
+        page of what the public pages list."""
+        where = "stream_id = ? AND published_at IS NOT NULL" + ("" if before is None else " AND entry_id < ?")
+        where += "" if visible_at is None else f" AND {_VISIBLE}"
+        statement = self._q(f"SELECT {_CHARGE} FROM {{charges}} WHERE {where} ORDER BY entry_id DESC LIMIT ?")
+        params: tuple[Any, ...] = (
+            stream_id,
+            *(() if before is None else (before,)),
+            *(() if visible_at is None else (visible_at,)),
+            limit,
+        )
+
+        def read(cur: Cursor) -> list[Any]:
+            self._stream(cur, stream_id)
+            return cur.execute(statement, params).fetchall()
+
+        return [_to_charge(row) for row in reversed(self._backend.run(read, mode="read"))]
+
     # ----------------------------------------------------------------- the ledger itself
 
     @property
