@@ -51,25 +51,36 @@ class WatchedLedger:
         self.threads.append(threading.current_thread())
         self.gate.wait(10)
 
-    def lifetime(self, stream_id: str):
+    def lifetime(self, stream_id: str, visible_at: float | None = None):
         self._read()
-        return self.ledger.lifetime(stream_id)
+        return self.ledger.lifetime(stream_id, visible_at=visible_at)
 
-    def entries(self, stream_id: str):
+    def entries(self, stream_id: str, visible_at: float | None = None):
         raise AssertionError("the public pages never read every entry")
 
-    def release_counts(self, stream_id: str):
-        return self.ledger.release_counts(stream_id)
+    def release_counts(self, stream_id: str, visible_at: float | None = None):
+        return self.ledger.release_counts(stream_id, visible_at=visible_at)
 
-    def published_page(self, stream_id: str, limit: int, before: int | None = None):
-        return self.ledger.published_page(stream_id, limit, before)
+    def published_page(
+        self, stream_id: str, limit: int, before: int | None = None, visible_at: float | None = None
+    ):
+        return self.ledger.published_page(stream_id, limit, before, visible_at=visible_at)
+
+    def lookup(self, stream_id: str, window_id: str, mechanism: str):
+        return self.ledger.lookup(stream_id, window_id, mechanism)
 
     def refusals(self, stream_id: str) -> int:
         return self.ledger.refusals(stream_id)
 
-    def latest_published(self, stream_id: str, mechanism_prefix: str = "", level: int | None = None):
+    def latest_published(
+        self,
+        stream_id: str,
+        mechanism_prefix: str = "",
+        level: int | None = None,
+        visible_at: float | None = None,
+    ):
         self._read()
-        return self.ledger.latest_published(stream_id, mechanism_prefix, level)
+        return self.ledger.latest_published(stream_id, mechanism_prefix, level, visible_at=visible_at)
 
 
 def release(w: int) -> bytes:
@@ -101,8 +112,11 @@ async def test_ledger_reads_run_off_the_event_loop_and_concurrent_requests_share
         watched.gate.clear()  # hold the first read: everyone else must wait for the same one
         pending = [asyncio.to_thread(get, url) for _ in range(20)]
         answers = asyncio.gather(*pending)
-        while not watched.threads:
+        for _ in range(1000):  # bounded: a read that fails before the gate must not hang the test
+            if watched.threads or answers.done():
+                break
             await asyncio.sleep(0.01)
+        assert watched.threads, answers.exception() if answers.done() else "no read reached the ledger"
         ticks = 0
         for _ in range(5):  # the loop keeps running while the read is held
             await asyncio.sleep(0.01)
@@ -132,7 +146,7 @@ async def test_a_page_of_releases_is_bounded_and_pages_back_with_hypotheses_on_r
         older = json.loads(body)
         assert [r["window_id"] for r in older["releases"]] == ["w0"] and older["next_before"] is None
         assert older["releases"][0]["hypothesis"] == json.loads(release(0))["hypothesis"]
-        for bad in ("limit=0", "limit=100000", "limit=x", "before=-1", "include=everything"):
+        for bad in ("limit=0", "limit=100000", "limit=x", f"before={'x' * 1001}", "include=everything"):
             status, body = await asyncio.to_thread(get, f"{base}?{bad}")
             assert status == 400 and "error" in json.loads(body), bad
     finally:

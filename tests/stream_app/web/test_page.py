@@ -19,7 +19,7 @@ from privstream.stream_app.settings import StreamConfig
 from privstream.stream_app.store.sqlite_ledger import SqliteLedger
 from privstream.stream_app.web.listener import HttpListener
 from privstream.stream_app.web.page import asset, page_routes
-from privstream.stream_app.web.public import public_routes
+from privstream.stream_app.web.public import PublicLedger, public_routes
 
 STREAMS = [
     StreamConfig(
@@ -195,7 +195,9 @@ async def test_a_release_is_shown_and_counted_only_from_its_scheduled_time():
     assert [r["window_id"] for r in history["releases"]] == ["w0"]
     assert budget["releases"] == 1 and budget["lifetime_epsilon_spent"] == 1.0
     assert latest["certificate"]["window"]["window_id"] == best["certificate"]["window"]["window_id"] == "w0"
-    later = lifetime(STREAMS[0], ledger, now=soon)  # from its scheduled time on: counted
+    later = lifetime(
+        STREAMS[0], PublicLedger(ledger, clock=lambda: soon)
+    )  # from its scheduled time on: counted
     assert later is not None and later["releases"] == 2 and later["lifetime_epsilon_spent"] == 1.0
     ledger.close()
 
