@@ -87,15 +87,6 @@ def time_window_index(moment: float, seconds: float) -> int:
     return math.floor(moment / seconds)
 
 
-def time_window_id(index: int, seconds: float) -> str:
-    """Deterministic id of a time window (node ``(0, index)``); independent of the store.
-
-    >>> time_window_id(5, 60.0)
-    't60-L0-5'
-    """
-    return node_id(time_family(seconds), 0, index)
-
-
 def node_examples(node: NodeData) -> WindowData:
     """A node's compact data as the learner's input: a histogram expanded exactly (each (x, y) row
     repeated by its count, in the histogram's sorted order), user rows and vectors as stored (in

@@ -166,11 +166,6 @@ class Leases:
             self._epochs.update(taken)
         return taken
 
-    def epochs(self) -> dict[int, int]:
-        """The partitions this worker took, with the epoch of each."""
-        with self._lock:
-            return dict(self._epochs)
-
     def _verify(self, cur: Any, partitions: Iterable[int], lock: bool) -> None:
         # The stream's partitions that this worker took at some point: it must hold every one of
         # them still (a stale worker lost at least one) and at least one. A stream keyed by its id
