@@ -15,6 +15,7 @@ from typing import Any
 
 import faust
 import numpy as np
+from faust.app.base import BootStrategy
 
 from privstream import __version__
 from privstream.agents.dedup import Deduplicator
@@ -173,7 +174,7 @@ def build_app(settings: Settings) -> faust.App:
     if settings.kafka_bootstrap is None:
         raise ValueError("kafka_bootstrap is not set (the CLI starts the embedded broker when unset)")
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    return faust.App(
+    app = faust.App(
         settings.app_id,
         env_prefix=FAUST_ENV_PREFIX,
         broker=faust_broker_url(settings.kafka_bootstrap),
@@ -196,6 +197,12 @@ def build_app(settings: Settings) -> faust.App:
         worker_redirect_stdouts=False,
         logging_config=None,
     )
+    # The app has no agents, tables or topics of its own: the ingest service consumes and produces
+    # with its own clients (kafka/ingest.py). faust's consumer would only join a consumer group of
+    # its own before the ingest consumer's (a second, sequential group join at start-up: half the
+    # session timeout on the embedded broker) and run a fetcher thread for nothing.
+    app.boot_strategy = BootStrategy(app, enable_kafka=False)
+    return app
 
 
 def release_policy(stream: StreamConfig, hclass: HypothesisClass | None) -> ReleasePolicy:
@@ -468,6 +475,7 @@ def build_service(settings: Settings) -> Service:
                 await releases.tick()
 
     probe = StoreProbe(store_ping(settings, None if stores.identity is None else stores.identity))
+    probe.check()  # now, not at the timer's first tick: /readyz need not wait for it
 
     @app.timer(STORE_PROBE_SECONDS, on_leader=False)
     async def _probe_store() -> None:

@@ -231,7 +231,12 @@ def run_worker(args: argparse.Namespace) -> int:
     import faust
 
     from privstream.agents.ledger_port import LedgerError
-    from privstream.stream_app.embedded.broker import EmbeddedBroker, on_embedded_broker
+    from privstream.stream_app.embedded.broker import (
+        EmbeddedBroker,
+        on_embedded_broker,
+        runs_embedded_broker,
+        with_embedded_timings,
+    )
     from privstream.stream_app.kafka.clients import ensure_topics
     from privstream.stream_app.service import build_service
     from privstream.stream_app.startup import check_before_start, ledger_startup_error
@@ -246,6 +251,8 @@ def run_worker(args: argparse.Namespace) -> int:
         print(f"privstream worker: started the embedded broker at {broker.bootstrap}", file=sys.stderr)
     try:
         asyncio.run(ensure_topics(settings))
+        if broker is None and asyncio.run(runs_embedded_broker(settings)):
+            settings = with_embedded_timings(settings)  # e.g. `privstream broker`'s
         try:
             service = build_service(settings)
         except LedgerError as exc:

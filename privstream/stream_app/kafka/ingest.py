@@ -40,6 +40,7 @@ from aiokafka.errors import (
     RecordTooLargeError,
 )
 from aiokafka.partitioner import DefaultPartitioner
+from aiokafka.protocol.group import LeaveGroupRequest
 
 from privstream.agents.pipeline import MAX_RECORD_BYTES, BatchOutput, DeadLetter, IngestPipeline
 from privstream.agents.validation import MAX_MESSAGE_BYTES
@@ -216,6 +217,24 @@ async def deliver(
     return True
 
 
+async def leave_group(consumer: AIOKafkaConsumer) -> None:
+    """Leave the consumer group now, so that its partitions go to the other members (or to the next
+    worker) at once rather than after the session timeout.
+
+    aiokafka's ``stop()`` leaves only from generation 1 on, where Kafka numbers a group's first
+    generation; the embedded broker numbers it 0, so a worker stopped in its group's first generation
+    stayed a member until its session expired, and the next worker's join waited for that."""
+    coordinator = getattr(consumer, "_coordinator", None)
+    if coordinator is None or coordinator.generation != 0 or not coordinator.member_id:
+        return  # not in a group, or aiokafka leaves it itself
+    try:
+        await coordinator._send_req(LeaveGroupRequest(coordinator.group_id, coordinator.member_id))
+    except Exception as exc:  # a best effort, as aiokafka's own: the session timeout still ends it
+        log.info("ingest: could not leave the group (%s: %s)", type(exc).__name__, exc)
+    else:
+        coordinator.reset_generation()  # stop() must not leave it again
+
+
 class _Rebalance(ConsumerRebalanceListener):
     def __init__(self, service: IngestService):
         self.service = service
@@ -276,6 +295,7 @@ class IngestService(mode.Service):
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._between_batches.wait(), self.settings.stall_seconds)
         if self.consumer is not None:
+            await leave_group(self.consumer)
             await self.consumer.stop()
         if self.producer is not None:
             await self.producer.stop()
