@@ -414,7 +414,9 @@ def build_service(settings: Settings) -> Service:
     progress = Progress()
     user_level = frozenset(sid for sid, p in policies.items() if p.privacy_unit == "user")
     domains = {
-        s.name: integer_domain(streams[s.name].hypothesis_class.check_point)
+        s.name: integer_domain(
+            streams[s.name].hypothesis_class.check_point, streams[s.name].hypothesis_class.domain_size
+        )
         if s.name in streams
         else vector_domain(s.features or 0)
         for s in settings.streams

@@ -29,6 +29,7 @@ import inspect
 import logging
 import time
 from collections.abc import Callable
+from itertools import chain
 from typing import Any, NamedTuple
 
 import mode
@@ -399,7 +400,7 @@ class IngestService(mode.Service):
             self.batch_started = time.monotonic()
             self._between_batches.clear()
             try:
-                output = self.pipeline.process(m for messages in polled.values() for m in messages)
+                output = self.pipeline.process(chain.from_iterable(polled.values()))
                 if not await self._send_outputs(output, predictions_topic, dlq_topic):
                     continue  # stopping: not committed, so it is read again
                 handled = {tp: messages[-1].offset + 1 for tp, messages in polled.items()}
