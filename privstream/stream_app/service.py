@@ -90,6 +90,7 @@ class Service:
             }
         invalid = dict(self.metrics.invalid_counts)
         return {
+            "startup": self.ingest.stages.as_dict(),
             "received": self.metrics.received_count,
             "handled": self.progress.handled,
             "invalid": sum(invalid.values()),
@@ -478,6 +479,7 @@ def build_service(settings: Settings) -> Service:
 
     probe = StoreProbe(store_ping(settings, None if stores.identity is None else stores.identity))
     probe.check()  # now, not at the timer's first tick: /readyz need not wait for it
+    ingest.stages.reach("store_ready")
 
     @app.timer(STORE_PROBE_SECONDS, on_leader=False)
     async def _probe_store() -> None:

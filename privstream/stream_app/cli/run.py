@@ -98,6 +98,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     ingest.add_argument("--json", action="store_true", help="print the result as one JSON line")
     ingest.set_defaults(handler=run_bench_ingest)
+    startup = bench_kinds.add_parser(
+        "startup",
+        help="seconds from a worker's start to listening, store ready, partitions assigned and its "
+        "first prediction: on its own embedded broker, on a running one, and restarted",
+    )
+    startup.add_argument("--json", action="store_true", help="print the result as one JSON line")
+    startup.set_defaults(handler=run_bench_startup)
     ledger = bench_kinds.add_parser(
         "ledger", help="charges per second of the SQLite and PostgreSQL ledgers, 1/4/16 writers"
     )
@@ -449,6 +456,18 @@ def run_bench_ingest(args: argparse.Namespace) -> int:
     else:
         for key, value in result.items():
             print(f"{key:24} {value}")
+    return 0
+
+
+def run_bench_startup(args: argparse.Namespace) -> int:
+    from privstream.stream_app.bench.startup import run_startup_benchmark
+
+    result = run_startup_benchmark()
+    if args.json:
+        print(json.dumps(result))
+    else:
+        for key, value in result.items():
+            print(f"{key:16} {value}")
     return 0
 
 

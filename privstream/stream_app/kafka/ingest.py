@@ -48,6 +48,7 @@ from privstream.agents.validation import MAX_MESSAGE_BYTES
 from privstream.stream_app.kafka.clients import client_options
 from privstream.stream_app.metrics import ServiceMetrics
 from privstream.stream_app.settings import Settings
+from privstream.stream_app.startup_stages import StartupStages
 
 log = logging.getLogger(__name__)
 
@@ -248,6 +249,7 @@ class _Rebalance(ConsumerRebalanceListener):
 
     async def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
         log.info("ingest: partitions assigned: %s", sorted(tp.partition for tp in assigned))
+        self.service.stages.reach("partitions_assigned")
         # Before the first fetch of the new assignment (the service takes the partitions' leases).
         result = self.service.on_assigned({tp.partition for tp in assigned})
         if inspect.isawaitable(result):
@@ -263,9 +265,11 @@ class IngestService(mode.Service):
         pipeline: IngestPipeline,
         on_assigned: Any,
         metrics: ServiceMetrics | None = None,
+        stages: StartupStages | None = None,
         **kwargs: Any,
     ):
         super().__init__(**kwargs)
+        self.stages = stages or StartupStages()
         self.settings = settings
         self.pipeline = pipeline
         self.metrics = metrics
@@ -282,6 +286,7 @@ class IngestService(mode.Service):
         self._kafka_lost_logged = False
 
     async def on_start(self) -> None:
+        self.stages.reach("listening")  # the listeners are started before this service
         self.producer = AIOKafkaProducer(**ingest_producer_options(self.settings))
         await self.producer.start()
         self._producer_ready.set()
@@ -403,6 +408,8 @@ class IngestService(mode.Service):
                 output = self.pipeline.process(chain.from_iterable(polled.values()))
                 if not await self._send_outputs(output, predictions_topic, dlq_topic):
                     continue  # stopping: not committed, so it is read again
+                if output.predictions:
+                    self.stages.reach("first_prediction")
                 handled = {tp: messages[-1].offset + 1 for tp, messages in polled.items()}
                 try:
                     await consumer.commit(handled)
