@@ -193,10 +193,10 @@ def _rate(samples: list[tuple[float, int]], begin: int, end: int) -> float:
     return (c1 - c0) / (t1 - t0)
 
 
-def _receive_predictions(settings: Settings, ready: Any, stop: Any, count: Any, out: Any) -> None:
+def _receive_predictions(settings: Settings, ready: Any, stop: Any, highest: Any, out: Any) -> None:
     """A process of its own that reads the predictions topic from its end and sends back, for each
-    example predicted, (partition, offset) and when its prediction arrived (Unix time); ``count``
-    tells how many it has so far."""
+    example predicted, (partition, offset) and when its prediction arrived (Unix time); ``highest``
+    tells the highest source offset predicted so far (the examples are on one partition)."""
 
     async def receive() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         consumer = AIOKafkaConsumer(
@@ -227,7 +227,8 @@ def _receive_predictions(settings: Settings, ready: Any, stop: Any, count: Any, 
                         offsets.append(got)
                         partitions.append(np.full(len(got), prediction["source_partition"], np.int64))
                         times.append(np.full(len(got), now))
-                        count.value += len(got)
+                        if len(got):
+                            highest.value = max(highest.value, int(got.max()))
         finally:
             await consumer.stop()
         if not offsets:
@@ -292,10 +293,10 @@ def _latency(settings: Settings, rate: float, seconds: float) -> Latency:
     """Produce→prediction latencies of examples sent at ``rate`` per second for ``seconds``; the
     predictions are read by a process of its own, so that sending never delays their reading."""
     context = multiprocessing.get_context("spawn")
-    ready, stop, count = context.Event(), context.Event(), context.Value("q", 0)
+    ready, stop, highest = context.Event(), context.Event(), context.Value("q", -1)
     receiving, out = context.Pipe(duplex=False)
     receiver = context.Process(
-        target=_receive_predictions, args=(settings, ready, stop, count, out), daemon=True
+        target=_receive_predictions, args=(settings, ready, stop, highest, out), daemon=True
     )
     receiver.start()
     try:
@@ -304,7 +305,8 @@ def _latency(settings: Settings, rate: float, seconds: float) -> Latency:
         sent = asyncio.run(_send_at_rate(settings, rate, seconds))
         # Bounded: what has not arrived 30 s after the last send is reported as missing.
         deadline = time.monotonic() + 30
-        while count.value < len(sent) and time.monotonic() < deadline:
+        last = max((offset for _, offset in sent), default=-1)
+        while highest.value < last and time.monotonic() < deadline:
             time.sleep(0.05)
         stop.set()
         if not receiving.poll(30):
