@@ -25,4 +25,9 @@ fi
 
 EXTRAS="[test,docs]" source "$ROOT/scripts/setup.sh"
 cd "$ROOT"
-exec "$ROOT/.venv/bin/python" -m pytest "$@"
+# Bytecode for the package itself (an editable install has none, and PYTHONDONTWRITEBYTECODE may
+# forbid writing it on import): every worker, CLI and learner process the tests start loads it.
+"$ROOT/.venv/bin/python" -m compileall -q privstream >/dev/null
+# Two test processes (pytest-xdist), each test file in one of them: the live tests mostly wait on
+# brokers and workers, so the other runs meanwhile. `-n 0` on the command line runs them in one.
+exec "$ROOT/.venv/bin/python" -m pytest -n 2 --dist loadfile --durations=40 "$@"

@@ -76,8 +76,9 @@ import re
 import time
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Annotated, Any, ClassVar, NamedTuple
 
+import msgspec
 import pydantic_core
 from pydantic import TypeAdapter, ValidationError
 
@@ -188,6 +189,9 @@ def _in_domain_rows(
     why: dict[int, Invalid],
 ) -> None:
     domain = stream.domain  # called directly: a batch's rows are mostly in the domain
+    size = domain.size if type(domain) is IntegerDomain else None
+    if size is not None and xs and set(map(type, xs)) == {int} and min(xs) >= 0 and max(xs) < size:
+        return  # every row an integer of the domain: checked at C speed
     for i, x in enumerate(xs):
         try:
             domain(x)
@@ -411,6 +415,45 @@ _COLUMNS = (
 _REQUIRED_COLUMNS = ("xs", "ys")
 
 
+# --- the fast path: one typed decoding by msgspec --------------------------------------------------
+
+
+class PlainExample(msgspec.Struct, gc=False):
+    """A valid single example as the fast path reads it, straight from msgspec: the fields of
+    :class:`ValidExample` (``y`` already 0 or 1, no event time), without building a tuple after it.
+
+    msgspec decodes a message into it in one pass, typed (~0.5 µs, a fifth of reading the JSON and
+    checking the fields in Python), with types no looser than the schema's; what the schema reads
+    differently (a label -1 or true, an event time to parse, a float point, anything invalid) is
+    decided by the full checks, so the fast path never changes a verdict (the property tests hold
+    :meth:`ExampleValidator.validate` to pydantic's with it)."""
+
+    stream_id: str
+    x: (
+        Annotated[int, msgspec.Meta(ge=0)]
+        | Annotated[list[float], msgspec.Meta(min_length=1, max_length=10_000)]
+    )
+    y: bool | int
+    user_id: str | None = None
+    id: str | None = None
+    # Kept as their JSON text: a given event time is parsed as the schema parses it; ``xs`` makes
+    # the message a batch.
+    event_text: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="event_time")
+    xs: msgspec.Raw = msgspec.Raw(b"")
+
+    event_time: ClassVar[None] = None  # as a ValidExample's, for the pipeline
+
+
+_PLAIN = msgspec.json.Decoder(PlainExample)
+_NULL = msgspec.Raw(b"null")
+#: Brackets (``[`` and ``{``) a message may hold for the fast path: fewer than the nesting the schema's
+#: reader refuses (202 levels, where msgspec reads 999), so that both read the same messages. A message
+#: this short cannot hold more: only longer ones are counted.
+_FAST_BRACKETS = 128
+#: The event time as the schema reads it from the parsed JSON value.
+_EVENT_TIME = TypeAdapter(EventTime)
+
+
 class ExampleValidator:
     """Parses raw bytes into examples (or the rows of example batches) of known streams.
 
@@ -442,8 +485,84 @@ class ExampleValidator:
         self._rules = {sid: tuple(rule.check for rule in rules) for sid, rules in self._applying.items()}
         # Configured ids the schema accepts: one set lookup instead of the pattern, usually.
         self._good_ids = frozenset(sid for sid in domain_checks if _STREAM_ID.fullmatch(sid))
+        # Streams of integer points whose one rule is the domain [0, size): the fast path compares.
+        self._sizes = {
+            sid: check.size
+            for sid, check in domain_checks.items()
+            if sid in self._good_ids
+            and type(check) is IntegerDomain
+            and check.size is not None
+            and self._rules[sid] == (_in_domain,)
+        }
+
+    def read(self, raw: bytes | None) -> PlainExample | ValidExample | ValidRows | Invalid:
+        """:meth:`validate` as the ingest pipeline calls it: a plain valid example (the usual message)
+        comes as the :class:`PlainExample` msgspec read, with the same fields as a ``ValidExample``.
+
+        The fast path: msgspec decodes the message; a valid example is returned as it is read,
+        anything else (invalid, or not plainly valid) goes to the full checks, which decide and name
+        what is wrong."""
+        # Only ASCII: msgspec does not check the UTF-8 of what it skips; the schema's reader refuses it.
+        if (
+            raw is None
+            or not raw.isascii()
+            or len(raw) > MAX_MESSAGE_BYTES
+            or (len(raw) > _FAST_BRACKETS and raw.count(b"[") + raw.count(b"{") > _FAST_BRACKETS)
+        ):
+            return self._validate(raw)
+        try:
+            example = _PLAIN.decode(raw)
+        except (msgspec.DecodeError, RecursionError):  # not valid, or not plainly
+            return self._validate(raw)
+        stream_id, x, y, user_id, example_id = (
+            example.stream_id,
+            example.x,
+            example.y,
+            example.user_id,
+            example.id,
+        )
+        if (
+            example.xs
+            or stream_id not in self._good_ids
+            or (user_id is not None and (len(user_id) > _MAX_TEXT or "\x00" in user_id))
+            or (example_id is not None and len(example_id) > _MAX_TEXT)
+        ):
+            return self._validate(raw)
+        event_text = example.event_text
+        timeless = not event_text or event_text == _NULL
+        size = self._sizes.get(stream_id)
+        if timeless and size is not None and type(x) is int and x < size and type(y) is int and 0 <= y <= 1:
+            return example  # the usual message: nothing more to check or to build
+        label = _LABELS.get(y)  # True and False hash as 1 and 0
+        if label is None or (type(x) is list and not all(map(math.isfinite, x))):
+            return self._validate(raw)
+        event_time = None
+        if not timeless:
+            value = pydantic_core.from_json(bytes(event_text))
+            if type(value) in (list, dict, bool):
+                return self._validate(raw)
+            try:
+                event_time = _EVENT_TIME.validate_python(value)
+            except ValidationError:
+                return self._validate(raw)
+        stream = self._streams[stream_id]
+        for check in self._rules[stream_id]:
+            if check(stream, x, user_id, event_time) is not None:
+                return self._validate(raw)
+        if event_time is None and type(y) is int and label == y:  # 0 or 1, no time: as read
+            return example
+        return tuple.__new__(ValidExample, (stream_id, x, label, user_id, event_time, example_id))
 
     def validate(self, raw: bytes | None) -> ValidExample | ValidRows | Invalid:
+        """A valid example, the rows of a batch, or why the message is invalid."""
+        result = self.read(raw)
+        if type(result) is PlainExample:
+            return ValidExample(result.stream_id, result.x, result.y, result.user_id, None, result.id)
+        return result
+
+    def _validate(self, raw: bytes | None) -> ValidExample | ValidRows | Invalid:
+        """:meth:`validate` without the fast path: the JSON read, then the schema's checks field by
+        field, then the stream's."""
         if raw is None:
             return Invalid("invalid_json", "empty message (no value)")
         if len(raw) > MAX_MESSAGE_BYTES:
@@ -641,15 +760,26 @@ def _row_message(stream_id: str, columns: dict[str, list[Any]], i: int) -> bytes
     )
 
 
-def integer_domain(check_point: Callable[[int], None]) -> Callable[[object], None]:
-    """The domain check of a class stream: an integer point that ``check_point`` accepts."""
+class IntegerDomain:
+    """The domain check of a class stream: an integer point that ``check_point`` accepts. ``size``,
+    when given, says that ``check_point`` accepts exactly ``0 <= x < size`` (a hypothesis class's
+    domain): the validator's fast path then compares instead of calling it."""
 
-    def check(x: object) -> None:
+    __slots__ = ("check_point", "size")
+
+    def __init__(self, check_point: Callable[[int], None], size: int | None = None):
+        self.check_point = check_point
+        self.size = size
+
+    def __call__(self, x: object) -> None:
         if type(x) is not int:
             raise TypeError("x: this stream's points are integers, not feature vectors")
-        check_point(x)
+        self.check_point(x)
 
-    return check
+
+def integer_domain(check_point: Callable[[int], None], size: int | None = None) -> IntegerDomain:
+    """The domain check of a class stream (:class:`IntegerDomain`)."""
+    return IntegerDomain(check_point, size)
 
 
 def vector_domain(dimension: int) -> Callable[[object], None]:

@@ -15,6 +15,7 @@ from typing import Any
 
 import faust
 import numpy as np
+from faust.app.base import BootStrategy
 
 from privstream import __version__
 from privstream.agents.dedup import Deduplicator
@@ -90,6 +91,7 @@ class Service:
             }
         invalid = dict(self.metrics.invalid_counts)
         return {
+            "startup": self.ingest.stages.as_dict(),
             "received": self.metrics.received_count,
             "handled": self.progress.handled,
             "invalid": sum(invalid.values()),
@@ -174,7 +176,7 @@ def build_app(settings: Settings) -> faust.App:
     if settings.kafka_bootstrap is None:
         raise ValueError("kafka_bootstrap is not set (the CLI starts the embedded broker when unset)")
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    return faust.App(
+    app = faust.App(
         settings.app_id,
         env_prefix=FAUST_ENV_PREFIX,
         broker=faust_broker_url(settings.kafka_bootstrap),
@@ -197,6 +199,12 @@ def build_app(settings: Settings) -> faust.App:
         worker_redirect_stdouts=False,
         logging_config=None,
     )
+    # The app has no agents, tables or topics of its own: the ingest service consumes and produces
+    # with its own clients (kafka/ingest.py). faust's consumer would only join a consumer group of
+    # its own before the ingest consumer's (a second, sequential group join at start-up: half the
+    # session timeout on the embedded broker) and run a fetcher thread for nothing.
+    app.boot_strategy = BootStrategy(app, enable_kafka=False)
+    return app
 
 
 def release_policy(stream: StreamConfig, hclass: HypothesisClass | None) -> ReleasePolicy:
@@ -410,7 +418,9 @@ def build_service(settings: Settings) -> Service:
     progress = Progress()
     user_level = frozenset(sid for sid, p in policies.items() if p.privacy_unit == "user")
     domains = {
-        s.name: integer_domain(streams[s.name].hypothesis_class.check_point)
+        s.name: integer_domain(
+            streams[s.name].hypothesis_class.check_point, streams[s.name].hypothesis_class.domain_size
+        )
         if s.name in streams
         else vector_domain(s.features or 0)
         for s in settings.streams
@@ -480,6 +490,8 @@ def build_service(settings: Settings) -> Service:
                 await releases.tick()
 
     probe = StoreProbe(store_ping(settings, None if stores.identity is None else stores.identity))
+    probe.check()  # now, not at the timer's first tick: /readyz need not wait for it
+    ingest.stages.reach("store_ready")
 
     @app.timer(STORE_PROBE_SECONDS, on_leader=False)
     async def _probe_store() -> None:

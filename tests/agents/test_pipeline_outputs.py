@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from privstream.agents.online import OnlineLearners, OnlineStream
 from privstream.agents.pipeline import MAX_PREDICTIONS_PER_MESSAGE, BatchOutput, IngestPipeline, RawRecord
 from privstream.agents.progress import Progress
-from privstream.agents.validation import MAX_MESSAGE_BYTES, ExampleValidator, integer_domain
+from privstream.agents.validation import MAX_MESSAGE_BYTES, ExampleValidator, integer_domain, vector_domain
 from privstream.learning.errors import ClassSpecError
 from privstream.learning.hypothesis_classes import parse_class_spec
 from privstream.schemas import PredictionBatch
@@ -148,3 +148,37 @@ def test_points_at_the_top_of_the_largest_domain_are_learned_and_their_predictio
     assert_bounded(out)
     batches = [PredictionBatch.model_validate_json(v) for _, v in out.predictions]
     assert sum(len(b.xs) for b in batches) == 5_000 and batches[0].xs[0] == x
+
+
+@pytest.mark.parametrize("vector", [False, True])
+def test_predictions_are_written_as_pydantic_writes_them(vector):
+    """The pipeline writes its predictions with msgspec from models built without pydantic's checks:
+    the bytes are the ones the validated model writes (every field of its type, in its order)."""
+    from privstream.agents.online import VectorStream
+    from privstream.schemas import VectorPredictionBatch
+
+    stream = "v" if vector else "c"
+    learners = OnlineLearners(
+        {"c": OnlineStream("c", CLASS), "v": VectorStream("v", ((0.0, 1.0), (-1.0, 1.0)))},
+        ServiceMetrics(["c"], vector_stream_ids=["v"]),
+        None,
+    )
+    validator = ExampleValidator(
+        {"c": integer_domain(CLASS.check_point, CLASS.domain_size), "v": vector_domain(2)}
+    )
+    pipeline = IngestPipeline(validator, learners, ServiceMetrics(["c"], vector_stream_ids=["v"]), Progress())
+    xs = [[0.5, -0.25], [0.1, 0.9], [1, 0]] if vector else [3, 2**31, 7]
+    records = [
+        RawRecord(
+            "examples",
+            0,
+            offset,
+            b"k",
+            json.dumps({"stream_id": stream, "x": x, "y": offset % 2, "id": f"e{offset}"}).encode(),
+        )
+        for offset, x in enumerate(xs)
+    ]
+    ((_key, value),) = pipeline.process(records).predictions
+    model = (VectorPredictionBatch if vector else PredictionBatch).model_validate_json(value)
+    assert value == model.model_dump_json().encode()
+    assert model.source_offsets == [0, 1, 2] and model.example_ids == ["e0", "e1", "e2"]

@@ -66,6 +66,7 @@ from privstream.agents.validation import (  # noqa: E402
     SCHEMA_REASONS,
     STREAM_RULES,
     VALUE_REASONS,
+    PlainExample,
     ValidRows,
     integer_domain,
     vector_domain,
@@ -309,8 +310,116 @@ any_kind = (
 @given(any_kind)
 def test_every_kind_of_message_gets_the_reason_pydantic_gives(message):
     points = integer_domain(domain_check(100))
-    validator = ExampleValidator({"s": points, "u": points, "v": vector_domain(2)}, user_level=frozenset("u"))
+    validator = ExampleValidator(
+        {"s": integer_domain(domain_check(100), 100), "u": points, "v": vector_domain(2)},
+        user_level=frozenset("u"),
+    )
     assert_agrees(validator, message)
+
+
+# --- the fast path (msgspec) reads what the full checks read --------------------------------------
+
+
+def fast_and_full_validator() -> ExampleValidator:
+    """Streams of every kind the fast path treats apart: integer points of a known domain (compared
+    inline), of an unknown one (checked by the function), user level, feature vectors, and a time
+    window's event-time skew (a rule that needs the event time parsed)."""
+    return ExampleValidator(
+        {
+            "s": integer_domain(domain_check(100), 100),
+            "n": integer_domain(domain_check(100)),
+            "u": integer_domain(domain_check(100), 100),
+            "v": vector_domain(2),
+            "t": integer_domain(domain_check(100), 100),
+        },
+        user_level=frozenset({"u"}),
+        event_time_skew={"t": 3600.0},
+        clock=lambda: 1_767_225_600.0,  # 2026-01-01T00:00:00Z
+    )
+
+
+def assert_fast_agrees(validator: ExampleValidator, raw: bytes | None) -> None:
+    """``read`` (the pipeline's, fast path first) gives what the full checks give, field for field."""
+    full = validator._validate(raw)
+    fast = validator.read(raw)
+    if type(fast) is PlainExample:
+        assert isinstance(full, ValidExample), (raw, full)
+        assert (fast.stream_id, fast.x, fast.y, fast.user_id, fast.event_time, fast.id) == tuple(full), raw
+        assert type(fast.y) is int and type(full.y) is int
+    else:
+        assert fast == full, raw
+    assert validator.validate(raw) == full, raw
+
+
+near_fast_fields = {
+    **near_fields,
+    "stream_id": st.sampled_from(["s", "n", "u", "v", "t", "other", "s\n", "x" * 201, 3]),
+    "event_time": st.sampled_from(
+        ["2026-01-01T00:10:00Z", "2025-01-01T00:00:00", "2026-01-01", 1_767_225_600, "not a time", True, None]
+    ),
+}
+
+
+@st.composite
+def near_fast(draw) -> bytes:
+    fields = draw(st.fixed_dictionaries({}, optional=near_fast_fields))
+    keys = draw(st.permutations(list(fields)))
+    return json.dumps({k: fields[k] for k in keys}, ensure_ascii=draw(st.booleans())).encode()
+
+
+#: What msgspec reads where the schema's reader does not, or the other way round: the fast path must
+#: leave each to the full checks.
+READERS_DIFFER = [
+    b'{"stream_id": "s", "x": 3, "y": 1, "extra": "\xff"}',  # not UTF-8
+    b'{"stream_id": "s", "x": 3, "y": 1, "\xff": 1}',
+    b'{"stream_id": "s", "x": 3, "y": 1, "extra": ' + b"[" * 300 + b"]" * 300 + b"}",  # deep, not too deep
+    b'{"stream_id": "s", "x": 3, "y": 1, "extra": ' + b"[" * 70 + b"]" * 70 + b"}",
+    b'{"stream_id": "s", "x": 3, "y": 1, "extra": 1' + b"0" * 5000 + b"}",  # more digits than int() reads
+    b'{"stream_id": "s", "x": 3, "y": 1, "extra": "\\ud800"}',  # half a surrogate pair
+    b'{"stream_id": "s", "x": 3, "y": 1, "extra": 1e999}',
+    b'{"stream_id": "s", "x": 3, "y": 1, "extra": NaN}',
+    b'{"stream_id": "s", "x": 3, "y": 1, "xs": null}',
+    b'{"stream_id": "s", "x": 3, "y": 1, "event_time": null}',
+    b'{"stream_id": "s", "x": 3, "y": 1, "x": 4}',
+    b'{"stream_id": "s", "x": 3.0, "y": 1}',
+    b'{"stream_id": "s", "x": 1e2, "y": 1}',
+    b'{"stream_id": "s", "x": 3, "y": 1.0}',
+    b'{"stream_id": "s", "x": 3, "y": true}',
+    b'{"stream_id": "s", "x": 3, "y": -1}',
+    b'{"stream_id": "s", "x": 100, "y": 1}',
+    b'{"stream_id": "s", "x": -0, "y": 1}',
+    b'{"stream_id": "s", "x": 3' + b"0" * 40 + b', "y": 1}',
+    b'{"stream_id": "v", "x": [1e999, 1], "y": 1}',
+    b'{"stream_id": "v", "x": [1' + b"0" * 400 + b', 1], "y": 1}',
+    b'{"stream_id": "v", "x": [true, 1], "y": 1}',
+    b'{"stream_id": "v", "x": ["1", 1], "y": 1}',
+    b'{"stream_id": "v", "x": [9007199254740993, 0.1], "y": 1}',
+    b'{"stream_id": "u", "x": 3, "y": 1, "user_id": "a\\u0000"}',
+    b'{"stream_id": "\\u0073", "x": 3, "y": 1}',
+    b'{"stream_id": "s", "x": 3, "y": 1}  ',
+    b'{"stream_id": "s", "x": 3, "y": 1} x',
+    b'{"stream_id": "t", "x": 3, "y": 1, "event_time": "2026-01-01T00:10:00Z"}',
+    b'{"stream_id": "t", "x": 3, "y": 1, "event_time": "2030-01-01T00:10:00Z"}',
+    b'{"stream_id": "t", "x": 3, "y": 1, "event_time": [1]}',
+]
+
+
+@pytest.mark.parametrize("message", READERS_DIFFER)
+def test_the_fast_path_leaves_what_the_readers_read_differently_to_the_full_checks(message):
+    assert_fast_agrees(fast_and_full_validator(), message)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(near_fast() | any_kind)
+def test_the_fast_path_agrees_with_the_full_checks(message):
+    assert_fast_agrees(fast_and_full_validator(), message)
+
+
+def test_the_usual_message_takes_the_fast_path():
+    """Else the pipeline would be as slow as before, with every test still green."""
+    validator = fast_and_full_validator()
+    assert type(validator.read(raw(stream_id="s", x=3, y=1, id="e1"))) is PlainExample
+    assert type(validator.read(raw(stream_id="t", x=3, y=0))) is PlainExample
 
 
 def test_the_reasons_are_the_schemas_then_the_rules():

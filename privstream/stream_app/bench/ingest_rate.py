@@ -10,7 +10,10 @@ In one run, on one topic of the embedded broker (or ``PRIVSTREAM_KAFKA_BOOTSTRAP
   own parser, ``pydantic_core.from_json``, a higher ceiling (and the only one on hostile messages:
   ``json.loads`` takes 75 µs on 2,000-deep nesting where the service's parser takes 3 µs);
 * ``batch_rate``: the worker draining ``ExampleBatch`` messages (examples per second), last;
-* latency from produce to prediction (p50, p99) with examples sent at half the service rate;
+* latency from produce to prediction (p50, p99) with examples sent at a tenth of the service rate
+  just measured (a quiet stream: what batching and fetch waits add) and at half of it (a busy one),
+  each example timed from its record batch's send to its prediction's arrival at a reader in a
+  process of its own (so that sending never delays the reading);
 * with ``invalid_ratio`` R > 0, a flood, after the clean messages: n valid messages mixed with R·n
   hostile ones (every kind of :func:`~privstream.stream_app.sources.synthetic.hostile_messages`,
   spread evenly), then n hostile ones alone. The raw consumers and the worker read the same
@@ -29,8 +32,8 @@ Ratios, not absolute times, are the result: the machine is shared and noisy.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
+import multiprocessing
 import secrets
 import sys
 import tempfile
@@ -41,9 +44,11 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import msgspec
 import numpy as np
 import pydantic_core
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.partitioner import DefaultPartitioner
 
 from privstream.stream_app.embedded.broker import EmbeddedBroker, free_listener_ports, on_embedded_broker
 from privstream.stream_app.embedded.demo import WorkerProcess, fetch_json
@@ -175,10 +180,11 @@ def _observe(worker: WorkerProcess, learned: int, invalid: int, timeout: float) 
 
 
 def _rate(samples: list[tuple[float, int]], begin: int, end: int) -> float:
-    """Per second while a count climbed from ``begin`` to ``end``, from (time, count) samples: from
-    the last sample at or below ``begin`` (so a group join before the first message is excluded)
-    to the first at or past ``end``."""
-    t0, c0 = next((t, c) for t, c in reversed(samples) if c <= begin)
+    """Per second while a count climbed from ``begin`` to ``end``, from (time, count) samples: from the
+    first sample past ``begin`` to the first at or past ``end``. The raw consumers and the worker are
+    timed alike: from the end of their first batch of the part (what came before it, a group join or
+    a fetch that waited, is excluded for both)."""
+    t0, c0 = next((t, c) for t, c in samples if c > begin)
     t1, c1 = next((t, c) for t, c in samples if c >= end)
     if t1 <= t0:
         raise RuntimeError(
@@ -187,72 +193,133 @@ def _rate(samples: list[tuple[float, int]], begin: int, end: int) -> float:
     return (c1 - c0) / (t1 - t0)
 
 
-async def _latency(settings: Settings, rate: float, seconds: float) -> tuple[list[float], int]:
-    """Produce→prediction latencies (s) of examples sent at ``rate`` per second, and how many
-    examples were sent."""
+def _receive_predictions(settings: Settings, ready: Any, stop: Any, highest: Any, out: Any) -> None:
+    """A process of its own that reads the predictions topic from its end and sends back, for each
+    example predicted, (partition, offset) and when its prediction arrived (Unix time); ``highest``
+    tells the highest source offset predicted so far (the examples are on one partition)."""
+
+    async def receive() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        consumer = AIOKafkaConsumer(
+            **client_options(settings),
+            enable_auto_commit=False,
+            fetch_max_wait_ms=settings.kafka_fetch_max_wait_ms,  # as the worker's: see the settings
+            max_partition_fetch_bytes=8 << 20,
+        )
+        await consumer.start()
+        topic = settings.topic("predictions")
+        await consumer.topics()
+        consumer.assign([TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic) or ()])
+        await consumer.seek_to_end()
+        for tp in consumer.assignment():
+            await consumer.position(tp)
+        ready.set()
+        partitions: list[np.ndarray] = []
+        offsets: list[np.ndarray] = []
+        times: list[np.ndarray] = []
+        try:
+            while not stop.is_set():
+                batch = await consumer.getmany(timeout_ms=100)
+                now = time.time()
+                for messages in batch.values():
+                    for message in messages:
+                        prediction = msgspec.json.decode(message.value)
+                        got = np.asarray(prediction["source_offsets"], dtype=np.int64)
+                        offsets.append(got)
+                        partitions.append(np.full(len(got), prediction["source_partition"], np.int64))
+                        times.append(np.full(len(got), now))
+                        if len(got):
+                            highest.value = max(highest.value, int(got.max()))
+        finally:
+            await consumer.stop()
+        if not offsets:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
+        return np.concatenate(partitions), np.concatenate(offsets), np.concatenate(times)
+
+    out.send(asyncio.run(receive()))
+
+
+class Latency(NamedTuple):
+    """Produce→prediction latencies at one rate."""
+
+    rate: float  # examples per second sent
+    seconds: np.ndarray  # each received example's latency
+    missing: int  # examples sent whose prediction did not arrive
+
+    def figures(self) -> dict[str, Any]:
+        lat = self.seconds if len(self.seconds) else np.array([float("nan")])
+        return {
+            "rate": self.rate,
+            "p50_seconds": float(np.percentile(lat, 50)),
+            "p99_seconds": float(np.percentile(lat, 99)),
+            "samples": len(self.seconds),
+            "missing": self.missing,
+        }
+
+
+async def _send_at_rate(settings: Settings, rate: float, seconds: float) -> dict[tuple[int, int], float]:
+    """Single-example messages at ``rate`` per second for ``seconds``, as one record batch every 10 ms
+    (cheap for the sender, so that it keeps the rate); (partition, offset) -> when it was sent."""
     n = int(rate * seconds)
     xs, ys = _examples(n, seed=7)
-    producer = AIOKafkaProducer(**client_options(settings), linger_ms=1)
-    # Partitions assigned by hand: no group join to wait for. It reads the earlier predictions
-    # too; those are not among the examples sent here and are ignored.
-    # As the worker's consumer (kafka_fetch_max_wait_ms): the embedded broker holds an idle fetch
-    # for the whole wait, which would otherwise add up to 500 ms to every measured latency.
-    consumer = AIOKafkaConsumer(
-        **client_options(settings),
-        enable_auto_commit=False,
-        fetch_max_wait_ms=settings.kafka_fetch_max_wait_ms,
-    )
-    await consumer.start()
-    topic = settings.topic("predictions")
-    await consumer.topics()  # fetch the metadata: the topic's partitions
-    consumer.assign([TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic) or ()])
-    await consumer.seek_to_beginning()
+    producer = AIOKafkaProducer(**client_options(settings), linger_ms=0, max_batch_size=1 << 20)
     await producer.start()
-    sent_at: dict[tuple[int, int], float] = {}
-    received: dict[tuple[int, int], float] = {}
-    wanted: set[tuple[int, int]] = set()  # (partition, offset) of the examples sent here
-
-    sending_done = asyncio.Event()
-
-    async def receive() -> None:
-        while not (sending_done.is_set() and wanted <= received.keys()):
-            batch = await consumer.getmany(timeout_ms=200)
-            now = time.time()
-            for messages in batch.values():
-                for message in messages:
-                    prediction = json.loads(message.value)
-                    partition = prediction["source_partition"]
-                    for offset in prediction["source_offsets"]:
-                        received[(partition, offset)] = now
-
-    receiver = asyncio.create_task(receive())
     try:
+        topic = settings.topic("examples")
+        partitions = sorted(await producer.partitions_for(topic))
+        key = STREAM.encode()
+        partition = DefaultPartitioner()(key, partitions, partitions)
         step, t0 = 0.01, time.perf_counter()
         per_step = max(1, int(rate * step))
-        pending = []
+        pending: list[tuple[float, int, asyncio.Future[Any]]] = []
         for i in range(0, n, per_step):
-            for j in range(i, min(n, i + per_step)):
-                payload = json.dumps({"stream_id": STREAM, "x": int(xs[j]), "y": int(ys[j])}).encode()
-                pending.append(
-                    (
-                        time.time(),
-                        await producer.send(settings.topic("examples"), payload, key=STREAM.encode()),
-                    )
-                )
+            count = min(n, i + per_step) - i
+            batch = producer.create_batch()
+            for j in range(i, i + count):
+                payload = b'{"stream_id":"%s","x":%d,"y":%d}' % (key, xs[j], ys[j])
+                batch.append(key=key, value=payload, timestamp=None)
+            pending.append((time.time(), count, await producer.send_batch(batch, topic, partition=partition)))
             await asyncio.sleep(max(0.0, t0 + (i // per_step + 1) * step - time.perf_counter()))
-        for stamp, future in pending:
+        sent: dict[tuple[int, int], float] = {}
+        for stamp, count, future in pending:
             meta = await future
-            sent_at[(meta.partition, meta.offset)] = stamp
-            wanted.add((meta.partition, meta.offset))
-        sending_done.set()
-        # Bounded: what has not arrived 30 s after the last send is reported as missing.
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.shield(receiver), timeout=30)
+            for k in range(count):
+                sent[(meta.partition, meta.offset + k)] = stamp
+        return sent
     finally:
-        receiver.cancel()
         await producer.stop()
-        await consumer.stop()
-    return [received[k] - sent_at[k] for k in sent_at if k in received], len(sent_at)
+
+
+def _latency(settings: Settings, rate: float, seconds: float) -> Latency:
+    """Produce→prediction latencies of examples sent at ``rate`` per second for ``seconds``; the
+    predictions are read by a process of its own, so that sending never delays their reading."""
+    context = multiprocessing.get_context("spawn")
+    ready, stop, highest = context.Event(), context.Event(), context.Value("q", -1)
+    receiving, out = context.Pipe(duplex=False)
+    receiver = context.Process(
+        target=_receive_predictions, args=(settings, ready, stop, highest, out), daemon=True
+    )
+    receiver.start()
+    try:
+        if not ready.wait(60):
+            raise RuntimeError("the predictions reader did not start")
+        sent = asyncio.run(_send_at_rate(settings, rate, seconds))
+        # Bounded: what has not arrived 30 s after the last send is reported as missing.
+        deadline = time.monotonic() + 30
+        last = max((offset for _, offset in sent), default=-1)
+        while highest.value < last and time.monotonic() < deadline:
+            time.sleep(0.05)
+        stop.set()
+        if not receiving.poll(30):
+            raise RuntimeError("the predictions reader did not answer")
+        partitions, offsets, times = receiving.recv()
+    finally:
+        stop.set()
+        receiver.join(10)
+        if receiver.is_alive():
+            receiver.kill()
+    received = dict(zip(zip(partitions.tolist(), offsets.tolist(), strict=True), times.tolist(), strict=True))
+    latencies = np.array([received[k] - t for k, t in sent.items() if k in received])
+    return Latency(rate, latencies, len(sent) - len(latencies))
 
 
 def run_ingest_benchmark(
@@ -352,7 +419,15 @@ def run_ingest_benchmark(
         t1 = next(s.time for s in samples if s.learned >= valid + n)
         batch_rate = n / (t1 - t0)
         print(f"bench: batched {batch_rate:,.0f} examples/s; latency at half the service rate", file=log)
-        latencies, latency_sent = asyncio.run(_latency(settings, service_rate / 2, latency_seconds))
+        # Quiet first (a tenth of the capacity just measured), then busy (half of it).
+        quiet = _latency(settings, service_rate / 10, latency_seconds)
+        busy = _latency(settings, service_rate / 2, latency_seconds)
+        print(
+            "bench: p99 latency {:.0f} ms at 10% of the capacity, {:.0f} ms at 50%".format(
+                1000 * quiet.figures()["p99_seconds"], 1000 * busy.figures()["p99_seconds"]
+            ),
+            file=log,
+        )
         status = fetch_json(f"{worker.operator_url}/status") or {}
         exit_status = worker.stop()
         if exit_status != 0:
@@ -361,7 +436,6 @@ def run_ingest_benchmark(
                 + (workdir / "worker.log").read_text()[-4000:],
                 file=log,
             )
-    lat = np.array(latencies) if latencies else np.array([float("nan")])
     return {
         "raw_rate": raw_rate,
         "service_rate": service_rate,
@@ -371,11 +445,14 @@ def run_ingest_benchmark(
         "batch_rate": batch_rate,
         "batch_ratio": batch_rate / raw_rate,
         **flood_figures,
-        "p50_latency_seconds": float(np.percentile(lat, 50)),
-        "p99_latency_seconds": float(np.percentile(lat, 99)),
-        "latency_samples": len(latencies),
-        "latency_missing": latency_sent - len(latencies),
-        "latency_rate": service_rate / 2,
+        "latency_at_10_percent": quiet.figures(),
+        "latency_at_50_percent": busy.figures(),
+        # the figures at 50%, as earlier versions reported them
+        "p50_latency_seconds": busy.figures()["p50_seconds"],
+        "p99_latency_seconds": busy.figures()["p99_seconds"],
+        "latency_samples": len(busy.seconds),
+        "latency_missing": busy.missing,
+        "latency_rate": busy.rate,
         "examples": n,
         "batch_size": batch_size,
         "worker_exit_status": exit_status,

@@ -119,6 +119,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     ingest.add_argument("--json", action="store_true", help="print the result as one JSON line")
     ingest.set_defaults(handler=run_bench_ingest)
+    startup = bench_kinds.add_parser(
+        "startup",
+        help="seconds from a worker's start to listening, store ready, partitions assigned and its "
+        "first prediction: on its own embedded broker, on a running one, and restarted",
+    )
+    startup.add_argument("--json", action="store_true", help="print the result as one JSON line")
+    startup.set_defaults(handler=run_bench_startup)
     ledger = bench_kinds.add_parser(
         "ledger", help="charges per second of the SQLite and PostgreSQL ledgers, 1/4/16 writers"
     )
@@ -252,7 +259,12 @@ def run_worker(args: argparse.Namespace) -> int:
     import faust
 
     from privstream.agents.ledger_port import LedgerError
-    from privstream.stream_app.embedded.broker import EmbeddedBroker, on_embedded_broker
+    from privstream.stream_app.embedded.broker import (
+        EmbeddedBroker,
+        on_embedded_broker,
+        runs_embedded_broker,
+        with_embedded_timings,
+    )
     from privstream.stream_app.kafka.clients import ensure_topics
     from privstream.stream_app.service import build_service
     from privstream.stream_app.startup import check_before_start, ledger_startup_error
@@ -267,6 +279,8 @@ def run_worker(args: argparse.Namespace) -> int:
         print(f"privstream worker: started the embedded broker at {broker.bootstrap}", file=sys.stderr)
     try:
         asyncio.run(ensure_topics(settings))
+        if broker is None and asyncio.run(runs_embedded_broker(settings)):
+            settings = with_embedded_timings(settings)  # e.g. `privstream broker`'s
         try:
             service = build_service(settings)
         except LedgerError as exc:
@@ -475,6 +489,18 @@ def run_bench_ingest(args: argparse.Namespace) -> int:
     else:
         for key, value in result.items():
             print(f"{key:24} {value}")
+    return 0
+
+
+def run_bench_startup(args: argparse.Namespace) -> int:
+    from privstream.stream_app.bench.startup import run_startup_benchmark
+
+    result = run_startup_benchmark()
+    if args.json:
+        print(json.dumps(result))
+    else:
+        for key, value in result.items():
+            print(f"{key:16} {value}")
     return 0
 
 

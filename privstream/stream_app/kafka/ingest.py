@@ -17,18 +17,20 @@ No input can stop the loop: every record the pipeline produces fits the producer
 any other failure is retried until it goes through, while ``/healthz`` reports the batch as stuck
 after ``stall_seconds``. The batch's offsets are committed once every record is acknowledged.
 
-The consumer group is ``<app_id>.ingest`` (faust's own consumer keeps ``<app_id>``: the two use
-different assignors and must not share a group).
+The consumer group is ``<app_id>.ingest``, the worker's only one: faust's own consumer is not
+started (the app has no agents or tables), so a worker joins one group at start, not two in a row.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import inspect
 import logging
 import time
 from collections.abc import Callable
+from itertools import chain
 from typing import Any, NamedTuple
 
 import mode
@@ -40,12 +42,14 @@ from aiokafka.errors import (
     RecordTooLargeError,
 )
 from aiokafka.partitioner import DefaultPartitioner
+from aiokafka.protocol.group import LeaveGroupRequest
 
 from privstream.agents.pipeline import MAX_RECORD_BYTES, BatchOutput, DeadLetter, IngestPipeline
 from privstream.agents.validation import MAX_MESSAGE_BYTES
 from privstream.stream_app.kafka.clients import client_options
 from privstream.stream_app.metrics import ServiceMetrics
 from privstream.stream_app.settings import Settings
+from privstream.stream_app.startup_stages import StartupStages
 
 log = logging.getLogger(__name__)
 
@@ -216,18 +220,38 @@ async def deliver(
     return True
 
 
+async def leave_group(consumer: AIOKafkaConsumer) -> None:
+    """Leave the consumer group now, so that its partitions go to the other members (or to the next
+    worker) at once rather than after the session timeout.
+
+    aiokafka's ``stop()`` leaves only from generation 1 on, where Kafka numbers a group's first
+    generation; the embedded broker numbers it 0, so a worker stopped in its group's first generation
+    stayed a member until its session expired, and the next worker's join waited for that."""
+    coordinator = getattr(consumer, "_coordinator", None)
+    if coordinator is None or coordinator.generation != 0 or not coordinator.member_id:
+        return  # not in a group, or aiokafka leaves it itself
+    try:
+        await coordinator._send_req(LeaveGroupRequest(coordinator.group_id, coordinator.member_id))
+    except Exception as exc:  # a best effort, as aiokafka's own: the session timeout still ends it
+        log.info("ingest: could not leave the group (%s: %s)", type(exc).__name__, exc)
+    else:
+        coordinator.reset_generation()  # stop() must not leave it again
+
+
 class _Rebalance(ConsumerRebalanceListener):
     def __init__(self, service: IngestService):
         self.service = service
 
     async def on_partitions_revoked(self, revoked: list[TopicPartition]) -> None:
-        # Called inside getmany(), between batches: every processed batch is committed already.
+        # Called inside getmany(), between batches: the last one processed is committed first.
+        await self.service.settle()
         log.info("ingest: partitions revoked: %s", sorted(tp.partition for tp in revoked))
         for tp in revoked:  # another worker may handle it meanwhile: our offset would go stale
             self.service.handled_offsets.pop(tp, None)
 
     async def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
         log.info("ingest: partitions assigned: %s", sorted(tp.partition for tp in assigned))
+        self.service.stages.reach("partitions_assigned")
         # Before the first fetch of the new assignment (the service takes the partitions' leases).
         result = self.service.on_assigned({tp.partition for tp in assigned})
         if inspect.isawaitable(result):
@@ -243,9 +267,11 @@ class IngestService(mode.Service):
         pipeline: IngestPipeline,
         on_assigned: Any,
         metrics: ServiceMetrics | None = None,
+        stages: StartupStages | None = None,
         **kwargs: Any,
     ):
         super().__init__(**kwargs)
+        self.stages = stages or StartupStages()
         self.settings = settings
         self.pipeline = pipeline
         self.metrics = metrics
@@ -253,7 +279,10 @@ class IngestService(mode.Service):
         self.consumer: AIOKafkaConsumer | None = None
         self.producer: AIOKafkaProducer | None = None
         self.batches = 0
-        self.batch_started: float | None = None  # monotonic time the batch in hand was polled
+        # When each batch in hand was polled (monotonic), the oldest first: processed, or being
+        # acknowledged and committed (_finish).
+        self._polled_at: collections.deque[float] = collections.deque()
+        self._finishing: asyncio.Future[None] | None = None  # the last batch's _finish
         self.handled_offsets: dict[TopicPartition, int] = {}  # next offset to handle, per partition
         self._producer_ready = asyncio.Event()
         self._between_batches = asyncio.Event()  # clear while a polled batch is being handled
@@ -262,6 +291,7 @@ class IngestService(mode.Service):
         self._kafka_lost_logged = False
 
     async def on_start(self) -> None:
+        self.stages.reach("listening")  # the listeners are started before this service
         self.producer = AIOKafkaProducer(**ingest_producer_options(self.settings))
         await self.producer.start()
         self._producer_ready.set()
@@ -275,7 +305,9 @@ class IngestService(mode.Service):
         # the group: a commit racing the LeaveGroup failed and crashed the stop (exit status 1).
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._between_batches.wait(), self.settings.stall_seconds)
+            await asyncio.wait_for(self.settle(), self.settings.stall_seconds)
         if self.consumer is not None:
+            await leave_group(self.consumer)
             await self.consumer.stop()
         if self.producer is not None:
             await self.producer.stop()
@@ -293,6 +325,11 @@ class IngestService(mode.Service):
         if started is not None and time.monotonic() - started > stall:
             return False, f"a batch polled {time.monotonic() - started:.0f} s ago is still not done"
         return True, "ok"
+
+    @property
+    def batch_started(self) -> float | None:
+        """When the oldest batch in hand was polled (monotonic), or None."""
+        return self._polled_at[0] if self._polled_at else None
 
     def readiness(self) -> tuple[bool, str]:
         """Ready once the clients are up and partitions of the examples topic are assigned."""
@@ -346,8 +383,8 @@ class IngestService(mode.Service):
             log.warning("ingest: Kafka at %s answers again", self.settings.kafka_bootstrap)
         self.kafka_ok_at = time.monotonic()
 
-    async def _send_outputs(self, output: BatchOutput, predictions_topic: str, dlq_topic: str) -> bool:
-        """Send a batch's predictions and dead letters; True once every one is acknowledged."""
+    async def _send_outputs(self, output: BatchOutput, predictions_topic: str, dlq_topic: str) -> list[Sent]:
+        """Send a batch's predictions and dead letters (queued in the producer: see :func:`deliver`)."""
         producer = self.producer
         assert producer is not None
         sent = [
@@ -355,7 +392,7 @@ class IngestService(mode.Service):
         ]
         if output.dead_letters:
             sent += await send_dead_letters(producer, dlq_topic, output.dead_letters)
-        return await deliver(producer, sent, dlq_topic, lambda: self.should_stop, self._refused)
+        return sent
 
     def _refused(self, topic: str, record: Record, error: BaseException) -> None:
         if self.metrics is not None:
@@ -375,40 +412,69 @@ class IngestService(mode.Service):
 
     @mode.Service.task
     async def _consume(self) -> None:
+        """Poll, process, send; a batch's outputs are acknowledged and its offsets committed while the
+        next batch is polled and processed (:meth:`_finish`), one batch behind at most, in order."""
         assert self.consumer is not None and self.producer is not None
         consumer = self.consumer
         predictions_topic = self.settings.topic("predictions")
         dlq_topic = self.settings.topic("examples.dlq")
         while not self.should_stop:
             polled = await consumer.getmany(timeout_ms=200, max_records=MAX_RECORDS_PER_POLL)
+            finishing = self._finishing
+            if finishing is not None and finishing.done():
+                finishing.result()  # its error, if it failed, stops the service as the loop's would
             if not polled or self.should_stop:  # stopping: not committed, so it is read again
-                if not self.should_stop:
+                if not self.should_stop and (finishing is None or finishing.done()):
                     self._report_lag()
                 continue
-            self.batch_started = time.monotonic()
+            self._polled_at.append(time.monotonic())
             self._between_batches.clear()
             try:
-                output = self.pipeline.process(m for messages in polled.values() for m in messages)
-                if not await self._send_outputs(output, predictions_topic, dlq_topic):
-                    continue  # stopping: not committed, so it is read again
+                output = self.pipeline.process(chain.from_iterable(polled.values()))
+                sent = await self._send_outputs(output, predictions_topic, dlq_topic)
                 handled = {tp: messages[-1].offset + 1 for tp, messages in polled.items()}
-                try:
-                    await consumer.commit(handled)
-                except CommitFailedError:
-                    # The group rebalanced while the batch was handled (a worker joined or died, or
-                    # a slow store held the batch up): its partitions' new owners read it again
-                    # from the last commit, which the idempotent state store and ledger absorb.
-                    # Not a reason to stop: the next poll rejoins the group.
-                    log.warning(
-                        "ingest: the group rebalanced during a batch, whose offsets were not "
-                        "committed; its partitions are read again by their new owners"
-                    )
-                    continue
-                self.batches += 1
-                self.handled_offsets.update(handled)
-                if self.metrics is not None:
-                    self.metrics.ingest_batch_handled(time.monotonic() - self.batch_started)
-                self._report_lag()
+                if finishing is not None:
+                    await finishing  # the previous batch first: offsets are committed in order
+                self._finishing = asyncio.ensure_future(
+                    self._finish(sent, handled, bool(output.predictions), dlq_topic)
+                )
             finally:
-                self.batch_started = None
                 self._between_batches.set()
+
+    async def _finish(
+        self, sent: list[Sent], handled: dict[TopicPartition, int], predicted: bool, dlq_topic: str
+    ) -> None:
+        """Wait until a batch's outputs are acknowledged, then commit its offsets."""
+        assert self.consumer is not None and self.producer is not None
+        try:
+            if not await deliver(self.producer, sent, dlq_topic, lambda: self.should_stop, self._refused):
+                return  # stopping: not committed, so it is read again
+            if predicted:
+                self.stages.reach("first_prediction")
+            try:
+                await self.consumer.commit(handled)
+            except CommitFailedError:
+                # The group rebalanced while the batch was handled (a worker joined or died, or a
+                # slow store held the batch up): its partitions' new owners read it again from the
+                # last commit, which the idempotent state store and ledger absorb. Not a reason to
+                # stop: the next poll rejoins the group.
+                log.warning(
+                    "ingest: the group rebalanced during a batch, whose offsets were not "
+                    "committed; its partitions are read again by their new owners"
+                )
+                return
+            self.batches += 1
+            self.handled_offsets.update(handled)
+            if self.metrics is not None and self._polled_at:
+                self.metrics.ingest_batch_handled(time.monotonic() - self._polled_at[0])
+            self._report_lag()
+        finally:
+            if self._polled_at:
+                self._polled_at.popleft()
+
+    async def settle(self) -> None:
+        """Wait until the batch in flight is acknowledged and committed (or given up)."""
+        finishing = self._finishing
+        if finishing is not None:
+            with contextlib.suppress(Exception):  # its error stops the loop, not the caller
+                await asyncio.shield(finishing)

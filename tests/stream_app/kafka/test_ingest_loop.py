@@ -1,0 +1,120 @@
+"""The ingest loop: a batch's offsets are committed only once its outputs are acknowledged, in the
+order the batches were polled, while the next batch is already processed; a revocation (or a stop)
+first settles the batch in flight.
+
+Stand-ins for the consumer, the producer and the pipeline; the producer acknowledges a record only
+when the test says so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from aiokafka import TopicPartition
+
+from privstream.agents.pipeline import BatchOutput, RawRecord
+from privstream.stream_app.kafka.ingest import IngestService, _Rebalance
+from privstream.stream_app.settings import Settings
+
+TP = TopicPartition("examples", 0)
+
+
+class Consumer:
+    def __init__(self, batches: list[list[int]]):
+        self.batches = [[RawRecord("examples", 0, o, b"k", b"{}") for o in offsets] for offsets in batches]
+        self.commits: list[int] = []
+
+    async def getmany(self, timeout_ms: int, max_records: int) -> dict[TopicPartition, list[RawRecord]]:
+        await asyncio.sleep(0)
+        if not self.batches:
+            await asyncio.sleep(0.01)
+            return {}
+        return {TP: self.batches.pop(0)}
+
+    async def commit(self, offsets: dict[TopicPartition, int]) -> None:
+        self.commits.append(offsets[TP])
+
+    def assignment(self) -> set[TopicPartition]:
+        return {TP}
+
+    def highwater(self, tp: TopicPartition) -> int | None:
+        return None
+
+
+class Producer:
+    """Sends are acknowledged when ``ack(value)`` is called."""
+
+    def __init__(self) -> None:
+        self.pending: dict[bytes, asyncio.Future[Any]] = {}
+
+    async def send(self, topic: str, value: bytes, key: bytes | None = None, headers: Any = None) -> Any:
+        future = self.pending[value] = asyncio.get_running_loop().create_future()
+        return future
+
+    def ack(self, value: bytes) -> None:
+        self.pending[value].set_result(None)
+
+
+class Pipeline:
+    def __init__(self) -> None:
+        self.processed: list[int] = []  # the last offset of each batch, in order
+
+    def process(self, records: Any) -> BatchOutput:
+        last = list(records)[-1].offset
+        self.processed.append(last)
+        return BatchOutput(predictions=[(b"s", b"batch-%d" % last)])
+
+
+def service(batches: list[list[int]]) -> tuple[IngestService, Consumer, Producer, Pipeline]:
+    settings = Settings(kafka_bootstrap="127.0.0.1:9", _env_file=None)  # type: ignore[call-arg]
+    pipeline = Pipeline()
+    ingest = IngestService(settings, pipeline, on_assigned=lambda parts: None)  # type: ignore[arg-type]
+    consumer, producer = Consumer(batches), Producer()
+    ingest.consumer, ingest.producer = consumer, producer  # type: ignore[assignment]
+    return ingest, consumer, producer, pipeline
+
+
+async def until(condition: Any) -> None:
+    for _ in range(500):
+        if condition():
+            return
+        await asyncio.sleep(0.002)
+    raise AssertionError("condition never held")
+
+
+async def test_offsets_are_committed_after_the_outputs_in_order_while_the_next_batch_is_processed():
+    ingest, consumer, producer, pipeline = service([[0, 1], [2, 3], [4]])
+    loop = asyncio.ensure_future(IngestService._consume(ingest))
+    try:
+        # The second batch is processed while the first one's prediction waits for Kafka...
+        await until(lambda: pipeline.processed == [1, 3])
+        assert consumer.commits == [] and ingest.batch_started is not None
+        # ...and nothing is committed before its own outputs are acknowledged, in order.
+        producer.ack(b"batch-3")
+        await asyncio.sleep(0.02)
+        assert consumer.commits == []
+        producer.ack(b"batch-1")
+        await until(lambda: consumer.commits == [2, 4])
+        await until(lambda: pipeline.processed == [1, 3, 4])
+        assert consumer.commits == [2, 4]  # the third batch is not acknowledged yet
+        producer.ack(b"batch-4")
+        await until(lambda: consumer.commits == [2, 4, 5])
+        assert ingest.batch_started is None and ingest.handled_offsets == {TP: 5}
+    finally:
+        loop.cancel()
+
+
+async def test_a_revocation_waits_until_the_batch_in_flight_is_committed():
+    ingest, consumer, producer, pipeline = service([[7, 8]])
+    loop = asyncio.ensure_future(IngestService._consume(ingest))
+    try:
+        await until(lambda: pipeline.processed == [8])
+        revoking = asyncio.ensure_future(_Rebalance(ingest).on_partitions_revoked([TP]))
+        await asyncio.sleep(0.02)
+        assert not revoking.done()  # its partitions are not given away with a batch uncommitted
+        producer.ack(b"batch-8")
+        await asyncio.wait_for(revoking, 1)
+        assert consumer.commits == [9]
+    finally:
+        loop.cancel()
