@@ -19,10 +19,10 @@ the data would leak it. Finite values and the row length are validated before wi
 * ``result.model`` is the *public* predictor: ``predict(X) -> uint8``, ``to_dict()`` (canonical
   JSON: equal models give equal dicts) and :func:`vector_model_from_dict` to read it back. It is
   a function of the mechanism's DP output only.
-* :data:`VECTOR_LEARNERS`: ``"bayes-consistent"``, ``"semi-supervised"`` and ``"halfspaces"``.
+* :data:`VECTOR_LEARNERS`: ``"bayes-consistent"``, ``"semi-supervised"``, ``"halfspaces"`` and ``"kernel"``.
 
 >>> sorted(VECTOR_LEARNERS)
-['bayes-consistent', 'halfspaces', 'semi-supervised']
+['bayes-consistent', 'halfspaces', 'kernel', 'semi-supervised']
 >>> make_vector_learner("bayes-consistent").name
 'bayes-consistent'
 """
@@ -127,6 +127,7 @@ VECTOR_LEARNERS: dict[str, str] = {
     "bayes-consistent": "privstream.learning.consistent.pcl:BayesConsistentLearner",
     "semi-supervised": "privstream.learning.consistent.semisupervised:SemiSupervisedLearner",
     "halfspaces": "privstream.learning.private_learners.halfspaces.learner:HalfspaceLearner",
+    "kernel": "privstream.learning.private_learners.kernel.learner:KernelLearner",
 }
 
 #: Released model kinds -> ``"module:Class"`` with a ``from_dict`` classmethod.
@@ -134,6 +135,7 @@ VECTOR_MODELS: dict[str, str] = {
     "grid-labels": "privstream.learning.consistent.pcl:GridLabelModel",
     "stump": "privstream.learning.consistent.semisupervised:StumpModel",
     "halfspace": "privstream.learning.private_learners.halfspaces.learner:HalfspaceModel",
+    "random-features": "privstream.learning.private_learners.kernel.rule:KernelModel",
 }
 
 
@@ -148,7 +150,7 @@ def make_vector_learner(name: str, **params: Any) -> VectorLearner:
     >>> make_vector_learner("svm")
     Traceback (most recent call last):
     ...
-    ValueError: unknown vector learner 'svm'; known: bayes-consistent, halfspaces, semi-supervised
+    ValueError: unknown vector learner 'svm'; known: bayes-consistent, halfspaces, kernel, semi-supervised
     """
     target = VECTOR_LEARNERS.get(name) if isinstance(name, str) else None
     if target is None:
