@@ -52,6 +52,7 @@ __all__ = [
     "check_features",
     "is_vector_model_dict",
     "make_vector_learner",
+    "row_products",
     "split_labels",
     "vector_model_from_dict",
 ]
@@ -241,6 +242,24 @@ def split_labels(y: object, n: int) -> tuple[np.ndarray, np.ndarray]:
         labelled = arr != -1
         return np.where(labelled, arr, 0).astype(np.uint8), labelled
     raise LabelError(f"labels must be an integer or float array, got dtype {arr.dtype}")
+
+
+def row_products(rows: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """``rows @ right`` (a matrix or a vector), each row's result summed in one fixed order.
+
+    A learner that counts errors row by row (each row moving each count by at most one) must get
+    the same floating-point result for a row whatever other rows share the product: BLAS may sum
+    in another order for a block of another size (a single row goes through another kernel), and
+    a neighbouring dataset could then move *another* row across a threshold. ``einsum`` without
+    BLAS sums each row in the order of its entries.
+
+    >>> rows = np.random.default_rng(0).random((50, 8)); m = np.random.default_rng(1).random((8, 3))
+    >>> bool(np.array_equal(row_products(rows, m)[7:], row_products(rows[7:], m)))
+    True
+    >>> bool(np.array_equal(row_products(rows, m)[3], row_products(rows[3:4], m)[0]))
+    True
+    """
+    return np.einsum("ij,j...->i...", rows, right, optimize=False)
 
 
 def finite_epsilon(epsilon: object) -> float:

@@ -15,6 +15,12 @@ The frequencies are ``ω_j = (√2/h)·g_j`` with ``g`` the first ``d·D`` stand
 legacy ``RandomState(seed)`` (row-major ``(d, D)``), whose stream NumPy keeps frozen across
 versions: ``(seed, D, h)`` define the map, so a released model stores them, not the frequencies.
 
+**One row, one result.** ``φ(u)`` and a score ``⟨w, φ(u)⟩`` are computed row by row in a fixed
+order of summation (:func:`~privstream.learning.private_learners.vector_base.row_products`), so a
+row's floating-point result never depends on which other rows share its block: a neighbouring
+dataset moves no other row's score across an offset, and the learner's error counts move by at
+most one.
+
 >>> rf = RandomFeatures(dimension=2, frequencies=64, bandwidth=0.5)
 >>> phi = rf.transform(np.array([[0.1, 0.2], [0.15, 0.2], [0.9, 0.9]]))
 >>> phi.shape, np.allclose(np.linalg.norm(phi, axis=1), 1.0)
@@ -30,6 +36,8 @@ import math
 from collections.abc import Iterator
 
 import numpy as np
+
+from privstream.learning.private_learners.vector_base import row_products
 
 __all__ = ["FEATURE_SEED", "MAX_FREQUENCIES", "RandomFeatures"]
 
@@ -79,5 +87,9 @@ class RandomFeatures:
         """``φ`` of ``U`` a block of :data:`ROWS_PER_CHUNK` rows at a time (in order)."""
         scale = 1.0 / math.sqrt(self.frequencies)
         for first in range(0, U.shape[0], ROWS_PER_CHUNK):
-            angles = U[first : first + ROWS_PER_CHUNK] @ self._omega
+            angles = row_products(U[first : first + ROWS_PER_CHUNK], self._omega)
             yield np.hstack((np.cos(angles), np.sin(angles))) * scale
+
+    def scores(self, U: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        """``⟨weights, φ(u)⟩`` per row of ``U``, each row's result independent of the others."""
+        return np.concatenate([row_products(chunk, weights) for chunk in self.chunks(U)] or [np.zeros(0)])

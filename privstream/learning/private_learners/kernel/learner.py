@@ -157,7 +157,7 @@ class KernelLearner:
         U_l, y_l = U[labelled], labels[labelled]
         v = private_direction(features, U_l, y_l, weights, budget.direction, relation, src)
         scale = float(np.linalg.norm(v)) or 1.0  # zero only if the noise cancels v exactly
-        scores = np.concatenate([chunk @ v for chunk in features.chunks(U_l)] or [np.zeros(0)])
+        scores = features.scores(U_l, v)
         chosen = choose_offset(offset_errors(scores / scale, y_l), budget.offset_epsilon, src)
         offset = scale * float(OFFSETS[chosen])
         model = KernelModel(b, bandwidth=bandwidth, frequencies=self.frequencies, weights=v, offset=offset)

@@ -60,7 +60,7 @@ class KernelModel:
         arr = check_features(X, self.bounds)
         lo, hi = self.bounds[:, 0], self.bounds[:, 1]
         U = (arr - lo) / (hi - lo)
-        return np.concatenate([chunk @ self.weights for chunk in self.features.chunks(U)] or [np.zeros(0)])
+        return self.features.scores(U, self.weights)
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         return (self.scores(X) >= self.offset).astype(np.uint8)

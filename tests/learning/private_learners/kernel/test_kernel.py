@@ -69,6 +69,19 @@ def test_the_features_are_a_function_of_seed_frequencies_and_bandwidth_only() ->
     assert np.array_equal(np.vstack(list(a.chunks(U))), a.transform(U))
 
 
+def test_a_rows_score_does_not_depend_on_the_other_rows() -> None:
+    # The offset's error counts move by at most one only if no other row's score moves: bit for bit,
+    # whatever rows share its block (a BLAS product may sum in another order for another block).
+    U = np.random.default_rng(8).random((700, 20))
+    features = RandomFeatures(20, 256, 0.7)
+    weights = np.random.default_rng(9).standard_normal(features.size)
+    scores = features.scores(U, weights)
+    for first in (1, 3, 333):
+        assert np.array_equal(scores[first:], features.scores(U[first:], weights))
+    for i in (0, 5, 699):
+        assert scores[i] == features.scores(U[i : i + 1], weights)[0]
+
+
 # -- the sensitivities ---------------------------------------------------------------------------
 
 
