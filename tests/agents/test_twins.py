@@ -121,7 +121,10 @@ async def test_user_level_twins_differing_in_one_user_agree():
 
 # -- streams of feature vectors: every registered vector learner --------------------------------------
 
-VECTOR_PARAMS = {"semi-supervised": {"n_semi": 20}}  # a small cover: the twins run in a second
+VECTOR_PARAMS = {
+    "semi-supervised": {"n_semi": 20},
+    "kernel": {"frequencies": 16},
+}  # the twins run in a second
 
 
 def vector_stream(learner: str) -> StreamConfig:

@@ -64,6 +64,12 @@ RUNS: dict[tuple[str, str | None], Runs] = {
     ("halfspaces-fitted", None): Runs(2000, 1),
     ("halfspaces-fitted", "selection_argmax"): Runs(300, 2),
     ("halfspaces-fitted", "direction_exact"): Runs(300, 2),
+    ("kernel", None): Runs(3000, 1),
+    ("kernel", "no_noise"): Runs(300, 2),
+    ("kernel", "noise_halved"): Runs(8000, 2),  # a Gaussian tail: lower bound ≈ 1.2 at this seed
+    ("kernel-spread", None): Runs(3000, 1),
+    ("kernel-spread", "no_noise"): Runs(300, 2),
+    ("kernel-spread", "unclipped"): Runs(3000, 2),
     ("mwem", None): Runs(600, 0),
     ("mwem", "selection_without_noise"): Runs(300, 0, min_lower_bound=2.0),
     ("mwem", "measurement_without_noise"): Runs(300, 0),

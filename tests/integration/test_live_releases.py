@@ -294,6 +294,7 @@ def test_a_stream_of_feature_vectors_releases_through_the_same_pipeline(unique_s
         name="vec",
         features=2,
         feature_bounds=[(0.0, 1.0), (0.0, 1.0)],
+        online_learner="perceptron",
         online_params={"margin": 0.1},
         release=ReleaseConfig(
             learner="bayes-consistent", window=WindowConfig(size=1000), epsilon=1.0, epsilon_budget=5.0

@@ -108,6 +108,10 @@ CASES: dict[str, Callable[[int, int | None, int], Any]] = {
     "halfspaces": vector_case("halfspaces", unlabelled=0.3),
     # normals fitted privately: 2 of 5 features kept (the fit's parameters come from m alone)
     "halfspaces-fitted": vector_case("halfspaces", unlabelled=0.3, d=5, max_features=2, fit_from=0),
+    "kernel": vector_case("kernel", delta=1e-6, unlabelled=0.3, d=3, frequencies=16),
+    "kernel-public-bandwidth": vector_case(
+        "kernel", delta=1e-6, unlabelled=0.3, frequencies=16, bandwidth=0.3
+    ),
 }
 
 

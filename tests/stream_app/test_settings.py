@@ -127,9 +127,9 @@ def test_cli_reports_bad_settings_in_one_line(monkeypatch, capsys, tmp_path):
 VECTORS = {"name": "v", "features": 2, "feature_bounds": [[0, 1], [0, 1]]}
 
 
-def test_a_vector_stream_needs_no_release_and_has_a_perceptron_by_default():
+def test_a_vector_stream_needs_no_release_and_has_the_auto_learner_by_default():
     stream = Settings(streams=[VECTORS], _env_file=None).streams[0]
-    assert stream.release is None and stream.online_learner == "perceptron" and stream.online_params == {}
+    assert stream.release is None and stream.online_learner == "auto" and stream.online_params == {}
     assert stream.feature_labels == ["x1", "x2"]
     named = Settings(streams=[{**VECTORS, "feature_names": ["age", "income"]}], _env_file=None).streams[0]
     assert named.feature_labels == ["age", "income"]

@@ -34,6 +34,7 @@ _CONSISTENT = "privstream.learning.consistent.audit_specs"
 _SANITIZERS = "privstream.learning.sanitizers.audit_specs"
 _HIERARCHICAL = "privstream.learning.sanitizers.hierarchical.audit_specs"
 _HALFSPACES = "privstream.learning.private_learners.halfspaces.audit_specs"
+_KERNEL = "privstream.learning.private_learners.kernel.audit_specs"
 
 #: Audit name -> ``"module:function"``; the function returns the :class:`AuditSpec` (keyword
 #: ``epsilon`` where the claim can be chosen).
@@ -62,6 +63,8 @@ AUDITS: dict[str, str] = {
     "pcde": f"{_CONSISTENT}:pcde_audit_spec",
     "halfspaces": f"{_HALFSPACES}:halfspaces_audit_spec",
     "halfspaces-fitted": f"{_HALFSPACES}:fitted_audit_spec",
+    "kernel": f"{_KERNEL}:kernel_audit_spec",
+    "kernel-spread": f"{_KERNEL}:spread_audit_spec",
     # sanitizers (sanitizers/base.py: SANITIZERS)
     "mwem": f"{_SANITIZERS}:mwem_audit_spec",
     "mwem-zcdp": f"{_SANITIZERS}:mwem_zcdp_audit_spec",

@@ -11,10 +11,18 @@ prediction is made before the label is learned), ``predict_one``/``predict_many`
   that no halfspace has that margin on the stream (:mod:`.perceptron`);
 * ``averaged-perceptron``: predicts with the Perceptron's average rule (better on noisy streams),
   and keeps the Perceptron's proof of non-separability (:mod:`.averaged_perceptron`);
+* ``second-order-perceptron``: the second-order Perceptron, averaged: it whitens the features by
+  the correlation of its mistakes, so it does not depend on where the bounds put the origin; it
+  keeps the Perceptron's proof of non-separability; at most 256 features (:mod:`.second_order`);
 * ``logistic``: online logistic regression with AdaGrad steps (:mod:`.logistic`).
 
+The default, :data:`DEFAULT_ONLINE_LEARNER` ``"auto"``, is ``second-order-perceptron`` up to 256
+features and ``averaged-perceptron`` above (:func:`resolve_online_learner`).
+
 >>> sorted(ONLINE_LEARNERS)
-['averaged-perceptron', 'logistic', 'perceptron']
+['averaged-perceptron', 'logistic', 'perceptron', 'second-order-perceptron']
+>>> make_online_learner("auto", [[0, 1]] * 3).name, make_online_learner("auto", [[0, 1]] * 300).name
+('second-order-perceptron', 'averaged-perceptron')
 >>> p = make_online_learner("perceptron", [[0, 1]], margin=0.5)
 >>> p.learn_one([0.9], 1), p.learn_one([0.1], 0), p.mistakes, p.mistake_bound
 (1, 1, 1, 8)
@@ -38,10 +46,14 @@ from privstream.learning.online.base import (
 )
 from privstream.learning.online.logistic import LogisticRegression
 from privstream.learning.online.perceptron import Perceptron
+from privstream.learning.online.second_order import MAX_FEATURES as SECOND_ORDER_MAX_FEATURES
+from privstream.learning.online.second_order import SecondOrderPerceptron
 
 __all__ = [
+    "AUTO",
     "DEFAULT_ONLINE_LEARNER",
     "ONLINE_LEARNERS",
+    "SECOND_ORDER_MAX_FEATURES",
     "AveragedPerceptron",
     "FeatureMap",
     "LogisticRegression",
@@ -49,27 +61,45 @@ __all__ = [
     "OnlineLearner",
     "OnlineStateError",
     "Perceptron",
+    "SecondOrderPerceptron",
     "learner_from_state",
     "make_online_learner",
     "mistake_bound",
     "radius",
+    "resolve_online_learner",
 ]
 
 ONLINE_LEARNERS: dict[str, type[LinearLearner]] = {
-    cls.name: cls for cls in (Perceptron, AveragedPerceptron, LogisticRegression)
+    cls.name: cls for cls in (Perceptron, AveragedPerceptron, SecondOrderPerceptron, LogisticRegression)
 }
-DEFAULT_ONLINE_LEARNER = "perceptron"
+#: Not a learner: the second-order Perceptron where it fits, else the averaged Perceptron.
+AUTO = "auto"
+DEFAULT_ONLINE_LEARNER = AUTO
+
+
+def resolve_online_learner(name: str, features: int) -> str:
+    """The learner ``name`` stands for on ``features`` features (``"auto"``: see the module docstring).
+
+    >>> [resolve_online_learner(name, d) for name, d in (("auto", 256), ("auto", 257), ("logistic", 9))]
+    ['second-order-perceptron', 'averaged-perceptron', 'logistic']
+    """
+    if name != AUTO:
+        return name
+    return SecondOrderPerceptron.name if features <= SECOND_ORDER_MAX_FEATURES else AveragedPerceptron.name
 
 
 def make_online_learner(name: str, bounds: object, **params: Any) -> LinearLearner:
-    """A fresh learner ``name`` on features within ``bounds``; ``params`` as its constructor takes.
+    """A fresh learner ``name`` (or ``"auto"``) on features within ``bounds``; ``params`` as its
+    constructor takes.
 
     >>> make_online_learner("logistic", [[0, 1]], learning_rate=0.1).learning_rate
     0.1
     """
+    if name == AUTO:
+        name = resolve_online_learner(name, FeatureMap(bounds).dimension)
     cls = ONLINE_LEARNERS.get(name)
     if cls is None:
-        known = ", ".join(sorted(ONLINE_LEARNERS))
+        known = ", ".join([AUTO, *sorted(ONLINE_LEARNERS)])
         raise OnlineInputError(f"unknown online learner {name!r}; known: {known}")
     try:
         return cls(bounds, **params)

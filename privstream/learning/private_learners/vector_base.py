@@ -19,10 +19,10 @@ the data would leak it. Finite values and the row length are validated before wi
 * ``result.model`` is the *public* predictor: ``predict(X) -> uint8``, ``to_dict()`` (canonical
   JSON: equal models give equal dicts) and :func:`vector_model_from_dict` to read it back. It is
   a function of the mechanism's DP output only.
-* :data:`VECTOR_LEARNERS`: ``"bayes-consistent"``, ``"semi-supervised"`` and ``"halfspaces"``.
+* :data:`VECTOR_LEARNERS`: ``"bayes-consistent"``, ``"semi-supervised"``, ``"halfspaces"`` and ``"kernel"``.
 
 >>> sorted(VECTOR_LEARNERS)
-['bayes-consistent', 'halfspaces', 'semi-supervised']
+['bayes-consistent', 'halfspaces', 'kernel', 'semi-supervised']
 >>> make_vector_learner("bayes-consistent").name
 'bayes-consistent'
 """
@@ -52,6 +52,7 @@ __all__ = [
     "check_features",
     "is_vector_model_dict",
     "make_vector_learner",
+    "row_products",
     "split_labels",
     "vector_model_from_dict",
 ]
@@ -127,6 +128,7 @@ VECTOR_LEARNERS: dict[str, str] = {
     "bayes-consistent": "privstream.learning.consistent.pcl:BayesConsistentLearner",
     "semi-supervised": "privstream.learning.consistent.semisupervised:SemiSupervisedLearner",
     "halfspaces": "privstream.learning.private_learners.halfspaces.learner:HalfspaceLearner",
+    "kernel": "privstream.learning.private_learners.kernel.learner:KernelLearner",
 }
 
 #: Released model kinds -> ``"module:Class"`` with a ``from_dict`` classmethod.
@@ -134,6 +136,7 @@ VECTOR_MODELS: dict[str, str] = {
     "grid-labels": "privstream.learning.consistent.pcl:GridLabelModel",
     "stump": "privstream.learning.consistent.semisupervised:StumpModel",
     "halfspace": "privstream.learning.private_learners.halfspaces.learner:HalfspaceModel",
+    "random-features": "privstream.learning.private_learners.kernel.rule:KernelModel",
 }
 
 
@@ -148,7 +151,7 @@ def make_vector_learner(name: str, **params: Any) -> VectorLearner:
     >>> make_vector_learner("svm")
     Traceback (most recent call last):
     ...
-    ValueError: unknown vector learner 'svm'; known: bayes-consistent, halfspaces, semi-supervised
+    ValueError: unknown vector learner 'svm'; known: bayes-consistent, halfspaces, kernel, semi-supervised
     """
     target = VECTOR_LEARNERS.get(name) if isinstance(name, str) else None
     if target is None:
@@ -239,6 +242,24 @@ def split_labels(y: object, n: int) -> tuple[np.ndarray, np.ndarray]:
         labelled = arr != -1
         return np.where(labelled, arr, 0).astype(np.uint8), labelled
     raise LabelError(f"labels must be an integer or float array, got dtype {arr.dtype}")
+
+
+def row_products(rows: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """``rows @ right`` (a matrix or a vector), each row's result summed in one fixed order.
+
+    A learner that counts errors row by row (each row moving each count by at most one) must get
+    the same floating-point result for a row whatever other rows share the product: BLAS may sum
+    in another order for a block of another size (a single row goes through another kernel), and
+    a neighbouring dataset could then move *another* row across a threshold. ``einsum`` without
+    BLAS sums each row in the order of its entries.
+
+    >>> rows = np.random.default_rng(0).random((50, 8)); m = np.random.default_rng(1).random((8, 3))
+    >>> bool(np.array_equal(row_products(rows, m)[7:], row_products(rows[7:], m)))
+    True
+    >>> bool(np.array_equal(row_products(rows, m)[3], row_products(rows[3:4], m)[0]))
+    True
+    """
+    return np.einsum("ij,j...->i...", rows, right, optimize=False)
 
 
 def finite_epsilon(epsilon: object) -> float:

@@ -39,7 +39,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="halfspaces:D: the public [lo, hi] of each feature, as JSON: [[0, 100], [0, 1], ...]",
     )
     online.add_argument(
-        "--learner", default="perceptron", help="halfspaces:D: perceptron, averaged-perceptron or logistic"
+        "--learner",
+        default="auto",  # privstream.learning.online.DEFAULT_ONLINE_LEARNER, without importing numpy here
+        help="halfspaces:D: auto (the service's default), perceptron, averaged-perceptron, "
+        "second-order-perceptron or logistic",
     )
     online.add_argument(
         "--margin", type=float, help="halfspaces:D: the Perceptrons' margin γ (default 0.1): bound (D+1)/γ²"

@@ -225,7 +225,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     demo.add_argument(
         "--online-learner",
         default="perceptron",
-        help="--vectors: perceptron (default), averaged-perceptron or logistic",
+        help="--vectors: perceptron (default), averaged-perceptron, second-order-perceptron, logistic, auto",
     )
     demo.add_argument(
         "--margin",

@@ -263,7 +263,12 @@ def demo_stream(args: argparse.Namespace) -> StreamConfig:
         return StreamConfig(
             name=DEMO_STREAM, hypothesis_class=args.class_spec, release=ReleaseConfig(**release)
         )
-    margin_tested = args.online_learner in ("perceptron", "averaged-perceptron")
+    margin_tested = args.online_learner in (
+        "perceptron",
+        "averaged-perceptron",
+        "second-order-perceptron",
+        "auto",
+    )
     return StreamConfig(
         name=DEMO_STREAM,
         features=vectors,

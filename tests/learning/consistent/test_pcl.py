@@ -160,7 +160,7 @@ def test_public_resolution_for_add_remove_neighbours() -> None:
 
 
 def test_registry_and_protocol() -> None:
-    assert set(VECTOR_LEARNERS) == {"bayes-consistent", "halfspaces", "semi-supervised"}
+    assert set(VECTOR_LEARNERS) == {"bayes-consistent", "halfspaces", "kernel", "semi-supervised"}
     learner = make_vector_learner("bayes-consistent", max_cells=100)
     with pytest.raises(ReleaseTooLargeError):  # refused before touching the data
         learner.fit(

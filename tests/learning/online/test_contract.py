@@ -27,7 +27,7 @@ from tests.learning.online.streams import noisy_stream, separable_stream
 
 LEARNERS = sorted(ONLINE_LEARNERS)
 #: Learners that test the margin (a Perceptron inside), and those that bound their own mistakes.
-MARGIN_TESTED = ["averaged-perceptron", "perceptron"]
+MARGIN_TESTED = ["averaged-perceptron", "perceptron", "second-order-perceptron"]
 BOUNDED = ["perceptron"]
 
 

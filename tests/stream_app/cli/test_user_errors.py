@@ -115,13 +115,13 @@ def test_a_point_beyond_every_domain_in_a_file_is_one_line(capsys, tmp_path, x, 
 # -- names: every one that would do, and the closest --------------------------------------------------
 
 
-def test_an_unknown_learner_lists_all_six_and_suggests_the_closest(capsys, examples) -> None:
+def test_an_unknown_learner_lists_all_seven_and_suggests_the_closest(capsys, examples) -> None:
     argv = ["learn", "thresholds:16", "--examples", str(examples), "--learner", "gneric", "--epsilon", "1"]
     line = one_line_error(*run(capsys, *argv)[::2], "learn")
     assert "unknown learner 'gneric' (did you mean 'generic'?)" in line
     known = line.split("known: ")[1].split(", ")
     assert known == [
-        "bayes-consistent", "generic", "global-stability", "halfspaces", "proper", "semi-supervised"
+        "bayes-consistent", "generic", "global-stability", "halfspaces", "kernel", "proper", "semi-supervised"
     ]  # fmt: skip
 
 

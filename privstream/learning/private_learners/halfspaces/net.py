@@ -37,6 +37,7 @@ import numpy as np
 
 from privstream.learning.errors import LearningInputError
 from privstream.learning.private_learners.halfspaces.model import HalfspaceModel
+from privstream.learning.private_learners.vector_base import row_products
 
 __all__ = [
     "DEFAULT_MAX_NORMALS",
@@ -149,7 +150,9 @@ def net_errors(net: HalfspaceNet, U: np.ndarray, y: np.ndarray) -> np.ndarray:
         scale = R / span[first : first + step]
         block = net.normals[first : first + step].T * scale
         a = block.shape[1]
-        t = U @ block  # c = floor(t + ½) offsets b_j <= projection, t = (⟨w, u⟩ - lo_w)·R/span_w
+        # c = floor(t + ½) offsets b_j <= projection, t = (⟨w, u⟩ - lo_w)·R/span_w; each row's t
+        # whatever the other rows, so a neighbour moves every error count by at most one
+        t = row_products(U, block)
         t += 0.5 - lo[first : first + step] * scale
         np.floor(t, out=t)
         np.clip(t, 0, R, out=t)

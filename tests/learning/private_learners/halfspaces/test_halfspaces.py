@@ -495,3 +495,14 @@ def test_the_fit_is_decided_by_the_public_size() -> None:
     assert not learner.fits(2, 1.0, 10**6) and learner.fits(3, 1.0, 300) and not learner.fits(3, 0.5, 599)
     with pytest.raises(ValueError):
         HalfspaceLearner(max_features=0)
+
+
+def test_every_error_count_is_a_sum_over_rows_each_counted_alone() -> None:
+    # Sensitivity 1 rests on it: a row's contribution to every count is a function of the row
+    # alone (its projections are summed in one fixed order whatever rows share the block).
+    gen = np.random.default_rng(21)
+    U, y = gen.random((300, 12)), gen.integers(0, 2, 300).astype(np.uint8)
+    net = halfspace_net(12, 4096, 64)
+    together = net_errors(net, U, y).astype(np.int64)
+    alone = sum(net_errors(net, U[i : i + 1], y[i : i + 1]).astype(np.int64) for i in range(300))
+    assert np.array_equal(together, alone)
