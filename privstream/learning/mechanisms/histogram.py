@@ -29,6 +29,7 @@ from typing import ClassVar
 from privstream.learning.accounting import PrivacyGuarantee
 from privstream.learning.errors import PrivacyParameterError
 from privstream.learning.mechanisms._common import Mechanism, positive_real, probability
+from privstream.learning.ordering import natural_order
 from privstream.learning.randomness import RandomSource, exp_neg_bounds
 
 __all__ = ["StableHistogram"]
@@ -91,9 +92,9 @@ class StableHistogram(Mechanism):
             noisy = c + self.rng.discrete_laplace(self.scale)
             if noisy >= self.threshold:
                 out[key] = noisy
-        try:
-            keys = sorted(out)  # insertion order would reveal the order of first occurrence
-        except TypeError:
+        # insertion order would reveal the order of first occurrence
+        keys = natural_order(out)
+        if keys is None:
             keys = sorted(out, key=lambda k: (type(k).__name__, repr(k)))
         return {k: out[k] for k in keys}
 

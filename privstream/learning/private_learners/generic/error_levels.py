@@ -132,7 +132,8 @@ class SampleSummary:
     @property
     def net(self) -> np.ndarray:
         """``ones(v) - zeros(v)`` per distinct point: how much covering v lowers the error."""
-        return self.ones - self.zeros
+        net: np.ndarray = self.ones - self.zeros
+        return net
 
     @property
     def walk(self) -> np.ndarray:

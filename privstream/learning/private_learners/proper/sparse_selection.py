@@ -41,6 +41,7 @@ from privstream.learning.accounting import PrivacyGuarantee
 from privstream.learning.errors import PrivacyParameterError
 from privstream.learning.mechanisms import ExponentialMechanism
 from privstream.learning.mechanisms._common import positive_int, positive_real, probability
+from privstream.learning.ordering import natural_order
 from privstream.learning.randomness import RandomSource
 
 __all__ = ["MECHANISM", "guarantee", "inner_epsilon", "selection_error", "selection_law", "sparse_select"]
@@ -73,9 +74,8 @@ def _blocks(
         counts.update(set(s))
     # A data-independent candidate order (sorted keys), so seeded runs are reproducible and the
     # position of an element reveals nothing beyond its count.
-    try:
-        keys = sorted(counts)
-    except TypeError:
+    keys = natural_order(counts)
+    if keys is None:
         keys = sorted(counts, key=repr)
     blocks = [(1, counts[u]) for u in keys]
     blocks.append((_phantom_size(ell, delta), 1))
