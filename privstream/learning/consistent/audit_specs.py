@@ -138,11 +138,11 @@ def _bounds_from_data(epsilon: float) -> MechanismFactory:
 
 def _pcl_law(votes: tuple[int, ...], epsilon: float) -> dict[Hashable, float]:
     """Exact law of the label table for the given per-cube votes (cubes independent)."""
-    law: dict[Hashable, float] = {(): 1.0}
+    law: dict[tuple[int, ...], float] = {(): 1.0}
     for v in votes:
         p = label_probability(v, epsilon)
         law = {(*k, b): q * (p if b else 1 - p) for k, q in law.items() for b in (0, 1)}
-    return law
+    return {table: q for table, q in law.items()}
 
 
 def bayes_consistent_audit_spec(epsilon: float = AUDIT_EPSILON) -> AuditSpec:

@@ -24,7 +24,7 @@ import math
 from collections import Counter
 from collections.abc import Hashable, Iterable
 from fractions import Fraction
-from typing import ClassVar
+from typing import ClassVar, TypeVar
 
 from privstream.learning.accounting import PrivacyGuarantee
 from privstream.learning.errors import PrivacyParameterError
@@ -35,6 +35,8 @@ from privstream.learning.randomness import RandomSource, exp_neg_bounds
 __all__ = ["StableHistogram"]
 
 _BITS = 128  # precision of the certified threshold check
+
+H = TypeVar("H", bound=Hashable)
 
 
 def _float_up(x: Fraction) -> float:
@@ -84,10 +86,10 @@ class StableHistogram(Mechanism):
     def guarantee(self) -> PrivacyGuarantee:
         return PrivacyGuarantee(epsilon=self.epsilon, delta=self.delta, mechanism=self.name)
 
-    def release(self, items: Iterable[Hashable]) -> dict[Hashable, int]:
+    def release(self, items: Iterable[H]) -> dict[H, int]:
         """Noisy counts of released values, in a data-independent (sorted) key order."""
         counts = Counter(items)
-        out = {}
+        out: dict[H, int] = {}
         for key, c in counts.items():
             noisy = c + self.rng.discrete_laplace(self.scale)
             if noisy >= self.threshold:

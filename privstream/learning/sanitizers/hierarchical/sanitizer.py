@@ -252,8 +252,8 @@ class HierarchicalSanitizer:
             else:  # BROKEN on purpose (audits only): exact counts
                 released = flat
             cuts = np.cumsum([len(level) for level in measured])[:-1]
-            for level, values in enumerate(np.split(np.array(released, dtype=np.float64), cuts)):
-                noisy[level] = values
+            for level, counts in enumerate(np.split(np.array(released, dtype=np.float64), cuts)):
+                noisy[level] = counts
         if root is not None:
             noisy[-1] = np.array([root])
         values = nonnegative(tree, least_squares(tree, noisy, root))
