@@ -79,7 +79,9 @@ def _production(epsilon: float) -> MechanismFactory:
     def build(rng: RandomSource) -> Callable[[Any], Any]:
         def release(dataset: Any) -> GridLabelModel:
             X, y = _arrays(dataset)
-            return learner.fit(X, y, epsilon=epsilon, bounds=UNIT, rng=rng).model  # type: ignore[return-value]
+            model = learner.fit(X, y, epsilon=epsilon, bounds=UNIT, rng=rng).model
+            assert isinstance(model, GridLabelModel)
+            return model
 
         return release
 
@@ -246,7 +248,9 @@ def semi_supervised_audit_spec(epsilon: float = AUDIT_EPSILON) -> AuditSpec:
     def build(rng: RandomSource) -> Callable[[Any], Any]:
         def release(labelled: Any) -> StumpModel:
             X, y = _ssl_arrays(labelled)
-            return learner.fit(X, y, epsilon=epsilon, delta=SSL_DELTA, bounds=UNIT, rng=rng).model  # type: ignore[return-value]
+            model = learner.fit(X, y, epsilon=epsilon, delta=SSL_DELTA, bounds=UNIT, rng=rng).model
+            assert isinstance(model, StumpModel)
+            return model
 
         return release
 

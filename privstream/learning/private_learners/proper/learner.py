@@ -432,7 +432,7 @@ def poly_pri_learn(
     choice = sparse_select(sets, epsilon=epsilon, delta=delta, ell=params.ell, default=b"", rng=rng)
     if choice == b"":
         return PolyPriLearnOutcome(lattice.matrix[0].copy(), tuple(sets), True)
-    return PolyPriLearnOutcome(tables[choice], tuple(sets), False)  # type: ignore[index]
+    return PolyPriLearnOutcome(tables[choice], tuple(sets), False)
 
 
 # -- the learner ---------------------------------------------------------------------------------
