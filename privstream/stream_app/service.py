@@ -37,16 +37,16 @@ from privstream.stream_app.kafka.ingest import IngestService
 from privstream.stream_app.learner_process import LearnerProcess
 from privstream.stream_app.metrics import ServiceMetrics
 from privstream.stream_app.settings import FAUST_ENV_PREFIX, ReleaseConfig, Settings, StreamConfig
+from privstream.stream_app.signing import Signer, worker_signer
 from privstream.stream_app.store import factory
 from privstream.stream_app.store.factory import Ledger, StateStore
 from privstream.stream_app.store.identity import keep_up, open_for_worker
 from privstream.stream_app.store.leases import Leases, LeaseStoreError
 from privstream.stream_app.store.probe import StoreProbe, store_ping
 from privstream.stream_app.store.published import newest_published
-from privstream.stream_app.web.listener import HttpListener, bearer_token_guard
+from privstream.stream_app.web.listener import HttpListener, ListenerLimits, bearer_token_guard
 from privstream.stream_app.web.operator import PROBE_PATHS, operator_routes
-from privstream.stream_app.web.page import page_routes
-from privstream.stream_app.web.public import public_routes
+from privstream.stream_app.web.public_process import PublicListenerProcess
 
 log = logging.getLogger(__name__)
 
@@ -325,6 +325,8 @@ def build_service(settings: Settings) -> Service:
     # the worker at once (store/identity.py); the streams are registered in the ledger.
     stores = open_for_worker(settings, published=lambda: newest_published(settings))
     ledger = stores.ledger
+    signer = worker_signer(settings)  # before the public listener's process, which reads it too
+    log.info("releases are signed with key %s (Ed25519; public keys on /keys)", signer.key_id)
     app = build_app(settings)
     # Class streams have an online SOA; streams of feature vectors the online learner they name.
     streams = {
@@ -435,7 +437,7 @@ def build_service(settings: Settings) -> Service:
             policies,
             store,
             ledger,
-            fenced_publisher(publisher(ingest, settings), leases, source_partitions),
+            fenced_publisher(publisher(ingest, settings, signer), leases, source_partitions),
             metrics,
             library_version=__version__,
             executor=LearnerProcess().start(),  # off the GIL the ingest loop needs (learner_process.py)
@@ -486,14 +488,8 @@ def build_service(settings: Settings) -> Service:
     service = Service(
         settings, app, ingest, pipeline, metrics, learners, progress, store, ledger, releases, leases, probe
     )
-    app.service(
-        HttpListener(
-            "public",
-            settings.public_host,
-            settings.public_port,
-            public_routes(settings.streams, ledger) + page_routes(settings.streams, ledger),
-        )
-    )
+    # The public pages in a process of their own: a crowd there takes nothing from ingestion.
+    app.service(PublicListenerProcess(settings))
     guard = (
         [bearer_token_guard(settings.operator_token.get_secret_value(), open_paths=PROBE_PATHS)]
         if settings.operator_token is not None
@@ -507,6 +503,7 @@ def build_service(settings: Settings) -> Service:
             settings.operator_port,
             operator_routes(metrics.exposition, probes, service.status),
             middlewares=guard,
+            limits=ListenerLimits.of(settings, "operator"),
         )
     )
     # After the listeners: services start in this order, so the probes answer (503 "starting")
@@ -549,11 +546,16 @@ async def take_leases(leases: Leases, partitions: set[int], ingest: IngestServic
 _background: set[asyncio.Future[None]] = set()
 
 
-def publisher(ingest: IngestService, settings: Settings) -> Any:
-    """Publish a release's bytes to its public topic and wait until Kafka has them."""
+def publisher(ingest: IngestService, settings: Settings, signer: Signer) -> Any:
+    """Publish a release's bytes to its public topic, signed, and wait until Kafka has them.
+
+    The signature covers exactly the bytes the ledger stores; Ed25519 is deterministic, so a
+    re-publication from the outbox carries the same signature."""
 
     async def publish(topic: str, stream_id: str, release: bytes) -> None:
         header = ("schema_version", str(RELEASE_SCHEMA_VERSION).encode())
-        await ingest.publish(settings.topic(topic), stream_id.encode(), release, [header])
+        await ingest.publish(
+            settings.topic(topic), stream_id.encode(), release, [header, *signer.headers(release)]
+        )
 
     return publish

@@ -45,6 +45,9 @@ SslMode = Literal["disable", "allow", "prefer", "require", "verify-ca", "verify-
 #: URL schemes of ``store_url``: SQLite files on one host, or a PostgreSQL database.
 STORE_SCHEMES = ("sqlite", "postgresql", "postgres")
 
+#: The operator token's minimum length (``openssl rand -hex 32`` makes 64 characters).
+MIN_TOKEN_LENGTH = 16
+
 #: The logical topics of the service; their Kafka names are ``topic_prefix + name``.
 TOPIC_NAMES = ("examples", "examples.dlq", "predictions", "hypotheses", "sanitized")
 
@@ -476,6 +479,46 @@ class Settings(BaseSettings):
     stall_seconds: float = Field(
         default=60.0, gt=0, description="/healthz fails when received examples wait this long"
     )
+    public_max_connections: int = Field(
+        default=256, ge=1, le=100_000, description="open connections the public listener holds at most"
+    )
+    operator_max_connections: int = Field(
+        default=64, ge=1, le=100_000, description="open connections the operator listener holds at most"
+    )
+    listener_header_timeout_seconds: float = Field(
+        default=10.0, gt=0, description="a new connection's first request must arrive within this"
+    )
+    listener_idle_timeout_seconds: float = Field(
+        default=30.0, gt=0, description="a connection with no request in progress is closed after this"
+    )
+    public_cache_seconds: float = Field(
+        default=1.0, ge=0, description="how long the public pages reuse a ledger read"
+    )
+
+    # --- signed releases (stream_app/signing.py) ------------------------------------------------
+    signing_key: SecretStr | None = Field(
+        default=None, description="the worker's Ed25519 private key (PEM) that signs every release"
+    )
+    signing_key_file: Path | None = Field(
+        default=None,
+        description="file holding the signing key (PEM; a mounted secret); neither set: "
+        "data_dir/signing_key.pem, created on the first start",
+    )
+    published_keys_file: Path | None = Field(
+        default=None,
+        description="a key set of further public keys the public listener serves on /keys "
+        "(retired keys, other workers' keys)",
+    )
+    trusted_keys_file: Path | None = Field(
+        default=None,
+        description="subscribers: the public keys (key set or PEM) releases must be signed with; "
+        "unset: fetched from keys_url",
+    )
+    keys_url: str | None = Field(
+        default=None,
+        description="subscribers: where to fetch the key set when trusted_keys_file is unset; "
+        "default: /keys of the public listener at public_host:public_port",
+    )
 
     # --- the individual privacy filter (user level) --------------------------------------------
     user_epsilon_budget: float | None = Field(
@@ -590,6 +633,8 @@ class Settings(BaseSettings):
             )
         if self.store_password is not None and self.store_password_file is not None:
             raise ValueError("set store_password or store_password_file, not both")
+        if self.signing_key is not None and self.signing_key_file is not None:
+            raise ValueError("set signing_key or signing_key_file, not both")
         return self
 
     @model_validator(mode="after")
@@ -635,6 +680,11 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _operator_listener_guarded(self) -> Settings:
         # The operator listener serves raw, non-private figures: loopback only, or a token.
+        if self.operator_token is not None and len(self.operator_token.get_secret_value()) < MIN_TOKEN_LENGTH:
+            raise ValueError(
+                f"operator_token is shorter than {MIN_TOKEN_LENGTH} characters: anyone could guess it "
+                "(make one with: openssl rand -hex 32)"
+            )
         if self.operator_token is None and not is_loopback(self.operator_host):
             raise ValueError(
                 f"operator_host {self.operator_host!r} is reachable from other hosts and serves raw, "
@@ -684,6 +734,16 @@ class Settings(BaseSettings):
     def resolved_state_path(self) -> Path:
         """The SQLite state file (with a SQLite store)."""
         return self.state_path or self._sqlite_dir / "state.sqlite3"
+
+    @property
+    def resolved_keys_url(self) -> str:
+        """Where subscribers fetch the release signing keys: ``keys_url``, else the public listener's
+        ``/keys`` (on 127.0.0.1 when it binds every address)."""
+        if self.keys_url:
+            return self.keys_url
+        host = "127.0.0.1" if self.public_host in ("0.0.0.0", "::", "") else self.public_host
+        host = f"[{host}]" if ":" in host else host
+        return f"http://{host}:{self.public_port}/keys"
 
     def store_password_value(self) -> str | None:
         """The PostgreSQL password: from ``store_password``, else read from ``store_password_file``."""

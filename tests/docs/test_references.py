@@ -24,12 +24,6 @@ SUFFIXES = {".py", ".md", ".json", ".yml", ".yaml", ".toml", ".js", ".html", ".c
 PENDING = {
     "privstream/agents/releases.py",
     "privstream/agents/windows.py",
-    "privstream/stream_app/sdk.py",
-    "privstream/stream_app/web/__init__.py",
-    "privstream/stream_app/web/listener.py",
-    "privstream/stream_app/web/page/__init__.py",
-    "privstream/stream_app/web/page/assets/page.js",
-    "privstream/stream_app/web/public.py",
 }
 
 

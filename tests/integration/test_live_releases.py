@@ -253,7 +253,9 @@ def test_subscribe_prints_releases(unique_settings, tmp_path):
     try:
         env = {k: v for k, v in os.environ.items() if not k.startswith("PRIVSTREAM_")}
         env.update(
-            PRIVSTREAM_KAFKA_BOOTSTRAP=settings.kafka_bootstrap, PRIVSTREAM_TOPIC_PREFIX=settings.topic_prefix
+            PRIVSTREAM_KAFKA_BOOTSTRAP=settings.kafka_bootstrap,
+            PRIVSTREAM_TOPIC_PREFIX=settings.topic_prefix,
+            PRIVSTREAM_KEYS_URL=f"{worker.public_url}/keys",
         )
         subscriber = subprocess.Popen(
             [

@@ -97,7 +97,7 @@ def test_to_env_round_trips(monkeypatch):
         streams=STREAMS,
         topic_prefix="p.",
         operator_host="0.0.0.0",
-        operator_token="s3cret",
+        operator_token="s3cret-of-16-chars",
     )
     for key, value in s.to_env().items():
         monkeypatch.setenv(key, value)

@@ -77,7 +77,28 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     subscribe.add_argument("--count", type=int, help="stop after this many releases")
     subscribe.add_argument("--timeout", type=float, help="stop after this many seconds")
+    subscribe.add_argument(
+        "--until-caught-up",
+        action="store_true",
+        help="stop once every release published before the start is read (and say so on stderr)",
+    )
     subscribe.add_argument("--json", action="store_true", help="one release JSON per line")
+    subscribe.add_argument(
+        "--trusted-keys",
+        type=Path,
+        metavar="FILE",
+        help="public keys releases must be signed with (a key set or PEM; else "
+        "$PRIVSTREAM_TRUSTED_KEYS_FILE, else fetched from --keys-url)",
+    )
+    subscribe.add_argument(
+        "--keys-url", help="where to fetch the key set (default: /keys of the public listener)"
+    )
+    subscribe.add_argument(
+        "--no-verify",
+        dest="verify",
+        action="store_false",
+        help="accept unsigned releases (anyone who can write to the topic can then feed you theirs)",
+    )
     subscribe.set_defaults(handler=run_subscribe)
 
     bench = subparsers.add_parser("bench", help="benchmarks of the running service")
@@ -407,22 +428,34 @@ def run_subscribe(args: argparse.Namespace) -> int:
     if settings.kafka_bootstrap is None:
         raise ValueError("set PRIVSTREAM_KAFKA_BOOTSTRAP (the demo prints the embedded broker's address)")
 
-    async def follow() -> int:
-        received = 0
-        async for release in subscribe(
-            args.stream, settings=settings, from_beginning=not args.latest, level=args.level
-        ):
-            received += 1
-            if args.json:
-                print(release.to_json(), flush=True)
-            else:
-                print(describe_release(release), flush=True)
-            if args.count is not None and received >= args.count:
+    subscription = subscribe(
+        args.stream,
+        settings=settings,
+        from_beginning=not args.latest,
+        level=args.level,
+        verify=args.verify,
+        trusted_keys=args.trusted_keys,
+        keys_url=args.keys_url,
+        until_caught_up=args.until_caught_up,
+    )
+
+    async def follow() -> None:
+        async for release in subscription:
+            print(release.to_json() if args.json else describe_release(release), flush=True)
+            if args.count is not None and subscription.yielded >= args.count:
                 break
-        return received
 
     with contextlib.suppress(TimeoutError):  # --timeout ends a subscription normally
         asyncio.run(asyncio.wait_for(follow(), args.timeout) if args.timeout else follow())
+    skipped = sum(subscription.skipped.values())
+    reasons = ", ".join(f"{n} {reason}" for reason, n in sorted(subscription.skipped.items()))
+    summary = f"{subscription.yielded} releases; {skipped} records skipped" + (
+        f" ({reasons})" if skipped else ""
+    )
+    if subscription.caught_up:
+        print(f"caught up: {summary}", file=sys.stderr, flush=True)
+    elif skipped:
+        print(summary, file=sys.stderr, flush=True)
     return 0
 
 

@@ -328,7 +328,8 @@ class Demo:
             print(
                 "watch the releases in another terminal: "
                 f"PRIVSTREAM_KAFKA_BOOTSTRAP={settings.kafka_bootstrap} "
-                f"PRIVSTREAM_TOPIC_PREFIX={settings.topic_prefix} privstream subscribe {DEMO_STREAM}",
+                f"PRIVSTREAM_TOPIC_PREFIX={settings.topic_prefix} "
+                f"PRIVSTREAM_KEYS_URL={worker.public_url}/keys privstream subscribe {DEMO_STREAM}",
                 file=sys.stderr,
             )
             records: list[tuple[str, dict[str, Any] | bytes]] = [

@@ -673,6 +673,34 @@ class SqlLedger(LedgerGovernance):
         found = self._charges(where, params, of_stream=stream_id, latest=True)
         return found[0] if found else None
 
+    def release_counts(self, stream_id: str) -> dict[tuple[str, int | None], int]:
+        """How many completed charges the stream has per (mechanism, node level; None: no node),
+        in one aggregate query: the public pages' figures without reading every release."""
+        statement = self._q(
+            "SELECT mechanism, level, count(*) FROM {charges} "
+            "WHERE stream_id = ? AND completed_at IS NOT NULL GROUP BY mechanism, level"
+        )
+
+        def read(cur: Cursor) -> list[Any]:
+            self._stream(cur, stream_id)
+            return cur.execute(statement, (stream_id,)).fetchall()
+
+        rows = self._backend.run(read, mode="read")
+        return {(mechanism, None if level is None else int(level)): int(n) for mechanism, level, n in rows}
+
+    def published_page(self, stream_id: str, limit: int, before: int | None = None) -> list[Charge]:
+        """The stream's ``limit`` most recent published charges with entry ids below ``before``
+        (all if None), oldest first: a bounded page of what the public pages list."""
+        where = "stream_id = ? AND published_at IS NOT NULL" + ("" if before is None else " AND entry_id < ?")
+        statement = self._q(f"SELECT {_CHARGE} FROM {{charges}} WHERE {where} ORDER BY entry_id DESC LIMIT ?")
+        params: tuple[Any, ...] = (stream_id, *(() if before is None else (before,)), limit)
+
+        def read(cur: Cursor) -> list[Any]:
+            self._stream(cur, stream_id)
+            return cur.execute(statement, params).fetchall()
+
+        return [_to_charge(row) for row in reversed(self._backend.run(read, mode="read"))]
+
     # ----------------------------------------------------------------- the ledger itself
 
     @property

@@ -1,10 +1,22 @@
 """An HTTP listener run as a service of the faust app: one aiohttp server on one host and port.
 
-The worker runs two (DESIGN.md §4, trust boundary): the *public* listener (releases, budgets, the
-page for people: DP outputs and public configuration only) and the *operator* listener
-(``/metrics``, ``/status``, probes: raw, non-private figures). They are separate servers on
-separate ports so that exposing one never exposes the other; the operator listener can demand a
-bearer token (:func:`bearer_token_guard`).
+The worker runs two (trust boundary): the *public* listener (releases, budgets, the page for
+people: DP outputs and public configuration only) and the *operator* listener (``/metrics``,
+``/status``, probes: raw, non-private figures). They are separate servers on separate ports so
+that exposing one never exposes the other; the operator listener can demand a bearer token
+(:func:`bearer_token_guard`).
+
+Each listener protects the worker from its clients (:class:`ListenerLimits`):
+
+* at most ``max_connections`` open connections: one more is answered ``503`` and closed at once,
+  so a flood of connections cannot take the file descriptors that Kafka, the ledger and the other
+  listener need;
+* a new connection's first request head must arrive within ``header_timeout`` seconds, and a
+  connection with no request in progress is closed after ``idle_timeout`` seconds (half-sent
+  requests do not pile up);
+* a handler that fails is answered ``500 {"error": "internal error"}`` without a traceback, and
+  every repeated log line of the listener (and asyncio's accept errors) is rate-limited
+  (:class:`RateLimitFilter`).
 
 faust's own web server is disabled (``web_enabled=False``): its default views (``/router``,
 ``/table``, ...) would sit beside the public pages, and it serves one port only.
@@ -12,12 +24,18 @@ faust's own web server is disabled (``web_enabled=False``): its default views (`
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import logging
+import time
 from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import mode
 from aiohttp import web
+
+from privstream.stream_app.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +45,84 @@ Route = tuple[str, str, Handler]
 
 
 Middleware = Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]
+
+#: What a connection over the cap gets before it is closed.
+BUSY_RESPONSE = (
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nConnection: close\r\n"
+    b'Content-Length: 38\r\n\r\n{"error": "too many open connections"}'
+)
+
+
+@dataclass(frozen=True)
+class ListenerLimits:
+    """How much one listener's clients may hold (see the module docstring)."""
+
+    max_connections: int = 256
+    header_timeout: float = 10.0
+    idle_timeout: float = 30.0
+
+    @classmethod
+    def of(cls, settings: Settings, listener: Literal["public", "operator"]) -> ListenerLimits:
+        """The limits the settings give the public or the operator listener."""
+        return cls(
+            max_connections=settings.public_max_connections
+            if listener == "public"
+            else settings.operator_max_connections,
+            header_timeout=settings.listener_header_timeout_seconds,
+            idle_timeout=settings.listener_idle_timeout_seconds,
+        )
+
+
+class RateLimitFilter(logging.Filter):
+    """Let at most ``burst`` records of one message template through per ``period`` seconds and
+    logger; the next record let through says how many were dropped meanwhile.
+
+    >>> limit = RateLimitFilter(burst=2, period=60.0, clock=lambda: 0.0)
+    >>> records = [logging.makeLogRecord({"msg": "accept failed: %s", "args": (i,)}) for i in range(5)]
+    >>> [limit.filter(r) for r in records]
+    [True, True, False, False, False]
+    >>> limit = RateLimitFilter(burst=1, period=60.0, clock=iter([0.0, 1.0, 61.0]).__next__)
+    >>> [limit.filter(logging.makeLogRecord({"msg": "m"})) for _ in range(3)]
+    [True, False, True]
+    """
+
+    def __init__(self, burst: int = 5, period: float = 60.0, clock: Callable[[], float] = time.monotonic):
+        super().__init__()
+        self.burst, self.period, self.clock = burst, period, clock
+        self._windows: dict[tuple[str, str], list[float]] = {}  # key -> [window start, passed, dropped]
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        key = (record.name, str(record.msg)[:200])
+        now = self.clock()
+        window = self._windows.get(key)
+        if window is None or now - window[0] >= self.period:
+            dropped = 0 if window is None else int(window[2])
+            if len(self._windows) > 1000:  # bounded: forget the others
+                self._windows.clear()
+            self._windows[key] = [now, 1, 0]
+            if dropped:
+                record.msg = (
+                    f"{record.msg} ({dropped} similar messages dropped in the last {self.period:g} s)"
+                )
+            return True
+        if window[1] < self.burst:
+            window[1] += 1
+            return True
+        window[2] += 1
+        return False
+
+
+#: One filter for the loggers a flood of clients can make talk (shared, so the limit is global).
+_RATE_LIMIT = RateLimitFilter()
+_LIMITED_LOGGERS = (__name__, "asyncio", "aiohttp.server", "aiohttp.web", "aiohttp.access")
+
+
+def limit_listener_logs() -> None:
+    """Rate-limit the loggers of the listeners (idempotent)."""
+    for name in _LIMITED_LOGGERS:
+        logger = logging.getLogger(name)
+        if _RATE_LIMIT not in logger.filters:
+            logger.addFilter(_RATE_LIMIT)
 
 
 def bearer_token_guard(token: str, *, open_paths: Iterable[str] = ()) -> Middleware:
@@ -53,8 +149,107 @@ def bearer_token_guard(token: str, *, open_paths: Iterable[str] = ()) -> Middlew
     return guard
 
 
+def plain_errors(name: str) -> Middleware:
+    """An aiohttp middleware answering a failed handler with a short JSON 500 (no traceback to the
+    client, one rate-limited log line)."""
+
+    @web.middleware
+    async def answer(request: web.Request, handler: Handler) -> web.StreamResponse:
+        try:
+            return await handler(request)
+        except web.HTTPException:
+            raise
+        except Exception as exc:
+            log.error(
+                "%s listener: %s %s failed: %s: %s",
+                name,
+                request.method,
+                request.path[:120],
+                type(exc).__name__,
+                str(exc)[:200],
+            )
+            return web.json_response({"error": "internal error"}, status=500)
+
+    return answer
+
+
+class _Connections:
+    """The open connections of one listener, against its cap."""
+
+    def __init__(self, limits: ListenerLimits):
+        self.limits = limits
+        self.open = 0
+        self.refused = 0
+
+
+class _GuardedConnection(asyncio.Protocol):
+    """Stands between the socket and aiohttp's protocol: admits the connection under the cap, and
+    closes it if its first request head has not arrived within the header timeout."""
+
+    def __init__(self, inner: Any, connections: _Connections):
+        self._inner = inner
+        self._connections = connections
+        self._admitted = False
+        self._timer: asyncio.TimerHandle | None = None
+        self._transport: asyncio.Transport | None = None
+        self._tail = b""  # the last bytes received until the first head is complete
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        connections = self._connections
+        if connections.open >= connections.limits.max_connections:
+            connections.refused += 1
+            transport.write(BUSY_RESPONSE)
+            transport.close()
+            return
+        self._admitted = True
+        self._transport = transport
+        connections.open += 1
+        loop = asyncio.get_running_loop()
+        self._timer = loop.call_later(connections.limits.header_timeout, self._head_too_slow)
+        self._inner.connection_made(transport)
+
+    def _head_too_slow(self) -> None:
+        self._timer = None
+        if self._transport is not None:
+            self._transport.abort()
+
+    def data_received(self, data: bytes) -> None:
+        if not self._admitted:
+            return
+        if self._timer is not None:
+            self._tail = (self._tail + data)[-(len(data) + 3) :]
+            if b"\r\n\r\n" in self._tail:  # the first request head is complete
+                self._timer.cancel()
+                self._timer = None
+                self._tail = b""
+        self._inner.data_received(data)
+
+    def eof_received(self) -> bool | None:
+        return self._inner.eof_received() if self._admitted else None
+
+    def pause_writing(self) -> None:
+        if self._admitted:
+            self._inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        if self._admitted:
+            self._inner.resume_writing()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self._admitted:
+            return
+        self._admitted = False
+        self._connections.open -= 1
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._transport = None
+        self._inner.connection_lost(exc)
+
+
 class HttpListener(mode.Service):
-    """Serve ``routes`` on ``host:port`` for as long as the worker runs."""
+    """Serve ``routes`` on ``host:port`` for as long as the worker runs, within ``limits``."""
 
     def __init__(
         self,
@@ -64,28 +259,46 @@ class HttpListener(mode.Service):
         routes: Iterable[Route],
         *,
         middlewares: Iterable[Middleware] = (),
+        limits: ListenerLimits | None = None,
         **kwargs: object,
     ):
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.name = name
         self.host = host
         self.port = port
-        self.application = web.Application(middlewares=list(middlewares))
+        self.limits = limits or ListenerLimits()
+        self.application = web.Application(middlewares=[plain_errors(name), *middlewares])
         for method, path, handler in routes:
             self.application.router.add_route(method, path, handler)
         self._runner: web.AppRunner | None = None
+        self._server: asyncio.Server | None = None
+        self.connections = _Connections(self.limits)
+        limit_listener_logs()
 
     @property
     def label(self) -> str:
         return f"{self.name} listener on {self.host}:{self.port}"
 
     async def on_start(self) -> None:
-        self._runner = web.AppRunner(self.application, access_log=None)
+        self._runner = web.AppRunner(
+            self.application, access_log=None, keepalive_timeout=self.limits.idle_timeout
+        )
         await self._runner.setup()
-        await web.TCPSite(self._runner, self.host, self.port).start()
+        protocol_factory = self._runner.server
+        assert protocol_factory is not None
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: _GuardedConnection(protocol_factory(), self.connections),
+            self.host,
+            self.port,
+            reuse_address=True,
+        )
         log.info("%s listener serving on http://%s:%d", self.name, self.host, self.port)
 
     async def on_stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            self._server = None
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None

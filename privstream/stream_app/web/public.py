@@ -1,23 +1,35 @@
 """The public listener's pages: configuration, ledger figures and published releases only.
 
-Everything here is a DP output charged to the ledger or a function of public configuration
-(DESIGN.md §4): what any subscriber may see. The pages read the stream configurations and the
-ledger through :class:`LedgerReader`, nothing else of the worker.
+Everything here is a DP output charged to the ledger or a function of public configuration: what
+any subscriber may see. The pages read the stream configurations and the ledger through
+:class:`PublicLedger`, nothing else of the worker.
 
 | path | what |
 |---|---|
 | ``/streams`` | the configured streams, their release configuration, status and lifetime figures |
 | ``/streams/{id}`` | one stream, the same |
 | ``/streams/{id}/budget`` | the stream's lifetime figures alone (:func:`lifetime`) |
-| ``/streams/{id}/releases/latest`` | the latest published hypothesis release, as on the topic |
-| ``/streams/{id}/sanitized/latest`` | the latest published sanitized release |
+| ``/streams/{id}/releases/latest`` | the latest published hypothesis release, as on the topic, signed |
+| ``/streams/{id}/releases/best`` | the newest of the tree's highest level (the SDK's default), signed |
+| ``/streams/{id}/sanitized/latest`` | the latest published sanitized release, signed |
+| ``/keys`` | the public keys that sign the releases (``privstream.stream_app.signing``) |
 
-**Lifetime accounting** (E-DESIGN.md §1): each example (or user) lies in one node per level of
-the release tree, so its lifetime cost is the sum of the charges of the nodes covering its
-window, for ever; there is no draining total. The figures are the ledger's
-(``PrivacyLedger.lifetime``): the lifetime budget, the largest lifetime spend of an example, the
-releases per level and the refusals. They depend on the public schedule only (which nodes were
-charged, at which ε), never on which windows held data.
+The ``latest`` pages carry the release's signature in the headers ``Privstream-Key-Id`` and
+``Privstream-Signature``, as the Kafka records do.
+
+**Lifetime accounting.** Each example (or user) lies in one node per level of the release tree,
+so its lifetime cost is the sum of the charges of the nodes covering its window, for ever; there
+is no draining total. The figures separate three things (:func:`lifetime`): the *budget* (the
+configured bound), what the release plan *commits* each example to over its life (the sum of the
+levels' ε; at most the budget by configuration), and what the most exposed example has *spent* so
+far (it reaches the committed ε once a top-level node covering it is released; examples of later
+windows start again from 0, so a stream keeps releasing with its budget fully committed). They
+depend on the public schedule only (which nodes were charged, at which ε), never on which windows
+held data.
+
+**The worker comes first.** Ledger reads run on one thread of their own, never on the event loop
+that ingests examples; concurrent requests for the same figures share one read, and a read is
+reused for ``cache_seconds`` (:class:`PublicReads`). Pages of releases are bounded (``limit``).
 
 The page for people (``page/``: ``/``, ``/stream/{id}``, ``/streams/{id}/releases``) is served by
 the same listener.
@@ -25,14 +37,23 @@ the same listener.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, Protocol
+import asyncio
+import json
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
 
 from aiohttp import web
 
 from privstream.agents.ledger_port import Charge, LifetimeFigures, PrivacyCost
 from privstream.stream_app.settings import StreamConfig
+from privstream.stream_app.signing import KEY_ID_HEADER, SIGNATURE_HEADER, KeySet, Signer
 from privstream.stream_app.web.listener import Route
+
+T = TypeVar("T")
 
 
 class LedgerReader(Protocol):
@@ -44,7 +65,141 @@ class LedgerReader(Protocol):
 
     def refusals(self, stream_id: str) -> int: ...
 
-    def latest_published(self, stream_id: str, mechanism_prefix: str = "") -> Charge | None: ...
+    def latest_published(
+        self, stream_id: str, mechanism_prefix: str = "", level: int | None = None
+    ) -> Charge | None: ...
+
+    def release_counts(self, stream_id: str) -> dict[tuple[str, int | None], int]: ...
+
+    def published_page(self, stream_id: str, limit: int, before: int | None = None) -> list[Charge]: ...
+
+
+@dataclass(frozen=True)
+class StreamFigures:
+    """What the public pages show of a stream's ledger: the largest lifetime spend of an example,
+    the hypothesis releases per level (a charge without a node counts as a window, level 0), the
+    sanitized releases and the refused charges."""
+
+    spent: PrivacyCost
+    releases_per_level: dict[int, int] = field(default_factory=dict)
+    sanitized_releases: int = 0
+    refusals: int = 0
+
+
+class PublicLedger:
+    """The reads behind the public pages, each bounded: figures per stream, a page of releases,
+    the latest release (every read of a public page goes through here).
+
+    >>> from privstream.stream_app.store.sqlite_ledger import SqliteLedger
+    >>> ledger = SqliteLedger.open(":memory:", budgets={"s": (2.0, 0.0)})
+    >>> for w in range(3):
+    ...     ledger.mark_published(ledger.charge("s", f"w{w}", "learner:generic", 0.5, 0.0, b"{}").entry_id)
+    >>> public = PublicLedger(ledger)
+    >>> public.figures("s").releases_per_level, [c.window_id for c in public.releases("s", limit=2)]
+    ({0: 3}, ['w1', 'w2'])
+    >>> [c.window_id for c in public.releases("s", limit=2, before=public.releases("s", 2)[0].entry_id)]
+    ['w0']
+    """
+
+    def __init__(self, ledger: LedgerReader):
+        self.ledger = ledger
+
+    def figures(self, stream_id: str) -> StreamFigures:
+        """The stream's figures from aggregates of the ledger (never a read of every release)."""
+        per_level: dict[int, int] = {}
+        sanitized = 0
+        for (mechanism, level), count in self.ledger.release_counts(stream_id).items():
+            if mechanism.startswith("learner:"):  # a charge without a node counts as a window
+                per_level[level or 0] = per_level.get(level or 0, 0) + count
+            elif mechanism.startswith("sanitizer:"):
+                sanitized += count
+        return StreamFigures(
+            self.ledger.lifetime(stream_id).spent_per_example,
+            dict(sorted(per_level.items())),
+            sanitized,
+            self.ledger.refusals(stream_id),
+        )
+
+    def releases(self, stream_id: str, limit: int, before: int | None = None) -> list[Charge]:
+        """The stream's published releases with entry ids below ``before`` (all if None): the most
+        recent ``limit`` of them, oldest first."""
+        return [c for c in self.ledger.published_page(stream_id, limit, before) if c.release]
+
+    def latest(self, stream_id: str, mechanism_prefix: str) -> Charge | None:
+        return self.ledger.latest_published(stream_id, mechanism_prefix)
+
+    def best(self, stream_id: str) -> Charge | None:
+        """The hypothesis release the SDK's ``subscribe`` gives by default: the newest of the highest
+        level of the release tree published so far (one aggregate, then one bounded read per level
+        the stream has, from the top; a release without a node counts as level 0).
+
+        >>> from privstream.agents.ledger_port import NodeRange
+        >>> from privstream.stream_app.store.sqlite_ledger import SqliteLedger
+        >>> ledger = SqliteLedger.open(":memory:", budgets={"s": (2.0, 0.0)})
+        >>> for level, index in [(0, 0), (0, 1), (1, 0), (0, 2)]:
+        ...     node = NodeRange.of(level, index)
+        ...     r = ledger.reserve("s", f"L{level}-{index}", "learner:x", 0.1, 0.0, node)
+        ...     ledger.mark_published(ledger.complete(r.entry_id, b"{}").entry_id)
+        >>> PublicLedger(ledger).best("s").window_id
+        'L1-0'
+        """
+        counts = self.ledger.release_counts(stream_id)
+        levels = {level for (mechanism, level), _ in counts.items() if mechanism.startswith("learner:")}
+        for level in sorted((j for j in levels if j is not None), reverse=True):
+            found = self.ledger.latest_published(stream_id, "learner:", level=level)
+            if found is not None:
+                return found
+        return self.ledger.latest_published(stream_id, "learner:") if None in levels else None
+
+
+class PublicReads:
+    """Runs :class:`PublicLedger` reads for the pages: on one thread of its own (never on the event
+    loop), one read at a time for identical requests, each result reused for ``cache_seconds``.
+
+    >>> from privstream.stream_app.store.sqlite_ledger import SqliteLedger
+    >>> reads = PublicReads(SqliteLedger.open(":memory:", budgets={"s": (2.0, 0.0)}))
+    >>> asyncio.run(reads.get(("figures", "s"), lambda public: public.figures("s").refusals))
+    0
+    """
+
+    def __init__(
+        self,
+        ledger: LedgerReader | PublicLedger,
+        cache_seconds: float = 1.0,
+        max_cached: int = 1024,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.public = ledger if isinstance(ledger, PublicLedger) else PublicLedger(ledger)
+        self.cache_seconds = cache_seconds
+        self.max_cached = max_cached
+        self.clock = clock
+        self.ledger_reads = 0  # reads made (the other requests were answered from the cache or a shared read)
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="privstream-public-reads")
+        self._cache: OrderedDict[tuple[Any, ...], tuple[float, Any]] = OrderedDict()
+        self._pending: dict[tuple[Any, ...], asyncio.Future[Any]] = {}
+
+    async def get(self, key: tuple[Any, ...], read: Callable[[PublicLedger], T]) -> T:
+        """``read(public ledger)``, cached under ``key``."""
+        cached = self._cache.get(key)
+        if cached is not None and cached[0] > self.clock():
+            return cached[1]  # type: ignore[no-any-return]
+        pending = self._pending.get(key)
+        if pending is None:
+            pending = asyncio.get_running_loop().run_in_executor(self._executor, read, self.public)
+            self.ledger_reads += 1
+            self._pending[key] = pending
+            pending.add_done_callback(lambda done: self._settled(key, done))
+        # A client that goes away does not cancel the read the others wait for.
+        return await asyncio.shield(pending)  # type: ignore[no-any-return]
+
+    def _settled(self, key: tuple[Any, ...], done: asyncio.Future[Any]) -> None:
+        self._pending.pop(key, None)
+        if done.cancelled() or done.exception() is not None or self.cache_seconds <= 0:
+            return
+        self._cache[key] = (self.clock() + self.cache_seconds, done.result())
+        self._cache.move_to_end(key)
+        while len(self._cache) > self.max_cached:
+            self._cache.popitem(last=False)
 
 
 #: How the lifetime bound follows from the charges, in words a reviewer can check.
@@ -57,67 +212,76 @@ LIFETIME_RULES = {
 }
 
 
-def lifetime(stream: StreamConfig | None, ledger: LedgerReader | None) -> dict[str, Any] | None:
+def lifetime(
+    stream: StreamConfig | None, ledger: LedgerReader | PublicLedger | StreamFigures | None
+) -> dict[str, Any] | None:
     """The stream's lifetime figures (public: the ledger holds only DP releases, and which nodes
     are charged is a function of the public schedule).
 
-    ``lifetime_epsilon_spent`` is the largest lifetime ε of an example (at the user level: of a user
-    present in every release of this stream); ``releases_per_level`` counts the hypothesis releases
-    by level of the release tree (releases without a node count as windows, level 0).
-    ``exhausted``: the ledger has refused releases of this stream (a lowered budget, or a ledger
-    shared with an older configuration: a valid configuration never runs out, E-DESIGN.md §2).
+    * ``lifetime_epsilon_budget``: the configured bound per example (per user at the user level);
+    * ``lifetime_epsilon_committed``: what the release plan will charge each example over its
+      life, the sum of the levels' ε (at the user level: the budget, which the filter enforces);
+    * ``lifetime_epsilon_spent``: the largest lifetime ε an example has spent so far; it reaches the
+      committed ε once a top-level node is released, while examples of later windows start at 0;
+    * ``lifetime_epsilon_uncommitted``: budget minus committed, what a configuration with more
+      levels or a larger ε could still use;
+    * ``releases_per_level``: the hypothesis releases by level of the release tree;
+    * ``exhausted``: the ledger has refused releases of this stream (a lowered budget, or a ledger
+      shared with an older configuration: a valid configuration never runs out).
 
-    >>> from privstream.stream_app.store.sqlite_ledger import SqliteLedger
-    >>> ledger = SqliteLedger.open(":memory:", budgets={"s": (2.0, 0.0)})
-    >>> _ = ledger.charge("s", "w0", "learner:generic", 0.5, 0.0, b"{}")
     >>> stream = StreamConfig(name="s", hypothesis_class="thresholds:16",
-    ...                       release={"epsilon": 0.5, "epsilon_budget": 2.0})
-    >>> figures = lifetime(stream, ledger)
-    >>> figures["lifetime_epsilon_spent"], figures["lifetime_epsilon_budget"], figures["releases_per_level"]
-    (0.5, 2.0, {'0': 1})
+    ...                       release={"epsilon": 0.5, "epsilon_budget": 2.0, "levels": 1})
+    >>> figures = lifetime(stream, StreamFigures(PrivacyCost(1.0, 0.0), {0: 2, 1: 1}))
+    >>> [figures[f"lifetime_epsilon_{k}"] for k in ("budget", "committed", "spent", "uncommitted")]
+    [2.0, 1.0, 1.0, 1.0]
+    >>> figures["releases_per_level"], figures["exhausted"]
+    ({'0': 2, '1': 1}, False)
     """
     if stream is None or stream.release is None or ledger is None:
         return None
     stream_id, config = stream.name, stream.release
-    spent = ledger.lifetime(stream_id).spent_per_example
-    entries = ledger.entries(stream_id)
-    per_level: dict[str, int] = {}
-    for charge in entries:
-        if charge.mechanism.startswith("learner:"):
-            level = str(charge.level or 0)  # a charge without a node (before the tree): a window
-            per_level[level] = per_level.get(level, 0) + 1
-    remaining = PrivacyCost(
-        max(config.epsilon_budget - spent.epsilon, 0.0), max(config.delta_budget - spent.delta, 0.0)
+    figures = ledger if isinstance(ledger, StreamFigures) else _public(ledger).figures(stream_id)
+    spent = figures.spent
+    committed = (
+        PrivacyCost(config.epsilon_budget, config.delta_budget)
+        if config.privacy_unit == "user"
+        else PrivacyCost(*config.lifetime_cost)
     )
-    refusals = ledger.refusals(stream_id)
     return {
         "stream_id": stream_id,
         "accounting": "lifetime",
         "privacy_unit": config.privacy_unit,
         "lifetime_epsilon_budget": config.epsilon_budget,
         "lifetime_delta_budget": config.delta_budget,
+        "lifetime_epsilon_committed": committed.epsilon,
+        "lifetime_delta_committed": committed.delta,
         "lifetime_epsilon_spent": spent.epsilon,
         "lifetime_delta_spent": spent.delta,
-        "lifetime_epsilon_remaining": remaining.epsilon,
-        "lifetime_delta_remaining": remaining.delta,
+        "lifetime_epsilon_uncommitted": max(config.epsilon_budget - committed.epsilon, 0.0),
+        "lifetime_delta_uncommitted": max(config.delta_budget - committed.delta, 0.0),
         "rule": LIFETIME_RULES[config.privacy_unit],
         "levels": config.levels,
         "level_epsilon": config.learner_epsilons,
         "sanitizer_level_epsilon": config.sanitizer_epsilons,
-        "lifetime_epsilon_bound": config.lifetime_cost[0],
-        "releases": sum(per_level.values()),
-        "releases_per_level": dict(sorted(per_level.items(), key=lambda kv: int(kv[0]))),
-        "sanitized_releases": sum(1 for c in entries if c.mechanism.startswith("sanitizer:")),
-        "refusals": refusals,
-        "exhausted": refusals > 0,
+        "releases": sum(figures.releases_per_level.values()),
+        "releases_per_level": {str(level): n for level, n in sorted(figures.releases_per_level.items())},
+        "sanitized_releases": figures.sanitized_releases,
+        "refusals": figures.refusals,
+        "exhausted": figures.refusals > 0,
     }
 
 
-#: The figures of ``/streams/{id}/budget``, under the route's name (tests/agents/twins.py uses it).
+def _public(ledger: LedgerReader | PublicLedger) -> PublicLedger:
+    return ledger if isinstance(ledger, PublicLedger) else PublicLedger(ledger)
+
+
+#: The figures of ``/streams/{id}/budget``, under the route's name.
 budget = lifetime
 
 
-def stream_overview(stream: StreamConfig, ledger: LedgerReader | None) -> dict[str, Any]:
+def stream_overview(
+    stream: StreamConfig, ledger: LedgerReader | PublicLedger | StreamFigures | None
+) -> dict[str, Any]:
     """``/streams/{id}``: a stream's public configuration, status and lifetime figures."""
     entry: dict[str, Any] = {
         "stream_id": stream.name,
@@ -136,49 +300,131 @@ def stream_overview(stream: StreamConfig, ledger: LedgerReader | None) -> dict[s
     return entry
 
 
-def streams_overview(streams: Sequence[StreamConfig], ledger: LedgerReader | None) -> list[dict[str, Any]]:
+def streams_overview(
+    streams: Sequence[StreamConfig], ledger: LedgerReader | PublicLedger | StreamFigures | None
+) -> list[dict[str, Any]]:
     """``/streams``: every configured stream (:func:`stream_overview`)."""
     return [stream_overview(stream, ledger) for stream in streams]
 
 
-def public_routes(streams: Sequence[StreamConfig], ledger: LedgerReader | None) -> list[Route]:
-    """The public listener's routes over these streams and this ledger."""
-    by_name = {s.name: s for s in streams}
+def signature_headers(signer: Signer | None, release: bytes) -> dict[str, str]:
+    """The HTTP headers that carry a release's signature (none without a signer)."""
+    if signer is None:
+        return {}
+    key, signature = signer.sign(release)
+    return {KEY_ID_HEADER: key, SIGNATURE_HEADER: signature}
 
-    def no_releases(stream_id: str) -> web.Response:
-        return web.json_response({"error": f"stream {stream_id!r} has no private releases"}, status=404)
+
+class PublicStreams:
+    """The configured streams and the ledger reads behind their pages, shared by the JSON pages and
+    the page for people. A page is built whole (read, summarised, serialised) on the reads' thread
+    and its body reused while it is cached: a crowd asking for the same page costs one build."""
+
+    def __init__(self, streams: Sequence[StreamConfig], reads: PublicReads | None):
+        self.streams = list(streams)
+        self.by_name = {s.name: s for s in streams}
+        self.reads = reads
+
+    def releasing(self, stream_id: str) -> StreamConfig | None:
+        """The configured stream if it has private releases (and a ledger to read them from)."""
+        stream = self.by_name.get(stream_id)
+        return stream if stream is not None and stream.release is not None and self.reads else None
+
+    async def page(self, key: tuple[Any, ...], build: Callable[[PublicLedger | None], Any]) -> web.Response:
+        """A JSON page: ``build(ledger)`` serialised, cached under ``key``."""
+        if self.reads is None:  # no ledger: nothing to read, the page is configuration only
+            return web.Response(body=_json(build(None)), content_type="application/json")
+        body = await self.reads.get(key, lambda public: _json(build(public)))
+        return web.Response(body=body, content_type="application/json")
+
+
+def _json(value: Any) -> bytes:
+    return json.dumps(value).encode()
+
+
+def no_releases(stream_id: str) -> web.Response:
+    return web.json_response({"error": f"stream {stream_id!r} has no private releases"}, status=404)
+
+
+def public_routes(
+    streams: Sequence[StreamConfig] | PublicStreams,
+    ledger: LedgerReader | None = None,
+    *,
+    signer: Signer | None = None,
+    published_keys: KeySet | None = None,
+) -> list[Route]:
+    """The public listener's routes over these streams and this ledger (or the ``PublicStreams``
+    shared with the page), signing with ``signer``; ``/keys`` lists its key and ``published_keys``."""
+    public = (
+        streams
+        if isinstance(streams, PublicStreams)
+        else PublicStreams(streams, PublicReads(ledger) if ledger is not None else None)
+    )
+    keys = KeySet([signer.public_entry()] if signer else []).merged(published_keys or KeySet())
+    keys_body = keys.to_json().encode()
 
     async def streams_page(request: web.Request) -> web.Response:
-        return web.json_response({"streams": streams_overview(streams, ledger)})
+        return await public.page(
+            ("streams",), lambda ledger: {"streams": streams_overview(public.streams, ledger)}
+        )
 
     async def stream_page(request: web.Request) -> web.Response:
-        stream = by_name.get(request.match_info["stream_id"])
+        stream_id = request.match_info["stream_id"]
+        stream = public.by_name.get(stream_id)
         if stream is None:
-            return web.json_response({"error": f"no stream {request.match_info['stream_id']!r}"}, status=404)
-        return web.json_response(stream_overview(stream, ledger))
+            return web.json_response({"error": f"no stream {stream_id[:200]!r}"}, status=404)
+        return await public.page(("stream", stream_id), lambda ledger: stream_overview(stream, ledger))
 
     async def lifetime_page(request: web.Request) -> web.Response:
         stream_id = request.match_info["stream_id"]
-        figures = lifetime(by_name.get(stream_id), ledger)
-        return no_releases(stream_id) if figures is None else web.json_response(figures)
+        stream = public.releasing(stream_id)
+        if stream is None:
+            return no_releases(stream_id[:200])
+        return await public.page(("budget", stream_id), lambda ledger: lifetime(stream, ledger))
 
     def latest(prefix: str) -> Any:
+        def signed(public_ledger: PublicLedger, stream_id: str) -> tuple[bytes, dict[str, str]] | None:
+            charge = public_ledger.latest(stream_id, prefix)
+            return None if charge is None else (charge.release, signature_headers(signer, charge.release))
+
         async def page(request: web.Request) -> web.Response:
             stream_id = request.match_info["stream_id"]
-            if ledger is None or by_name.get(stream_id) is None or by_name[stream_id].release is None:
-                return no_releases(stream_id)
-            charge = ledger.latest_published(stream_id, prefix)
-            if charge is None:
+            if public.releasing(stream_id) is None or public.reads is None:
+                return no_releases(stream_id[:200])
+            found = await public.reads.get(("latest", stream_id, prefix), lambda p: signed(p, stream_id))
+            if found is None:
                 missing = {"error": f"stream {stream_id!r} has no such release yet"}
                 return web.json_response(missing, status=404)
-            return web.Response(body=charge.release, content_type="application/json")
+            body, headers = found
+            return web.Response(body=body, content_type="application/json", headers=headers)
 
         return page
+
+    async def best_page(request: web.Request) -> web.Response:
+        stream_id = request.match_info["stream_id"]
+        stream = public.releasing(stream_id)
+        if stream is None or stream.release is None or public.reads is None:
+            return no_releases(stream_id[:200])
+
+        def signed(public_ledger: PublicLedger) -> tuple[bytes, dict[str, str]] | None:
+            charge = public_ledger.best(stream_id)
+            return None if charge is None else (charge.release, signature_headers(signer, charge.release))
+
+        found = await public.reads.get(("best", stream_id), signed)
+        if found is None:
+            return web.json_response({"error": f"stream {stream_id!r} has no such release yet"}, status=404)
+        body, headers = found
+        return web.Response(body=body, content_type="application/json", headers=headers)
+
+    async def keys_page(request: web.Request) -> web.Response:
+        return web.Response(body=keys_body, content_type="application/json")
 
     return [
         ("GET", "/streams", streams_page),
         ("GET", "/streams/{stream_id}", stream_page),
         ("GET", "/streams/{stream_id}/budget", lifetime_page),
         ("GET", "/streams/{stream_id}/releases/latest", latest("learner:")),
+        ("GET", "/streams/{stream_id}/releases/best", best_page),
         ("GET", "/streams/{stream_id}/sanitized/latest", latest("sanitizer:")),
+        ("GET", "/keys", keys_page),
     ]

@@ -104,3 +104,35 @@ async def test_operator_listener_refuses_requests_without_the_token(listeners):
     assert status == 503
     status, _ = await asyncio.to_thread(get, f"{operator}/streams")
     assert status in (401, 404)  # public pages are not on the operator listener
+
+
+async def test_the_latest_release_is_signed_and_the_keys_are_served() -> None:
+    import asyncio
+
+    from privstream.stream_app.signing import KEY_ID_HEADER, SIGNATURE_HEADER, KeySet, Signer
+
+    signer, retired = Signer.generate(), Signer.generate()
+    ledger = SqliteLedger.open(":memory:", budgets={"clicks": (3.0, 0.0)})
+    charge = ledger.charge("clicks", "w0", "learner:generic", 1.0, 0.0, b'{"release": 0}')
+    ledger.mark_published(charge.entry_id)
+    routes = public_routes(STREAMS, ledger, signer=signer, published_keys=KeySet([retired.public_entry()]))
+    public = HttpListener("public", "127.0.0.1", free_port(), routes)
+    await public.start()
+    base = f"http://127.0.0.1:{public.port}"
+
+    def fetch(path: str) -> tuple[bytes, dict[str, str]]:
+        with urllib.request.urlopen(base + path, timeout=5) as response:
+            return response.read(), dict(response.headers)
+
+    try:
+        body, headers = await asyncio.to_thread(fetch, "/streams/clicks/releases/latest")
+        keys_body, _ = await asyncio.to_thread(fetch, "/keys")
+        keys = KeySet.from_json(keys_body)
+        assert keys.key_ids == [signer.key_id, retired.key_id]
+        found = {k.lower(): v for k, v in headers.items()}
+        assert found[KEY_ID_HEADER] == signer.key_id
+        assert keys.problem(body, found[KEY_ID_HEADER], found[SIGNATURE_HEADER]) is None
+        assert keys.problem(body + b" ", found[KEY_ID_HEADER], found[SIGNATURE_HEADER]) == "bad_signature"
+    finally:
+        await public.stop()
+        ledger.close()

@@ -12,11 +12,13 @@ from importlib import resources
 
 import pytest
 
+from privstream.agents.ledger_port import NodeRange
 from privstream.stream_app.embedded.broker import free_port
 from privstream.stream_app.settings import StreamConfig
 from privstream.stream_app.store.sqlite_ledger import SqliteLedger
 from privstream.stream_app.web.listener import HttpListener
 from privstream.stream_app.web.page import asset, page_routes
+from privstream.stream_app.web.public import public_routes
 
 STREAMS = [
     StreamConfig(
@@ -166,11 +168,12 @@ async def test_the_best_release_is_the_newest_of_the_highest_level_not_the_lates
     ledger = SqliteLedger.open(":memory:", budgets={"clicks": (3.0, 0.0)})
     # Windows 0 and 1 at level 0, their level-1 node, then window 2 at level 0 (the latest).
     for entry, (level, first, last) in enumerate([(0, 0, 0), (0, 1, 1), (1, 0, 1), (0, 2, 2)], start=1):
-        charge = ledger.charge(
-            "clicks", f"w{entry}", "learner:generic", 0.5, 0.0, tree_release(entry, level, first, last)
+        reserved = ledger.reserve(
+            "clicks", f"w{entry}", "learner:generic", 0.5, 0.0, NodeRange.of(level, first >> level)
         )
+        charge = ledger.complete(reserved.entry_id, tree_release(reserved.entry_id, level, first, last))
         ledger.mark_published(charge.entry_id)
-    listener = HttpListener("public", "127.0.0.1", free_port(), page_routes(STREAMS, ledger))
+    listener = HttpListener("public", "127.0.0.1", free_port(), public_routes(STREAMS, ledger))
     await listener.start()
     try:
         base = f"http://127.0.0.1:{listener.port}"

@@ -3,12 +3,12 @@
 ``/`` lists the streams with their latest release and how much of their lifetime privacy budget an
 example has used; ``/stream/{id}`` draws the stream's best release (the newest of the highest level
 of the release tree, what the SDK subscribes to by default: ``/streams/{id}/releases/best``) beside
-its latest one (a threshold, an interval or points on the domain line; a vector model's decision
-regions, and a halfspace's weights on the named features with a 2-D slice in any dimension), lets a
-person check a vector release's accuracy on their own CSV file in the browser, and draws the
-releases over time with their ε and level, the releases per level, and the lifetime ε per example
-over time. It
-updates itself when a new release arrives (it polls the JSON endpoints every few seconds).
+its latest one, both served by the public listener: a threshold, an interval or points on the domain
+line; a vector model's decision regions, and a halfspace's weights on the named features with a 2-D
+slice in any dimension. It lets a person check a vector release's accuracy on their own CSV file in
+the browser, draws the releases over time with their ε and level, the releases per level, and the
+lifetime ε per example over time, and updates itself when a new release arrives (it polls the JSON
+endpoints every few seconds).
 
 Plain HTML and JavaScript from ``assets/``, served by the worker, with one vendored charting
 library (uPlot, MIT: ``assets/NOTICE``): no CDN, the pages work offline. Everything they show is
@@ -21,7 +21,8 @@ streams' configuration (the public listener's JSON endpoints, and ``/streams/{id
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
@@ -30,20 +31,72 @@ from aiohttp import web
 from privstream.agents.ledger_port import Charge
 from privstream.stream_app.settings import StreamConfig
 from privstream.stream_app.web.listener import Route
-from privstream.stream_app.web.public import LedgerReader, lifetime
+from privstream.stream_app.web.public import (
+    LedgerReader,
+    PublicLedger,
+    PublicReads,
+    PublicStreams,
+    lifetime,
+    no_releases,
+)
 
-#: How many releases ``/streams/{id}/releases`` returns at most (the most recent).
-HISTORY_LIMIT = 1000
+#: ``/streams/{id}/releases``: releases per answer by default, and at most.
+DEFAULT_LIMIT = 200
+MAX_LIMIT = 1000
+
+
+@dataclass(frozen=True)
+class ReleasesQuery:
+    """``/streams/{id}/releases?limit=N&before=ENTRY&include=hypotheses``: the most recent ``limit``
+    published releases older than ledger entry ``before`` (the answer's ``next_before`` pages
+    back), with each release's hypothesis if asked.
+
+    >>> ReleasesQuery.parse({"limit": "5", "include": "hypotheses"})
+    ReleasesQuery(limit=5, before=None, hypotheses=True)
+    >>> ReleasesQuery.parse({"limit": "0"})
+    Traceback (most recent call last):
+    ...
+    ValueError: limit must be a whole number from 1 to 1000
+    """
+
+    limit: int = DEFAULT_LIMIT
+    before: int | None = None
+    hypotheses: bool = False
+
+    @classmethod
+    def parse(cls, query: Mapping[str, str]) -> ReleasesQuery:
+        limit = _whole(query.get("limit", str(DEFAULT_LIMIT)), 1, MAX_LIMIT, "limit")
+        before = query.get("before")
+        include = {part for part in query.get("include", "").split(",") if part}
+        if include - {"hypotheses"}:
+            raise ValueError("include takes 'hypotheses'")
+        return cls(limit, None if before is None else _whole(before, 1, 2**63 - 1, "before"), bool(include))
+
+
+def _whole(text: str, low: int, high: int, name: str) -> int:
+    if not (text.isdigit() and len(text) <= 19 and low <= int(text) <= high):
+        raise ValueError(f"{name} must be a whole number from {low} to {high}")
+    return int(text)
+
 
 _CONTENT_TYPES = {".html": "text/html", ".js": "text/javascript", ".css": "text/css"}
+#: The files the page serves: those of ``assets/`` with a served type (no dotfiles), read once.
+_ASSET_NAMES = frozenset(
+    entry.name
+    for entry in resources.files(__name__).joinpath("assets").iterdir()
+    if entry.is_file()
+    and not entry.name.startswith(".")
+    and "." + entry.name.rsplit(".", 1)[-1] in _CONTENT_TYPES
+)
 
 
-def release_summary(charge: Charge) -> dict[str, Any]:
+def release_summary(charge: Charge, hypothesis: bool = False) -> dict[str, Any]:
     """What the page draws of one published release, read from its certificate.
 
     ``level``, the node's ``first_window``/``last_window`` and ``lifetime`` (the certificate's
-    lifetime bound and its rule; the release tree, issue 17) are None for releases made before
-    the tree, which carry the draining ``epsilon_budget_remaining`` instead (None for the others).
+    lifetime bound and its rule) are None for releases made before the release tree, which carry
+    the draining ``epsilon_budget_remaining`` instead (None for the others). With ``hypothesis``,
+    the summary holds the released hypothesis too.
 
     >>> from datetime import UTC, datetime
     >>> release = {"certificate": {"epsilon": 1.0, "delta": 0.0, "window": {"window_id": "w-0"},
@@ -54,9 +107,10 @@ def release_summary(charge: Charge) -> dict[str, Any]:
     >>> summary["product"], summary["epsilon"], summary["level"], summary["published_at"]
     ('hypotheses', 1.0, None, 1767225602.0)
     """
-    certificate = json.loads(charge.release).get("certificate", {})
+    release = json.loads(charge.release)
+    certificate = release.get("certificate", {})
     assert charge.published_at is not None
-    return {
+    summary = {
         "ledger_entry_id": str(charge.entry_id),
         "product": "sanitized" if charge.mechanism.startswith("sanitizer:") else "hypotheses",
         "mechanism": charge.mechanism,
@@ -71,74 +125,38 @@ def release_summary(charge: Charge) -> dict[str, Any]:
         "epsilon_budget_remaining": certificate.get("epsilon_budget_remaining"),
         "window": certificate.get("window"),
     }
-
-
-class ReleaseHistory:
-    """Published releases of a stream, oldest first, from the ledger (summaries cached by entry
-    id: a published release never changes)."""
-
-    def __init__(self) -> None:
-        self._summaries: dict[int, dict[str, Any]] = {}
-
-    def of(self, entries: Iterable[Charge], limit: int = HISTORY_LIMIT) -> list[dict[str, Any]]:
-        published = [c for c in entries if c.published and c.release]
-        out = []
-        for charge in published[-limit:]:
-            if charge.entry_id not in self._summaries:
-                self._summaries[charge.entry_id] = release_summary(charge)
-            out.append(self._summaries[charge.entry_id])
-        return out
-
-
-def best_release(charges: Iterable[Charge], summaries: ReleaseHistory) -> Charge | None:
-    """The release the SDK's ``subscribe`` gives by default: the newest hypothesis release of the
-    highest level of the release tree completed so far (the highest ``(level, last window)``; of
-    equal ones the first published, as a subscriber would have kept it). None before any release.
-
-    >>> from datetime import UTC, datetime
-    >>> def charge(entry, level, first, last):
-    ...     window = {"window_id": f"w-{entry}", "first_window": first, "last_window": last}
-    ...     body = json.dumps({"certificate": {"epsilon": 1.0, "level": level, "window": window}})
-    ...     at = datetime(2026, 1, 1, tzinfo=UTC)
-    ...     return Charge(entry, "s", f"w-{entry}", "learner:halfspaces", 1.0, 0.0, body.encode(), at, at)
-    >>> tree = [charge(1, 0, 0, 0), charge(2, 0, 1, 1), charge(3, 1, 0, 1), charge(4, 0, 2, 2)]
-    >>> best_release(tree, ReleaseHistory()).entry_id
-    3
-    """
-    best, rank = None, None
-    published = [c for c in charges if c.published and c.release and c.mechanism.startswith("learner:")]
-    for charge, summary in zip(published, summaries.of(published, limit=len(published)), strict=True):
-        last = summary["last_window"]
-        this = (summary["level"] or 0, -1 if last is None else last)
-        if rank is None or this > rank or (this == rank and last is None):
-            best, rank = charge, this
-    return best
+    if hypothesis:  # the released hypothesis (None for a sanitized release)
+        summary["hypothesis"] = release.get("hypothesis")
+    return summary
 
 
 def asset(name: str) -> tuple[bytes, str] | None:
     """A file of ``assets/`` and its content type; None for anything else (no paths, no dotfiles).
 
-    >>> asset("page.css")[1], asset("../__init__.py"), asset("NOTICE")
-    ('text/css', None, None)
+    >>> asset("page.css")[1], asset("../__init__.py"), asset("NOTICE"), asset("x" * 300)
+    ('text/css', None, None, None)
     """
-    if "/" in name or "\\" in name or name.startswith("."):
+    if name not in _ASSET_NAMES:  # the request's name never reaches the file system
         return None
-    path = resources.files(__name__).joinpath("assets", name)
-    suffix = "." + name.rsplit(".", 1)[-1] if "." in name else ""
-    if suffix not in _CONTENT_TYPES or not path.is_file():
-        return None
-    return path.read_bytes(), _CONTENT_TYPES[suffix]
+    suffix = "." + name.rsplit(".", 1)[-1]
+    return resources.files(__name__).joinpath("assets", name).read_bytes(), _CONTENT_TYPES[suffix]
 
 
-def page_routes(streams: Sequence[StreamConfig], ledger: LedgerReader | None) -> list[Route]:
-    """The page's routes over these streams and this ledger (for the public listener)."""
-    by_name = {s.name: s for s in streams}
-    history = ReleaseHistory()
+def page_routes(
+    streams: Sequence[StreamConfig] | PublicStreams, ledger: LedgerReader | None = None
+) -> list[Route]:
+    """The page's routes over these streams and this ledger (or the ``PublicStreams`` shared with
+    the public routes), for the public listener."""
+    public = (
+        streams
+        if isinstance(streams, PublicStreams)
+        else PublicStreams(streams, PublicReads(ledger) if ledger is not None else None)
+    )
 
     def send(name: str) -> web.Response:
         found = asset(name)
         if found is None:
-            return web.json_response({"error": f"no asset {name!r}"}, status=404)
+            return web.json_response({"error": f"no asset {name[:100]!r}"}, status=404)
         body, content_type = found
         return web.Response(body=body, content_type=content_type, charset="utf-8")
 
@@ -153,27 +171,29 @@ def page_routes(streams: Sequence[StreamConfig], ledger: LedgerReader | None) ->
 
     async def releases_page(request: web.Request) -> web.Response:
         stream_id = request.match_info["stream_id"]
-        figures = lifetime(by_name.get(stream_id), ledger)
-        if figures is None or ledger is None:
-            return web.json_response({"error": f"stream {stream_id!r} has no private releases"}, status=404)
-        return web.json_response(
-            {"stream_id": stream_id, "lifetime": figures, "releases": history.of(ledger.entries(stream_id))}
-        )
+        stream = public.releasing(stream_id)
+        if stream is None or public.reads is None:
+            return no_releases(stream_id[:200])
+        try:
+            query = ReleasesQuery.parse(request.query)
+        except ValueError as exc:
+            return web.json_response({"error": str(exc)}, status=400)
 
-    async def best_page(request: web.Request) -> web.Response:
-        stream_id = request.match_info["stream_id"]
-        stream = by_name.get(stream_id)
-        if ledger is None or stream is None or stream.release is None:
-            return web.json_response({"error": f"stream {stream_id!r} has no private releases"}, status=404)
-        charge = best_release(ledger.entries(stream_id), history)
-        if charge is None:
-            return web.json_response({"error": f"stream {stream_id!r} has no release yet"}, status=404)
-        return web.Response(body=charge.release, content_type="application/json")
+        def build(ledger: PublicLedger | None) -> dict[str, Any]:
+            assert ledger is not None and stream is not None
+            charges = ledger.releases(stream_id, query.limit, query.before)
+            return {
+                "stream_id": stream_id,
+                "lifetime": lifetime(stream, ledger),
+                "releases": [release_summary(c, hypothesis=query.hypotheses) for c in charges],
+                "next_before": charges[0].entry_id if len(charges) == query.limit else None,
+            }
+
+        return await public.page(("releases", stream_id, query), build)
 
     return [
         ("GET", "/", index_page),
         ("GET", "/stream/{stream_id}", stream_page),
         ("GET", "/assets/{name}", asset_page),
         ("GET", "/streams/{stream_id}/releases", releases_page),
-        ("GET", "/streams/{stream_id}/releases/best", best_page),
     ]

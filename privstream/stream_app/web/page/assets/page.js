@@ -7,10 +7,12 @@
  * release (/streams/{id}/releases/best: what the SDK subscribes to by default) beside the latest;
  * the time series with uPlot (assets/uPlot.iife.min.js, MIT).
  *
- * Lifetime accounting (issue 17): the budget shown is the stream's lifetime budget per example
- * (or per user) and the largest lifetime ε an example has spent (/streams/{id}/releases "lifetime");
- * releases carry their `level` in the release tree. Releases made before the tree (no level, a
- * draining `epsilon_budget_remaining`) are drawn as windows, level 0.
+ * Lifetime accounting: the figures shown are the stream's lifetime budget per example (or per
+ * user), what the release plan commits each example to (the sum of the levels' ε) and the largest
+ * lifetime ε an example has spent so far (/streams/{id}/releases "lifetime"). A plan that commits
+ * the whole budget is not an exhausted stream: examples of later windows start from 0. Releases
+ * carry their `level` in the release tree. Releases made before the tree (no level, a draining
+ * `epsilon_budget_remaining`) are drawn as windows, level 0.
  */
 (function () {
   "use strict";
@@ -83,10 +85,21 @@
   function budgetFigures(lifetime) {
     if (!lifetime) return null;
     var total = lifetime.lifetime_epsilon_budget, used = lifetime.lifetime_epsilon_spent;
+    var committed = lifetime.lifetime_epsilon_committed;
     var unit = lifetime.privacy_unit === "user" ? "user" : "example";
-    return { total: total, used: used, share: total > 0 ? Math.min(1, used / total) : 0,
+    return { total: total, used: used, committed: committed,
+             share: total > 0 ? Math.min(1, committed / total) : 0,
              label: "lifetime ε per " + unit, exhausted: !!lifetime.exhausted,
+             releases: (lifetime.releases || 0) + (lifetime.sanitized_releases || 0),
              perLevel: lifetime.releases_per_level || {} };
+  }
+
+  // "1 of 1 lifetime ε per example committed by the release plan; ..." (not "used up": the plan
+  // is what each example will spend over its life, and examples of later windows start from 0)
+  function budgetText(budget) {
+    return fmt(budget.committed) + " of " + fmt(budget.total) + " " + budget.label +
+      " committed by the release plan; the most any example has spent so far: " + fmt(budget.used) +
+      (budget.exhausted ? ". The ledger has refused releases." : ".");
   }
 
   // "12 at level 0, 6 at level 1, ..." (releases per level of the release tree)
@@ -427,8 +440,8 @@
       var bar = el("div", { className: "bar" + (budget.exhausted ? " full" : "") }, el("span", {}));
       bar.firstChild.style.width = (100 * budget.share).toFixed(1) + "%";
       card.appendChild(bar);
-      card.appendChild(el("p", { className: "muted", text: fmt(budget.used) + " of " + fmt(budget.total) + " " +
-        budget.label + " used; " + releases.length + " releases (" + levelsText(budget.perLevel) + ")." }));
+      card.appendChild(el("p", { className: "muted", text: budgetText(budget) + " " + fmt(budget.releases) +
+        " releases (" + levelsText(budget.perLevel) + ")." }));
     }
     return card;
   }
@@ -440,7 +453,7 @@
         return Promise.all(answer.streams.map(function (s) {
           if (!s.release) return [s, null, null];
           var base = "/streams/" + encodeURIComponent(s.stream_id);
-          return getJSON(base + "/releases").then(function (history) {
+          return getJSON(base + "/releases?limit=1000").then(function (history) {
             return Promise.all([s, history, latestOf(base, history)]);
           });
         }));
@@ -621,11 +634,9 @@
       var budget = budgetFigures(history.lifetime), releases = history.releases;
       var last = releases.length ? releases[releases.length - 1] : null;
       document.getElementById("summary").textContent = (stream.hypothesis_class || (stream.features +
-        " features")) + " · " + stream.status + " · " + releases.length + " releases" +
+        " features")) + " · " + stream.status + " · " + fmt(budget ? budget.releases : releases.length) + " releases" +
         (last ? ", the latest " + ago(last.published_at) : "");
-      document.getElementById("budget-text").textContent = budget ? fmt(budget.used) + " of " +
-        fmt(budget.total) + " " + budget.label + " used (" + (100 * budget.share).toFixed(1) + "%)" +
-        (budget.exhausted ? ": the ledger has refused releases." : ".") : "";
+      document.getElementById("budget-text").textContent = budget ? budgetText(budget) : "";
       document.getElementById("levels-text").textContent = budget ? "Releases: " +
         (levelsText(budget.perLevel) || "none yet") + "." : "";
       var entry = latest ? latest.certificate.ledger_entry_id : "";
@@ -673,7 +684,7 @@
     }
 
     function refresh() {
-      Promise.all([getJSON("/streams"), getJSON(base + "/releases")])
+      Promise.all([getJSON("/streams"), getJSON(base + "/releases?limit=1000")])
         .then(function (answers) {
           var best = latestOf(base, answers[1]).then(function (latest) {
             return latest ? getJSON(base + "/releases/best") : null;
