@@ -320,9 +320,8 @@ class FoolingSanitizer:
                     **learner_options,
                 )
                 f = fit.hypothesis
-                agree = f.predict(real_x) == (
-                    labels[idx] if labels is not None else 1
-                )  # q_f on the subsample
+                truth = labels[idx] if labels is not None else 1
+                agree = f.predict(real_x) == truth  # q_f on the subsample
                 count = int((agree != negate).sum())
                 noisy = count if self.broken == "noiseless_check" else int(check.release(count))
                 syn_mass = q.answer(f)
