@@ -76,7 +76,7 @@ import re
 import time
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, final
 
 import pydantic_core
 from pydantic import TypeAdapter, ValidationError
@@ -90,6 +90,7 @@ from privstream.schemas.examples import EventTime, Label, Point, Text, UserId
 MAX_MESSAGE_BYTES = 8 << 20
 
 
+@final  # exact-type checks (`type(x) is ValidExample`) on the hot path narrow only for final classes
 class ValidExample(NamedTuple):
     """A validated example, as the agents carry it (a tuple: ~30x cheaper than a pydantic object)."""
 
@@ -105,6 +106,7 @@ class ValidExample(NamedTuple):
         return cls(example.stream_id, example.x, example.y, example.user_id, example.event_time, example.id)
 
 
+@final  # exact-type checks (`type(x) is Invalid`) on the hot path narrow only for final classes
 class Invalid(NamedTuple):
     """Why a message (or a row of a batch) was rejected: a bounded ``reason`` and a human ``detail``
     (a tuple: a frozen dataclass costs ~5x more to build, and a flood builds one per message)."""
@@ -122,6 +124,7 @@ class RejectedRow(NamedTuple):
     value: bytes
 
 
+@final  # exact-type checks (`type(x) is ValidRows`) on the hot path narrow only for final classes
 class ValidRows(NamedTuple):
     """The valid rows of an ``ExampleBatch``, as columns in the batch's order, and its rejected rows.
 
