@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
@@ -101,12 +102,14 @@ class NodeBounds(NamedTuple):
     max_node_examples: int | None = None
 
 
-class NodeData(NamedTuple):
+@dataclass(frozen=True, eq=False)
+class NodeData:
     """What a node's learner needs, compactly (see the module docstring for the three forms).
 
     ``xs``: int64 points (histogram or user rows) or float64 ``(n, d)`` vectors; ``ys``: uint8;
     ``counts``: int64 multiplicities (all 1 for user rows and vectors); ``users``: the user id of
-    each row (a numpy str array) at the user level, else ``None``.
+    each row (a numpy str array) at the user level, else ``None``. Equal when the arrays are
+    equal; not hashable (the arrays are not).
     """
 
     xs: np.ndarray
@@ -192,17 +195,13 @@ class NodeData(NamedTuple):
         if (self.users is None) != (other.users is None):
             return False
         pairs = [(self.xs, other.xs), (self.ys, other.ys), (self.counts, other.counts)]
-        if self.users is not None:
+        if self.users is not None and other.users is not None:
             pairs.append((self.users, other.users))
         return all(
             a.shape == b.shape and a.dtype.kind == b.dtype.kind and np.array_equal(a, b) for a, b in pairs
         )
 
-    def __ne__(self, other: object) -> bool:
-        equal = self.__eq__(other)
-        return equal if equal is NotImplemented else not equal
-
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None  # type: ignore[assignment]  # declares it unhashable; typeshed types it as a method
 
     # --------------------------------------------------------------------------- storage
 
@@ -210,10 +209,10 @@ class NodeData(NamedTuple):
         """A compact, pickle-free encoding (``numpy.savez_compressed``: sorted histogram keys
         compress about 8x) for the state store."""
         buffer = io.BytesIO()
-        arrays = {"xs": self.xs, "ys": self.ys, "counts": self.counts}
-        if self.users is not None:
-            arrays["users"] = self.users
-        np.savez_compressed(buffer, **arrays)
+        if self.users is None:
+            np.savez_compressed(buffer, xs=self.xs, ys=self.ys, counts=self.counts)
+        else:
+            np.savez_compressed(buffer, xs=self.xs, ys=self.ys, counts=self.counts, users=self.users)
         return buffer.getvalue()
 
     @classmethod

@@ -38,12 +38,8 @@ import numpy as np
 
 from privstream.agents.interfaces import IngestMetrics, StateStore
 from privstream.learning.hypothesis_classes import HypothesisClass
-from privstream.learning.online import (
-    LinearLearner,
-    OnlineStateError,
-    learner_from_state,
-    make_online_learner,
-)
+from privstream.learning.online import OnlineStateError, learner_from_state, make_online_learner
+from privstream.learning.online.base import LinearLearner
 from privstream.learning.soa import SOA
 from privstream.schemas import PredictionBatch, VectorPredictionBatch
 

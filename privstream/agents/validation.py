@@ -76,7 +76,7 @@ import re
 import time
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Annotated, Any, ClassVar, NamedTuple
+from typing import Annotated, Any, ClassVar, NamedTuple, final
 
 import msgspec
 import pydantic_core
@@ -91,6 +91,7 @@ from privstream.schemas.examples import EventTime, Label, Point, Text, UserId
 MAX_MESSAGE_BYTES = 8 << 20
 
 
+@final  # exact-type checks (`type(x) is ValidExample`) on the hot path narrow only for final classes
 class ValidExample(NamedTuple):
     """A validated example, as the agents carry it (a tuple: ~30x cheaper than a pydantic object)."""
 
@@ -106,6 +107,7 @@ class ValidExample(NamedTuple):
         return cls(example.stream_id, example.x, example.y, example.user_id, example.event_time, example.id)
 
 
+@final  # exact-type checks (`type(x) is Invalid`) on the hot path narrow only for final classes
 class Invalid(NamedTuple):
     """Why a message (or a row of a batch) was rejected: a bounded ``reason`` and a human ``detail``
     (a tuple: a frozen dataclass costs ~5x more to build, and a flood builds one per message)."""
@@ -123,6 +125,7 @@ class RejectedRow(NamedTuple):
     value: bytes
 
 
+@final  # exact-type checks (`type(x) is ValidRows`) on the hot path narrow only for final classes
 class ValidRows(NamedTuple):
     """The valid rows of an ``ExampleBatch``, as columns in the batch's order, and its rejected rows.
 

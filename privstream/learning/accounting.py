@@ -126,14 +126,20 @@ def _as_list(guarantees: Iterable[PrivacyGuarantee]) -> list[PrivacyGuarantee]:
     return gs
 
 
+def _known_rhos(guarantees: list[PrivacyGuarantee]) -> list[float] | None:
+    """Every guarantee's zCDP rho, or None when one of them has none."""
+    rhos = [g.rho for g in guarantees if g.rho is not None]
+    return rhos if len(rhos) == len(guarantees) else None
+
+
 def basic_composition(guarantees: Iterable[PrivacyGuarantee]) -> PrivacyGuarantee:
     """Sequential composition: epsilons and deltas add (Dwork-Roth Thm 3.16); so do rhos."""
     gs = _as_list(guarantees)
-    rhos = [g.rho for g in gs]
+    rhos = _known_rhos(gs)
     return PrivacyGuarantee(
         epsilon=math.fsum(g.epsilon for g in gs),
         delta=min(math.fsum(g.delta for g in gs), math.nextafter(1.0, 0.0)),
-        rho=math.fsum(rhos) if all(r is not None for r in rhos) else None,  # type: ignore[misc]
+        rho=None if rhos is None else math.fsum(rhos),
         mechanism="basic_composition",
         neighbouring=gs[0].neighbouring,
     )
@@ -165,11 +171,11 @@ def parallel_composition(guarantees: Iterable[PrivacyGuarantee]) -> PrivacyGuara
     for a privacy unit (user) that contributes to several parts -- use sequential composition there.
     """
     gs = _as_list(guarantees)
-    rhos = [g.rho for g in gs]
+    rhos = _known_rhos(gs)
     return PrivacyGuarantee(
         epsilon=max(g.epsilon for g in gs),
         delta=max(g.delta for g in gs),
-        rho=max(rhos) if all(r is not None for r in rhos) else None,  # type: ignore[type-var]
+        rho=None if rhos is None else max(rhos),
         mechanism="parallel_composition",
         neighbouring=gs[0].neighbouring,
     )
@@ -274,20 +280,20 @@ def rdp_composition(
     rest: list[PrivacyGuarantee] = []
     any_rdp = False
     for g in gs:
-        values = [g.rdp_at(a) for a in orders]
-        if any(v is None for v in values):
+        values = [v for v in (g.rdp_at(a) for a in orders) if v is not None]
+        if len(values) < len(orders):  # no Rényi curve: composed by its (epsilon, delta)
             rest.append(g)
             continue
         any_rdp = True
-        totals = [t + v for t, v in zip(totals, values, strict=True)]  # type: ignore[operator]
+        totals = [t + v for t, v in zip(totals, values, strict=True)]
     eps = rdp_to_dp(orders, totals, delta) if any_rdp else 0.0
     used_delta = delta if any_rdp else 0.0
     eps += math.fsum(g.epsilon for g in rest)
-    rhos = [g.rho for g in gs]
+    rhos = _known_rhos(gs)
     return PrivacyGuarantee(
         epsilon=eps,
         delta=min(used_delta + math.fsum(g.delta for g in rest), math.nextafter(1.0, 0.0)),
-        rho=math.fsum(rhos) if all(r is not None for r in rhos) else None,  # type: ignore[misc]
+        rho=None if rhos is None else math.fsum(rhos),
         mechanism="rdp_composition",
         neighbouring=gs[0].neighbouring,
     )

@@ -24,6 +24,7 @@ import numpy as np
 
 from privstream.learning.errors import TooExpensiveError
 from privstream.learning.hypothesis_classes import FiniteClass, HypothesisClass, StructuredClass
+from privstream.learning.hypothesis_classes.bitset_search import MistakeTree
 
 _FIELDS = ("littlestone", "vc", "threshold", "dual_littlestone", "dual_vc")
 
@@ -66,7 +67,7 @@ def dual_vc_dimension(cls: HypothesisClass, max_work: int = 10**7) -> int:
     return _structured(cls).dual_vc()
 
 
-def witness_tree(cls: FiniteClass) -> dict[str, Any] | None:
+def witness_tree(cls: FiniteClass) -> MistakeTree | None:
     """A mistake tree of depth ``Ldim`` shattered by a finite class.
 
     Nodes are ``{"x": point, "0": subtree, "1": subtree}``; leaves are ``None``.

@@ -9,6 +9,7 @@ and ``object`` otherwise), which the library's own tests use.
 from __future__ import annotations
 
 import operator
+from typing import SupportsIndex
 
 import numpy as np
 
@@ -30,7 +31,7 @@ def check_point(x: object, n: int) -> int:
     3
     """
     if type(x) is not int:
-        if isinstance(x, bool | float | np.floating | np.bool_) or x is None:
+        if isinstance(x, bool | float | np.floating | np.bool_) or not isinstance(x, SupportsIndex):
             raise DomainError(f"domain point {x!r} is not an integer")
         try:
             x = operator.index(x)  # numpy integers and other int-likes
@@ -63,7 +64,7 @@ def check_label(y: object) -> int:
     if y == 0 or y == 1:
         if isinstance(y, float | np.floating | str):
             raise LabelError(f"label {y!r} is not 0 or 1")
-        return int(y)  # type: ignore[call-overload]
+        return int(y)
     raise LabelError(f"label {y!r} is not 0 or 1")
 
 

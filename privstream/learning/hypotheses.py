@@ -27,7 +27,7 @@ import binascii
 from abc import ABC, abstractmethod
 from bisect import bisect_right
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 
@@ -44,8 +44,12 @@ class Hypothesis(ABC):
 
     domain_size: int
 
+    @overload
+    def predict(self, x: np.ndarray) -> np.ndarray: ...
+    @overload
+    def predict(self, x: int | np.integer) -> int: ...
     @abstractmethod
-    def predict(self, x: Any) -> Any:
+    def predict(self, x: np.ndarray | int | np.integer) -> np.ndarray | int:
         """Label of one point (int) or of an array of points (``uint8`` array)."""
 
     @abstractmethod
@@ -62,7 +66,8 @@ class Hypothesis(ABC):
 
     def truth_table(self) -> np.ndarray:
         """All ``N`` labels as a ``bool`` array (only for domains that fit in memory)."""
-        return self.predict(np.arange(self.domain_size, dtype=np.int64)).astype(bool)
+        labels: np.ndarray = self.predict(np.arange(self.domain_size, dtype=np.int64)).astype(bool)
+        return labels
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Hypothesis) and self.key() == other.key()
@@ -86,7 +91,11 @@ class RunsHypothesis(Hypothesis):
         big = domain_size - 1 > INT64_MAX
         self._arr = np.array(changes, dtype=object if big else np.int64)
 
-    def predict(self, x: Any) -> Any:
+    @overload
+    def predict(self, x: np.ndarray) -> np.ndarray: ...
+    @overload
+    def predict(self, x: int | np.integer) -> int: ...
+    def predict(self, x: np.ndarray | int | np.integer) -> np.ndarray | int:
         if isinstance(x, np.ndarray):
             xs = as_points(x, self.domain_size)
             if not self.changes:
@@ -122,9 +131,14 @@ class BitsHypothesis(Hypothesis):
         self.domain_size = int(self.table.shape[0])
         self._packed = np.packbits(self.table, bitorder="little").tobytes()
 
-    def predict(self, x: Any) -> Any:
+    @overload
+    def predict(self, x: np.ndarray) -> np.ndarray: ...
+    @overload
+    def predict(self, x: int | np.integer) -> int: ...
+    def predict(self, x: np.ndarray | int | np.integer) -> np.ndarray | int:
         if isinstance(x, np.ndarray):
-            return self.table[as_points(x, self.domain_size)].astype(np.uint8)
+            labels: np.ndarray = self.table[as_points(x, self.domain_size)].astype(np.uint8)
+            return labels
         return int(self.table[check_point(x, self.domain_size)])
 
     def to_dict(self) -> dict[str, Any]:
@@ -188,8 +202,9 @@ def hypothesis_from_dict(d: Mapping[str, Any]) -> Hypothesis:
             raise HypothesisFormatError(f"domain must be a positive integer, got {d['domain']!r}")
         if kind == "runs":
             raw = d["changes"]
-            changes = [json_int(c) for c in raw] if isinstance(raw, list) else [None]
-            if any(c is None for c in changes):
+            read = [json_int(c) for c in raw] if isinstance(raw, list) else [None]
+            changes = [c for c in read if c is not None]
+            if len(changes) < len(read):
                 raise HypothesisFormatError("changes must be a list of integers")
             if not _runs_is_canonical(n, len(changes)):
                 raise HypothesisFormatError("too many change points for the runs form (use bits)")

@@ -308,11 +308,11 @@ def resolve(rng: RandomSource | None) -> RandomSource:
     return rng
 
 
-def _positive_fraction(x: object, what: str) -> Fraction:
+def _positive_fraction(x: Fraction | float, what: str) -> Fraction:
     if type(x) is Fraction and x > 0:
         return x
     try:
-        f = Fraction(x)  # type: ignore[arg-type]
+        f = Fraction(x)
     except (TypeError, ValueError, OverflowError) as exc:
         raise PrivacyParameterError(f"{what} must be a finite positive number, got {x!r}") from exc
     if f <= 0:

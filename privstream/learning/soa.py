@@ -56,7 +56,7 @@ class SOA:
         if self.realizable:
             return self._vs.soa_predict(x, self.tie)
         p = self._patches.get(x)
-        return p if p is not None else self._frozen.predict(x)  # type: ignore[union-attr]
+        return p if p is not None else self._predict_frozen(x)
 
     def learn_one(self, x: int, y: int) -> int:
         """Predict x with the current rule, count a mistake if wrong, learn ``(x, y)``.
@@ -75,14 +75,18 @@ class SOA:
                 self._frozen = vs.soa_predictor(self.tie)
                 self._patches[x] = y
         else:
-            p = self._patches.get(x)
-            if p is None:
-                p = self._frozen.predict(x)  # type: ignore[union-attr]
+            patched = self._patches.get(x)
+            p = patched if patched is not None else self._predict_frozen(x)
             self._patches[x] = y
         if p != y:
             self.mistakes += 1
         self.examples_seen += 1
         return p
+
+    def _predict_frozen(self, x: int) -> int:
+        """The label of the rule frozen when the stream stopped being realizable."""
+        assert self._frozen is not None, "frozen when realizable turned False"
+        return self._frozen.predict(x)
 
     # -- batches ---------------------------------------------------------------------------------
     def learn_many(self, xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
@@ -125,7 +129,7 @@ class SOA:
         same_prev = xs_sorted[1:] == xs_sorted[:-1]
         pred_sorted = base[order]
         pred_sorted[1:][same_prev] = ys_sorted[:-1][same_prev]
-        out = np.empty_like(pred_sorted)
+        out: np.ndarray = np.empty_like(pred_sorted)
         out[order] = pred_sorted
         last = np.append(~same_prev, True)  # last occurrence of each point
         self._patches.update(zip(xs_sorted[last].tolist(), ys_sorted[last].tolist(), strict=True))

@@ -4,13 +4,15 @@
 in ``privstream/schemas/json/`` and a test keeps them equal to the models.
 """
 
+from pydantic import BaseModel
+
 from privstream.schemas.examples import SCHEMA_VERSION, Example, ExampleBatch, normalise_label
 from privstream.schemas.predictions import Prediction, PredictionBatch, VectorPredictionBatch
 from privstream.schemas.releases import Certificate, HypothesisRelease, LifetimeBound, Publication, WindowInfo
 from privstream.schemas.sanitized import SanitizedRelease
 
 #: Every published or consumed model, by the file name of its JSON Schema.
-MODELS = {
+MODELS: dict[str, type[BaseModel]] = {
     "example": Example,
     "example_batch": ExampleBatch,
     "prediction": Prediction,

@@ -164,7 +164,7 @@ def check_level(level: object) -> LevelChoice:
     ValueError: level must be 'best', 'all' or a level >= 0, got -1
     """
     if level in ("best", "all"):
-        return level  # type: ignore[return-value]
+        return level
     if isinstance(level, int) and not isinstance(level, bool) and level >= 0:
         return level
     raise ValueError(f"level must be 'best', 'all' or a level >= 0, got {level!r}")

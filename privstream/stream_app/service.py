@@ -11,11 +11,12 @@ import asyncio
 import dataclasses
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import faust
 import numpy as np
 from faust.app.base import BootStrategy
+from mode import ServiceT
 
 from privstream import __version__
 from privstream.agents.dedup import Deduplicator
@@ -26,10 +27,10 @@ from privstream.agents.progress import Progress
 from privstream.agents.releases import Product, ReleaseAgent, ReleasePolicy
 from privstream.agents.validation import ExampleValidator, integer_domain, vector_domain
 from privstream.learning.hypothesis_classes import HypothesisClass, parse_class_spec
-from privstream.learning.online import LinearLearner
+from privstream.learning.online.base import LinearLearner
 from privstream.learning.planning import window_too_small
-from privstream.learning.private_learners import make_learner
-from privstream.learning.private_learners.vector_base import make_vector_learner
+from privstream.learning.private_learners import PrivateLearner, make_learner
+from privstream.learning.private_learners.vector_base import VectorLearner, make_vector_learner
 from privstream.learning.sanitizers import make_sanitizer
 from privstream.schemas import LifetimeBound
 from privstream.schemas.releases import RELEASE_SCHEMA_VERSION
@@ -212,6 +213,7 @@ def release_policy(stream: StreamConfig, hclass: HypothesisClass | None) -> Rele
     config = stream.release
     assert config is not None
     params = dict(config.learner_params)
+    learner: PrivateLearner | VectorLearner
     if stream.kind == "vector":
         learner = make_vector_learner(config.learner, **params)
         alpha, beta = 0.25, 0.25  # the vector learners take their accuracy targets as parameters
@@ -333,7 +335,7 @@ def build_service(settings: Settings) -> Service:
     # First: a missing, corrupt, foreign or older ledger, or a changed privacy configuration, stops
     # the worker at once (store/identity.py); the streams are registered in the ledger.
     stores = open_for_worker(settings, published=lambda: newest_published(settings))
-    ledger = stores.ledger
+    ledger: Ledger | None = stores.ledger
     signer = worker_signer(settings)  # before the public listener's process, which reads it too
     log.info("releases are signed with key %s (Ed25519; public keys on /keys)", signer.key_id)
     app = build_app(settings)
@@ -345,7 +347,10 @@ def build_service(settings: Settings) -> Service:
     }
     vector_streams = {
         s.name: VectorStream(
-            s.name, tuple(map(tuple, s.feature_bounds or ())), s.online_learner, dict(s.online_params)
+            s.name,
+            tuple((lo, hi) for lo, hi in s.feature_bounds or ()),
+            s.online_learner,
+            dict(s.online_params),
         )
         for s in settings.streams
         if s.features is not None
@@ -368,12 +373,12 @@ def build_service(settings: Settings) -> Service:
                 continue
             # The schedule's public anchor: the stream's registration time in the ledger.
             start = stores.registered[s.name]
-            user_level = s.release.privacy_unit == "user"
+            per_user = s.release.privacy_unit == "user"
             policies[s.name] = dataclasses.replace(
                 policies[s.name],
                 schedule_start=start,
-                user_budget=user_budget if user_level else None,
-                lifetime=lifetime_bound(s.release, user_budget) if user_level else policies[s.name].lifetime,
+                user_budget=user_budget if per_user else None,
+                lifetime=lifetime_bound(s.release, user_budget) if per_user else policies[s.name].lifetime,
             )
     for p in policies.values():  # simulated on synthetic data of the class, once per configuration
         if (
@@ -413,7 +418,9 @@ def build_service(settings: Settings) -> Service:
         return store.partitions(stream_id) | {key_partition(stream_id)}
 
     if ledger is not None and leases is not None:
-        ledger = metrics.timed(FencedLedger(ledger, leases, source_partitions), "ledger")
+        # A FencedLedger fences charges and reservations and passes every other call through.
+        fenced = cast(Ledger, FencedLedger(ledger, leases, source_partitions))
+        ledger = metrics.timed(fenced, "ledger")
     learners = OnlineLearners({**streams, **vector_streams}, metrics, store)
     progress = Progress()
     user_level = frozenset(sid for sid, p in policies.items() if p.privacy_unit == "user")
@@ -511,14 +518,15 @@ def build_service(settings: Settings) -> Service:
         settings, app, ingest, pipeline, metrics, learners, progress, store, ledger, releases, leases, probe
     )
     # The public pages in a process of their own: a crowd there takes nothing from ingestion.
-    app.service(PublicListenerProcess(settings))
+    _start_with(app, PublicListenerProcess(settings))
     guard = (
         [bearer_token_guard(settings.operator_token.get_secret_value(), open_paths=PROBE_PATHS)]
         if settings.operator_token is not None
         else []
     )
     probes = ServiceProbes(ingest, probe)
-    app.service(
+    _start_with(
+        app,
         HttpListener(
             "operator",
             settings.operator_host,
@@ -526,12 +534,18 @@ def build_service(settings: Settings) -> Service:
             operator_routes(metrics.exposition, probes, service.status),
             middlewares=guard,
             limits=ListenerLimits.of(settings, "operator"),
-        )
+        ),
     )
     # After the listeners: services start in this order, so the probes answer (503 "starting")
     # before the first poll instead of after it.
-    app.service(ingest)
+    _start_with(app, ingest)
     return service
+
+
+def _start_with(app: faust.App, service: ServiceT) -> None:
+    """``service`` started and stopped with ``app`` (after the app's own services)."""
+    # faust annotates App.service for decorating a class only; its start-up takes instances as well.
+    app.service(service)  # type: ignore[arg-type]
 
 
 async def take_leases(leases: Leases, partitions: set[int], ingest: IngestService) -> None:

@@ -212,8 +212,11 @@ class KeySet:
         entry = self._entries.get(key.decode(errors="replace") if isinstance(key, bytes) else key)
         if entry is None:
             return "unknown_key"
-        retired = entry.not_after is not None and timestamp_ms is not None
-        if retired and datetime.fromtimestamp(timestamp_ms / 1000, UTC) > entry.not_after:  # type: ignore[operator]
+        if (
+            entry.not_after is not None
+            and timestamp_ms is not None
+            and datetime.fromtimestamp(timestamp_ms / 1000, UTC) > entry.not_after
+        ):
             return "retired_key"
         try:
             entry.public_key.verify(base64.b64decode(signature, validate=True), data)

@@ -38,6 +38,7 @@ from typing import Any
 
 from privstream.learning.accounting import PrivacyGuarantee
 from privstream.learning.errors import PrivacyParameterError
+from privstream.learning.ordering import natural_order
 from privstream.learning.randomness import RandomSource, seeded
 
 __all__ = [
@@ -215,9 +216,8 @@ def _candidate_events(sel_a: Counter[Hashable], sel_b: Counter[Hashable]) -> lis
     # Neyman-Pearson: bins by decreasing (smoothed) likelihood ratio a/b
     ranked = sorted(bins, key=lambda o: (sel_a[o] + 0.5) / (sel_b[o] + 0.5), reverse=True)
     events = [frozenset(ranked[:j]) for j in range(1, min(len(ranked), _MAX_PREFIX_EVENTS) + 1)]
-    try:
-        ordered = sorted(bins)
-    except TypeError:
+    ordered = natural_order(bins)
+    if ordered is None:
         return events
     for j in range(1, len(ordered)):
         events.append(frozenset(ordered[j:]))

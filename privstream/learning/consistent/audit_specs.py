@@ -79,7 +79,9 @@ def _production(epsilon: float) -> MechanismFactory:
     def build(rng: RandomSource) -> Callable[[Any], Any]:
         def release(dataset: Any) -> GridLabelModel:
             X, y = _arrays(dataset)
-            return learner.fit(X, y, epsilon=epsilon, bounds=UNIT, rng=rng).model  # type: ignore[return-value]
+            model = learner.fit(X, y, epsilon=epsilon, bounds=UNIT, rng=rng).model
+            assert isinstance(model, GridLabelModel)
+            return model
 
         return release
 
@@ -138,11 +140,11 @@ def _bounds_from_data(epsilon: float) -> MechanismFactory:
 
 def _pcl_law(votes: tuple[int, ...], epsilon: float) -> dict[Hashable, float]:
     """Exact law of the label table for the given per-cube votes (cubes independent)."""
-    law: dict[Hashable, float] = {(): 1.0}
+    law: dict[tuple[int, ...], float] = {(): 1.0}
     for v in votes:
         p = label_probability(v, epsilon)
         law = {(*k, b): q * (p if b else 1 - p) for k, q in law.items() for b in (0, 1)}
-    return law
+    return {table: q for table, q in law.items()}
 
 
 def bayes_consistent_audit_spec(epsilon: float = AUDIT_EPSILON) -> AuditSpec:
@@ -246,7 +248,9 @@ def semi_supervised_audit_spec(epsilon: float = AUDIT_EPSILON) -> AuditSpec:
     def build(rng: RandomSource) -> Callable[[Any], Any]:
         def release(labelled: Any) -> StumpModel:
             X, y = _ssl_arrays(labelled)
-            return learner.fit(X, y, epsilon=epsilon, delta=SSL_DELTA, bounds=UNIT, rng=rng).model  # type: ignore[return-value]
+            model = learner.fit(X, y, epsilon=epsilon, delta=SSL_DELTA, bounds=UNIT, rng=rng).model
+            assert isinstance(model, StumpModel)
+            return model
 
         return release
 

@@ -106,7 +106,8 @@ class HistogramDensity:
         gen = np.random.default_rng(src.getrandbits(128))
         u = gen.random((k, d))
         if self.fallback_used:
-            return lo + u * width
+            uniform: np.ndarray = lo + u * width
+            return uniform
         cum = np.cumsum(self.counts)
         total = int(cum[-1])
         draws = np.array([src.uniform_int(total) for _ in range(k)], dtype=np.int64)
@@ -115,7 +116,8 @@ class HistogramDensity:
         r = self.grid.side
         cell_lo = coords * r
         cell_hi = np.minimum((coords + 1) * r, 1.0)
-        return lo + (cell_lo + u * (cell_hi - cell_lo)) * width
+        points: np.ndarray = lo + (cell_lo + u * (cell_hi - cell_lo)) * width
+        return points
 
     def to_dict(self) -> dict[str, Any]:
         return {

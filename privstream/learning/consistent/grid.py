@@ -44,7 +44,7 @@ def cells_per_axis(n: int, d: int, exponent: Fraction = Fraction(1, 2)) -> int:
     e = Fraction(exponent) / d  # K = ceil(n^e), e = p/q: least K with K^q >= n^p
     p, q = e.numerator, e.denominator
     target = n**p
-    k = max(1, math.floor(float(n) ** float(e)) - 1)
+    k: int = max(1, math.floor(float(n) ** float(e)) - 1)
     while k**q < target:
         k += 1
     while k > 1 and (k - 1) ** q >= target:
@@ -77,7 +77,8 @@ class CubeGrid:
         lo, hi = self.bounds[:, 0], self.bounds[:, 1]
         u = (np.asarray(X, dtype=np.float64) - lo) / (hi - lo)
         idx = np.floor(u * self.k).astype(np.int64)
-        return np.clip(idx, 0, self.k - 1)
+        cells: np.ndarray = np.clip(idx, 0, self.k - 1)
+        return cells
 
     def flat(self, coords: np.ndarray) -> np.ndarray:
         """Cell ids of per-axis indices: int64 when ``K^d`` fits, else Python ints (object)."""
@@ -112,7 +113,8 @@ class CubeGrid:
         lo_u = coords * r
         hi_u = np.minimum((coords + 1) * r, 1.0)
         widths = (hi_u - lo_u) * (self.bounds[:, 1] - self.bounds[:, 0])
-        return np.prod(widths, axis=1)
+        volumes: np.ndarray = np.prod(widths, axis=1)
+        return volumes
 
     def to_dict(self) -> dict[str, object]:
         return {"bounds": self.bounds.tolist(), "cells_per_axis": self.k}

@@ -65,11 +65,13 @@ Metric = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 
 def euclidean(a: np.ndarray, B: np.ndarray) -> np.ndarray:
-    return np.sqrt(np.sum((B - a) ** 2, axis=1))
+    distances: np.ndarray = np.sqrt(np.sum((B - a) ** 2, axis=1))
+    return distances
 
 
 def manhattan(a: np.ndarray, B: np.ndarray) -> np.ndarray:
-    return np.sum(np.abs(B - a), axis=1)
+    distances: np.ndarray = np.sum(np.abs(B - a), axis=1)
+    return distances
 
 
 @dataclass(frozen=True)
@@ -119,7 +121,8 @@ class VoronoiLabelModel:
     def predict(self, points: np.ndarray) -> np.ndarray:
         """Labels of ground-set indices."""
         idx = np.asarray(points, dtype=np.int64)
-        return self.labels[self.packing.cell[idx]]
+        labels: np.ndarray = self.labels[self.packing.cell[idx]]
+        return labels
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -179,7 +179,8 @@ class GridLabelModel:
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         arr = check_features(X, self.grid.bounds)
-        return self.labels[self.grid.cell_ids(arr)]
+        labels: np.ndarray = self.labels[self.grid.cell_ids(arr)]
+        return labels
 
     def to_dict(self) -> dict[str, Any]:
         packed = np.packbits(self.labels, bitorder="little").tobytes()

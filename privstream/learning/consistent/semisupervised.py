@@ -236,7 +236,7 @@ def stump_cover(points: np.ndarray, rng: RandomSource) -> StumpCover:
     """
     n, d = points.shape
     gen = np.random.default_rng(rng.getrandbits(128))
-    weights = gen.integers(0, 2**63, size=n, dtype=np.uint64)
+    weights = gen.integers(0, 2**63, size=(n,), dtype=np.uint64)
     total = np.uint64(weights.sum(dtype=np.uint64))
     feats = [np.array([-1, -1])]
     thrs = [np.array([np.nan, np.nan])]

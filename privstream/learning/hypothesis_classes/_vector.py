@@ -19,7 +19,8 @@ def bit_length_u64(v: np.ndarray) -> np.ndarray:
     e = e.astype(np.int64)
     shift = np.clip(e - 1, 0, 63).astype(np.uint64)
     rounded_up = (e > 0) & ((v >> shift) == 0)
-    return e - rounded_up
+    lengths: np.ndarray = e - rounded_up
+    return lengths
 
 
 def bit_length_key(v: np.ndarray, exact_in_float: bool) -> np.ndarray:

@@ -19,10 +19,14 @@ induce the same split of ``V`` evaluated once.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TypedDict
 
 import numpy as np
 
 from privstream.learning.errors import TooExpensiveError
+
+#: A node of a mistake tree: the point asked and the subtrees after each label (None: a leaf).
+MistakeTree = TypedDict("MistakeTree", {"x": int, "0": "MistakeTree | None", "1": "MistakeTree | None"})
 
 
 def columns_from_matrix(matrix: np.ndarray) -> list[int]:
@@ -102,7 +106,7 @@ class BitsetClass:
         l0 = self.ldim(zero)
         return self.ldim(one, l0 + 1), l0
 
-    def witness_tree(self, v: int | None = None) -> dict | None:
+    def witness_tree(self, v: int | None = None) -> MistakeTree | None:
         """A shattered mistake tree of depth ``Ldim(V)``: ``{"x", "0", "1"}`` nodes, None leaves."""
         v = self.full if v is None else v
         d = self.ldim(v)
@@ -114,7 +118,7 @@ class BitsetClass:
                 return {"x": x, "0": self._subtree(zero, d - 1), "1": self._subtree(one, d - 1)}
         raise AssertionError("no splitting point realises the Ldim")  # pragma: no cover
 
-    def _subtree(self, v: int, depth: int) -> dict | None:
+    def _subtree(self, v: int, depth: int) -> MistakeTree | None:
         if depth == 0:
             return None
         for x, col in enumerate(self.columns):

@@ -156,7 +156,7 @@ def load_class_file(path: str | Path) -> FiniteClass:
 
 
 def _read_csv_matrix(p: Path) -> np.ndarray:
-    rows: list[list[int]] = []
+    rows: list[list[bool]] = []
     width = None
     with p.open(encoding="utf-8") as f:
         for lineno, line in enumerate(f, start=1):

@@ -336,7 +336,7 @@ class Intervals(HypothesisClass):
                 ok = -1 <= ln < lo <= hi < rn <= n
             if not ok:
                 raise StateError(f"bad intervals version space {state!r} for {self.spec}")
-            return IntervalVersionSpace(self, [], tuple(span))  # type: ignore[arg-type]
+            return IntervalVersionSpace(self, [], tuple(span))
         negs = state.get("negatives")
         if (
             not isinstance(negs, list)

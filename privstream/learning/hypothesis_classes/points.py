@@ -99,13 +99,12 @@ class Points(HypothesisClass):
     def version_space_from_state(self, state: dict[str, Any]) -> PointsVersionSpace:
         pos, negs = state.get("pos"), state.get("negatives")
         n = self.domain_size
-        ok = (
+        if not (
             (pos is None or (type(pos) is int and 0 <= pos < n))
             and isinstance(negs, list)
             and all(type(v) is int and 0 <= v < n for v in negs)
             and (pos is None or not negs)
-        )
-        if not ok:
+        ):
             raise StateError(f"bad points version space for {self.spec}")
         return PointsVersionSpace(n, pos, set(negs))
 

@@ -7,6 +7,7 @@ the service, the command line and the sanitizers.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from privstream.learning.domain import MAX_DOMAIN_SIZE
 from privstream.learning.errors import ClassSpecError
@@ -16,7 +17,11 @@ from privstream.learning.hypothesis_classes.intervals import Intervals
 from privstream.learning.hypothesis_classes.points import Points
 from privstream.learning.hypothesis_classes.thresholds import Thresholds
 
-STRUCTURED = {"thresholds": Thresholds, "points": Points, "intervals": Intervals}
+STRUCTURED: dict[str, Callable[[int], HypothesisClass]] = {
+    "thresholds": Thresholds,
+    "points": Points,
+    "intervals": Intervals,
+}
 
 _POWER = re.compile(r"^(\d+)\s*(?:\^|\*\*)\s*(\d+)$")
 #: Digits beyond which a number is over the limit without being parsed (Python refuses to convert

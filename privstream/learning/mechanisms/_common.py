@@ -7,13 +7,17 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from fractions import Fraction
 from numbers import Rational, Real
-from typing import ClassVar
+from typing import ClassVar, TypeAlias
 
 from privstream.learning.accounting import PrivacyGuarantee
 from privstream.learning.errors import PrivacyParameterError
 from privstream.learning.randomness import RandomSource, resolve
 
-__all__ = ["Mechanism", "exact_real", "positive_int", "positive_real", "probability"]
+__all__ = ["ExactReal", "Mechanism", "exact_real", "positive_int", "positive_real", "probability"]
+
+#: A real parameter or score as callers give it: an int, a float or an exact Fraction (numpy
+#: numbers are accepted at run time as well: :func:`exact_real` checks against ``numbers.Real``).
+ExactReal: TypeAlias = float | Fraction
 
 
 def exact_real(x: object, name: str) -> Fraction:
@@ -21,7 +25,7 @@ def exact_real(x: object, name: str) -> Fraction:
     if isinstance(x, bool) or not isinstance(x, Real):
         raise PrivacyParameterError(f"{name} must be a real number, got {x!r}")
     if isinstance(x, Rational):
-        return Fraction(x.numerator, x.denominator)
+        return Fraction(int(x.numerator), int(x.denominator))
     f = float(x)
     if not math.isfinite(f):
         raise PrivacyParameterError(f"{name} must be finite, got {x!r}")
@@ -59,6 +63,16 @@ def values_of(value: object, dimension: int, mechanism: str) -> tuple[list[objec
     if len(items) != dimension:
         raise PrivacyParameterError(f"{mechanism} expects {dimension} value(s), got {len(items)}")
     return items, scalar
+
+
+def integers_of(items: list[object], mechanism: str) -> list[int]:
+    """``items`` (from :func:`values_of`) as ints; bools and non-integers are refused."""
+    ints = []
+    for v in items:
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise PrivacyParameterError(f"{mechanism} needs integer values, got {v!r}")
+        ints.append(v)
+    return ints
 
 
 class Mechanism(ABC):

@@ -10,7 +10,7 @@ catch) and, where the output law is computable, the exact laws on the pair. The 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
 from privstream.learning.audit.harness import AuditSpec, MechanismFactory
@@ -47,6 +47,11 @@ def _clip(lo: int, hi: int, per_unit: int = 1) -> Callable[[Any], Hashable]:
 
 # Exact laws (floats) of the integer noises on a shared support [centres - reach, centres + reach],
 # truncated where the omitted mass is < 1e-15.
+
+
+def _outcomes(law: Mapping[int, float]) -> dict[Hashable, float]:
+    """A law over integers as a law over the audit's (hashable) outcomes."""
+    return {v: p for v, p in law.items()}
 
 
 def _dlap_law(scale: float, centre: int, centres: tuple[int, int]) -> dict[int, float]:
@@ -92,7 +97,7 @@ def _laplace_spec(discrete: bool) -> AuditSpec:
 
     def exact() -> tuple[dict[Hashable, float], dict[Hashable, float]]:
         t = float(DiscreteLaplaceMechanism(eps, 1).scale)
-        return _dlap_law(t, 0, (0, 1)), _dlap_law(t, 1, (0, 1))
+        return _outcomes(_dlap_law(t, 0, (0, 1))), _outcomes(_dlap_law(t, 1, (0, 1)))
 
     return AuditSpec(
         name=name,
@@ -126,7 +131,7 @@ def _gaussian_spec(discrete: bool) -> AuditSpec:
 
     def exact() -> tuple[dict[Hashable, float], dict[Hashable, float]]:
         var = float(DiscreteGaussianMechanism(eps, delta, 1).variance)
-        return _dgauss_law(var, 0, (0, 1)), _dgauss_law(var, 1, (0, 1))
+        return _outcomes(_dgauss_law(var, 0, (0, 1))), _outcomes(_dgauss_law(var, 1, (0, 1)))
 
     return AuditSpec(
         name=name,
@@ -174,7 +179,9 @@ def _exponential_spec() -> AuditSpec:
 
     def exact() -> tuple[dict[Hashable, float], dict[Hashable, float]]:
         m = ExponentialMechanism(eps)
-        laws = [dict(enumerate(m.block_probabilities(_vote_blocks(d)))) for d in _VOTES]
+        laws: list[dict[Hashable, float]] = [
+            dict(enumerate(m.block_probabilities(_vote_blocks(d)))) for d in _VOTES
+        ]
         return laws[0], laws[1]
 
     return AuditSpec(
@@ -228,7 +235,7 @@ def _permute_and_flip_spec() -> AuditSpec:
         return release
 
     def exact() -> tuple[dict[Hashable, float], dict[Hashable, float]]:
-        laws = []
+        laws: list[dict[Hashable, float]] = []
         for votes in _VOTES:
             law = permute_and_flip_law(_vote_scores(votes), eps)
             laws.append({0: law[0], 1: math.fsum(law[1:])})  # discretised as in the audit

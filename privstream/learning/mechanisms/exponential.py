@@ -40,18 +40,23 @@ import itertools
 import math
 from collections.abc import Sequence
 from fractions import Fraction
-from numbers import Real
 from typing import ClassVar
 
 from privstream.learning.accounting import PrivacyGuarantee
 from privstream.learning.errors import PrivacyParameterError
-from privstream.learning.mechanisms._common import Mechanism, exact_real, positive_int, positive_real
+from privstream.learning.mechanisms._common import (
+    ExactReal,
+    Mechanism,
+    exact_real,
+    positive_int,
+    positive_real,
+)
 from privstream.learning.randomness import RandomSource, exp_neg_bounds
 
 __all__ = ["Block", "ExponentialMechanism", "PermuteAndFlip"]
 
 #: (number of members, common score); sizes may be arbitrarily large Python ints.
-Block = tuple[int, Real]
+Block = tuple[int, ExactReal]
 
 _GUARD_BITS = 8
 
@@ -59,7 +64,9 @@ _GUARD_BITS = 8
 class _Selection(Mechanism):
     """Shared parameters: ε and the score sensitivity Δ; coefficient ε/(2Δ) kept exact."""
 
-    def __init__(self, epsilon: float, sensitivity: float = 1, *, rng: RandomSource | None = None) -> None:
+    def __init__(
+        self, epsilon: ExactReal, sensitivity: ExactReal = 1, *, rng: RandomSource | None = None
+    ) -> None:
         super().__init__(rng)
         eps = positive_real(epsilon, "epsilon")
         delta_score = positive_real(sensitivity, "sensitivity")
@@ -69,7 +76,7 @@ class _Selection(Mechanism):
 
         self._gamma_cache: dict[int | Fraction, Fraction] = {}
 
-    def _gaps(self, scores: Sequence[Real], sizes: Sequence[int] | None = None) -> list[int | Fraction]:
+    def _gaps(self, scores: Sequence[ExactReal], sizes: Sequence[int] | None = None) -> list[int | Fraction]:
         """Exact score gaps s_max - s_i >= 0; s_max over candidates that can be chosen."""
         # ints (the usual "minus error count" scores) skip the Fraction conversion
         exact = [s if type(s) is int else exact_real(s, "score") for s in scores]
@@ -105,8 +112,8 @@ class ExponentialMechanism(_Selection):
 
     def __init__(
         self,
-        epsilon: float,
-        sensitivity: float = 1,
+        epsilon: ExactReal,
+        sensitivity: ExactReal = 1,
         *,
         rng: RandomSource | None = None,
         precision: int = 64,
@@ -121,7 +128,7 @@ class ExponentialMechanism(_Selection):
 
     # -- sampling -------------------------------------------------------------------------------
 
-    def select(self, scores: Sequence[Real]) -> int:
+    def select(self, scores: Sequence[ExactReal]) -> int:
         """Index i with probability ∝ exp(ε·scores[i]/(2Δ))."""
         return self.select_block([(1, s) for s in scores])
 
@@ -137,7 +144,7 @@ class ExponentialMechanism(_Selection):
 
     # -- exact law (for tests, audits and accuracy calculations; floats, never used to sample) --
 
-    def probabilities(self, scores: Sequence[Real]) -> list[float]:
+    def probabilities(self, scores: Sequence[ExactReal]) -> list[float]:
         return self.block_probabilities([(1, s) for s in scores])
 
     def block_probabilities(self, blocks: Sequence[Block]) -> list[float]:
@@ -155,7 +162,7 @@ class ExponentialMechanism(_Selection):
 
     def _validate_blocks(self, blocks: Sequence[Block]) -> tuple[list[int], list[int | Fraction]]:
         sizes: list[int] = []
-        scores: list[Real] = []
+        scores: list[ExactReal] = []
         for block in blocks:
             try:
                 size, score = block
@@ -210,7 +217,7 @@ class PermuteAndFlip(_Selection):
         eps = self.epsilon
         return PrivacyGuarantee(epsilon=eps, delta=0.0, rho=eps * eps / 2, mechanism=self.name)
 
-    def select(self, scores: Sequence[Real]) -> int:
+    def select(self, scores: Sequence[ExactReal]) -> int:
         """Index of the first candidate, in uniformly random order, whose exact coin succeeds."""
         gaps = self._gaps(scores)
         order = list(range(len(gaps)))

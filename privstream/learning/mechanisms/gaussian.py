@@ -19,13 +19,13 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from fractions import Fraction
-from typing import ClassVar
+from typing import ClassVar, overload
 
 from privstream.learning.accounting import PrivacyGuarantee, zcdp_for_dp, zcdp_to_dp
-from privstream.learning.errors import PrivacyParameterError
 from privstream.learning.mechanisms._common import (
     Mechanism,
     exact_real,
+    integers_of,
     positive_int,
     positive_real,
     probability,
@@ -102,12 +102,14 @@ class DiscreteGaussianMechanism(_IntegerGaussian):
         """σ² of the integer noise."""
         return self.grid_variance
 
+    @overload
+    def release(self, value: int) -> int: ...
+    @overload
+    def release(self, value: Sequence[int]) -> list[int]: ...
     def release(self, value: int | Sequence[int]) -> int | list[int]:
+        """The noisy value: an int for an int, a list for a vector (``dimension`` values)."""
         items, scalar = values_of(value, self.dimension, self.name)
-        for v in items:
-            if isinstance(v, bool) or not isinstance(v, int):
-                raise PrivacyParameterError(f"discrete Gaussian needs integer values, got {v!r}")
-        out = self._noisy(items)  # type: ignore[arg-type]
+        out = self._noisy(integers_of(items, "discrete Gaussian"))
         return out[0] if scalar else out
 
 
@@ -142,6 +144,10 @@ class GaussianMechanism(_IntegerGaussian):
         """Effective noise standard deviation in output units (>= Δ/sqrt(2ρ))."""
         return math.sqrt(self.grid_variance) * float(self.granularity)
 
+    @overload
+    def release(self, value: float) -> float: ...
+    @overload
+    def release(self, value: Sequence[float]) -> list[float]: ...
     def release(self, value: float | Sequence[float]) -> float | list[float]:
         items, scalar = values_of(value, self.dimension, self.name)
         g = self.granularity

@@ -24,16 +24,19 @@ import math
 from collections import Counter
 from collections.abc import Hashable, Iterable
 from fractions import Fraction
-from typing import ClassVar
+from typing import ClassVar, TypeVar
 
 from privstream.learning.accounting import PrivacyGuarantee
 from privstream.learning.errors import PrivacyParameterError
 from privstream.learning.mechanisms._common import Mechanism, positive_real, probability
+from privstream.learning.ordering import natural_order
 from privstream.learning.randomness import RandomSource, exp_neg_bounds
 
 __all__ = ["StableHistogram"]
 
 _BITS = 128  # precision of the certified threshold check
+
+H = TypeVar("H", bound=Hashable)
 
 
 def _float_up(x: Fraction) -> float:
@@ -83,17 +86,17 @@ class StableHistogram(Mechanism):
     def guarantee(self) -> PrivacyGuarantee:
         return PrivacyGuarantee(epsilon=self.epsilon, delta=self.delta, mechanism=self.name)
 
-    def release(self, items: Iterable[Hashable]) -> dict[Hashable, int]:
+    def release(self, items: Iterable[H]) -> dict[H, int]:
         """Noisy counts of released values, in a data-independent (sorted) key order."""
         counts = Counter(items)
-        out = {}
+        out: dict[H, int] = {}
         for key, c in counts.items():
             noisy = c + self.rng.discrete_laplace(self.scale)
             if noisy >= self.threshold:
                 out[key] = noisy
-        try:
-            keys = sorted(out)  # insertion order would reveal the order of first occurrence
-        except TypeError:
+        # insertion order would reveal the order of first occurrence
+        keys = natural_order(out)
+        if keys is None:
             keys = sorted(out, key=lambda k: (type(k).__name__, repr(k)))
         return {k: out[k] for k in keys}
 

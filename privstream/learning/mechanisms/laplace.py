@@ -18,13 +18,14 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from fractions import Fraction
-from typing import ClassVar
+from typing import ClassVar, overload
 
 from privstream.learning.accounting import DEFAULT_RDP_ORDERS, PrivacyGuarantee, rdp_discrete_laplace
-from privstream.learning.errors import PrivacyParameterError
 from privstream.learning.mechanisms._common import (
+    ExactReal,
     Mechanism,
     exact_real,
+    integers_of,
     positive_int,
     positive_real,
     values_of,
@@ -79,7 +80,12 @@ class DiscreteLaplaceMechanism(_IntegerLaplace):
     name: ClassVar[str] = "discrete_laplace"
 
     def __init__(
-        self, epsilon: float, sensitivity: int = 1, *, dimension: int = 1, rng: RandomSource | None = None
+        self,
+        epsilon: ExactReal,
+        sensitivity: int = 1,
+        *,
+        dimension: int = 1,
+        rng: RandomSource | None = None,
     ) -> None:
         eps = positive_real(epsilon, "epsilon")
         self.sensitivity = positive_int(sensitivity, "sensitivity")
@@ -90,14 +96,14 @@ class DiscreteLaplaceMechanism(_IntegerLaplace):
         """Noise scale t = Δ/ε (Pr[z] ∝ exp(-|z|/t))."""
         return self.grid_scale
 
+    @overload
+    def release(self, value: int) -> int: ...
+    @overload
+    def release(self, value: Sequence[int]) -> list[int]: ...
     def release(self, value: int | Sequence[int]) -> int | list[int]:
+        """The noisy value: an int for an int, a list for a vector (``dimension`` values)."""
         items, scalar = values_of(value, self.dimension, self.name)
-        ints = []
-        for v in items:
-            if isinstance(v, bool) or not isinstance(v, int):
-                raise PrivacyParameterError(f"discrete Laplace needs integer values, got {v!r}")
-            ints.append(v)
-        out = self._noisy(ints)
+        out = self._noisy(integers_of(items, "discrete Laplace"))
         return out[0] if scalar else out
 
 
@@ -111,8 +117,8 @@ class LaplaceMechanism(_IntegerLaplace):
 
     def __init__(
         self,
-        epsilon: float,
-        sensitivity: float = 1.0,
+        epsilon: ExactReal,
+        sensitivity: ExactReal = 1.0,
         *,
         dimension: int = 1,
         granularity: float | None = None,
@@ -135,7 +141,12 @@ class LaplaceMechanism(_IntegerLaplace):
         """Effective Laplace scale in output units (>= sensitivity/epsilon)."""
         return float(self.grid_scale * self.granularity)
 
+    @overload
+    def release(self, value: float) -> float: ...
+    @overload
+    def release(self, value: Sequence[float]) -> list[float]: ...
     def release(self, value: float | Sequence[float]) -> float | list[float]:
+        """The noisy value: a float for a number, a list for a vector (``dimension`` values)."""
         items, scalar = values_of(value, self.dimension, self.name)
         g = self.granularity
         # round half up to the grid: floor(x/g + 1/2); exact on rationals

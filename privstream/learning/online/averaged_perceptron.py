@@ -63,11 +63,13 @@ class AveragedPerceptron(LinearLearner):
         return self.perceptron_bound
 
     def _rule(self) -> np.ndarray:
-        return self._anchor + self._since * self._v
+        rule: np.ndarray = self._anchor + self._since * self._v
+        return rule
 
     def _scores(self, Z: np.ndarray) -> np.ndarray:
         # The next example's prediction counts the current vector once more (it is "held" for it).
-        return margins(Z, self._anchor) + (self._since + 1) * margins(Z, self._v)
+        scores: np.ndarray = margins(Z, self._anchor) + (self._since + 1) * margins(Z, self._v)
+        return scores
 
     def _learn(self, Z: np.ndarray, y: np.ndarray) -> np.ndarray:
         n = Z.shape[0]

@@ -145,7 +145,8 @@ def margins(Z: np.ndarray, v: np.ndarray) -> np.ndarray:
     an elementwise product reduced along each row gives every row the same float result however
     the stream is cut into batches (the learners are deterministic functions of the sequence).
     """
-    return np.multiply(Z, v).sum(axis=1)
+    out: np.ndarray = np.multiply(Z, v).sum(axis=1)
+    return out
 
 
 @runtime_checkable

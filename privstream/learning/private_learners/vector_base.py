@@ -156,7 +156,8 @@ def make_vector_learner(name: str, **params: Any) -> VectorLearner:
     target = VECTOR_LEARNERS.get(name) if isinstance(name, str) else None
     if target is None:
         raise ValueError(f"unknown vector learner {name!r}; known: {', '.join(sorted(VECTOR_LEARNERS))}")
-    return _load(target)(**params)  # type: ignore[no-any-return]
+    learner: VectorLearner = _load(target)(**params)  # the registry's promise (named by text)
+    return learner
 
 
 def is_vector_model_dict(d: object) -> bool:
@@ -171,7 +172,8 @@ def vector_model_from_dict(d: Mapping[str, Any]) -> VectorModel:
     kind = d.get("kind") if isinstance(d, Mapping) else None
     if kind not in VECTOR_MODELS:
         raise HypothesisFormatError(f"unknown vector model kind {kind!r}")
-    return _load(VECTOR_MODELS[kind]).from_dict(d)  # type: ignore[no-any-return]
+    model: VectorModel = _load(VECTOR_MODELS[kind]).from_dict(d)  # the registry's promise (named by text)
+    return model
 
 
 # -- shared input validation ------------------------------------------------------------------

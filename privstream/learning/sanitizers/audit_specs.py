@@ -65,8 +65,13 @@ def _edges(result: SanitizerResult) -> Hashable:
     return result.distribution.edges
 
 
+def _noisy_count(result: SanitizerResult, round_: int) -> int:
+    """The noisy count a sanitizer's transcript publishes for one round."""
+    return int(result.dp_outputs["transcript"][round_]["noisy_count"])
+
+
 def _first_count(result: SanitizerResult) -> int:
-    return max(-3, min(8, result.dp_outputs["transcript"][0]["noisy_count"]))
+    return max(-3, min(8, _noisy_count(result, 0)))
 
 
 def _edges_and_count(result: SanitizerResult) -> Hashable:
@@ -122,7 +127,7 @@ def mwem_zcdp_audit_spec(epsilon: float = 0.8) -> AuditSpec:
 
 def _negated_count(result: SanitizerResult) -> int:
     # the "¬h" direction's count: under the all-zero dataset every subsample point is 0, so it is 0 or m
-    return max(-4, min(6, result.dp_outputs["transcript"][1]["noisy_count"]))
+    return max(-4, min(6, _noisy_count(result, 1)))
 
 
 def _fooling(broken: str | None) -> MechanismFactory:
@@ -195,7 +200,7 @@ def implied_normaliser(result: SanitizerResult) -> Hashable:
     v = a + 2 * math.log(released * (1 - a) / (a * (1 - released)))
     if not 1e-9 < v < 1 - 1e-9:
         return "clipped"
-    nu = round(round_["noisy_count"] / v)
+    nu = round(_noisy_count(result, 0) / v)
     return min(max(nu, EXPECTED_SIZE - _REACH), EXPECTED_SIZE + _REACH)
 
 

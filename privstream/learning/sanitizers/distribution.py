@@ -103,7 +103,8 @@ class SyntheticDistribution:
         j = np.clip(np.searchsorted(self._edges_arr, t, side="right") - 1, 0, self.num_blocks - 1)
         flat = self.weights if self.labelled else self.weights[:, None]
         frac = ((t - self._edges_arr[j]).astype(np.float64) / self._lengths[j])[:, None]
-        return self._cum[j] + flat[j] * frac
+        cdf: np.ndarray = self._cum[j] + flat[j] * frac
+        return cdf
 
     def _points(self, ts: object) -> np.ndarray:
         """Integer positions in the edges' dtype (exact Python ints above :attr:`INT64_LIMIT`)."""

@@ -57,7 +57,7 @@ from __future__ import annotations
 import inspect
 import math
 from functools import lru_cache
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -92,6 +92,13 @@ EPS_LEARNER = 5 / 6  # ε_L + ε_c = 1 per round on the subsample (ε_0 <= 1 for
 EPS_CHECK = 1 / 6
 #: τ is a multiple of 2^-TAU_BITS, so a Bernoulli(τ) draw is TAU_BITS exact random bits.
 TAU_BITS = 32
+
+
+@runtime_checkable
+class _LatticeLearner(Protocol):
+    """A learner that builds the class lattice it learns over (the proper learner)."""
+
+    def lattice(self, hclass: HypothesisClass) -> object: ...
 
 
 class FoolingBudget(dict[str, float]):
@@ -237,8 +244,10 @@ class FoolingSanitizer:
             return self.learner, "chosen by the caller"
         if "proper" in LEARNERS:
             proper = make_learner("proper")
+            if not isinstance(proper, _LatticeLearner):
+                return "generic", "proper learner cannot take this class (it has no class lattice)"
             try:
-                proper.lattice(hclass)  # type: ignore[attr-defined]
+                proper.lattice(hclass)
             except (LearningInputError, AttributeError) as exc:
                 return "generic", f"proper learner cannot take this class ({str(exc)[:80]})"
             if n_private and "expected_size" not in inspect.signature(proper.fit).parameters:
@@ -285,13 +294,14 @@ class FoolingSanitizer:
             q = state.distribution()
             idx = _subsample(n, k, source) if size is None else poisson_subsample(n, tau, source)
             real_x = points[idx]
-            if labelled:
+            drawn = q.sample(k, source)
+            if isinstance(drawn, tuple):  # a labelled distribution draws (points, labels)
                 assert labels is not None
-                syn_x, syn_y = q.sample(k, source)  # type: ignore[misc]
+                syn_x, syn_y = drawn
                 xs_l = np.concatenate([real_x, syn_x])
                 ys_l = np.concatenate([labels[idx], 1 - syn_y]).astype(np.uint8)
             else:
-                syn_x = q.sample(k, source)
+                syn_x = drawn
                 xs_l = np.concatenate([real_x, syn_x])
                 ys_l = np.concatenate([np.ones(idx.shape[0], np.uint8), np.zeros(k, np.uint8)])
             order = gen.permutation(xs_l.shape[0])
@@ -310,7 +320,8 @@ class FoolingSanitizer:
                     **learner_options,
                 )
                 f = fit.hypothesis
-                agree = f.predict(real_x) == (labels[idx] if labelled else 1)  # q_f on the subsample
+                truth = labels[idx] if labels is not None else 1
+                agree = f.predict(real_x) == truth  # q_f on the subsample
                 count = int((agree != negate).sum())
                 noisy = count if self.broken == "noiseless_check" else int(check.release(count))
                 syn_mass = q.answer(f)

@@ -65,6 +65,7 @@ File classes use one block per point and the class's truth table.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from fractions import Fraction
 from typing import Any, ClassVar
 
@@ -272,6 +273,11 @@ class BlockState:
         return SyntheticDistribution(self.domain_size, self.edges.tolist(), w / w.sum())
 
 
+def _constant(score: Fraction) -> Callable[[int], Fraction]:
+    """The exact score of a one-candidate piece: the same at every ``t``."""
+    return lambda _t: score
+
+
 class MWEMSanitizer:
     """MWEM as a :class:`~privstream.learning.sanitizers.base.Sanitizer` (name ``"mwem"``).
 
@@ -353,7 +359,7 @@ class MWEMSanitizer:
                     *one,
                     np.array([s * float(empty_exact)]),
                     np.zeros(1),
-                    lambda _t, s=s: s * empty_exact,
+                    _constant(s * empty_exact),
                     float(n + scale),
                 )
                 for s in (1, -1)

@@ -201,9 +201,10 @@ class PrefixScore:
 
     def values(self) -> np.ndarray:
         """``G(t)`` for every t (float; small domains only -- tests and the dense reference)."""
-        return np.repeat(self.g_start, self.lengths) + np.concatenate(
+        values: np.ndarray = np.repeat(self.g_start, self.lengths) + np.concatenate(
             [np.arange(m) * s for m, s in zip(self.lengths, self.g_slope, strict=True)]
         )
+        return values
 
 
 class PointScore:
@@ -222,7 +223,7 @@ class PointScore:
         self.n = n
         uniq, first = np.unique(xs_sorted, return_index=True)
         sums = np.add.reduceat(a_sorted, first) if uniq.size else np.zeros(0, dtype=np.int64)
-        self.point_sum = dict(zip(uniq.tolist(), sums.tolist(), strict=True))
+        self.point_sum: dict[int, int] = dict(zip(uniq.tolist(), sums.tolist(), strict=True))
         domain = int(edges[-1])
         breaks = np.unique(np.concatenate([[0], uniq, uniq + 1, edges[:-1]]))
         self.starts = breaks[breaks < domain]

@@ -116,7 +116,8 @@ async def raw_consume(
     )
     await consumer.start()
     try:
-        seen, samples = 0, []
+        seen = 0
+        samples: list[tuple[float, int]] = []
         while seen < n:
             # Batches of 2,000: observations fine enough to measure parts of 10,000 messages or more.
             batch = await consumer.getmany(timeout_ms=1000, max_records=2000)

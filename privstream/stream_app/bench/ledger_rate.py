@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from privstream.agents.ledger_port import PrivacyLedger
+from privstream.stream_app.store.ledger import SqlLedger
 
 RELEASE = bytes(1000)
 BUDGET = 1e12  # never exhausted: refusals are not what is measured
@@ -52,7 +52,9 @@ class LedgerTarget:
     sslmode: str | None = None
     sslrootcert: str | None = None
 
-    def open(self, *, create: bool = False, budgets: dict[str, tuple[float, float]] | None = None) -> Any:
+    def open(
+        self, *, create: bool = False, budgets: dict[str, tuple[float, float]] | None = None
+    ) -> SqlLedger:
         if self.kind == "sqlite":
             from privstream.stream_app.store.sqlite_ledger import SqliteLedger
 
@@ -77,7 +79,7 @@ def _writer(
     target: LedgerTarget, workload: str, writer: int, seconds: float, start: Any, results: Any
 ) -> None:
     try:
-        ledger: PrivacyLedger = target.open()
+        ledger = target.open()
         stream = _stream_of(workload, writer)
         ledger.charge(stream, f"warm-{writer}", "bench", 0, 0, RELEASE)  # connect, prepare
         start.wait()
@@ -88,7 +90,7 @@ def _writer(
             ledger.charge(stream, f"w{writer}-{count}", "bench", 0.001, 0.0, RELEASE)
             count += 1
         results.put((count, began, time.monotonic()))
-        ledger.close()  # type: ignore[attr-defined]
+        ledger.close()
     except BaseException as exc:  # report it: the parent must not wait for a result that never comes
         results.put(exc)
 
@@ -114,7 +116,8 @@ def measure_user_charges(target: LedgerTarget, users: int, releases: int) -> dic
                 user_budget=PrivacyCost(BUDGET, 0.0),
             )
             seconds.append(time.perf_counter() - began)
-            if len(reservation.included_users) != users:
+            included = reservation.included_users
+            if included is None or len(included) != users:
                 raise RuntimeError("the bench's users were not all charged")
     finally:
         ledger.close()
@@ -197,7 +200,7 @@ def postgres_databases(
         port = params.get("port", "5432")
         user = params.get("user")
         query = urlsplit(url).query if url.startswith(("postgresql://", "postgres://")) else ""
-        location = f"postgresql://{user + '@' if user else ''}{host}:{port}/{name}"
+        location = f"postgresql://{f'{user}@' if user else ''}{host}:{port}/{name}"
         location += f"?{query}" if query else ""  # TLS and other libpq parameters of --url
         try:
             yield LedgerTarget("postgresql", location, password, sslmode, sslrootcert)

@@ -55,7 +55,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # ValueError covers pydantic's ValidationError and the learning layer's input errors.
         if os.environ.get("PRIVSTREAM_DEBUG"):
             raise
-        print(f"privstream {args.command}: error: {exc or type(exc).__name__}", file=sys.stderr)
+        print(f"privstream {args.command}: error: {str(exc) or type(exc).__name__}", file=sys.stderr)
         return 2
 
 

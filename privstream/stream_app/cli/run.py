@@ -301,7 +301,6 @@ def run_worker(args: argparse.Namespace) -> int:
     finally:
         if broker is not None:
             broker.stop()
-    return 0
 
 
 def run_broker(args: argparse.Namespace) -> int:
@@ -350,8 +349,8 @@ def produce_records(args: argparse.Namespace, settings: Settings) -> Iterator[tu
 
     stream = settings.stream(args.stream)
     if args.file is not None:
-        vectors = stream.kind == "vector" if stream is not None else _holds_vectors(args.file)
-        if vectors:
+        holds_vectors = stream.kind == "vector" if stream is not None else _holds_vectors(args.file)
+        if holds_vectors:
             X, ys, _ = read_vector_stream_file(args.file, stream.feature_labels if stream else None)
             if stream is not None and X.shape[1] != stream.features:
                 raise ValueError(

@@ -22,7 +22,7 @@ import subprocess
 import time
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 log = logging.getLogger(__name__)
 
@@ -156,7 +156,7 @@ class EmbeddedBroker:
         self.authentication = authentication
         self.advertised_port = advertised_port
         self.process: subprocess.Popen[bytes] | None = None
-        self._log_file = None
+        self._log_file: BinaryIO | None = None
 
     @property
     def bootstrap(self) -> str:

@@ -34,6 +34,7 @@ from privstream.stream_app.kafka.clients import ensure_topics, produce_json
 from privstream.stream_app.sdk import Release
 from privstream.stream_app.settings import ReleaseConfig, Settings, StreamConfig, WindowConfig
 from privstream.stream_app.sources.synthetic import (
+    SyntheticBatch,
     SyntheticVectors,
     malformed_messages,
     synthetic_examples,
@@ -155,6 +156,12 @@ class WorkerProcess:
     def operator_url(self) -> str:
         """The operator listener: /metrics, /status, /healthz, /readyz."""
         return f"http://{self.settings.operator_host}:{self.settings.operator_port}"
+
+    @property
+    def pid(self) -> int:
+        if self.process is None:
+            raise RuntimeError("the worker is not started")
+        return self.process.pid
 
     def start(self) -> WorkerProcess:
         env = {k: v for k, v in os.environ.items() if not k.startswith("PRIVSTREAM_")}
@@ -300,6 +307,7 @@ class Demo:
         if args.examples < 0 or args.invalid < 0:
             raise ValueError("--examples and --invalid must be >= 0")
         vectors = getattr(args, "vectors", None)
+        batch: SyntheticVectors | SyntheticBatch
         if vectors is not None:
             batch = synthetic_vectors(vectors, args.examples, None, args.label_noise, args.seed, args.margin)
         else:
@@ -317,7 +325,7 @@ class Demo:
             worker = WorkerProcess(settings, workdir / "worker.log").start()
             stack.callback(worker.stop)
             print(
-                f"worker (pid {worker.process.pid}) at {worker.public_url} "
+                f"worker (pid {worker.pid}) at {worker.public_url} "
                 f"(operator {worker.operator_url}); "
                 f"stream '{DEMO_STREAM}' of class {spec}",
                 file=sys.stderr,
@@ -329,7 +337,9 @@ class Demo:
                 f"PRIVSTREAM_KEYS_URL={worker.public_url}/keys privstream subscribe {DEMO_STREAM}",
                 file=sys.stderr,
             )
-            records = [(DEMO_STREAM, m) for m in batch.messages(DEMO_STREAM)]
+            records: list[tuple[str, dict[str, Any] | bytes]] = [
+                (DEMO_STREAM, m) for m in batch.messages(DEMO_STREAM)
+            ]
             records += [(DEMO_STREAM, raw) for raw in malformed_messages(args.invalid, DEMO_STREAM)]
             status = asyncio.run(self._produce_and_watch(settings, worker, records))
             latest = worker.latest_release()

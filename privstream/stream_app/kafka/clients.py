@@ -100,7 +100,7 @@ async def connection_problem(
         tls = ", kafka_ssl_cafile" if "ssl_context" in options else ""
         return KafkaUnavailableError(
             f"cannot reach {where} ({settings.kafka_security_protocol}): {type(exc).__name__}: "
-            f"{exc or error}; check kafka_bootstrap, kafka_security_protocol{tls}"
+            f"{str(exc) or error}; check kafka_bootstrap, kafka_security_protocol{tls}"
         )
     if sasl:
         credentials = ("sasl_mechanism", "sasl_plain_username", "sasl_plain_password")

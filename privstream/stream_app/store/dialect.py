@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 __all__ = ["Dialect", "Mode", "parse_time"]
 
@@ -84,6 +84,10 @@ class Dialect:
         return int(cursor.lastrowid)
 
 
+@overload
+def parse_time(value: datetime | str) -> datetime: ...
+@overload
+def parse_time(value: None) -> None: ...
 def parse_time(value: datetime | str | None) -> datetime | None:
     """A stored timestamp back as a datetime (SQLite hands back its ISO text)."""
     if value is None or isinstance(value, datetime):

@@ -134,7 +134,7 @@ def _to_charge(row: tuple[Any, ...]) -> Charge:
         epsilon=float(Fraction(epsilon)),
         delta=float(Fraction(delta)),
         release=bytes(release),
-        charged_at=parse_time(charged),  # type: ignore[arg-type]
+        charged_at=parse_time(charged),
         published_at=parse_time(published),
         node=_node(level, first, last),
         included_users=None if included is None else int(included),

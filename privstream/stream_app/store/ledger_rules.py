@@ -90,16 +90,16 @@ SEED_BYTES = 32
 Release = bytes | Callable[[ChargeReceipt], bytes]
 
 
-def exact(value: float, name: str, *, upper: Fraction | None = None) -> Fraction:
+def exact(value: float | Fraction | Decimal, name: str, *, upper: Fraction | None = None) -> Fraction:
     """The exact rational a user means by ``value``: floats by their shortest decimal repr.
 
     >>> exact(0.1, "epsilon") + exact(0.2, "epsilon") == exact(0.3, "epsilon")
     True
     """
-    if isinstance(value, bool) or not isinstance(value, numbers.Real | Decimal):
+    if isinstance(value, bool) or not isinstance(value, float | numbers.Real | Decimal):
         raise TypeError(f"{name} must be a number, got {type(value).__name__}")
     if isinstance(value, numbers.Rational):  # int, Fraction, numpy integers: already exact
-        result = Fraction(value.numerator, value.denominator)
+        result = Fraction(int(value.numerator), int(value.denominator))
     else:
         if not math.isfinite(value):
             raise ValueError(f"{name} must be finite, got {value}")
@@ -205,8 +205,8 @@ class StreamBudget:
     def remaining(self) -> PrivacyCost:
         # A budget lowered below the spend leaves nothing, not a negative remainder.
         return PrivacyCost(
-            float(max(self.epsilon_budget - self.epsilon_spent, 0)),
-            float(max(self.delta_budget - self.delta_spent, 0)),
+            float(max(self.epsilon_budget - self.epsilon_spent, Fraction(0))),
+            float(max(self.delta_budget - self.delta_spent, Fraction(0))),
         )
 
     def allows(self, epsilon: Fraction, delta: Fraction) -> bool:
@@ -421,7 +421,10 @@ class LifetimeState:
     @property
     def remaining(self) -> PrivacyCost:
         eps, delta = self.per_example
-        return PrivacyCost(float(max(self.epsilon_budget - eps, 0)), float(max(self.delta_budget - delta, 0)))
+        return PrivacyCost(
+            float(max(self.epsilon_budget - eps, Fraction(0))),
+            float(max(self.delta_budget - delta, Fraction(0))),
+        )
 
     def left_after(self, epsilon: Fraction, delta: Fraction) -> PrivacyCost:
         """A one-shot charge's receipt: the budget left per example once it is spent."""

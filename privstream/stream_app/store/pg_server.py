@@ -119,7 +119,7 @@ class PostgresServer:
         self.process: subprocess.Popen[bytes] | None = None
         self._bindir: Path | None = None
         self._dir: Path | None = None
-        self._user = None
+        self._user: pwd.struct_passwd | None = None
 
     # ----------------------------------------------------------------- addresses
 
@@ -164,13 +164,16 @@ class PostgresServer:
                 self.port = port
                 log.info("PostgreSQL ready at %s:%d (pid %d)", LOOPBACK, port, self.pid)
                 return self
-            exited = self.process is not None and self.process.poll() is not None
+            exited = self._exited()
             self._terminate()
             if not exited:
                 break
         tail = self._log_tail()
         self.stop()
         raise PostgresUnavailableError(f"PostgreSQL did not start: {tail}")
+
+    def _exited(self) -> bool:
+        return self.process is not None and self.process.poll() is not None
 
     def _run_as_server_user(self, args: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
         return subprocess.run(args, capture_output=True, text=True, timeout=120, **self._as_user(), **kwargs)

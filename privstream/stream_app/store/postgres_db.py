@@ -360,7 +360,7 @@ class Database:
     def _version(self, cur: psycopg.Cursor[Any], component: str) -> int:
         """The component's recorded version; 0 when it has none (or no table records any)."""
         cur.execute("SELECT to_regclass(%s) IS NOT NULL", (MIGRATIONS_TABLE,))
-        if not cur.fetchone()[0]:  # type: ignore[index]
+        if not _single_value(cur):
             return 0
         try:
             cur.execute(
@@ -373,7 +373,7 @@ class Database:
             raise self.errors.corrupt(
                 f"{self.where}: table {MIGRATIONS_TABLE} is not privstream's: {exc}"
             ) from None
-        version = cur.fetchone()[0]  # type: ignore[index]
+        version = _single_value(cur)
         return 0 if version is None else int(version)
 
     @staticmethod
@@ -384,3 +384,10 @@ class Database:
             (sorted(tables),),
         )
         return {row[0] for row in cur.fetchall()}
+
+
+def _single_value(cur: psycopg.Cursor[Any]) -> Any:
+    """The value of a query that returns one row of one column (an aggregate, a test)."""
+    row = cur.fetchone()
+    assert row is not None, "an aggregate or a test returns one row"
+    return row[0]

@@ -158,28 +158,22 @@ class SqlStateStore:
         def run(cur: Cursor) -> LedgerRecord:
             rows = dict(cur.execute(q(_LEDGER_KEYS)).fetchall())
             now = datetime.now(UTC).isoformat()
+            values: dict[str, str] = {}
             if rows.get("ledger_id") != identity.ledger_id or adopted:
-                values = {
-                    "ledger_id": identity.ledger_id,
-                    "ledger_since": now,
-                    "ledger_epoch": 0,
-                    "ledger_entries": 0,
-                }
+                values.update(ledger_id=identity.ledger_id, ledger_since=now)
+                epoch, entries = 0, 0
             else:
-                values = {
-                    "ledger_epoch": int(rows["ledger_epoch"]),
-                    "ledger_entries": int(rows["ledger_entries"]),
-                }
-            values["ledger_epoch"] = max(int(values["ledger_epoch"]), identity.epoch)
-            values["ledger_entries"] = max(int(values["ledger_entries"]), identity.entries)
+                epoch, entries = int(rows["ledger_epoch"]), int(rows["ledger_entries"])
+            values["ledger_epoch"] = str(max(epoch, identity.epoch))
+            values["ledger_entries"] = str(max(entries, identity.entries))
             cur.executemany(
                 q(
                     "INSERT INTO {meta} (key, value) VALUES (?, ?) "
                     "ON CONFLICT (key) DO UPDATE SET value = excluded.value"
                 ),
-                [(key, str(value)) for key, value in values.items()],
+                list(values.items()),
             )
-            rows.update({key: str(value) for key, value in values.items()})
+            rows.update(values)
             recorded = LedgerIdentity(
                 rows["ledger_id"], int(rows["ledger_epoch"]), int(rows["ledger_entries"])
             )
@@ -380,6 +374,7 @@ class SqlStateStore:
         """
         if (seqs is None) == (time_window is None):
             raise ValueError("close_window needs exactly one of seqs and time_window")
+        params: tuple[str | int | None, ...]
         if seqs is not None:
             where, params = "stream_id = ? AND seq >= ? AND seq < ?", (stream_id, *seqs)
         else:

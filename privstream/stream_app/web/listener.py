@@ -28,23 +28,20 @@ import asyncio
 import hmac
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import mode
 from aiohttp import web
+from aiohttp.typedefs import Handler, Middleware
 
 from privstream.stream_app.settings import Settings
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 #: ``(method, path, handler)``; paths use aiohttp's syntax (``/streams/{stream_id}/budget``).
 Route = tuple[str, str, Handler]
-
-
-Middleware = Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]
 
 #: What a connection over the cap gets before it is closed.
 BUSY_RESPONSE = (
@@ -260,9 +257,9 @@ class HttpListener(mode.Service):
         *,
         middlewares: Iterable[Middleware] = (),
         limits: ListenerLimits | None = None,
-        **kwargs: object,
+        **kwargs: Any,  # mode.Service's (beacon, loop)
     ):
-        super().__init__(**kwargs)  # type: ignore[arg-type]
+        super().__init__(**kwargs)
         self.name = name
         self.host = host
         self.port = port

@@ -214,7 +214,7 @@ class PublicReads:
         """``read(public ledger)``, cached under ``key``."""
         cached = self._cache.get(key)
         if cached is not None and cached[0] > self.clock():
-            return cached[1]  # type: ignore[no-any-return]
+            return cached[1]
         pending = self._pending.get(key)
         if pending is None:
             pending = asyncio.get_running_loop().run_in_executor(self._executor, read, self.public)
@@ -222,7 +222,7 @@ class PublicReads:
             self._pending[key] = pending
             pending.add_done_callback(lambda done: self._settled(key, done))
         # A client that goes away does not cancel the read the others wait for.
-        return await asyncio.shield(pending)  # type: ignore[no-any-return]
+        return await asyncio.shield(pending)
 
     def _settled(self, key: tuple[Any, ...], done: asyncio.Future[Any]) -> None:
         self._pending.pop(key, None)

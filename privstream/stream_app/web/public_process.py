@@ -30,6 +30,7 @@ import socket
 import subprocess
 import sys
 import time
+from typing import Any
 
 import mode
 
@@ -108,8 +109,8 @@ def port_answers(host: str, port: int) -> bool:
 class PublicListenerProcess(mode.Service):
     """Runs the public listener as a child process for as long as the worker runs."""
 
-    def __init__(self, settings: Settings, **kwargs: object):
-        super().__init__(**kwargs)  # type: ignore[arg-type]
+    def __init__(self, settings: Settings, **kwargs: Any):  # kwargs: mode.Service's (beacon, loop)
+        super().__init__(**kwargs)
         self.settings = settings
         self.process: subprocess.Popen[bytes] | None = None
         self.restarts = 0

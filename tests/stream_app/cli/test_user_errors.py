@@ -261,3 +261,16 @@ def test_the_demo_takes_top_level_and_still_reads_levels(capsys) -> None:
     assert parser.parse_args(["demo", "--top-level", "3"]).top_level == 3
     assert parser.parse_args(["demo", "--levels", "2"]).top_level == 2
     assert "--levels is deprecated, write --top-level" in capsys.readouterr().err
+
+
+def test_an_error_without_a_message_is_named_by_its_type(capsys, monkeypatch) -> None:
+    from privstream.stream_app.cli import plan
+
+    def lost_connection(args: object) -> int:
+        raise ConnectionResetError()  # an OSError whose text is empty
+
+    monkeypatch.setattr(plan, "run_plan", lost_connection)
+    line = one_line_error(
+        *run(capsys, "plan", "thresholds:1024", "--epsilon", "1", "--alpha", "0.1")[::2], "plan"
+    )
+    assert line == "privstream plan: error: ConnectionResetError"

@@ -129,7 +129,8 @@ def _spec(
 
     def exact() -> tuple[dict[Hashable, float], dict[Hashable, float]]:
         laws = [output_law(hclass, *_arrays(d), epsilon) for d in pair]
-        return tuple({discretise(h): p for h, p in law.items()} for law in laws)  # type: ignore[return-value]
+        first, second = ({discretise(h): p for h, p in law.items()} for law in laws)
+        return first, second
 
     broken: dict[str, MechanismFactory] = {"sensitivity_understated": understated, "no_noise": erm}
     return AuditSpec(

@@ -44,7 +44,7 @@ compare every count and the member maps with brute-force enumeration.
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -132,7 +132,8 @@ class SampleSummary:
     @property
     def net(self) -> np.ndarray:
         """``ones(v) - zeros(v)`` per distinct point: how much covering v lowers the error."""
-        return self.ones - self.zeros
+        net: np.ndarray = self.ones - self.zeros
+        return net
 
     @property
     def walk(self) -> np.ndarray:
@@ -161,30 +162,30 @@ def summarise(xs: np.ndarray, ys: np.ndarray, domain_size: int) -> SampleSummary
         return SampleSummary(n, ones_total, vals, ones, zeros)
     # One sort of 2x + y (points are below 2**63, so it fits a uint64): points in order, and
     # at each point its zeros before its ones.
-    keys = (xs.astype(np.uint64) << np.uint64(1)) | ys.astype(np.uint64)
-    keys.sort()
-    points = keys >> np.uint64(1)
+    codes = (xs.astype(np.uint64) << np.uint64(1)) | ys.astype(np.uint64)
+    codes.sort()
+    points = codes >> np.uint64(1)
     first = np.ones(n, dtype=bool)
     np.not_equal(points[1:], points[:-1], out=first[1:])
     starts = np.flatnonzero(first)
     counts = np.diff(np.append(starts, n)).astype(np.int64)
     ones = (
-        np.add.reduceat((keys & np.uint64(1)).astype(np.int64), starts) if n else np.zeros(0, dtype=np.int64)
+        np.add.reduceat((codes & np.uint64(1)).astype(np.int64), starts) if n else np.zeros(0, dtype=np.int64)
     )
     vals = _size_array(points[starts], domain_size)
     return SampleSummary(n, ones_total, vals, ones, counts - ones)
 
 
-def _size_array(values: object, bound: int) -> np.ndarray:
+def _size_array(values: Sequence[int] | np.ndarray, bound: int) -> np.ndarray:
     """Non-negative integers known to be ``<= bound``, as ``uint64`` when ``bound < 2**64``."""
     if bound < _UINT64_LIMIT:
         return np.asarray(values).astype(np.uint64)
-    out = np.empty(len(values), dtype=object)  # type: ignore[arg-type]
-    out[:] = [int(v) for v in values]  # type: ignore[attr-defined]
+    out = np.empty(len(values), dtype=np.object_)
+    out[:] = [int(v) for v in values]
     return out
 
 
-def _scalar(value: int, like: np.ndarray) -> object:
+def _scalar(value: int, like: np.ndarray) -> np.uint64 | int:
     """``value`` in the arithmetic of ``like`` (``np.uint64`` or a Python int)."""
     return np.uint64(value) if like.dtype == np.uint64 else value
 

@@ -55,8 +55,8 @@ def _normal(total: np.ndarray, exponent: np.ndarray) -> XFloats:
     return m, exponent + d
 
 
-def mul(am: np.ndarray, ae: np.ndarray, bm: np.ndarray, be: np.ndarray) -> XFloats:
-    """``a · b``, one rounding."""
+def mul(am: np.ndarray, ae: np.ndarray, bm: np.ndarray | np.float64, be: np.ndarray | np.int64) -> XFloats:
+    """``a · b``, one rounding (``b`` may be one scalar pair)."""
     return _normal(np.multiply(am, bm), np.add(ae, be))
 
 

@@ -81,7 +81,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from fractions import Fraction
-from typing import NamedTuple
+from typing import NamedTuple, overload
 
 import numpy as np
 
@@ -90,6 +90,7 @@ from privstream.learning.hypothesis_classes import Intervals, interval_hypothesi
 from privstream.learning.mechanisms._common import positive_real
 from privstream.learning.private_learners.generic.error_levels import nth_pair, summarise
 from privstream.learning.private_learners.generic.extended_floats import (
+    XFloats,
     from_ints,
     mul,
     phi_power,
@@ -106,6 +107,8 @@ M_T = 3 * 64
 _LN2_UPPER = Fraction(6931471805599454, 10**16)
 _TWO_LEVEL = 1 << 16  # tables longer than this are split into a high and a low table
 _CHUNK = 1 << 16  # elementwise work on long arrays goes by slices of this length
+#: weights with their extended floats ``(w, m, e)``: one array each
+_Triple = tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
 def sample_interval(
@@ -451,14 +454,14 @@ def _prefix_sums(
         return w.copy(), m.copy(), e.copy()
     half = k // 2
 
-    def pairs(part: slice) -> tuple[np.ndarray, ...]:
+    def pairs(part: slice) -> _Triple:
         return _combine(
             w[0::2][part], m[0::2][part], e[0::2][part], w[1::2][part], m[1::2][part], e[1::2][part], powers
         )
 
     pw, pm, pe = _prefix_sums(*_by_chunks(half, pairs), powers)  # prefix up to 2i+1
 
-    def evens(part: slice) -> tuple[np.ndarray, ...]:  # position 2i + 2 = prefix to 2i+1 ⊕ element 2i+2
+    def evens(part: slice) -> _Triple:  # position 2i + 2 = prefix to 2i+1 ⊕ element 2i+2
         return _combine(pw[part], pm[part], pe[part], w[2::2][part], m[2::2][part], e[2::2][part], powers)
 
     ew, em, ee = _by_chunks((k - 1) // 2, evens)
@@ -468,6 +471,10 @@ def _prefix_sums(
     return out
 
 
+@overload
+def _by_chunks(length: int, compute: Callable[[slice], XFloats]) -> XFloats: ...
+@overload
+def _by_chunks(length: int, compute: Callable[[slice], _Triple]) -> _Triple: ...
 def _by_chunks(length: int, compute: Callable[[slice], tuple[np.ndarray, ...]]) -> tuple[np.ndarray, ...]:
     """``compute`` over slices of about 2**16 elements, concatenated: the temporaries stay in cache."""
     parts = [compute(slice(start, min(start + _CHUNK, length))) for start in range(0, length, _CHUNK)]

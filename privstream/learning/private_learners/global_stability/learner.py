@@ -68,7 +68,7 @@ import math
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import asdict, dataclass
 from fractions import Fraction
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -355,6 +355,15 @@ class MParameters:
         )
 
 
+class PracticalOptions(TypedDict):
+    """The learner's options of practical mode (the keywords of :func:`practical_parameters`)."""
+
+    stability: float
+    prime_fraction: float
+    tolerance: float
+    max_draws: int
+
+
 def practical_parameters(
     n: int,
     epsilon: float,
@@ -574,7 +583,7 @@ def algorithm_m(
     else:
         runs = []
         outputs = correlated_erm(hclass, xs, ys, np.where(batch_of < k, batch_of, -1), k, params.erm(), rng)
-    keys = [FAIL_KEY if h is None else h.key() for h in outputs]
+    keys: list[Hashable] = [FAIL_KEY if h is None else h.key() for h in outputs]
     by_key: dict[Hashable, Hypothesis] = {h.key(): h for h in outputs if h is not None}
     if histogram is None:
         released = _stable_histogram(params.hist_epsilon, delta, rng).release(keys)  # (ε_H, δ)-DP
@@ -661,7 +670,7 @@ class GlobalStabilityLearner:
         if isinstance(max_draws, bool) or not isinstance(max_draws, int) or max_draws < 1:
             raise ValueError(f"max_draws must be an int >= 1, got {max_draws!r}")
         self.tie = tie
-        self.practical = {
+        self.practical: PracticalOptions = {
             "stability": stability,
             "prime_fraction": prime_fraction,
             "tolerance": tolerance,
@@ -691,7 +700,7 @@ class GlobalStabilityLearner:
             return _theory_m_parameters(theory, size, expected_size is not None), theory
         return practical_parameters(
             size, epsilon, delta, alpha, beta, expected=expected_size is not None, **self.practical
-        ), theory  # type: ignore[arg-type]
+        ), theory
 
     def fit(
         self,

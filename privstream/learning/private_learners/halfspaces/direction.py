@@ -107,7 +107,7 @@ def select_features(U: np.ndarray, y: np.ndarray, k: int, epsilon: Fraction, rng
     scores = [int(s) for s in stump_scores(U, y)]
     remaining = list(range(d))
     chosen: list[int] = []
-    mech = ExponentialMechanism(Fraction(epsilon) / k, 1, rng=rng)  # type: ignore[arg-type]
+    mech = ExponentialMechanism(Fraction(epsilon) / k, 1, rng=rng)
     for _ in range(k):
         i = mech.select([scores[t] for t in remaining])
         chosen.append(remaining.pop(i))
@@ -139,7 +139,7 @@ def private_direction(
         rows = q[y == label]
         exact += [int(v) for v in rows.sum(axis=0)] + [weight * int(rows.shape[0])]
     mech = DiscreteLaplaceMechanism(
-        epsilon,  # type: ignore[arg-type]
+        epsilon,
         direction_sensitivity(k, relation),
         dimension=2 * k + 2,
         rng=rng,
@@ -147,9 +147,10 @@ def private_direction(
     noisy = np.array(mech.release(exact), dtype=np.float64)
     means = []
     for block in (noisy[: k + 1], noisy[k + 1 :]):
-        rows = max(block[k] / weight, 1.0)  # a noisy count below 1 would flip or blow up the mean
+        rows = max(float(block[k] / weight), 1.0)  # a noisy count below 1 would flip or blow up the mean
         means.append(block[:k] / rows)
-    return means[1] - means[0]
+    difference: np.ndarray = means[1] - means[0]
+    return difference
 
 
 def private_fit(

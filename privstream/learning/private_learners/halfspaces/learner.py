@@ -226,7 +226,7 @@ class HalfspaceLearner:
         errors = net_errors(net, U, y_l)
         counts = np.bincount(errors)  # block e: the members with e errors
         levels = np.flatnonzero(counts)
-        mech = ExponentialMechanism(eps_em, 1, rng=src)  # type: ignore[arg-type]
+        mech = ExponentialMechanism(eps_em, 1, rng=src)
         level = int(levels[mech.select_block([(int(counts[e]), -int(e)) for e in levels])])
         members = np.flatnonzero(errors == level)
         model = net.member(int(members[src.uniform_int(members.shape[0])]), b)

@@ -46,7 +46,8 @@ class HalfspaceModel:
     def predict(self, X: np.ndarray) -> np.ndarray:
         arr = check_features(X, self.bounds)
         lo, hi = self.bounds[:, 0], self.bounds[:, 1]
-        return ((arr - lo) / (hi - lo) @ self.normal >= self.offset).astype(np.uint8)
+        labels: np.ndarray = ((arr - lo) / (hi - lo) @ self.normal >= self.offset).astype(np.uint8)
+        return labels
 
     def to_dict(self) -> dict[str, Any]:
         return {

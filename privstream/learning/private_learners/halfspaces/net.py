@@ -78,7 +78,7 @@ class HalfspaceNet:
     resolution: int
 
     def __len__(self) -> int:
-        return 2 + self.normals.shape[0] * self.resolution
+        return 2 + int(self.normals.shape[0]) * self.resolution
 
     def ranges(self) -> tuple[np.ndarray, np.ndarray]:
         """``(lo_w, span_w)`` of ``⟨w, u⟩`` over the unit box, per normal."""

@@ -150,9 +150,10 @@ class ClassLattice:
         if size == 0:
             return np.ones(self.domain_size, dtype=bool)  # SOA of the empty class: all ties
         if size == 1:
-            return self.matrix[v.bit_length() - 1].copy()  # SOA_{{f}} = f
+            member: np.ndarray = self.matrix[v.bit_length() - 1].copy()  # SOA_{{f}} = f
+            return member
         ones = self.matrix[self.members(v)].sum(axis=0)
-        table = ones == size
+        table: np.ndarray = ones == size
         split = np.flatnonzero((ones > 0) & (ones < size))
         if split.size == 0:
             return table

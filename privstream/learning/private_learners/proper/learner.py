@@ -80,7 +80,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from fractions import Fraction
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -183,6 +183,14 @@ def _smallest_c(eta: float, beta: float, epsilon: float, delta: float, d: int, d
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if ok(mid) else (mid, hi)
     return hi
+
+
+class ProperConstants(TypedDict):
+    """The constants of the sample-size bounds (the keywords of :func:`proper_sample_size`)."""
+
+    C: float | None
+    C0: float
+    C_generic: float
 
 
 def paper_parameters(
@@ -424,7 +432,7 @@ def poly_pri_learn(
     choice = sparse_select(sets, epsilon=epsilon, delta=delta, ell=params.ell, default=b"", rng=rng)
     if choice == b"":
         return PolyPriLearnOutcome(lattice.matrix[0].copy(), tuple(sets), True)
-    return PolyPriLearnOutcome(tables[choice], tuple(sets), False)  # type: ignore[index]
+    return PolyPriLearnOutcome(tables[choice], tuple(sets), False)
 
 
 # -- the learner ---------------------------------------------------------------------------------
@@ -464,7 +472,7 @@ class ProperLearner:
             raise ValueError(f"path must be one of {PATHS}, got {path!r}")
         self.blocks, self.k_prime, self.alpha_delta = blocks, int(k_prime), alpha_delta
         self.generic_fraction, self.agreement = float(generic_fraction), float(agreement)
-        self.constants = {"C": C, "C0": float(C0), "C_generic": float(C_generic)}
+        self.constants: ProperConstants = {"C": C, "C0": float(C0), "C_generic": float(C_generic)}
         self.shuffle = bool(shuffle)
         self.path = path
         self._lattices: dict[tuple[str, int, int], tuple[ClassLattice, int]] = {}
@@ -497,7 +505,7 @@ class ProperLearner:
         expected: bool = False,
     ) -> tuple[ProperParameters, int]:
         """The run's parameters (paper mode when n reaches the theorem's size) and that size."""
-        needed = proper_sample_size(alpha, beta, epsilon, delta, d, **self.constants)  # type: ignore[arg-type]
+        needed = proper_sample_size(alpha, beta, epsilon, delta, d, **self.constants)
         if n >= needed:
             p = paper_parameters(
                 alpha / 4, beta / 2, epsilon, delta, d, C=self.constants["C"], C0=self.constants["C0"]
@@ -645,12 +653,7 @@ class ProperLearner:
         ``reference`` given: the sets come from ReduceTree on the whole class as a matrix, with no closed
         form and no cap (``path="matrix"``, the reference the tests compare with).
         """
-        common = {
-            "n0": params.block_size,
-            "k_prime": params.k_prime,
-            "alpha_delta": params.alpha_delta,
-            "d": d,
-        }
+        n0, k_prime, alpha_delta = params.block_size, params.k_prime, params.alpha_delta
         # small classes share one lattice (and its memo) between blocks
         shared = self.lattice(hclass)[0] if reference is None and hclass.size <= MAX_ROWS else None
         sets: list[BlockSet] = []
@@ -659,9 +662,13 @@ class ProperLearner:
             key = np.asarray(bx, dtype=np.int64).tobytes() + b"|" + np.asarray(by, dtype=np.int64).tobytes()
             if key not in cache:
                 cache[key] = (
-                    lattice_block_set(hclass, reference, bx, by, **common)
+                    lattice_block_set(
+                        hclass, reference, bx, by, n0=n0, k_prime=k_prime, alpha_delta=alpha_delta, d=d
+                    )
                     if reference is not None
-                    else block_set(hclass, bx, by, lattice=shared, **common)[0]
+                    else block_set(
+                        hclass, bx, by, lattice=shared, n0=n0, k_prime=k_prime, alpha_delta=alpha_delta, d=d
+                    )[0]
                 )
             sets.append(cache[key])
         f_hat = select(hclass, sets, epsilon=eps, delta=dlt, ell=params.ell, rng=rng)

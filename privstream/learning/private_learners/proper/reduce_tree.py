@@ -130,7 +130,7 @@ def reduce_tree(
         return 6 * (d + 3 - t)
 
     def k(t: int) -> int:
-        return k_prime * 2**t
+        return k_prime << t  # k' · 2^t
 
     nodes = [Node(ancestors=(), rows=lattice.full, height=0)]
     leaves = [0]

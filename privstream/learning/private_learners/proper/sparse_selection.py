@@ -36,11 +36,13 @@ import math
 from collections import Counter
 from collections.abc import Collection, Hashable, Sequence
 from fractions import Fraction
+from typing import TypeVar
 
 from privstream.learning.accounting import PrivacyGuarantee
 from privstream.learning.errors import PrivacyParameterError
 from privstream.learning.mechanisms import ExponentialMechanism
 from privstream.learning.mechanisms._common import positive_int, positive_real, probability
+from privstream.learning.ordering import natural_order
 from privstream.learning.randomness import RandomSource
 
 __all__ = ["MECHANISM", "guarantee", "inner_epsilon", "selection_error", "selection_law", "sparse_select"]
@@ -58,24 +60,24 @@ def inner_epsilon(epsilon: float, delta: float) -> float:
     return inner
 
 
+H = TypeVar("H", bound=Hashable)
+
+
 def _phantom_size(ell: int, delta: float) -> int:
     """``ceil(ell/δ)``, exactly (δ is a float, hence a dyadic rational)."""
     return math.ceil(Fraction(positive_int(ell, "ell")) / Fraction(delta))
 
 
-def _blocks(
-    sets: Sequence[Collection[Hashable]], ell: int, delta: float
-) -> tuple[list[Hashable], list[tuple[int, int]]]:
-    counts: Counter[Hashable] = Counter()
+def _blocks(sets: Sequence[Collection[H]], ell: int, delta: float) -> tuple[list[H], list[tuple[int, int]]]:
+    counts: Counter[H] = Counter()
     for s in sets:
         if len(s) > ell:
             raise PrivacyParameterError(f"a set has {len(s)} elements, more than the public bound {ell}")
         counts.update(set(s))
     # A data-independent candidate order (sorted keys), so seeded runs are reproducible and the
     # position of an element reveals nothing beyond its count.
-    try:
-        keys = sorted(counts)
-    except TypeError:
+    keys = natural_order(counts)
+    if keys is None:
         keys = sorted(counts, key=repr)
     blocks = [(1, counts[u]) for u in keys]
     blocks.append((_phantom_size(ell, delta), 1))
@@ -83,14 +85,14 @@ def _blocks(
 
 
 def sparse_select(
-    sets: Sequence[Collection[Hashable]],
+    sets: Sequence[Collection[H]],
     *,
     epsilon: float,
     delta: float,
     ell: int,
-    default: Hashable,
+    default: H,
     rng: RandomSource | None = None,
-) -> Hashable:
+) -> H:
     """One (ε, δ)-DP draw: an element of many sets, or ``default`` (data-independent) for ⊥."""
     eps_inner = inner_epsilon(epsilon, delta)
     keys, blocks = _blocks(sets, ell, delta)

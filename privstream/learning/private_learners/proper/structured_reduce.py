@@ -64,6 +64,7 @@ costs what ``thresholds:1024`` costs.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from fractions import Fraction
 
 import numpy as np
@@ -199,15 +200,18 @@ def block_set(
     one when given (its memo is shared by every block of a fit).
     """
     bound = top_bound(n0, alpha_delta, d)
+    member: Callable[[int, int], Hypothesis]
     if bound == 0:  # the version-space regime: level 0 alone, O(n log n) on every structured class
         vs = version_space(hclass, xs, ys)
         counts: tuple[int, ...] = (vs.size,)
 
-        def member(e: int, r: int) -> Hypothesis:
+        def version_space_member(e: int, r: int) -> Hypothesis:
             return vs.member(r)
+
+        member = version_space_member
     else:  # small classes only (the learner enforces b = 0 beyond them): the full levels are cheap
         levels = error_levels(hclass, xs, ys)
-        counts, member = levels.counts[: bound + 1], levels.member  # type: ignore[assignment]
+        counts, member = levels.counts[: bound + 1], levels.member
     size = sum(counts)
     if size == 0:
         return BlockSet(), "matrix"

@@ -154,7 +154,10 @@ def _cells(boxes: Sequence[Box], dim: int) -> _Cells:
             events[lo] += 1
             events[hi + 1] -= 1
         edges = sorted(events)
-        lo_out, ext, cnt, running = [], [], [], 0
+        lo_out: list[tuple[int, ...]] = []
+        ext: list[tuple[int, ...]] = []
+        cnt: list[int] = []
+        running = 0
         for left, right in itertools.pairwise(edges):
             running += events[left]
             if running:

@@ -237,7 +237,7 @@ def point_laws(
     lo, hi = POINTS_LEAF
     c = float(weight_coefficient(epsilon, "add-remove-one"))
     none = none_score(hi - lo, weight_coefficient(epsilon, "add-remove-one"))
-    laws = []
+    laws: list[dict[Hashable, float]] = []
     for dataset in pair:
         weights = {x: math.exp(c * dataset.count(x)) for x in range(lo, hi)}
         weights[-1] = math.exp(c * none)

@@ -156,7 +156,8 @@ def _simplex(values: np.ndarray, total: float) -> np.ndarray:
     k = np.arange(1, u.shape[0] + 1)
     r = int(np.nonzero(u - css / k > 0)[0][-1])
     tau = css[r] / (r + 1)
-    return np.maximum(values - tau, 0.0)
+    projected: np.ndarray = np.maximum(values - tau, 0.0)
+    return projected
 
 
 def nonnegative(tree: CountTree, estimates: list[np.ndarray]) -> list[np.ndarray]:

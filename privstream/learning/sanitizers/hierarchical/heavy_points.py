@@ -57,7 +57,7 @@ Relation = Literal["replace-one", "add-remove-one"]
 def point_mechanism(epsilon: float | Fraction, relation: Relation, rng: RandomSource) -> ExponentialMechanism:
     """The per-leaf draw: weights ``exp(ε·c/2)`` under replace-one, ``exp(ε·c)`` under add/remove-one."""
     sensitivity = Fraction(epsilon) / (2 * weight_coefficient(epsilon, relation))  # ε/(2Δ) = c
-    return ExponentialMechanism(epsilon, sensitivity, rng=rng)  # type: ignore[arg-type]
+    return ExponentialMechanism(epsilon, sensitivity, rng=rng)
 
 
 def weight_coefficient(epsilon: float | Fraction, relation: Relation) -> Fraction:

@@ -247,13 +247,13 @@ class HierarchicalSanitizer:
         if measured:  # a public root over a single cell needs no noisy count at all
             flat = [int(v) for level in measured for v in level.tolist()]
             if self.noisy_counts:
-                mech = DiscreteLaplaceMechanism(eps_c, sensitivity, dimension=len(flat), rng=source)  # type: ignore[arg-type]
+                mech = DiscreteLaplaceMechanism(eps_c, sensitivity, dimension=len(flat), rng=source)
                 released = mech.release(flat)  # scale S/ε_c, ε_c the exact rational
             else:  # BROKEN on purpose (audits only): exact counts
                 released = flat
             cuts = np.cumsum([len(level) for level in measured])[:-1]
-            for level, values in enumerate(np.split(np.array(released, dtype=np.float64), cuts)):
-                noisy[level] = values
+            for level, counts in enumerate(np.split(np.array(released, dtype=np.float64), cuts)):
+                noisy[level] = counts
         if root is not None:
             noisy[-1] = np.array([root])
         values = nonnegative(tree, least_squares(tree, noisy, root))
