@@ -181,7 +181,7 @@ class _Group:
 
     offsets: list[int] = field(default_factory=list)
     items: list[int] = field(default_factory=list)
-    xs: list[int] = field(default_factory=list)
+    xs: list[int | list[float]] = field(default_factory=list)  # points, or feature vectors
     ys: list[int] = field(default_factory=list)
     users: list[str | None] = field(default_factory=list)
     times: list[datetime | None] = field(default_factory=list)  # event times, if given

@@ -294,13 +294,15 @@ def node_expected_size(policy: ReleasePolicy, level: int) -> int:
     at most the cap of a capped node."""
     assert policy.expected_size is not None
     size = policy.expected_size << level
-    return min(size, policy.max_node_examples) if capped(policy) else size  # type: ignore[type-var]
+    cap = policy.max_node_examples  # capped(policy): a cap is set
+    return min(size, cap) if cap is not None else size
 
 
 def node_sample_size(policy: ReleasePolicy, level: int) -> int:
     """A count node's public n: ``size·2^j`` examples, at most the cap of a capped node."""
     size = policy.window_size << level
-    return min(size, policy.max_node_examples) if capped(policy) else size  # type: ignore[type-var]
+    cap = policy.max_node_examples  # capped(policy): a cap is set
+    return min(size, cap) if cap is not None else size
 
 
 def stand_in(policy: ReleasePolicy, data: WindowData, level: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -467,7 +469,7 @@ class ReleaseAgent:
         *,
         library_version: str,
         runner: FitRunner | None = None,
-        rng_factory: Callable[[str], Any] | None = None,
+        rng_factory: Callable[[str], RandomSource] | None = None,
         clock: Callable[[], float] = time.time,
         partition_of: Callable[[str], int] | None = None,
         offload: Callable[..., Awaitable[Any]] = asyncio.to_thread,
@@ -510,7 +512,7 @@ class ReleaseAgent:
         stream_id: str,
         partition: int,
         offsets: Sequence[int],
-        xs: Sequence[int],
+        xs: Sequence[int | list[float]],
         ys: Sequence[int],
         users: Sequence[str | None],
         event_times: Sequence[datetime | None],
@@ -526,7 +528,9 @@ class ReleaseAgent:
             state.recovered = True
             self._spawn(self._recover(policy))
         if policy.window_kind == "count":
-            rows = [(o, x, y, u, None) for o, x, y, u in zip(offsets, xs, ys, users, strict=True)]
+            rows: list[tuple[int, Any, Any, str | None, int | None]] = [
+                (o, x, y, u, None) for o, x, y, u in zip(offsets, xs, ys, users, strict=True)
+            ]
             size = policy.window_size
             seqs = self.store.append_many(stream_id, partition, rows)
             # A count window closes when its last example is taken in: under replace-one that
@@ -1302,7 +1306,7 @@ class ReleaseAgent:
                 "algorithm_delta": result.delta,
                 **cap_parameters(policy),
             },
-            proper=result.proper if is_learner else False,
+            proper=result.proper if isinstance(result, LearnerResult | VectorLearnerResult) else False,
             dp_outputs=result.dp_outputs,
             accuracy_guarantee_holds=result.accuracy_guarantee_holds if n_public else None,
             theorem_sample_size=result.theorem_sample_size,
@@ -1311,11 +1315,11 @@ class ReleaseAgent:
         )
         spec = result.hypothesis_class if product.vector else policy.hypothesis_class.spec  # type: ignore[union-attr]
         common = {"stream_id": policy.stream_id, "hypothesis_class": spec, "certificate": certificate}
-        if is_learner:
-            model = result.model if product.vector else result.hypothesis
-            release: HypothesisRelease | SanitizedRelease = HypothesisRelease(
-                **common, hypothesis=model.to_dict()
-            )
+        release: HypothesisRelease | SanitizedRelease
+        if isinstance(result, VectorLearnerResult):
+            release = HypothesisRelease(**common, hypothesis=result.model.to_dict())
+        elif isinstance(result, LearnerResult):
+            release = HypothesisRelease(**common, hypothesis=result.hypothesis.to_dict())
         else:
             release = SanitizedRelease(
                 **common, distribution=result.distribution.to_dict(), labelled=product.labelled

@@ -421,6 +421,7 @@ _REQUIRED_COLUMNS = ("xs", "ys")
 # --- the fast path: one typed decoding by msgspec --------------------------------------------------
 
 
+@final  # exact-type checks (`type(x) is PlainExample`) on the hot path narrow only for final classes
 class PlainExample(msgspec.Struct, gc=False):
     """A valid single example as the fast path reads it, straight from msgspec: the fields of
     :class:`ValidExample` (``y`` already 0 or 1, no event time), without building a tuple after it.

@@ -26,15 +26,15 @@ privstream.agents.interfaces.LeaseLostError: me holds no lease on partitions [0]
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 from privstream.agents.ledger_port import Charge, ChargeReceipt
+from privstream.agents.releases import Publisher
 from privstream.stream_app.store.leases import Leases
 
 #: ``publish(topic, stream_id, release_bytes, timestamp_ms=...)``, as
 #: :class:`privstream.agents.releases.Publisher`.
-Publish = Callable[..., Awaitable[None]]
 
 
 class FencedLedger:
@@ -74,7 +74,9 @@ class FencedLedger:
         return f"FencedLedger({self._ledger!r}, owner={self._leases.owner!r})"
 
 
-def fenced_publisher(publish: Publish, leases: Leases, partitions_of: Callable[[str], set[int]]) -> Publish:
+def fenced_publisher(
+    publish: Publisher, leases: Leases, partitions_of: Callable[[str], set[int]]
+) -> Publisher:
     """``publish``, after checking that this worker still holds the stream's partitions."""
 
     async def fenced(topic: str, stream_id: str, release: bytes, *, timestamp_ms: int | None = None) -> None:

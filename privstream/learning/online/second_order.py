@@ -106,7 +106,8 @@ class SecondOrderPerceptron(LinearLearner):
 
     def _scores(self, Z: np.ndarray) -> np.ndarray:
         # The next example's prediction counts the current rule once more (it is "held" for it).
-        return margins(Z, self._anchor) + (self._since + 1) * margins(Z, self._w)
+        scores: np.ndarray = margins(Z, self._anchor) + (self._since + 1) * margins(Z, self._w)
+        return scores
 
     def _update(self, z: np.ndarray, sign: float) -> None:
         """Add ``z zᵀ`` to ``A`` (Sherman-Morrison on ``A⁻¹``) and ``sign·z`` to ``v``."""

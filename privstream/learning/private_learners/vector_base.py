@@ -261,7 +261,8 @@ def row_products(rows: np.ndarray, right: np.ndarray) -> np.ndarray:
     >>> bool(np.array_equal(row_products(rows, m)[3], row_products(rows[3:4], m)[0]))
     True
     """
-    return np.einsum("ij,j...->i...", rows, right, optimize=False)
+    products: np.ndarray = np.einsum("ij,j...->i...", rows, right, optimize=False)
+    return products
 
 
 def finite_epsilon(epsilon: object) -> float:

@@ -125,7 +125,7 @@ def measure_start(env: dict[str, str], log_path: Path, timeout: float = 120.0) -
         settings = Settings(
             kafka_bootstrap=bootstrap,
             app_id=env[f"{ENV_PREFIX}APP_ID"],
-            _env_file=None,  # type: ignore[call-arg]
+            _env_file=None,
         )
         asyncio.run(_first_prediction(settings, timeout))
         figures["first_prediction"] = round(time.monotonic() - started, 3)

@@ -171,7 +171,7 @@ def _spread_unclipped(U: np.ndarray, rho_mean: float, rho_spread: float, rng: Ra
     first = gaussian(rho_mean, mean_sensitivity("replace-one"), d + 1, rng)
     mean = np.array(first.release(mean_query(U).tolist()), dtype=np.float64)[:d] * math.sqrt(d) / n
     squares = 4.0 * float(np.sum((U - mean) ** 2) / d)  # the bug: no min(., 1/4) per row
-    spread_sum = float(gaussian(rho_spread, 1.0, 1, rng).release(squares))  # type: ignore[arg-type]
+    spread_sum = float(gaussian(rho_spread, 1.0, 1, rng).release(squares))
     spread = spread_sum * d / (4.0 * n) - (d * first.sigma / n) ** 2
     return float(min(max(2.0 * spread, d * SPREAD_FLOOR), d / 2))
 
@@ -186,7 +186,7 @@ def _spread_at(epsilon: float, delta: float, variant: str | None = None) -> Mech
             if variant == "unclipped":
                 return _spread_unclipped(X, rho_mean, rho_spread, rng)
             if variant == "no_noise":
-                return 2.0 * spread_query(X, X.mean(axis=0)) / (4.0 * X.shape[0])
+                return float(2.0 * spread_query(X, X.mean(axis=0)) / (4.0 * X.shape[0]))
             return private_spread(X, rho_mean, rho_spread, "replace-one", rng)
 
         return release

@@ -152,7 +152,7 @@ def private_spread(
     rows = max(float(n) if relation == "replace-one" else float(noisy[d]), 1.0)
     mean = noisy[:d] * math.sqrt(d) / rows
     second = gaussian(rho_spread, 1.0, 1, rng)
-    spread_sum = float(second.release(spread_query(U, mean)))  # type: ignore[arg-type]
+    spread_sum = float(second.release(spread_query(U, mean)))
     # E‖u - ū‖² = E‖u - E u‖² + ‖ū - E u‖², and the second term is d·(first.sigma·√d/rows)² on average
     spread = spread_sum * d / (4.0 * rows) - (d * first.sigma / rows) ** 2
     return float(min(max(2.0 * spread, d * SPREAD_FLOOR), d / 2))
@@ -172,7 +172,7 @@ def private_counts(
 ) -> tuple[float, float]:
     """Step 2: the noisy ``(n₁, n₀)`` of the labelled rows, each at least 1 (``rho``-zCDP)."""
     noisy = gaussian(rho, counts_sensitivity(relation), 2, rng).release(counts_query(y, labelled).tolist())
-    return max(float(noisy[0]), 1.0), max(float(noisy[1]), 1.0)  # type: ignore[index]
+    return max(float(noisy[0]), 1.0), max(float(noisy[1]), 1.0)
 
 
 def counts_query(y: np.ndarray, labelled: np.ndarray) -> np.ndarray:
