@@ -89,16 +89,19 @@ class LearnerProcess(Executor):
         self.submit(int)
         return self
 
-    def kill(self) -> None:
-        """Kill the child (its running call fails with ``BrokenProcessPool``) and spawn a new one."""
+    def kill(self, restart: bool = True) -> None:
+        """Kill the child (its running call fails with ``BrokenProcessPool``) and spawn a new one
+        (``restart``; without it, as the worker stops, wait until the pool has let go of the child:
+        its queues' semaphores are released, never reported leaked at exit)."""
         with self._lock:
             pool, self._pool = self._pool, None
         if pool is not None:
             for pid in list(getattr(pool, "_processes", None) or {}):
                 with contextlib.suppress(ProcessLookupError):  # it died on its own meanwhile
                     os.kill(pid, signal.SIGKILL)
-            pool.shutdown(wait=False, cancel_futures=True)
-        self.start()
+            pool.shutdown(wait=not restart, cancel_futures=True)
+        if restart:
+            self.start()
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         with self._lock:
@@ -154,6 +157,12 @@ class LearnerProcesses:
     def shutdown(self, wait: bool = True) -> None:
         for process in self._processes.values():
             process.shutdown(wait=wait, cancel_futures=True)
+
+    def stop(self) -> None:
+        """As the worker stops: every child killed (a fit in flight is abandoned; its reservation is
+        resumed after a restart) and its pool closed."""
+        for process in self._processes.values():
+            process.kill(restart=False)
 
     def child_pids(self, stream_id: str) -> list[int]:
         return self.process(stream_id).child_pids()

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 import faust
+import mode
 import numpy as np
 from faust.app.base import BootStrategy
 from mode import ServiceT
@@ -445,6 +446,7 @@ def build_service(settings: Settings) -> Service:
         settings, pipeline, on_assigned=lambda parts: on_assigned(parts), metrics=metrics, loop=None
     )
     releases = None
+    processes: LearnerProcesses | None = None
     if policies:
         assert ledger is not None
         for sid in policies:
@@ -539,7 +541,21 @@ def build_service(settings: Settings) -> Service:
     # After the listeners: services start in this order, so the probes answer (503 "starting")
     # before the first poll instead of after it.
     _start_with(app, ingest)
+    if processes is not None:
+        _start_with(app, LearnerProcessesService(processes))
     return service
+
+
+class LearnerProcessesService(mode.Service):
+    """Stops the streams' learner processes with the worker (their children killed and their pools
+    closed: nothing left for the interpreter to report at exit)."""
+
+    def __init__(self, processes: LearnerProcesses) -> None:
+        super().__init__()
+        self.processes = processes
+
+    async def on_stop(self) -> None:
+        await asyncio.to_thread(self.processes.stop)
 
 
 def _start_with(app: faust.App, service: ServiceT) -> None:

@@ -191,3 +191,28 @@ async def test_a_release_whose_learner_process_dies_goes_out_as_its_default_and_
     windows = [r.certificate.window.window_id.rsplit("-", 1)[1] for r in publish.releases()]
     assert windows == ["0", "1", "2"] and len(agent.ledger.entries("s")) == 3
     assert metrics.events["default_died"] == 1 and metrics.events["failed"] == 0
+
+
+def test_stopping_kills_every_child_and_closes_its_pool_without_a_leak_report(tmp_path):
+    """A worker that stops leaves no child behind and nothing for the interpreter to report at
+    exit (a 'leaked semaphore' warning on stderr broke the worker's JSON log lines)."""
+    script = tmp_path / "stop.py"
+    script.write_text(
+        "import os\n"
+        "from privstream.stream_app.learner_process import LearnerProcesses\n"
+        "processes = LearnerProcesses(['a', 'b']).start()\n"
+        "pids = processes.child_pids('a') + processes.child_pids('b')\n"
+        "processes.stop()\n"
+        "alive = []\n"
+        "for pid in pids:\n"
+        "    try:\n"
+        "        os.kill(pid, 0)\n"
+        "        alive.append(pid)\n"
+        "    except ProcessLookupError:\n"
+        "        pass\n"
+        "print(len(pids), alive)\n"
+    )
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "2 []"
+    assert "leaked" not in done.stderr and done.stderr == "", done.stderr
