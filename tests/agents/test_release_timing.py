@@ -65,7 +65,7 @@ def slow() -> SlowInN:
     return SlowInN(make_learner("generic"), MS_PER_EXAMPLE)
 
 
-async def test_finding_1_releases_go_out_at_their_deadline_stamped_with_it_whatever_the_fit_took():
+async def test_releases_go_out_at_their_deadline_stamped_with_it_whatever_the_fit_took():
     """Window 0 holds nothing, 2,000 examples (a 2 s fit: inside the slot) or 10,000 (a 10 s fit:
     past the slot, so its default goes out at the deadline)."""
     stream = time_stream()
@@ -82,7 +82,7 @@ async def test_finding_1_releases_go_out_at_their_deadline_stamped_with_it_whate
             assert [m["published_at"] for m in observed.messages] == deadlines(observed)  # sent then
 
 
-async def test_finding_1_count_windows_too_a_learner_slow_on_some_labels_moves_nothing():
+async def test_count_windows_too_a_learner_slow_on_some_labels_moves_nothing():
     """Count windows (n public): the neighbour changes one example's label, which makes the learner
     spend 3 s more; the window closes at the same moment, so the deadline is the same."""
 
@@ -116,7 +116,7 @@ async def test_finding_1_count_windows_too_a_learner_slow_on_some_labels_moves_n
     assert [m["timestamp"] for m in b.messages] == deadlines(b)
 
 
-async def test_finding_2_public_pages_count_a_release_from_its_scheduled_time_only():
+async def test_public_pages_count_a_release_from_its_scheduled_time_only():
     """A slot of 8 s, long enough for the 2 s fit: /budget, /streams and the releases page show the
     release at its deadline in both twins, not when its charge or its fit completed."""
     stream = time_stream(
@@ -139,7 +139,7 @@ async def test_finding_2_public_pages_count_a_release_from_its_scheduled_time_on
     assert deadlines(b)[0] == T0 + 70 + 8
 
 
-async def test_finding_3_a_slow_fit_moves_neither_its_streams_later_releases_nor_another_streams():
+async def test_a_slow_fit_moves_neither_its_streams_later_releases_nor_another_streams():
     """Stream a's window 0 takes 20 s to fit in one twin (past its 5 s slot: its default goes out at
     the deadline and its process is stopped); a's next windows (10 s long) and stream b, on its own
     learner, publish exactly as when the window is empty."""
@@ -159,7 +159,7 @@ async def test_finding_3_a_slow_fit_moves_neither_its_streams_later_releases_nor
         assert times["a"] == times["b"] == [T0 + 10 * (w + 1) + 10 + SLOT for w in range(len(times["a"]))]
 
 
-async def test_finding_4_public_ledger_ids_depend_on_the_stream_node_and_product_only():
+async def test_public_ledger_ids_depend_on_the_stream_node_and_product_only():
     """Stream b's published ids are the same whether stream a's window is empty or huge, and whether
     stream a exists at all: a function of (stream, node, product), not of a global counter."""
     streams = [time_stream("a", top_level=1), time_stream("b", top_level=1)]
@@ -181,7 +181,7 @@ async def test_finding_4_public_ledger_ids_depend_on_the_stream_node_and_product
     assert ids(alone, "b") == [f"b/{w}/learner:generic" for w in windows]
 
 
-async def test_finding_5_a_learner_whose_process_dies_on_the_data_releases_the_default_charged_the_same():
+async def test_a_learner_whose_process_dies_on_the_data_releases_the_default_charged_the_same():
     """Window 0 holds the poison point in one twin: the learner's process dies there. Its default
     (the fit on zero examples, n being private) goes out at the deadline, charged like any release;
     it equals the other twin's release of the same window, empty."""

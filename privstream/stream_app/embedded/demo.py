@@ -231,7 +231,7 @@ class ProgressView:
         if status is None:
             line = "waiting for the worker to start..."
         elif done == 0 and not final:
-            line = "worker up; joining the consumer group (5-30 s on the embedded broker)..."
+            line = "worker up; joining the consumer group (a few seconds)..."
         else:
             if self._first_progress is None:
                 self._first_progress = (now, done)
