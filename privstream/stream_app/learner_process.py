@@ -14,6 +14,11 @@ spawned at once, so the stream's next slot starts with a process ready. A child 
 first fit, dies with the worker (``PR_SET_PDEATHSIG``), and is replaced if it dies. Privacy is
 unchanged: the child draws from the OS CSPRNG unless a test injects a seeded source, which is
 pickled along with the call.
+
+A child takes its calls over a pipe, one at a time, and holds no named semaphore (the queues of a
+``ProcessPoolExecutor`` hold five): when the worker is killed, multiprocessing's resource tracker
+has nothing to clean up after it and writes nothing to the worker's standard error, whose lines
+stay JSON.
 """
 
 from __future__ import annotations
@@ -23,12 +28,17 @@ import contextlib
 import importlib
 import multiprocessing
 import os
+import queue
 import signal
 import threading
 import time
+import traceback
 from collections.abc import Callable, Iterable
-from concurrent.futures import Executor, Future, ProcessPoolExecutor
+from concurrent.futures import Executor, Future
 from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
 from typing import Any
 
 from privstream.agents.timing import FitProcessDied, FitTimedOut
@@ -53,8 +63,78 @@ def _child_start(parent: int) -> None:
         importlib.import_module(name)
 
 
+class RemoteTraceback(Exception):
+    """The traceback of an exception raised in the child, attached as its ``__cause__``."""
+
+    def __str__(self) -> str:
+        return f'\n"""\n{self.args[0]}"""'
+
+
+def _serve(calls: Connection, parent: int) -> None:
+    """The child's loop: each call received is answered with ``(True, result)`` or ``(False,
+    exception, traceback)``; the loop ends when the worker closes its end of the pipe."""
+    _child_start(parent)
+    while True:
+        try:
+            fn, args, kwargs = calls.recv()
+        except EOFError:
+            return
+        try:
+            answer: tuple[Any, ...] = (True, fn(*args, **kwargs))
+        except BaseException as exc:  # every failure goes back to the caller
+            answer = (False, exc, traceback.format_exc())
+        try:
+            calls.send(answer)
+        except Exception as exc:  # the result or exception cannot be pickled
+            calls.send((False, RuntimeError(f"the learner's answer could not be sent back: {exc!r}"), ""))
+
+
+@dataclass
+class _Call:
+    future: Future[Any]
+    fn: Callable[..., Any]
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+class _Child:
+    """One spawned process and the worker's end of its pipe."""
+
+    def __init__(self) -> None:
+        context = multiprocessing.get_context("spawn")
+        self.connection, child_end = context.Pipe()
+        self.process: BaseProcess = context.Process(
+            target=_serve, args=(child_end, os.getpid()), name="privstream-learner", daemon=True
+        )
+        self.process.start()
+        child_end.close()  # the child's end lives in the child only: its death ends our reads
+
+    def call(self, call: _Call) -> tuple[Any, ...]:
+        """The child's answer to ``call``; ``EOFError`` or ``OSError`` if the child died."""
+        self.connection.send((call.fn, call.args, call.kwargs))
+        answer: tuple[Any, ...] = self.connection.recv()
+        return answer
+
+    def kill(self) -> None:
+        if self.process.pid is not None:
+            with contextlib.suppress(ProcessLookupError):  # it died on its own meanwhile
+                os.kill(self.process.pid, signal.SIGKILL)
+
+    def close(self, wait: bool) -> None:
+        """Close the pipe (an idle child exits on it) and, with ``wait``, reap the child."""
+        self.connection.close()
+        if wait:
+            self.process.join(10)
+            if self.process.is_alive():
+                self.kill()
+                self.process.join()
+
+
 class LearnerProcess(Executor):
     """An executor of one spawned child process, started lazily and replaced when it dies.
+
+    Calls run one at a time, in the order submitted; a call whose child dies fails with
+    ``BrokenProcessPool``, and the next call gets a new child.
 
     >>> with LearnerProcess() as pool:
     ...     pool.submit(sum, [1, 2, 3]).result()
@@ -62,58 +142,116 @@ class LearnerProcess(Executor):
     """
 
     def __init__(self) -> None:
-        self._pool: ProcessPoolExecutor | None = None
         self._lock = threading.Lock()
-
-    def _new_pool(self) -> ProcessPoolExecutor:
-        return ProcessPoolExecutor(
-            max_workers=1,
-            mp_context=multiprocessing.get_context("spawn"),
-            initializer=_child_start,
-            initargs=(os.getpid(),),
-        )
+        self._calls: queue.SimpleQueue[_Call | None] = queue.SimpleQueue()
+        self._child: _Child | None = None
+        self._dispatcher: threading.Thread | None = None
+        self._closed = False
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        future: Future[Any] = Future()
         with self._lock:
-            if self._pool is None:
-                self._pool = self._new_pool()
+            if self._closed:
+                raise RuntimeError("cannot submit to a learner process after its shutdown")
+            if self._dispatcher is None:
+                # The thread that spawns the children: a child dies with it (PR_SET_PDEATHSIG
+                # follows the thread), and it lives until shutdown.
+                self._dispatcher = threading.Thread(
+                    target=self._dispatch, name="privstream-learner-calls", daemon=True
+                )
+                self._dispatcher.start()
+            self._calls.put(_Call(future, fn, args, kwargs))
+        return future
+
+    def _dispatch(self) -> None:
+        while (call := self._calls.get()) is not None:
+            if not call.future.set_running_or_notify_cancel():
+                continue
             try:
-                return self._pool.submit(fn, *args, **kwargs)
-            except BrokenProcessPool:  # the child died (killed, out of memory): start another
-                self._pool.shutdown(wait=False)
-                self._pool = self._new_pool()
-                return self._pool.submit(fn, *args, **kwargs)
+                child = self._current_child()
+            except Exception as exc:  # no process could be spawned (out of memory, out of pids)
+                call.future.set_exception(BrokenProcessPool(f"no learner process could start: {exc!r}"))
+                continue
+            try:
+                answer = child.call(call)
+            except (EOFError, OSError):  # killed at its deadline, out of memory, or died on the data
+                self._forget(child)
+                exitcode = child.process.exitcode
+                call.future.set_exception(
+                    BrokenProcessPool(f"the learner process died (exit code {exitcode})")
+                )
+                continue
+            except Exception as exc:  # the call itself could not be pickled: the child is fine
+                call.future.set_exception(exc)
+                continue
+            if answer[0]:
+                call.future.set_result(answer[1])
+            else:
+                _, error, text = answer
+                if text:
+                    error.__cause__ = RemoteTraceback(text)
+                call.future.set_exception(error)
+        with self._lock:
+            last, self._child = self._child, None
+        if last is not None:
+            last.close(wait=True)
+
+    def _current_child(self) -> _Child:
+        with self._lock:
+            if self._child is None or not self._child.process.is_alive():
+                if self._child is not None:
+                    self._child.close(wait=False)
+                self._child = _Child()
+            return self._child
+
+    def _forget(self, child: _Child) -> None:
+        with self._lock:
+            if self._child is child:
+                self._child = None
+        child.kill()
+        child.close(wait=True)
 
     def start(self) -> LearnerProcess:
-        """Spawn the child now (it takes about a second of CPU to import), not in the first release."""
+        """Spawn the child now, in the background (it takes about a second of CPU to import), not in
+        the first release."""
         self.submit(int)
         return self
 
     def kill(self, restart: bool = True) -> None:
         """Kill the child (its running call fails with ``BrokenProcessPool``) and spawn a new one
-        (``restart``; without it, as the worker stops, wait until the pool has let go of the child:
-        its queues' semaphores are released, never reported leaked at exit)."""
+        (``restart``; without it, as the worker stops, the calls not started are cancelled and the
+        dispatching thread ends)."""
         with self._lock:
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            for pid in list(getattr(pool, "_processes", None) or {}):
-                with contextlib.suppress(ProcessLookupError):  # it died on its own meanwhile
-                    os.kill(pid, signal.SIGKILL)
-            pool.shutdown(wait=not restart, cancel_futures=True)
+            child = self._child
+        if child is not None:
+            child.kill()
         if restart:
-            self.start()
+            if not self._closed:  # a release timed out while the worker stops: no new child
+                self.start()
+        else:
+            self.shutdown(wait=True, cancel_futures=True)
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         with self._lock:
-            if self._pool is not None:
-                self._pool.shutdown(wait=wait, cancel_futures=cancel_futures)
-                self._pool = None
+            if self._closed:
+                return
+            self._closed = True
+            dispatcher = self._dispatcher
+            if cancel_futures:
+                with contextlib.suppress(queue.Empty):
+                    while (call := self._calls.get_nowait()) is not None:
+                        call.future.cancel()
+            self._calls.put(None)  # after the calls already submitted
+        if dispatcher is not None and wait:
+            dispatcher.join()
 
     def child_pids(self) -> list[int]:
         """The running child's pid (for tests and diagnostics), or none before the first release."""
         with self._lock:
-            processes = getattr(self._pool, "_processes", None) or {}
-            return list(processes)
+            child = self._child
+        if child is None or child.process.pid is None or not child.process.is_alive():
+            return []
+        return [child.process.pid]
 
 
 class LearnerProcesses:

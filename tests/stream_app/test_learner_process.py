@@ -74,6 +74,15 @@ def test_each_vector_learner_gives_the_same_release_in_the_child(pool, name):
     assert output_of(pool.submit(fit).result(timeout=120)) == output_of(fit())
 
 
+def test_an_exception_in_the_child_is_raised_with_its_traceback_and_the_child_goes_on(pool):
+    pool.submit(int).result(timeout=60)
+    (child,) = pool.child_pids()
+    with pytest.raises(ValueError, match="invalid literal") as raised:
+        pool.submit(int, "not a number").result(timeout=60)
+    assert "ValueError" in str(raised.value.__cause__)  # the child's traceback
+    assert pool.submit(sum, [4, 5]).result(timeout=60) == 9 and pool.child_pids() == [child]
+
+
 def test_a_killed_child_fails_its_release_and_is_replaced():
     with LearnerProcess() as pool:
         assert pool.child_pids() == []  # nothing is spawned before the first release
@@ -198,10 +207,11 @@ def test_stopping_kills_every_child_and_closes_its_pool_without_a_leak_report(tm
     exit (a 'leaked semaphore' warning on stderr broke the worker's JSON log lines)."""
     script = tmp_path / "stop.py"
     script.write_text(
-        "import os\n"
+        "import os, time\n"
         "from privstream.stream_app.learner_process import LearnerProcesses\n"
         "processes = LearnerProcesses(['a', 'b']).start()\n"
-        "pids = processes.child_pids('a') + processes.child_pids('b')\n"
+        "while len(pids := processes.child_pids('a') + processes.child_pids('b')) < 2:\n"
+        "    time.sleep(0.05)\n"
         "processes.stop()\n"
         "alive = []\n"
         "for pid in pids:\n"
@@ -216,3 +226,31 @@ def test_stopping_kills_every_child_and_closes_its_pool_without_a_leak_report(tm
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "2 []"
     assert "leaked" not in done.stderr and done.stderr == "", done.stderr
+
+
+def test_a_killed_worker_leaves_nothing_for_the_resource_tracker_to_report(tmp_path):
+    """After a SIGKILL the worker cannot clean up; what it leaves is reported by multiprocessing's
+    resource tracker on the worker's standard error, where it would break the JSON log. The learner
+    processes hold no named semaphore, so the tracker has nothing to say."""
+    script = tmp_path / "killed.py"
+    script.write_text(
+        "import time\n"
+        "from privstream.stream_app.learner_process import LearnerProcesses\n"
+        "if __name__ == '__main__':\n"
+        "    processes = LearnerProcesses(['a', 'b']).start()\n"
+        "    while len(processes.child_pids('a') + processes.child_pids('b')) < 2:\n"
+        "        time.sleep(0.05)\n"
+        "    print(processes.child_pids('a') + processes.child_pids('b'), flush=True)\n"
+        "    time.sleep(120)\n"
+    )
+    worker = subprocess.Popen(
+        [sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    children = eval(worker.stdout.readline())  # a list of two pids
+    assert len(children) == 2
+    worker.kill()
+    worker.wait(30)
+    # Standard error ends when its last writer, the resource tracker, has exited.
+    _, stderr = worker.communicate(timeout=60)
+    assert stderr == "", stderr
+    wait_until(lambda: all(process_gone(pid) for pid in children), 10, what="the children gone")
