@@ -188,7 +188,9 @@ def test_ingestion_continues_while_a_slow_window_is_learned(unique_settings, tmp
                     hypothesis_class="intervals:1048576",
                     release=ReleaseConfig(
                         learner="slow-generic",
-                        window=WindowConfig(size=window),
+                        # A slot that holds the 8 s fit: derived, it would be three times the
+                        # slowest fit measured at start-up (which would take its 8 s too).
+                        window=WindowConfig(size=window, publish_delay_seconds=12.0),
                         epsilon=1.0,
                         epsilon_budget=10.0,
                     ),
