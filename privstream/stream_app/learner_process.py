@@ -199,8 +199,8 @@ class LearnerProcess(Executor):
     def _current_child(self) -> _Child:
         with self._lock:
             if self._child is None or not self._child.process.is_alive():
-                if self._child is not None:
-                    self._child.close(wait=False)
+                if self._child is not None:  # died between calls: reap it
+                    self._child.close(wait=True)
                 self._child = _Child()
             return self._child
 
