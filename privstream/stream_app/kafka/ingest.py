@@ -289,9 +289,13 @@ class IngestService(mode.Service):
         self._between_batches.set()
         self.kafka_ok_at = time.monotonic()  # when Kafka last answered a metadata request
         self._kafka_lost_logged = False
+        # Held by a probe's metadata request; the stop takes it before closing the clients, whose
+        # closed connections would fail the request in flight (aiokafka logs that as an ERROR).
+        self._probing = asyncio.Lock()
 
     async def on_start(self) -> None:
         self.stages.reach("listening")  # the listeners are started before this service
+        self._probing = asyncio.Lock()  # a stop took the last one for good
         self.producer = AIOKafkaProducer(**ingest_producer_options(self.settings))
         await self.producer.start()
         self._producer_ready.set()
@@ -306,6 +310,8 @@ class IngestService(mode.Service):
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._between_batches.wait(), self.settings.stall_seconds)
             await asyncio.wait_for(self.settle(), self.settings.stall_seconds)
+        with contextlib.suppress(TimeoutError):  # a probe answers within KAFKA_PROBE_SECONDS
+            await asyncio.wait_for(self._probing.acquire(), KAFKA_PROBE_SECONDS + 1.0)
         if self.consumer is not None:
             await leave_group(self.consumer)
             await self.consumer.stop()
@@ -359,13 +365,17 @@ class IngestService(mode.Service):
 
     @mode.Service.timer(KAFKA_PROBE_SECONDS)
     async def _probe_kafka(self) -> None:
+        await self.probe_kafka()
+
+    async def probe_kafka(self) -> None:
         """Record when Kafka last answered. An idle consumer polls nothing whether or not the
         broker is there, and aiokafka retries forever: without this probe an outage (or a broker
         that lost everything) is invisible; with it, /healthz fails after ``stall_seconds``."""
-        if self.consumer is None:
+        if self.consumer is None or self._probing.locked():  # stopping (or a probe still waits)
             return
         try:
-            await asyncio.wait_for(self.consumer.topics(), KAFKA_PROBE_SECONDS)
+            async with self._probing:
+                await asyncio.wait_for(self.consumer.topics(), KAFKA_PROBE_SECONDS)
         except Exception as exc:  # any failure to get metadata means Kafka is not answering
             silent = time.monotonic() - self.kafka_ok_at
             if silent > self.settings.stall_seconds and not self._kafka_lost_logged:

@@ -118,3 +118,48 @@ async def test_a_revocation_waits_until_the_batch_in_flight_is_committed():
         assert consumer.commits == [9]
     finally:
         loop.cancel()
+
+
+class ProbedConsumer(Consumer):
+    """Its metadata request (``topics()``) answers when the test says so; ``stop()`` closes the
+    connections, failing a request still in flight (aiokafka logs that as an ERROR)."""
+
+    def __init__(self) -> None:
+        super().__init__([])
+        self.answer = asyncio.Event()
+        self.in_flight = 0
+        self.requests = 0
+        self.failed_by_stop = 0
+
+    async def topics(self) -> set[str]:
+        self.requests += 1
+        self.in_flight += 1
+        try:
+            await self.answer.wait()
+        finally:
+            self.in_flight -= 1
+        return {"examples"}
+
+    async def stop(self) -> None:
+        self.failed_by_stop += self.in_flight
+
+
+class StoppingProducer(Producer):
+    async def stop(self) -> None:
+        pass
+
+
+async def test_the_stop_waits_for_a_kafka_probe_in_flight_before_closing_the_clients():
+    ingest, _, _, _ = service([])
+    consumer = ingest.consumer = ProbedConsumer()  # type: ignore[assignment]
+    ingest.producer = StoppingProducer()  # type: ignore[assignment]
+    probe = asyncio.ensure_future(ingest.probe_kafka())
+    await until(lambda: consumer.in_flight == 1)
+    stopping = asyncio.ensure_future(ingest.on_stop())
+    await asyncio.sleep(0.05)
+    assert not stopping.done()  # the probe's request is still in flight: the clients stay open
+    consumer.answer.set()
+    await asyncio.wait_for(asyncio.gather(probe, stopping), 5)
+    assert consumer.failed_by_stop == 0
+    await ingest.probe_kafka()  # a probe after the stop sends nothing
+    assert consumer.requests == 1
