@@ -197,12 +197,17 @@ class LearnerProcess(Executor):
             last.close(wait=True)
 
     def _current_child(self) -> _Child:
+        # Only the dispatching thread replaces the child, so it spawns without the lock: a submit
+        # from the event loop never waits for a process to start.
+        child = self._child
+        if child is not None and child.process.is_alive():
+            return child
+        if child is not None:  # died between calls: reap it
+            child.close(wait=True)
+        child = _Child()
         with self._lock:
-            if self._child is None or not self._child.process.is_alive():
-                if self._child is not None:  # died between calls: reap it
-                    self._child.close(wait=True)
-                self._child = _Child()
-            return self._child
+            self._child = child
+        return child
 
     def _forget(self, child: _Child) -> None:
         with self._lock:
