@@ -119,9 +119,24 @@ def vector_status(stream: StreamConfig, learner: LinearLearner) -> dict[str, Any
             "rule": {
                 "weights": dict(zip(stream.feature_labels, weights.tolist(), strict=True)),
                 "offset": offset,
-                "reads": "predict 1 when sum(weights[f] * x[f]) + offset >= 0 (features clipped to bounds)",
+                "reads": "predict 1 when sum(weights[f] * x[f]) + offset >= 0 (features clipped to bounds)"
+                + ("; the rule of the vote's leader" if hasattr(learner, "experts") else ""),
             },
+            **_vote_status(learner),
         },
+    }
+
+
+def _vote_status(learner: LinearLearner) -> dict[str, Any]:
+    """An ensemble's experts: each one's mistakes and weight in the next vote."""
+    experts = getattr(learner, "experts", None)
+    if experts is None:
+        return {}
+    return {
+        "vote": [
+            {"learner": e.name, "mistakes": e.mistakes, "weight": w}
+            for e, w in zip(experts, learner.vote_weights, strict=True)  # type: ignore[attr-defined]
+        ]
     }
 
 

@@ -372,10 +372,10 @@ class StreamConfig(BaseModel):
     )
     online_learner: str = Field(
         default=DEFAULT_ONLINE_LEARNER,
-        description="feature vectors: the online learner, 'auto' (second-order-perceptron up to 256 "
-        "features, averaged-perceptron above), 'perceptron' (at most (R/γ)² mistakes on a stream "
+        description="feature vectors: the online learner, 'auto' (weighted-majority: the weighted vote "
+        "of five learners, keeping the margin test), 'perceptron' (at most (R/γ)² mistakes on a stream "
         "separable with margin γ), 'averaged-perceptron', 'second-order-perceptron' (both keep the "
-        "margin test) or 'logistic'",
+        "margin test), 'logistic', 'scaled-logistic', 'scaled-passive-aggressive' or 'weighted-majority'",
     )
     online_params: dict[str, Any] = Field(
         default_factory=dict,

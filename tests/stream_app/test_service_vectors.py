@@ -47,12 +47,14 @@ def test_status_and_metrics_show_the_vector_streams_online_learner(service):
     out = service.pipeline.process(records)
     assert len(out.predictions) == 1
     status = service.status()["streams"]["v"]
-    # the default learner on 2 features: the second-order Perceptron, with the Perceptron's margin test
+    # the default learner: the weighted majority, with the averaged Perceptron's margin test
     assert status["examples"] == 500 and status["mistakes"] > 0 and status["mistake_bound"] is None
     assert status["realizable"] is True
     online = status["online"]
-    assert online["learner"] == "second-order-perceptron"
-    assert online["parameters"] == {"margin": 0.1, "regularizer": 1.0}
+    assert online["learner"] == "weighted-majority"
+    assert online["parameters"] == {"margin": 0.1}
+    assert [e["learner"] for e in online["vote"]][:2] == ["second-order-perceptron", "averaged-perceptron"]
+    assert max(e["weight"] for e in online["vote"]) == 1.0
     assert 0 < online["margin_mistakes"] <= online["margin_bound"] == 300
     rule = online["rule"]
     assert list(rule["weights"]) == ["age", "score"]

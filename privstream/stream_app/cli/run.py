@@ -225,7 +225,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     demo.add_argument(
         "--online-learner",
         default="perceptron",
-        help="--vectors: perceptron (default), averaged-perceptron, second-order-perceptron, logistic, auto",
+        help="--vectors: perceptron (default), averaged-perceptron, second-order-perceptron, logistic, "
+        "scaled-logistic, scaled-passive-aggressive, weighted-majority, auto",
     )
     demo.add_argument(
         "--margin",

@@ -274,6 +274,7 @@ def demo_stream(args: argparse.Namespace) -> StreamConfig:
         "perceptron",
         "averaged-perceptron",
         "second-order-perceptron",
+        "weighted-majority",
         "auto",
     )
     return StreamConfig(

@@ -1,4 +1,4 @@
-"""The second-order Perceptron and the ``auto`` default (the contract suite covers the interface)."""
+"""The second-order Perceptron (the contract suite covers the interface)."""
 
 from __future__ import annotations
 
@@ -57,13 +57,14 @@ def test_where_the_bounds_put_the_origin_hardly_matters() -> None:
     assert agreement["perceptron"] < agreement["second-order-perceptron"] - 0.02
 
 
-def test_wide_streams_are_refused_and_auto_picks_the_averaged_perceptron() -> None:
+def test_wide_streams_are_refused_and_the_default_votes_without_it() -> None:
     wide = [[0, 1]] * (SECOND_ORDER_MAX_FEATURES + 1)
     with pytest.raises(OnlineInputError, match="at most 256 features"):
         SecondOrderPerceptron(wide)
-    assert make_online_learner(DEFAULT_ONLINE_LEARNER, wide).name == "averaged-perceptron"
+    default = make_online_learner(DEFAULT_ONLINE_LEARNER, wide)
+    assert "second-order-perceptron" not in [e.name for e in default.experts]  # type: ignore[attr-defined]
     assert make_online_learner(DEFAULT_ONLINE_LEARNER, [[0, 1]] * 9, margin=0.2).margin == 0.2
-    assert resolve_online_learner("auto", SECOND_ORDER_MAX_FEATURES) == "second-order-perceptron"
+    assert resolve_online_learner("auto", SECOND_ORDER_MAX_FEATURES) == "weighted-majority"
 
 
 @pytest.mark.parametrize("regularizer", [0, -1.0, float("inf"), True, "1"])
