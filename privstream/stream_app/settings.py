@@ -30,6 +30,7 @@ from privstream.learning.hypothesis_classes import Intervals, Points, Thresholds
 from privstream.learning.online import DEFAULT_ONLINE_LEARNER, OnlineInputError, make_online_learner
 from privstream.learning.private_learners.base import LEARNERS
 from privstream.learning.private_learners.vector_base import VECTOR_LEARNERS, check_bounds
+from privstream.learning.private_learners.vector_base import configuration_error as vector_configuration_error
 from privstream.learning.sanitizers.base import SANITIZERS
 from privstream.stream_app.suggestions import unknown_name
 
@@ -335,6 +336,16 @@ class ReleaseConfig(BaseModel):
         return self.window.kind == "time" or self.privacy_unit == "user"
 
     @property
+    def node_sizes(self) -> list[int]:
+        """The public size a learner works with at each level 0..top_level: a count node's n
+        (``window.size·2^j``), or where n is private the expected size (``expected_size·2^j``), at
+        most the input cap."""
+        base = self.expected_size if self.n_private else self.window.size
+        assert base is not None  # n private: expected_size is required (checked above)
+        cap = self.max_node_examples
+        return [min(base << j, cap) if cap is not None else base << j for j in range(self.top_level + 1)]
+
+    @property
     def window_cost(self) -> tuple[float, float]:
         """(ε, δ) charged per level-0 window: the learner's plus the sanitizer's, if any."""
         san_e = self.sanitizer_epsilons[0] if self.sanitizer else 0.0
@@ -421,6 +432,15 @@ class StreamConfig(BaseModel):
                     raise ValueError(f"feature vectors need a vector learner ({known}), not {learner!r}")
                 if self.release.sanitizer is not None:
                     raise ValueError("sanitizers answer a hypothesis class's queries, not feature vectors")
+                reason = vector_configuration_error(
+                    learner,
+                    dict(self.release.learner_params),
+                    features=self.features,
+                    sizes=self.release.node_sizes,
+                    delta=self.release.delta,
+                )
+                if reason is not None:  # a learner that cannot run here is refused before it starts
+                    raise ValueError(f"release.learner: {reason}")
         elif (
             self.release is not None
             and self.release.sanitizer == "hierarchical"

@@ -349,6 +349,19 @@ class BayesConsistentLearner:
         self.cells_per_axis = cells_per_axis
         self.randomness = randomness
 
+    def configuration_error(self, *, features: int, sizes: list[int], delta: float) -> str | None:
+        """Refused where some node's grid would pass ``max_cells`` (every cube's label is released)."""
+        del delta  # pure ε-DP: any δ is fine
+        for size in sorted(sizes):
+            k = cells_per_axis(max(size, 1), features) if self.cells_per_axis is None else self.cells_per_axis
+            if k**features > self.max_cells:
+                return (
+                    f"{self.name} on {features} features needs K^d = {k}^{features} cubes at a node of "
+                    f"{size} examples, more than max_cells = {self.max_cells} (every cube's label is "
+                    f"released): use fewer features or another learner (halfspaces, kernel)"
+                )
+        return None
+
     def fit(
         self,
         X: np.ndarray,

@@ -65,6 +65,7 @@ from typing import Any
 import numpy as np
 
 from privstream.learning.consistent.density import HistogramDensity, pcde_fit
+from privstream.learning.consistent.grid import cells_per_axis as grid_cells_per_axis
 from privstream.learning.errors import HypothesisFormatError, LearningInputError
 from privstream.learning.mechanisms import ExponentialMechanism
 from privstream.learning.private_learners.base import (
@@ -302,6 +303,24 @@ class SemiSupervisedLearner:
             raise ValueError(f"density_share must be in (0, 1), got {density_share!r}")
         self.density_share = float(density_share)
         self.cells_per_axis = cells_per_axis  # a public resolution instead of the schedule in n (or m)
+
+    def configuration_error(self, *, features: int, sizes: list[int], delta: float) -> str | None:
+        """Refused without a δ in (0, 1) (its density estimator is (ε, δ)-DP), or where a node's
+        density grid would not fit 63-bit cell ids."""
+        if not 0 < delta < 1:
+            return (
+                "the semi-supervised learner's density estimator is (ε, δ)-DP: set release.delta in "
+                f"(0, 1) (e.g. n^-2), got {delta:g}"
+            )
+        for size in sorted(sizes):
+            k = self.cells_per_axis or grid_cells_per_axis(max(size, 1), features)
+            if k**features - 1 > 2**63 - 1:
+                return (
+                    f"the semi-supervised learner on {features} features needs K^d = {k}^{features} "
+                    f"density cubes at a node of {size} examples: too many; use fewer features or another "
+                    f"learner (halfspaces, kernel)"
+                )
+        return None
 
     def fit(
         self,

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import importlib
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -143,6 +143,28 @@ VECTOR_MODELS: dict[str, str] = {
 def _load(target: str) -> Any:
     module, _, attr = target.partition(":")
     return getattr(importlib.import_module(module), attr)
+
+
+def configuration_error(
+    name: str, params: dict[str, Any], *, features: int, sizes: Sequence[int], delta: float
+) -> str | None:
+    """Why the vector learner ``name`` (built with ``params``) cannot run on a stream of
+    ``features`` features whose nodes hold the public sizes ``sizes`` (n, or the expected size where
+    n is private) at ``delta``: one line naming what to change, or ``None`` if it can. A function
+    of public configuration only, asked before any example arrives; a learner without the check
+    (no ``configuration_error`` method) runs on every configuration.
+
+    >>> configuration_error("bayes-consistent", {}, features=49, sizes=[2000], delta=0.0)[:54]
+    'bayes-consistent on 49 features needs K^d = 2^49 cubes'
+    >>> configuration_error("halfspaces", {}, features=49, sizes=[2000], delta=0.0) is None
+    True
+    """
+    learner = make_vector_learner(name, **params)
+    check = getattr(learner, "configuration_error", None)
+    if check is None:
+        return None
+    reason: str | None = check(features=features, sizes=list(sizes), delta=float(delta))
+    return reason
 
 
 def make_vector_learner(name: str, **params: Any) -> VectorLearner:

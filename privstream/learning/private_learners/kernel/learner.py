@@ -122,6 +122,13 @@ class KernelLearner:
         self.relative_bandwidth = _positive("relative_bandwidth", relative_bandwidth)
         self.bandwidth = None if bandwidth is None else _positive("bandwidth", bandwidth)
 
+    def configuration_error(self, *, features: int, sizes: list[int], delta: float) -> str | None:
+        """Refused without a δ in (0, 1): the learner is (ε, δ)-DP."""
+        del features, sizes
+        if not 0 < delta < 1:
+            return f"the kernel learner is (ε, δ)-DP: set release.delta in (0, 1) (e.g. 1e-6), got {delta:g}"
+        return None
+
     def fit(
         self,
         X: np.ndarray,
