@@ -268,10 +268,16 @@ class StateStore(Protocol):
     generation: str  # random id of this store; part of every window id (a new store, new ids)
 
     def append_many(
-        self, stream_id: str, partition: int, rows: Sequence[tuple[int, int, int, str | None, int | None]]
+        self,
+        stream_id: str,
+        partition: int,
+        rows: Sequence[tuple[int, int, int, str | None, int | None]],
+        *,
+        keep_first: int | None = None,
     ) -> list[int]:
         """Store ``(offset, x, y, user, time_window)`` rows of one partition in offset order;
-        the sequence numbers of the rows stored (rows of messages stored before are skipped)."""
+        the sequence numbers of the rows taken in (rows of messages stored before are skipped;
+        ``keep_first``: a time window stores only its first so many rows)."""
         ...
 
     def next_seq(self, stream_id: str) -> int: ...

@@ -553,7 +553,10 @@ class ReleaseAgent:
                 self.metrics.late_example(stream_id)  # its window was closed already
                 continue
             rows.append((o, x, y, u, index))
-        self.store.append_many(stream_id, partition, rows)
+        # A capped vector node keeps its window's first rows: the rest are never stored, so a
+        # window's private size costs nothing at its close.
+        keep_first = self._bounds(policy).max_node_examples
+        self.store.append_many(stream_id, partition, rows, keep_first=keep_first)
         if self._owns(stream_id):
             self._close_due_time_windows(policy, state, now)
 

@@ -594,6 +594,48 @@ async def test_a_vector_node_keeps_its_first_max_node_examples_and_states_the_ca
         assert "half the level's epsilon" in c.parameters["cap_rule"]
 
 
+async def test_a_capped_vector_time_window_stores_only_its_first_rows_as_they_arrive():
+    """The cap at ingest: a time window's private size never reaches the store or its close."""
+    from privstream.agents.windows import time_family
+    from privstream.learning.private_learners.vector_base import make_vector_learner
+
+    policy = ReleasePolicy(
+        stream_id="s",
+        hypothesis_class=None,
+        max_node_examples=150,
+        levels=0,
+        products=(Product("hypotheses", make_vector_learner("bayes-consistent"), 1.0, vector=True),),
+        feature_bounds=np.array([[0.0, 1.0], [0.0, 1.0]]),
+        window_kind="time",
+        window_seconds=60.0,
+        expected_size=100,
+    )
+    points = np.random.default_rng(6).random((400, 2))
+    clock = FakeClock(T0)
+    agent = make_agent({"s": policy}, publish=Published(), clock=clock)
+    times = [datetime.fromtimestamp(T0 + i / 10, UTC) for i in range(400)]
+    for start in range(0, 400, 37):  # batches of several polls
+        end = min(start + 37, 400)
+        agent.observe_batch(
+            "s",
+            0,
+            list(range(start, end)),
+            points[start:end].tolist(),
+            [1] * (end - start),
+            [None] * (end - start),
+            times[start:end],
+            [None] * (end - start),
+        )
+    (window,) = agent.store.pending_time_windows("s")
+    assert np.array_equal(agent.store.time_window("s", window).xs, points[:150])  # 250 never stored
+    clock.now = T0 + 200
+    await agent.tick()
+    await agent.drain()
+    node = agent.store.load_node("s", time_family(policy.window_seconds), 0, window)
+    assert node is None or np.array_equal(node.xs, points[:150])
+    assert agent.store.time_window("s", window).xs.tolist() == []
+
+
 class Reads:
     """The generic learner, recording how many examples each fit read."""
 

@@ -123,6 +123,8 @@ class SqlStateStore:
 
         #: Random, fixed when the store is created: part of count-window ids (a fresh store, fresh ids).
         self.generation: str = backend.run(generation)
+        #: (stream, time window)s holding their ``keep_first`` rows already (see :meth:`append_many`).
+        self._full_windows: set[tuple[str, int]] = set()
 
     @property
     def location(self) -> str:
@@ -206,12 +208,22 @@ class SqlStateStore:
         return seqs[0] if seqs else None
 
     def append_many(
-        self, stream_id: str, partition: int, rows: Sequence[tuple[int, int, int, str | None, int | None]]
+        self,
+        stream_id: str,
+        partition: int,
+        rows: Sequence[tuple[int, int, int, str | None, int | None]],
+        *,
+        keep_first: int | None = None,
     ) -> list[int]:
         """Store ``(offset, x, y, user, time_window)`` rows of one partition, in offset order.
 
         Rows from messages stored before (offset below the partition's high-water mark) are
         skipped; the others get consecutive sequence numbers, returned in order. One transaction.
+
+        ``keep_first``: a time window keeps only its first so many rows by sequence number (the
+        rows a capped feature-vector node reads); later rows take their sequence numbers and are
+        not stored, so a window's storage, and the work of closing it, are bounded by the cap
+        whatever its private size.
         """
         if not rows:
             return []
@@ -244,6 +256,8 @@ class SqlStateStore:
                 item = item + 1 if offset == previous else 0  # the rows of one batch message
                 previous = offset
                 examples.append((stream_id, seq, partition, offset, item, x, int(y), user, window))
+            if keep_first is not None:
+                examples = self._first_rows_of_windows(cur, stream_id, examples, keep_first)
             self._backend.insert_examples(cur, examples)
             cur.execute(
                 q("UPDATE {positions} SET next_offset = ? WHERE stream_id = ? AND part = ?"),
@@ -256,6 +270,39 @@ class SqlStateStore:
 
         return self._backend.run(run)
 
+    def _first_rows_of_windows(
+        self, cur: Cursor, stream_id: str, examples: list[Example], keep: int
+    ) -> list[Example]:
+        """The examples a time window still has room for under ``keep`` rows (in seq order).
+
+        A window found full is remembered until it closes (its rows are only dropped then, and no
+        row of a closed window is taken in): counting a window not yet full reads at most ``keep``
+        index entries, a full one costs nothing.
+        """
+        room: dict[int, int] = {}
+        kept: list[Example] = []
+        for example in examples:
+            window = example[8]
+            if window is None:
+                kept.append(example)
+                continue
+            if window not in room:
+                if (stream_id, window) in self._full_windows:
+                    room[window] = 0
+                else:
+                    statement = self._q(
+                        "SELECT count(*) FROM (SELECT 1 FROM {examples} WHERE stream_id = ? AND "
+                        "time_window = ? AND time_window IS NOT NULL LIMIT ?) AS stored"
+                    )
+                    stored = int(cur.execute(statement, (stream_id, window, keep)).fetchone()[0])
+                    room[window] = keep - stored
+                    if stored >= keep:  # committed rows only: a rolled-back batch marks nothing
+                        self._full_windows.add((stream_id, window))
+            if room[window] > 0:
+                room[window] -= 1
+                kept.append(example)
+        return kept
+
     def next_seq(self, stream_id: str) -> int:
         rows = self._read("SELECT next_seq FROM {stream_seq} WHERE stream_id = ?", (stream_id,))
         return int(rows[0][0]) if rows else 0
@@ -265,9 +312,15 @@ class SqlStateStore:
             int(r[0]) for r in self._read("SELECT part FROM {positions} WHERE stream_id = ?", (stream_id,))
         }
 
-    def _window_on(self, cur: Cursor, where: str, params: Sequence[Any]) -> WindowData:
+    def _window_on(
+        self, cur: Cursor, where: str, params: Sequence[Any], *, first: int | None = None
+    ) -> WindowData:
+        """The window's rows in arrival order; ``first``: only the first so many (None: all)."""
         columns = self._backend.point_columns
-        statement = self._q(f"SELECT y, user_id, seq, {columns} FROM {{examples}} WHERE {where} ORDER BY seq")
+        limit = "" if first is None else f" LIMIT {int(first)}"
+        statement = self._q(
+            f"SELECT y, user_id, seq, {columns} FROM {{examples}} WHERE {where} ORDER BY seq{limit}"
+        )
         rows = cur.execute(statement, params).fetchall()
         if not rows:
             empty = np.empty(0, dtype=np.int64)
@@ -330,6 +383,8 @@ class SqlStateStore:
                 )
 
         self._backend.run(run)
+        if time_window is not None:
+            self._full_windows.discard((stream_id, time_window))
 
     def closed_windows(self, stream_id: str, among: Iterable[str] | None = None) -> dict[str, str]:
         query, params = "SELECT window_id, outcome FROM {windows} WHERE stream_id = ?", [stream_id]
@@ -371,6 +426,10 @@ class SqlStateStore:
         ``time_window``; ``vectors`` is the feature dimension (for an empty vector window);
         ``user_level`` keeps (user, x, y) rows, each user's first k (rows without a user, which
         validation dead-letters at the user level, are left out).
+
+        A feature-vector node at the example level keeps its window's first
+        ``bounds.max_node_examples`` rows by arrival, so only those are read: the close reads and
+        decodes O(cap) rows whatever the window's (private) size.
         """
         if (seqs is None) == (time_window is None):
             raise ValueError("close_window needs exactly one of seqs and time_window")
@@ -383,7 +442,8 @@ class SqlStateStore:
         def run(cur: Cursor) -> NodeData:
             data = self._load_node(cur, stream_id, family, 0, window)
             if data is None:
-                rows = self._window_on(cur, where, params)
+                first = bounds.max_node_examples if vectors is not None and not user_level else None
+                rows = self._window_on(cur, where, params, first=first)
                 data = self._store_node(
                     cur,
                     stream_id,
@@ -404,7 +464,10 @@ class SqlStateStore:
             )
             return data
 
-        return self._backend.run(run)
+        node = self._backend.run(run)
+        if time_window is not None:
+            self._full_windows.discard((stream_id, time_window))
+        return node
 
     def _load_node(self, cur: Cursor, stream_id: str, family: str, level: int, index: int) -> NodeData | None:
         row = cur.execute(

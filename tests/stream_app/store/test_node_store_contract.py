@@ -60,6 +60,44 @@ def test_feature_vector_windows_keep_their_first_rows_up_to_the_bound(store) -> 
     assert node.xs.tolist() == [[0.0, 1.0], [1.0, 1.0], [2.0, 1.0]] and node.ys.tolist() == [0, 1, 0]
 
 
+def test_closing_a_feature_vector_window_reads_only_its_first_cap_rows(store, monkeypatch) -> None:
+    # The close runs between a node's close and its deadline: its work must be bounded by the
+    # public cap, not by the window's private size (here 40 rows, cap 3), for both window kinds.
+    decoded: list[int] = []
+    points = store._backend.points
+    monkeypatch.setattr(store._backend, "points", lambda rows: decoded.append(len(rows)) or points(rows))
+    store.append_many("s", 0, [(o, [float(o), 0.0], o % 2, None, None) for o in range(40)])
+    store.append_many("s", 1, [(o, [float(o), 1.0], 1, None, 7) for o in range(40)])
+
+    bounds = NodeBounds(max_node_examples=3)
+    count = store.close_window("s", "c40", 0, bounds, seqs=(0, 40), vectors=2)
+    timed = store.close_window("s", "t60", 7, bounds, time_window=7, vectors=2)
+
+    assert count.xs[:, 0].tolist() == [0.0, 1.0, 2.0] and timed.xs[:, 0].tolist() == [0.0, 1.0, 2.0]
+    assert decoded == [3, 3]  # never the other 37 rows of either window
+    assert store.count_window("s", 0, 40).xs.tolist() == [] and store.time_window("s", 7).xs.tolist() == []
+
+
+def test_a_capped_time_window_stores_only_its_first_rows_as_they_arrive(store) -> None:
+    # The cap at ingest: rows past a time window's first keep_first (by sequence number, across
+    # partitions and batches) take their sequence numbers and are never stored.
+    first = store.append_many("s", 0, [(o, [float(o), 0.0], 1, None, 7) for o in range(2)], keep_first=3)
+    second = store.append_many(
+        "s", 1, [(o, [float(10 + o), 0.0], 0, None, 7 + o % 2) for o in range(6)], keep_first=3
+    )
+    later = store.append_many("s", 0, [(o, [99.0, 0.0], 1, None, 7) for o in range(2, 40)], keep_first=3)
+
+    assert (first, second, later) == ([0, 1], list(range(2, 8)), list(range(8, 46)))
+    assert store.time_window("s", 7).xs[:, 0].tolist() == [0.0, 1.0, 10.0]
+    assert store.time_window("s", 8).xs[:, 0].tolist() == [11.0, 13.0, 15.0]
+    assert store.append_many("s", 0, [(5, [1.0, 0.0], 1, None, 7)], keep_first=3) == []  # a replay
+    bounds = NodeBounds(max_node_examples=3)
+    node = store.close_window("s", "t60", 7, bounds, time_window=7, vectors=2)
+    assert node.xs[:, 0].tolist() == [0.0, 1.0, 10.0] and store.time_window("s", 7).xs.tolist() == []
+    store.append_many("s", 1, [(6, [20.0, 0.0], 1, None, 9)], keep_first=3)
+    assert store.time_window("s", 9).xs[:, 0].tolist() == [20.0]
+
+
 def test_parents_merge_from_children_and_nodes_can_be_dropped(store) -> None:
     bounds = NodeBounds()
     store.append_many("s", 0, [(o, o % 3, 1, None, None) for o in range(8)])
