@@ -26,7 +26,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "sanitize",  # sanitize
     "evaluate",  # evaluate
     "plan",  # plan
-    "ledger",  # ledger show, accept-config, adopt
+    "ledger",  # ledger show, accept-config, adopt, recover
 )
 
 
