@@ -384,7 +384,7 @@ async def test_a_window_closed_into_its_node_before_a_crash_is_released_from_the
     assert len(crashed.store.count_window("s", 0, 100).xs) == 0
     crashed.on_partitions_assigned({0})
     await crashed.drain()
-    [released] = crashed._publish.releases()
+    [released] = crashed.publisher.publish.releases()
     xs = np.array([e.x for e, _, _ in batch])
     seed = zlib.crc32(f"{family}-L0-0/learner:generic".encode())
     ys = (xs >= 600).astype(np.uint8)
