@@ -232,7 +232,7 @@ async def test_a_lifetime_budget_below_a_release_refuses_every_window_and_record
 
 
 async def test_a_lifetime_budget_lets_count_windows_release_for_ever():
-    """Issue 17: the budget is per example for ever; disjoint windows compose in parallel."""
+    """The budget is per example for ever; disjoint windows compose in parallel."""
     publish = Published()
     agent = make_agent({"s": policy()}, budget=(1.0, 0.0), publish=publish)
     await feed(agent, examples(3000))
@@ -274,7 +274,7 @@ async def test_window_closed_before_a_crash_is_released_after_restart():
 
 
 async def test_a_learner_failure_releases_the_fallback_charged_like_any_window():
-    """Issue 16.3: the window whose learner raised is released all the same, from a data-independent
+    """The window whose learner raised is released all the same, from a data-independent
     stand-in of the public size; its certificate has the same fields and values but the DP outputs."""
 
     class Flaky:
@@ -481,7 +481,7 @@ async def test_a_stream_of_feature_vectors_releases_a_private_model():
 
 
 async def test_the_individual_filter_charges_present_users_until_their_budget_then_excludes_them():
-    """E-DESIGN §5: a user present in every window is used until one more release would pass their
+    """The individual filter: a user present in every window is used until one more release would pass their
     budget; absent users pay nothing; a user in two streams pays from one budget."""
     from privstream.agents.ledger_port import PrivacyCost
 

@@ -1,6 +1,6 @@
-"""The SDK's choice of releases by level (issue 17): ``subscribe(level="best" | j | "all")``.
+"""The SDK's choice of releases by level: ``subscribe(level="best" | j | "all")``.
 
-The releases are built with the schemas as the release agent fills them (E-DESIGN.md §6): the
+The releases are built with the schemas as the release agent fills them: the
 certificate carries the node's ``level``, its window range (``window.first_window``/``last_window``)
 and the ``lifetime`` bound; they are published in the release agent's order (after window w closes,
 every node it completes, level 0 first).
