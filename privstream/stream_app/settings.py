@@ -220,6 +220,37 @@ class ReleaseConfig(BaseModel):
         return name
 
     @model_validator(mode="after")
+    def _algorithms_build(self) -> ReleaseConfig:
+        # The learner and the sanitizer are built with their parameters as the worker builds them,
+        # so a parameter they refuse stops the settings, in one line, before anything starts.
+        from privstream.learning.private_learners import make_learner
+        from privstream.learning.private_learners.vector_base import make_vector_learner
+        from privstream.learning.sanitizers import make_sanitizer
+
+        params = dict(self.learner_params)
+        try:
+            if self.learner in VECTOR_LEARNERS:
+                make_vector_learner(self.learner, **params)
+            else:
+                for target in ("alpha", "beta"):  # the accuracy targets the release agent reads
+                    value = params.pop(target, 0.25)
+                    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1:
+                        raise ValueError(f"{target} must be a number in (0, 1), got {value!r}")
+                make_learner(self.learner, **params)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(
+                f"learner_params {_given(self.learner_params)} of {self.learner!r}: {exc}"
+            ) from None
+        if self.sanitizer is not None:
+            try:
+                make_sanitizer(self.sanitizer, **self.sanitizer_params)
+            except (TypeError, ValueError) as exc:
+                raise ValueError(
+                    f"sanitizer_params {_given(self.sanitizer_params)} of {self.sanitizer!r}: {exc}"
+                ) from None
+        return self
+
+    @model_validator(mode="after")
     def _consistent(self) -> ReleaseConfig:
         if self.privacy_unit == "user" and self.user_contribution_bound is None:
             raise ValueError("privacy_unit 'user' needs user_contribution_bound")
@@ -351,6 +382,15 @@ class ReleaseConfig(BaseModel):
         san_e = self.sanitizer_epsilons[0] if self.sanitizer else 0.0
         san_d = self.sanitizer_deltas[0] if self.sanitizer else 0.0
         return self.learner_epsilons[0] + san_e, self.delta + san_d
+
+
+def _given(params: dict[str, Any]) -> str:
+    """Parameters as a config file writes them.
+
+    >>> _given({"alpha": 0.1, "rounds": 3})
+    '{alpha = 0.1, rounds = 3}'
+    """
+    return "{" + ", ".join(f"{k} = {json.dumps(v)}" for k, v in params.items()) + "}"
 
 
 class StreamConfig(BaseModel):
@@ -887,11 +927,16 @@ def load_config_file(path: Path) -> dict[str, Any]:
         raise FileNotFoundError(f"config file {path} does not exist")
     try:
         if path.suffix == ".toml":
-            return tomllib.loads(path.read_text())
-        if path.suffix == ".json":
+            data = tomllib.loads(path.read_text())
+        elif path.suffix == ".json":
             data = json.loads(path.read_text())
             if not isinstance(data, dict):
                 raise ValueError("the top level must be an object")
+        else:
+            data = None
+        if data is not None:
+            # ``$schema`` names the file's JSON Schema for editors (``privstream config schema``).
+            data.pop("$schema", None)
             return data
     except (tomllib.TOMLDecodeError, json.JSONDecodeError, ValueError) as exc:
         raise ValueError(f"config file {path} is not valid: {exc}") from exc

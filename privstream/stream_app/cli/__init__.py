@@ -26,6 +26,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "sanitize",  # sanitize
     "evaluate",  # evaluate
     "plan",  # plan
+    "config",  # config check, config schema
     "ledger",  # ledger show, accept-config, adopt, recover
 )
 
