@@ -229,7 +229,7 @@ def certificate_problem(release: Release) -> str | None:
     that its key was not stolen): these checks are cheap and no real release fails them.
 
     >>> from privstream.schemas import LifetimeBound
-    >>> bound = LifetimeBound(epsilon=1.0, delta=0.0, epsilon_budget=1.0, delta_budget=0.0, levels=1,
+    >>> bound = LifetimeBound(epsilon=1.0, delta=0.0, epsilon_budget=1.0, delta_budget=0.0, top_level=1,
     ...                       level_epsilon=[0.5, 0.5], rule="...")
     >>> def check(**changes):
     ...     c = {"mechanism": "m", "epsilon": 0.5, "delta": 0.0, "neighbouring_relation": "replace-one",
@@ -260,8 +260,8 @@ def certificate_problem(release: Release) -> str | None:
     if bound.epsilon > bound.epsilon_budget * slack:
         return f"the lifetime bound {bound.epsilon:g} exceeds the lifetime budget {bound.epsilon_budget:g}"
     level = release.level
-    if level > bound.levels:
-        return f"level {level} is beyond the top level {bound.levels}"
+    if level > bound.top_level:
+        return f"level {level} is beyond the top level {bound.top_level}"
     if level < len(bound.level_epsilon) and c.epsilon > bound.level_epsilon[level] * slack:
         return f"epsilon {c.epsilon:g} exceeds level {level}'s {bound.level_epsilon[level]:g}"
     return None
