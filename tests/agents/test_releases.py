@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from privstream.agents.releases import Product, ReleaseAgent, ReleasePolicy
+from privstream.learning.hypotheses import hypothesis_from_dict
 from privstream.learning.hypothesis_classes import parse_class_spec
 from privstream.learning.private_learners import make_learner
 from privstream.learning.randomness import seeded
@@ -199,10 +200,10 @@ async def test_count_windows_release_once_each_with_a_valid_certificate():
         # lifetime per example: every example is in one window, so each window leaves 10 - 1
         assert c.epsilon_budget_remaining == pytest.approx(9.0)
         assert c.proper is True and c.randomness == "seeded"
-        # The SDK reproduces the hypothesis: predict equals the released function.
+        # The SDK (the client's decoder) reproduces the hypothesis the learner released.
         sdk = Release.from_json(publish.messages[i][1])
         xs = np.arange(1024)
-        assert np.array_equal(sdk.predict(xs), sdk.hypothesis.predict(xs))
+        assert np.array_equal(sdk.predict(xs), hypothesis_from_dict(sdk.hypothesis_dict).predict(xs))
         assert sdk.predict(0) in (0, 1)
     assert agent.ledger.spent("s").epsilon == pytest.approx(1.0)  # per example, for ever
     assert all(c.published_at is not None for c in agent.ledger.entries("s"))

@@ -151,6 +151,16 @@ def predicts_scalars_and_arrays(algorithm: Algorithm) -> None:
     assert set(labels.tolist()) <= {0, 1}
     label = release.predict(one)
     assert label in (0, 1) and label == labels[0]
+    # The client evaluates the released function exactly as the service's own model does.
+    served = release.hypothesis_dict
+    if algorithm.kind == "vector-learner":
+        from privstream.learning.private_learners.vector_base import vector_model_from_dict
+
+        assert np.array_equal(labels, vector_model_from_dict(served).predict(points))
+    else:
+        from privstream.learning.hypotheses import hypothesis_from_dict
+
+        assert np.array_equal(labels, hypothesis_from_dict(served).predict(points))
 
 
 def answers_queries(algorithm: Algorithm) -> None:
