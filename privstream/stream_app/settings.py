@@ -200,11 +200,6 @@ class ReleaseConfig(BaseModel):
             )
         return data
 
-    @property
-    def levels(self) -> int:
-        """The top level (:attr:`top_level`), under its former name."""
-        return self.top_level
-
     @field_validator("learner")
     @classmethod
     def _known_learner(cls, name: str) -> str:
@@ -218,6 +213,37 @@ class ReleaseConfig(BaseModel):
         if name is not None and name not in SANITIZERS:
             raise ValueError(unknown_name("sanitizer", name, SANITIZERS))
         return name
+
+    @model_validator(mode="after")
+    def _algorithms_build(self) -> ReleaseConfig:
+        # The learner and the sanitizer are built with their parameters as the worker builds them,
+        # so a parameter they refuse stops the settings, in one line, before anything starts.
+        from privstream.learning.private_learners import make_learner
+        from privstream.learning.private_learners.vector_base import make_vector_learner
+        from privstream.learning.sanitizers import make_sanitizer
+
+        params = dict(self.learner_params)
+        try:
+            if self.learner in VECTOR_LEARNERS:
+                make_vector_learner(self.learner, **params)
+            else:
+                for target in ("alpha", "beta"):  # the accuracy targets the release agent reads
+                    value = params.pop(target, 0.25)
+                    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1:
+                        raise ValueError(f"{target} must be a number in (0, 1), got {value!r}")
+                make_learner(self.learner, **params)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(
+                f"learner_params {_given(self.learner_params)} of {self.learner!r}: {exc}"
+            ) from None
+        if self.sanitizer is not None:
+            try:
+                make_sanitizer(self.sanitizer, **self.sanitizer_params)
+            except (TypeError, ValueError) as exc:
+                raise ValueError(
+                    f"sanitizer_params {_given(self.sanitizer_params)} of {self.sanitizer!r}: {exc}"
+                ) from None
+        return self
 
     @model_validator(mode="after")
     def _consistent(self) -> ReleaseConfig:
@@ -351,6 +377,15 @@ class ReleaseConfig(BaseModel):
         san_e = self.sanitizer_epsilons[0] if self.sanitizer else 0.0
         san_d = self.sanitizer_deltas[0] if self.sanitizer else 0.0
         return self.learner_epsilons[0] + san_e, self.delta + san_d
+
+
+def _given(params: dict[str, Any]) -> str:
+    """Parameters as a config file writes them.
+
+    >>> _given({"alpha": 0.1, "rounds": 3})
+    '{alpha = 0.1, rounds = 3}'
+    """
+    return "{" + ", ".join(f"{k} = {json.dumps(v)}" for k, v in params.items()) + "}"
 
 
 class StreamConfig(BaseModel):
@@ -689,7 +724,7 @@ class Settings(BaseSettings):
             release = stream.release
             if release is None or release.privacy_unit != "user":
                 continue
-            none = [0.0] * (release.levels + 1)  # no sanitizer
+            none = [0.0] * (release.top_level + 1)  # no sanitizer
             epsilon = max(
                 map(sum, zip(release.learner_epsilons, release.sanitizer_epsilons or none, strict=True))
             )
@@ -888,11 +923,16 @@ def load_config_file(path: Path) -> dict[str, Any]:
         raise FileNotFoundError(f"config file {path} does not exist")
     try:
         if path.suffix == ".toml":
-            return tomllib.loads(path.read_text())
-        if path.suffix == ".json":
+            data = tomllib.loads(path.read_text())
+        elif path.suffix == ".json":
             data = json.loads(path.read_text())
             if not isinstance(data, dict):
                 raise ValueError("the top level must be an object")
+        else:
+            data = None
+        if data is not None:
+            # ``$schema`` names the file's JSON Schema for editors (``privstream config schema``).
+            data.pop("$schema", None)
             return data
     except (tomllib.TOMLDecodeError, json.JSONDecodeError, ValueError) as exc:
         raise ValueError(f"config file {path} is not valid: {exc}") from exc

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from privstream.stream_app.cli import main
 from privstream.stream_app.settings import ENV_PREFIX, FAUST_ENV_PREFIX, Settings
 
 from .examples import (
@@ -108,6 +109,10 @@ def test_every_configuration_file_example_is_valid(block: Block, tmp_path: Path,
     path = tmp_path / f"settings.{block.lang}"
     path.write_text(block.text)
     Settings(config_file=path)
+    # `privstream config check` accepts it too, as a worker would, and creates nothing.
+    before = sorted(tmp_path.rglob("*"))
+    assert main(["config", "check", str(path), "--no-simulation", "--json"]) == 0, block.where
+    assert sorted(tmp_path.rglob("*")) == before, f"{block.where}: config check created files"
 
 
 ENVIRONMENTS = [b for b in ALL_BLOCKS if b.is_shell and environment_assignments(b)]

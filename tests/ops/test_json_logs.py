@@ -60,4 +60,4 @@ def test_release_log_lines_join_the_published_certificates_by_ledger_entry_id(de
         assert line is not None, f"release {entry_id} was published but has no log line"
         assert line["stream_id"] == release.stream_id == deployment.stream
         assert line["window_id"] == release.certificate.window.window_id
-        assert line["level"] == "info" and line["logger"] == "privstream.agents.releases"
+        assert line["level"] == "info" and line["logger"] == "privstream.agents.releases.publishing"

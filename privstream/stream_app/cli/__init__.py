@@ -26,7 +26,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "sanitize",  # sanitize
     "evaluate",  # evaluate
     "plan",  # plan
-    "ledger",  # ledger show, accept-config, adopt
+    "config",  # config check, config schema
+    "ledger",  # ledger show, accept-config, adopt, recover
 )
 
 

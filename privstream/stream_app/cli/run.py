@@ -23,7 +23,15 @@ if TYPE_CHECKING:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     worker = subparsers.add_parser(
-        "worker", help="run the service (starts the embedded broker if no Kafka is configured)"
+        "worker",
+        help="run the service (starts the embedded broker if no Kafka is configured)",
+        description="Run the service: ingest, the online learners, the private releases and the two "
+        "HTTP listeners. Settings come from the options below, PRIVSTREAM_* environment variables and "
+        "the settings file, in that order; every setting is in the configuration reference "
+        "(docs/guide/configuration.md, on the site: User guide > Configuration reference). Check a "
+        "file first, creating nothing: privstream config check FILE. For editors: privstream config "
+        "schema prints the file's JSON Schema. The first start of a deployment creates its privacy "
+        "ledger with PRIVSTREAM_LEDGER_CREATE_IF_MISSING=true (once).",
     )
     add_config_option(worker)
     worker.add_argument("--public-port", type=int, help="override PRIVSTREAM_PUBLIC_PORT (public listener)")
@@ -432,7 +440,7 @@ def describe_release(release: Release) -> str:
     )
     return (
         f"release {c.ledger_entry_id} of {release.stream_id} (level {release.level}): "
-        f"{release.model.hypothesis} (ε={c.epsilon:g}, δ={c.delta:g}{n}{life})"
+        f"{release.hypothesis_dict} (ε={c.epsilon:g}, δ={c.delta:g}{n}{life})"
     )
 
 

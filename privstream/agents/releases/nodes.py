@@ -1,0 +1,101 @@
+"""A stream's nodes in the state store: the public bounds their data is kept within, building a
+node (a window's rows, or a parent from its two children), recording it released, and its public
+description in the certificate.
+
+>>> from privstream.agents.releases.policy import ReleasePolicy
+>>> window_info(ReleasePolicy("s", None, (), window_size=100), "c0-100", 1, 1)
+WindowInfo(window_id='c0-100-L1-1', kind='count', start=200, end=400, first_window=2, last_window=3)
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from privstream.agents.interfaces import NodeBounds, NodeData, StateStore
+from privstream.agents.releases.policy import ReleasePolicy
+from privstream.agents.windows import node_id, node_windows
+from privstream.schemas import WindowInfo
+
+
+def node_bounds(policy: ReleasePolicy) -> NodeBounds:
+    """The public bounds a node's stored data is kept within (stated in the certificate)."""
+    user_level = policy.privacy_unit == "user"
+    return NodeBounds(
+        user_contribution_bound=policy.user_contribution_bound if user_level else None,
+        # At the user level the cap applies at release, after the individual filter: a stored
+        # node keeps every user's rows (each user's first k), so an excluded user takes no slot.
+        max_node_examples=policy.max_node_examples
+        if policy.feature_bounds is not None and not user_level
+        else None,
+    )
+
+
+def window_info(policy: ReleasePolicy, family: str, level: int, index: int) -> WindowInfo:
+    """Node ``(level, index)``'s public description: its id, its windows and what they span."""
+    window_id = node_id(family, level, index)
+    windows = node_windows(level, index)
+    if policy.window_kind == "count":
+        size = policy.window_size
+        return WindowInfo(
+            window_id=window_id,
+            kind="count",
+            start=windows.start * size,
+            end=windows.stop * size,
+            first_window=windows.start,
+            last_window=windows.stop - 1,
+        )
+    if policy.window_seconds is None:
+        raise ValueError(f"stream {policy.stream_id}: a time window needs window_seconds")
+    seconds = policy.window_seconds
+    return WindowInfo(
+        window_id=window_id,
+        kind="time",
+        start=datetime.fromtimestamp(windows.start * seconds, UTC),
+        end=datetime.fromtimestamp(windows.stop * seconds, UTC),
+        first_window=windows.start,
+        last_window=windows.stop - 1,
+    )
+
+
+def build_node(store: StateStore, policy: ReleasePolicy, family: str, level: int, index: int) -> NodeData:
+    """Node ``(level, index)``'s compact data, built once and stored: a window's rows become
+    node (0, w) and are dropped (one transaction); a higher node is merged from its two
+    children, which are dropped once they were released (recorded closed). Idempotent: a
+    restart finds the stored node. Never re-reads Kafka."""
+    stream_id, bounds = policy.stream_id, node_bounds(policy)
+    if level > 0:
+        data = store.merge_node(stream_id, family, level, index, bounds)
+        children = {child: node_id(family, level - 1, child) for child in (2 * index, 2 * index + 1)}
+        closed = store.closed_windows(stream_id, among=children.values())
+        for child, child_id in children.items():  # the parent is built: released children go
+            if child_id in closed:
+                store.drop_node(stream_id, family, level - 1, child)
+        return data
+    vectors = None if policy.feature_bounds is None else int(policy.feature_bounds.shape[0])
+    user_level = policy.privacy_unit == "user"
+    if policy.window_kind == "count":
+        size = policy.window_size
+        return store.close_window(
+            stream_id,
+            family,
+            index,
+            bounds,
+            seqs=(index * size, (index + 1) * size),
+            vectors=vectors,
+            user_level=user_level,
+        )
+    return store.close_window(
+        stream_id, family, index, bounds, time_window=index, vectors=vectors, user_level=user_level
+    )
+
+
+def node_released(
+    store: StateStore, policy: ReleasePolicy, family: str, level: int, index: int, outcome: str
+) -> None:
+    """Record node ``(level, index)`` released (or refused) and drop its data if nothing needs it
+    any more: a top-level node, or one whose parent is built already (a retry after a restart)."""
+    stream_id = policy.stream_id
+    store.mark_closed(stream_id, node_id(family, level, index), outcome)
+    parent_built = store.load_node(stream_id, family, level + 1, index // 2) is not None
+    if level == policy.top_level or parent_built:
+        store.drop_node(stream_id, family, level, index)

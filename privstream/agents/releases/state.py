@@ -1,0 +1,57 @@
+"""What the release agent keeps per stream and per release in flight (in memory; the ledger and the
+state store hold what must survive a crash)."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from privstream.agents.interfaces import WindowData
+from privstream.agents.ledger_port import Reservation
+from privstream.agents.releases.policy import Product
+from privstream.agents.timing import Slots
+
+
+@dataclass
+class StreamState:
+    """One stream's schedule and release state in this worker's run."""
+
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # one node's fits at a time, in order
+    recovered: bool = False
+    exhausted: bool = False
+    next_time_window: int | None = None  # time windows: the first one not closed yet (the schedule)
+    releases: int = 0
+    scheduled: set[str] = field(default_factory=set)
+    slots: Slots | None = None  # the publication slots (None: no deadlines)
+    published: asyncio.Future[None] | None = None  # the last scheduled node's publication
+
+
+@dataclass
+class Ready:
+    """A product's release of a node: what is ready for its deadline (filled in while the publisher
+    waits for the deadline; ``available`` once there is something to publish, or an outcome)."""
+
+    product: Product
+    available: asyncio.Event = field(default_factory=asyncio.Event)
+    outcome: str = "pending"  # "ready", then "released"; or "refused", "failed", "lost"
+    reservation: Reservation | None = None
+    deadline: float | None = None
+    body: bytes | None = None  # the bytes to publish: the default, replaced by the fit's in time
+    completed: bool = False  # already stored by the ledger (a replay, or another worker's)
+    published: bool = False
+
+    def settle(self, outcome: str, body: bytes | None = None) -> None:
+        self.outcome = outcome
+        if body is not None:
+            self.body = body
+        self.available.set()
+
+
+@dataclass
+class Fit:
+    """What the learner's fit of a product needs once its default is ready (the second phase)."""
+
+    ready: Ready
+    data: WindowData
+    epsilon: float
+    delta: float
