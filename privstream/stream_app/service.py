@@ -274,7 +274,7 @@ def release_policy(stream: StreamConfig, hclass: HypothesisClass | None) -> Rele
         privacy_unit=config.privacy_unit,
         user_contribution_bound=config.user_contribution_bound,
         expected_size=config.expected_size,
-        levels=config.top_level,
+        top_level=config.top_level,
         max_node_examples=config.max_node_examples,
         lifetime=lifetime_bound(config),  # the user level's is set with the deployment's user budget
     )
@@ -296,7 +296,7 @@ def lifetime_bound(config: ReleaseConfig, user_budget: PrivacyCost | None = None
             delta=budget.delta,
             epsilon_budget=budget.epsilon,
             delta_budget=budget.delta,
-            levels=config.top_level,
+            top_level=config.top_level,
             level_epsilon=[
                 e + (config.sanitizer_epsilons[j] if config.sanitizer else 0.0)
                 for j, e in enumerate(config.learner_epsilons)
@@ -320,7 +320,7 @@ def lifetime_bound(config: ReleaseConfig, user_budget: PrivacyCost | None = None
         delta=delta,
         epsilon_budget=config.epsilon_budget,
         delta_budget=config.delta_budget,
-        levels=config.top_level,
+        top_level=config.top_level,
         level_epsilon=per_level,
         rule=(
             f"parallel composition over the disjoint nodes of a level (each example is in exactly one "

@@ -35,7 +35,7 @@ from privstream.agents.ledger_port import (
 )
 from privstream.stream_app.store.dialect import Dialect, Mode, parse_time
 from privstream.stream_app.store.ledger_rules import Spend, StreamBudget, budget_change
-from privstream.stream_app.store.privacy_config import canonical, differences, only_lowers
+from privstream.stream_app.store.privacy_config import canonical, differences, only_lowers, stored
 
 __all__ = ["TABLES", "Cursor", "LedgerBackend", "LedgerGovernance"]
 
@@ -151,7 +151,7 @@ class LedgerGovernance:
                 )
             action = "registered"
         else:
-            accepted, action = json.loads(row[0]), "lowered"
+            accepted, action = stored(row[0]), "lowered"
         if accepted == dict(config):
             if row is None:
                 self._record_config(cur, stream_id, config, who, action, "first registration")
@@ -174,7 +174,7 @@ class LedgerGovernance:
             ),
             (stream_id, text, self._now()),
         )
-        detail = {"old": None if old is None else json.loads(old[0]), "new": dict(config)}
+        detail = {"old": None if old is None else stored(old[0]), "new": dict(config)}
         self._audit(cur, who, f"config {action}", stream_id, reason, detail)
 
     def _audit(
@@ -210,7 +210,7 @@ class LedgerGovernance:
         """The privacy configuration the ledger accepted for the stream (None: none recorded)."""
         statement = self._q("SELECT config FROM {configs} WHERE stream_id = ?")
         row = self._backend.run(lambda cur: cur.execute(statement, (stream_id,)).fetchone(), mode="read")
-        return None if row is None else dict(json.loads(row[0]))
+        return None if row is None else stored(row[0])
 
     def audit_log(self, stream_id: str | None = None) -> list[dict[str, Any]]:
         """The audit log, oldest first: who did what, when and why (all streams, or one)."""
