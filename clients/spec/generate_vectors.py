@@ -61,7 +61,7 @@ def certificate(**changes: Any) -> Certificate:
             delta=0.0,
             epsilon_budget=1.0,
             delta_budget=0.0,
-            levels=1,
+            top_level=1,
             level_epsilon=[0.5, 0.5],
             rule="parallel composition over the disjoint nodes of a level, sequential over the levels",
         ),
