@@ -10,10 +10,11 @@ No JSON number in a release exceeds 2^53 in magnitude (:mod:`privstream.schemas.
 larger values in ``parameters``, ``dp_outputs``, ``hypothesis`` and ``distribution`` are decimal
 strings, and the theorem's sample size is a float (null beyond 2^53) with its log10.
 
-Schema version 2: ``theorem_sample_size`` became a float with ``theorem_sample_size_log10``,
-and ``privacy`` and ``dp_outputs`` were added. Schema version 3: the certificate's ``guarantee``
-states the release's guarantee as data (the algorithm's own (ε, δ) on its rows and the
-group-privacy steps that carry it to the privacy unit).
+Schema versions: 2 made ``theorem_sample_size`` a float with ``theorem_sample_size_log10`` and
+added ``privacy`` and ``dp_outputs``; 3 names the tree's top level ``lifetime.top_level`` (a
+release of version 2 states it as ``lifetime.levels``, which is read the same); 4 adds the
+certificate's ``guarantee``: the release's guarantee as data (the algorithm's own (ε, δ) on its
+rows and the group-privacy steps that carry it to the privacy unit).
 
 >>> c = Certificate(mechanism="pcl", epsilon=1.0, delta=0.0, neighbouring_relation="replace-one",
 ...                 privacy="information-theoretic", proper=False, accuracy_guarantee_holds=None,
@@ -27,11 +28,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import AliasChoices, Field, model_validator
 
 from privstream.schemas.numbers import MAX_SAFE_INTEGER, JsonSafeDict, PublicMessage, theorem_size_fields
 
-RELEASE_SCHEMA_VERSION = 3
+RELEASE_SCHEMA_VERSION = 4
 
 NeighbouringRelation = Literal["replace-one", "add-remove-one"]
 PrivacyUnit = Literal["example", "user"]
@@ -75,7 +76,12 @@ class LifetimeBound(PublicMessage):
     delta: float = Field(ge=0, lt=1)
     epsilon_budget: float = Field(ge=0, description="the configured lifetime budget it stays within")
     delta_budget: float = Field(ge=0, lt=1)
-    levels: int = Field(ge=0, le=20, description="the tree's top level L (levels 0..L)")
+    top_level: int = Field(
+        ge=0,
+        le=20,
+        validation_alias=AliasChoices("top_level", "levels"),
+        description="the tree's top level L (levels 0..L)",
+    )
     level_epsilon: list[float] = Field(description="ε per level: the learner's plus the sanitizer's")
     rule: str = Field(description="the composition argument that gives the bound, in words")
 

@@ -15,6 +15,7 @@ import pytest
 
 from privstream.learning.private_learners import make_learner
 from privstream.schemas import HypothesisRelease
+from privstream.schemas.releases import RELEASE_SCHEMA_VERSION
 from tests.agents.test_releases import (
     Published,
     RecordingMetrics,
@@ -163,7 +164,8 @@ async def test_an_example_level_count_window_states_no_derivation():
     g = release.certificate.guarantee
     assert g is not None and g.derivation == [] and g.unit == "example"
     assert (g.epsilon, g.neighbouring_relation) == (1.0, "replace-one")
-    assert HypothesisRelease.model_validate_json(publish.messages[0][1]).schema_version == 3
+    version = HypothesisRelease.model_validate_json(publish.messages[0][1]).schema_version
+    assert version == RELEASE_SCHEMA_VERSION == 4
 
 
 async def test_twins_of_an_overspending_learner_both_publish_nothing():

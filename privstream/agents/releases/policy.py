@@ -89,7 +89,7 @@ class ReleasePolicy:
     privacy_unit: str = "example"
     user_contribution_bound: int | None = None
     expected_size: int | None = None  # where n is private: the size the algorithms use instead of n
-    levels: int = 0  # the release tree's top level L
+    top_level: int = 0  # the release tree's top level L (levels 0..L)
     lifetime: LifetimeBound | None = None  # the certificate's lifetime bound (None: sequential total)
     user_budget: PrivacyCost | None = None  # user level: each user's lifetime budget (all streams)
     max_node_examples: int | None = None  # the input cap: the examples a learner reads (None: all)
@@ -227,7 +227,7 @@ def largest_input(policy: ReleasePolicy, level: int | None = None) -> int:
     """The most examples a learner of a node of ``level`` (default: the top level) can read: a count
     node's public n, else the input cap (a ``ValueError`` where n is private and nothing caps it)."""
     if policy.expected_size is None:
-        return node_sample_size(policy, policy.levels if level is None else level)
+        return node_sample_size(policy, policy.top_level if level is None else level)
     if policy.max_node_examples is None:
         raise ValueError(
             f"stream {policy.stream_id}: no input cap bounds the learner's run time (max_node_examples is "
