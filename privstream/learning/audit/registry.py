@@ -49,6 +49,7 @@ AUDITS: dict[str, str] = {
     "stable_histogram_counts": f"{_MECHANISMS}:stable_histogram_counts_audit_spec",
     "stable_histogram_singleton": f"{_MECHANISMS}:stable_histogram_singleton_audit_spec",
     "above_threshold": f"{_MECHANISMS}:above_threshold_audit_spec",
+    "quantile": f"{_MECHANISMS}:quantile_audit_spec",
     # private learners (private_learners/base.py: LEARNERS)
     "generic": f"{_GENERIC}:generic_audit_spec",
     "generic-intervals": f"{_GENERIC}:generic_intervals_audit_spec",
