@@ -200,11 +200,6 @@ class ReleaseConfig(BaseModel):
             )
         return data
 
-    @property
-    def levels(self) -> int:
-        """The top level (:attr:`top_level`), under its former name."""
-        return self.top_level
-
     @field_validator("learner")
     @classmethod
     def _known_learner(cls, name: str) -> str:
@@ -728,7 +723,7 @@ class Settings(BaseSettings):
             release = stream.release
             if release is None or release.privacy_unit != "user":
                 continue
-            none = [0.0] * (release.levels + 1)  # no sanitizer
+            none = [0.0] * (release.top_level + 1)  # no sanitizer
             epsilon = max(
                 map(sum, zip(release.learner_epsilons, release.sanitizer_epsilons or none, strict=True))
             )
