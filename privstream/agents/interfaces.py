@@ -250,12 +250,13 @@ class NodeData:
         """A compact, pickle-free encoding (``numpy.savez_compressed``: sorted histogram keys
         compress about 8x) for the state store."""
         buffer = io.BytesIO()
-        optional = {
+        arrays: dict[str, Any] = {"xs": self.xs, "ys": self.ys, "counts": self.counts}
+        arrays |= {
             name: array
             for name, array in (("users", self.users), ("priorities", self.priorities))
             if array is not None
         }
-        np.savez_compressed(buffer, xs=self.xs, ys=self.ys, counts=self.counts, **optional)
+        np.savez_compressed(buffer, allow_pickle=False, **arrays)
         return buffer.getvalue()
 
     @classmethod

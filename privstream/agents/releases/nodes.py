@@ -61,7 +61,8 @@ def ingest_rule(
 
     def priorities(n: int) -> list[int]:
         raw = source.getrandbits(64 * n).to_bytes(8 * n, "little") if n else b""
-        return (np.frombuffer(raw, dtype="<u8") >> np.uint64(2)).astype(np.int64).tolist()
+        drawn: list[int] = (np.frombuffer(raw, dtype="<u8") >> np.uint64(2)).astype(np.int64).tolist()
+        return drawn
 
     return keep, priorities
 
