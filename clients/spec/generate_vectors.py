@@ -19,7 +19,14 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from privstream_client.signing import KeySet, PublicKeyEntry, Signer
 
-from privstream.schemas import Certificate, HypothesisRelease, LifetimeBound, Publication, WindowInfo
+from privstream.schemas import (
+    Certificate,
+    HypothesisRelease,
+    LifetimeBound,
+    Publication,
+    ReleaseGuarantee,
+    WindowInfo,
+)
 
 VECTORS = Path(__file__).resolve().parent / "vectors"
 #: When the vectors' records were published (their Kafka timestamps, ms since the epoch).
@@ -42,6 +49,14 @@ def certificate(**changes: Any) -> Certificate:
         "delta": 0.0,
         "neighbouring_relation": "replace-one",
         "privacy": "information-theoretic",
+        "guarantee": ReleaseGuarantee(
+            epsilon=0.5,
+            delta=0.0,
+            neighbouring_relation="replace-one",
+            unit="example",
+            algorithm_epsilon=0.5,
+            algorithm_delta=0.0,
+        ),
         "window": WindowInfo(
             window_id="c1f0e2a4-c2000-L1-3",
             kind="count",

@@ -120,7 +120,7 @@ def vector_status(stream: StreamConfig, learner: LinearLearner) -> dict[str, Any
                 "weights": dict(zip(stream.feature_labels, weights.tolist(), strict=True)),
                 "offset": offset,
                 "reads": "predict 1 when sum(weights[f] * x[f]) + offset >= 0 (features clipped to bounds)"
-                + ("; the rule of the vote's leader" if hasattr(learner, "experts") else ""),
+                + ("; the rule of the vote's leader" if hasattr(learner, "vote_weights") else ""),
             },
             **_vote_status(learner),
         },
@@ -129,13 +129,18 @@ def vector_status(stream: StreamConfig, learner: LinearLearner) -> dict[str, Any
 
 def _vote_status(learner: LinearLearner) -> dict[str, Any]:
     """An ensemble's experts: each one's mistakes and weight in the next vote."""
-    experts = getattr(learner, "experts", None)
-    if experts is None:
+    weights = getattr(learner, "vote_weights", None)
+    if weights is None:
         return {}
+    experts = getattr(learner, "experts", None)
+    if experts is not None:  # experts that are learners themselves
+        names, mistakes = [e.name for e in experts], [e.mistakes for e in experts]
+    else:  # experts held inside the learner (the block vote)
+        names, mistakes = list(learner.expert_names), list(learner.expert_mistakes)  # type: ignore[attr-defined]
     return {
         "vote": [
-            {"learner": e.name, "mistakes": e.mistakes, "weight": w}
-            for e, w in zip(experts, learner.vote_weights, strict=True)  # type: ignore[attr-defined]
+            {"learner": name, "mistakes": m, "weight": w}
+            for name, m, w in zip(names, mistakes, weights, strict=True)
         ]
     }
 

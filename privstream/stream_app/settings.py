@@ -418,10 +418,11 @@ class StreamConfig(BaseModel):
     )
     online_learner: str = Field(
         default=DEFAULT_ONLINE_LEARNER,
-        description="feature vectors: the online learner, 'auto' (weighted-majority: the weighted vote "
-        "of five learners, keeping the margin test), 'perceptron' (at most (R/γ)² mistakes on a stream "
-        "separable with margin γ), 'averaged-perceptron', 'second-order-perceptron' (both keep the "
-        "margin test), 'logistic', 'scaled-logistic', 'scaled-passive-aggressive' or 'weighted-majority'",
+        description="feature vectors: the online learner, 'auto' (block-vote: the weighted vote of six "
+        "experts stepping once per block, keeping the margin test), 'perceptron' (at most (R/γ)² "
+        "mistakes on a stream separable with margin γ), 'averaged-perceptron', 'second-order-perceptron' "
+        "(both keep the margin test), 'logistic', 'scaled-logistic', 'scaled-passive-aggressive', "
+        "'weighted-majority' or 'block-vote'",
     )
     online_params: dict[str, Any] = Field(
         default_factory=dict,

@@ -57,6 +57,9 @@ class RecordingMetrics:
     def users_excluded(self, stream_id, count):
         self.events["excluded"] += count
 
+    def guarantee_refused(self, stream_id):
+        self.events["guarantee_refused"] += 1
+
 
 class Published:
     def __init__(self, fail_times: int = 0):

@@ -23,7 +23,8 @@ from typing import Any, Literal
 import numpy as np
 
 from privstream.agents.ledger_port import PrivacyCost
-from privstream.agents.windows import time_family, user_level_parameters
+from privstream.agents.windows import time_family
+from privstream.learning.guarantees import CapReplacement, GroupPrivacy, Guarantee, Relation, Step
 from privstream.learning.hypothesis_classes import HypothesisClass
 from privstream.schemas import LifetimeBound
 
@@ -140,14 +141,30 @@ def cap_parameters(policy: ReleasePolicy) -> dict[str, Any]:
     if not capped(policy):
         return {"max_node_examples": None, "cap_rule": "uncapped: the learner reads all of a node's examples"}
     included = " of the users the filter includes" if policy.privacy_unit == "user" else ""
-    kept = (
-        "a uniformly random subset of max_node_examples examples (drawn from the release's seed)"
-        if shuffles(policy)
-        else f"its first max_node_examples examples by arrival{included}"
-    )
+    if samples_at_ingest(policy):
+        kept = (
+            "a uniformly random subset of max_node_examples examples, kept as they arrive: each "
+            "example draws a secret uniform priority at ingest and the node keeps the max_node_examples "
+            "of lowest priority (a bottom-k sample; a parent keeps the lowest of its children's), in "
+            "a random order drawn from the release's seed"
+        )
+        addition = (
+            "n is private (add/remove-one): an addition either leaves the kept set as it is or puts "
+            "the added example in place of the kept one of highest priority (a replacement, two "
+            "add/remove steps)"
+        )
+    else:
+        kept = (
+            "a uniformly random subset of max_node_examples examples (drawn from the release's seed)"
+            if shuffles(policy)
+            else f"its first max_node_examples examples by arrival{included}"
+        )
+        addition = (
+            "n is private (add/remove-one), so an addition can become a replacement inside the kept "
+            "set (two add/remove steps)"
+        )
     rule = f"the learner reads {kept}; " + (
-        "n is private (add/remove-one), so an addition can become a replacement inside the kept "
-        "set (two add/remove steps): the learner runs at half the level's epsilon (group privacy)"
+        f"{addition}: the learner runs at half the level's epsilon (group privacy)"
         if cap_halves_epsilon(policy)
         else "n is public (replace-one): a replacement changes at most one kept example, the learner "
         "runs at the level's epsilon"
@@ -159,6 +176,19 @@ def shuffles(policy: ReleasePolicy) -> bool:
     """Whether a node's rows are put in a random order before the learner reads them: a histogram
     node (an integer class at the example level) is expanded in sorted order, not arrival order."""
     return policy.feature_bounds is None and policy.privacy_unit == "example"
+
+
+def samples_at_ingest(policy: ReleasePolicy) -> bool:
+    """Whether a node keeps a bottom-k sample of its examples as they arrive: a capped integer
+    class at the example level whose n is private (time windows), so that a node's storage, its
+    close and its release read at most ``max_node_examples`` rows whatever its private size.
+    Count windows (n public) keep their rows, whose number is public.
+
+    >>> samples_at_ingest(ReleasePolicy("s", None, (), expected_size=10, max_node_examples=100,
+    ...                                 window_kind="time"))
+    True
+    """
+    return shuffles(policy) and cap_halves_epsilon(policy) and policy.window_kind == "time"
 
 
 def node_expected_size(policy: ReleasePolicy, level: int) -> int:
@@ -177,19 +207,49 @@ def node_sample_size(policy: ReleasePolicy, level: int) -> int:
     return min(size, cap) if cap is not None else size
 
 
+def release_steps(policy: ReleasePolicy) -> tuple[Step, ...]:
+    """The group-privacy steps from a learner's guarantee on its rows to the release's per unit: a
+    user changes up to ``user_contribution_bound`` rows; an addition inside a capped node whose n is
+    private is a replacement, two changes (:func:`cap_halves_epsilon`).
+
+    >>> user = ReleasePolicy("s", None, (), privacy_unit="user", user_contribution_bound=2, expected_size=5)
+    >>> release_steps(user)
+    (GroupPrivacy(k=2),)
+    """
+    steps: list[Step] = []
+    if policy.privacy_unit == "user":
+        if policy.user_contribution_bound is None:
+            raise ValueError(f"stream {policy.stream_id}: the user level needs a user_contribution_bound")
+        steps.append(GroupPrivacy(policy.user_contribution_bound))
+    if cap_halves_epsilon(policy):
+        steps.append(CapReplacement())
+    return tuple(steps)
+
+
+def algorithm_relation(policy: ReleasePolicy) -> Relation:
+    """The relation the learners' guarantee must hold under: replace-one where n is public (they get
+    no ``expected_size``), add/remove-one where it is private."""
+    return "replace-one" if policy.expected_size is None else "add-remove-one"
+
+
+def required_guarantee(policy: ReleasePolicy, epsilon: float, delta: float) -> Guarantee:
+    """What a learner may spend on its rows for a release charged (``epsilon``, ``delta``) per unit
+    (group privacy through :func:`release_steps`); its result's guarantee is checked against it."""
+    return Guarantee.required(
+        epsilon, delta, relation=algorithm_relation(policy), steps=release_steps(policy)
+    )
+
+
 def learner_privacy(policy: ReleasePolicy, epsilon: float, delta: float) -> tuple[float, float]:
     """The (ε, δ) a learner runs at for a release charged (``epsilon``, ``delta``): group privacy
-    where one unit changes several of its examples (a user up to k; an addition inside a capped node
-    whose n is private a replacement, two changes, see :func:`cap_halves_epsilon`).
+    where one unit changes several of its examples (:func:`release_steps`).
 
     >>> user = ReleasePolicy("s", None, (), privacy_unit="user", user_contribution_bound=2, expected_size=5)
     >>> learner_privacy(user, 1.0, 0.0)
     (0.5, 0.0)
     """
-    group = policy.user_contribution_bound if policy.privacy_unit == "user" else 1
-    assert group is not None
-    group *= 2 if cap_halves_epsilon(policy) else 1
-    return (epsilon, delta) if group == 1 else user_level_parameters(epsilon, delta, group)
+    required = required_guarantee(policy, epsilon, delta)
+    return required.epsilon, required.delta
 
 
 def largest_input(policy: ReleasePolicy, level: int | None = None) -> int:

@@ -36,15 +36,17 @@ on the data may make ``fit`` raise (a refused or failed release would itself lea
 
 from __future__ import annotations
 
-import importlib
 import math
+from collections.abc import MutableMapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
+from privstream.learning import algorithms as registry
 from privstream.learning.domain import as_labels, as_points
 from privstream.learning.errors import PrivacyParameterError
+from privstream.learning.guarantees import Guarantee
 from privstream.learning.hypotheses import Hypothesis
 from privstream.learning.hypothesis_classes import HypothesisClass
 from privstream.learning.randomness import RandomSource
@@ -102,6 +104,15 @@ class PrivateRelease:
     privacy: PrivacyKind = INFORMATION_THEORETIC
     dp_outputs: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def privacy_guarantee(self) -> Guarantee:
+        """This run's guarantee as data: (ε, δ) under its relation, for one row of its input.
+
+        The release path checks it against the release's charge before publishing
+        (:func:`privstream.learning.guarantees.shortfall`).
+        """
+        return Guarantee(epsilon=self.epsilon, delta=self.delta, relation=self.neighbouring_relation)
+
     def certificate_fields(self) -> dict[str, Any]:
         """The certificate's algorithm-specific fields (the caller adds window, unit, ledger, ...)."""
         return {
@@ -117,6 +128,11 @@ class PrivateRelease:
             "privacy": self.privacy,
         }
 
+    def published_fields(self) -> dict[str, Any]:
+        """The release's DP output as published beside its certificate (``hypothesis``, or
+        ``distribution`` and ``labelled``); each kind of result says how."""
+        raise NotImplementedError(f"{type(self).__name__} does not say what it publishes")
+
 
 @dataclass(frozen=True, kw_only=True)
 class LearnerResult(PrivateRelease):
@@ -128,6 +144,9 @@ class LearnerResult(PrivateRelease):
 
     def certificate_fields(self) -> dict[str, Any]:
         return {**super().certificate_fields(), "proper": self.proper}
+
+    def published_fields(self) -> dict[str, Any]:
+        return {"hypothesis": self.hypothesis.to_dict()}
 
 
 @runtime_checkable
@@ -157,15 +176,9 @@ class PrivateLearner(Protocol):
     ) -> LearnerResult: ...
 
 
-#: Learners by name -> ``"module:attribute"`` of their factory (imported on first use, so this
-#: module imports no learner and later learners add one line here).
-LEARNERS: dict[str, str] = {
-    "generic": "privstream.learning.private_learners.generic.learner:GenericLearner",
-    "proper": "privstream.learning.private_learners.proper.learner:ProperLearner",
-    "global-stability": (
-        "privstream.learning.private_learners.global_stability.learner:GlobalStabilityLearner"
-    ),
-}
+#: Learners by name -> ``"module:attribute"`` of their factory: the registry's ``learner`` entry
+#: points (:mod:`privstream.learning.algorithms`), imported on first use.
+LEARNERS: MutableMapping[str, str] = registry.names("learner")
 
 
 def make_learner(name: str, **params: Any) -> PrivateLearner:
@@ -176,12 +189,10 @@ def make_learner(name: str, **params: Any) -> PrivateLearner:
     ...
     ValueError: unknown private learner 'svm'; known learners: generic...
     """
-    target = LEARNERS.get(name) if isinstance(name, str) else None
-    if target is None:
+    if not isinstance(name, str) or name not in LEARNERS:
         raise ValueError(f"unknown private learner {name!r}; known learners: {', '.join(sorted(LEARNERS))}")
-    module, _, attr = target.partition(":")
     # the registry names the factory by text: its result is what the registry promises
-    learner: PrivateLearner = getattr(importlib.import_module(module), attr)(**params)
+    learner: PrivateLearner = registry.load("learner", name)(**params)
     return learner
 
 
