@@ -101,3 +101,19 @@ def test_a_release_verifies_and_any_changed_byte_or_other_key_does_not() -> None
 def test_a_malformed_release_is_refused_naming_the_field(change: dict) -> None:
     with pytest.raises(ReleaseFormatError):
         Release.from_json({**EXAMPLE, **change})
+
+
+def test_every_kind_of_hypothesis_is_described_in_words() -> None:
+    from privstream_client import describe
+
+    assert describe({"kind": "runs", "domain": 65536, "first": 0, "changes": [14577]}) == (
+        "predicts 1 for x ≥ 14,577"
+    )
+    assert describe({"kind": "runs", "domain": 1000, "first": 1, "changes": [10]}) == "predicts 1 for x ≤ 9"
+    assert describe({"kind": "bits", "domain": 64, "bits": "AAD8/w8AAAA="}) == "predicts 1 for 18 ≤ x ≤ 35"
+    assert (
+        describe({"kind": "stump", "feature": 0, "threshold": 2.5, "sign": -1}) == "predicts 1 where x1 < 2.5"
+    )
+    grid = {"kind": "grid-labels", "bounds": [[0, 1], [0, 1]], "cells_per_axis": 2, "labels": "CQ=="}
+    assert describe(grid) == "predicts 1 on 2 of 4 cells of a 2-per-axis grid over 2 features"
+    assert describe({"kind": "runs", "domain": 10, "first": 0, "changes": [11]}).startswith("a malformed")

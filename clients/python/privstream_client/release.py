@@ -47,6 +47,7 @@ __all__ = [
     "WindowInfo",
     "certificate_problem",
     "check_level",
+    "describe_release",
 ]
 
 _MISSING = object()
@@ -344,6 +345,26 @@ class Release:
             f"Release(stream={self.stream_id!r}, entry={c.ledger_entry_id}, level={self.level}, "
             f"epsilon={c.epsilon})"
         )
+
+
+def describe_release(release: Release) -> str:
+    """One line for a person: entry, level, the hypothesis in words, ε and δ, n where public, and
+    the lifetime bound.
+
+    >>> describe_release(Release.from_json(EXAMPLE))
+    'release None of clicks (level 0): predicts 1 for x ≥ 14,577 (ε=0.5, δ=0, lifetime ε 1 of 1 per example)'
+    """
+    c = release.certificate
+    n = "" if c.sample_size is None else f", n={c.sample_size}"
+    life = (
+        ""
+        if c.lifetime is None
+        else f", lifetime ε {c.lifetime.epsilon:g} of {c.lifetime.epsilon_budget:g} per {c.privacy_unit}"
+    )
+    return (
+        f"release {c.ledger_entry_id} of {release.stream_id} (level {release.level}): "
+        f"{release.describe_hypothesis()} (ε={c.epsilon:g}, δ={c.delta:g}{n}{life})"
+    )
 
 
 def certificate_problem(release: Release) -> str | None:
