@@ -62,7 +62,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 import numpy as np
 
 from privstream.learning.accounting import PrivacyGuarantee, advanced_composition
-from privstream.learning.errors import LearningInputError
+from privstream.learning.errors import InvariantError, LearningInputError
 from privstream.learning.hypotheses import Hypothesis
 from privstream.learning.hypothesis_classes import FiniteClass, HypothesisClass
 from privstream.learning.mechanisms import DiscreteLaplaceMechanism
@@ -296,7 +296,8 @@ class FoolingSanitizer:
             real_x = points[idx]
             drawn = q.sample(k, source)
             if isinstance(drawn, tuple):  # a labelled distribution draws (points, labels)
-                assert labels is not None
+                if labels is None:
+                    raise InvariantError("invariant broken: labels is not None")
                 syn_x, syn_y = drawn
                 xs_l = np.concatenate([real_x, syn_x])
                 ys_l = np.concatenate([labels[idx], 1 - syn_y]).astype(np.uint8)
@@ -329,7 +330,8 @@ class FoolingSanitizer:
                 transcript.append({"query": f.to_dict(), "negated": negate, "noisy_count": noisy})
                 if best is None or gap > best[0]:
                     best = (gap, negate, f, noisy)
-            assert best is not None
+            if best is None:
+                raise InvariantError("invariant broken: best is not None")
             gap, negate, f, _ = best
             if gap < threshold:
                 accepted = True

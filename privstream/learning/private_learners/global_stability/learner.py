@@ -72,7 +72,7 @@ from typing import Any, TypedDict
 
 import numpy as np
 
-from privstream.learning.errors import PrivacyParameterError
+from privstream.learning.errors import InvariantError, PrivacyParameterError
 from privstream.learning.hypotheses import Hypothesis, hypothesis_from_runs
 from privstream.learning.hypothesis_classes import FiniteClass, HypothesisClass, Intervals, Points, Thresholds
 from privstream.learning.mechanisms import ExponentialMechanism, StableHistogram
@@ -216,7 +216,8 @@ def theory_parameters(
     g = g_parameters(d, exact_fraction(a, "alpha") / 2)
     eta = g.eta_G
     inv_eta = 1 / eta  # an exact integer
-    assert inv_eta.denominator == 1
+    if not (inv_eta.denominator == 1):
+        raise InvariantError("invariant broken: inv_eta.denominator == 1")
     inv = int(inv_eta)
     log_inv_eta = math.log(inv)
     k_sampling = math.ceil(Fraction(sampling_constant * (math.log(3) + log_inv_eta - math.log(b))) * inv)
@@ -470,7 +471,12 @@ def random_split(n: int, params: MParameters, rng: RandomSource) -> np.ndarray:
     coins, independently of the data and of the other examples (the coupling of the module docstring).
     """
     total = params.expected_size
-    assert total is not None and total == params.num_batches * params.batch_size + params.n_prime
+    if total is None:
+        raise InvariantError("invariant broken: total is not None")
+    if not (total == params.num_batches * params.batch_size + params.n_prime):
+        raise InvariantError(
+            "invariant broken: total == params.num_batches * params.batch_size + params.n_prime"
+        )
     k, m = params.num_batches, params.batch_size
     draws = np.array([rng.uniform_int(total) for _ in range(n)], dtype=np.int64)
     return np.where(draws < k * m, draws // max(m, 1), k)

@@ -84,7 +84,7 @@ from typing import Any, TypedDict
 
 import numpy as np
 
-from privstream.learning.errors import LearningInputError
+from privstream.learning.errors import InvariantError, LearningInputError
 from privstream.learning.hypotheses import Hypothesis
 from privstream.learning.hypothesis_classes import FiniteClass, HypothesisClass
 from privstream.learning.mechanisms import ExponentialMechanism
@@ -367,7 +367,8 @@ def positional_split(n: int, params: ProperParameters, rng: RandomSource, shuffl
 def random_split(n: int, params: ProperParameters, rng: RandomSource) -> np.ndarray:
     """n private: every example's part is its own uniform draw on [0, E) (module docstring)."""
     total = params.expected_size
-    assert total is not None
+    if total is None:
+        raise InvariantError("invariant broken: total is not None")
     m, n0 = params.blocks, params.block_size
     draws = np.array([rng.uniform_int(total) for _ in range(n)], dtype=np.int64)
     out = np.where(draws < m * n0, draws // max(n0, 1), UNUSED)
@@ -606,7 +607,8 @@ class ProperLearner:
                 source,
             )
         else:
-            assert lattice is not None
+            if lattice is None:
+                raise InvariantError("invariant broken: lattice is not None")
             outcome = poly_pri_learn(lattice, blocks, params, epsilon=eps, delta=dlt, rng=source, d=d)
             cover = minimax_cover(lattice.matrix, outcome.f_hat)  # post-processing of f̂
             row = self._select(lattice, cover.rows, points[in_b], labels[in_b], eps, source)
