@@ -117,3 +117,17 @@ def test_every_kind_of_hypothesis_is_described_in_words() -> None:
     grid = {"kind": "grid-labels", "bounds": [[0, 1], [0, 1]], "cells_per_axis": 2, "labels": "CQ=="}
     assert describe(grid) == "predicts 1 on 2 of 4 cells of a 2-per-axis grid over 2 features"
     assert describe({"kind": "runs", "domain": 10, "first": 0, "changes": [11]}).startswith("a malformed")
+
+
+def test_no_client_module_imports_the_service_even_lazily() -> None:
+    """The import-time test sees what importing loads; this sees imports inside functions too."""
+    import ast
+
+    found = []
+    for path in sorted((ROOT / "clients" / "python" / "privstream_client").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            found += [f"{path.name}: {n}" for n in names if n.split(".")[0] in SERVICE_ONLY]
+    assert not found, found
