@@ -39,7 +39,7 @@ from __future__ import annotations
 import math
 from collections.abc import MutableMapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -54,6 +54,8 @@ from privstream.learning.randomness import RandomSource
 __all__ = [
     "INFORMATION_THEORETIC",
     "LEARNERS",
+    "FitInputs",
+    "FitParameters",
     "LearnerResult",
     "NeighbouringRelation",
     "PrivacyKind",
@@ -61,6 +63,8 @@ __all__ = [
     "PrivateRelease",
     "check_accuracy_parameter",
     "check_expected_size",
+    "check_fit",
+    "check_fit_parameters",
     "check_privacy_parameters",
     "check_sample",
     "make_learner",
@@ -263,3 +267,58 @@ def check_sample(hclass: HypothesisClass, xs: object, ys: object) -> tuple[np.nd
     points = as_points(xs, hclass.domain_size)
     labels = as_labels(ys, points.shape[0])
     return points, labels
+
+
+class FitParameters(NamedTuple):
+    """A fit's validated privacy and accuracy parameters and its mode (``expected_size``)."""
+
+    epsilon: float
+    delta: float
+    alpha: float
+    beta: float
+    expected_size: int | None
+
+
+def check_fit_parameters(
+    epsilon: object, delta: object, alpha: object, beta: object, expected_size: object = None
+) -> FitParameters:
+    """The parameters every ``fit`` takes, validated in one place: ε > 0 and 0 <= δ < 1
+    (:class:`PrivacyParameterError`), α and β in (0, 1), ``expected_size`` None or an int >= 1.
+
+    >>> check_fit_parameters(1, 0, 0.1, 0.1)
+    FitParameters(epsilon=1.0, delta=0.0, alpha=0.1, beta=0.1, expected_size=None)
+    """
+    eps, dlt = check_privacy_parameters(epsilon, delta)
+    a = check_accuracy_parameter(alpha, "alpha")
+    b = check_accuracy_parameter(beta, "beta")
+    return FitParameters(eps, dlt, a, b, check_expected_size(expected_size))
+
+
+class FitInputs(NamedTuple):
+    """A learner's validated ``fit`` arguments: its parameters, then the sample."""
+
+    epsilon: float
+    delta: float
+    alpha: float
+    beta: float
+    expected_size: int | None
+    points: np.ndarray
+    labels: np.ndarray
+
+
+def check_fit(
+    hclass: HypothesisClass,
+    xs: object,
+    ys: object,
+    *,
+    epsilon: object,
+    delta: object,
+    alpha: object,
+    beta: object,
+    expected_size: object,
+) -> FitInputs:
+    """The opening of every finite-class learner's ``fit``: :func:`check_fit_parameters`, then
+    :func:`check_sample`."""
+    return FitInputs(
+        *check_fit_parameters(epsilon, delta, alpha, beta, expected_size), *check_sample(hclass, xs, ys)
+    )

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import MutableMapping
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -28,7 +28,7 @@ from privstream.learning import algorithms as registry
 from privstream.learning.domain import MAX_DOMAIN_SIZE, as_labels, as_points
 from privstream.learning.errors import LearningInputError
 from privstream.learning.hypothesis_classes import HypothesisClass
-from privstream.learning.private_learners.base import PrivateRelease
+from privstream.learning.private_learners.base import PrivateRelease, check_fit_parameters
 from privstream.learning.randomness import RandomSource
 from privstream.learning.sanitizers.distribution import SyntheticDistribution
 
@@ -37,8 +37,10 @@ __all__ = [
     "SANITIZERS",
     "Sanitizer",
     "SanitizerInputError",
+    "SanitizerInputs",
     "SanitizerResult",
     "check_data",
+    "check_sanitizer_fit",
     "make_sanitizer",
 ]
 
@@ -132,3 +134,32 @@ def check_data(
     points = as_points(xs, hclass.domain_size)
     labels = None if ys is None else as_labels(ys, points.shape[0])
     return points, labels
+
+
+class SanitizerInputs(NamedTuple):
+    """A sanitizer's validated ``fit`` arguments: its parameters, then the sample (labels optional)."""
+
+    epsilon: float
+    delta: float
+    alpha: float
+    beta: float
+    expected_size: int | None
+    points: np.ndarray
+    labels: np.ndarray | None
+
+
+def check_sanitizer_fit(
+    hclass: HypothesisClass,
+    xs: object,
+    ys: object | None,
+    *,
+    epsilon: object,
+    delta: object,
+    alpha: object,
+    beta: object,
+    expected_size: object,
+) -> SanitizerInputs:
+    """The opening of every sanitizer's ``fit``: the parameters
+    (:func:`~privstream.learning.private_learners.base.check_fit_parameters`), then :func:`check_data`."""
+    parameters = check_fit_parameters(epsilon, delta, alpha, beta, expected_size)
+    return SanitizerInputs(*parameters, *check_data(hclass, xs, ys))

@@ -68,14 +68,11 @@ from privstream.learning.hypothesis_classes import FiniteClass, HypothesisClass
 from privstream.learning.mechanisms import DiscreteLaplaceMechanism
 from privstream.learning.private_learners.base import (
     LEARNERS,
-    check_accuracy_parameter,
-    check_expected_size,
-    check_privacy_parameters,
     make_learner,
     neighbouring_relation,
 )
 from privstream.learning.randomness import RandomSource, resolve
-from privstream.learning.sanitizers.base import SanitizerInputError, SanitizerResult, check_data
+from privstream.learning.sanitizers.base import SanitizerInputError, SanitizerResult, check_sanitizer_fit
 from privstream.learning.sanitizers.mwem import BlockState
 
 __all__ = [
@@ -268,11 +265,9 @@ class FoolingSanitizer:
         rng: RandomSource | None = None,
         expected_size: int | None = None,
     ) -> SanitizerResult:
-        eps, dlt = check_privacy_parameters(epsilon, delta)
-        a = check_accuracy_parameter(alpha, "alpha")
-        b = check_accuracy_parameter(beta, "beta")
-        size = check_expected_size(expected_size)
-        points, labels = check_data(hclass, xs, ys)
+        eps, dlt, a, b, size, points, labels = check_sanitizer_fit(
+            hclass, xs, ys, epsilon=epsilon, delta=delta, alpha=alpha, beta=beta, expected_size=expected_size
+        )
         budget = fooling_budget(eps, dlt, self.rounds)
         n = int(points.shape[0])
         tau = budget["tau"]

@@ -78,10 +78,9 @@ from privstream.learning.hypothesis_classes import FiniteClass, HypothesisClass,
 from privstream.learning.mechanisms import ExponentialMechanism, StableHistogram
 from privstream.learning.private_learners.base import (
     LearnerResult,
-    check_accuracy_parameter,
-    check_expected_size,
+    check_fit,
+    check_fit_parameters,
     check_privacy_parameters,
-    check_sample,
     neighbouring_relation,
 )
 from privstream.learning.private_learners.global_stability.algorithm_g import (
@@ -208,9 +207,7 @@ def theory_parameters(
     >>> p.K, p.m, p.n_prime, p.n_total
     (1354324, 1310880, 8937, 1775356254057)
     """
-    a = check_accuracy_parameter(alpha, "alpha")
-    b = check_accuracy_parameter(beta, "beta")
-    eps, dlt = check_privacy_parameters(epsilon, delta)
+    eps, dlt, a, b, _ = check_fit_parameters(epsilon, delta, alpha, beta)
     if dlt <= 0:
         raise PrivacyParameterError("the global-stability learner needs delta > 0 (stable histogram)")
     g = g_parameters(d, exact_fraction(a, "alpha") / 2)
@@ -263,9 +260,7 @@ def global_stability_log10_sample_size(
     >>> f"{global_stability_log10_sample_size(0.1, 0.1, 1.0, 1e-6, 32):.4g}"
     '1.034e+10'
     """
-    a = check_accuracy_parameter(alpha, "alpha")
-    b = check_accuracy_parameter(beta, "beta")
-    eps, dlt = check_privacy_parameters(epsilon, delta)
+    eps, dlt, a, b, _ = check_fit_parameters(epsilon, delta, alpha, beta)
     if dlt <= 0:
         raise PrivacyParameterError("the global-stability learner needs delta > 0 (stable histogram)")
     if d <= EXACT_LDIM:
@@ -722,16 +717,14 @@ class GlobalStabilityLearner:
         rng: RandomSource | None = None,
         expected_size: int | None = None,
     ) -> LearnerResult:
-        eps, dlt = check_privacy_parameters(epsilon, delta)
+        eps, dlt, a, b, expected, points, labels = check_fit(
+            hclass, xs, ys, epsilon=epsilon, delta=delta, alpha=alpha, beta=beta, expected_size=expected_size
+        )
         if dlt <= 0:
             raise PrivacyParameterError(
                 "the global-stability learner is (epsilon, delta)-DP with delta > 0 (stable histogram); "
                 "pass e.g. delta=1e-6"
             )
-        a = check_accuracy_parameter(alpha, "alpha")
-        b = check_accuracy_parameter(beta, "beta")
-        expected = check_expected_size(expected_size)
-        points, labels = check_sample(hclass, xs, ys)
         n = int(points.shape[0])
         params, theory = self.parameters_for(
             hclass, n, epsilon=eps, delta=dlt, alpha=a, beta=b, expected_size=expected
