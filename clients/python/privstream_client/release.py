@@ -31,6 +31,7 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Literal, TypeAlias
 
 import numpy as np
@@ -190,8 +191,13 @@ class Publication:
 
     @classmethod
     def read(cls, f: _Fields) -> Publication:
+        scheduled = f.text("scheduled_at")
+        try:
+            datetime.fromisoformat(scheduled.replace("Z", "+00:00"))
+        except ValueError:
+            raise f._bad("scheduled_at", "an ISO 8601 time", scheduled) from None
         return cls(
-            scheduled_at=f.text("scheduled_at"),
+            scheduled_at=scheduled,
             publish_delay_seconds=f.number("publish_delay_seconds", low=0),
             max_node_examples=f.integer("max_node_examples", None, low=1),
             rule=f.text("rule"),
@@ -342,6 +348,33 @@ class Release:
     @property
     def ledger_entry_id(self) -> str | None:
         return self.certificate.ledger_entry_id
+
+    @property
+    def published_at(self) -> datetime | None:
+        """When the release was published: its signed ``publication.scheduled_at`` (None for a
+        release without one). Signed, so a cache or a replay cannot make an old release look new.
+
+        >>> data = {**EXAMPLE, "certificate": {**EXAMPLE["certificate"], "publication": {
+        ...     "scheduled_at": "2026-12-02T12:00:00Z", "publish_delay_seconds": 5.0, "rule": "..."}}}
+        >>> Release.from_json(data).published_at.isoformat()
+        '2026-12-02T12:00:00+00:00'
+        """
+        publication = self.certificate.publication
+        if publication is None:
+            return None
+        try:
+            moment = datetime.fromisoformat(publication.scheduled_at.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+        return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+    def age_seconds(self, now: datetime | None = None) -> float | None:
+        """How long ago the release was published (:attr:`published_at`), by ``now`` (default: this
+        machine's clock): how stale the hypothesis a subscriber holds is. None if unknown."""
+        published = self.published_at
+        if published is None:
+            return None
+        return ((now or datetime.now(UTC)) - published).total_seconds()
 
     @property
     def hypothesis_dict(self) -> dict[str, Any]:
