@@ -131,3 +131,17 @@ def test_no_client_module_imports_the_service_even_lazily() -> None:
                 names = [node.module]
             found += [f"{path.name}: {n}" for n in names if n.split(".")[0] in SERVICE_ONLY]
     assert not found, found
+
+
+def test_a_release_says_when_it_was_published_and_how_old_it_is() -> None:
+    from datetime import UTC, datetime
+
+    vectors = ROOT / "clients" / "spec" / "vectors"
+    release = Release.from_json((vectors / "threshold.release.json").read_bytes())
+    assert release.published_at == datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
+    assert release.age_seconds(datetime(2026, 12, 2, 12, 1, 30, tzinfo=UTC)) == 90.0
+    assert Release.from_json(EXAMPLE).age_seconds() is None  # no publication stated
+    data = json.loads((vectors / "threshold.release.json").read_bytes())
+    data["certificate"]["publication"]["scheduled_at"] = "yesterday"
+    with pytest.raises(ReleaseFormatError, match="scheduled_at"):
+        Release.from_json(data)
