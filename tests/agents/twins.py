@@ -230,8 +230,16 @@ class TwinRun:
         slot_seconds: float = TWIN_SLOT_SECONDS,
         ledger: Any = None,
         store: Any = None,
+        store_seconds_per_row: float = 0.0,
+        ingest_seconds_per_example: float = 0.0,
     ):
-        """``ledger`` and ``store``: another run's, to restart on them (a crash and a new worker)."""
+        """``ledger`` and ``store``: another run's, to restart on them (a crash and a new worker).
+
+        ``store_seconds_per_row``: what reading one stored row back costs on the run's clock (the
+        store's decode of a window's or node's rows), so that work at a node's close whose size is
+        private shows in the run's times as it does on a real machine. ``ingest_seconds_per_example``:
+        what validating, learning and storing one example of a poll costs on the run's clock (the
+        time passes before the release agent takes the stream's examples of the poll in)."""
         from privstream.stream_app.service import release_policy
 
         self.streams = [stream] if isinstance(stream, StreamConfig) else list(stream)
@@ -272,6 +280,8 @@ class TwinRun:
             budgets[config.name] = budget or (config.release.epsilon_budget, config.release.delta_budget)
         self.ledger = ledger or SqliteLedger.open(":memory:", budgets=budgets)
         self.store = store or SqliteStateStore(":memory:")
+        if store_seconds_per_row:
+            self._charge_store_reads(store_seconds_per_row)
         self.store.generation = "gen0"  # both twins: the same store generation (it names count windows)
         if ledger is None:
             self.ledger.ledger_id = "ledger0"  # both twins: the same ledger (its id is drawn at random)
@@ -305,8 +315,30 @@ class TwinRun:
         validator = ExampleValidator(domains, user_level=user_level, **validator_options)
         learners_online = OnlineLearners(online, self.metrics, self.store)
         self.pipeline = IngestPipeline(validator, learners_online, self.metrics, Progress(), self.agent)
+        if ingest_seconds_per_example:
+            observe = self.agent.observe_batch
+
+            def observe_batch(stream_id: str, partition: int, offsets: Sequence[int], *rest: Any) -> None:
+                self.clock.now = self.clock.now + ingest_seconds_per_example * len(offsets)
+                observe(stream_id, partition, offsets, *rest)
+
+            self.agent.observe_batch = observe_batch  # type: ignore[method-assign]
         self.offset = 0
         self._shown: dict[str, Any] = {}
+
+    def _charge_store_reads(self, seconds_per_row: float) -> None:
+        """Every row the store decodes moves the clock by ``seconds_per_row``: the time passes while
+        the work runs (the offload is inline), so a fit it delays starts later."""
+        backend = self.store._backend
+        decode = backend.points
+        self.rows_read: list[int] = []
+
+        def points(stored: Any) -> Any:
+            self.rows_read.append(len(stored))
+            self.clock.now = self.clock.now + seconds_per_row * len(stored)
+            return decode(stored)
+
+        backend.points = points
 
     async def _publish(
         self, topic: str, stream_id: str, release: bytes, *, timestamp_ms: int | None = None

@@ -24,8 +24,8 @@ from privstream.agents.interfaces import (
     WindowData,
 )
 from privstream.agents.ledger_port import PrivacyLedger
-from privstream.agents.releases.nodes import build_node, node_bounds, node_released, window_info
-from privstream.agents.releases.policy import ReleasePolicy
+from privstream.agents.releases.nodes import build_node, ingest_rule, node_released, window_info
+from privstream.agents.releases.policy import ReleasePolicy, samples_at_ingest
 from privstream.agents.releases.preparation import NodePreparer
 from privstream.agents.releases.publishing import DeadlinePublisher, Publisher
 from privstream.agents.releases.state import Ready, StreamState
@@ -39,10 +39,22 @@ from privstream.agents.windows import (
     node_id,
     time_window_index,
 )
+from privstream.learning.errors import InvariantError
 from privstream.learning.randomness import RandomSource
 from privstream.schemas import WindowInfo
 
 log = logging.getLogger(__name__)
+
+
+def close_moment(stamp_ms: int | None, now: float) -> float:
+    """When a count window closes: its last example's record timestamp (Unix ms), never later
+    than the worker's clock ``now`` (a producer's clock ahead of the worker's would otherwise hold
+    the stream's schedule back); ``now`` for a record without a timestamp.
+
+    >>> close_moment(1_700_000_000_250, now=1_700_000_003.0), close_moment(None, now=5.0)
+    (1700000000.25, 5.0)
+    """
+    return now if stamp_ms is None else min(stamp_ms / 1000, now)
 
 
 class ReleaseAgent:
@@ -90,6 +102,14 @@ class ReleaseAgent:
             sid: StreamState(slots=None if p.slot(0) is None else Slots()) for sid, p in policies.items()
         }
         self._tasks: set[asyncio.Task[None]] = set()
+        # How each stream's time windows take rows in; a bottom-k window's priorities are secret
+        # (secure randomness; tests inject a seeded source per stream).
+        self._ingest_rules = {
+            sid: ingest_rule(
+                p, rng_factory(f"ingest-{sid}") if rng_factory and samples_at_ingest(p) else None
+            )
+            for sid, p in policies.items()
+        }
         started = clock()
         self._start = {
             sid: p.schedule_start if p.schedule_start is not None else started for sid, p in policies.items()
@@ -129,14 +149,21 @@ class ReleaseAgent:
             ]
             size = policy.window_size
             seqs = self.store.append_many(stream_id, partition, rows)
-            # A count window closes when its last example is taken in: under replace-one that
-            # moment does not depend on any example's content.
-            taken_in = self.clock()
-            for seq in seqs:
+            # A count window closes at its last example's record timestamp: when the broker took
+            # it in, a public moment no other example's processing (this poll's validation,
+            # learning, storage, another stream's rows ahead of it) can move. Replays are skipped
+            # from the front: the rows taken in are the batch's last len(seqs).
+            first_fresh = len(rows) - len(seqs)
+            now: float | None = None
+            for j, seq in enumerate(seqs):
                 if (seq + 1) % size == 0:
-                    self._schedule_window(policy, state, count_window_index(seq, size), taken_in)
+                    if now is None:
+                        now = self.clock()
+                    closed_at = close_moment(stamps_ms[first_fresh + j], now)
+                    self._schedule_window(policy, state, count_window_index(seq, size), closed_at)
             return
-        assert policy.window_seconds is not None
+        if policy.window_seconds is None:
+            raise InvariantError("invariant broken: policy.window_seconds is not None")
         first_open = self._next_time_window(policy, state)
         rows = []
         now = self.clock()
@@ -149,10 +176,11 @@ class ReleaseAgent:
                 self.metrics.late_example(stream_id)  # its window was closed already
                 continue
             rows.append((o, x, y, u, index))
-        # A capped vector node keeps its window's first rows: the rest are never stored, so a
-        # window's private size costs nothing at its close.
-        keep_first = node_bounds(policy).max_node_examples
-        self.store.append_many(stream_id, partition, rows, keep_first=keep_first)
+        # A capped node keeps its window's first rows (vectors) or a bottom-k sample (integer
+        # classes): the rest are never stored, so a window's private size costs nothing at its close.
+        keep_first, priorities = self._ingest_rules[stream_id]
+        drawn = priorities(len(rows)) if priorities is not None and rows else None
+        self.store.append_many(stream_id, partition, rows, keep_first=keep_first, priorities=drawn)
         if self._owns(stream_id):
             self._close_due_time_windows(policy, state, now)
 
@@ -166,7 +194,8 @@ class ReleaseAgent:
         """The first time window not closed yet: after the last one the store saw closed, else the
         stream's first window (the one holding its schedule start)."""
         if state.next_time_window is None:
-            assert policy.window_seconds is not None
+            if policy.window_seconds is None:
+                raise InvariantError("invariant broken: policy.window_seconds is not None")
             first = time_window_index(self._start[policy.stream_id], policy.window_seconds)
             prefix = f"{policy.family}-L0-"  # level-0 windows; nodes record their own closing
             closed = [
@@ -181,7 +210,8 @@ class ReleaseAgent:
 
     def close_time(self, policy: ReleasePolicy, index: int) -> float:
         """When time window ``index`` closes on the worker's clock (public)."""
-        assert policy.window_seconds is not None
+        if policy.window_seconds is None:
+            raise InvariantError("invariant broken: policy.window_seconds is not None")
         return (index + 1) * policy.window_seconds + policy.allowed_lateness_seconds
 
     def _close_due_time_windows(self, policy: ReleasePolicy, state: StreamState, now: float) -> None:

@@ -54,6 +54,7 @@ from privstream.agents.releases.state import Fit, Ready, StreamState
 from privstream.agents.releases.workload import learner_call, stand_in
 from privstream.agents.timing import FitProcessDied, FitRunner, FitTimedOut
 from privstream.agents.windows import bound_contributions
+from privstream.learning.errors import InvariantError
 from privstream.learning.guarantees import GuaranteeError, shortfall
 from privstream.learning.randomness import RandomSource, derived
 from privstream.schemas import WindowInfo
@@ -185,7 +186,10 @@ class NodePreparer:
         product = ready.product
         stream_id, key = policy.stream_id, product.key
         cost_epsilon, cost_delta = product.cost(level)
-        assert info.first_window is not None and info.last_window is not None
+        if info.first_window is None:
+            raise InvariantError("invariant broken: info.first_window is not None")
+        if info.last_window is None:
+            raise InvariantError("invariant broken: info.last_window is not None")
         node = NodeRange(level, info.first_window, info.last_window)
         users: list[str] | None = None
         data: WindowData | None = None
@@ -236,7 +240,8 @@ class NodePreparer:
                 # The filter first, then each user's first k rows, then the cap (the learner's
                 # input, NodeFit): an excluded user displaces no one.
                 keep = np.array([str(u) in included for u in data.users.tolist()], bool)
-                assert policy.user_contribution_bound is not None
+                if policy.user_contribution_bound is None:
+                    raise InvariantError("invariant broken: policy.user_contribution_bound is not None")
                 return bound_contributions(
                     WindowData(*(column[keep] for column in data)), policy.user_contribution_bound
                 )
@@ -262,7 +267,8 @@ class NodePreparer:
         """The default release's bytes: the learner on :func:`stand_in` with the same parameters and
         randomness (data-independent, the same certificate, charged the same)."""
         product, reservation = fit.ready.product, fit.ready.reservation
-        assert reservation is not None
+        if reservation is None:
+            raise InvariantError("invariant broken: reservation is not None")
         xs, ys = stand_in(policy, fit.data, level)
         source = self._source(window_id, product.key, reservation.seed)
         call = learner_call(policy, product, fit.epsilon, fit.delta, level, source)
@@ -308,7 +314,8 @@ class NodePreparer:
         its process died."""
         ready, product = fit.ready, fit.ready.product
         reservation, deadline = ready.reservation, ready.deadline
-        assert reservation is not None
+        if reservation is None:
+            raise InvariantError("invariant broken: reservation is not None")
         stream_id, key, seed = policy.stream_id, product.key, reservation.seed
         extra = {"stream_id": stream_id, "window_id": window_id, "ledger_entry_id": None}
         if deadline is not None and self.clock() >= deadline:  # the defaults took the slot (or a restart)

@@ -23,6 +23,7 @@ from privstream.agents.releases.policy import (
     node_expected_size,
     node_sample_size,
 )
+from privstream.learning.errors import InvariantError
 from privstream.learning.planning import runtime_inputs
 from privstream.learning.randomness import seeded
 
@@ -44,7 +45,8 @@ def stand_in(policy: ReleasePolicy, data: WindowData, level: int = 0) -> tuple[n
         return data.xs[:0], data.ys[:0]
     n = node_sample_size(policy, level)
     if data.xs.ndim == 2:
-        assert policy.feature_bounds is not None
+        if policy.feature_bounds is None:
+            raise InvariantError("invariant broken: policy.feature_bounds is not None")
         xs = np.repeat(policy.feature_bounds[:, 0][None, :], n, axis=0).astype(data.xs.dtype)
     else:
         xs = np.zeros(n, dtype=data.xs.dtype)
@@ -83,7 +85,8 @@ def slot_workload(
     level = policy.top_level if level is None else level
     n = largest_input(policy, level)
     space = policy.hypothesis_class if policy.feature_bounds is None else policy.feature_bounds
-    assert space is not None
+    if space is None:
+        raise InvariantError("invariant broken: space is not None")
     inputs = runtime_inputs(space, n, seed)
     sample = WindowData(inputs[0][1][:0], inputs[0][2][:0], np.zeros(0, object), np.zeros(0, np.int64))
     work = []
