@@ -92,4 +92,21 @@ def test_no_derived_slot_is_shorter_than_a_learner_process_start_up():
     finally:
         processes.shutdown()
     assert startup is not None and startup > 0
-    assert min(slots["b"].level_slots) >= slot_advice(startup)
+    assert min(slots["b"].level_slots) >= SLOT_MARGIN_SECONDS + startup
+
+
+def test_the_slot_covers_loading_and_shipping_the_node_measured_on_public_rows(monkeypatch):
+    """Building the node in the store, reading it back and shipping it are in the slot: a machine
+    where they take 2 s gets a slot for 2 s more work."""
+    from privstream.stream_app import publication
+    from privstream.stream_app.slot_path import load_seconds
+
+    derived = policy_of(stream("b", max_node_examples=50, window={"kind": "count", "size": 50}))
+    assert load_seconds(derived, 0) > 0  # measured through a real store, on 50 public rows
+    monkeypatch.setattr(publication, "load_seconds", lambda policy, level: 2.0)
+    processes = LearnerProcesses(["b"])
+    try:
+        slots = derive_slots({"b": derived}, processes, timer_seconds=0.0)
+    finally:
+        processes.shutdown()
+    assert min(slots["b"].level_slots) >= slot_advice(2.0)

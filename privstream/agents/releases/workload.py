@@ -22,6 +22,7 @@ from privstream.agents.releases.policy import (
     learner_privacy,
     node_expected_size,
     node_sample_size,
+    shuffles,
 )
 from privstream.learning.errors import InvariantError
 from privstream.learning.planning import runtime_inputs
@@ -97,6 +98,8 @@ def slot_workload(
             return learner_call(policy, product, epsilon, delta, level, seeded(seed))
 
         default = NodeFit(call(), *stand_in(policy, sample, level))
-        fits = [NodeFit(call(), xs, ys, cap=policy.max_node_examples) for _, xs, ys in inputs]
+        # the fit call as a node's: its input put in a random order (histograms) and capped there
+        order = seeded(seed) if shuffles(policy) else None
+        fits = [NodeFit(call(), xs, ys, order=order, cap=policy.max_node_examples) for _, xs, ys in inputs]
         work.append((default, fits))
     return work
