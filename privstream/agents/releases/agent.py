@@ -39,6 +39,7 @@ from privstream.agents.windows import (
     node_id,
     time_window_index,
 )
+from privstream.learning.errors import InvariantError
 from privstream.learning.randomness import RandomSource
 from privstream.schemas import WindowInfo
 
@@ -161,7 +162,8 @@ class ReleaseAgent:
                     closed_at = close_moment(stamps_ms[first_fresh + j], now)
                     self._schedule_window(policy, state, count_window_index(seq, size), closed_at)
             return
-        assert policy.window_seconds is not None
+        if policy.window_seconds is None:
+            raise InvariantError("invariant broken: policy.window_seconds is not None")
         first_open = self._next_time_window(policy, state)
         rows = []
         now = self.clock()
@@ -192,7 +194,8 @@ class ReleaseAgent:
         """The first time window not closed yet: after the last one the store saw closed, else the
         stream's first window (the one holding its schedule start)."""
         if state.next_time_window is None:
-            assert policy.window_seconds is not None
+            if policy.window_seconds is None:
+                raise InvariantError("invariant broken: policy.window_seconds is not None")
             first = time_window_index(self._start[policy.stream_id], policy.window_seconds)
             prefix = f"{policy.family}-L0-"  # level-0 windows; nodes record their own closing
             closed = [
@@ -207,7 +210,8 @@ class ReleaseAgent:
 
     def close_time(self, policy: ReleasePolicy, index: int) -> float:
         """When time window ``index`` closes on the worker's clock (public)."""
-        assert policy.window_seconds is not None
+        if policy.window_seconds is None:
+            raise InvariantError("invariant broken: policy.window_seconds is not None")
         return (index + 1) * policy.window_seconds + policy.allowed_lateness_seconds
 
     def _close_due_time_windows(self, policy: ReleasePolicy, state: StreamState, now: float) -> None:
