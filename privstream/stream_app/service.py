@@ -366,6 +366,7 @@ def online_streams(settings: Settings) -> tuple[dict[str, OnlineStream], dict[st
             tuple((lo, hi) for lo, hi in s.feature_bounds or ()),
             s.online_learner,
             dict(s.online_params),
+            tuple(s.feature_labels),
         )
         for s in settings.streams
         if s.features is not None
