@@ -15,6 +15,10 @@ class LearningInputError(ValueError):
     """Base class of the learning layer's input errors."""
 
 
+class ParameterError(LearningInputError):
+    """An algorithm's parameter in a configuration that it does not take, or outside its range."""
+
+
 class ClassSpecError(LearningInputError):
     """A hypothesis-class spec string that does not parse (``"thresholds:abc"``, ``"cubes:3"``)."""
 

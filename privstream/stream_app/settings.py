@@ -22,12 +22,18 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationInfo, field_validator, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 
 from privstream.learning.hypothesis_classes import Intervals, Points, Thresholds, parse_class_spec
-from privstream.learning.online import DEFAULT_ONLINE_LEARNER, OnlineInputError, make_online_learner
+from privstream.learning.online import (
+    DEFAULT_ONLINE_LEARNER,
+    OnlineInputError,
+    check_online_parameters,
+    make_online_learner,
+)
+from privstream.learning.parameters import ACCURACY_TARGETS, check_registered
 from privstream.learning.private_learners.base import LEARNERS
 from privstream.learning.private_learners.vector_base import VECTOR_LEARNERS, check_bounds
 from privstream.learning.private_learners.vector_base import configuration_error as vector_configuration_error
@@ -213,6 +219,27 @@ class ReleaseConfig(BaseModel):
         if name is not None and name not in SANITIZERS:
             raise ValueError(unknown_name("sanitizer", name, SANITIZERS))
         return name
+
+    @field_validator("learner_params")
+    @classmethod
+    def _learner_takes(cls, params: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        # The names and ranges the learner declares, checked by name before it is built.
+        learner = info.data.get("learner")
+        if not isinstance(learner, str):  # refused by its own validator
+            return params
+        if learner in VECTOR_LEARNERS:
+            check_registered("vector-learner", learner, params)
+        else:
+            check_registered("learner", learner, params, extra=ACCURACY_TARGETS)
+        return params
+
+    @field_validator("sanitizer_params")
+    @classmethod
+    def _sanitizer_takes(cls, params: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        sanitizer = info.data.get("sanitizer")
+        if isinstance(sanitizer, str):
+            check_registered("sanitizer", sanitizer, params)
+        return params
 
     @model_validator(mode="after")
     def _algorithms_build(self) -> ReleaseConfig:
@@ -430,6 +457,14 @@ class StreamConfig(BaseModel):
         'Perceptrons) or {"learning_rate": 0.5} (logistic)',
     )
     release: ReleaseConfig | None = Field(default=None, description="private releases; none if unset")
+
+    @field_validator("online_params")
+    @classmethod
+    def _online_takes(cls, params: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        learner = info.data.get("online_learner")
+        if isinstance(learner, str) and info.data.get("features") is not None:  # else refused below
+            check_online_parameters(learner, params)
+        return params
 
     @field_validator("hypothesis_class")
     @classmethod

@@ -139,7 +139,10 @@ def test_a_vector_stream_needs_no_release_and_has_the_auto_learner_by_default():
     ("stream", "message"),
     [
         ({**VECTORS, "online_learner": "svm"}, "unknown online learner"),
-        ({**VECTORS, "online_params": {"margin": 0}}, "margin must be a positive number"),
+        (
+            {**VECTORS, "online_params": {"margin": 0}},
+            "parameter 'margin' of online learner 'auto' must be a number > 0",
+        ),
         ({**VECTORS, "online_params": {"learning_rate": 1}}, "learning_rate"),
         ({**VECTORS, "feature_names": ["a"]}, "2 distinct names"),
         ({**VECTORS, "feature_names": ["a", "a"]}, "2 distinct names"),

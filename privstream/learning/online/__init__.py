@@ -71,6 +71,7 @@ from privstream.learning.online.second_order import MAX_FEATURES as SECOND_ORDER
 from privstream.learning.online.second_order import SecondOrderPerceptron
 from privstream.learning.online.standardized import ScaledLogistic, ScaledPassiveAggressive
 from privstream.learning.online.weighted_majority import WeightedMajority
+from privstream.learning.parameters import check_parameters
 
 __all__ = [
     "AUTO",
@@ -90,6 +91,7 @@ __all__ = [
     "ScaledPassiveAggressive",
     "SecondOrderPerceptron",
     "WeightedMajority",
+    "check_online_parameters",
     "learner_from_state",
     "make_online_learner",
     "mistake_bound",
@@ -142,6 +144,22 @@ def make_online_learner(name: str, bounds: object, **params: Any) -> LinearLearn
         return cls(bounds, **params)
     except TypeError as exc:  # an unknown parameter name
         raise OnlineInputError(f"online learner {name!r}: {exc}") from None
+
+
+def check_online_parameters(name: str, params: dict[str, Any]) -> None:
+    """Refuse ``params`` that the online learner ``name`` (or ``"auto"``) does not take or that
+    are outside their ranges (:func:`privstream.learning.parameters.check_parameters`); an unknown
+    learner is left to :func:`make_online_learner`.
+
+    >>> check_online_parameters("perceptron", {"margn": 0.1})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    privstream.learning.errors.ParameterError: unknown parameter 'margn' ... 'margin'? (it takes margin)
+    """
+    resolved = BlockVote.name if name == AUTO else name
+    cls = ONLINE_LEARNERS.get(resolved)
+    if cls is not None:
+        check_parameters("online learner", name, cls, params, skip=("bounds",))
 
 
 def learner_from_state(state: dict[str, Any]) -> LinearLearner:

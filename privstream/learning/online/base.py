@@ -28,9 +28,11 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
+
+from privstream.learning.parameters import Range
 
 __all__ = [
     "FeatureMap",
@@ -209,6 +211,13 @@ class LinearLearner:
     _arrays: tuple[str, ...] = ()
     _params: tuple[str, ...] = ()
     _counters: tuple[str, ...] = ()
+    #: The ranges of the parameters the subclasses take (each applies where a signature names it).
+    parameter_ranges: ClassVar[dict[str, Range]] = {
+        "margin": Range(low=0, low_open=True),
+        "learning_rate": Range(low=0, low_open=True),
+        "regularizer": Range(low=0, low_open=True),
+        "aggressiveness": Range(low=0, low_open=True),
+    }
 
     def __init__(self, bounds: object) -> None:
         self.feature_map = FeatureMap(bounds)

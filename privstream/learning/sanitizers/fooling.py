@@ -66,6 +66,7 @@ from privstream.learning.errors import InvariantError, LearningInputError
 from privstream.learning.hypotheses import Hypothesis
 from privstream.learning.hypothesis_classes import FiniteClass, HypothesisClass
 from privstream.learning.mechanisms import DiscreteLaplaceMechanism
+from privstream.learning.parameters import Range
 from privstream.learning.private_learners.base import (
     LEARNERS,
     make_learner,
@@ -215,6 +216,10 @@ class FoolingSanitizer:
     generator (default α, i.e. ``η_MW = 4γ``). ``broken`` names a deliberately broken variant
     for the privacy audits only (``"noiseless_check"``: the gap measured without noise).
     """
+
+    parameter_ranges: ClassVar[dict[str, Range]] = {"rounds": Range(low=1, integer=True)}
+    #: The audits' broken variant (a noiseless check): never a configuration's.
+    audit_parameters: ClassVar[frozenset[str]] = frozenset({"broken"})
 
     name: ClassVar[str] = "fooling"
 

@@ -84,6 +84,7 @@ from privstream.learning.hypothesis_classes import (
     threshold_hypothesis,
 )
 from privstream.learning.mechanisms import DiscreteLaplaceMechanism, ExponentialMechanism
+from privstream.learning.parameters import Range
 from privstream.learning.private_learners.base import (
     neighbouring_relation,
 )
@@ -287,6 +288,17 @@ class MWEMSanitizer:
     broken variants (argmax selection, exact counts, ν = the true n when n is private) that the
     privacy audits must catch; never use them otherwise.
     """
+
+    parameter_ranges: ClassVar[dict[str, Range]] = {
+        "rounds": Range(low=1, integer=True),
+        "repetitions": Range(low=0, integer=True),
+        "selection_share": Range(0, 1, low_open=True, high_open=True),
+        "count_share": Range(0, 1, low_open=True, high_open=True),
+    }
+    #: The audits' broken variants (a noise source off): never a configuration's.
+    audit_parameters: ClassVar[frozenset[str]] = frozenset(
+        {"noisy_selection", "noisy_measurement", "noisy_size"}
+    )
 
     name: ClassVar[str] = "mwem"
 

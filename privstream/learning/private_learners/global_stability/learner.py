@@ -68,7 +68,7 @@ import math
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import asdict, dataclass
 from fractions import Fraction
-from typing import Any, TypedDict
+from typing import Any, ClassVar, TypedDict
 
 import numpy as np
 
@@ -76,6 +76,7 @@ from privstream.learning.errors import InvariantError, PrivacyParameterError
 from privstream.learning.hypotheses import Hypothesis, hypothesis_from_runs
 from privstream.learning.hypothesis_classes import FiniteClass, HypothesisClass, Intervals, Points, Thresholds
 from privstream.learning.mechanisms import ExponentialMechanism, StableHistogram
+from privstream.learning.parameters import Range
 from privstream.learning.private_learners.base import (
     LearnerResult,
     check_fit,
@@ -652,6 +653,14 @@ class GlobalStabilityLearner:
     >>> r.hypothesis.predict(5), r.epsilon, r.delta, r.proper, r.accuracy_guarantee_holds
     (1, 1.0, 1e-06, True, False)
     """
+
+    parameter_ranges: ClassVar[dict[str, Range]] = {
+        "tie": Range(0, 1, integer=True),
+        "stability": Range(0, 1, low_open=True),
+        "prime_fraction": Range(0, 1, low_open=True, high_open=True),
+        "tolerance": Range(0, 1, low_open=True, high_open=True),
+        "max_draws": Range(low=1, integer=True),
+    }
 
     name = "global-stability"
     mechanism = MECHANISM

@@ -71,11 +71,12 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from privstream.learning.mechanisms import ExponentialMechanism
+from privstream.learning.parameters import Range
 from privstream.learning.private_learners.base import (
     check_accuracy_parameter,
     check_expected_size,
@@ -150,6 +151,12 @@ class HalfspaceLearner:
     ``fitted_normals`` and ``fit_from`` configure the fitted normals (``fit_from=None``: never fit,
     the public net alone); ``alpha``/``beta`` only set the certificate's theorem sample size.
     """
+
+    parameter_ranges: ClassVar[dict[str, Range]] = {
+        "resolution": Range(low=4, integer=True, optional=True),
+        "alpha": Range(0, 1, low_open=True, high_open=True),
+        "beta": Range(0, 1, low_open=True, high_open=True),
+    }
 
     name = "halfspaces"
 

@@ -48,11 +48,12 @@ True
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from privstream.learning.errors import LearningInputError
+from privstream.learning.parameters import Range
 from privstream.learning.private_learners.base import check_expected_size, neighbouring_relation
 from privstream.learning.private_learners.kernel.budget import (
     COUNTS_SHARE,
@@ -104,6 +105,12 @@ class KernelLearner:
     (see the module docstring). ``frequencies``: D (the rule has 2D weights); ``relative_bandwidth``:
     h² over the private mean squared distance between rows; ``bandwidth``: a public h on the unit
     box instead (then the spread is not estimated and its budget goes to the feature sum)."""
+
+    parameter_ranges: ClassVar[dict[str, Range]] = {
+        "frequencies": Range(1, MAX_FREQUENCIES, integer=True),
+        "relative_bandwidth": Range(low=0, low_open=True),
+        "bandwidth": Range(low=0, low_open=True, optional=True),
+    }
 
     name = "kernel"
 

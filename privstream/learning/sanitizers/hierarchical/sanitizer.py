@@ -82,6 +82,7 @@ import numpy as np
 
 from privstream.learning.hypothesis_classes import HypothesisClass, Intervals, Points, Thresholds
 from privstream.learning.mechanisms import DiscreteLaplaceMechanism
+from privstream.learning.parameters import Range
 from privstream.learning.randomness import RandomSource, resolve
 from privstream.learning.sanitizers.base import SanitizerInputError, SanitizerResult, check_sanitizer_fit
 from privstream.learning.sanitizers.distribution import SyntheticDistribution
@@ -132,6 +133,18 @@ class HierarchicalSanitizer:
     ``noisy_counts=False`` are deliberately broken variants for the privacy audits; never use them
     otherwise.
     """
+
+    parameter_ranges: ClassVar[dict[str, Range]] = {
+        "partition_share": Range(0, 1, low_open=True, high_open=True),
+        "fanout": Range(low=2, integer=True),
+        "branching": Range(low=2, integer=True, optional=True),
+        "theta": Range(integer=True),
+        "point_share": Range(0, 1, high_open=True, optional=True),
+    }
+    #: The audits' broken variants (a noise source or the depth bias off): never a configuration's.
+    audit_parameters: ClassVar[frozenset[str]] = frozenset(
+        {"noisy_partition", "depth_bias", "noisy_points", "noisy_counts"}
+    )
 
     name: ClassVar[str] = "hierarchical"
 
