@@ -15,4 +15,7 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 echo "== installing privstream${EXTRAS:-} into $VENV" >&2
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip >&2
-"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e "$ROOT${EXTRAS:-}" >&2
+# privstream depends on privstream-client (clients/python/, the subscriber's code): both come
+# from this checkout, in one resolution, so the index is never asked for the client.
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
+  -e "$ROOT/clients/python" -e "$ROOT${EXTRAS:-}" >&2

@@ -1,6 +1,6 @@
 """Shared test configuration.
 
-Tests marked ``kafka`` need Apache Kafka (features the embedded broker lacks, DESIGN.md §5);
+Tests marked ``kafka`` need Apache Kafka (features the embedded broker lacks, such as transactions);
 they run only when ``PRIVSTREAM_KAFKA_BOOTSTRAP`` names one, and are reported as skipped
 with that reason otherwise.
 

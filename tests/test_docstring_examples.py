@@ -1,4 +1,4 @@
-"""Every runnable example in the package's docstrings runs and prints what it says.
+"""Every runnable example in the docstrings of the service and its client runs and prints what it says.
 
 Docstrings carry short ``>>>`` examples (mechanisms, ledger, classes, the demo's summary...);
 this runs all of them, so documentation that drifts from the code fails CI.
@@ -10,13 +10,15 @@ import doctest
 import importlib
 import pkgutil
 
+import privstream_client
 import pytest
 
 import privstream
 
 MODULES = sorted(
     m.name
-    for m in pkgutil.walk_packages(privstream.__path__, "privstream.")
+    for package in (privstream, privstream_client)
+    for m in pkgutil.walk_packages(package.__path__, f"{package.__name__}.")
     if not m.name.endswith("__main__")  # importing it would run the CLI
 )
 

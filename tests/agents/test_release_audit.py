@@ -1,4 +1,4 @@
-"""Empirical privacy audit of the time-window release path, end to end (issue 16).
+"""Empirical privacy audit of the time-window release path, end to end.
 
 The mechanism audited is the whole release path in process (validation, the release agent on an
 injected clock, the ledger, the publisher): one run feeds a stream and records every public

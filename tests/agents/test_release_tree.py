@@ -1,4 +1,4 @@
-"""The release tree (issue 17): levels, node ids and ranges, per-level ε, lifetime certificates,
+"""The release tree: levels, node ids and ranges, per-level ε, lifetime certificates,
 a node's release equal to the offline learner's, and the parallel-composition audit."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from privstream.learning.randomness import seeded
 from privstream.stream_app.settings import ReleaseConfig, StreamConfig
 from tests.agents.twins import T0, Step, TwinRun, assert_twins, example, twins
 
-#: Until the lifetime ledger (E-DESIGN §3, branch ledger-tree) is merged, the ledger composes every
+#: The ledger of these tests composes every
 #: release sequentially against one total: a sound but draining bound. These tests give it room.
 LEGACY = (1000.0, 0.0)
 
@@ -346,7 +346,7 @@ async def test_a_node_left_unreleased_by_a_crash_is_released_after_restart_once(
 
 
 async def test_nodes_are_stored_compactly_and_dropped_once_their_parent_is_built_and_they_are_released():
-    """Issue 17.2: a window's rows become node (0, w) when it closes; a node is merged from its
+    """A window's rows become node (0, w) when it closes; a node is merged from its
     children, which go once it is built; a top node goes once released. Nothing else is kept."""
     from privstream.agents.interfaces import NodeBounds, NodeData
     from privstream.agents.windows import count_family

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from privstream.agents.releases import Product, ReleaseAgent, ReleasePolicy
+from privstream.learning.hypotheses import hypothesis_from_dict
 from privstream.learning.hypothesis_classes import parse_class_spec
 from privstream.learning.private_learners import make_learner
 from privstream.learning.randomness import seeded
@@ -199,10 +200,10 @@ async def test_count_windows_release_once_each_with_a_valid_certificate():
         # lifetime per example: every example is in one window, so each window leaves 10 - 1
         assert c.epsilon_budget_remaining == pytest.approx(9.0)
         assert c.proper is True and c.randomness == "seeded"
-        # The SDK reproduces the hypothesis: predict equals the released function.
+        # The SDK (the client's decoder) reproduces the hypothesis the learner released.
         sdk = Release.from_json(publish.messages[i][1])
         xs = np.arange(1024)
-        assert np.array_equal(sdk.predict(xs), sdk.hypothesis.predict(xs))
+        assert np.array_equal(sdk.predict(xs), hypothesis_from_dict(sdk.hypothesis_dict).predict(xs))
         assert sdk.predict(0) in (0, 1)
     assert agent.ledger.spent("s").epsilon == pytest.approx(1.0)  # per example, for ever
     assert all(c.published_at is not None for c in agent.ledger.entries("s"))
@@ -231,7 +232,7 @@ async def test_a_lifetime_budget_below_a_release_refuses_every_window_and_record
 
 
 async def test_a_lifetime_budget_lets_count_windows_release_for_ever():
-    """Issue 17: the budget is per example for ever; disjoint windows compose in parallel."""
+    """The budget is per example for ever; disjoint windows compose in parallel."""
     publish = Published()
     agent = make_agent({"s": policy()}, budget=(1.0, 0.0), publish=publish)
     await feed(agent, examples(3000))
@@ -273,7 +274,7 @@ async def test_window_closed_before_a_crash_is_released_after_restart():
 
 
 async def test_a_learner_failure_releases_the_fallback_charged_like_any_window():
-    """Issue 16.3: the window whose learner raised is released all the same, from a data-independent
+    """The window whose learner raised is released all the same, from a data-independent
     stand-in of the public size; its certificate has the same fields and values but the DP outputs."""
 
     class Flaky:
@@ -480,7 +481,7 @@ async def test_a_stream_of_feature_vectors_releases_a_private_model():
 
 
 async def test_the_individual_filter_charges_present_users_until_their_budget_then_excludes_them():
-    """E-DESIGN §5: a user present in every window is used until one more release would pass their
+    """The individual filter: a user present in every window is used until one more release would pass their
     budget; absent users pay nothing; a user in two streams pays from one budget."""
     from privstream.agents.ledger_port import PrivacyCost
 

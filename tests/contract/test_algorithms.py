@@ -5,7 +5,8 @@ registering an algorithm puts it under every check below, with nothing else to w
 
 * ``release_matches_schema``: the release the service publishes, and the one the offline CLI
   prints, validate against the committed JSON Schema (``privstream/schemas/json/``);
-* ``certificate_has_design_fields``: the certificate carries every field DESIGN.md §4 lists
+* ``certificate_has_design_fields``: the certificate carries every field the privacy model lists
+  (docs/design/privacy.md)
   (:data:`CERTIFICATE_FIELDS`; the ones no release carries yet are in
   :data:`CERTIFICATE_FIELDS_TO_COME`, and the check fails the day one of them appears, so it
   moves over);
@@ -18,7 +19,7 @@ registering an algorithm puts it under every check below, with nothing else to w
 * ``predicts_scalars_and_arrays`` (learners): the published hypothesis, read back by the SDK,
   predicts one point and an array of points, consistently; ``answers_queries`` (sanitizers): the
   published distribution answers a query of the class and is scored on an array of points;
-* ``zero_examples_released``: a window of zero examples is released like any other (DESIGN.md
+* ``zero_examples_released``: a window of zero examples is released like any other (the privacy model
   §4), through the release agent, and validates against the schema.
 
 A check an algorithm fails today is listed in :data:`KNOWN_GAPS` with its reason; the suite then
@@ -48,7 +49,7 @@ from tests.contract.algorithms import (
     service_release,
 )
 
-#: DESIGN.md §4 "Every release carries its certificate": each listed item -> its certificate key.
+#: "Every release carries its certificate": each item the privacy model lists -> its certificate key.
 #: On a count window at the example level (the contract's), none of them may be null, except
 #: :data:`NULL_MEANS_NO_THEOREM`.
 CERTIFICATE_FIELDS: dict[str, str] = {
@@ -71,7 +72,7 @@ CERTIFICATE_FIELDS: dict[str, str] = {
 NULL_MEANS_NO_THEOREM = {"accuracy_guarantee_holds"}
 
 #: The §4 items no certificate carries yet, with the key each is expected under: they land with
-#: issue 17 (the release tree's node and the lifetime bound).
+#: (the release tree's node and the lifetime bound).
 CERTIFICATE_FIELDS_TO_COME: dict[str, str] = {
     "lifetime bound (with the rule that gives it)": "lifetime_bound",
     "level and range of the release (its node)": "node",
@@ -150,6 +151,16 @@ def predicts_scalars_and_arrays(algorithm: Algorithm) -> None:
     assert set(labels.tolist()) <= {0, 1}
     label = release.predict(one)
     assert label in (0, 1) and label == labels[0]
+    # The client evaluates the released function exactly as the service's own model does.
+    served = release.hypothesis_dict
+    if algorithm.kind == "vector-learner":
+        from privstream.learning.private_learners.vector_base import vector_model_from_dict
+
+        assert np.array_equal(labels, vector_model_from_dict(served).predict(points))
+    else:
+        from privstream.learning.hypotheses import hypothesis_from_dict
+
+        assert np.array_equal(labels, hypothesis_from_dict(served).predict(points))
 
 
 def answers_queries(algorithm: Algorithm) -> None:

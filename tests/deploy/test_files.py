@@ -207,7 +207,7 @@ def test_dashboard_has_fixed_uid_schema_version_and_datasource_by_uid():
     assert (DEPLOY / mounted[provider["options"]["path"]] / DASHBOARD.name).is_file()
 
 
-#: The questions operators ask (issue 19), each answered by a panel of the dashboard.
+#: The questions operators ask, each answered by a panel of the dashboard.
 CONCERNS = {
     "ingest rate against capacity": "Examples learned per second, and the capacity",
     "consumer lag": "Consumer lag (messages)",

@@ -16,7 +16,8 @@ OUTSIDE = re.compile(
     r"|\b(?:blm_almm|ggkm|bayes_overview|streaming_notes|hierarchical_sanitizer|dp_landscape)(?:\.md| ?§)"
     r"|\b(?:[Ii]ssues?|[Ff]indings?) \d"
 )
-PRODUCT = ("README.md", "docs", "privstream", "deploy", "benchmarks", "scripts")
+#: The tests too: they explain themselves in their own words, like the code they check.
+PRODUCT = ("README.md", "docs", "privstream", "deploy", "benchmarks", "scripts", "tests")
 SUFFIXES = {".py", ".md", ".json", ".yml", ".yaml", ".toml", ".js", ".html", ".css", ".sh", ".txt", ""}
 
 #: Files being rewritten by their owners that still point outside; the test asserts they still do,
@@ -36,6 +37,7 @@ def product_files() -> list[Path]:
             and p.suffix in SUFFIXES
             and "__pycache__" not in p.parts
             and "results" not in p.parts
+            and p != Path(__file__).resolve()  # the patterns themselves
         ]
     return files
 

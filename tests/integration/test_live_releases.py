@@ -113,7 +113,7 @@ def test_windows_lifetime_budget_tree_and_public_topic(unique_settings, tmp_path
             c = release.certificate
             assert c.sample_size == 2000 and c.epsilon == 0.5 and c.randomness == "secure"
             assert c.window.kind == "count" and c.window.end - c.window.start == 2000
-            sdk = Release(release)
+            sdk = Release.from_json(release.model_dump_json())
             # The SDK's predict reproduces the released function, scalar and vectorised.
             assert [sdk.predict(int(x)) for x in fresh.xs[:50]] == list(sdk.predict(fresh.xs[:50]))
             assert sdk.error_on(fresh.xs, fresh.ys) < 0.05
@@ -319,7 +319,7 @@ def test_a_stream_of_feature_vectors_releases_through_the_same_pipeline(unique_s
         assert len(streams["vec"]) == 2
         for release in streams["vec"]:
             assert release.certificate.sample_size == 1000 and release.certificate.epsilon == 1.0
-            sdk = Release(release)
+            sdk = Release.from_json(release.model_dump_json())
             assert sdk.error_on(points, labels) < 0.3  # a private grid rule on 1000 points
         dead = run(consume_all(settings, settings.topic("examples.dlq"), 1))
         assert dict(dead[0].headers)["error.reason"] == b"wrong_type"

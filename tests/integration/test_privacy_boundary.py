@@ -5,7 +5,7 @@ than the contribution bound) are planted in a user-level stream. Then every byte
 on the public topics (``hypotheses``, ``sanitized``) and the whole ``/metrics`` text are searched
 for them; every public message must parse as a release whose ledger entry holds the same bytes;
 and no count the ledger did not pay for is published (for a user-level stream, how many examples
-survive the per-user bound depends on the users' contributions: it is private, DESIGN.md §4).
+survive the per-user bound depends on the users' contributions: it is private).
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def canary_stream() -> tuple[list[dict], list[bytes]]:
 
 
 def test_public_topics_and_metrics_hold_no_raw_values_user_ids_or_uncharged_counts(unique_settings, tmp_path):
-    # User level runs on the public clock (issue 16.8): time windows of 2 s, closed whether or not
+    # User level runs on the public clock: time windows of 2 s, closed whether or not
     # they hold examples; the release count depends on how long the worker ran, never on the data.
     settings = unique_settings.model_copy(
         update={

@@ -36,7 +36,8 @@ def vc_reference(matrix: np.ndarray) -> int:
 
 
 def tdim_reference(matrix: np.ndarray) -> int:
-    """Brute force over ordered point tuples: ``h_i(x_j) = 1 iff i <= j`` (blm_almm.md §1.5)."""
+    """Brute force over ordered point tuples: ``h_i(x_j) = 1 iff i <= j`` (Alon, Livni, Malliaris,
+    Moran 2019, §3.2)."""
     m = np.asarray(matrix, dtype=bool)
     rows = {tuple(r) for r in m.tolist()}
     best = 0

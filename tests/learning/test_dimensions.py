@@ -46,7 +46,7 @@ def drop_row(matrix: np.ndarray, row: np.ndarray) -> np.ndarray:
     return matrix[~(matrix == row).all(axis=1)]
 
 
-# ---- blm_almm.md §5.2 (domain [1..n], closed intervals) translated to our classes -----------
+# ---- Littlestone dimensions by brute force (domain [1..n], closed intervals), in our classes -
 
 INTERVALS_LDIM = [1, 2, 2, 3, 3, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 6, 6]  # n = 1..18
 INTERVALS_NONEMPTY_LDIM = [0, 1, 2, 3, 3, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 6, 6]
@@ -107,11 +107,11 @@ def test_at_most_k_ones(n: int, k: int) -> None:
 def test_all_functions(d: int) -> None:
     c = finite(all_functions(d))
     assert (c.size, *dims(all_functions(d))) == (2**d, d, d, d)
-    # ggkm.md §4.5: the dual is the d coordinate functions.
+    # The dual is the d coordinate functions (Ghazi et al. 2021, §2.3).
     assert dual_littlestone_dimension(c) == dual_vc_dimension(c) == math.floor(math.log2(d))
 
 
-# ---- ggkm.md §4.5 (X = {0..N-1}, same definitions as ours) ----------------------------------
+# ---- exhaustive recursion (X = {0..N-1}, the definitions of Ghazi et al. 2021) -------------
 
 GGKM_THRESHOLDS = {  # N: (#F, VC, Ldim, dual VC, dual Ldim)
     1: (2, 1, 1, 0, 0),
@@ -212,7 +212,7 @@ def test_fast_ldim_equals_reference_and_bounds(m: np.ndarray) -> None:
     assert vc <= ldim <= math.floor(math.log2(c.size))
     tdim = threshold_dimension(c)
     assert tdim == tdim_reference(m)
-    # blm_almm.md §1.5 sharp forms of Shelah/Hodges.
+    # Sharp forms of Shelah/Hodges (Alon, Livni, Malliaris, Moran 2019, App. A).
     assert tdim >= math.floor(math.log2(ldim + 1))
     assert ldim >= math.floor(math.log2(tdim)) if tdim else True
     dual = c.dual()

@@ -82,7 +82,8 @@ def test_mistake_bound_and_consistency_on_realizable_sequences(m: np.ndarray, da
 
 def adversary_run(cls: HypothesisClass, tie: int) -> SOA:
     """Walk a shattered tree: query a point both of whose sides keep Ldim >= d - 1 and answer
-    the opposite of the SOA's prediction; every answer is a mistake (blm_almm.md §5.1.3)."""
+    the opposite of the SOA's prediction; every answer is a mistake (the extended SOA of Bun, Livni,
+    Moran 2020)."""
     exact = cls if isinstance(cls, FiniteClass) else FiniteClass(cls.matrix(), "m")
     bs = exact.bitsets
     soa = SOA(cls, tie)
@@ -138,7 +139,7 @@ def test_binary_search_order_on_huge_thresholds_reaches_the_bound(tie: int) -> N
 
 
 def test_extended_soa_example_from_spec() -> None:
-    # blm_almm.md §5.1.3(c): points+empty on [n], (1,+), (2,+), (1,-): 3 mistakes > d = 1.
+    # Extended SOA: points+empty on [n], (1,+), (2,+), (1,-): 3 mistakes > d = 1.
     cls = parse_class_spec("points:5")
     soa = SOA(cls)
     assert soa.predictor() == cls.hypothesis(5)  # all-zero initially
@@ -185,7 +186,7 @@ def test_determinism_and_tie_rule() -> None:
 
 
 def test_prop5_exact_for_thresholds_on_four_points() -> None:
-    # blm_almm.md §5.3.2: Pr[SOA(S) = h] <= (1 - loss_D(h))^n for a consistent learner.
+    # Pr[SOA(S) = h] <= (1 - loss_D(h))^n for a consistent learner.
     cls = parse_class_spec("thresholds:4")
     for target in range(5):
         for n in range(1, 5):

@@ -1,4 +1,4 @@
-"""The JSON number rule: no number in a public message exceeds 2^53 in magnitude (issue 16, item 6)."""
+"""The JSON number rule: no number in a public message exceeds 2^53 in magnitude."""
 
 from __future__ import annotations
 

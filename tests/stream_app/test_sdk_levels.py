@@ -1,6 +1,6 @@
-"""The SDK's choice of releases by level (issue 17): ``subscribe(level="best" | j | "all")``.
+"""The SDK's choice of releases by level: ``subscribe(level="best" | j | "all")``.
 
-The releases are built with the schemas as the release agent fills them (E-DESIGN.md §6): the
+The releases are built with the schemas as the release agent fills them: the
 certificate carries the node's ``level``, its window range (``window.first_window``/``last_window``)
 and the ``lifetime`` bound; they are published in the release agent's order (after window w closes,
 every node it completes, level 0 first).
@@ -13,6 +13,7 @@ import json
 from types import SimpleNamespace
 from typing import Any, ClassVar
 
+import privstream_client.subscription as subscription_module
 import pytest
 
 from privstream import __version__
@@ -216,7 +217,7 @@ def topic(monkeypatch: pytest.MonkeyPatch, tmp_path) -> list[SimpleNamespace]:
     async def start_client(consumer: Any, settings: Any) -> None:
         return None
 
-    monkeypatch.setattr(sdk, "AIOKafkaConsumer", FakeConsumer)
+    monkeypatch.setattr(subscription_module, "AIOKafkaConsumer", FakeConsumer)
     monkeypatch.setattr(sdk, "start_client", start_client)
     monkeypatch.setenv("PRIVSTREAM_KAFKA_BOOTSTRAP", "127.0.0.1:1")
     keys = tmp_path / "keys.json"
@@ -347,7 +348,7 @@ def test_keys_are_fetched_from_the_public_listener_when_none_are_given(topic, mo
         fetched.append(url)
         return KeySet([SIGNER.public_entry()])
 
-    monkeypatch.setattr(sdk, "fetch_key_set", fetch)
+    monkeypatch.setattr(subscription_module, "fetch_key_set", fetch)
     releases, _ = asyncio.run(collect("all", keys_url="http://127.0.0.1:1/keys"))
     assert len(releases) == len(published_tree()) and fetched == ["http://127.0.0.1:1/keys"]
 

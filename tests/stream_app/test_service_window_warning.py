@@ -1,4 +1,4 @@
-"""The service warns at start when a stream's count window is too small for its learner (issue 20)."""
+"""The service warns at start when a stream's count window is too small for its learner."""
 
 from __future__ import annotations
 

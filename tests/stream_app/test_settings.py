@@ -215,7 +215,7 @@ def test_vector_stream_configuration():
     ],
 )
 def test_time_windows_take_every_learner_and_sanitizer(release):
-    """Issue 16.4: the algorithms derive their parameters from expected_size where n is private."""
+    """The algorithms derive their parameters from expected_size where n is private."""
     window = {"kind": "time", "seconds": 60}
     settings = Settings(
         streams=[

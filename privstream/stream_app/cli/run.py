@@ -440,7 +440,7 @@ def describe_release(release: Release) -> str:
     )
     return (
         f"release {c.ledger_entry_id} of {release.stream_id} (level {release.level}): "
-        f"{release.model.hypothesis} (ε={c.epsilon:g}, δ={c.delta:g}{n}{life})"
+        f"{release.hypothesis_dict} (ε={c.epsilon:g}, δ={c.delta:g}{n}{life})"
     )
 
 

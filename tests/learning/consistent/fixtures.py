@@ -1,4 +1,5 @@
-"""Distributions with known Bayes error and exact risk of grid classifiers (bayes_overview.md §C.8).
+"""Distributions with known Bayes error and exact risk of grid classifiers (Bousquet et al.,
+Differentially-Private Bayes Consistency, 2022).
 
 Exact excess risk uses err(h) - L* = E_x[|2η(x) - 1| · 1[h(x) != h*(x)]] ([B Thm B.1 proof]).
 """

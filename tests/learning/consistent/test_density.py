@@ -36,7 +36,7 @@ def test_l1_identity_and_normalisation() -> None:
     f = pcde_fit(X, epsilon=1.0, delta=1e-6, bounds=[[-1.0, 2.0]], rng=seeded(2))
     true = _counts(f.grid, X)
     released = dict(zip(f.cells.tolist(), f.counts.tolist(), strict=True))
-    # ∫|f_S - f̂_S| = Σ|c - ĉ|/n (equal-volume cubes; bayes_overview.md §B.4), computed cube by cube
+    # ∫|f_S - f̂_S| = Σ|c - ĉ|/n (equal-volume cubes; Bousquet et al. 2022, Alg. 3), computed cube by cube
     centres = f.grid.bounds[:, :1].T + (np.arange(f.grid.k)[:, None] + 0.5) / f.grid.k * 3.0
     vol = 3.0 / f.grid.k
     f_hat = f.density(centres, normalized=False)

@@ -218,7 +218,7 @@ def test_high_epsilon_is_the_histogram_rule_on_decided_cubes() -> None:
     np.testing.assert_array_equal(private[decided], plain[decided])
 
 
-# -- consistency on distributions with known Bayes error (bayes_overview.md §C.8-C.10) ----------
+# -- consistency on distributions with known Bayes error (Bousquet et al. 2022) ---------------------
 
 
 def _mean_excess(sample, excess, bounds, n: int, seeds: int, eps: float = 1.0) -> float:  # type: ignore[no-untyped-def]

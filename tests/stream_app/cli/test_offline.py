@@ -84,7 +84,7 @@ def test_online_jsonl_with_signed_and_boolean_labels(capsys, tmp_path) -> None:
     g = tmp_path / "ex2.jsonl"
     g.write_text('{"x": 1, "y": true}\n{"x": 2, "y": true}\n{"x": 1, "y": false}\n')
     code, out, _ = run(capsys, "online", "points:5", "--examples", str(g), "--json")
-    d = json.loads(out)  # the extended-SOA example of blm_almm.md §5.1.3(c)
+    d = json.loads(out)  # the extended SOA on points+empty: 3 mistakes > d = 1
     assert (d["mistakes"], d["mistake_bound"], d["realizable"]) == (3, 1, False)
     assert d["final_predictor"]["kind"] == "runs" or d["final_predictor"]["kind"] == "bits"
 

@@ -1,4 +1,4 @@
-"""Algorithm G (blm_almm.md §2, §5.1.4, §5.3): constants, Lemma 12/25's recursion, Observation 11/24,
+"""Algorithm G (Bun, Livni, Moran 2020, §4): constants, Lemma 12/25's recursion, Observation 11/24,
 Prop 5/7 and the generalization inequality by exact enumeration, global stability at the paper's d = 1
 parameters."""
 
@@ -200,7 +200,7 @@ def test_prop_5_soa_is_never_more_likely_than_consistency_allows(tie) -> None:
 @pytest.mark.parametrize("spec", ["points:3", "thresholds:3"])
 def test_g_generalization_inequality_exact(spec) -> None:
     """Every output f of G satisfies ``Pr[G = f] <= (1 - loss_D(f))^{n_aux}`` (T is fresh and G(S)
-    is consistent with T; blm_almm.md §5.1.4), computed exactly over D^m and G's coins."""
+    is consistent with T; Bun, Livni, Moran 2020, §4), computed exactly over D^m and G's coins."""
     hclass = parse_class_spec(spec)
     marginal = [Fraction(1, 2), Fraction(3, 10), Fraction(1, 5)]
     target = hclass.matrix()[1].astype(np.uint8)

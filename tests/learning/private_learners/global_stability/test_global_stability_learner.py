@@ -359,7 +359,7 @@ def _errors(spec: str, n: int, seeds: range, expected_size: int | None = None) -
 @pytest.mark.parametrize("spec", ["thresholds:1024", "points:1024", "intervals:1024"])
 @pytest.mark.parametrize("private_n", [False, True])
 def test_hold_out_error_at_20000(spec, private_n) -> None:
-    """Issue 20's hold-out check: error <= 0.1 at n = 20,000, ε = 1, δ = 1e-6 over 2^10, in both
+    """The hold-out check: error <= 0.1 at n = 20,000, ε = 1, δ = 1e-6 over 2^10, in both
     modes (observed over 20 seeds: 0.9-quantiles 0.025 thresholds, 0 points, 0.05 intervals; the
     old practical G released the all-zero function, error 0.5/0.2/0.375)."""
     errors = _errors(spec, 20_000, range(6), expected_size=20_000 if private_n else None)

@@ -22,7 +22,7 @@ from privstream.learning.private_learners.proper.irreducibility import (
 
 ALL3 = np.array(list(itertools.product([0, 1], repeat=3)), dtype=bool)  # all 8 functions on 3 points
 
-# ggkm.md §4.5: (spec, |F|, Ldim, ord) computed by exhaustive recursion there.
+# (spec, |F|, Ldim, ord), each computed by exhaustive recursion over the definitions of Ghazi et al. 2021.
 FIXTURES = [
     ("thresholds:1", 2, 1, 0),
     ("thresholds:2", 3, 1, 1),

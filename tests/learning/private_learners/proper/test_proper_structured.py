@@ -304,7 +304,7 @@ def _uniform_error(h: Hypothesis, target: Hypothesis) -> float:
 )
 @pytest.mark.parametrize("expected", [None, 20_000])
 def test_hold_out_large_domains_at_20000(spec, target, expected) -> None:
-    """Issue 20: a proper release with error <= 0.1 (observed 10^-4 to 6·10^-4; 0.1 s per fit)."""
+    """A proper release with error <= 0.1 (observed 10^-4 to 6·10^-4; 0.1 s per fit)."""
     hclass = parse_class_spec(spec)
     truth = hypothesis_from_runs(hclass.domain_size, *target)
     for seed in range(2):

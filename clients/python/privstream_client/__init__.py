@@ -1,0 +1,76 @@
+"""privstream-client: follow a privstream deployment's signed private releases.
+
+Decode a release (:class:`Release`), verify its signature (:class:`KeySet`), follow a stream
+(:func:`subscribe`, ``level="best"``) and predict with it. Depends on numpy, cryptography and
+aiokafka only; the privstream service uses this same code to sign and read releases.
+
+>>> release = Release.from_json(EXAMPLE)
+>>> release.describe_hypothesis()
+'predicts 1 for x ≥ 14,577'
+"""
+
+from privstream_client.models import ReleaseFormatError, describe, model_from_dict
+from privstream_client.release import (
+    EXAMPLE,
+    Certificate,
+    LevelChoice,
+    LifetimeBound,
+    Publication,
+    Release,
+    ReleaseSelector,
+    WindowInfo,
+    certificate_problem,
+    check_level,
+)
+from privstream_client.signing import (
+    KEY_ID_HEADER,
+    SIGNATURE_HEADER,
+    VERIFY_PROBLEMS,
+    KeySet,
+    PublicKeyEntry,
+    Signer,
+    SigningKeyError,
+    key_id,
+    public_key_from_text,
+)
+from privstream_client.subscription import (
+    SKIP_REASONS,
+    KeysUnavailableError,
+    Subscription,
+    fetch_key_set,
+    subscribe,
+    trusted_key_set,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "EXAMPLE",
+    "KEY_ID_HEADER",
+    "SIGNATURE_HEADER",
+    "SKIP_REASONS",
+    "VERIFY_PROBLEMS",
+    "Certificate",
+    "KeySet",
+    "KeysUnavailableError",
+    "LevelChoice",
+    "LifetimeBound",
+    "PublicKeyEntry",
+    "Publication",
+    "Release",
+    "ReleaseFormatError",
+    "ReleaseSelector",
+    "Signer",
+    "SigningKeyError",
+    "Subscription",
+    "WindowInfo",
+    "certificate_problem",
+    "check_level",
+    "describe",
+    "fetch_key_set",
+    "key_id",
+    "model_from_dict",
+    "public_key_from_text",
+    "subscribe",
+    "trusted_key_set",
+]

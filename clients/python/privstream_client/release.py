@@ -1,0 +1,479 @@
+"""A published release, decoded: the hypothesis, its certificate, and the choice of releases.
+
+A release is a JSON object ``{schema_version, stream_id, hypothesis_class, hypothesis,
+certificate}`` (the release specification; its JSON Schema is
+``privstream/schemas/json/hypothesis_release.schema.json``). :meth:`Release.from_json` reads
+one and refuses, with :class:`~privstream_client.models.ReleaseFormatError`, anything that does
+not follow it; fields it does not know are kept in ``release.data`` and otherwise ignored.
+
+**Levels** (the release tree). A stream releases every window (level 0) and, at level j, every
+node of 2^j consecutive windows once its last window has closed; a release's ``level`` is in its
+certificate. :class:`ReleaseSelector` picks, release by release,
+
+* ``"best"`` (the default): the newest release of the highest level completed so far -- a release
+  is taken when its level is at least that of every release taken before (and, within a level,
+  when it covers later windows);
+* ``j``: only the releases of level j; ``"all"``: every release.
+
+Each release is taken once: after a crash the same release (same bytes) can be published twice.
+
+>>> release = Release.from_json(EXAMPLE)
+>>> release.level, release.certificate.epsilon, release.predict(14577)
+(0, 0.5, 1)
+>>> certificate_problem(release) is None
+True
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeAlias
+
+import numpy as np
+
+from privstream_client.models import ReleaseFormatError, describe, model_from_dict
+
+__all__ = [
+    "Certificate",
+    "LevelChoice",
+    "LifetimeBound",
+    "Publication",
+    "Release",
+    "ReleaseSelector",
+    "WindowInfo",
+    "certificate_problem",
+    "check_level",
+]
+
+_MISSING = object()
+
+
+class _Fields:
+    """Typed reads of one JSON object's fields, each error naming the field's path."""
+
+    def __init__(self, data: object, where: str) -> None:
+        if not isinstance(data, Mapping):
+            raise ReleaseFormatError(f"{where} must be a JSON object, got {type(data).__name__}")
+        self.data, self.where = data, where
+
+    def _get(self, name: str, default: object) -> object:
+        value = self.data.get(name, default)
+        if value is _MISSING:
+            raise ReleaseFormatError(f"{self.where}.{name} is missing")
+        return value
+
+    def _bad(self, name: str, what: str, value: object) -> ReleaseFormatError:
+        return ReleaseFormatError(f"{self.where}.{name} must be {what}, got {value!r}"[:300])
+
+    def text(self, name: str, default: object = _MISSING, choices: tuple[str, ...] = ()) -> Any:
+        value = self._get(name, default)
+        if value is None and default is None:
+            return None
+        if not isinstance(value, str) or (choices and value not in choices):
+            raise self._bad(name, f"one of {', '.join(choices)}" if choices else "a string", value)
+        return value
+
+    def number(
+        self, name: str, default: object = _MISSING, low: float | None = None, high: float | None = None
+    ) -> Any:
+        value = self._get(name, default)
+        if value is None and default is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            raise self._bad(name, "a finite number", value)
+        if (low is not None and value < low) or (high is not None and value > high):
+            raise self._bad(name, f"in [{low}, {high}]", value)
+        return float(value)
+
+    def integer(self, name: str, default: object = _MISSING, low: int | None = None) -> Any:
+        value = self._get(name, default)
+        if value is None and default is None:
+            return None
+        if type(value) is not int or (low is not None and value < low):
+            raise self._bad(name, f"an integer >= {low}" if low is not None else "an integer", value)
+        return value
+
+    def boolean(self, name: str, default: object = _MISSING) -> Any:
+        value = self._get(name, default)
+        if value is None and default is None:
+            return None
+        if not isinstance(value, bool):
+            raise self._bad(name, "true or false", value)
+        return value
+
+    def mapping(self, name: str) -> dict[str, Any]:
+        value = self._get(name, {})
+        if not isinstance(value, Mapping):
+            raise self._bad(name, "a JSON object", value)
+        return dict(value)
+
+    def child(self, name: str) -> _Fields | None:
+        value = self._get(name, None)
+        return None if value is None else _Fields(value, f"{self.where}.{name}")
+
+
+@dataclass(frozen=True)
+class WindowInfo:
+    """Which examples a release was computed from: a window, or a node of the release tree
+    (the level-0 windows ``first_window..last_window``)."""
+
+    window_id: str
+    kind: str
+    start: int | str | None = None
+    end: int | str | None = None
+    first_window: int | None = None
+    last_window: int | None = None
+
+    @classmethod
+    def read(cls, f: _Fields) -> WindowInfo:
+        def bound(name: str) -> int | str | None:
+            value = f.data.get(name)
+            if value is None or type(value) is int or isinstance(value, str):
+                return value  # an offset index, or an ISO 8601 time
+            raise f._bad(name, "an offset or a time", value)
+
+        return cls(
+            window_id=f.text("window_id"),
+            kind=f.text("kind", choices=("count", "time", "file")),
+            start=bound("start"),
+            end=bound("end"),
+            first_window=f.integer("first_window", None),
+            last_window=f.integer("last_window", None),
+        )
+
+
+@dataclass(frozen=True)
+class LifetimeBound:
+    """What one example (or user) can lose to all of a stream's releases, for ever, and why."""
+
+    epsilon: float
+    delta: float
+    epsilon_budget: float
+    delta_budget: float
+    levels: int
+    level_epsilon: list[float]
+    rule: str
+
+    @classmethod
+    def read(cls, f: _Fields) -> LifetimeBound:
+        level_epsilon = f.data.get("level_epsilon")
+        if not isinstance(level_epsilon, list) or not all(
+            isinstance(e, int | float) and not isinstance(e, bool) for e in level_epsilon
+        ):
+            raise f._bad("level_epsilon", "a list of numbers", level_epsilon)
+        return cls(
+            epsilon=f.number("epsilon", low=0),
+            delta=f.number("delta", low=0, high=1),
+            epsilon_budget=f.number("epsilon_budget", low=0),
+            delta_budget=f.number("delta_budget", low=0, high=1),
+            levels=f.integer("levels", low=0),
+            level_epsilon=[float(e) for e in level_epsilon],
+            rule=f.text("rule"),
+        )
+
+
+@dataclass(frozen=True)
+class Publication:
+    """When a release is published (``scheduled_at``, ISO 8601) and the learner's input cap."""
+
+    scheduled_at: str
+    publish_delay_seconds: float
+    max_node_examples: int | None
+    rule: str
+
+    @classmethod
+    def read(cls, f: _Fields) -> Publication:
+        return cls(
+            scheduled_at=f.text("scheduled_at"),
+            publish_delay_seconds=f.number("publish_delay_seconds", low=0),
+            max_node_examples=f.integer("max_node_examples", None, low=1),
+            rule=f.text("rule"),
+        )
+
+
+@dataclass(frozen=True)
+class Certificate:
+    """The privacy certificate of a release (every field: the release specification)."""
+
+    mechanism: str
+    epsilon: float
+    delta: float
+    neighbouring_relation: str
+    privacy: str
+    proper: bool
+    accuracy_guarantee_holds: bool | None
+    randomness: str
+    library_version: str
+    privacy_unit: str = "example"
+    user_contribution_bound: int | None = None
+    window: WindowInfo | None = None
+    sample_size: int | None = None
+    ledger_entry_id: str | None = None
+    ledger_id: str | None = None
+    ledger_epoch: int | None = None
+    composition: str = "sequential"
+    level: int | None = None
+    lifetime: LifetimeBound | None = None
+    publication: Publication | None = None
+    epsilon_budget_remaining: float | None = None
+    delta_budget_remaining: float | None = None
+    parameters: dict[str, Any] = field(default_factory=dict)
+    dp_outputs: dict[str, Any] = field(default_factory=dict)
+    theorem_sample_size: float | None = None
+    theorem_sample_size_log10: float | None = None
+
+    @classmethod
+    def read(cls, f: _Fields) -> Certificate:
+        window, lifetime, publication = f.child("window"), f.child("lifetime"), f.child("publication")
+        return cls(
+            mechanism=f.text("mechanism"),
+            epsilon=f.number("epsilon", low=0),
+            delta=f.number("delta", low=0, high=1),
+            neighbouring_relation=f.text("neighbouring_relation", choices=("replace-one", "add-remove-one")),
+            privacy=f.text("privacy", choices=("information-theoretic", "computational")),
+            proper=f.boolean("proper"),
+            accuracy_guarantee_holds=f.boolean("accuracy_guarantee_holds", None),
+            randomness=f.text("randomness", choices=("secure", "seeded")),
+            library_version=f.text("library_version"),
+            privacy_unit=f.text("privacy_unit", "example", choices=("example", "user")),
+            user_contribution_bound=f.integer("user_contribution_bound", None, low=1),
+            window=None if window is None else WindowInfo.read(window),
+            sample_size=f.integer("sample_size", None, low=0),
+            ledger_entry_id=f.text("ledger_entry_id", None),
+            ledger_id=f.text("ledger_id", None),
+            ledger_epoch=f.integer("ledger_epoch", None, low=0),
+            composition=f.text(
+                "composition", "sequential", choices=("sequential", "tree", "individual-filter")
+            ),
+            level=f.integer("level", None, low=0),
+            lifetime=None if lifetime is None else LifetimeBound.read(lifetime),
+            publication=None if publication is None else Publication.read(publication),
+            epsilon_budget_remaining=f.number("epsilon_budget_remaining", None),
+            delta_budget_remaining=f.number("delta_budget_remaining", None),
+            parameters=f.mapping("parameters"),
+            dp_outputs=f.mapping("dp_outputs"),
+            theorem_sample_size=f.number("theorem_sample_size", None, low=0),
+            theorem_sample_size_log10=f.number("theorem_sample_size_log10", None),
+        )
+
+
+class Release:
+    """A published private hypothesis with its certificate; ``predict`` evaluates it.
+
+    Build one with :meth:`from_json` (the bytes as published, or their parsed object).
+    """
+
+    def __init__(self, data: Mapping[str, Any], published: bytes | None = None) -> None:
+        top = _Fields(data, "release")
+        self.data: dict[str, Any] = dict(data)
+        self.schema_version: int = top.integer("schema_version", 1, low=1)
+        self.stream_id: str = top.text("stream_id")
+        self.hypothesis_class: str = top.text("hypothesis_class")
+        certificate = top.child("certificate")
+        if certificate is None:
+            raise ReleaseFormatError("release.certificate is missing")
+        self.certificate = Certificate.read(certificate)
+        self.hypothesis = model_from_dict(data.get("hypothesis"))
+        self._published = published
+
+    @classmethod
+    def from_json(cls, data: bytes | str | Mapping[str, Any]) -> Release:
+        """Read a release; ``ReleaseFormatError`` (a ValueError) if it is not one."""
+        if isinstance(data, Mapping):
+            return cls(data)
+        raw = data.encode() if isinstance(data, str) else bytes(data)
+        try:
+            parsed = json.loads(raw)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise ReleaseFormatError(f"a release is a JSON object: {exc}") from None
+        return cls(parsed, raw)
+
+    @property
+    def level(self) -> int:
+        """The release's level in the release tree (0: one window; a release without one is a window)."""
+        return self.certificate.level or 0
+
+    @property
+    def last_window(self) -> int | None:
+        """The index of the last level-0 window the release covers, if its certificate says."""
+        window = self.certificate.window
+        return None if window is None else window.last_window
+
+    @property
+    def ledger_entry_id(self) -> str | None:
+        return self.certificate.ledger_entry_id
+
+    @property
+    def hypothesis_dict(self) -> dict[str, Any]:
+        """The ``hypothesis`` field as published."""
+        return dict(self.data["hypothesis"])
+
+    def describe_hypothesis(self) -> str:
+        """The hypothesis in words, e.g. ``predicts 1 for x ≥ 14,577``."""
+        return describe(self.data["hypothesis"])
+
+    def predict(self, x: Any) -> Any:
+        """The released hypothesis at a point (an int, or one feature vector) or at many points
+        (an array of ints, or an ``(n, d)`` array of feature vectors): a label or an array of labels."""
+        return self.hypothesis.predict(x)
+
+    def error_on(self, xs: Any, ys: Any) -> float:
+        """Fraction of ``(xs, ys)`` the hypothesis gets wrong."""
+        if len(xs) == 0:
+            raise ValueError("no examples to evaluate on")
+        return float(np.mean(np.asarray(self.predict(np.asarray(xs))) != np.asarray(ys)))
+
+    def to_json(self) -> str:
+        """The release as published (when read from bytes), else its JSON."""
+        if self._published is not None:
+            return self._published.decode()
+        return json.dumps(self.data, separators=(",", ":"), ensure_ascii=False)
+
+    def digest(self) -> str:
+        """SHA-256 (hex) of the release's bytes: what identifies one release."""
+        return hashlib.sha256(self.to_json().encode()).hexdigest()
+
+    def __repr__(self) -> str:
+        c = self.certificate
+        return (
+            f"Release(stream={self.stream_id!r}, entry={c.ledger_entry_id}, level={self.level}, "
+            f"epsilon={c.epsilon})"
+        )
+
+
+def certificate_problem(release: Release) -> str | None:
+    """Why a release's certificate cannot be a privstream worker's, or None: ε not positive, no
+    mechanism, ε or the lifetime bound over the lifetime budget, a level beyond the tree's.
+
+    A signature proves who published a release, not that its worker was configured soundly (or
+    that its key was not stolen): these checks are cheap and no real release fails them.
+
+    >>> import copy
+    >>> def check(**changes):
+    ...     data = copy.deepcopy(EXAMPLE)
+    ...     data["certificate"].update(changes)
+    ...     return certificate_problem(Release.from_json(data))
+    >>> check() is None
+    True
+    >>> check(epsilon=0.0), check(mechanism="none")
+    ('epsilon 0 is not positive', "mechanism 'none'")
+    >>> check(epsilon=1000.0), check(level=20)
+    ('epsilon 1000 exceeds the lifetime budget 1', 'level 20 is beyond the top level 1')
+    """
+    c = release.certificate
+    if not (math.isfinite(c.epsilon) and c.epsilon > 0):
+        return f"epsilon {c.epsilon:g} is not positive"
+    if c.mechanism.strip().lower() in ("", "none", "null"):
+        return f"mechanism {c.mechanism!r}"
+    bound = c.lifetime
+    if bound is None:
+        return None
+    slack = 1 + 1e-9  # the sums are floats
+    if c.epsilon > bound.epsilon_budget * slack:
+        return f"epsilon {c.epsilon:g} exceeds the lifetime budget {bound.epsilon_budget:g}"
+    if bound.epsilon > bound.epsilon_budget * slack:
+        return f"the lifetime bound {bound.epsilon:g} exceeds the lifetime budget {bound.epsilon_budget:g}"
+    level = release.level
+    if level > bound.levels:
+        return f"level {level} is beyond the top level {bound.levels}"
+    if level < len(bound.level_epsilon) and c.epsilon > bound.level_epsilon[level] * slack:
+        return f"epsilon {c.epsilon:g} exceeds level {level}'s {bound.level_epsilon[level]:g}"
+    return None
+
+
+#: Which releases a subscriber takes: ``"best"``, ``"all"`` or one level (an int >= 0).
+LevelChoice: TypeAlias = Literal["best", "all"] | int
+
+
+def check_level(level: object) -> LevelChoice:
+    """A valid level choice, or ``ValueError`` naming the choices.
+
+    >>> check_level("best"), check_level(3)
+    ('best', 3)
+    >>> check_level(-1)
+    Traceback (most recent call last):
+    ...
+    ValueError: level must be 'best', 'all' or a level >= 0, got -1
+    """
+    if level == "best" or level == "all":
+        return "best" if level == "best" else "all"
+    if isinstance(level, int) and not isinstance(level, bool) and level >= 0:
+        return level
+    raise ValueError(f"level must be 'best', 'all' or a level >= 0, got {level!r}")
+
+
+class ReleaseSelector:
+    """Decides, release by release in publication order, which ones a subscriber gets.
+
+    Each release once (re-publications after a crash are dropped), filtered by ``level`` (the
+    module docstring). ``"best"`` keeps the highest (level, last window) taken so far and takes a
+    release that reaches it: a level-1 release replaces level 0 for good, and an older node of the
+    same level published late is not taken after a newer one.
+
+    >>> best = ReleaseSelector("best")  # (release, level, last window) in publication order
+    >>> [best.admits(*r) for r in [("1", 0, 0), ("2", 0, 1), ("3", 1, 1), ("3", 1, 1), ("4", 0, 2)]]
+    [True, True, True, False, False]
+    >>> ReleaseSelector(0).admits("3", 1, 1)
+    False
+    """
+
+    def __init__(self, level: LevelChoice = "best"):
+        self.level = check_level(level)
+        self._seen: set[str] = set()
+        self._best: tuple[int, int] | None = None
+
+    def accept(self, release: Release, published: bytes | None = None) -> bool:
+        """Whether the subscriber gets ``release`` (the next one published, as the bytes
+        ``published``). A release is known by its bytes: a re-publication after a crash is the
+        same bytes, while two different releases never share them, whatever entry id they claim."""
+        digest = release.digest() if published is None else hashlib.sha256(published).hexdigest()
+        return self.admits(digest, release.level, release.last_window)
+
+    def admits(self, release: str, level: int, last_window: int | None) -> bool:
+        """:meth:`accept` on a release's identity (its digest), level and last window (None: unknown)."""
+        if release in self._seen:  # the same release re-published after a crash
+            return False
+        self._seen.add(release)
+        if self.level == "all":
+            return True
+        if self.level != "best":
+            return level == self.level
+        rank = (level, -1 if last_window is None else last_window)
+        if self._best is not None and (rank < self._best or (rank == self._best and last_window is not None)):
+            return False
+        self._best = rank
+        return True
+
+
+#: A small release, for the examples.
+EXAMPLE: dict[str, Any] = {
+    "schema_version": 2,
+    "stream_id": "clicks",
+    "hypothesis_class": "thresholds:65536",
+    "hypothesis": {"kind": "runs", "domain": 65536, "first": 0, "changes": [14577]},
+    "certificate": {
+        "mechanism": "exponential-mechanism",
+        "epsilon": 0.5,
+        "delta": 0.0,
+        "neighbouring_relation": "replace-one",
+        "privacy": "information-theoretic",
+        "proper": True,
+        "accuracy_guarantee_holds": None,
+        "randomness": "secure",
+        "library_version": "0.1.0",
+        "level": 0,
+        "lifetime": {
+            "epsilon": 1.0,
+            "delta": 0.0,
+            "epsilon_budget": 1.0,
+            "delta_budget": 0.0,
+            "levels": 1,
+            "level_epsilon": [0.5, 0.5],
+            "rule": "parallel over the disjoint nodes of a level, sequential over the levels",
+        },
+    },
+}

@@ -1,0 +1,267 @@
+"""Signed releases: the worker signs every release it publishes; subscribers verify before trusting.
+
+Anyone who can write to the public ``hypotheses`` or ``sanitized`` topic could otherwise put a
+release of their own there (a constant hypothesis, a certificate with any ε). Each release the
+worker publishes therefore carries an **Ed25519 signature over the exact bytes of the release**
+(the bytes stored in the privacy ledger), in two Kafka record headers:
+
+* ``privstream-key-id``: which key signed it (:func:`key_id`: the first 16 hex digits of the
+  SHA-256 of the raw public key);
+* ``privstream-signature``: the 64-byte signature, base64.
+
+The public listener serves the same pair as HTTP headers on ``/streams/{id}/releases/latest``
+and the worker's public keys as a key set on ``/keys``. Ed25519 signatures are deterministic: a
+release re-published from the ledger's outbox after a crash carries the same signature as the
+first time (under the same key).
+
+**Keys.** The worker signs with one private key (a :class:`Signer`); the public keys of a
+deployment are a :class:`KeySet`, the JSON document ``{"keys": [...]}`` that the public listener
+serves on ``/keys`` (the key statement of the release specification).
+
+**Rotation.** A key set lists public keys with an optional ``not_after`` (ISO 8601): a retired
+key still verifies the releases it signed before that time, and nothing later. Rotate by adding
+the new key to the published set, switching the workers to it, then marking the old one
+``not_after`` the switch; remove a key from the set only if it leaked (then what it signed no
+longer verifies, which is the point). The time checked is the Kafka record's timestamp, which the
+producer sets: ``not_after`` catches a forgotten worker still signing with a retired key, not a
+thief holding it.
+
+>>> signer = Signer.generate()
+>>> keys = KeySet([signer.public_entry()])
+>>> release = b'{"stream_id": "s"}'
+>>> key, signature = signer.sign(release)
+>>> keys.problem(release, key, signature) is None
+True
+>>> keys.problem(release + b" ", key, signature)
+'bad_signature'
+>>> KeySet.from_json(keys.to_json()).key_ids == [signer.key_id]
+True
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+#: The Kafka record headers (and, capitalised alike, HTTP response headers) of a signed release.
+KEY_ID_HEADER = "privstream-key-id"
+SIGNATURE_HEADER = "privstream-signature"
+ALGORITHM = "Ed25519"
+
+#: Why :meth:`KeySet.problem` refuses a record (subscribers count skipped records by these).
+VERIFY_PROBLEMS = ("unsigned", "unknown_key", "retired_key", "bad_signature")
+
+
+class SigningKeyError(ValueError):
+    """A signing or public key that cannot be read (a ValueError: the CLI prints one line, exit 2)."""
+
+
+def key_id(public_key: Ed25519PublicKey) -> str:
+    """The key's id: 16 hex digits of the SHA-256 of its 32 raw bytes (short, and fixed by the key).
+
+    >>> key_id(Ed25519PrivateKey.from_private_bytes(bytes(32)).public_key())
+    '139e3940e64b5491'
+    """
+    raw = public_key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    return hashlib.sha256(raw).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class PublicKeyEntry:
+    """One public key of a key set: its id, the key, and when it was retired (None: current)."""
+
+    key_id: str
+    public_key: Ed25519PublicKey
+    not_after: datetime | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        raw = self.public_key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+        return {
+            "key_id": self.key_id,
+            "algorithm": ALGORITHM,
+            "public_key": base64.b64encode(raw).decode(),
+            "not_after": None if self.not_after is None else self.not_after.isoformat(),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PublicKeyEntry:
+        """Read one entry; the id is recomputed from the key and must match the one given."""
+        if not isinstance(data, Mapping):
+            raise SigningKeyError(f"a key set entry must be an object, got {data!r}")
+        if data.get("algorithm", ALGORITHM) != ALGORITHM:
+            raise SigningKeyError(f"unsupported key algorithm {data.get('algorithm')!r} (only {ALGORITHM})")
+        public_key = public_key_from_text(str(data.get("public_key", "")))
+        given, actual = data.get("key_id"), key_id(public_key)
+        if given is not None and given != actual:
+            raise SigningKeyError(f"key id {given!r} does not match its public key (whose id is {actual!r})")
+        not_after = data.get("not_after")
+        return cls(actual, public_key, None if not_after is None else _utc(str(not_after)))
+
+
+def _utc(text: str) -> datetime:
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise SigningKeyError(f"not_after must be an ISO 8601 time, got {text!r}") from None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def public_key_from_text(text: str) -> Ed25519PublicKey:
+    """A public key from PEM (``openssl pkey -pubout``) or base64 of its 32 raw bytes."""
+    text = text.strip()
+    try:
+        if text.startswith("-----BEGIN"):
+            key = serialization.load_pem_public_key(text.encode())
+            if not isinstance(key, Ed25519PublicKey):
+                raise SigningKeyError(f"not an {ALGORITHM} public key: {type(key).__name__}")
+            return key
+        return Ed25519PublicKey.from_public_bytes(base64.b64decode(text, validate=True))
+    except SigningKeyError:
+        raise
+    except (ValueError, binascii.Error) as exc:
+        raise SigningKeyError(f"not an {ALGORITHM} public key (PEM, or base64 of 32 bytes): {exc}") from None
+
+
+class KeySet:
+    """The public keys a subscriber trusts (or a worker publishes), by key id."""
+
+    def __init__(self, entries: Iterable[PublicKeyEntry] = ()):
+        self._entries: dict[str, PublicKeyEntry] = {}
+        for entry in entries:
+            self._entries.setdefault(entry.key_id, entry)  # the first listing of a key wins
+
+    @property
+    def key_ids(self) -> list[str]:
+        return list(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def merged(self, other: KeySet) -> KeySet:
+        return KeySet([*self._entries.values(), *other._entries.values()])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"keys": [entry.to_dict() for entry in self._entries.values()]}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict())
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> KeySet:
+        """A key set document (``{"keys": [...]}``, as ``/keys`` serves it)."""
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise SigningKeyError(f"a key set must be JSON: {exc}") from None
+        if not isinstance(data, dict) or not isinstance(data.get("keys"), list):
+            raise SigningKeyError('a key set is a JSON object {"keys": [...]}')
+        return cls(PublicKeyEntry.from_dict(entry) for entry in data["keys"])
+
+    @classmethod
+    def from_text(cls, text: str) -> KeySet:
+        """A key set document, or one or more PEM public keys, or one base64 raw key per line."""
+        stripped = text.strip()
+        if stripped.startswith("{"):
+            return cls.from_json(stripped)
+        if "-----BEGIN" in stripped:
+            blocks = [b for b in stripped.split("-----END PUBLIC KEY-----") if b.strip()]
+            keys = [public_key_from_text(b + "-----END PUBLIC KEY-----") for b in blocks]
+        else:
+            keys = [public_key_from_text(line) for line in stripped.splitlines() if line.strip()]
+        return cls(PublicKeyEntry(key_id(k), k) for k in keys)
+
+    @classmethod
+    def from_file(cls, path: Path | str) -> KeySet:
+        """A key set (or PEM public keys) from a file."""
+        try:
+            return cls.from_text(Path(path).read_text())
+        except OSError as exc:
+            raise SigningKeyError(f"cannot read the key set {path}: {exc.strerror or exc}") from None
+
+    def problem(
+        self,
+        data: bytes,
+        key: bytes | str | None,
+        signature: bytes | str | None,
+        timestamp_ms: int | None = None,
+    ) -> str | None:
+        """None if ``signature`` (base64) by key ``key`` verifies ``data``, else why not (one of
+        :data:`VERIFY_PROBLEMS`). ``timestamp_ms`` (the Kafka record's) is checked against a
+        retired key's ``not_after``."""
+        if not key or not signature:
+            return "unsigned"
+        entry = self._entries.get(key.decode(errors="replace") if isinstance(key, bytes) else key)
+        if entry is None:
+            return "unknown_key"
+        if (
+            entry.not_after is not None
+            and timestamp_ms is not None
+            and datetime.fromtimestamp(timestamp_ms / 1000, UTC) > entry.not_after
+        ):
+            return "retired_key"
+        try:
+            entry.public_key.verify(base64.b64decode(signature, validate=True), data)
+        except (InvalidSignature, ValueError, binascii.Error):
+            return "bad_signature"
+        return None
+
+    def header_problem(
+        self, data: bytes, headers: Sequence[tuple[str, bytes]] | None, timestamp_ms: int | None = None
+    ) -> str | None:
+        """:meth:`problem` for a Kafka record's ``headers``."""
+        found = dict(headers or ())
+        return self.problem(data, found.get(KEY_ID_HEADER), found.get(SIGNATURE_HEADER), timestamp_ms)
+
+
+class Signer:
+    """The worker's private key: signs release bytes."""
+
+    def __init__(self, private_key: Ed25519PrivateKey):
+        self._private_key = private_key
+        self.public_key = private_key.public_key()
+        self.key_id = key_id(self.public_key)
+
+    @classmethod
+    def generate(cls) -> Signer:
+        return cls(Ed25519PrivateKey.generate())
+
+    @classmethod
+    def from_pem(cls, pem: bytes, where: str = "the signing key") -> Signer:
+        try:
+            key = serialization.load_pem_private_key(pem, password=None)
+        except (ValueError, TypeError) as exc:
+            raise SigningKeyError(f"{where} is not an unencrypted PEM private key: {exc}") from None
+        if not isinstance(key, Ed25519PrivateKey):
+            raise SigningKeyError(f"{where} is not an {ALGORITHM} key but {type(key).__name__}")
+        return cls(key)
+
+    def private_pem(self) -> bytes:
+        return self._private_key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+
+    def sign(self, data: bytes) -> tuple[str, str]:
+        """``(key id, base64 signature)`` of ``data``."""
+        return self.key_id, base64.b64encode(self._private_key.sign(data)).decode()
+
+    def headers(self, data: bytes) -> list[tuple[str, bytes]]:
+        """The Kafka record headers that sign ``data``."""
+        key, signature = self.sign(data)
+        return [(KEY_ID_HEADER, key.encode()), (SIGNATURE_HEADER, signature.encode())]
+
+    def public_entry(self) -> PublicKeyEntry:
+        return PublicKeyEntry(self.key_id, self.public_key)
+
+    def __repr__(self) -> str:  # never the private key
+        return f"Signer(key_id={self.key_id!r})"
