@@ -207,12 +207,14 @@ class NodeData:
 
     def to_bytes(self) -> bytes:
         """A compact, pickle-free encoding (``numpy.savez_compressed``: sorted histogram keys
-        compress about 8x) for the state store."""
+        compress about 8x) for the state store. Feature vectors are stored uncompressed
+        (``numpy.savez``): zlib barely shrinks them and took 60 % of a 50,000-vector close."""
         buffer = io.BytesIO()
+        save = np.savez if self.xs.dtype.kind == "f" else np.savez_compressed
         if self.users is None:
-            np.savez_compressed(buffer, xs=self.xs, ys=self.ys, counts=self.counts)
+            save(buffer, xs=self.xs, ys=self.ys, counts=self.counts)
         else:
-            np.savez_compressed(buffer, xs=self.xs, ys=self.ys, counts=self.counts, users=self.users)
+            save(buffer, xs=self.xs, ys=self.ys, counts=self.counts, users=self.users)
         return buffer.getvalue()
 
     @classmethod
