@@ -113,7 +113,9 @@ def _produce(settings: Settings, features: int, first: int, n: int, seed: int, s
             normal = synthetic_vectors(features, 1, seed=seed, margin=MARGIN).normal  # the shared target
             for start in range(first, first + n, CHUNK):
                 count = min(first + n, start + CHUNK) - start
-                chunk = synthetic_vectors(features, count, seed=seed + 1 + start, margin=MARGIN, normal=normal)
+                chunk = synthetic_vectors(
+                    features, count, seed=seed + 1 + start, margin=MARGIN, normal=normal
+                )
                 futures = [
                     await producer.send(
                         topic,
@@ -288,10 +290,14 @@ def run_phase(
                     "releases_expected": expected,
                     "releases_at_last_example": int(at_last),
                     "releases_published": int(metric_sum(text, "privstream_releases_total", STREAM)),
-                    "deadlines_missed": int(metric_sum(text, "privstream_release_deadlines_missed_total", STREAM)),
+                    "deadlines_missed": int(
+                        metric_sum(text, "privstream_release_deadlines_missed_total", STREAM)
+                    ),
                     "defaults": int(metric_sum(text, "privstream_release_defaults_total", STREAM)),
                     "publish_delay_seconds": {
-                        "configured_or_derived": metric_sum(text, "privstream_release_publish_delay_seconds", STREAM)
+                        "configured_or_derived": metric_sum(
+                            text, "privstream_release_publish_delay_seconds", STREAM
+                        )
                     },
                 }
             )
