@@ -243,7 +243,7 @@ def release_tree(name: str, eps: float, levels: int = 4) -> dict[str, Any]:
         "stream": name,
         "window_size": size,
         "windows": windows,
-        "levels": levels,
+        "top_level": levels,
         "lifetime_epsilon": eps,
         "level0_mean_accuracy": float(np.mean(level0)),
         "level0_accuracy": [round(a, 4) for a in level0],

@@ -75,7 +75,7 @@ def stream(name: str, examples: int, slot: float, levels: int = 0) -> StreamConf
             "learner": "halfspaces",
             "epsilon_budget": 100.0,
             "epsilon": 1.0,
-            "levels": levels,  # (top_level in newer versions: the old name still reads)
+            "top_level": levels,
             "expected_size": EXPECTED_SIZE,
             "max_node_examples": max(examples, 20),
             "window": {"kind": "time", "seconds": SECONDS, "publish_delay_seconds": slot},

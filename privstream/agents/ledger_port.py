@@ -326,7 +326,7 @@ class Charge:
         return None if self.node is None else self.node.level
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Reservation:
     """A reserved (charged) release of a node: what the learner needs to run, and to run again.
 

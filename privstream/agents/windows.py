@@ -62,15 +62,15 @@ def node_windows(level: int, index: int) -> range:
     return range(index << level, (index + 1) << level)
 
 
-def completed_nodes(window: int, levels: int) -> list[tuple[int, int]]:
-    """The nodes of levels 1..``levels`` that window ``window`` completes (it is their last window).
+def completed_nodes(window: int, top_level: int) -> list[tuple[int, int]]:
+    """The nodes of levels 1..``top_level`` that window ``window`` completes (it is their last window).
 
     >>> completed_nodes(7, 4)
     [(1, 3), (2, 1), (3, 0)]
     >>> completed_nodes(4, 4)
     []
     """
-    return [(j, ((window + 1) >> j) - 1) for j in range(1, levels + 1) if (window + 1) % (1 << j) == 0]
+    return [(j, ((window + 1) >> j) - 1) for j in range(1, top_level + 1) if (window + 1) % (1 << j) == 0]
 
 
 def count_window_id(generation: str, index: int, size: int) -> str:

@@ -8,7 +8,14 @@ from pydantic import BaseModel
 
 from privstream.schemas.examples import SCHEMA_VERSION, Example, ExampleBatch, normalise_label
 from privstream.schemas.predictions import Prediction, PredictionBatch, VectorPredictionBatch
-from privstream.schemas.releases import Certificate, HypothesisRelease, LifetimeBound, Publication, WindowInfo
+from privstream.schemas.releases import (
+    Certificate,
+    HypothesisRelease,
+    LifetimeBound,
+    Publication,
+    ReleaseGuarantee,
+    WindowInfo,
+)
 from privstream.schemas.sanitized import SanitizedRelease
 
 #: Every published or consumed model, by the file name of its JSON Schema.
@@ -33,6 +40,7 @@ __all__ = [
     "Prediction",
     "PredictionBatch",
     "Publication",
+    "ReleaseGuarantee",
     "SanitizedRelease",
     "VectorPredictionBatch",
     "WindowInfo",

@@ -10,8 +10,11 @@ No JSON number in a release exceeds 2^53 in magnitude (:mod:`privstream.schemas.
 larger values in ``parameters``, ``dp_outputs``, ``hypothesis`` and ``distribution`` are decimal
 strings, and the theorem's sample size is a float (null beyond 2^53) with its log10.
 
-Schema version 2: ``theorem_sample_size`` became a float with ``theorem_sample_size_log10``,
-and ``privacy`` and ``dp_outputs`` were added.
+Schema versions: 2 made ``theorem_sample_size`` a float with ``theorem_sample_size_log10`` and
+added ``privacy`` and ``dp_outputs``; 3 names the tree's top level ``lifetime.top_level`` (a
+release of version 2 states it as ``lifetime.levels``, which is read the same); 4 adds the
+certificate's ``guarantee``: the release's guarantee as data (the algorithm's own (ε, δ) on its
+rows and the group-privacy steps that carry it to the privacy unit).
 
 >>> c = Certificate(mechanism="pcl", epsilon=1.0, delta=0.0, neighbouring_relation="replace-one",
 ...                 privacy="information-theoretic", proper=False, accuracy_guarantee_holds=None,
@@ -25,11 +28,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import AliasChoices, Field, model_validator
 
 from privstream.schemas.numbers import MAX_SAFE_INTEGER, JsonSafeDict, PublicMessage, theorem_size_fields
 
-RELEASE_SCHEMA_VERSION = 2
+RELEASE_SCHEMA_VERSION = 4
 
 NeighbouringRelation = Literal["replace-one", "add-remove-one"]
 PrivacyUnit = Literal["example", "user"]
@@ -73,7 +76,12 @@ class LifetimeBound(PublicMessage):
     delta: float = Field(ge=0, lt=1)
     epsilon_budget: float = Field(ge=0, description="the configured lifetime budget it stays within")
     delta_budget: float = Field(ge=0, lt=1)
-    levels: int = Field(ge=0, le=20, description="the tree's top level L (levels 0..L)")
+    top_level: int = Field(
+        ge=0,
+        le=20,
+        validation_alias=AliasChoices("top_level", "levels"),
+        description="the tree's top level L (levels 0..L)",
+    )
     level_epsilon: list[float] = Field(description="ε per level: the learner's plus the sanitizer's")
     rule: str = Field(description="the composition argument that gives the bound, in words")
 
@@ -102,6 +110,33 @@ class Publication(PublicMessage):
     rule: str = Field(description="what is published at scheduled_at, in words")
 
 
+class GuaranteeStep(PublicMessage):
+    """One group-privacy step of a guarantee's derivation: one change of the unit is ``k`` changes
+    of the rows before it, so (ε, δ) becomes (kε, k·e^{(k-1)ε}·δ)."""
+
+    step: Literal["group-privacy", "cap-replacement"] = Field(
+        description="'group-privacy': one user changes up to k rows (the contribution bound); "
+        "'cap-replacement': inside a capped node whose n is private an addition can push another "
+        "example out of the kept set, a replacement (k = 2)"
+    )
+    k: int = Field(ge=1, le=MAX_SAFE_INTEGER)
+
+
+class ReleaseGuarantee(PublicMessage):
+    """The release's guarantee as data: what its algorithm spent on the rows it read, and the steps
+    that carry it to one change of the privacy unit; within the certificate's charged (ε, δ)."""
+
+    epsilon: float = Field(ge=0, description="ε for one change of the privacy unit")
+    delta: float = Field(ge=0, lt=1)
+    neighbouring_relation: NeighbouringRelation
+    unit: Literal["row", "example", "user"] = Field(description="what one neighbouring change changes")
+    algorithm_epsilon: float = Field(ge=0, description="the algorithm's own ε on the rows it read")
+    algorithm_delta: float = Field(ge=0, lt=1)
+    derivation: list[GuaranteeStep] = Field(
+        default_factory=list, description="the steps from the algorithm's guarantee to this one, in order"
+    )
+
+
 class Certificate(PublicMessage):
     """The privacy certificate carried by every release."""
 
@@ -110,6 +145,10 @@ class Certificate(PublicMessage):
     delta: float = Field(ge=0, lt=1)
     neighbouring_relation: NeighbouringRelation
     privacy_unit: PrivacyUnit = "example"
+    guarantee: ReleaseGuarantee | None = Field(
+        default=None,
+        description="the guarantee as data, checked against the charge before the release was published",
+    )
     privacy: PrivacyKind = Field(
         description="'information-theoretic': (epsilon, delta) hold against any adversary, given ideal "
         "randomness; 'computational': they also rest on a cryptographic assumption (e.g. a keyed PRF "

@@ -175,11 +175,11 @@ def _measured_slots(policy: Any) -> list[float]:
 
     timer = time_window_tick({policy.stream_id: policy}) if policy.window_kind == "time" else 0.0
     measured: dict[int, float] = {}
-    for level in range(policy.levels + 1):
+    for level in range(policy.top_level + 1):
         size = largest_input(policy, level)
         same = next((m for m in measured if largest_input(policy, m) == size), None)
         measured[level] = measured[same] if same is not None else slot_seconds(slot_workload(policy, level))
-    return [slot_advice(measured[level], timer) for level in range(policy.levels + 1)]
+    return [slot_advice(measured[level], timer) for level in range(policy.top_level + 1)]
 
 
 def _check_surroundings(settings: Settings, report: ConfigReport, here: bool) -> None:

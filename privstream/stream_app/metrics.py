@@ -179,6 +179,13 @@ class ServiceMetrics:
             ["stream"],
             registry=r,
         )
+        self.guarantee_refusals = Counter(
+            "privstream_release_guarantee_refusals_total",
+            "Releases withheld because their algorithm's guarantee exceeded the charge (it spent more "
+            "epsilon or delta than the ledger charged, or under another relation): never published.",
+            ["stream"],
+            registry=r,
+        )
         self.late_examples = Counter(
             "privstream_late_examples_total",
             "Examples that arrived after their time window was released (kept by the SOA only).",
@@ -254,6 +261,7 @@ class ServiceMetrics:
                 self.releases,
                 self.refusals,
                 self.release_failures,
+                self.guarantee_refusals,
                 self.late_examples,
                 self.deadlines_missed,
                 self.excluded_users,
@@ -367,6 +375,9 @@ class ServiceMetrics:
 
     def learner_failed(self, stream_id: str) -> None:
         self.release_failures.labels(stream=stream_id).inc()
+
+    def guarantee_refused(self, stream_id: str) -> None:
+        self.guarantee_refusals.labels(stream=stream_id).inc()
 
     def learner_ran(self, learner: str, seconds: float, window_size: int) -> None:
         self.learner_seconds.labels(learner=learner).observe(seconds)

@@ -36,7 +36,7 @@ def derive_slots(
     for stream_id, policy in policies.items():
         if policy.publish_delay_seconds is not None:
             continue
-        by_size = {largest_input(policy, level): level for level in range(policy.levels + 1)}
+        by_size = {largest_input(policy, level): level for level in range(policy.top_level + 1)}
         measuring[stream_id] = {
             level: processes.process(stream_id).submit(slot_seconds, slot_workload(policy, level))
             for level in by_size.values()
@@ -48,7 +48,7 @@ def derive_slots(
         measured = {level: future.result() for level, future in futures.items()}
         slots = tuple(
             slot_advice(measured[min(m for m in measured if m >= level)], timer)
-            for level in range(policy.levels + 1)
+            for level in range(policy.top_level + 1)
         )
         derived[stream_id] = dataclasses.replace(policy, publish_delay_seconds=max(slots), level_slots=slots)
         log.info(
@@ -56,7 +56,7 @@ def derive_slots(
             "inputs; set publish_delay_seconds to choose one slot for every level)",
             stream_id,
             ", ".join(f"{slot:g}" for slot in slots),
-            policy.levels,
+            policy.top_level,
             ", ".join(f"{seconds:.3g}" for _, seconds in sorted(measured.items())),
             extra={"stream_id": stream_id, "window_id": None, "ledger_entry_id": None},
         )
@@ -71,13 +71,13 @@ def slots_fall_behind(policy: ReleasePolicy) -> str | None:
     release further behind its window than the one before.
 
     >>> slots_fall_behind(ReleasePolicy("s", None, (), window_kind="time", window_seconds=10.0,
-    ...                                 levels=1, publish_delay_seconds=7.0))  # doctest: +ELLIPSIS
+    ...                                 top_level=1, publish_delay_seconds=7.0))  # doctest: +ELLIPSIS
     'stream s: its publication slots take 10.5 s per window of 10 s: ...'
     """
     if policy.window_kind != "time" or policy.slot(0) is None:
         return None
     assert policy.window_seconds is not None
-    per_window = sum((policy.slot(level) or 0.0) / 2**level for level in range(policy.levels + 1))
+    per_window = sum((policy.slot(level) or 0.0) / 2**level for level in range(policy.top_level + 1))
     if per_window <= policy.window_seconds:
         return None
     return (

@@ -41,13 +41,13 @@ from privstream.stream_app.learner_process import LearnerProcesses
 from privstream.stream_app.metrics import ServiceMetrics
 from privstream.stream_app.publication import derive_slots, slots_fall_behind
 from privstream.stream_app.settings import FAUST_ENV_PREFIX, ReleaseConfig, Settings, StreamConfig
-from privstream.stream_app.signing import Signer, worker_signer
+from privstream.stream_app.signing import Signer, deployment_keys, worker_signer
 from privstream.stream_app.store import factory
 from privstream.stream_app.store.factory import Ledger, StateStore
 from privstream.stream_app.store.identity import keep_up, open_for_worker
 from privstream.stream_app.store.leases import Leases, LeaseStoreError
 from privstream.stream_app.store.probe import StoreProbe, store_ping
-from privstream.stream_app.store.published import newest_published
+from privstream.stream_app.store.published import read_public_log
 from privstream.stream_app.web.listener import HttpListener, ListenerLimits, bearer_token_guard
 from privstream.stream_app.web.operator import PROBE_PATHS, operator_routes
 from privstream.stream_app.web.public_process import PublicListenerProcess
@@ -120,7 +120,7 @@ def vector_status(stream: StreamConfig, learner: LinearLearner) -> dict[str, Any
                 "weights": dict(zip(stream.feature_labels, weights.tolist(), strict=True)),
                 "offset": offset,
                 "reads": "predict 1 when sum(weights[f] * x[f]) + offset >= 0 (features clipped to bounds)"
-                + ("; the rule of the vote's leader" if hasattr(learner, "experts") else ""),
+                + ("; the rule of the vote's leader" if hasattr(learner, "vote_weights") else ""),
             },
             **_vote_status(learner),
         },
@@ -129,13 +129,18 @@ def vector_status(stream: StreamConfig, learner: LinearLearner) -> dict[str, Any
 
 def _vote_status(learner: LinearLearner) -> dict[str, Any]:
     """An ensemble's experts: each one's mistakes and weight in the next vote."""
-    experts = getattr(learner, "experts", None)
-    if experts is None:
+    weights = getattr(learner, "vote_weights", None)
+    if weights is None:
         return {}
+    experts = getattr(learner, "experts", None)
+    if experts is not None:  # experts that are learners themselves
+        names, mistakes = [e.name for e in experts], [e.mistakes for e in experts]
+    else:  # experts held inside the learner (the block vote)
+        names, mistakes = list(learner.expert_names), list(learner.expert_mistakes)  # type: ignore[attr-defined]
     return {
         "vote": [
-            {"learner": e.name, "mistakes": e.mistakes, "weight": w}
-            for e, w in zip(experts, learner.vote_weights, strict=True)  # type: ignore[attr-defined]
+            {"learner": name, "mistakes": m, "weight": w}
+            for name, m, w in zip(names, mistakes, weights, strict=True)
         ]
     }
 
@@ -274,7 +279,7 @@ def release_policy(stream: StreamConfig, hclass: HypothesisClass | None) -> Rele
         privacy_unit=config.privacy_unit,
         user_contribution_bound=config.user_contribution_bound,
         expected_size=config.expected_size,
-        levels=config.top_level,
+        top_level=config.top_level,
         max_node_examples=config.max_node_examples,
         lifetime=lifetime_bound(config),  # the user level's is set with the deployment's user budget
     )
@@ -296,7 +301,7 @@ def lifetime_bound(config: ReleaseConfig, user_budget: PrivacyCost | None = None
             delta=budget.delta,
             epsilon_budget=budget.epsilon,
             delta_budget=budget.delta,
-            levels=config.top_level,
+            top_level=config.top_level,
             level_epsilon=[
                 e + (config.sanitizer_epsilons[j] if config.sanitizer else 0.0)
                 for j, e in enumerate(config.learner_epsilons)
@@ -320,7 +325,7 @@ def lifetime_bound(config: ReleaseConfig, user_budget: PrivacyCost | None = None
         delta=delta,
         epsilon_budget=config.epsilon_budget,
         delta_budget=config.delta_budget,
-        levels=config.top_level,
+        top_level=config.top_level,
         level_epsilon=per_level,
         rule=(
             f"parallel composition over the disjoint nodes of a level (each example is in exactly one "
@@ -350,9 +355,10 @@ def build_service(settings: Settings) -> Service:
     """Build the app and register the agents and web pages on it."""
     # First: a missing, corrupt, foreign or older ledger, or a changed privacy configuration, stops
     # the worker at once (store/identity.py); the streams are registered in the ledger.
-    stores = open_for_worker(settings, published=lambda: newest_published(settings))
-    ledger: Ledger | None = stores.ledger
     signer = worker_signer(settings)  # before the public listener's process, which reads it too
+    keys = deployment_keys(settings, signer)  # the public log is trusted only where they verify it
+    stores = open_for_worker(settings, published=lambda since: read_public_log(settings, keys, since))
+    ledger: Ledger | None = stores.ledger
     log.info("releases are signed with key %s (Ed25519; public keys on /keys)", signer.key_id)
     app = build_app(settings)
     # Class streams have an online SOA; streams of feature vectors the online learner they name.
@@ -458,7 +464,12 @@ def build_service(settings: Settings) -> Service:
     dedup = Deduplicator({s.name: s.dedup_horizon_seconds for s in settings.streams})
     pipeline = IngestPipeline(validator, learners, metrics, progress, dedup=dedup)
     ingest = IngestService(
-        settings, pipeline, on_assigned=lambda parts: on_assigned(parts), metrics=metrics, loop=None
+        settings,
+        pipeline,
+        on_assigned=lambda parts: on_assigned(parts),
+        metrics=metrics,
+        replay=stores.replay,
+        loop=None,
     )
     releases = None
     processes: LearnerProcesses | None = None

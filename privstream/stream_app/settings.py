@@ -200,11 +200,6 @@ class ReleaseConfig(BaseModel):
             )
         return data
 
-    @property
-    def levels(self) -> int:
-        """The top level (:attr:`top_level`), under its former name."""
-        return self.top_level
-
     @field_validator("learner")
     @classmethod
     def _known_learner(cls, name: str) -> str:
@@ -423,10 +418,11 @@ class StreamConfig(BaseModel):
     )
     online_learner: str = Field(
         default=DEFAULT_ONLINE_LEARNER,
-        description="feature vectors: the online learner, 'auto' (weighted-majority: the weighted vote "
-        "of five learners, keeping the margin test), 'perceptron' (at most (R/γ)² mistakes on a stream "
-        "separable with margin γ), 'averaged-perceptron', 'second-order-perceptron' (both keep the "
-        "margin test), 'logistic', 'scaled-logistic', 'scaled-passive-aggressive' or 'weighted-majority'",
+        description="feature vectors: the online learner, 'auto' (block-vote: the weighted vote of six "
+        "experts stepping once per block, keeping the margin test), 'perceptron' (at most (R/γ)² "
+        "mistakes on a stream separable with margin γ), 'averaged-perceptron', 'second-order-perceptron' "
+        "(both keep the margin test), 'logistic', 'scaled-logistic', 'scaled-passive-aggressive', "
+        "'weighted-majority' or 'block-vote'",
     )
     online_params: dict[str, Any] = Field(
         default_factory=dict,
@@ -728,7 +724,7 @@ class Settings(BaseSettings):
             release = stream.release
             if release is None or release.privacy_unit != "user":
                 continue
-            none = [0.0] * (release.levels + 1)  # no sanitizer
+            none = [0.0] * (release.top_level + 1)  # no sanitizer
             epsilon = max(
                 map(sum, zip(release.learner_epsilons, release.sanitizer_epsilons or none, strict=True))
             )

@@ -48,6 +48,7 @@ __all__ = [
     "PublicKeyEntry",
     "Signer",
     "SigningKeyError",
+    "deployment_keys",
     "key_id",
     "load_signer",
     "public_key_from_text",
@@ -91,3 +92,16 @@ def worker_signer(settings: Settings) -> Signer:
         settings.signing_key_file,
         settings.data_dir / "signing_key.pem",
     )
+
+
+def deployment_keys(settings: Settings, signer: Signer | None = None) -> KeySet:
+    """The public keys whose signatures are this deployment's: the worker's (``signer``, else the
+    one its settings name, if it exists; never created here) and those of ``published_keys_file``."""
+    if signer is None:
+        default = settings.data_dir / "signing_key.pem"
+        if settings.signing_key is not None or settings.signing_key_file is not None or default.exists():
+            signer = worker_signer(settings)
+    keys = KeySet([signer.public_entry()] if signer is not None else [])
+    if settings.published_keys_file is not None:
+        keys = keys.merged(KeySet.from_file(settings.published_keys_file))
+    return keys

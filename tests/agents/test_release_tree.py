@@ -324,13 +324,13 @@ async def test_a_node_left_unreleased_by_a_crash_is_released_after_restart_once(
         def _schedule_window(self, policy, state, index, closed_at):
             self._schedule_node(policy, state, 0, index, closed_at)
 
-    first = make_agent({"s": policy(levels=1)}, publish=Published())
+    first = make_agent({"s": policy(top_level=1)}, publish=Published())
     first.__class__ = DiesBeforeNodes
     await feed(first, examples(200))
     assert [c.level for c in first.ledger.entries("s")] == [0, 0]
     publish = Published()
     restarted = make_agent(
-        {"s": policy(levels=1)},
+        {"s": policy(top_level=1)},
         ledger=first.ledger,
         store=first.store,
         publish=publish,
@@ -352,7 +352,7 @@ async def test_nodes_are_stored_compactly_and_dropped_once_their_parent_is_built
     from privstream.agents.windows import count_family
     from tests.agents.test_releases import examples, feed, make_agent, policy
 
-    agent = make_agent({"s": policy(levels=2)}, budget=LEGACY)
+    agent = make_agent({"s": policy(top_level=2)}, budget=LEGACY)
     family = count_family(agent.store.generation, 100)
     batch = examples(400)
     await feed(agent, batch[:300])

@@ -57,6 +57,9 @@ class RecordingMetrics:
     def users_excluded(self, stream_id, count):
         self.events["excluded"] += count
 
+    def guarantee_refused(self, stream_id):
+        self.events["guarantee_refused"] += 1
+
 
 class Published:
     def __init__(self, fail_times: int = 0):
@@ -532,7 +535,7 @@ async def test_a_vector_node_keeps_its_first_max_node_examples_and_states_the_ca
             hypothesis_class=None,
             window_size=400,
             max_node_examples=150,
-            levels=1,
+            top_level=1,
             products=(Product("hypotheses", make_vector_learner("bayes-consistent"), 1.0, vector=True),),
             feature_bounds=np.array([[0.0, 1.0], [0.0, 1.0]]),
             **overrides,
@@ -604,7 +607,7 @@ async def test_a_capped_vector_time_window_stores_only_its_first_rows_as_they_ar
         stream_id="s",
         hypothesis_class=None,
         max_node_examples=150,
-        levels=0,
+        top_level=0,
         products=(Product("hypotheses", make_vector_learner("bayes-consistent"), 1.0, vector=True),),
         feature_bounds=np.array([[0.0, 1.0], [0.0, 1.0]]),
         window_kind="time",
@@ -657,7 +660,7 @@ async def test_every_stream_caps_what_its_learner_reads_at_a_public_size_stated_
     learner = Reads()
     publish = Published()
     agent = make_agent(
-        {"s": policy(learner, levels=2, max_node_examples=150)}, publish=publish, budget=(30.0, 0.0)
+        {"s": policy(learner, top_level=2, max_node_examples=150)}, publish=publish, budget=(30.0, 0.0)
     )
     await feed(agent, examples(400))
     assert learner.sizes == [100, 100, 150, 100, 100, 150, 150]
@@ -688,7 +691,7 @@ async def test_certificates_state_the_ledger_and_its_epoch_and_a_lowered_budget_
     ledger = SqliteLedger.open(":memory:", budgets={"s": (10.0, 0.0)})
     epoch = ledger.claim().epoch
     publish, metrics = Published(), RecordingMetrics()
-    agent = make_agent({"s": policy(levels=1)}, publish=publish, metrics=metrics, ledger=ledger)
+    agent = make_agent({"s": policy(top_level=1)}, publish=publish, metrics=metrics, ledger=ledger)
     await feed(agent, examples(200))  # windows 0 and 1, and their level-1 node
     certificates = [r.certificate for r in publish.releases()]
     assert [c.level for c in certificates] == [0, 0, 1]

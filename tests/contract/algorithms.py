@@ -233,6 +233,9 @@ class NullMetrics:
     def users_excluded(self, stream_id: str, count: int) -> None:
         pass
 
+    def guarantee_refused(self, stream_id: str) -> None:
+        pass
+
 
 def empty_window_release(algorithm: Algorithm) -> bytes:
     """The bytes the release agent publishes for a time window that holds no example.

@@ -9,6 +9,7 @@ import asyncio
 import base64
 import json
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -252,6 +253,92 @@ async def test_the_page_shows_a_halfspace_in_any_dimension_and_checks_its_accura
             "PrivstreamPage.theoremText({sample_size: null, accuracy_guarantee_holds: null})"
         )
         assert private == "not published (n is private)"
+        assert browser.errors == [], browser.errors
+    finally:
+        await browser.close()
+
+
+VECTORS = Path(__file__).resolve().parents[2] / "clients" / "spec" / "vectors"
+
+
+async def test_the_pages_verifier_gets_every_test_vector_right(deployment, tmp_path):
+    """The page's WebCrypto verifier (assets/verify.js) accepts the vectors that verify and refuses
+    the others for the reason stated, as the Python client does (tests/clients/test_vectors.py)."""
+    browser_binary = require("chromium")
+    deployment.running()
+    statement = json.loads((VECTORS / "vectors.json").read_text())
+    keys = (VECTORS / statement["keys"]).read_text()
+    browser = await Browser(browser_binary, tmp_path / "chromium").start()
+    try:
+        await browser.open(f"{deployment.public_url}/stream/{deployment.stream}")
+        assert await browser.evaluate("PrivstreamVerify.available()") is True
+        got = {}
+        for case in statement["cases"]:
+            text = (VECTORS / case["release"]).read_text()
+            arguments = ", ".join(
+                json.dumps(a) for a in (keys, text, case["key_id"], case["signature"], case["timestamp_ms"])
+            )
+            got[case["name"]] = await browser.evaluate(f"PrivstreamVerify.verifyWith({arguments})")
+        assert got == {case["name"]: case["problem"] for case in statement["cases"]}
+        # Without the record's time, a retired key's release is judged by its signed schedule.
+        retired = next(c for c in statement["cases"] if c["problem"] == "retired_key")
+        text = (VECTORS / retired["release"]).read_text()
+        arguments = ", ".join(json.dumps(a) for a in (keys, text, retired["key_id"], retired["signature"]))
+        assert await browser.evaluate(f"PrivstreamVerify.verifyWith({arguments}, null)") == "retired_key"
+        # A key statement whose id does not match its key is refused whole.
+        bad = json.loads(keys)
+        bad["keys"][0]["key_id"] = "0" * 16
+        with pytest.raises(AssertionError, match="does not match its public key"):
+            await browser.evaluate(f"PrivstreamVerify.readKeys({json.dumps(bad)}).then(() => 'read')")
+        assert browser.errors == [], browser.errors
+    finally:
+        await browser.close()
+
+
+#: Served bodies of the best and latest releases with their hypothesis complemented (`first`
+#: flipped), under their real signature headers: what a forger on the path could serve.
+FORGE_RELEASES = """(() => {
+    const real = window.fetch;
+    window.fetch = (url, options) => real(url, options).then(response => {
+        if (!/\\/releases\\/(best|latest)$/.test(String(url)) || !response.ok) return response;
+        return response.text().then(text => new Response(
+            text.replace(/"first":([01])/, (m, v) => '"first":' + (1 - Number(v))),
+            {status: response.status, headers: response.headers}));
+    });
+    return true;
+})()"""
+
+
+async def test_the_page_marks_every_release_it_shows_verified_and_a_forged_one_not(deployment, tmp_path):
+    browser_binary = require("chromium")
+    deployment.running()
+    before = fetch_json(f"{deployment.public_url}/streams/{deployment.stream}/releases")
+    await released(deployment, WINDOW, len(before["releases"]) + 1)
+    browser = await Browser(browser_binary, tmp_path / "chromium").start()
+    try:
+        await browser.open(f"{deployment.public_url}/stream/{deployment.stream}")
+        state = await browser.wait_for("document.body.dataset.bestVerified", 20, "the best release checked")
+        assert state == "verified"
+        badge = await browser.evaluate("document.querySelector('#best-verified .badge').textContent")
+        assert badge == "verified"
+        latest_state = await browser.evaluate("document.body.dataset.latestVerified")
+        assert latest_state == "verified"
+
+        assert await browser.evaluate(FORGE_RELEASES) is True
+        await browser.wait_for(
+            "document.body.dataset.bestVerified === 'bad_signature'", 20, "the forged release marked"
+        )
+        badge = await browser.evaluate("document.querySelector('#best-verified .badge').textContent")
+        assert badge == "not signed by this deployment (bad_signature)"
+
+        await browser.open(f"{deployment.public_url}/")
+        card = await browser.wait_for(
+            f"document.querySelector('[data-stream={json.dumps(deployment.stream)}] .verification')"
+            "?.dataset.verified",
+            20,
+            "the stream card's release checked",
+        )
+        assert card == "verified"
         assert browser.errors == [], browser.errors
     finally:
         await browser.close()

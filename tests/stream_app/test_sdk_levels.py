@@ -48,7 +48,7 @@ def release_json(entry: int, level: int | None, index: int, *, stream: str = "s"
                 delta=0.0,
                 epsilon_budget=1.0,
                 delta_budget=0.0,
-                levels=LEVELS,
+                top_level=LEVELS,
                 level_epsilon=[1 / (LEVELS + 1)] * (LEVELS + 1),
                 rule="parallel ...",
             ),

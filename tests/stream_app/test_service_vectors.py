@@ -47,13 +47,13 @@ def test_status_and_metrics_show_the_vector_streams_online_learner(service):
     out = service.pipeline.process(records)
     assert len(out.predictions) == 1
     status = service.status()["streams"]["v"]
-    # the default learner: the weighted majority, with the averaged Perceptron's margin test
+    # the default learner: the block vote, with the exact Perceptron's margin test
     assert status["examples"] == 500 and status["mistakes"] > 0 and status["mistake_bound"] is None
     assert status["realizable"] is True
     online = status["online"]
-    assert online["learner"] == "weighted-majority"
+    assert online["learner"] == "block-vote"
     assert online["parameters"] == {"margin": 0.1}
-    assert [e["learner"] for e in online["vote"]][:2] == ["second-order-perceptron", "averaged-perceptron"]
+    assert [e["learner"] for e in online["vote"]][:2] == ["prior", "averaged-perceptron"]
     assert max(e["weight"] for e in online["vote"]) == 1.0
     assert 0 < online["margin_mistakes"] <= online["margin_bound"] == 300
     rule = online["rule"]

@@ -154,7 +154,7 @@ class LifetimeBound:
     delta: float
     epsilon_budget: float
     delta_budget: float
-    levels: int
+    top_level: int
     level_epsilon: list[float]
     rule: str
 
@@ -170,7 +170,8 @@ class LifetimeBound:
             delta=f.number("delta", low=0, high=1),
             epsilon_budget=f.number("epsilon_budget", low=0),
             delta_budget=f.number("delta_budget", low=0, high=1),
-            levels=f.integer("levels", low=0),
+            # schema version 2 names the top level "levels"
+            top_level=f.integer("top_level" if "top_level" in f.data else "levels", low=0),
             level_epsilon=[float(e) for e in level_epsilon],
             rule=f.text("rule"),
         )
@@ -378,8 +379,8 @@ def certificate_problem(release: Release) -> str | None:
     if bound.epsilon > bound.epsilon_budget * slack:
         return f"the lifetime bound {bound.epsilon:g} exceeds the lifetime budget {bound.epsilon_budget:g}"
     level = release.level
-    if level > bound.levels:
-        return f"level {level} is beyond the top level {bound.levels}"
+    if level > bound.top_level:
+        return f"level {level} is beyond the top level {bound.top_level}"
     if level < len(bound.level_epsilon) and c.epsilon > bound.level_epsilon[level] * slack:
         return f"epsilon {c.epsilon:g} exceeds level {level}'s {bound.level_epsilon[level]:g}"
     return None
@@ -451,7 +452,7 @@ class ReleaseSelector:
 
 #: A small release, for the examples.
 EXAMPLE: dict[str, Any] = {
-    "schema_version": 2,
+    "schema_version": 3,
     "stream_id": "clicks",
     "hypothesis_class": "thresholds:65536",
     "hypothesis": {"kind": "runs", "domain": 65536, "first": 0, "changes": [14577]},
@@ -471,7 +472,7 @@ EXAMPLE: dict[str, Any] = {
             "delta": 0.0,
             "epsilon_budget": 1.0,
             "delta_budget": 0.0,
-            "levels": 1,
+            "top_level": 1,
             "level_epsilon": [0.5, 0.5],
             "rule": "parallel over the disjoint nodes of a level, sequential over the levels",
         },

@@ -228,7 +228,7 @@ class ReleaseAgent:
         """Schedule window ``index``'s release and those of the tree's nodes it completes, in that
         order, now: the order of releases and their deadlines are fixed when the window closes,
         never by how long a learner runs."""
-        for level, node in [(0, index), *completed_nodes(index, policy.levels)]:
+        for level, node in [(0, index), *completed_nodes(index, policy.top_level)]:
             self._schedule_node(policy, state, level, node, closed_at)
 
     def _schedule_node(
@@ -285,7 +285,7 @@ class ReleaseAgent:
         family, state = self._family(policy), self._streams[policy.stream_id]
         prefix = f"{family}-L0-"
         for window in sorted(int(w[len(prefix) :]) for w in closed if w.startswith(prefix)):
-            for level, index in completed_nodes(window, policy.levels):
+            for level, index in completed_nodes(window, policy.top_level):
                 if node_id(family, level, index) not in closed:
                     self._schedule_node(policy, state, level, index, now)
         if policy.window_kind != "count":

@@ -19,6 +19,7 @@ from privstream.agents.releases.policy import (
     ReleasePolicy,
     cap_parameters,
     node_sample_size,
+    release_steps,
 )
 from privstream.learning.private_learners import LearnerResult
 from privstream.learning.private_learners.vector_base import VectorLearnerResult
@@ -94,6 +95,9 @@ def release_bytes(
         ),
         neighbouring_relation=policy.neighbouring_relation,
         privacy_unit=policy.privacy_unit,
+        guarantee=result.privacy_guarantee.statement(
+            release_steps(policy), unit="user" if policy.privacy_unit == "user" else "example"
+        ),
         privacy=result.privacy,
         user_contribution_bound=policy.user_contribution_bound,
         window=info,

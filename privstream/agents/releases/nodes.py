@@ -97,5 +97,5 @@ def node_released(
     stream_id = policy.stream_id
     store.mark_closed(stream_id, node_id(family, level, index), outcome)
     parent_built = store.load_node(stream_id, family, level + 1, index // 2) is not None
-    if level == policy.levels or parent_built:
+    if level == policy.top_level or parent_built:
         store.drop_node(stream_id, family, level, index)

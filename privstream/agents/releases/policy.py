@@ -23,7 +23,8 @@ from typing import Any, Literal
 import numpy as np
 
 from privstream.agents.ledger_port import PrivacyCost
-from privstream.agents.windows import time_family, user_level_parameters
+from privstream.agents.windows import time_family
+from privstream.learning.guarantees import CapReplacement, GroupPrivacy, Guarantee, Relation, Step
 from privstream.learning.hypothesis_classes import HypothesisClass
 from privstream.schemas import LifetimeBound
 
@@ -88,7 +89,7 @@ class ReleasePolicy:
     privacy_unit: str = "example"
     user_contribution_bound: int | None = None
     expected_size: int | None = None  # where n is private: the size the algorithms use instead of n
-    levels: int = 0  # the release tree's top level L
+    top_level: int = 0  # the release tree's top level L (levels 0..L)
     lifetime: LifetimeBound | None = None  # the certificate's lifetime bound (None: sequential total)
     user_budget: PrivacyCost | None = None  # user level: each user's lifetime budget (all streams)
     max_node_examples: int | None = None  # the input cap: the examples a learner reads (None: all)
@@ -177,26 +178,56 @@ def node_sample_size(policy: ReleasePolicy, level: int) -> int:
     return min(size, cap) if cap is not None else size
 
 
+def release_steps(policy: ReleasePolicy) -> tuple[Step, ...]:
+    """The group-privacy steps from a learner's guarantee on its rows to the release's per unit: a
+    user changes up to ``user_contribution_bound`` rows; an addition inside a capped node whose n is
+    private is a replacement, two changes (:func:`cap_halves_epsilon`).
+
+    >>> user = ReleasePolicy("s", None, (), privacy_unit="user", user_contribution_bound=2, expected_size=5)
+    >>> release_steps(user)
+    (GroupPrivacy(k=2),)
+    """
+    steps: list[Step] = []
+    if policy.privacy_unit == "user":
+        if policy.user_contribution_bound is None:
+            raise ValueError(f"stream {policy.stream_id}: the user level needs a user_contribution_bound")
+        steps.append(GroupPrivacy(policy.user_contribution_bound))
+    if cap_halves_epsilon(policy):
+        steps.append(CapReplacement())
+    return tuple(steps)
+
+
+def algorithm_relation(policy: ReleasePolicy) -> Relation:
+    """The relation the learners' guarantee must hold under: replace-one where n is public (they get
+    no ``expected_size``), add/remove-one where it is private."""
+    return "replace-one" if policy.expected_size is None else "add-remove-one"
+
+
+def required_guarantee(policy: ReleasePolicy, epsilon: float, delta: float) -> Guarantee:
+    """What a learner may spend on its rows for a release charged (``epsilon``, ``delta``) per unit
+    (group privacy through :func:`release_steps`); its result's guarantee is checked against it."""
+    return Guarantee.required(
+        epsilon, delta, relation=algorithm_relation(policy), steps=release_steps(policy)
+    )
+
+
 def learner_privacy(policy: ReleasePolicy, epsilon: float, delta: float) -> tuple[float, float]:
     """The (ε, δ) a learner runs at for a release charged (``epsilon``, ``delta``): group privacy
-    where one unit changes several of its examples (a user up to k; an addition inside a capped node
-    whose n is private a replacement, two changes, see :func:`cap_halves_epsilon`).
+    where one unit changes several of its examples (:func:`release_steps`).
 
     >>> user = ReleasePolicy("s", None, (), privacy_unit="user", user_contribution_bound=2, expected_size=5)
     >>> learner_privacy(user, 1.0, 0.0)
     (0.5, 0.0)
     """
-    group = policy.user_contribution_bound if policy.privacy_unit == "user" else 1
-    assert group is not None
-    group *= 2 if cap_halves_epsilon(policy) else 1
-    return (epsilon, delta) if group == 1 else user_level_parameters(epsilon, delta, group)
+    required = required_guarantee(policy, epsilon, delta)
+    return required.epsilon, required.delta
 
 
 def largest_input(policy: ReleasePolicy, level: int | None = None) -> int:
     """The most examples a learner of a node of ``level`` (default: the top level) can read: a count
     node's public n, else the input cap (a ``ValueError`` where n is private and nothing caps it)."""
     if policy.expected_size is None:
-        return node_sample_size(policy, policy.levels if level is None else level)
+        return node_sample_size(policy, policy.top_level if level is None else level)
     if policy.max_node_examples is None:
         raise ValueError(
             f"stream {policy.stream_id}: no input cap bounds the learner's run time (max_node_examples is "

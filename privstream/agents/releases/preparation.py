@@ -9,6 +9,14 @@
    does;
 3. run the learner's fit until the deadline; its bytes replace the default if it finished in time.
 
+Every result, the default's and the fit's, is checked before its bytes are made: its guarantee
+(:attr:`~privstream.learning.private_learners.base.PrivateRelease.privacy_guarantee`) must be within what
+the charge allows the learner (:func:`~privstream.agents.releases.policy.required_guarantee`).
+A result that spent more is never published, and neither is its node's other release of that
+product (the default comes from the same algorithm): the product's release of the node is
+withheld, logged as an ERROR and counted for the operators (``guarantee_refused``); the charge
+stays in the ledger.
+
 The release's randomness is derived from the reservation's seed: a recomputation after a crash is
 bit-identical.
 """
@@ -38,13 +46,15 @@ from privstream.agents.releases.policy import (
     Product,
     ReleasePolicy,
     capped,
-    learner_privacy,
+    release_steps,
+    required_guarantee,
     shuffles,
 )
 from privstream.agents.releases.state import Fit, Ready, StreamState
 from privstream.agents.releases.workload import learner_call, stand_in
 from privstream.agents.timing import FitProcessDied, FitRunner, FitTimedOut
 from privstream.agents.windows import bound_contributions
+from privstream.learning.guarantees import GuaranteeError, shortfall
 from privstream.learning.randomness import RandomSource, derived
 from privstream.schemas import WindowInfo
 
@@ -124,6 +134,9 @@ class NodePreparer:
                         if not other.available.is_set():
                             other.settle("lost")
                     return
+                except GuaranteeError as exc:
+                    self._withhold(policy, window_id, ready, exc)
+                    continue
                 except Exception:
                     # Not the data's (the default covers the learner): the ledger, the store.
                     # Log, count, keep the window for a retry after a restart.
@@ -142,6 +155,8 @@ class NodePreparer:
             for fit in fits:
                 try:
                     await self._fit(policy, window_id, info, level, fit)
+                except GuaranteeError as exc:  # no deadline: the fit failed, its default spent more
+                    self._withhold(policy, window_id, fit.ready, exc)
                 except Exception:
                     log.exception(
                         "%s of window %s of stream %s failed",
@@ -227,7 +242,7 @@ class NodePreparer:
                 )
 
             data = await self._offload(keep_included, data)
-        fit = Fit(ready, data, *learner_privacy(policy, cost_epsilon, cost_delta))
+        fit = Fit(ready, data, required_guarantee(policy, cost_epsilon, cost_delta))
         if ready.deadline is not None:  # prepared early: ready at the deadline whatever the fit does
             ready.settle("ready", await self._default(policy, window_id, info, level, fit))
         return fit
@@ -252,7 +267,38 @@ class NodePreparer:
         source = self._source(window_id, product.key, reservation.seed)
         call = learner_call(policy, product, fit.epsilon, fit.delta, level, source)
         result = await self.runner.run(policy.stream_id, NodeFit(call, xs, ys), None)
+        self._check(fit, result, "default")
         return self._body(policy, product, result, info, reservation, level, fit.ready.deadline)
+
+    @staticmethod
+    def _check(fit: Fit, result: Any, which: str) -> None:
+        """Raise :class:`GuaranteeError` unless ``result``'s guarantee is within the charge."""
+        guarantee = getattr(result, "privacy_guarantee", None)
+        problem = (
+            f"its result states no guarantee ({type(result).__name__})"
+            if guarantee is None
+            else shortfall(fit.required, guarantee)
+        )
+        if problem is not None:
+            raise GuaranteeError(f"the {which}: {problem}")
+
+    def _withhold(self, policy: ReleasePolicy, window_id: str, ready: Ready, exc: GuaranteeError) -> None:
+        """Withhold a product's release of a node whose algorithm spent more than it was charged:
+        an operator alert (an ERROR and ``guarantee_refused``), nothing published."""
+        stream_id, key = policy.stream_id, ready.product.key
+        log.error(
+            "%s of window %s of stream %s withheld: %s (charged per %s through %s); nothing is published",
+            key,
+            window_id,
+            stream_id,
+            exc,
+            policy.privacy_unit,
+            [step.to_dict() for step in release_steps(policy)] or "no group step",
+            extra={"stream_id": stream_id, "window_id": window_id, "ledger_entry_id": None},
+        )
+        self.metrics.guarantee_refused(stream_id)
+        ready.body = None
+        ready.settle("withheld")
 
     async def _fit(
         self, policy: ReleasePolicy, window_id: str, info: WindowInfo, level: int, fit: Fit
@@ -308,7 +354,17 @@ class NodePreparer:
             self.metrics.learner_failed(stream_id)
         else:
             self.metrics.learner_ran(product.name, time.perf_counter() - started, len(fit.data.xs))
-            if deadline is None or self.clock() < deadline:  # in time: the learner's release goes out
+            in_time = deadline is None or self.clock() < deadline
+            try:
+                self._check(fit, result, "fit")
+            except GuaranteeError as exc:
+                if in_time or not ready.available.is_set():
+                    self._withhold(policy, window_id, ready, exc)
+                else:  # its checked default went out at the deadline; the operators still hear
+                    log.error("%s (after the deadline: its default went out)", exc, extra=extra)
+                    self.metrics.guarantee_refused(stream_id)
+                return
+            if in_time:  # the learner's release goes out
                 ready.settle("ready", self._body(policy, product, result, info, reservation, level, deadline))
                 return
             reason = "unfinished"

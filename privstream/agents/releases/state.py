@@ -10,6 +10,7 @@ from privstream.agents.interfaces import WindowData
 from privstream.agents.ledger_port import Reservation
 from privstream.agents.releases.policy import Product
 from privstream.agents.timing import Slots
+from privstream.learning.guarantees import Guarantee
 
 
 @dataclass
@@ -53,5 +54,12 @@ class Fit:
 
     ready: Ready
     data: WindowData
-    epsilon: float
-    delta: float
+    required: Guarantee  # what the learner may spend on its rows (its (ε, δ)), checked on its result
+
+    @property
+    def epsilon(self) -> float:
+        return self.required.epsilon
+
+    @property
+    def delta(self) -> float:
+        return self.required.delta

@@ -80,7 +80,7 @@ def slot_workload(
     :func:`privstream.learning.planning.runtime_inputs`), at the level's parameters. The service
     times it at start-up (:func:`privstream.agents.fits.slot_seconds`) to derive the slots.
     """
-    level = policy.levels if level is None else level
+    level = policy.top_level if level is None else level
     n = largest_input(policy, level)
     space = policy.hypothesis_class if policy.feature_bounds is None else policy.feature_bounds
     assert space is not None

@@ -45,6 +45,7 @@ import numpy as np
 
 from privstream.learning.domain import as_labels, as_points
 from privstream.learning.errors import PrivacyParameterError
+from privstream.learning.guarantees import Guarantee
 from privstream.learning.hypotheses import Hypothesis
 from privstream.learning.hypothesis_classes import HypothesisClass
 from privstream.learning.randomness import RandomSource
@@ -101,6 +102,15 @@ class PrivateRelease:
     neighbouring_relation: NeighbouringRelation = "replace-one"
     privacy: PrivacyKind = INFORMATION_THEORETIC
     dp_outputs: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def privacy_guarantee(self) -> Guarantee:
+        """This run's guarantee as data: (ε, δ) under its relation, for one row of its input.
+
+        The release path checks it against the release's charge before publishing
+        (:func:`privstream.learning.guarantees.shortfall`).
+        """
+        return Guarantee(epsilon=self.epsilon, delta=self.delta, relation=self.neighbouring_relation)
 
     def certificate_fields(self) -> dict[str, Any]:
         """The certificate's algorithm-specific fields (the caller adds window, unit, ledger, ...)."""

@@ -27,7 +27,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "evaluate",  # evaluate
     "plan",  # plan
     "config",  # config check, config schema
-    "ledger",  # ledger show, accept-config, adopt
+    "ledger",  # ledger show, accept-config, adopt, recover
 )
 
 

@@ -172,6 +172,7 @@ def run_learn(args: argparse.Namespace) -> int:
             delta=result.delta,
             neighbouring_relation=result.neighbouring_relation,
             privacy_unit="example",
+            guarantee=result.privacy_guarantee.statement(),
             window=window,
             privacy=result.privacy,
             dp_outputs=result.dp_outputs,
@@ -264,6 +265,7 @@ def _learn_vectors(args: argparse.Namespace) -> int:
         certificate = Certificate(
             **fields,
             privacy_unit="example",
+            guarantee=result.privacy_guarantee.statement(),
             window=window,
             randomness="seeded" if args.seed is not None else "secure",
             library_version=__version__,

@@ -1,17 +1,21 @@
 """The ``ledger`` command group: look at the privacy ledger, and the two audited changes a worker
 refuses to make on its own: ``accept-config`` (a stream's new privacy configuration) and
-``adopt`` (continue on a ledger that lacks part of the deployment's history)."""
+``adopt`` (continue on a ledger that lacks part of the deployment's history); and ``recover``
+(charge into a restored backup the releases the verified public log shows it lacks)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from typing import Any
 
 from privstream.stream_app.cli.common import UserError, add_config_option, load_settings
 
 __all__ = ["register"]
+
+log = logging.getLogger(__name__)
 
 
 def _settings(args: argparse.Namespace) -> Any:
@@ -26,7 +30,7 @@ def _settings(args: argparse.Namespace) -> Any:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     ledger = subparsers.add_parser(
-        "ledger", help="the privacy ledger: show it, accept a configuration, adopt it"
+        "ledger", help="the privacy ledger: show it, accept a configuration, adopt it, recover it"
     )
     commands = ledger.add_subparsers(dest="ledger_command", metavar="LEDGER_COMMAND", required=True)
 
@@ -55,6 +59,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_config_option(adopt)
     adopt.add_argument("--reason", required=True, help="why (kept in the audit log)")
     adopt.set_defaults(handler=run_adopt)
+
+    recover = commands.add_parser(
+        "recover",
+        help="charge into this ledger (a restored backup) the releases signed by the deployment that the "
+        "public topics hold and it lacks, with their published bytes; recorded in the audit log",
+    )
+    add_config_option(recover)
+    recover.add_argument("--reason", required=True, help="why (kept in the audit log)")
+    recover.set_defaults(handler=run_recover)
 
 
 def _ledger_errors(run: Any) -> Any:
@@ -134,19 +147,53 @@ def run_accept_config(args: argparse.Namespace) -> int:
     return 0
 
 
+def _public_log(settings: Any, required: bool = True) -> Any:
+    """A reader of the verified public log (the deployment's keys; where it has none, one line,
+    or with ``required`` false None: nothing on the topics could be verified)."""
+    from privstream.stream_app.signing import SigningKeyError, deployment_keys
+    from privstream.stream_app.store.published import read_public_log
+
+    try:
+        keys = deployment_keys(settings)
+    except SigningKeyError as exc:
+        raise UserError(str(exc)) from None
+    if not len(keys) and not required:
+        log.warning("no public key of the deployment: the public topics are not read")
+        return None
+    if not len(keys):
+        raise UserError(
+            "no public key of the deployment to verify the public topics with: the worker's signing key "
+            "(signing_key, signing_key_file, data_dir/signing_key.pem) or published_keys_file"
+        )
+    return lambda since: read_public_log(settings, keys, since, timeout=60.0)
+
+
 def run_adopt(args: argparse.Namespace) -> int:
     from privstream.stream_app.store.identity import adopt
-    from privstream.stream_app.store.published import newest_published
 
     settings = _settings(args)
-
-    def read() -> Any:  # the public topics' newest releases: the ids not to give again
-        return newest_published(settings, per_partition=1000, timeout=30.0)
-
+    read = _public_log(settings, required=False)
     identity = _ledger_errors(lambda: adopt(settings, reason=args.reason, published=read))
     print(
         f"privstream ledger: the state store's history continues on ledger {identity.ledger_id} "
         f"(epoch {identity.epoch}, entries from {identity.entries + 1})",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def run_recover(args: argparse.Namespace) -> int:
+    from privstream.stream_app.store.identity import recover
+
+    settings = _settings(args)
+    read = _public_log(settings)
+    done = _ledger_errors(lambda: recover(settings, reason=args.reason, published=read))
+    named = ", ".join(done.charged[:5]) + (
+        f" and {len(done.charged) - 5} more" if len(done.charged) > 5 else ""
+    )
+    print(
+        f"privstream ledger: charged {len(done.charged)} releases of the verified public log into ledger "
+        f"{done.identity.ledger_id}" + (f" ({named})" if named else "") + f"; epoch {done.identity.epoch}",
         file=sys.stderr,
     )
     return 0

@@ -42,7 +42,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--learner",
         default="auto",  # privstream.learning.online.DEFAULT_ONLINE_LEARNER, without importing numpy here
         help="halfspaces:D: auto (the service's default), perceptron, averaged-perceptron, "
-        "second-order-perceptron, logistic, scaled-logistic, scaled-passive-aggressive or weighted-majority",
+        "second-order-perceptron, logistic, scaled-logistic, scaled-passive-aggressive, weighted-majority "
+        "or block-vote",
     )
     online.add_argument(
         "--margin", type=float, help="halfspaces:D: the Perceptrons' margin γ (default 0.1): bound (D+1)/γ²"

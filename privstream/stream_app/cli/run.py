@@ -260,7 +260,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--online-learner",
         default="perceptron",
         help="--vectors: perceptron (default), averaged-perceptron, second-order-perceptron, logistic, "
-        "scaled-logistic, scaled-passive-aggressive, weighted-majority, auto",
+        "scaled-logistic, scaled-passive-aggressive, weighted-majority, block-vote, auto",
     )
     demo.add_argument(
         "--margin",

@@ -106,6 +106,7 @@ def run_sanitize(args: argparse.Namespace) -> int:
         delta=result.delta,
         neighbouring_relation=result.neighbouring_relation,
         privacy_unit="example",
+        guarantee=result.privacy_guarantee.statement(),
         window=window,
         privacy=result.privacy,
         dp_outputs=result.dp_outputs,

@@ -275,6 +275,7 @@ def demo_stream(args: argparse.Namespace) -> StreamConfig:
         "averaged-perceptron",
         "second-order-perceptron",
         "weighted-majority",
+        "block-vote",
         "auto",
     )
     return StreamConfig(

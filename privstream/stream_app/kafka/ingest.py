@@ -256,6 +256,7 @@ class _Rebalance(ConsumerRebalanceListener):
         result = self.service.on_assigned({tp.partition for tp in assigned})
         if inspect.isawaitable(result):
             await result
+        await self.service.read_again(assigned)
 
 
 class IngestService(mode.Service):
@@ -268,6 +269,7 @@ class IngestService(mode.Service):
         on_assigned: Any,
         metrics: ServiceMetrics | None = None,
         stages: StartupStages | None = None,
+        replay: dict[int, int] | None = None,
         **kwargs: Any,
     ):
         super().__init__(**kwargs)
@@ -276,6 +278,9 @@ class IngestService(mode.Service):
         self.pipeline = pipeline
         self.metrics = metrics
         self.on_assigned = on_assigned
+        #: Per partition, an offset to read again from once, at its first assignment (a state
+        #: store restored from a backup lacks the examples read after it: store/identity.py).
+        self.replay: dict[int, int] = dict(replay or {})
         self.consumer: AIOKafkaConsumer | None = None
         self.producer: AIOKafkaProducer | None = None
         self.batches = 0
@@ -292,6 +297,27 @@ class IngestService(mode.Service):
         # Held by a probe's metadata request; the stop takes it before closing the clients, whose
         # closed connections would fail the request in flight (aiokafka logs that as an ERROR).
         self._probing = asyncio.Lock()
+
+    async def read_again(self, assigned: list[TopicPartition]) -> None:
+        """Seek the partitions of :attr:`replay` back to their offset where the group's committed
+        one is past it (once each): their examples are handled again, which the state store and
+        the ledger absorb (a window already released is never released again)."""
+        consumer = self.consumer
+        if consumer is None:
+            return
+        for tp in assigned:
+            offset = self.replay.pop(tp.partition, None)
+            if offset is None:
+                continue
+            committed = await consumer.committed(tp)
+            if committed is not None and committed > offset:
+                log.warning(
+                    "ingest: reading partition %d again from offset %d (committed %d) for the state store",
+                    tp.partition,
+                    offset,
+                    committed,
+                )
+                consumer.seek(tp, offset)
 
     async def on_start(self) -> None:
         self.stages.reach("listening")  # the listeners are started before this service

@@ -12,13 +12,19 @@ disagree, with one line that names what is wrong and how to resolve it:
   is never created again over recorded history, whatever ``ledger_create_if_missing`` says);
 * it is **another ledger** than the one the state store's history belongs to;
 * it is **older** than what was published: a lower epoch or fewer entries than the state store
-  saw, or releases the state store recorded are not charged in it (a restored backup);
+  saw, releases the state store recorded are not charged in it, or (the witness that survives
+  both stores) releases on the public topics signed by this deployment's keys are not charged
+  in it, or state a later epoch (a ledger and state store restored together from a backup);
 * a stream's **privacy configuration** differs from the one the ledger accepted (a lowered budget
   passes and takes effect at once; anything else needs ``privstream ledger accept-config``).
 
 A ledger that is lost for good can be replaced on purpose: ``privstream ledger adopt --reason``
 (:func:`adopt`) records the decision in the ledger's audit log and raises its epoch and entry ids
-above everything published, so no entry id is ever given twice.
+above everything published, so no entry id is ever given twice. A restored backup can instead
+catch up: ``privstream ledger recover --reason`` (:func:`recover`) charges the verified releases it
+lacks, with their published bytes, so the worker continues without charging them a second time.
+Records on the public topics that do not verify under the deployment's keys are counted and
+ignored: anyone can write there (:mod:`.published`).
 """
 
 from __future__ import annotations
@@ -27,19 +33,23 @@ import getpass
 import logging
 import socket
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
 
 from privstream.agents.ledger_port import (
     LedgerIdentity,
     LedgerMismatchError,
     LedgerMissingError,
+    NodeRange,
     PrivacyCost,
+    public_entry_id,
 )
+from privstream.agents.windows import count_family
+from privstream.schemas.numbers import MAX_SAFE_INTEGER
 from privstream.stream_app.settings import Settings
 from privstream.stream_app.store import factory
 from privstream.stream_app.store.ledger import SqlLedger
 from privstream.stream_app.store.privacy_config import privacy_configuration
-from privstream.stream_app.store.published import Published
+from privstream.stream_app.store.published import PublicLog, checkpoint
 from privstream.stream_app.store.state import LedgerRecord, SqlStateStore
 
 __all__ = [
@@ -51,14 +61,19 @@ __all__ = [
     "ledger_setting",
     "open_for_worker",
     "operator",
+    "recover",
 ]
 
 log = logging.getLogger(__name__)
 
-#: Reads the identities the newest public releases state (:func:`.published.newest_published`).
-Published_ = Callable[[], list[Published]]
+#: Reads the verified public log from a moment on (Unix seconds; None: all), as
+#: :func:`.published.read_public_log` does with the deployment's keys.
+Published_ = Callable[[float | None], PublicLog]
 #: How many of each stream's newest releases the start checks in the ledger.
 RECENT_RELEASES = 100
+#: How many missing public ids a refusal names (then "and N more"), and an audit entry lists.
+MAX_NAMED = 5
+MAX_AUDITED = 1000
 _ADOPT = "`privstream ledger adopt --reason ...` continues from this ledger (audited)"
 
 
@@ -87,6 +102,9 @@ class WorkerStores:
     identity: LedgerIdentity | None = None
     #: Each releasing stream's registration time (the public anchor of its time windows).
     registered: dict[str, float] = field(default_factory=dict)
+    #: Where to read the examples topic again from, per partition: a state store behind its
+    #: ledger (restored from a backup) lacks examples of windows charged since (:func:`replay_from`).
+    replay: dict[int, int] = field(default_factory=dict)
 
 
 def open_for_worker(settings: Settings, published: Published_ | None = None) -> WorkerStores:
@@ -105,7 +123,7 @@ def open_for_worker(settings: Settings, published: Published_ | None = None) -> 
         try:
             check_history(ledger, state, record, settings, [s.name for s in releasing])
             if published is not None:
-                check_published(ledger, _read(published), settings)
+                check_published(ledger, _read(published, ledger), settings)
             who = f"worker {operator()}"
             registered = {}
             for stream in releasing:
@@ -113,6 +131,7 @@ def open_for_worker(settings: Settings, published: Published_ | None = None) -> 
                 lifetime = PrivacyCost(stream.release.epsilon_budget, stream.release.delta_budget)
                 config = privacy_configuration(stream, settings)
                 registered[stream.name] = ledger.register_stream(stream.name, lifetime, config, who=who)
+            replay = replay_from(ledger, state, settings)
             identity = ledger.claim()
             state.record_ledger(identity)
         except BaseException:
@@ -122,7 +141,38 @@ def open_for_worker(settings: Settings, published: Published_ | None = None) -> 
         state.close()
         raise
     log.info("started on privacy ledger %s (epoch %d)", identity.ledger_id, identity.epoch)
-    return WorkerStores(state, ledger, identity, registered)
+    return WorkerStores(state, ledger, identity, registered, replay)
+
+
+def replay_from(ledger: SqlLedger, state: SqlStateStore, settings: Settings) -> dict[int, int]:
+    """Per partition of the examples topic, the offset to read again from, where the state store
+    holds fewer examples of a count-window stream than the windows its ledger charged cover (the
+    stores were restored from a backup and the ledger recovered from the public log since): the
+    examples read after the backup are read again, so they land in the windows they were in,
+    which the ledger holds already released, instead of filling those windows' ids anew."""
+    replay: dict[int, int] = {}
+    for stream in settings.streams:
+        if stream.release is None or stream.release.window.kind != "count":
+            continue
+        size = stream.release.window.size
+        last = ledger.last_window(stream.name, count_family(state.generation, size))
+        stored = state.next_seq(stream.name)
+        if last is None or stored >= (last + 1) * size:
+            continue
+        positions = state.positions(stream.name)
+        log.warning(
+            "stream %s: the state store %s holds %d examples, but the ledger charged its count windows up to "
+            "%d (%d examples): a restored backup; reading the examples topic again from %s",
+            stream.name,
+            state.location,
+            stored,
+            last,
+            (last + 1) * size,
+            ", ".join(f"offset {o} of partition {p}" for p, o in sorted(positions.items())) or "the start",
+        )
+        for part, offset in positions.items():
+            replay[part] = min(replay.get(part, offset), max(offset, 0))
+    return replay
 
 
 def keep_up(stores: WorkerStores) -> None:
@@ -186,56 +236,174 @@ def check_history(
             )
 
 
-def check_published(ledger: SqlLedger, published: list[Published], settings: Settings) -> None:
-    """Raise :class:`LedgerMismatchError` unless the ledger holds what the public topics show:
-    releases of this ledger (or of one it adopted), no later epoch, no higher entry id."""
+def check_published(ledger: SqlLedger, public: PublicLog, settings: Settings) -> None:
+    """Raise :class:`LedgerMismatchError` unless the ledger holds what the verified public log
+    shows: releases of this ledger (or of one it adopted), no later epoch, and a charge for every
+    public id ``stream/node/product`` published. Records that did not verify decide nothing."""
     mine = ledger.identity()
     where = f"the privacy ledger {ledger.location}"
+    if public.ignored:
+        log_ignored(public)
     known = {mine.ledger_id} | ledger.predecessors()
-    if foreign := sorted({p.ledger_id for p in published if p.ledger_id and p.ledger_id not in known}):
+    if foreign := sorted({r.ledger_id for r in public.releases if r.ledger_id not in known}):
         raise LedgerMismatchError(
-            f"{where} is ledger {mine.ledger_id}, but the public topics hold releases of ledger "
+            f"{where} is ledger {mine.ledger_id}, but the public topics hold signed releases of ledger "
             f"{foreign[0]}: point {ledger_setting(settings)} at that ledger, or {_ADOPT}"
         )
-    own = [p for p in published if p.ledger_id == mine.ledger_id]
-    epoch = max((p.epoch for p in own if p.epoch is not None), default=0)
-    entries = max((p.entry for p in own if p.entry is not None), default=0)
-    if epoch > mine.epoch or entries > mine.entries:
+    own = [r for r in public.releases if r.ledger_id == mine.ledger_id]
+    epoch = max((r.epoch for r in own), default=0)
+    missing = ledger.missing_entries([r.key for r in own])
+    fix = (
+        f"a restored backup? `privstream ledger recover --reason ...` charges them from the verified "
+        f"public log, or put the newest copy at {ledger_setting(settings)}"
+    )
+    if missing:
+        named = ", ".join(public_entry_id(*key) for key in missing[:MAX_NAMED])
+        more = f" and {len(missing) - MAX_NAMED} more" if len(missing) > MAX_NAMED else ""
         raise LedgerMismatchError(
-            f"{where} is older than what was published (epoch {mine.epoch}, entries up to {mine.entries}; "
-            f"the public topics show epoch {epoch}, entries up to {entries}): a restored backup? Put the "
-            f"newest copy at {ledger_setting(settings)}, or {_ADOPT}"
+            f"{where} lacks the charges of {len(missing)} signed releases on the public topics "
+            f"({named}{more}): {fix}"
+        )
+    if epoch > mine.epoch:
+        raise LedgerMismatchError(
+            f"{where} is at epoch {mine.epoch}, but signed releases on the public topics show epoch "
+            f"{epoch}: {fix}"
         )
 
 
-def _read(published: Published_) -> list[Published]:
-    """The public topics' newest releases, or none where they cannot be read now (the check is
-    a cheap extra: the state store's is the main one)."""
+def log_ignored(public: PublicLog) -> None:
+    """One line counting the public records that are no verified release of this deployment."""
+    log.warning(
+        "ignored %d records on the public topics that are not releases signed by this deployment's keys (%s)",
+        sum(public.ignored.values()),
+        public.describe_ignored(),
+    )
+
+
+def _read(published: Published_, ledger: SqlLedger) -> PublicLog:
+    """The verified public log back to the ledger's checkpoint, or none where the topics cannot be
+    read now (the state store's check still holds; a worker that cannot reach Kafka cannot publish)."""
     try:
-        return published()
+        return published(checkpoint(ledger.newest_charge_time()))
     except Exception as exc:
         log.warning("could not read the public topics to check the privacy ledger against: %s", exc)
-        return []
+        return PublicLog()
 
 
 def adopt(settings: Settings, *, reason: str, published: Published_ | None = None) -> LedgerIdentity:
     """``privstream ledger adopt``: continue the state store's history on the ledger the settings
-    name (created if missing), above every epoch and entry id the state store and the public
-    topics (``published``) saw; audited."""
+    name (created if missing), above every epoch and entry id the state store saw and every epoch
+    the verified public log (``published``) shows; audited. Unverified records decide nothing."""
     state = factory.open_state_store(settings)
     try:
         record = state.ledger_record()
         seen = [record.identity] if record is not None else []
-        by_ledger: dict[str, LedgerIdentity] = {}
-        for p in _read(published) if published is not None else []:
-            if p.ledger_id:
-                old = by_ledger.get(p.ledger_id, LedgerIdentity(p.ledger_id, 0, 0))
-                by_ledger[p.ledger_id] = LedgerIdentity(
-                    p.ledger_id, max(old.epoch, p.epoch or 0), max(old.entries, p.entry or 0)
-                )
+        public = PublicLog()
+        if published is not None:
+            try:
+                public = published(None)
+            except Exception as exc:
+                log.warning("could not read the public topics: %s", exc)
+        if public.ignored:
+            log_ignored(public)
+        by_ledger: dict[str, int] = {}
+        for r in public.releases:
+            by_ledger[r.ledger_id] = max(by_ledger.get(r.ledger_id, 0), r.epoch)
+        seen += [LedgerIdentity(ledger_id, epoch, 0) for ledger_id, epoch in by_ledger.items()]
+        if too_big := [s for s in seen if max(s.epoch, s.entries) >= MAX_SAFE_INTEGER]:
+            raise LedgerMismatchError(
+                f"the state store {state.location} states ledger {too_big[0].ledger_id} at epoch "
+                f"{too_big[0].epoch}, entries up to {too_big[0].entries}: beyond 2^53, not a ledger's "
+                "figures; restore the state store's backup"
+            )
         with factory.open_ledger(settings, create=True) as ledger:
-            identity = ledger.adopt([*seen, *by_ledger.values()], who=operator(), reason=reason)
+            identity = ledger.adopt(seen, who=operator(), reason=reason)
         state.record_ledger(identity, adopted=True)
         return identity
     finally:
         state.close()
+
+
+@dataclass
+class Recovery:
+    """What ``privstream ledger recover`` did: the public ids it charged (or completed), the
+    ledger's identity after it, and the public records it ignored."""
+
+    charged: list[str]
+    identity: LedgerIdentity
+    public: PublicLog
+
+
+def recover(settings: Settings, *, reason: str, published: Published_) -> Recovery:
+    """``privstream ledger recover``: charge into the ledger (a restored backup) every release of
+    it that the verified public log shows and it lacks, with the published bytes (so the worker
+    re-publishes those, never recomputes them), and raise its epoch to the latest published;
+    audited. Refused, with nothing changed, where a release cannot be charged from what it states
+    (a user-level release does not say which users it charged) or names a stream without budget."""
+    if not reason.strip():
+        raise LedgerMismatchError("recovering a ledger needs a reason (it is audited)")
+    with factory.open_ledger(settings, create=False) as ledger:
+        mine = ledger.identity()
+        public = published(checkpoint(ledger.newest_charge_time()))
+        if public.ignored:
+            log_ignored(public)
+        known = {mine.ledger_id} | ledger.predecessors()
+        if foreign := sorted({r.ledger_id for r in public.releases if r.ledger_id not in known}):
+            raise LedgerMismatchError(
+                f"the public topics hold signed releases of ledger {foreign[0]}, not of ledger "
+                f"{mine.ledger_id} ({ledger.location}): recover replays only this ledger's releases"
+            )
+        own = {r.key: r for r in public.releases if r.ledger_id == mine.ledger_id}
+        missing = set(ledger.missing_entries(list(own)))
+        pending = [r for key, r in own.items() if key in missing]
+        incomplete = []
+        for key, r in own.items():
+            if key not in missing and (found := ledger.reservation(*key)) is not None and not found.completed:
+                incomplete.append((found, r))
+        streams = set(ledger.streams())
+        for r in pending:
+            if r.stream_id not in streams:
+                raise LedgerMismatchError(
+                    f"release {r.public_id} names stream {r.stream_id!r}, which has no budget in "
+                    f"{ledger.location}: nothing recovered"
+                )
+            if r.privacy_unit != "example":
+                raise LedgerMismatchError(
+                    f"release {r.public_id} is a user-level release: which users it charged is not "
+                    "public, so it cannot be charged from the public log; restore a newer ledger "
+                    "backup. Nothing recovered"
+                )
+        charged = []
+        # Lower levels first, then by window: the order the worker charged them in.
+        for r in sorted(pending, key=lambda r: (*astuple(r.node or NodeRange(0, 0, 0)), r.public_id)):
+            if r.node is None:
+                entry = ledger.charge(
+                    r.stream_id, r.window_id, r.mechanism, r.epsilon, r.delta, r.release
+                ).entry_id
+            else:
+                reserved = ledger.reserve(
+                    r.stream_id,
+                    r.window_id,
+                    r.mechanism,
+                    r.epsilon,
+                    r.delta,
+                    r.node,
+                    scheduled_at=r.scheduled_at,
+                )
+                ledger.complete(reserved.entry_id, r.release)
+                entry = reserved.entry_id
+            ledger.mark_published(entry)
+            charged.append(r.public_id)
+        for found, r in incomplete:
+            ledger.complete(found.entry_id, r.release)
+            ledger.mark_published(found.entry_id)
+            charged.append(r.public_id)
+        epoch = max((r.epoch for r in own.values()), default=0)
+        detail = {
+            "charged": charged[:MAX_AUDITED],
+            "count": len(charged),
+            "epoch": epoch,
+            "was": mine._asdict(),
+        }
+        identity = ledger.raise_epoch(epoch, who=operator(), reason=reason, detail=detail)
+        return Recovery(charged, identity, public)

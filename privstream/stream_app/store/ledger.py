@@ -380,7 +380,6 @@ class SqlLedger(LedgerGovernance):
         """
         request = ChargeRequest.validate(stream_id, window_id, mechanism, epsilon, delta, b"")
         check_node(node)
-        eps, dlt = request.epsilon, request.delta
         distinct = None if users is None else check_users(users)
         limit = None
         if user_budget is not None:
@@ -401,56 +400,7 @@ class SqlLedger(LedgerGovernance):
             existing = self._reservation(cur, *request.key)  # reserved while we waited for the lock?
             if existing is not None:
                 return existing
-            state = self._lifetime_state(cur, stream_id)
-            peak = window_peak(self._overlapping(cur, stream_id, node), node.first_window, node.last_window)
-            # A budget lowered below the spend stops the stream at once, fresh windows included.
-            if state.exhausted or not state.allows_node(peak, eps, dlt):
-                self._refuse(cur, request, node)
-                spent_eps, spent_delta = state.spent_in(peak)
-                spent = PrivacyCost(float(spent_eps), float(spent_delta))
-                return BudgetExhaustedError(*request.key, request.cost, spent, state.budget)
-            after = state.after_node(peak, eps, dlt)
-            seed = secrets.token_bytes(SEED_BYTES)
-            (epoch,) = cur.execute(self._q("SELECT epoch FROM {identity}")).fetchone()
-            entry_id = self._dialect.insert(
-                cur,
-                "INSERT INTO {charges} (stream_id, window_id, mechanism, epsilon, delta, release, "
-                "charged_at, level, first_window, last_window, seed, epoch, scheduled_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (*request.key, str(eps), str(dlt), b"", self._now(), *_columns(node), seed, epoch, scheduled),
-                "entry_id",
-            )
-            included = packed = None
-            if distinct is not None:
-                budget = limit if limit is not None else (state.epsilon_budget, state.delta_budget)
-                charged = self._backend.charge_users(
-                    cur, distinct, lambda spend: spend_after(spend, eps, dlt, budget)
-                )
-                included, packed = frozenset(charged), pack_users(charged)
-            self._store_spend(cur, stream_id, stream.spend(eps, dlt), after)
-            self._count_level(cur, stream_id, node.level, node.last_window - node.first_window)
-            figures = self._figures(cur, stream_id, after)
-            cur.execute(
-                self._q(
-                    "UPDATE {charges} SET included_users = ?, users = ?, lifetime = ? WHERE entry_id = ?"
-                ),
-                (None if included is None else len(included), packed, lifetime_to_json(figures), entry_id),
-            )
-            return Reservation(
-                entry_id,
-                *request.key,
-                float(eps),
-                float(dlt),
-                node,
-                seed,
-                included,
-                figures,
-                None,
-                False,
-                self.ledger_id,
-                int(epoch),
-                scheduled,
-            )
+            return self._charge(cur, request, node, stream, distinct, limit, scheduled)
 
         outcome = self._backend.run(run)
         if isinstance(outcome, BudgetExhaustedError):
@@ -466,6 +416,71 @@ class SqlLedger(LedgerGovernance):
                 node,
             )
         return outcome
+
+    def _charge(
+        self,
+        cur: Cursor,
+        request: ChargeRequest,
+        node: NodeRange,
+        stream: StreamBudget,
+        users: list[str] | None,
+        user_limit: tuple[Fraction, Fraction] | None,
+        scheduled: float | None,
+    ) -> Reservation | BudgetExhaustedError:
+        """A new reservation, inside :meth:`reserve`'s transaction with the stream locked: the
+        refusal if a window of the node would pass the budget, else the charge with its secret
+        seed, the individual filter's users and the lifetime figures after it."""
+        stream_id, eps, dlt = request.key[0], request.epsilon, request.delta
+        state = self._lifetime_state(cur, stream_id)
+        peak = window_peak(self._overlapping(cur, stream_id, node), node.first_window, node.last_window)
+        # A budget lowered below the spend stops the stream at once, fresh windows included.
+        if state.exhausted or not state.allows_node(peak, eps, dlt):
+            self._refuse(cur, request, node)
+            spent_eps, spent_delta = state.spent_in(peak)
+            spent = PrivacyCost(float(spent_eps), float(spent_delta))
+            return BudgetExhaustedError(*request.key, request.cost, spent, state.budget)
+        after = state.after_node(peak, eps, dlt)
+        seed = secrets.token_bytes(SEED_BYTES)
+        (epoch,) = cur.execute(self._q("SELECT epoch FROM {identity}")).fetchone()
+        entry_id = self._dialect.insert(
+            cur,
+            "INSERT INTO {charges} (stream_id, window_id, mechanism, epsilon, delta, release, "
+            "charged_at, level, first_window, last_window, seed, epoch, scheduled_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (*request.key, str(eps), str(dlt), b"", self._now(), *_columns(node), seed, epoch, scheduled),
+            "entry_id",
+        )
+        included = packed = None
+        if users is not None:
+            budget = user_limit if user_limit is not None else (state.epsilon_budget, state.delta_budget)
+            charged = self._backend.charge_users(
+                cur, users, lambda spend: spend_after(spend, eps, dlt, budget)
+            )
+            included, packed = frozenset(charged), pack_users(charged)
+        self._store_spend(cur, stream_id, stream.spend(eps, dlt), after)
+        self._count_level(cur, stream_id, node.level, node.last_window - node.first_window)
+        figures = self._figures(cur, stream_id, after)
+        cur.execute(
+            self._q("UPDATE {charges} SET included_users = ?, users = ?, lifetime = ? WHERE entry_id = ?"),
+            (None if included is None else len(included), packed, lifetime_to_json(figures), entry_id),
+        )
+        return Reservation(
+            entry_id=entry_id,
+            stream_id=stream_id,
+            window_id=request.key[1],
+            mechanism=request.key[2],
+            epsilon=float(eps),
+            delta=float(dlt),
+            node=node,
+            seed=seed,
+            included_users=included,
+            lifetime=figures,
+            release=None,
+            published=False,
+            ledger_id=self.ledger_id,
+            epoch=int(epoch),
+            scheduled_at=scheduled,
+        )
 
     def _overlapping(self, cur: Cursor, stream_id: str, node: NodeRange) -> list[tuple[int, int, str, str]]:
         """The stream's ranged charges overlapping the node: per level, an index range scan
@@ -501,21 +516,21 @@ class SqlLedger(LedgerGovernance):
         else:  # a version-1 charge: no figures were recorded with it; today's stand in
             figures = self._figures(cur, stream_id, self._lifetime_state(cur, stream_id))
         return Reservation(
-            int(entry_id),
-            stream_id,
-            window_id,
-            mechanism,
-            float(Fraction(epsilon)),
-            float(Fraction(delta)),
-            _node(level, first, last),
-            b"" if seed is None else bytes(seed),
-            None if packed is None else unpack_users(bytes(packed)),
-            figures,
-            None if completed_at is None else bytes(release),
-            published_at is not None,
-            self.ledger_id,
-            None if epoch is None else int(epoch),
-            None if scheduled_at is None else float(scheduled_at),
+            entry_id=int(entry_id),
+            stream_id=stream_id,
+            window_id=window_id,
+            mechanism=mechanism,
+            epsilon=float(Fraction(epsilon)),
+            delta=float(Fraction(delta)),
+            node=_node(level, first, last),
+            seed=b"" if seed is None else bytes(seed),
+            included_users=None if packed is None else unpack_users(bytes(packed)),
+            lifetime=figures,
+            release=None if completed_at is None else bytes(release),
+            published=published_at is not None,
+            ledger_id=self.ledger_id,
+            epoch=None if epoch is None else int(epoch),
+            scheduled_at=None if scheduled_at is None else float(scheduled_at),
         )
 
     def reservation(self, stream_id: str, window_id: str, mechanism: str) -> Reservation | None:

@@ -35,7 +35,7 @@ from privstream.agents.ledger_port import (
 )
 from privstream.stream_app.store.dialect import Dialect, Mode, parse_time
 from privstream.stream_app.store.ledger_rules import Spend, StreamBudget, budget_change
-from privstream.stream_app.store.privacy_config import canonical, differences, only_lowers
+from privstream.stream_app.store.privacy_config import canonical, differences, only_lowers, stored
 
 __all__ = ["TABLES", "Cursor", "LedgerBackend", "LedgerGovernance"]
 
@@ -151,7 +151,7 @@ class LedgerGovernance:
                 )
             action = "registered"
         else:
-            accepted, action = json.loads(row[0]), "lowered"
+            accepted, action = stored(row[0]), "lowered"
         if accepted == dict(config):
             if row is None:
                 self._record_config(cur, stream_id, config, who, action, "first registration")
@@ -174,7 +174,7 @@ class LedgerGovernance:
             ),
             (stream_id, text, self._now()),
         )
-        detail = {"old": None if old is None else json.loads(old[0]), "new": dict(config)}
+        detail = {"old": None if old is None else stored(old[0]), "new": dict(config)}
         self._audit(cur, who, f"config {action}", stream_id, reason, detail)
 
     def _audit(
@@ -210,7 +210,7 @@ class LedgerGovernance:
         """The privacy configuration the ledger accepted for the stream (None: none recorded)."""
         statement = self._q("SELECT config FROM {configs} WHERE stream_id = ?")
         row = self._backend.run(lambda cur: cur.execute(statement, (stream_id,)).fetchone(), mode="read")
-        return None if row is None else dict(json.loads(row[0]))
+        return None if row is None else stored(row[0])
 
     def audit_log(self, stream_id: str | None = None) -> list[dict[str, Any]]:
         """The audit log, oldest first: who did what, when and why (all streams, or one)."""
@@ -305,6 +305,58 @@ class LedgerGovernance:
             )
         }
         return [w for w in ids if w not in found]
+
+    def missing_entries(self, keys: Collection[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+        """Which of the (stream, node, product) ``keys`` have no charge here, in the order given.
+
+        >>> from privstream.stream_app.store.sqlite_ledger import SqliteLedger
+        >>> ledger = SqliteLedger.open(":memory:", budgets={"s": (1.0, 0.0)})
+        >>> _ = ledger.charge("s", "w0", "laplace", 0.1, 0.0, b"r")
+        >>> ledger.missing_entries([("s", "w0", "laplace"), ("s", "w1", "laplace")])
+        [('s', 'w1', 'laplace')]
+        """
+        wanted = list(dict.fromkeys(keys))
+        found: set[tuple[str, str, str]] = set()
+        statement = self._q(
+            "SELECT stream_id, window_id, mechanism FROM {charges} WHERE stream_id = ? AND window_id = ?"
+        )
+
+        def read(cur: Cursor) -> None:
+            for stream_id, window_id in dict.fromkeys((s, w) for s, w, _ in wanted):
+                found.update(tuple(row) for row in cur.execute(statement, (stream_id, window_id)).fetchall())
+
+        if wanted:
+            self._backend.run(read, mode="snapshot")
+        return [key for key in wanted if key not in found]
+
+    def last_window(self, stream_id: str, family: str) -> int | None:
+        """The last level-0 window a charge of the stream's node family ``family`` covers (None:
+        none): the examples a state store must have seen for what this ledger charged."""
+        statement = self._q(
+            "SELECT max(last_window) FROM {charges} WHERE stream_id = ? AND substr(window_id, 1, ?) = ?"
+        )
+        prefix = f"{family}-L"
+        row = self._backend.run(
+            lambda cur: cur.execute(statement, (stream_id, len(prefix), prefix)).fetchone(), mode="read"
+        )
+        return None if row is None or row[0] is None else int(row[0])
+
+    def newest_charge_time(self) -> datetime | None:
+        """When the newest charge was made (None: none yet): the public log's checkpoint."""
+        statement = self._q("SELECT max(charged_at) FROM {charges}")
+        row = self._backend.run(lambda cur: cur.execute(statement).fetchone(), mode="read")
+        return None if row is None or row[0] is None else parse_time(row[0])
+
+    def raise_epoch(self, epoch: int, *, who: str, reason: str, detail: Mapping[str, Any]) -> LedgerIdentity:
+        """Raise the epoch to at least ``epoch`` (a recovery replayed releases of a later epoch),
+        audited as ``ledger recovered``."""
+
+        def run(cur: Cursor) -> LedgerIdentity:
+            cur.execute(self._q("UPDATE {identity} SET epoch = ? WHERE epoch < ?"), (epoch, epoch))
+            self._audit(cur, who, "ledger recovered", None, reason, detail)
+            return self._identity(cur)
+
+        return self._backend.run(run)
 
     def _set_budget(self, cur: Cursor, stream_id: str, epsilon_budget: float, delta_budget: float) -> None:
         fresh = budget_change(stream_id, None, epsilon_budget, delta_budget)  # validates the numbers

@@ -9,13 +9,13 @@ compares them at every start. Only a *lowered* budget passes without an explicit
 acceptance, with the ε and δ of the levels lowered along (where they default to a share of the
 budget): lowering can only make the ledger refuse more and each release spend less.
 
->>> old = {"epsilon_budget": 2.0, "learner_epsilons": [1.0, 1.0], "levels": 1}
+>>> old = {"epsilon_budget": 2.0, "learner_epsilons": [1.0, 1.0], "top_level": 1}
 >>> lowered = {**old, "epsilon_budget": 1.0, "learner_epsilons": [0.5, 0.5]}
 >>> differences(old, lowered)
 {'epsilon_budget': (2.0, 1.0), 'learner_epsilons': ([1.0, 1.0], [0.5, 0.5])}
 >>> only_lowers(old, lowered), only_lowers(old, {**old, "epsilon_budget": 3.0})
 (True, False)
->>> only_lowers(old, {**lowered, "levels": 2, "learner_epsilons": [0.3, 0.3, 0.3]})
+>>> only_lowers(old, {**lowered, "top_level": 2, "learner_epsilons": [0.3, 0.3, 0.3]})
 False
 """
 
@@ -49,7 +49,7 @@ def privacy_configuration(stream: StreamConfig, settings: Settings | None = None
 
     >>> from privstream.stream_app.settings import StreamConfig
     >>> stream = StreamConfig(name="s", hypothesis_class="thresholds:64",
-    ...                       release={"epsilon": 0.5, "epsilon_budget": 1.0, "levels": 1})
+    ...                       release={"epsilon": 0.5, "epsilon_budget": 1.0, "top_level": 1})
     >>> config = privacy_configuration(stream)
     >>> config["learner_epsilons"], config["window"], config["privacy_unit"]
     ([0.5, 0.5], {'kind': 'count', 'size': 2000, 'seconds': None}, 'example')
@@ -65,7 +65,7 @@ def privacy_configuration(stream: StreamConfig, settings: Settings | None = None
             "size": release.window.size if release.window.kind == "count" else None,
             "seconds": release.window.seconds,
         },
-        "levels": release.levels,
+        "top_level": release.top_level,
         "learner": release.learner,
         "learner_epsilons": list(release.learner_epsilons),
         "delta": release.delta,
@@ -84,6 +84,19 @@ def privacy_configuration(stream: StreamConfig, settings: Settings | None = None
 def canonical(config: Mapping[str, Any]) -> str:
     """The configuration as stored: JSON with sorted keys (equal configurations, equal text)."""
     return json.dumps(config, sort_keys=True, separators=(",", ":"))
+
+
+def stored(text: str) -> dict[str, Any]:
+    """A configuration as the ledger stored it (:func:`canonical`), the tree's top level under its
+    one name ``top_level`` (also read from the key ``levels``, which ledgers of version 0.1 store).
+
+    >>> stored('{"levels": 2, "learner": "generic"}')
+    {'learner': 'generic', 'top_level': 2}
+    """
+    config = dict(json.loads(text))
+    if "levels" in config and "top_level" not in config:
+        config["top_level"] = config.pop("levels")
+    return config
 
 
 def differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:

@@ -307,6 +307,11 @@ class SqlStateStore:
         rows = self._read("SELECT next_seq FROM {stream_seq} WHERE stream_id = ?", (stream_id,))
         return int(rows[0][0]) if rows else 0
 
+    def positions(self, stream_id: str) -> dict[int, int]:
+        """The stream's high-water marks: per partition, the offset after the last one stored."""
+        rows = self._read("SELECT part, next_offset FROM {positions} WHERE stream_id = ?", (stream_id,))
+        return {int(part): int(offset) for part, offset in rows}
+
     def partitions(self, stream_id: str) -> set[int]:
         return {
             int(r[0]) for r in self._read("SELECT part FROM {positions} WHERE stream_id = ?", (stream_id,))

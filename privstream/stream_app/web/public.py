@@ -262,7 +262,7 @@ def lifetime(
       shared with an older configuration: a valid configuration never runs out).
 
     >>> stream = StreamConfig(name="s", hypothesis_class="thresholds:16",
-    ...                       release={"epsilon": 0.5, "epsilon_budget": 2.0, "levels": 1})
+    ...                       release={"epsilon": 0.5, "epsilon_budget": 2.0, "top_level": 1})
     >>> figures = lifetime(stream, StreamFigures(PrivacyCost(1.0, 0.0), {0: 2, 1: 1}))
     >>> [figures[f"lifetime_epsilon_{k}"] for k in ("budget", "committed", "spent", "uncommitted")]
     [2.0, 1.0, 1.0, 1.0]
@@ -292,7 +292,7 @@ def lifetime(
         "lifetime_epsilon_uncommitted": max(config.epsilon_budget - committed.epsilon, 0.0),
         "lifetime_delta_uncommitted": max(config.delta_budget - committed.delta, 0.0),
         "rule": LIFETIME_RULES[config.privacy_unit],
-        "levels": config.levels,
+        "top_level": config.top_level,
         "level_epsilon": config.learner_epsilons,
         "sanitizer_level_epsilon": config.sanitizer_epsilons,
         "releases": sum(figures.releases_per_level.values()),

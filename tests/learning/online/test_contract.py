@@ -27,8 +27,16 @@ from tests.learning.online.streams import noisy_stream, separable_stream
 
 LEARNERS = sorted(ONLINE_LEARNERS)
 #: Learners that test the margin (a Perceptron inside), and those that bound their own mistakes.
-MARGIN_TESTED = ["averaged-perceptron", "perceptron", "second-order-perceptron", "weighted-majority"]
+MARGIN_TESTED = [
+    "averaged-perceptron",
+    "block-vote",
+    "perceptron",
+    "second-order-perceptron",
+    "weighted-majority",
+]
 BOUNDED = ["perceptron"]
+#: Margin testers that stop counting once the test is decided (one mistake past the bound).
+STOPS_AT_VERDICT = ["block-vote"]
 
 
 def make(name: str, bounds: object, margin: float = 0.1) -> OnlineLearner:
@@ -60,7 +68,10 @@ def test_the_margin_test_compares_the_perceptrons_mistakes_with_the_bound(name: 
     # The averaged Perceptron's test counts exactly the mistakes of the Perceptron it runs inside.
     plain = make("perceptron", bounds, margin=0.5)
     plain.learn_many(X, y)
-    assert learner.margin_mistakes == plain.mistakes
+    if name in STOPS_AT_VERDICT:
+        assert learner.margin_mistakes == min(plain.mistakes, learner.margin_bound + 1)
+    else:
+        assert learner.margin_mistakes == plain.mistakes
 
 
 @pytest.mark.parametrize("name", LEARNERS)
@@ -205,7 +216,16 @@ def test_the_rule_on_the_raw_features_predicts_as_the_learner(name: str) -> None
     learner.learn_many(X, y)
     test = np.array(bounds)[:, 0] + np.random.default_rng(9).random((500, 3)) * np.ptp(bounds, axis=1)
     experts = getattr(learner, "experts", None)
-    if experts is None:
+    if hasattr(learner, "expert_rules"):  # a vote of rules held inside
+        ones, zeros = np.zeros(len(test)), np.zeros(len(test))
+        for weight, (w, b) in zip(learner.vote_weights, learner.expert_rules(), strict=True):
+            ones += np.where(test @ w + b >= 0, weight, 0.0)
+            zeros += np.where(test @ w + b >= 0, 0.0, weight)
+        said = (ones > zeros).astype(np.uint8)
+        assert [r.tolist() for r in learner.weights()[:1]] == [
+            learner.expert_rules()[learner.expert_mistakes.index(min(learner.expert_mistakes))][0].tolist()
+        ]
+    elif experts is None:
         w, b = learner.weights()
         said = (test @ w + b >= 0).astype(np.uint8)
     else:  # a vote: the experts' rules on the raw features, weighted as the learner says

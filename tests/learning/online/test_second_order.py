@@ -57,14 +57,14 @@ def test_where_the_bounds_put_the_origin_hardly_matters() -> None:
     assert agreement["perceptron"] < agreement["second-order-perceptron"] - 0.02
 
 
-def test_wide_streams_are_refused_and_the_default_votes_without_it() -> None:
+def test_wide_streams_are_refused_and_the_weighted_majority_votes_without_it() -> None:
     wide = [[0, 1]] * (SECOND_ORDER_MAX_FEATURES + 1)
     with pytest.raises(OnlineInputError, match="at most 256 features"):
         SecondOrderPerceptron(wide)
-    default = make_online_learner(DEFAULT_ONLINE_LEARNER, wide)
-    assert "second-order-perceptron" not in [e.name for e in default.experts]  # type: ignore[attr-defined]
-    assert make_online_learner(DEFAULT_ONLINE_LEARNER, [[0, 1]] * 9, margin=0.2).margin == 0.2
-    assert resolve_online_learner("auto", SECOND_ORDER_MAX_FEATURES) == "weighted-majority"
+    vote = make_online_learner("weighted-majority", wide)
+    assert "second-order-perceptron" not in [e.name for e in vote.experts]  # type: ignore[attr-defined]
+    assert make_online_learner(DEFAULT_ONLINE_LEARNER, [[0, 1]] * 9, margin=0.2).margin == 0.2  # type: ignore[attr-defined]
+    assert resolve_online_learner("auto", SECOND_ORDER_MAX_FEATURES + 1) == "block-vote"
 
 
 @pytest.mark.parametrize("regularizer", [0, -1.0, float("inf"), True, "1"])

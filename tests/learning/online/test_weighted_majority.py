@@ -9,20 +9,15 @@ import numpy as np
 import pytest
 
 from privstream.learning.online import (
-    DEFAULT_ONLINE_LEARNER,
-    SECOND_ORDER_MAX_FEATURES,
     AveragedPerceptron,
     make_online_learner,
-    resolve_online_learner,
 )
 from privstream.learning.online.weighted_majority import BETA, EXPERTS, WeightedMajority
 from tests.learning.online.streams import noisy_stream, separable_stream
 
 
-def test_the_default_is_the_weighted_majority_at_every_width() -> None:
-    for d in (1, 9, SECOND_ORDER_MAX_FEATURES, SECOND_ORDER_MAX_FEATURES + 1):
-        assert resolve_online_learner(DEFAULT_ONLINE_LEARNER, d) == "weighted-majority"
-    narrow = make_online_learner(DEFAULT_ONLINE_LEARNER, [[0, 1]] * 3)
+def test_every_expert_votes_on_a_narrow_stream() -> None:
+    narrow = make_online_learner("weighted-majority", [[0, 1]] * 3)
     assert [type(e) for e in narrow.experts] == list(EXPERTS)  # type: ignore[attr-defined]
 
 

@@ -20,7 +20,7 @@ from tests.stream_app.store.backends import LedgerBackend
 CONFIG = {
     "privacy_unit": "example",
     "window": {"kind": "count", "size": 100, "seconds": None},
-    "levels": 1,
+    "top_level": 1,
     "learner": "generic",
     "learner_epsilons": [0.5, 0.5],
     "delta": 0.0,
@@ -75,11 +75,11 @@ def test_the_first_configuration_is_recorded_and_a_restart_with_it_changes_nothi
         {"epsilon_budget": 100.0},  # a raised budget (another worker's configuration)
         {"learner_epsilons": [5.0, 5.0], "epsilon_budget": 10.0},
         {"window": {"kind": "count", "size": 50, "seconds": None}},
-        {"levels": 2, "learner_epsilons": [0.3, 0.3, 0.3]},
+        {"top_level": 2, "learner_epsilons": [0.3, 0.3, 0.3]},
         {"learner": "proper"},
         {"privacy_unit": "user"},
     ],
-    ids=["raised-budget", "epsilon", "window", "levels", "learner", "privacy-unit"],
+    ids=["raised-budget", "epsilon", "window", "top-level", "learner", "privacy-unit"],
 )
 def test_another_configuration_is_refused_and_changes_nothing(ledger, change) -> None:
     ledger.register_stream("s", budget_of(CONFIG), CONFIG, who="worker a")

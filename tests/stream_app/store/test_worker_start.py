@@ -7,6 +7,7 @@ The stores are real (SQLite files, a PostgreSQL database); a "worker start" is
 
 from __future__ import annotations
 
+import json
 import shutil
 import sqlite3
 from pathlib import Path
@@ -21,9 +22,17 @@ from privstream.agents.ledger_port import (
 )
 from privstream.stream_app.cli import main
 from privstream.stream_app.settings import Settings, StreamConfig
-from privstream.stream_app.store.identity import WorkerStores, check_published, keep_up, open_for_worker
+from privstream.stream_app.signing import KeySet, Signer
+from privstream.stream_app.store.identity import (
+    WorkerStores,
+    adopt,
+    check_published,
+    keep_up,
+    open_for_worker,
+    recover,
+)
 from privstream.stream_app.store.pg_server import PostgresServer
-from privstream.stream_app.store.published import Published
+from privstream.stream_app.store.published import PublicLog, public_log
 
 
 def stream(epsilon: float = 0.5, budget: float = 1.0) -> StreamConfig:
@@ -59,9 +68,10 @@ def release_one(stores: WorkerStores, window: int) -> int:
     """What a release does to the stores: a charge in the ledger, the node closed in the state store."""
     assert stores.ledger is not None
     node = NodeRange.of(0, window)
-    reservation = stores.ledger.reserve("s", f"c10-L0-{window}", "learner:generic", 0.25, 0.0, node)
+    window_id = f"{stores.state.generation}-c10-L0-{window}"
+    reservation = stores.ledger.reserve("s", window_id, "learner:generic", 0.25, 0.0, node)
     stores.ledger.complete(reservation.entry_id, b"release")
-    stores.state.mark_closed("s", f"c10-L0-{window}", "released")
+    stores.state.mark_closed("s", window_id, "released")
     return reservation.entry_id
 
 
@@ -202,21 +212,184 @@ def test_without_create_a_missing_ledger_without_history_is_the_usual_error(tmp_
 
 
 def test_the_public_topics_show_history_the_ledger_lacks(tmp_path: Path) -> None:
-    """Where the state store is gone too, the releases on the public topics still tell."""
+    """Where the state store is gone too, the signed releases on the public topics still tell."""
+    settings = sqlite_settings(tmp_path)
+    stores = open_for_worker(settings)
+    assert stores.ledger is not None
+    mine, gen = stores.ledger.identity(), stores.state.generation
+    release_one(stores, 0)
+    check_published(stores.ledger, signed([release(mine.ledger_id, mine.epoch, 0, generation=gen)]), settings)
+    with pytest.raises(LedgerMismatchError, match="the public topics hold signed releases of ledger f00d"):
+        check_published(stores.ledger, signed([release("f00d", 3, 0)]), settings)
+    with pytest.raises(
+        LedgerMismatchError, match=f"is at epoch {mine.epoch}, but signed releases .* epoch 9"
+    ):
+        check_published(stores.ledger, signed([release(mine.ledger_id, 9, 0, generation=gen)]), settings)
+    close(stores)
+    settings.resolved_ledger_path.unlink()
+    settings.resolved_state_path.unlink()  # both stores lost: only the topics remember
+    message = refusal_with(settings, lambda since: signed([release(mine.ledger_id, mine.epoch, 1)]))
+    assert f"the public topics hold signed releases of ledger {mine.ledger_id}" in message
+
+
+SIGNER = Signer.generate()
+KEYS = KeySet([SIGNER.public_entry()])
+
+
+def release(
+    ledger_id: str, epoch: int, window: int, level: int = 0, epsilon: float = 0.25, generation: str = "g"
+) -> bytes:
+    """A release's bytes as the worker writes them (the fields the witness reads)."""
+    node = NodeRange.of(level, window)
+    window_id = f"{generation}-c10-L{level}-{window}"
+    return json.dumps(
+        {
+            "stream_id": "s",
+            "certificate": {
+                "ledger_id": ledger_id,
+                "ledger_epoch": epoch,
+                "ledger_entry_id": f"s/{window_id}/learner:generic",
+                "level": level,
+                "epsilon": epsilon,
+                "delta": 0.0,
+                "privacy_unit": "example",
+                "window": {
+                    "window_id": window_id,
+                    "first_window": node.first_window,
+                    "last_window": node.last_window,
+                },
+            },
+            "window": window,
+        }
+    ).encode()
+
+
+def signed(bodies: list[bytes], junk: list[bytes] = ()) -> PublicLog:  # type: ignore[assignment]
+    """The public log of ``bodies`` signed by the deployment, and of ``junk`` (unsigned)."""
+    records = [(body, SIGNER.headers(body), 0) for body in bodies]
+    return public_log([*records, *((j, None, 0) for j in junk)], KEYS)
+
+
+def backup_then_publish(settings: Settings, tmp_path: Path) -> tuple[str, list[bytes]]:
+    """The documented backup of a running worker's ledger and state store after window 0, three
+    more releases (L0-1, L0-2, L1-0), both stores restored together from the backup: the ledger
+    and the state store agree with each other, but not with what was published."""
+    stores = open_for_worker(settings)
+    assert stores.ledger is not None
+    identity, gen = stores.ledger.identity(), stores.state.generation
+    append(stores, range(0, 10))  # window 0's examples, at offsets 0..9 of partition 0
+    release_one(stores, 0)
+    for name in ("ledger", "state"):
+        path = getattr(settings, f"resolved_{name}_path")
+        sqlite_backup(path, tmp_path / f"{name}.backup")
+    append(stores, range(10, 30))
+    release_one(stores, 1)
+    release_one(stores, 2)
+    r = stores.ledger.reserve("s", f"{gen}-c10-L1-0", "learner:generic", 0.25, 0.0, NodeRange.of(1, 0))
+    stores.ledger.complete(r.entry_id, b"release")
+    spent = stores.ledger.spent("s")
+    assert spent.epsilon == 0.5
+    close(stores)
+    for name in ("ledger", "state"):
+        shutil.copy(tmp_path / f"{name}.backup", getattr(settings, f"resolved_{name}_path"))
+    bodies = [release(identity.ledger_id, identity.epoch, w, generation=gen) for w in range(3)]
+    bodies.append(release(identity.ledger_id, identity.epoch, 0, level=1, generation=gen))
+    return identity.ledger_id, bodies
+
+
+def append(stores: WorkerStores, offsets: range) -> None:
+    for offset in offsets:
+        stores.state.append("s", partition=0, offset=offset, x=3, y=1, user=None, time_window=None)
+
+
+def test_a_backup_restored_with_its_state_store_is_refused_by_the_signed_public_log(tmp_path: Path) -> None:
+    settings = sqlite_settings(tmp_path)
+    ledger_id, bodies = backup_then_publish(settings, tmp_path)
+    close(open_for_worker(settings))  # the stores agree with each other: alone, they would start
+    # 25 unsigned junk records and a forged "newest" release switch nothing off
+    junk = [b"{}"] * 24 + [release(ledger_id, 2**62, 99)]
+    message = refusal_with(settings, lambda since: signed(bodies, junk))
+    assert "lacks the charges of 3 signed releases on the public topics" in message
+    for public_id in (
+        "-c10-L0-1/learner:generic",
+        "-c10-L0-2/learner:generic",
+        "-c10-L1-0/learner:generic",
+    ):
+        assert public_id in message
+    assert "privstream ledger recover" in message
+
+
+def test_unsigned_records_on_the_public_topics_decide_nothing(tmp_path: Path, caplog) -> None:
     settings = sqlite_settings(tmp_path)
     stores = open_for_worker(settings)
     assert stores.ledger is not None
     mine = stores.ledger.identity()
-    check_published(stores.ledger, [Published(mine.ledger_id, mine.epoch, mine.entries)], settings)
-    with pytest.raises(LedgerMismatchError, match="the public topics hold releases of ledger f00d"):
-        check_published(stores.ledger, [Published("f00d", 3, 40)], settings)
-    with pytest.raises(LedgerMismatchError, match="the public topics show epoch 9, entries up to 0"):
-        check_published(stores.ledger, [Published(mine.ledger_id, 9, None)], settings)
     close(stores)
+    forged = [
+        b'{"certificate": {"ledger_id": "' + b"f" * 32 + b'"}}',
+        release(mine.ledger_id, 2**62, 0),
+        release("f" * 32, 1, 0),
+        b"\x00not json",
+    ]
+    wrong_key = Signer.generate()
+    foreign = [(body, wrong_key.headers(body), 0) for body in forged[1:3]]
+    log = public_log([*((f, None, 0) for f in forged), *foreign], KEYS)
+    assert log.releases == [] and dict(log.ignored) == {"unsigned": 4, "unknown_key": 2}
+    with caplog.at_level("WARNING"):
+        close(open_for_worker(settings, published=lambda since: log))  # starts
+    assert "ignored 6 records on the public topics" in caplog.text
+    assert "(unknown_key 2, unsigned 4)" in caplog.text
+
+
+def test_recover_charges_the_published_releases_once_and_the_worker_continues(tmp_path: Path, capsys) -> None:
+    settings = sqlite_settings(tmp_path)
+    _, bodies = backup_then_publish(settings, tmp_path)
+    junk = [b"{}"] * 25
+    reader = lambda since: signed(bodies, junk)  # noqa: E731
+    identity = recover(settings, reason="restored last night's backup", published=reader).identity
+    stores = open_for_worker(settings, published=reader)  # starts now
+    assert stores.ledger is not None and stores.identity is not None
+    # The state store lacks the examples after the backup: the worker reads them again (from
+    # offset 10 of partition 0), so they land in the windows already released.
+    assert stores.replay == {0: 10}
+    assert stores.identity.epoch == identity.epoch + 1
+    assert stores.ledger.spent("s").epsilon == 0.5  # window 0's examples: L0 + L1, once each
+    # The worker, finding the nodes again, gets the charged reservation with the published bytes.
+    gen = stores.state.generation
+    again = stores.ledger.reserve("s", f"{gen}-c10-L1-0", "learner:generic", 0.25, 0.0, NodeRange.of(1, 0))
+    assert again.completed and again.published and again.release == bodies[3]
+    assert stores.ledger.spent("s").epsilon == 0.5
+    assert stores.ledger.audit_log()[-1]["action"] == "ledger recovered"
+    close(stores)
+    # Recovering again finds nothing to charge.
+    assert recover(settings, reason="again", published=reader).charged == []
+
+
+def test_recover_refuses_what_the_public_log_cannot_charge_and_changes_nothing(tmp_path: Path) -> None:
+    settings = sqlite_settings(tmp_path)
+    _, bodies = backup_then_publish(settings, tmp_path)
+    user_level = json.loads(bodies[1])
+    user_level["certificate"]["privacy_unit"] = "user"
+    with pytest.raises(LedgerMismatchError, match="user-level release: which users it charged is not public"):
+        recover(settings, reason="x", published=lambda since: signed([json.dumps(user_level).encode()]))
+    with pytest.raises(LedgerMismatchError, match="not of ledger"):
+        recover(settings, reason="x", published=lambda since: signed([release("f00d", 1, 5)]))
+    refusal_with(settings, lambda since: signed(bodies))  # still behind: nothing was charged
+
+
+def test_adopt_takes_only_verified_figures(tmp_path: Path, capsys) -> None:
+    settings = sqlite_settings(tmp_path)
+    close(open_for_worker(settings))
     settings.resolved_ledger_path.unlink()
-    settings.resolved_state_path.unlink()  # both stores lost: only the topics remember
-    message = refusal_with(settings, lambda: [Published(mine.ledger_id, mine.epoch, 1)])
-    assert f"the public topics hold releases of ledger {mine.ledger_id}" in message
+    config = tmp_path / "privstream.toml"
+    config.write_text(f'data_dir = "{tmp_path}"\n')
+    (tmp_path / "signing_key.pem").write_bytes(SIGNER.private_pem())
+    huge = b'{"stream_id": "s", "certificate": {"ledger_id": "ab", "ledger_epoch": 4611686018427387904, '
+    huge += b'"ledger_entry_id": "123456789012345678901234567890"}}'
+    forged = public_log([(huge, None, 0), (huge, SIGNER.headers(huge), 0)], KEYS)
+    assert forged.releases == [] and dict(forged.ignored) == {"unsigned": 1, "not_a_release": 1}
+    identity = adopt(settings, reason="the disk died", published=lambda since: forged)
+    assert identity.epoch == 2  # above the state store's epoch 1, not 2^62
 
 
 def refusal_with(settings: Settings, published) -> str:

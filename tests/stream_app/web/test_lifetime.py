@@ -12,7 +12,7 @@ from privstream.stream_app.web.public import LIFETIME_RULES, StreamFigures, life
 STREAM = StreamConfig(
     name="s",
     hypothesis_class="thresholds:16",
-    release={"epsilon": 0.25, "epsilon_budget": 1.0, "levels": 2},
+    release={"epsilon": 0.25, "epsilon_budget": 1.0, "top_level": 2},
 )
 
 
@@ -77,7 +77,7 @@ def test_a_plan_that_commits_the_whole_budget_reads_as_committed_not_as_used_up(
     its examples have spent all of it, yet the stream goes on releasing (later windows start at 0):
     the figures say committed and spent, never "remaining 0"."""
     stream = StreamConfig(
-        name="s", hypothesis_class="thresholds:16", release={"epsilon_budget": 1.0, "levels": 3}
+        name="s", hypothesis_class="thresholds:16", release={"epsilon_budget": 1.0, "top_level": 3}
     )
     figures = lifetime(stream, StreamFigures(PrivacyCost(1.0, 0.0), {0: 8, 1: 4, 2: 2, 3: 1}))
     assert figures is not None

@@ -130,7 +130,7 @@ def test_a_tree_release_is_summarised_with_its_level_node_and_lifetime_bound():
         "delta": 0.0,
         "epsilon_budget": 1.0,
         "delta_budget": 0.0,
-        "levels": 2,
+        "top_level": 2,
         "level_epsilon": [1 / 3] * 3,
         "rule": "parallel ...",
     }

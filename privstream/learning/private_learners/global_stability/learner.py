@@ -82,6 +82,7 @@ from privstream.learning.private_learners.base import (
     check_expected_size,
     check_privacy_parameters,
     check_sample,
+    neighbouring_relation,
 )
 from privstream.learning.private_learners.global_stability.algorithm_g import (
     FAIL_KEY,
@@ -770,6 +771,7 @@ class GlobalStabilityLearner:
             parameters=parameters,
             theorem_sample_size=needed,
             accuracy_guarantee_holds=params.mode == "theory",
+            neighbouring_relation=neighbouring_relation(expected),
         )
 
     def __repr__(self) -> str:

@@ -94,6 +94,7 @@ from privstream.learning.private_learners.base import (
     check_expected_size,
     check_privacy_parameters,
     check_sample,
+    neighbouring_relation,
 )
 from privstream.learning.private_learners.generic.error_levels import error_levels
 from privstream.learning.private_learners.generic.learner import sample_hypothesis
@@ -633,6 +634,7 @@ class ProperLearner:
             parameters=parameters,
             theorem_sample_size=needed,
             accuracy_guarantee_holds=params.mode == "paper" and size >= needed,
+            neighbouring_relation=neighbouring_relation(expected),
         )
 
     def _structured(

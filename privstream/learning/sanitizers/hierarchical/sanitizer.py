@@ -296,6 +296,7 @@ class HierarchicalSanitizer:
             parameters=parameters,
             theorem_sample_size=None,
             accuracy_guarantee_holds=False,
+            neighbouring_relation=relation,
         )
 
     def __repr__(self) -> str:

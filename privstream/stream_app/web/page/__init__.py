@@ -14,6 +14,8 @@ Plain HTML and JavaScript from ``assets/``, served by the worker, with one vendo
 library (uPlot, MIT: ``assets/NOTICE``): no CDN, the pages work offline. Everything they show is
 public: the published releases and their certificates, the ledger's lifetime figures and the
 streams' configuration (the public listener's JSON endpoints, and ``/streams/{id}/releases`` here).
+Every release they show is verified in the browser first (``assets/verify.js``: its Ed25519
+signature against ``/keys``, with WebCrypto) and marked verified or not signed by this deployment.
 
 :func:`page_routes` gives the routes, which the service adds to the public listener's.
 """

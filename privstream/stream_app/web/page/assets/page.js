@@ -7,6 +7,10 @@
  * release (/streams/{id}/releases/best: what the SDK subscribes to by default) beside the latest;
  * the time series with uPlot (assets/uPlot.iife.min.js, MIT).
  *
+ * Every release shown is verified first (assets/verify.js: its Ed25519 signature against the
+ * deployment's /keys, in the browser) and marked "verified" or, naming the reason, as not signed
+ * by this deployment; document.body's data-best-verified / data-latest-verified say which.
+ *
  * Lifetime accounting: the figures shown are the stream's lifetime budget per example (or per
  * user), what the release plan commits each example to (the sum of the levels' ε) and the largest
  * lifetime ε an example has spent so far (/streams/{id}/releases "lifetime"). A plan that commits
@@ -54,11 +58,33 @@
     });
   }
 
-  // The latest hypothesis release, asked for only once the history has one (a 404 would be
-  // reported by the browser as an error).
+  // The latest hypothesis release, verified ({release, problem, keyId}: verify.js), asked for
+  // only once the history has one (a 404 would be reported by the browser as an error).
   function latestOf(base, history) {
     var any = history && history.releases.some(function (r) { return r.product === "hypotheses"; });
-    return any ? getJSON(base + "/releases/latest") : Promise.resolve(null);
+    return any ? PrivstreamVerify.fetchRelease(base + "/releases/latest") : Promise.resolve(null);
+  }
+
+  // What the verification of a shown release says, for a person: "verified", or why not.
+  function verification(checked) {
+    if (!checked) return null;
+    if (checked.problem === null) {
+      return { state: "verified", text: "verified",
+               title: "signed by key " + checked.keyId + " of this deployment's /keys (Ed25519, checked here)" };
+    }
+    if (checked.problem === "unverifiable") {
+      return { state: "unverifiable", text: "not verified",
+               title: "this browser offers no Ed25519 here: open the page over HTTPS (or on this machine)" };
+    }
+    return { state: checked.problem, text: "not signed by this deployment (" + checked.problem + ")",
+             title: "the release's signature does not verify against /keys: it may be forged" };
+  }
+
+  function verificationBadge(checked) {
+    var v = verification(checked);
+    if (!v) return null;
+    return el("span", { className: "badge verification " + (v.state === "verified" ? "verified" : "forged"),
+                        "data-verified": v.state, title: v.title, text: v.text });
   }
 
   function fmt(x) {
@@ -412,7 +438,8 @@
   }
 
   // --- the list of streams ----------------------------------------------------------------
-  function streamCard(stream, history, latest) {
+  function streamCard(stream, history, checked) {
+    var latest = checked && checked.release;
     var budget = budgetFigures(history && history.lifetime);
     var releases = (history && history.releases) || [];
     var last = releases.length ? releases[releases.length - 1] : null;
@@ -430,8 +457,8 @@
     if (last && latest) {
       var drawn = drawHypothesis(latest, stream);
       card.appendChild(el("p", {}, "Latest release " + ago(last.published_at) + " (ε " + fmt(last.epsilon) +
-        (last.level !== null && last.level !== undefined ? ", level " + last.level : "") + "): ",
-        el("span", { text: drawn.text })));
+        (last.level !== null && last.level !== undefined ? ", level " + last.level : "") + ") ",
+        verificationBadge(checked), ": ", el("span", { text: drawn.text })));
       if (drawn.figure) card.appendChild(drawn.figure);
     } else {
       card.appendChild(el("p", { className: "muted", text: "No release yet." }));
@@ -630,7 +657,15 @@
       return level + span;
     }
 
-    function draw(stream, history, latest, best) {
+    function mark(id, checked) {
+      var node = document.getElementById(id), v = verification(checked);
+      node.replaceChildren();
+      if (v) node.appendChild(verificationBadge(checked));
+      return v ? v.state : "";
+    }
+
+    function draw(stream, history, latestChecked, bestChecked) {
+      var latest = latestChecked && latestChecked.release, best = bestChecked && bestChecked.release;
       var budget = budgetFigures(history.lifetime), releases = history.releases;
       var last = releases.length ? releases[releases.length - 1] : null;
       document.getElementById("summary").textContent = (stream.hypothesis_class || (stream.features +
@@ -641,13 +676,16 @@
         (levelsText(budget.perLevel) || "none yet") + "." : "";
       var entry = latest ? latest.certificate.ledger_entry_id : "";
       var bestEntry = best ? best.certificate.ledger_entry_id : entry;
-      var key = entry + "/" + bestEntry + "/" + releases.length;
+      var states = [latestChecked && latestChecked.problem, bestChecked && bestChecked.problem];
+      var key = entry + "/" + bestEntry + "/" + releases.length + "/" + states.join("/");
       if (key === shown) return;  // nothing new: keep the drawings
       var first = shown === null;
       shown = key;
       document.body.setAttribute("data-latest-entry", entry);
       document.body.setAttribute("data-best-entry", bestEntry);
       document.body.setAttribute("data-releases", String(releases.length));
+      document.body.setAttribute("data-latest-verified", mark("latest-verified", latestChecked));
+      document.body.setAttribute("data-best-verified", mark("best-verified", best ? bestChecked : latestChecked));
       var hypothesisNode = document.getElementById("hypothesis");
       var main = best || latest, latestCard = document.getElementById("latest-card");
       if (main) {
@@ -687,7 +725,7 @@
       Promise.all([getJSON("/streams"), getJSON(base + "/releases?limit=1000")])
         .then(function (answers) {
           var best = latestOf(base, answers[1]).then(function (latest) {
-            return latest ? getJSON(base + "/releases/best") : null;
+            return latest ? PrivstreamVerify.fetchRelease(base + "/releases/best") : null;
           });
           return Promise.all([answers[0], answers[1], latestOf(base, answers[1]), best]);
         })
@@ -722,6 +760,7 @@
     accuracyOn: accuracyOn,
     predict: predictVector,
     theoremText: theoremText,
+    verification: verification,
   };
 
   var page = document.body.getAttribute("data-page");

@@ -1,0 +1,158 @@
+/* The page's release verifier: Ed25519 signatures checked in the browser with WebCrypto.
+ *
+ * It implements the release specification (docs: Reference, Release specification): a release
+ * is trusted only if its exact bytes, as served, carry a valid Ed25519 signature
+ * (header Privstream-Signature, base64) by a key of the deployment's key statement (/keys) named
+ * by Privstream-Key-Id, whose id is the first 16 hex digits of the SHA-256 of the raw public key.
+ * A retired key (not_after) verifies only releases scheduled at or before its retirement. The
+ * bytes are verified before they are parsed; nothing is re-serialised.
+ *
+ * PrivstreamVerify.fetchRelease(url) answers {release, problem, keyId} (null for a 404):
+ * problem is null when the release verifies, else the reason, as the Python client names it
+ * (unsigned, unknown_key, retired_key, bad_signature, not_a_release), or "unverifiable" where
+ * the browser offers no Ed25519 (WebCrypto needs a secure context: HTTPS, or this machine).
+ */
+(function () {
+  "use strict";
+
+  var KEYS_REFRESH_MS = 60000;
+
+  function fromBase64(text) {
+    if (typeof text !== "string" || !/^[A-Za-z0-9+/]*={0,2}$/.test(text) || text.length % 4) {
+      throw new Error("not base64");
+    }
+    var raw = atob(text), out = new Uint8Array(raw.length);
+    for (var i = 0; i < raw.length; i++) out[i] = raw.charCodeAt(i);
+    return out;
+  }
+
+  function hex(bytes) {
+    return Array.prototype.map.call(new Uint8Array(bytes), function (b) {
+      return (b < 16 ? "0" : "") + b.toString(16);
+    }).join("");
+  }
+
+  function available() {
+    return typeof crypto !== "undefined" && !!crypto.subtle;
+  }
+
+  // A key statement ({"keys": [...]}) as {id: {key: CryptoKey, notAfter: ms or null}}; an entry
+  // whose id does not match its key, or of another algorithm, makes the whole statement invalid.
+  function readKeys(statement) {
+    if (!statement || !Array.isArray(statement.keys)) {
+      return Promise.reject(new Error('a key statement is {"keys": [...]}'));
+    }
+    return Promise.all(statement.keys.map(function (entry) {
+      if ((entry.algorithm || "Ed25519") !== "Ed25519") {
+        throw new Error("unsupported key algorithm " + entry.algorithm);
+      }
+      var raw = fromBase64(entry.public_key);
+      if (raw.length !== 32) throw new Error("an Ed25519 public key has 32 bytes");
+      return crypto.subtle.digest("SHA-256", raw).then(function (digest) {
+        var id = hex(digest).slice(0, 16);
+        if (entry.key_id !== undefined && entry.key_id !== null && entry.key_id !== id) {
+          throw new Error("key id " + entry.key_id + " does not match its public key (" + id + ")");
+        }
+        return crypto.subtle.importKey("raw", raw, { name: "Ed25519" }, false, ["verify"]).then(function (key) {
+          var notAfter = entry.not_after === null || entry.not_after === undefined ? null
+            : Date.parse(/[zZ]|[+-]\d\d:?\d\d$/.test(entry.not_after) ? entry.not_after : entry.not_after + "Z");
+          if (notAfter !== null && !isFinite(notAfter)) throw new Error("not_after must be an ISO 8601 time");
+          return [id, { key: key, notAfter: notAfter }];
+        });
+      });
+    })).then(function (pairs) {
+      var keys = {};
+      pairs.forEach(function (p) { if (!(p[0] in keys)) keys[p[0]] = p[1]; });  // the first listing wins
+      return keys;
+    });
+  }
+
+  // Why the bytes are not trusted (null: they verify). timeMs: when they were published (a Kafka
+  // record's timestamp); null reads the release's signed publication.scheduled_at instead.
+  function problem(keys, bytes, keyId, signature, timeMs) {
+    if (!keyId || !signature) return Promise.resolve("unsigned");
+    var entry = Object.prototype.hasOwnProperty.call(keys, keyId) ? keys[keyId] : null;
+    if (!entry) return Promise.resolve("unknown_key");
+    var sig;
+    try { sig = fromBase64(signature); } catch (err) { return Promise.resolve("bad_signature"); }
+    if (entry.notAfter !== null && timeMs !== null && timeMs !== undefined && timeMs > entry.notAfter) {
+      return Promise.resolve("retired_key");
+    }
+    return crypto.subtle.verify({ name: "Ed25519" }, entry.key, sig, bytes).then(function (ok) {
+      if (!ok) return "bad_signature";
+      if (entry.notAfter !== null && (timeMs === null || timeMs === undefined)) {
+        var scheduled = scheduledAt(bytes);  // signed: the retired key vouched for it
+        if (scheduled === null || scheduled > entry.notAfter) return "retired_key";
+      }
+      return null;
+    }, function () { return "bad_signature"; });
+  }
+
+  function scheduledAt(bytes) {
+    try {
+      var p = JSON.parse(new TextDecoder().decode(bytes)).certificate.publication;
+      var t = p ? Date.parse(p.scheduled_at) : NaN;
+      return isFinite(t) ? t : null;
+    } catch (err) { return null; }
+  }
+
+  // The deployment's keys, fetched from /keys; fetched again (at most once a minute) when a
+  // release names a key the page does not know: a rotation needs no reload.
+  var cached = null, fetchedAt = 0;
+  function deploymentKeys(force) {
+    if (cached && !(force && Date.now() - fetchedAt > KEYS_REFRESH_MS)) return cached;
+    fetchedAt = Date.now();
+    cached = fetch("/keys", { cache: "no-store" }).then(function (r) {
+      if (!r.ok) throw new Error("/keys: HTTP " + r.status);
+      return r.json();
+    }).then(readKeys);
+    cached.catch(function () { cached = null; });
+    return cached;
+  }
+
+  function decode(bytes) {
+    try {
+      var release = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes));
+      return release && typeof release === "object" && release.certificate && release.hypothesis ? release : null;
+    } catch (err) { return null; }
+  }
+
+  function fetchRelease(url) {
+    return fetch(url, { cache: "no-store" }).then(function (r) {
+      if (r.status === 404) return null;
+      if (!r.ok) throw new Error(url + ": HTTP " + r.status);
+      var keyId = r.headers.get("Privstream-Key-Id"), signature = r.headers.get("Privstream-Signature");
+      return r.arrayBuffer().then(function (body) {
+        var bytes = new Uint8Array(body);
+        var checked = !available() ? Promise.resolve("unverifiable") : deploymentKeys(false).then(function (keys) {
+          return problem(keys, bytes, keyId, signature, null).then(function (p) {
+            if (p !== "unknown_key") return p;
+            return deploymentKeys(true).then(function (fresh) { return problem(fresh, bytes, keyId, signature, null); });
+          });
+        });
+        return checked.then(function (p) {
+          var release = decode(bytes);
+          return { release: release, problem: p === null && release === null ? "not_a_release" : p, keyId: keyId };
+        });
+      });
+    });
+  }
+
+  // For the tests and for anyone checking a release by hand: verify bytes (text) against a key
+  // statement (an object or its JSON), as the Python client's KeySet.problem does.
+  function verifyWith(statement, text, keyId, signature, timeMs) {
+    if (!available()) return Promise.resolve("unverifiable");
+    var parsed = typeof statement === "string" ? JSON.parse(statement) : statement;
+    return readKeys(parsed).then(function (keys) {
+      return problem(keys, new TextEncoder().encode(text), keyId, signature, timeMs);
+    });
+  }
+
+  window.PrivstreamVerify = {
+    available: available,
+    readKeys: readKeys,
+    problem: problem,
+    fetchRelease: fetchRelease,
+    verifyWith: verifyWith,
+  };
+})();
