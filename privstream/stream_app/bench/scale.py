@@ -180,7 +180,7 @@ def phase_figures(samples: list[dict[str, Any]], n: int) -> dict[str, Any]:
     ...      for t in range(11)]
     >>> f = phase_figures(s, 100)
     >>> f["rate"], f["backlog_max"], f["rss_growth_after_20_percent_mib"]
-    (10.0, 50, 8.0)
+    (10.0, 50, 8)
     """
     started = next(s for s in samples if s["learned"] > 0)
     # The rate from the sample before the first learned example, so a first batch is counted.
@@ -310,9 +310,9 @@ def run_phase(
         figures["worker_pid"] = worker.pid
         return figures
     finally:
-        status = worker.stop()
-        if status not in (0, None):
-            print(f"bench: {name}: the worker exited with {status}; see {worker.log_path}", file=log)
+        exit_status = worker.stop()
+        if exit_status not in (0, None):
+            print(f"bench: {name}: the worker exited with {exit_status}; see {worker.log_path}", file=log)
 
 
 def run_scale_benchmark(
