@@ -7,7 +7,12 @@ parent is merged from its two children and never rebuilt by re-reading Kafka:
 * user level: rows (user, x, y), each user's first ``k`` of the node by arrival (the
   ``user_contribution_bound``; a parent keeps each user's first ``k`` rows, left child first);
 * feature vectors: rows (x as a float vector, y), the first ``max_node_examples`` by arrival
-  (left child first), the memory bound the certificate states.
+  (left child first), the memory bound the certificate states;
+* a capped integer class whose n is private (time windows at the example level): rows (x, y)
+  with each row's secret ``priority`` drawn as it arrived, the ``max_node_examples`` rows of lowest
+  priority (a bottom-k sample: a uniformly random subset of the node's examples, held in O(cap)
+  whatever their number; a parent keeps the lowest of its two children's, the same subset of its
+  windows' union).
 
 >>> bounds = NodeBounds(user_contribution_bound=None, max_node_examples=None)
 >>> left = NodeData.from_rows(np.array([3, 3, 5]), np.array([1, 1, 0]), None, bounds)
@@ -28,6 +33,14 @@ At the user level each user keeps at most ``k`` rows per node, the earliest firs
 (['u', 'u', 'v'], [1, 2, 4])
 >>> NodeData.from_bytes(both.to_bytes()) == both
 True
+
+A bottom-k node keeps its ``max_node_examples`` rows of lowest priority, children's merged the same way:
+
+>>> cap2 = NodeBounds(max_node_examples=2, sample=True)
+>>> a = NodeData.sampled(np.array([1, 2, 3]), np.array([0, 0, 1]), np.array([30, 10, 20]), cap2)
+>>> b = NodeData.sampled(np.array([4]), np.array([1]), np.array([15]), cap2)
+>>> a.xs.tolist(), NodeData.merge(a, b, cap2).xs.tolist()
+([2, 3], [2, 4])
 """
 
 from __future__ import annotations
@@ -95,11 +108,13 @@ class NodeBounds(NamedTuple):
 
     ``user_contribution_bound``: k rows per user per node (user level; ``None`` at the example
     level). ``max_node_examples``: the rows a feature-vector node keeps (``None``: unbounded; the
-    histogram of an integer class is exact and needs no bound).
+    histogram of an integer class is exact and needs no bound), or, with ``sample``, the rows of
+    lowest priority an integer-class node keeps (a bottom-k sample instead of a histogram).
     """
 
     user_contribution_bound: int | None = None
     max_node_examples: int | None = None
+    sample: bool = False
 
 
 @dataclass(frozen=True, eq=False)
@@ -116,6 +131,8 @@ class NodeData:
     ys: np.ndarray
     counts: np.ndarray
     users: np.ndarray | None
+    #: A bottom-k node's rows' priorities (int64, ascending); ``None`` for the other forms.
+    priorities: np.ndarray | None = None
 
     # --------------------------------------------------------------------------- building
 
@@ -146,6 +163,17 @@ class NodeData:
         return _histogram(xs, ys, np.ones(len(ys), np.int64))
 
     @classmethod
+    def sampled(cls, xs: np.ndarray, ys: np.ndarray, priorities: np.ndarray, bounds: NodeBounds) -> NodeData:
+        """A bottom-k node: the ``bounds.max_node_examples`` rows of lowest priority (ascending;
+        ties, which 62-bit random priorities make negligible, by position)."""
+        if bounds.max_node_examples is None:
+            raise ValueError("a bottom-k node needs max_node_examples")
+        xs, ys = np.asarray(xs).astype(np.int64, copy=False), np.asarray(ys, dtype=np.uint8)
+        priorities = np.asarray(priorities, dtype=np.int64)
+        keep = np.argsort(priorities, kind="stable")[: bounds.max_node_examples]
+        return cls(xs[keep], ys[keep], np.ones(len(keep), np.int64), None, priorities[keep])
+
+    @classmethod
     def from_window(
         cls, rows: WindowData, bounds: NodeBounds, *, vectors: int | None = None, user_level: bool = False
     ) -> NodeData:
@@ -168,6 +196,15 @@ class NodeData:
         """The parent of two sibling nodes (``left`` covers the earlier windows)."""
         if (left.users is None) != (right.users is None):
             raise ValueError("cannot merge a user-level node with an example-level one")
+        if bounds.sample:
+            if left.priorities is None or right.priorities is None:
+                raise ValueError("a bottom-k node merges only with bottom-k nodes")
+            return cls.sampled(
+                np.concatenate([left.xs, right.xs]),
+                np.concatenate([left.ys, right.ys]),
+                np.concatenate([left.priorities, right.priorities]),
+                bounds,
+            )
         xs = np.concatenate([left.xs, right.xs])
         ys = np.concatenate([left.ys, right.ys])
         if left.users is not None and right.users is not None:
@@ -185,18 +222,22 @@ class NodeData:
 
     def examples(self) -> tuple[np.ndarray, np.ndarray]:
         """The node's examples as the learner takes them: ``(xs, ys)``, histogram rows repeated."""
-        if self.xs.ndim == 2 or self.users is not None:
+        if self.xs.ndim == 2 or self.users is not None or self.priorities is not None:
             return self.xs, self.ys
         return np.repeat(self.xs, self.counts), np.repeat(self.ys, self.counts)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, NodeData):
             return NotImplemented
-        if (self.users is None) != (other.users is None):
+        if (self.users is None) != (other.users is None) or (self.priorities is None) != (
+            other.priorities is None
+        ):
             return False
         pairs = [(self.xs, other.xs), (self.ys, other.ys), (self.counts, other.counts)]
         if self.users is not None and other.users is not None:
             pairs.append((self.users, other.users))
+        if self.priorities is not None and other.priorities is not None:
+            pairs.append((self.priorities, other.priorities))
         return all(
             a.shape == b.shape and a.dtype.kind == b.dtype.kind and np.array_equal(a, b) for a, b in pairs
         )
@@ -210,18 +251,22 @@ class NodeData:
         compress about 8x) for the state store. Feature vectors are stored uncompressed
         (``numpy.savez``): zlib barely shrinks them and took 60 % of a 50,000-vector close."""
         buffer = io.BytesIO()
+        arrays: dict[str, Any] = {"xs": self.xs, "ys": self.ys, "counts": self.counts}
+        arrays |= {
+            name: array
+            for name, array in (("users", self.users), ("priorities", self.priorities))
+            if array is not None
+        }
         save = np.savez if self.xs.dtype.kind == "f" else np.savez_compressed
-        if self.users is None:
-            save(buffer, xs=self.xs, ys=self.ys, counts=self.counts)
-        else:
-            save(buffer, xs=self.xs, ys=self.ys, counts=self.counts, users=self.users)
+        save(buffer, allow_pickle=False, **arrays)
         return buffer.getvalue()
 
     @classmethod
     def from_bytes(cls, data: bytes) -> NodeData:
         with np.load(io.BytesIO(data), allow_pickle=False) as arrays:
             users = arrays["users"] if "users" in arrays.files else None
-            return cls(arrays["xs"], arrays["ys"], arrays["counts"], users)
+            priorities = arrays["priorities"] if "priorities" in arrays.files else None
+            return cls(arrays["xs"], arrays["ys"], arrays["counts"], users, priorities)
 
 
 def _histogram(xs: np.ndarray, ys: np.ndarray, counts: np.ndarray) -> NodeData:
@@ -276,10 +321,12 @@ class StateStore(Protocol):
         rows: Sequence[tuple[int, int, int, str | None, int | None]],
         *,
         keep_first: int | None = None,
+        priorities: Sequence[int] | None = None,
     ) -> list[int]:
         """Store ``(offset, x, y, user, time_window)`` rows of one partition in offset order;
         the sequence numbers of the rows taken in (rows of messages stored before are skipped;
-        ``keep_first``: a time window stores only its first so many rows)."""
+        ``keep_first``: a time window stores only its first so many rows, or with ``priorities``,
+        one secret random priority per row, its so many rows of lowest priority)."""
         ...
 
     def next_seq(self, stream_id: str) -> int: ...

@@ -96,3 +96,53 @@ def test_node_size_for_64_windows_of_2000_examples_on_thresholds_65536() -> None
     assert level[0].size == 128_000 and len(level[0].xs) <= 65536
     assert per_level == sorted(per_level, reverse=True)  # merging never grows a level
     assert per_level[-1] < raw / 5 and sum(per_level) < 2 * raw  # the whole tree of 127 nodes
+
+
+def _bottom_k(xs: np.ndarray, priorities: np.ndarray, k: int) -> set[int]:
+    bounds = NodeBounds(max_node_examples=k, sample=True)
+    return set(NodeData.sampled(xs, np.zeros(len(xs), np.uint8), priorities, bounds).xs.tolist())
+
+
+def _position_reservoir(xs: np.ndarray, draws: np.ndarray, k: int) -> set[int]:
+    """A broken variant: Algorithm R whose draws belong to arrival positions, not to examples."""
+    kept = list(xs[:k])
+    for i in range(k, len(xs)):
+        j = int(draws[i] % (i + 1))
+        if j < k:
+            kept[j] = xs[i]
+    return set(np.asarray(kept).tolist())
+
+
+def test_adding_an_example_changes_a_bottom_k_node_by_at_most_one_replacement():
+    """The cap's accounting rule (half the level's ε where n is private) needs: for every fixed
+    assignment of the others' priorities, adding one example leaves the kept set as it is or swaps
+    one kept example for the added one. The audit checks it on many random neighbours, and catches
+    a reservoir whose randomness belongs to positions (an insertion there shifts every later draw)."""
+    rng = np.random.default_rng(11)
+    k, n, worst, broken = 30, 400, 0, 0
+    for _ in range(300):
+        xs = rng.permutation(10 * n)[:n]
+        priorities = rng.integers(0, 2**62, n)
+        at = int(rng.integers(0, n + 1))
+        added, added_priority = 10 * n + 1, int(rng.integers(0, 2**62))
+        neighbour = np.insert(xs, at, added)
+        before = _bottom_k(xs, priorities, k)
+        after = _bottom_k(neighbour, np.insert(priorities, at, added_priority), k)
+        worst = max(worst, len(before - after), len(after - before))
+        draws = rng.integers(0, 2**62, n + 1)
+        old, new = _position_reservoir(xs, draws[:n], k), _position_reservoir(neighbour, draws, k)
+        broken = max(broken, len(old ^ new) // 2)
+    assert worst <= 1
+    assert broken > 1  # the audit can fail: a position-keyed reservoir moves many kept examples
+
+
+def test_a_bottom_k_node_keeps_each_example_with_probability_cap_over_n():
+    """Uniformity (accuracy, not privacy): over 4,000 draws each of 50 examples is kept with
+    probability 10/50; every frequency within a 5-sigma binomial bound of 0.2."""
+    rng = np.random.default_rng(5)
+    xs, kept = np.arange(50), np.zeros(50)
+    trials = 4000
+    for _ in range(trials):
+        kept[list(_bottom_k(xs, rng.integers(0, 2**62, 50), 10))] += 1
+    sigma = np.sqrt(0.2 * 0.8 / trials)
+    assert np.all(np.abs(kept / trials - 0.2) < 5 * sigma)

@@ -230,8 +230,13 @@ class TwinRun:
         slot_seconds: float = TWIN_SLOT_SECONDS,
         ledger: Any = None,
         store: Any = None,
+        store_seconds_per_row: float = 0.0,
     ):
-        """``ledger`` and ``store``: another run's, to restart on them (a crash and a new worker)."""
+        """``ledger`` and ``store``: another run's, to restart on them (a crash and a new worker).
+
+        ``store_seconds_per_row``: what reading one stored row back costs on the run's clock (the
+        store's decode of a window's or node's rows), so that work at a node's close whose size is
+        private shows in the run's times as it does on a real machine."""
         from privstream.stream_app.service import release_policy
 
         self.streams = [stream] if isinstance(stream, StreamConfig) else list(stream)
@@ -272,6 +277,8 @@ class TwinRun:
             budgets[config.name] = budget or (config.release.epsilon_budget, config.release.delta_budget)
         self.ledger = ledger or SqliteLedger.open(":memory:", budgets=budgets)
         self.store = store or SqliteStateStore(":memory:")
+        if store_seconds_per_row:
+            self._charge_store_reads(store_seconds_per_row)
         self.store.generation = "gen0"  # both twins: the same store generation (it names count windows)
         if ledger is None:
             self.ledger.ledger_id = "ledger0"  # both twins: the same ledger (its id is drawn at random)
@@ -307,6 +314,20 @@ class TwinRun:
         self.pipeline = IngestPipeline(validator, learners_online, self.metrics, Progress(), self.agent)
         self.offset = 0
         self._shown: dict[str, Any] = {}
+
+    def _charge_store_reads(self, seconds_per_row: float) -> None:
+        """Every row the store decodes moves the clock by ``seconds_per_row``: the time passes while
+        the work runs (the offload is inline), so a fit it delays starts later."""
+        backend = self.store._backend
+        decode = backend.points
+        self.rows_read: list[int] = []
+
+        def points(stored: Any) -> Any:
+            self.rows_read.append(len(stored))
+            self.clock.now = self.clock.now + seconds_per_row * len(stored)
+            return decode(stored)
+
+        backend.points = points
 
     async def _publish(
         self, topic: str, stream_id: str, release: bytes, *, timestamp_ms: int | None = None

@@ -12,7 +12,9 @@ registering an algorithm puts it under every check below, with nothing else to w
   moves over);
 * ``cli_matches_service``: ``privstream learn``/``sanitize --seed S`` and the release agent (the
   policy built by the service from equivalent settings, the same seed) release the same
-  hypothesis or distribution, with the same mechanism and learner parameters;
+  hypothesis or distribution, with certificates equal field by field but for the frame each
+  states (:data:`SERVICE_FRAME`: a file, or a node and its ledger entry); both are built by
+  :func:`privstream.agents.certificates.build_release`;
 * ``audit_spec_registered``: the audit registry has a spec under the algorithm's own name, with
   broken variants (``tests/contract/test_audits.py`` runs every registered spec: it passes at its
   claimed ε and every broken variant is caught);
@@ -116,16 +118,39 @@ def certificate_has_design_fields(algorithm: Algorithm) -> None:
     assert not landed, f"{landed} landed: move them from CERTIFICATE_FIELDS_TO_COME to CERTIFICATE_FIELDS"
 
 
+#: The certificate fields that state where a release comes from: a file (the CLI) or a node of a
+#: stream, its ledger entry, budget and schedule (the service). Every other field must agree.
+SERVICE_FRAME = {
+    "window",
+    "ledger_entry_id",
+    "ledger_id",
+    "ledger_epoch",
+    "composition",
+    "level",
+    "lifetime",
+    "publication",
+    "epsilon_budget_remaining",
+    "delta_budget_remaining",
+}
+#: The service's input cap and its accounting rule (the CLI reads the whole file).
+SERVICE_PARAMETERS = {"max_node_examples", "cap_rule"}
+
+
 def cli_matches_service(algorithm: Algorithm) -> None:
     cli, service = json.loads(cli_release(algorithm)), json.loads(service_release(algorithm))
     assert _product(cli) == _product(service), "the CLI and the service released different outputs"
     for key in ("hypothesis_class", "labelled"):
         assert cli.get(key) == service.get(key), key
     a, b = cli["certificate"], service["certificate"]
-    for key in ("mechanism", "sample_size", "proper", "accuracy_guarantee_holds", "theorem_sample_size"):
+    # Field by field: every field but the frame each states (a file, or a node and its ledger entry)
+    assert a.keys() == b.keys(), f"certificate fields differ: {sorted(a.keys() ^ b.keys())}"
+    for key in sorted(a.keys() - SERVICE_FRAME):
+        if key == "parameters":
+            continue
         assert a[key] == b[key], f"certificate {key}: CLI {a[key]!r}, service {b[key]!r}"
-    absent = object()
-    differing = sorted(k for k, v in a["parameters"].items() if b["parameters"].get(k, absent) != v)
+    pa, pb = a["parameters"], b["parameters"]
+    assert pa.keys() - SERVICE_PARAMETERS == pb.keys() - SERVICE_PARAMETERS, "parameter names differ"
+    differing = sorted(k for k in pa.keys() - SERVICE_PARAMETERS if pa[k] != pb[k])
     assert not differing, f"the CLI's parameters {differing} differ in the service's release"
 
 

@@ -24,8 +24,8 @@ from privstream.agents.interfaces import (
     WindowData,
 )
 from privstream.agents.ledger_port import PrivacyLedger
-from privstream.agents.releases.nodes import build_node, node_bounds, node_released, window_info
-from privstream.agents.releases.policy import ReleasePolicy
+from privstream.agents.releases.nodes import build_node, ingest_rule, node_released, window_info
+from privstream.agents.releases.policy import ReleasePolicy, samples_at_ingest
 from privstream.agents.releases.preparation import NodePreparer
 from privstream.agents.releases.publishing import DeadlinePublisher, Publisher
 from privstream.agents.releases.state import Ready, StreamState
@@ -90,6 +90,14 @@ class ReleaseAgent:
             sid: StreamState(slots=None if p.slot(0) is None else Slots()) for sid, p in policies.items()
         }
         self._tasks: set[asyncio.Task[None]] = set()
+        # How each stream's time windows take rows in; a bottom-k window's priorities are secret
+        # (secure randomness; tests inject a seeded source per stream).
+        self._ingest_rules = {
+            sid: ingest_rule(
+                p, rng_factory(f"ingest-{sid}") if rng_factory and samples_at_ingest(p) else None
+            )
+            for sid, p in policies.items()
+        }
         started = clock()
         self._start = {
             sid: p.schedule_start if p.schedule_start is not None else started for sid, p in policies.items()
@@ -149,10 +157,11 @@ class ReleaseAgent:
                 self.metrics.late_example(stream_id)  # its window was closed already
                 continue
             rows.append((o, x, y, u, index))
-        # A capped vector node keeps its window's first rows: the rest are never stored, so a
-        # window's private size costs nothing at its close.
-        keep_first = node_bounds(policy).max_node_examples
-        self.store.append_many(stream_id, partition, rows, keep_first=keep_first)
+        # A capped node keeps its window's first rows (vectors) or a bottom-k sample (integer
+        # classes): the rest are never stored, so a window's private size costs nothing at its close.
+        keep_first, priorities = self._ingest_rules[stream_id]
+        drawn = priorities(len(rows)) if priorities is not None and rows else None
+        self.store.append_many(stream_id, partition, rows, keep_first=keep_first, priorities=drawn)
         if self._owns(stream_id):
             self._close_due_time_windows(policy, state, now)
 

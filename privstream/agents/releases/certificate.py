@@ -11,26 +11,21 @@ raw example reaches the bytes.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
 
+from privstream.agents.certificates import Charge, build_release
 from privstream.agents.ledger_port import ChargeReceipt
 from privstream.agents.releases.policy import (
     Product,
     ReleasePolicy,
+    algorithm_relation,
     cap_parameters,
     node_sample_size,
     release_steps,
 )
-from privstream.learning.private_learners import LearnerResult
+from privstream.learning.guarantees import Relation
+from privstream.learning.private_learners.base import PrivateRelease
 from privstream.learning.private_learners.vector_base import VectorLearnerResult
-from privstream.learning.sanitizers import SanitizerResult
-from privstream.schemas import (
-    Certificate,
-    HypothesisRelease,
-    Publication,
-    SanitizedRelease,
-    WindowInfo,
-)
+from privstream.schemas import Publication, WindowInfo
 
 #: What is published at a release's deadline, as its certificate states it.
 DEADLINE_RULE = (
@@ -41,18 +36,10 @@ DEADLINE_RULE = (
 )
 
 
-def theorem_fields(result: Any) -> dict[str, Any]:
-    """A vector learner's theorem and guarantee, as the offline CLI states them
-    (``VectorLearnerResult.certificate_fields``); nothing for the other results."""
-    if isinstance(result, VectorLearnerResult):
-        return {"theorem": result.theorem, "guarantee": result.guarantee}
-    return {}
-
-
 def release_bytes(
     policy: ReleasePolicy,
     product: Product,
-    result: LearnerResult | SanitizerResult | VectorLearnerResult,
+    result: PrivateRelease,
     info: WindowInfo,
     receipt: ChargeReceipt,
     *,
@@ -64,26 +51,40 @@ def release_bytes(
 ) -> bytes:
     """The release of ``product`` for node ``info`` (of ``level``), as published: its certificate
     states the charge (the product's cost at the level), the ledger's receipt, the publication
-    slot and the learner's stated parameters."""
+    slot and the learner's stated parameters (:func:`privstream.agents.certificates.build_release`)."""
     # n is public only for count windows of examples: at the user level, how many examples
     # survive the per-user bound depends on how much each user sent (uncharged, private).
     n_public = policy.window_kind == "count" and policy.privacy_unit == "example"
-    is_learner = product.topic == "hypotheses"
     epsilon, delta = product.cost(level)
     publication = None
     if deadline is not None:
         slot = policy.slot(level)
-        assert slot is not None
+        if slot is None:
+            raise ValueError(f"stream {policy.stream_id}: a release with a deadline needs a publication slot")
         publication = Publication(
             scheduled_at=datetime.fromtimestamp(deadline, UTC),
             publish_delay_seconds=slot,
             max_node_examples=policy.max_node_examples,
             rule=DEADLINE_RULE,
         )
-    certificate = Certificate(
-        mechanism=result.mechanism,
+    charge = Charge(
         epsilon=epsilon,
         delta=delta,
+        neighbouring_relation=policy_relation(policy),
+        privacy_unit="user" if policy.privacy_unit == "user" else "example",
+        steps=release_steps(policy),
+        algorithm_relation=algorithm_relation(policy),
+    )
+    spec = result.hypothesis_class if isinstance(result, VectorLearnerResult) else class_spec(policy)
+    release = build_release(
+        result,
+        charge,
+        stream_id=policy.stream_id,
+        hypothesis_class=spec,
+        algorithm=product.name,
+        n_public=n_public,
+        sample_size=node_sample_size(policy, level) if n_public else None,  # a count node's n: public
+        parameters=cap_parameters(policy),
         level=level,
         lifetime=policy.lifetime,
         composition=(
@@ -93,48 +94,30 @@ def release_bytes(
             if policy.privacy_unit == "user"
             else "tree"
         ),
-        neighbouring_relation=policy.neighbouring_relation,
-        privacy_unit=policy.privacy_unit,
-        guarantee=result.privacy_guarantee.statement(
-            release_steps(policy), unit="user" if policy.privacy_unit == "user" else "example"
-        ),
-        privacy=result.privacy,
         user_contribution_bound=policy.user_contribution_bound,
         window=info,
-        sample_size=node_sample_size(policy, level) if n_public else None,  # a count node's n: public
         ledger_entry_id=public_id,
         ledger_id=receipt.ledger_id,
         ledger_epoch=receipt.ledger_epoch,
         epsilon_budget_remaining=receipt.remaining.epsilon,
         delta_budget_remaining=receipt.remaining.delta,
         publication=publication,
-        parameters={
-            **result.parameters,
-            **theorem_fields(result),
-            "learner" if is_learner else "sanitizer": product.name,
-            "algorithm_epsilon": result.epsilon,
-            "algorithm_delta": result.delta,
-            **cap_parameters(policy),
-        },
-        proper=result.proper if isinstance(result, LearnerResult | VectorLearnerResult) else False,
-        dp_outputs=result.dp_outputs,
-        accuracy_guarantee_holds=result.accuracy_guarantee_holds if n_public else None,
-        theorem_sample_size=result.theorem_sample_size,
         randomness=randomness,
         library_version=library_version,
     )
-    spec = result.hypothesis_class if product.vector else policy.hypothesis_class.spec  # type: ignore[union-attr]
-    common = {"stream_id": policy.stream_id, "hypothesis_class": spec, "certificate": certificate}
-    release: HypothesisRelease | SanitizedRelease
-    if isinstance(result, VectorLearnerResult):
-        release = HypothesisRelease(**common, hypothesis=result.model.to_dict())
-    elif isinstance(result, LearnerResult):
-        release = HypothesisRelease(**common, hypothesis=result.hypothesis.to_dict())
-    else:
-        release = SanitizedRelease(
-            **common, distribution=result.distribution.to_dict(), labelled=product.labelled
-        )
     return release.model_dump_json().encode()
+
+
+def class_spec(policy: ReleasePolicy) -> str:
+    """The spec of a class stream's hypothesis class (a vector result states its own)."""
+    if policy.hypothesis_class is None:
+        raise ValueError(f"stream {policy.stream_id} has no hypothesis class (a stream of feature vectors)")
+    return policy.hypothesis_class.spec
+
+
+def policy_relation(policy: ReleasePolicy) -> Relation:
+    """The release's neighbouring relation (:attr:`ReleasePolicy.neighbouring_relation`), typed."""
+    return "replace-one" if policy.neighbouring_relation == "replace-one" else "add-remove-one"
 
 
 def milliseconds(moment: float | datetime | None) -> int | None:

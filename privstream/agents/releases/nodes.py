@@ -9,17 +9,23 @@ WindowInfo(window_id='c0-100-L1-1', kind='count', start=200, end=400, first_wind
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 
+import numpy as np
+
 from privstream.agents.interfaces import NodeBounds, NodeData, StateStore
-from privstream.agents.releases.policy import ReleasePolicy
+from privstream.agents.releases.policy import ReleasePolicy, samples_at_ingest
 from privstream.agents.windows import node_id, node_windows
+from privstream.learning.randomness import RandomSource, secure
 from privstream.schemas import WindowInfo
 
 
 def node_bounds(policy: ReleasePolicy) -> NodeBounds:
     """The public bounds a node's stored data is kept within (stated in the certificate)."""
     user_level = policy.privacy_unit == "user"
+    if samples_at_ingest(policy):
+        return NodeBounds(max_node_examples=policy.max_node_examples, sample=True)
     return NodeBounds(
         user_contribution_bound=policy.user_contribution_bound if user_level else None,
         # At the user level the cap applies at release, after the individual filter: a stored
@@ -28,6 +34,37 @@ def node_bounds(policy: ReleasePolicy) -> NodeBounds:
         if policy.feature_bounds is not None and not user_level
         else None,
     )
+
+
+#: Draws one secret sampling priority per example (below 2^62) for a bottom-k window.
+Priorities = Callable[[int], list[int]]
+
+
+def ingest_rule(
+    policy: ReleasePolicy, rng: RandomSource | None = None
+) -> tuple[int | None, Priorities | None]:
+    """How a time window's rows are taken in (the state store's ``keep_first`` and priorities):
+    a capped vector node keeps its first ``max_node_examples`` rows, a bottom-k node its rows of
+    lowest priority (:func:`~.policy.samples_at_ingest`; priorities from ``rng``, secure by
+    default), anything else every row.
+
+    >>> from privstream.learning.randomness import seeded
+    >>> policy = ReleasePolicy("s", None, (), expected_size=10, max_node_examples=3, window_kind="time")
+    >>> keep, priorities = ingest_rule(policy, seeded(0))
+    >>> keep, len(priorities(4)), all(0 <= p < 2**62 for p in priorities(4))
+    (3, 4, True)
+    """
+    keep = node_bounds(policy).max_node_examples
+    if not samples_at_ingest(policy):
+        return keep, None
+    source = rng if rng is not None else secure()
+
+    def priorities(n: int) -> list[int]:
+        raw = source.getrandbits(64 * n).to_bytes(8 * n, "little") if n else b""
+        drawn: list[int] = (np.frombuffer(raw, dtype="<u8") >> np.uint64(2)).astype(np.int64).tolist()
+        return drawn
+
+    return keep, priorities
 
 
 def window_info(policy: ReleasePolicy, family: str, level: int, index: int) -> WindowInfo:

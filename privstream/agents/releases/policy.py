@@ -141,14 +141,30 @@ def cap_parameters(policy: ReleasePolicy) -> dict[str, Any]:
     if not capped(policy):
         return {"max_node_examples": None, "cap_rule": "uncapped: the learner reads all of a node's examples"}
     included = " of the users the filter includes" if policy.privacy_unit == "user" else ""
-    kept = (
-        "a uniformly random subset of max_node_examples examples (drawn from the release's seed)"
-        if shuffles(policy)
-        else f"its first max_node_examples examples by arrival{included}"
-    )
+    if samples_at_ingest(policy):
+        kept = (
+            "a uniformly random subset of max_node_examples examples, kept as they arrive: each "
+            "example draws a secret uniform priority at ingest and the node keeps the max_node_examples "
+            "of lowest priority (a bottom-k sample; a parent keeps the lowest of its children's), in "
+            "a random order drawn from the release's seed"
+        )
+        addition = (
+            "n is private (add/remove-one): an addition either leaves the kept set as it is or puts "
+            "the added example in place of the kept one of highest priority (a replacement, two "
+            "add/remove steps)"
+        )
+    else:
+        kept = (
+            "a uniformly random subset of max_node_examples examples (drawn from the release's seed)"
+            if shuffles(policy)
+            else f"its first max_node_examples examples by arrival{included}"
+        )
+        addition = (
+            "n is private (add/remove-one), so an addition can become a replacement inside the kept "
+            "set (two add/remove steps)"
+        )
     rule = f"the learner reads {kept}; " + (
-        "n is private (add/remove-one), so an addition can become a replacement inside the kept "
-        "set (two add/remove steps): the learner runs at half the level's epsilon (group privacy)"
+        f"{addition}: the learner runs at half the level's epsilon (group privacy)"
         if cap_halves_epsilon(policy)
         else "n is public (replace-one): a replacement changes at most one kept example, the learner "
         "runs at the level's epsilon"
@@ -160,6 +176,19 @@ def shuffles(policy: ReleasePolicy) -> bool:
     """Whether a node's rows are put in a random order before the learner reads them: a histogram
     node (an integer class at the example level) is expanded in sorted order, not arrival order."""
     return policy.feature_bounds is None and policy.privacy_unit == "example"
+
+
+def samples_at_ingest(policy: ReleasePolicy) -> bool:
+    """Whether a node keeps a bottom-k sample of its examples as they arrive: a capped integer
+    class at the example level whose n is private (time windows), so that a node's storage, its
+    close and its release read at most ``max_node_examples`` rows whatever its private size.
+    Count windows (n public) keep their rows, whose number is public.
+
+    >>> samples_at_ingest(ReleasePolicy("s", None, (), expected_size=10, max_node_examples=100,
+    ...                                 window_kind="time"))
+    True
+    """
+    return shuffles(policy) and cap_halves_epsilon(policy) and policy.window_kind == "time"
 
 
 def node_expected_size(policy: ReleasePolicy, level: int) -> int:

@@ -127,6 +127,11 @@ class PrivateRelease:
             "privacy": self.privacy,
         }
 
+    def published_fields(self) -> dict[str, Any]:
+        """The release's DP output as published beside its certificate (``hypothesis``, or
+        ``distribution`` and ``labelled``); each kind of result says how."""
+        raise NotImplementedError(f"{type(self).__name__} does not say what it publishes")
+
 
 @dataclass(frozen=True, kw_only=True)
 class LearnerResult(PrivateRelease):
@@ -138,6 +143,9 @@ class LearnerResult(PrivateRelease):
 
     def certificate_fields(self) -> dict[str, Any]:
         return {**super().certificate_fields(), "proper": self.proper}
+
+    def published_fields(self) -> dict[str, Any]:
+        return {"hypothesis": self.hypothesis.to_dict()}
 
 
 @runtime_checkable

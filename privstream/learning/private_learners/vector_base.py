@@ -99,6 +99,9 @@ class VectorLearnerResult(PrivateRelease):
         fields["parameters"].update(theorem=self.theorem, guarantee=self.guarantee)
         return {**fields, "proper": self.proper}
 
+    def published_fields(self) -> dict[str, Any]:
+        return {"hypothesis": self.model.to_dict()}
+
 
 @runtime_checkable
 class VectorLearner(Protocol):

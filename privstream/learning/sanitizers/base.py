@@ -61,6 +61,12 @@ class SanitizerResult(PrivateRelease):
 
     distribution: SyntheticDistribution
 
+    def certificate_fields(self) -> dict[str, Any]:
+        return {**super().certificate_fields(), "proper": False}  # a distribution is no hypothesis
+
+    def published_fields(self) -> dict[str, Any]:
+        return {"distribution": self.distribution.to_dict(), "labelled": self.distribution.labelled}
+
 
 @runtime_checkable
 class Sanitizer(Protocol):

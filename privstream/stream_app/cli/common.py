@@ -26,6 +26,7 @@ __all__ = [
     "file_window_id",
     "format_size",
     "load_settings",
+    "offline_release",
 ]
 
 CLASS_HELP = (
@@ -100,3 +101,34 @@ def load_settings(args: argparse.Namespace, **overrides: Any) -> Any:
         raise ValueError(describe_validation_error(exc)) from None
     except SettingsError as exc:  # a variable that does not parse: the cause names it and where
         raise ValueError(str(exc.__cause__ or exc)) from None
+
+
+def offline_release(
+    result: Any,
+    args: argparse.Namespace,
+    *,
+    stream_id: str,
+    hypothesis_class: str,
+    algorithm: str,
+    window: Any,
+    run: int = 0,
+) -> Any:
+    """The release ``privstream learn``/``sanitize`` prints for ``result``: the service's builder
+    (:func:`privstream.agents.certificates.build_release`), charged ``--epsilon``/``--delta`` per
+    example of a file (n public, replace-one), with the run number when there are several."""
+    from privstream import __version__
+    from privstream.agents.certificates import Charge, build_release
+
+    return build_release(
+        result,
+        Charge(epsilon=args.epsilon, delta=args.delta, neighbouring_relation="replace-one"),
+        stream_id=stream_id,
+        hypothesis_class=hypothesis_class,
+        algorithm=algorithm,
+        n_public=True,
+        sample_size=result.sample_size,
+        parameters={"run": run} if getattr(args, "runs", 1) > 1 else None,
+        window=window,
+        randomness="seeded" if args.seed is not None else "secure",
+        library_version=__version__,
+    )

@@ -17,7 +17,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from privstream import __version__
 from privstream.stream_app.cli.common import (
     CLASS_HELP,
     EXAMPLES_HELP,
@@ -25,6 +24,7 @@ from privstream.stream_app.cli.common import (
     UserError,
     file_window_id,
     format_size,
+    offline_release,
 )
 
 VECTOR_EXAMPLES_HELP = "CSV with a header, label column y (empty = unlabelled) and feature columns"
@@ -131,7 +131,7 @@ def run_learn(args: argparse.Namespace) -> int:
     from privstream.learning.private_learners import LEARNERS, make_learner
     from privstream.learning.private_learners.vector_base import VECTOR_LEARNERS
     from privstream.learning.randomness import secure, seeded
-    from privstream.schemas import Certificate, HypothesisRelease, WindowInfo
+    from privstream.schemas import WindowInfo
     from privstream.stream_app.sources.files import read_examples
     from privstream.stream_app.suggestions import unknown_name
 
@@ -163,33 +163,16 @@ def run_learn(args: argparse.Namespace) -> int:
             beta=CLASS_LEARNER_ACCURACY if args.beta is None else args.beta,
             rng=rng,
         )
-        parameters: dict[str, Any] = {**result.parameters, "learner": learner.name}
-        if args.runs > 1:
-            parameters["run"] = run
-        certificate = Certificate(
-            mechanism=result.mechanism,
-            epsilon=result.epsilon,
-            delta=result.delta,
-            neighbouring_relation=result.neighbouring_relation,
-            privacy_unit="example",
-            guarantee=result.privacy_guarantee.statement(),
-            window=window,
-            privacy=result.privacy,
-            dp_outputs=result.dp_outputs,
-            sample_size=result.sample_size,
-            parameters=parameters,
-            proper=result.proper,
-            accuracy_guarantee_holds=result.accuracy_guarantee_holds,
-            theorem_sample_size=result.theorem_sample_size,
-            randomness="seeded" if args.seed is not None else "secure",
-            library_version=__version__,
-        )
-        release = HypothesisRelease(
+        release = offline_release(
+            result,
+            args,
             stream_id=path.stem,
             hypothesis_class=hclass.spec,
-            hypothesis=result.hypothesis.to_dict(),
-            certificate=certificate,
+            algorithm=learner.name,
+            window=window,
+            run=run,
         )
+        certificate = release.certificate
         if args.json:
             print(release.model_dump_json())
             continue
@@ -234,7 +217,7 @@ def _parse_bounds(text: str | None, d: int) -> Any:
 def _learn_vectors(args: argparse.Namespace) -> int:
     """``learn`` for the vector learners: one HypothesisRelease per run (hypothesis = model.to_dict())."""
     from privstream.learning.private_learners.vector_base import make_vector_learner, split_labels
-    from privstream.schemas import Certificate, HypothesisRelease, WindowInfo
+    from privstream.schemas import WindowInfo
     from privstream.stream_app.sources.files import read_vector_examples
 
     if args.hclass is not None:
@@ -258,25 +241,17 @@ def _learn_vectors(args: argparse.Namespace) -> int:
     window = WindowInfo(window_id=file_window_id(path), kind="file", start=0, end=int(X.shape[0]))
     for run in range(args.runs):
         result = learner.fit(X, y, epsilon=args.epsilon, delta=args.delta, bounds=bounds, rng=rng)
-        fields = result.certificate_fields()
-        fields["parameters"]["learner"] = learner.name
-        if args.runs > 1:
-            fields["parameters"]["run"] = run
-        certificate = Certificate(
-            **fields,
-            privacy_unit="example",
-            guarantee=result.privacy_guarantee.statement(),
-            window=window,
-            randomness="seeded" if args.seed is not None else "secure",
-            library_version=__version__,
-        )
         hclass = result.hypothesis_class
-        release = HypothesisRelease(
+        release = offline_release(
+            result,
+            args,
             stream_id=path.stem,
             hypothesis_class=hclass,
-            hypothesis=result.model.to_dict(),
-            certificate=certificate,
+            algorithm=learner.name,
+            window=window,
+            run=run,
         )
+        certificate = release.certificate
         if args.json:
             print(release.model_dump_json())
             continue

@@ -14,8 +14,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from privstream import __version__
-from privstream.stream_app.cli.common import CLASS_HELP, file_window_id, format_size
+from privstream.stream_app.cli.common import CLASS_HELP, file_window_id, format_size, offline_release
 
 DATA_HELP = "CSV with a header naming x and optionally y (y makes the release labelled)"
 SANITIZER_CHOICES = ("hierarchical", "mwem", "fooling")
@@ -68,7 +67,7 @@ def run_sanitize(args: argparse.Namespace) -> int:
     from privstream.learning.hypothesis_classes import parse_class_spec
     from privstream.learning.randomness import secure, seeded
     from privstream.learning.sanitizers import make_sanitizer
-    from privstream.schemas import Certificate, SanitizedRelease, WindowInfo
+    from privstream.schemas import WindowInfo
     from privstream.stream_app.sources.files import read_query_data
 
     hclass = parse_class_spec(args.hclass)
@@ -100,31 +99,15 @@ def run_sanitize(args: argparse.Namespace) -> int:
         rng=seeded(args.seed) if args.seed is not None else None,
     )
     window = WindowInfo(window_id=file_window_id(path), kind="file", start=0, end=int(xs.shape[0]))
-    certificate = Certificate(
-        mechanism=result.mechanism,
-        epsilon=result.epsilon,
-        delta=result.delta,
-        neighbouring_relation=result.neighbouring_relation,
-        privacy_unit="example",
-        guarantee=result.privacy_guarantee.statement(),
-        window=window,
-        privacy=result.privacy,
-        dp_outputs=result.dp_outputs,
-        sample_size=result.sample_size,
-        parameters={**result.parameters, "sanitizer": sanitizer.name},
-        proper=False,
-        accuracy_guarantee_holds=result.accuracy_guarantee_holds,
-        theorem_sample_size=result.theorem_sample_size,
-        randomness="seeded" if args.seed is not None else "secure",
-        library_version=__version__,
-    )
-    release = SanitizedRelease(
+    release = offline_release(
+        result,
+        args,
         stream_id=path.stem,
         hypothesis_class=hclass.spec,
-        distribution=result.distribution.to_dict(),
-        labelled=result.distribution.labelled,
-        certificate=certificate,
+        algorithm=sanitizer.name,
+        window=window,
     )
+    certificate = release.certificate
     if args.json:
         print(release.model_dump_json())
         return 0

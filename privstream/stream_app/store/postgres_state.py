@@ -71,12 +71,12 @@ class PostgresStateBackend:
     def insert_examples(self, cur: Cursor, rows: Sequence[Example]) -> None:
         with cur.copy(
             "COPY state_examples (stream_id, seq, part, kafka_offset, item, x, x_vector, y, user_id, "
-            "time_window) FROM STDIN"
+            "time_window, priority) FROM STDIN"
         ) as copy:
-            for *position, x, y, user, window in rows:
+            for *position, x, y, user, window, priority in rows:
                 vector = isinstance(x, list | tuple | np.ndarray)
                 point = (None, [float(v) for v in x]) if vector else (int(x), None)
-                copy.write_row((*position, *point, y, user, window))
+                copy.write_row((*position, *point, y, user, window, priority))
 
     def points(self, stored: Sequence[Sequence[Any]]) -> np.ndarray:
         if stored[0][0] is None:

@@ -277,4 +277,14 @@ STATE: tuple[Step, ...] = (
 )""",
         ),
     ),
+    (
+        3,
+        "an example's secret sampling priority: a capped time window keeps its rows of lowest priority",
+        (
+            # NULL for rows kept by arrival (or stored before); a bottom-k window's rows all have one.
+            "ALTER TABLE {examples} ADD COLUMN priority {bigint}",
+            "CREATE INDEX {examples}_by_priority ON {examples} (stream_id, time_window, priority) "
+            "WHERE priority IS NOT NULL",
+        ),
+    ),
 )

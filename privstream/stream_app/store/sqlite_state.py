@@ -82,8 +82,8 @@ class SqliteStateBackend:
 
     def insert_examples(self, cur: sqlite3.Cursor, rows: Sequence[Example]) -> None:
         cur.executemany(
-            "INSERT INTO examples (stream_id, seq, part, kafka_offset, item, x, y, user_id, time_window) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO examples (stream_id, seq, part, kafka_offset, item, x, y, user_id, time_window, "
+            "priority) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [(*row[:5], point, *row[6:]) for row, point in zip(rows, _encoded(rows), strict=True)],
         )
 

@@ -44,6 +44,7 @@ stored once (another worker's, stored first, stands).
 
 from __future__ import annotations
 
+import itertools
 import json
 import secrets
 from collections.abc import Callable, Iterable, Sequence
@@ -66,8 +67,9 @@ _LEDGER_KEYS = (
     "SELECT key, value FROM {meta} "
     "WHERE key IN ('ledger_id', 'ledger_epoch', 'ledger_entries', 'ledger_since')"
 )
-#: A stored example: (stream_id, seq, partition, offset, item in its message, x, y, user, time window).
-Example = tuple[str, int, int, int, int, Any, int, str | None, int | None]
+#: A stored example: (stream_id, seq, partition, offset, item in its message, x, y, user, time window,
+#: sampling priority or None).
+Example = tuple[str, int, int, int, int, Any, int, str | None, int | None, int | None]
 
 
 class LedgerRecord(NamedTuple):
@@ -125,6 +127,9 @@ class SqlStateStore:
         self.generation: str = backend.run(generation)
         #: (stream, time window)s holding their ``keep_first`` rows already (see :meth:`append_many`).
         self._full_windows: set[tuple[str, int]] = set()
+        #: A full bottom-k window's highest kept priority, as last committed: a row at or above it
+        #: is not taken in (the bound only falls, so one remembered by an earlier batch is safe).
+        self._thresholds: dict[tuple[str, int], int] = {}
 
     @property
     def location(self) -> str:
@@ -214,6 +219,7 @@ class SqlStateStore:
         rows: Sequence[tuple[int, int, int, str | None, int | None]],
         *,
         keep_first: int | None = None,
+        priorities: Sequence[int] | None = None,
     ) -> list[int]:
         """Store ``(offset, x, y, user, time_window)`` rows of one partition, in offset order.
 
@@ -223,11 +229,17 @@ class SqlStateStore:
         ``keep_first``: a time window keeps only its first so many rows by sequence number (the
         rows a capped feature-vector node reads); later rows take their sequence numbers and are
         not stored, so a window's storage, and the work of closing it, are bounded by the cap
-        whatever its private size.
+        whatever its private size. With ``priorities`` (one secret random integer below 2^62 per
+        row), a time window keeps instead its ``keep_first`` rows of lowest priority (a bottom-k
+        sample, a uniformly random subset of its rows): a row below a full window's highest
+        priority replaces that window's row of highest priority.
         """
         if not rows:
             return []
+        if priorities is not None and (keep_first is None or len(priorities) != len(rows)):
+            raise ValueError("priorities need keep_first and one priority per row")
         q = self._q
+        thresholds: dict[int, int] = {}  # the bottom-k windows' bounds this batch leaves, once committed
 
         def run(cur: Cursor) -> list[int]:
             cur.execute(
@@ -252,11 +264,22 @@ class SqlStateStore:
             first = int(cur.execute(statement, (stream_id,)).fetchone()[0])
             examples: list[Example] = []
             item, previous = 0, None
-            for seq, (offset, x, y, user, window) in enumerate(fresh, start=first):
+            ranks = priorities[len(rows) - len(fresh) :] if priorities is not None else [None] * len(fresh)
+            for seq, (offset, x, y, user, window), rank in zip(
+                itertools.count(first),
+                fresh,
+                ranks,
+                strict=False,  # count() is endless
+            ):
                 item = item + 1 if offset == previous else 0  # the rows of one batch message
                 previous = offset
-                examples.append((stream_id, seq, partition, offset, item, x, int(y), user, window))
-            if keep_first is not None:
+                priority = None if rank is None or window is None else int(rank)
+                examples.append((stream_id, seq, partition, offset, item, x, int(y), user, window, priority))
+            if priorities is not None:
+                assert keep_first is not None
+                thresholds.clear()  # a rerun of the body starts again
+                examples = self._sample_rows_of_windows(cur, stream_id, examples, keep_first, thresholds)
+            elif keep_first is not None:
                 examples = self._first_rows_of_windows(cur, stream_id, examples, keep_first)
             self._backend.insert_examples(cur, examples)
             cur.execute(
@@ -268,7 +291,64 @@ class SqlStateStore:
             )
             return list(range(first, first + len(fresh)))
 
-        return self._backend.run(run)
+        seqs = self._backend.run(run)
+        for window, bound in thresholds.items():  # committed: later batches may skip above it
+            self._thresholds[(stream_id, window)] = bound
+        return seqs
+
+    def _sample_rows_of_windows(
+        self, cur: Cursor, stream_id: str, examples: list[Example], keep: int, thresholds: dict[int, int]
+    ) -> list[Example]:
+        """The examples to insert so that each time window holds its ``keep`` rows of lowest
+        priority (a bottom-k sample); a row replacing one of a full window is stored here.
+
+        A window not yet full takes rows in; a full one compares a row with its highest kept
+        priority (remembered, so most rows cost one comparison) and, when lower, deletes that row
+        and stores this one: about ``keep·ln(n/keep)`` replacements for n rows, all at ingest.
+        """
+        q = self._q
+        room: dict[int, int] = {}
+        kept: list[Example] = []
+        highest = q(
+            "SELECT seq, priority FROM {examples} WHERE stream_id = ? AND time_window = ? AND "
+            "priority IS NOT NULL ORDER BY priority DESC, seq DESC LIMIT 1"
+        )
+        for example in examples:
+            window, priority = example[8], example[9]
+            if window is None or priority is None:
+                kept.append(example)
+                continue
+            if window not in room:
+                statement = q(
+                    "SELECT count(*) FROM (SELECT 1 FROM {examples} WHERE stream_id = ? AND "
+                    "time_window = ? AND time_window IS NOT NULL LIMIT ?) AS stored"
+                )
+                if (stream_id, window) in self._full_windows:
+                    room[window] = 0
+                else:
+                    stored = int(cur.execute(statement, (stream_id, window, keep)).fetchone()[0])
+                    room[window] = keep - stored
+                    if stored >= keep:  # committed rows only: a rolled-back batch marks nothing
+                        self._full_windows.add((stream_id, window))
+            if room[window] > 0:
+                room[window] -= 1
+                kept.append(example)
+                continue
+            bound = thresholds.get(window, self._thresholds.get((stream_id, window)))
+            if bound is not None and priority >= bound:
+                continue  # the common case once a window is full: no query
+            pending = [e for e in kept if e[8] == window]
+            if pending:  # this batch's rows of the window first, so the highest is the true one
+                self._backend.insert_examples(cur, pending)
+                kept = [e for e in kept if e[8] != window]
+            top = cur.execute(highest, (stream_id, window)).fetchone()
+            if top is not None and priority < int(top[1]):
+                cur.execute(q("DELETE FROM {examples} WHERE stream_id = ? AND seq = ?"), (stream_id, top[0]))
+                self._backend.insert_examples(cur, [example])
+                top = cur.execute(highest, (stream_id, window)).fetchone()
+            if top is not None:
+                thresholds[window] = int(top[1])
+        return kept
 
     def _first_rows_of_windows(
         self, cur: Cursor, stream_id: str, examples: list[Example], keep: int
@@ -389,7 +469,11 @@ class SqlStateStore:
 
         self._backend.run(run)
         if time_window is not None:
-            self._full_windows.discard((stream_id, time_window))
+            self._forget_window(stream_id, time_window)
+
+    def _forget_window(self, stream_id: str, time_window: int) -> None:
+        self._full_windows.discard((stream_id, time_window))
+        self._thresholds.pop((stream_id, time_window), None)
 
     def closed_windows(self, stream_id: str, among: Iterable[str] | None = None) -> dict[str, str]:
         query, params = "SELECT window_id, outcome FROM {windows} WHERE stream_id = ?", [stream_id]
@@ -447,16 +531,13 @@ class SqlStateStore:
         def run(cur: Cursor) -> NodeData:
             data = self._load_node(cur, stream_id, family, 0, window)
             if data is None:
-                first = bounds.max_node_examples if vectors is not None and not user_level else None
-                rows = self._window_on(cur, where, params, first=first)
-                data = self._store_node(
-                    cur,
-                    stream_id,
-                    family,
-                    0,
-                    window,
-                    NodeData.from_window(rows, bounds, vectors=vectors, user_level=user_level),
-                )
+                if bounds.sample:
+                    built = self._sample_on(cur, where, params, bounds)
+                else:
+                    first = bounds.max_node_examples if vectors is not None and not user_level else None
+                    rows = self._window_on(cur, where, params, first=first)
+                    built = NodeData.from_window(rows, bounds, vectors=vectors, user_level=user_level)
+                data = self._store_node(cur, stream_id, family, 0, window, built)
                 cur.execute(self._q(f"DELETE FROM {{examples}} WHERE {where}"), params)
             cur.execute(
                 self._q(
@@ -471,8 +552,22 @@ class SqlStateStore:
 
         node = self._backend.run(run)
         if time_window is not None:
-            self._full_windows.discard((stream_id, time_window))
+            self._forget_window(stream_id, time_window)
         return node
+
+    def _sample_on(self, cur: Cursor, where: str, params: Sequence[Any], bounds: NodeBounds) -> NodeData:
+        """A bottom-k window's node: its rows of lowest priority, at most the cap (so O(cap) read)."""
+        statement = self._q(
+            f"SELECT y, coalesce(priority, -1), {self._backend.point_columns} FROM {{examples}} "
+            f"WHERE {where} ORDER BY priority, seq LIMIT {int(bounds.max_node_examples or 0)}"
+        )
+        rows = cur.execute(statement, params).fetchall()
+        if not rows:
+            empty = np.zeros(0, np.int64)
+            return NodeData.sampled(empty, np.zeros(0, np.uint8), empty, bounds)
+        ys, priorities = zip(*(row[:2] for row in rows), strict=True)
+        xs = self._backend.points([row[2:] for row in rows])
+        return NodeData.sampled(xs, np.array(ys, np.uint8), np.array(priorities, np.int64), bounds)
 
     def _load_node(self, cur: Cursor, stream_id: str, family: str, level: int, index: int) -> NodeData | None:
         row = cur.execute(

@@ -98,6 +98,36 @@ def test_a_capped_time_window_stores_only_its_first_rows_as_they_arrive(store) -
     assert store.time_window("s", 9).xs[:, 0].tolist() == [20.0]
 
 
+def test_a_bottom_k_time_window_keeps_its_rows_of_lowest_priority_as_they_arrive(store) -> None:
+    # Integer classes whose n is private: across batches and partitions a time window holds exactly
+    # the cap rows of lowest priority of all its rows, never more, and closing it reads only those.
+    rng = np.random.default_rng(3)
+    priorities = rng.permutation(10_000)[:600].tolist()
+    xs = rng.integers(0, 1000, 600).tolist()
+    rows = [(o, xs[o], xs[o] % 2, None, 7) for o in range(600)]
+    for start in range(0, 600, 70):
+        partition, chunk = start // 70 % 2, rows[start : start + 70]
+        store.append_many(
+            "s", partition, chunk, keep_first=25, priorities=priorities[start : start + len(chunk)]
+        )
+    stored = store.time_window("s", 7)
+    lowest = np.argsort(priorities)[:25]
+    assert len(stored.seqs) == 25 and sorted(stored.seqs.tolist()) == sorted(lowest.tolist())
+    assert store.append_many("s", 0, [(0, 1, 1, None, 7)], keep_first=25, priorities=[-1]) == []  # replay
+
+    decoded: list[int] = []
+    points = store._backend.points
+    store._backend.points = lambda rows: decoded.append(len(rows)) or points(rows)
+    bounds = NodeBounds(max_node_examples=25, sample=True)
+    node = store.close_window("s", "t60", 7, bounds, time_window=7)
+    assert decoded == [25] and node.xs.tolist() == [xs[i] for i in lowest]
+    assert node.priorities.tolist() == sorted(priorities)[:25]
+    assert store.load_node("s", "t60", 0, 7) == node and store.time_window("s", 7).xs.tolist() == []
+    empty = store.close_window("s", "t60", 6, bounds, time_window=6)
+    parent = store.merge_node("s", "t60", 1, 3, bounds)  # the lowest of both children's
+    assert empty.size == 0 and parent == node
+
+
 def test_parents_merge_from_children_and_nodes_can_be_dropped(store) -> None:
     bounds = NodeBounds()
     store.append_many("s", 0, [(o, o % 3, 1, None, None) for o in range(8)])

@@ -247,7 +247,15 @@ def test_the_ledger_and_the_state_share_a_database_and_its_version_table(
     PostgresStateStore(_config(pg_server, pg_database)).close()
     with pg_server.connect(pg_database.rsplit("/", 1)[1]) as conn:
         rows = conn.execute("SELECT component, version FROM privstream_migrations ORDER BY 1, 2").fetchall()
-    assert rows == [("ledger", 1), ("ledger", 2), ("ledger", 3), ("ledger", 4), ("state", 1), ("state", 2)]
+    assert rows == [
+        ("ledger", 1),
+        ("ledger", 2),
+        ("ledger", 3),
+        ("ledger", 4),
+        ("state", 1),
+        ("state", 2),
+        ("state", 3),
+    ]
 
 
 def test_a_state_store_with_foreign_tables_is_an_error(pg_server: PostgresServer, pg_database: str):

@@ -1,0 +1,57 @@
+"""Twin runs with time, at scale: between a node's close and its deadline the service does only
+work whose cost is a function of public sizes, so a node of the cap's size and one of 150 times
+the cap publish the same records at the same times (only the DP outputs differ).
+
+The twins charge the store's decoding of rows to the run's clock (``store_seconds_per_row``), so
+work that grows with a window's private size moves the run's times as it would on a machine.
+"""
+
+from __future__ import annotations
+
+from privstream.stream_app.settings import StreamConfig
+from tests.agents.twins import T0, Step, TwinRun, assert_twins, example
+
+CAP = 20
+
+
+def capped_time_stream(**release: object) -> StreamConfig:
+    config = {
+        "learner": "generic",
+        "epsilon": 1.0,
+        "epsilon_budget": 100.0,
+        "expected_size": 10,
+        "max_node_examples": CAP,
+        "window": {"kind": "time", "seconds": 60.0, "allowed_lateness_seconds": 10.0},
+        **release,
+    }
+    return StreamConfig(name="s", hypothesis_class="thresholds:1024", release=config)
+
+
+def window_of(n: int) -> list[Step]:
+    """Window 1 holds ``n`` examples (arriving in one poll); the others one or none."""
+    flood = [example(i % 1024, at=T0 + 61 + i / (10 * n)) for i in range(n)]
+    return [
+        Step(T0 + 5, [example(100, at=T0 + 5)]),
+        Step(T0 + 65, flood),
+        Step(T0 + 125, [example(700, at=T0 + 125)]),
+        Step(T0 + 185),
+    ]
+
+
+async def run(stream: StreamConfig, steps: list[Step]) -> TwinRun:
+    twin = TwinRun(stream, store_seconds_per_row=0.005)  # 3,000 rows: 15 s, three slots
+    await twin.run(steps)
+    return twin
+
+
+async def test_a_time_window_of_150_times_the_cap_closes_like_one_of_the_cap():
+    """Integer class, example level, n private: the window's rows are a bottom-k sample kept as
+    they arrive, so closing it reads at most the cap's rows whatever its size."""
+    small, large = (
+        await run(capped_time_stream(), window_of(CAP)),
+        await run(capped_time_stream(), window_of(150 * CAP)),
+    )
+    assert_twins(small.observed, large.observed)
+    assert max(large.rows_read) <= CAP and max(small.rows_read) <= CAP
+    cap_rule = large.observed.messages[1]["release"]["certificate"]["parameters"]["cap_rule"]
+    assert "lowest priority" in cap_rule and "half the level's epsilon" in cap_rule
