@@ -32,6 +32,7 @@ from privstream.agents.online import OnlineLearners
 from privstream.agents.progress import Progress
 from privstream.agents.releases import ReleaseAgent
 from privstream.agents.validation import ExampleValidator, Invalid, PlainExample, ValidExample, ValidRows
+from privstream.learning.errors import InvariantError
 from privstream.schemas import PredictionBatch, VectorPredictionBatch
 
 
@@ -328,7 +329,8 @@ def _without_repeats(
     repeats: dict[str, int],
 ) -> ValidRows:
     """The batch's valid rows but the repeats of an ``id`` (counted in ``repeats``)."""
-    assert rows.ids is not None
+    if rows.ids is None:
+        raise InvariantError("invariant broken: rows.ids is not None")
     sid, partition, offset = rows.stream_id, record.partition, record.offset
     keep = [
         k

@@ -82,6 +82,7 @@ import msgspec
 import pydantic_core
 from pydantic import TypeAdapter, ValidationError
 
+from privstream.learning.errors import InvariantError
 from privstream.schemas import Example
 from privstream.schemas.examples import EventTime, Label, Point, Text, UserId
 
@@ -215,7 +216,8 @@ def _event_time_in_range(
 ) -> Invalid | None:
     """Time windows close on the worker's clock; an event time far from it is refused before it
     touches a window, so a date ten years ahead moves nothing."""
-    assert stream.event_time_skew is not None
+    if stream.event_time_skew is None:
+        raise InvariantError("invariant broken: stream.event_time_skew is not None")
     if event_time is not None and abs(event_time.timestamp() - stream.clock()) > stream.event_time_skew:
         return Invalid(
             "event_time_out_of_range",

@@ -59,3 +59,8 @@ class TooExpensiveError(Exception):
 
 # Short alias used in docs and by callers.
 TooExpensive = TooExpensiveError
+
+
+class InvariantError(RuntimeError):
+    """An internal invariant does not hold: a bug, never a user's error. Raised explicitly (not by
+    ``assert``, which ``python -O`` removes) because several of these invariants protect privacy."""

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from privstream.learning.domain import as_labels, as_points, check_label, check_point
-from privstream.learning.errors import LabelError, StateError
+from privstream.learning.errors import InvariantError, LabelError, StateError
 from privstream.learning.hypotheses import Hypothesis, hypothesis_from_dict, patched
 from privstream.learning.hypothesis_classes import FiniteClass, HypothesisClass
 
@@ -85,7 +85,8 @@ class SOA:
 
     def _predict_frozen(self, x: int) -> int:
         """The label of the rule frozen when the stream stopped being realizable."""
-        assert self._frozen is not None, "frozen when realizable turned False"
+        if self._frozen is None:
+            raise InvariantError("frozen when realizable turned False")
         return self._frozen.predict(x)
 
     # -- batches ---------------------------------------------------------------------------------
@@ -114,7 +115,8 @@ class SOA:
         The prediction at i is the label of the latest earlier occurrence of ``x[i]`` (in this
         tail, else among the stored patches), else the frozen predictor's value.
         """
-        assert self._frozen is not None
+        if self._frozen is None:
+            raise InvariantError("invariant broken: self._frozen is not None")
         base = self._frozen.predict(x)
         if self._patches:
             keys = sorted(self._patches)
@@ -140,7 +142,8 @@ class SOA:
         """The current predictor as a canonical hypothesis (improper in general)."""
         if self.realizable:
             return self._vs.soa_predictor(self.tie)
-        assert self._frozen is not None
+        if self._frozen is None:
+            raise InvariantError("invariant broken: self._frozen is not None")
         return patched(self._frozen, self._patches)
 
     @property

@@ -111,7 +111,13 @@ class _Child:
 
     def call(self, call: _Call) -> tuple[Any, ...]:
         """The child's answer to ``call``; ``EOFError`` or ``OSError`` if the child died."""
+        self.send(call)
+        return self.receive()
+
+    def send(self, call: _Call) -> None:
         self.connection.send((call.fn, call.args, call.kwargs))
+
+    def receive(self) -> tuple[Any, ...]:
         answer: tuple[Any, ...] = self.connection.recv()
         return answer
 
@@ -134,7 +140,11 @@ class LearnerProcess(Executor):
     """An executor of one spawned child process, started lazily and replaced when it dies.
 
     Calls run one at a time, in the order submitted; a call whose child dies fails with
-    ``BrokenProcessPool``, and the next call gets a new child.
+    ``BrokenProcessPool``, and the next call gets a new child: the **warm spare**, a second child
+    spawned while the first one works, which has imported the learners by then, so a fit killed
+    at its deadline is replaced at once and the stream's next slot pays no start-up; a new spare
+    is spawned as the spare takes over. :attr:`startup_seconds` is how long a child took from its
+    spawn to its first answer (the time a spare needs to be ready again).
 
     >>> with LearnerProcess() as pool:
     ...     pool.submit(sum, [1, 2, 3]).result()
@@ -145,8 +155,12 @@ class LearnerProcess(Executor):
         self._lock = threading.Lock()
         self._calls: queue.SimpleQueue[_Call | None] = queue.SimpleQueue()
         self._child: _Child | None = None
+        self._spare: _Child | None = None
         self._dispatcher: threading.Thread | None = None
         self._closed = False
+        #: Seconds from a child's spawn to its first answer (the first child's; None before it).
+        self.startup_seconds: float | None = None
+        self.spare = True  # keep a warm spare (tests of a single child turn it off)
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
         future: Future[Any] = Future()
@@ -168,12 +182,18 @@ class LearnerProcess(Executor):
             if not call.future.set_running_or_notify_cancel():
                 continue
             try:
+                fresh = self._child is None
+                started = time.perf_counter()
                 child = self._current_child()
             except Exception as exc:  # no process could be spawned (out of memory, out of pids)
                 call.future.set_exception(BrokenProcessPool(f"no learner process could start: {exc!r}"))
                 continue
             try:
-                answer = child.call(call)
+                child.send(call)
+                self._ensure_spare()  # while the child works: ready before the next kill
+                answer = child.receive()
+                if fresh and self.startup_seconds is None:
+                    self.startup_seconds = time.perf_counter() - started
             except (EOFError, OSError):  # killed at its deadline, out of memory, or died on the data
                 self._forget(child)
                 exitcode = child.process.exitcode
@@ -193,8 +213,23 @@ class LearnerProcess(Executor):
                 call.future.set_exception(error)
         with self._lock:
             last, self._child = self._child, None
-        if last is not None:
-            last.close(wait=True)
+            spare, self._spare = self._spare, None
+        for leftover in (last, spare):
+            if leftover is not None:
+                leftover.close(wait=True)
+
+    def _ensure_spare(self) -> None:
+        """Spawn the warm spare if there is none (in the dispatching thread: a child dies with the
+        thread that spawned it)."""
+        spare = self._spare
+        if not self.spare or self._closed or (spare is not None and spare.process.is_alive()):
+            return
+        if spare is not None:
+            spare.close(wait=True)
+        with contextlib.suppress(Exception):  # no spare now (out of pids): the next call spawns
+            spare = _Child()
+            with self._lock:
+                self._spare = spare
 
     def _current_child(self) -> _Child:
         # Only the dispatching thread replaces the child, so it spawns without the lock: a submit
@@ -204,7 +239,14 @@ class LearnerProcess(Executor):
             return child
         if child is not None:  # died between calls: reap it
             child.close(wait=True)
-        child = _Child()
+        with self._lock:
+            spare, self._spare = self._spare, None
+        if spare is not None and spare.process.is_alive():
+            child = spare  # warm: it imported the learners while the last child worked
+        else:
+            if spare is not None:
+                spare.close(wait=True)
+            child = _Child()
         with self._lock:
             self._child = child
         return child
@@ -258,6 +300,14 @@ class LearnerProcess(Executor):
             return []
         return [child.process.pid]
 
+    def spare_pids(self) -> list[int]:
+        """The warm spare's pid, if one is running."""
+        with self._lock:
+            spare = self._spare
+        if spare is None or spare.process.pid is None or not spare.process.is_alive():
+            return []
+        return [spare.process.pid]
+
 
 class LearnerProcesses:
     """The service's :class:`~privstream.agents.timing.FitRunner`: a :class:`LearnerProcess` per
@@ -309,3 +359,10 @@ class LearnerProcesses:
 
     def child_pids(self, stream_id: str) -> list[int]:
         return self.process(stream_id).child_pids()
+
+    def spare_pids(self, stream_id: str) -> list[int]:
+        return self.process(stream_id).spare_pids()
+
+    def startup_seconds(self, stream_id: str) -> float | None:
+        """How long the stream's first child took to start (spawn, imports, first answer)."""
+        return self.process(stream_id).startup_seconds

@@ -9,18 +9,29 @@ learner (the input cap, or a count node's public n if smaller;
 :func:`privstream.agents.releases.slot_workload`). A level's slot is a margin plus three times
 that (:func:`privstream.learning.planning.slot_advice`), so a loaded machine still meets it; the
 measurement is a function of public inputs and the machine only, never of the data.
+
+The slot also covers what the node costs outside the fit: building it in the state store, reading
+it back and shipping it to the learner process, timed on public rows as many as the level's
+largest input (:mod:`.slot_path`).
+
+A fit stopped at its deadline is replaced by the stream's warm spare learner process at once; the
+new spare then has one slot to start. So no slot is shorter than the margin plus a learner
+process's start-up (spawn, imports, first answer, measured as the process started): a killed fit
+never costs the next node its slot.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 from concurrent.futures import Future
 
 from privstream.agents.fits import slot_seconds
 from privstream.agents.releases import ReleasePolicy, largest_input, slot_workload
-from privstream.learning.planning import slot_advice
+from privstream.learning.planning import SLOT_MARGIN_SECONDS, slot_advice
 from privstream.stream_app.learner_process import LearnerProcesses
+from privstream.stream_app.slot_path import load_seconds, ship_seconds
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +47,8 @@ def derive_slots(
     for stream_id, policy in policies.items():
         if policy.publish_delay_seconds is not None:
             continue
+        if processes.startup_seconds(stream_id) is None:  # the process's start-up, on a ping
+            processes.process(stream_id).submit(int).result()
         by_size = {largest_input(policy, level): level for level in range(policy.top_level + 1)}
         measuring[stream_id] = {
             level: processes.process(stream_id).submit(slot_seconds, slot_workload(policy, level))
@@ -45,19 +58,27 @@ def derive_slots(
     for stream_id, futures in measuring.items():
         policy = policies[stream_id]
         timer = timer_seconds if policy.window_kind == "time" else 0.0
-        measured = {level: future.result() for level, future in futures.items()}
+        measured = {
+            level: future.result() + load_seconds(policy, level) + ship_seconds(processes, policy, level)
+            for level, future in futures.items()
+        }
+        respawn = processes.startup_seconds(stream_id) or 0.0
+        # a new spare has one slot to start (a slot this long or more, whatever its work)
+        ready = math.ceil(round((SLOT_MARGIN_SECONDS + respawn) * 10, 6)) / 10
         slots = tuple(
-            slot_advice(measured[min(m for m in measured if m >= level)], timer)
+            max(slot_advice(measured[min(m for m in measured if m >= level)], timer), ready)
             for level in range(policy.top_level + 1)
         )
         derived[stream_id] = dataclasses.replace(policy, publish_delay_seconds=max(slots), level_slots=slots)
         log.info(
-            "stream %s: publication slots %s s per level 0..%d (a node's fits took %s s at worst on public "
-            "inputs; set publish_delay_seconds to choose one slot for every level)",
+            "stream %s: publication slots %s s per level 0..%d (a node's load, shipping and fits took %s s "
+            "at worst on public inputs, a learner process starts in %.3g s; set publish_delay_seconds to "
+            "choose one slot for every level)",
             stream_id,
             ", ".join(f"{slot:g}" for slot in slots),
             policy.top_level,
             ", ".join(f"{seconds:.3g}" for _, seconds in sorted(measured.items())),
+            respawn,
             extra={"stream_id": stream_id, "window_id": None, "ledger_entry_id": None},
         )
     return derived

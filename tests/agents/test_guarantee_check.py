@@ -175,3 +175,19 @@ async def test_twins_of_an_overspending_learner_both_publish_nothing():
     a, b = await twins(stream, steps(), steps({1: [example(650, at=T0 + 65)]}), learner=Overspends())
     assert_twins(a, b)
     assert not [m for m in a.messages if m["topic"] == "hypotheses"]
+
+
+async def test_a_subscriber_refuses_a_certificate_whose_guarantee_exceeds_its_charge():
+    """The client's certificate check (before any prediction) reads the guarantee: the service's
+    releases pass it; the same release with the guarantee raised past the charge does not."""
+    import json
+
+    from privstream_client.release import Release, certificate_problem
+
+    publish = Published()
+    agent = make_agent({"s": policy()}, publish=publish)
+    await feed(agent, examples(100))
+    data = json.loads(publish.messages[0][1])
+    assert certificate_problem(Release.from_json(data)) is None
+    data["certificate"]["guarantee"]["epsilon"] = 2 * data["certificate"]["epsilon"]
+    assert "exceeds the charge" in (certificate_problem(Release.from_json(data)) or "")

@@ -8,13 +8,15 @@ work that grows with a window's private size moves the run's times as it would o
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from privstream.stream_app.settings import StreamConfig
-from tests.agents.twins import T0, Step, TwinRun, assert_twins, example
+from tests.agents.twins import T0, TWIN_SLOT_SECONDS, Step, TwinRun, assert_twins, example
 
 CAP = 20
 
 
-def capped_time_stream(**release: object) -> StreamConfig:
+def capped_time_stream(name: str = "s", **release: object) -> StreamConfig:
     config = {
         "learner": "generic",
         "epsilon": 1.0,
@@ -24,7 +26,7 @@ def capped_time_stream(**release: object) -> StreamConfig:
         "window": {"kind": "time", "seconds": 60.0, "allowed_lateness_seconds": 10.0},
         **release,
     }
-    return StreamConfig(name="s", hypothesis_class="thresholds:1024", release=config)
+    return StreamConfig(name=name, hypothesis_class="thresholds:1024", release=config)
 
 
 def window_of(n: int) -> list[Step]:
@@ -55,3 +57,30 @@ async def test_a_time_window_of_150_times_the_cap_closes_like_one_of_the_cap():
     assert max(large.rows_read) <= CAP and max(small.rows_read) <= CAP
     cap_rule = large.observed.messages[1]["release"]["certificate"]["parameters"]["cap_rule"]
     assert "lowest priority" in cap_rule and "half the level's epsilon" in cap_rule
+
+
+def count_stream(name: str, size: int = 10) -> StreamConfig:
+    release = {
+        "learner": "generic",
+        "epsilon": 1.0,
+        "epsilon_budget": 100.0,
+        "window": {"kind": "count", "size": size},
+    }
+    return StreamConfig(name=name, hypothesis_class="thresholds:1024", release=release)
+
+
+async def test_a_count_window_closes_at_its_last_records_timestamp_not_after_the_polls_processing():
+    """Stream a's count window closes in a poll that holds, ahead of its closing example, 2,000
+    rows of stream b in one twin and none in the other (2 s of validation, learning and storage on
+    the run's clock): a's signed scheduled_at, record timestamps and landings are the same."""
+    streams = [count_stream("a"), capped_time_stream(name="b")]
+    a_window = [example(100 + i, stream="a") for i in range(10)]
+    flood = [example(i % 1024, at=T0 + 5, stream="b") for i in range(2000)]
+    runs = []
+    for poll in ([*flood, *a_window], a_window):
+        twin = TwinRun(streams, ingest_seconds_per_example=0.001)
+        runs.append(await twin.run([Step(T0 + 5, poll), Step(T0 + 65), Step(T0 + 125)]))
+    assert_twins(*runs)
+    (first,) = [m for m in runs[0].messages if m["key"] == "a"]
+    deadline = first["release"]["certificate"]["publication"]["scheduled_at"]
+    assert first["timestamp"] == datetime.fromisoformat(deadline).timestamp() == T0 + 5 + TWIN_SLOT_SECONDS

@@ -231,12 +231,15 @@ class TwinRun:
         ledger: Any = None,
         store: Any = None,
         store_seconds_per_row: float = 0.0,
+        ingest_seconds_per_example: float = 0.0,
     ):
         """``ledger`` and ``store``: another run's, to restart on them (a crash and a new worker).
 
         ``store_seconds_per_row``: what reading one stored row back costs on the run's clock (the
         store's decode of a window's or node's rows), so that work at a node's close whose size is
-        private shows in the run's times as it does on a real machine."""
+        private shows in the run's times as it does on a real machine. ``ingest_seconds_per_example``:
+        what validating, learning and storing one example of a poll costs on the run's clock (the
+        time passes before the release agent takes the stream's examples of the poll in)."""
         from privstream.stream_app.service import release_policy
 
         self.streams = [stream] if isinstance(stream, StreamConfig) else list(stream)
@@ -312,6 +315,14 @@ class TwinRun:
         validator = ExampleValidator(domains, user_level=user_level, **validator_options)
         learners_online = OnlineLearners(online, self.metrics, self.store)
         self.pipeline = IngestPipeline(validator, learners_online, self.metrics, Progress(), self.agent)
+        if ingest_seconds_per_example:
+            observe = self.agent.observe_batch
+
+            def observe_batch(stream_id: str, partition: int, offsets: Sequence[int], *rest: Any) -> None:
+                self.clock.now = self.clock.now + ingest_seconds_per_example * len(offsets)
+                observe(stream_id, partition, offsets, *rest)
+
+            self.agent.observe_batch = observe_batch  # type: ignore[method-assign]
         self.offset = 0
         self._shown: dict[str, Any] = {}
 

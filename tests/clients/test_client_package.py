@@ -101,3 +101,47 @@ def test_a_release_verifies_and_any_changed_byte_or_other_key_does_not() -> None
 def test_a_malformed_release_is_refused_naming_the_field(change: dict) -> None:
     with pytest.raises(ReleaseFormatError):
         Release.from_json({**EXAMPLE, **change})
+
+
+def test_every_kind_of_hypothesis_is_described_in_words() -> None:
+    from privstream_client import describe
+
+    assert describe({"kind": "runs", "domain": 65536, "first": 0, "changes": [14577]}) == (
+        "predicts 1 for x ≥ 14,577"
+    )
+    assert describe({"kind": "runs", "domain": 1000, "first": 1, "changes": [10]}) == "predicts 1 for x ≤ 9"
+    assert describe({"kind": "bits", "domain": 64, "bits": "AAD8/w8AAAA="}) == "predicts 1 for 18 ≤ x ≤ 35"
+    assert (
+        describe({"kind": "stump", "feature": 0, "threshold": 2.5, "sign": -1}) == "predicts 1 where x1 < 2.5"
+    )
+    grid = {"kind": "grid-labels", "bounds": [[0, 1], [0, 1]], "cells_per_axis": 2, "labels": "CQ=="}
+    assert describe(grid) == "predicts 1 on 2 of 4 cells of a 2-per-axis grid over 2 features"
+    assert describe({"kind": "runs", "domain": 10, "first": 0, "changes": [11]}).startswith("a malformed")
+
+
+def test_no_client_module_imports_the_service_even_lazily() -> None:
+    """The import-time test sees what importing loads; this sees imports inside functions too."""
+    import ast
+
+    found = []
+    for path in sorted((ROOT / "clients" / "python" / "privstream_client").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            found += [f"{path.name}: {n}" for n in names if n.split(".")[0] in SERVICE_ONLY]
+    assert not found, found
+
+
+def test_a_release_says_when_it_was_published_and_how_old_it_is() -> None:
+    from datetime import UTC, datetime
+
+    vectors = ROOT / "clients" / "spec" / "vectors"
+    release = Release.from_json((vectors / "threshold.release.json").read_bytes())
+    assert release.published_at == datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
+    assert release.age_seconds(datetime(2026, 12, 2, 12, 1, 30, tzinfo=UTC)) == 90.0
+    assert Release.from_json(EXAMPLE).age_seconds() is None  # no publication stated
+    data = json.loads((vectors / "threshold.release.json").read_bytes())
+    data["certificate"]["publication"]["scheduled_at"] = "yesterday"
+    with pytest.raises(ReleaseFormatError, match="scheduled_at"):
+        Release.from_json(data)

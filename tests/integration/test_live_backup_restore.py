@@ -35,6 +35,7 @@ from privstream.stream_app.kafka.clients import ensure_topics, produce_json
 from privstream.stream_app.settings import ReleaseConfig, Settings, StreamConfig, WindowConfig
 from privstream.stream_app.sources.synthetic import synthetic_examples
 from privstream.stream_app.store.factory import open_ledger
+from privstream.stream_app.store.sqlite_streams import state_files
 
 from .conftest import consume_all, run, start_worker, wait_until
 
@@ -84,15 +85,18 @@ class Backup:
 
     def take(self) -> None:
         if self.pg is None:
-            for name in ("ledger", "state"):
-                sqlite_copy(getattr(self.settings, f"resolved_{name}_path"), self.where / f"{name}.backup")
+            sqlite_copy(self.settings.resolved_ledger_path, self.where / "ledger.backup")
+            (self.where / "state.backup").mkdir(exist_ok=True)
+            for path in state_files(self.settings.resolved_state_path):  # the main file and each stream's
+                sqlite_copy(path, self.where / "state.backup" / path.name)
         else:
             self._pg("pg_dump", "-Fc", f"--file={self.where / 'store.dump'}")
 
     def restore(self) -> None:
         if self.pg is None:
-            for name in ("ledger", "state"):
-                sqlite_copy(self.where / f"{name}.backup", getattr(self.settings, f"resolved_{name}_path"))
+            sqlite_copy(self.where / "ledger.backup", self.settings.resolved_ledger_path)
+            for path in state_files(self.settings.resolved_state_path):
+                sqlite_copy(self.where / "state.backup" / path.name, path)
         else:
             self._pg(
                 "pg_restore", "--clean", "--if-exists", "--single-transaction", str(self.where / "store.dump")

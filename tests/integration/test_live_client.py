@@ -114,5 +114,31 @@ def test_a_fresh_venv_with_only_the_client_subscribes_verifies_and_predicts(uniq
         assert got["predictions"] == [expected.predict(x) for x in range(0, 4096, 64)]
         assert got["one"] == expected.predict(100)
         assert got["skipped"] == {"unsigned": 1} and got["service"] == []
+
+        # The client's command prints the same releases for a person, the hypothesis in words.
+        cli = subprocess.run(
+            [
+                python.parent / "privstream-subscribe",
+                "s",
+                "--bootstrap",
+                settings.kafka_bootstrap,
+                "--topic-prefix",
+                settings.topic_prefix,
+                "--keys-url",
+                f"{worker.public_url}/keys",
+                "--level",
+                "all",
+                "--until-caught-up",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            cwd=tmp_path,
+        )
+        assert cli.returncode == 0, cli.stderr
+        lines = cli.stdout.splitlines()
+        assert len(lines) == len(real) and all(" of s (level " in line for line in lines)
+        assert all(": predicts " in line and "kind" not in line for line in lines), lines
+        assert f"{len(real)} releases; 1 records skipped" in cli.stderr
     finally:
         assert worker.stop() == 0

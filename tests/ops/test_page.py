@@ -331,6 +331,20 @@ async def test_the_page_marks_every_release_it_shows_verified_and_a_forged_one_n
         badge = await browser.evaluate("document.querySelector('#best-verified .badge').textContent")
         assert badge == "not signed by this deployment (bad_signature)"
 
+        # A page whose /keys cannot be read shows the releases, marked not verified.
+        await browser.evaluate("""(() => {
+            const real = window.fetch;
+            window.fetch = (url, options) => String(url) === "/keys"
+                ? Promise.reject(new TypeError("offline")) : real(url, options);
+            return true;
+        })()""")
+        checked = await browser.evaluate(
+            "PrivstreamVerify.forgetKeys() || PrivstreamVerify.fetchRelease("
+            f"'/streams/' + encodeURIComponent({json.dumps(deployment.stream)}) + '/releases/best')"
+            ".then(r => [r.problem, !!r.release, PrivstreamPage.verification(r).text])"
+        )
+        assert checked == ["keys_unavailable", True, "not verified"]
+
         await browser.open(f"{deployment.public_url}/")
         card = await browser.wait_for(
             f"document.querySelector('[data-stream={json.dumps(deployment.stream)}] .verification')"

@@ -138,6 +138,26 @@ def test_a_fit_still_running_at_its_deadline_is_stopped_and_the_next_one_gets_a_
         processes.shutdown()
 
 
+def test_a_fit_killed_at_its_deadline_is_replaced_by_the_warm_spare_and_a_new_spare_starts():
+    """The stream's next slot pays no start-up: the child that takes over was spawned (and imported
+    the learners) while the killed one worked; a new spare is spawned as it takes over."""
+    processes = LearnerProcesses(["s"]).start()
+    try:
+        assert asyncio.run(processes.run("s", partial(sum, [1, 2]), deadline=None)) == 3
+        wait_until(lambda: processes.spare_pids("s"), 60, what="a warm spare")
+        (child,), (spare,) = processes.child_pids("s"), processes.spare_pids("s")
+        assert processes.startup_seconds("s") is not None and processes.startup_seconds("s") > 0
+        with pytest.raises(FitTimedOut):
+            asyncio.run(processes.run("s", partial(time.sleep, 120), deadline=time.time() + 0.5))
+        assert asyncio.run(processes.run("s", partial(sum, [3, 4]), deadline=time.time() + 60)) == 7
+        assert processes.child_pids("s") == [spare]  # the spare took over
+        wait_until(lambda: processes.spare_pids("s"), 60, what="a new spare")
+        assert {child, spare}.isdisjoint(processes.spare_pids("s"))
+    finally:
+        processes.shutdown()
+    wait_until(lambda: process_gone(spare), 10, what="the spare gone at shutdown")
+
+
 def test_a_child_dying_on_the_data_raises_fit_process_died_and_is_replaced():
     processes = LearnerProcesses(["s"])
     try:

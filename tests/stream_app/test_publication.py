@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from privstream.agents.releases import largest_input, slot_workload
 from privstream.learning.hypothesis_classes import parse_class_spec
-from privstream.learning.planning import SLOT_MARGIN_SECONDS
+from privstream.learning.planning import SLOT_MARGIN_SECONDS, slot_advice
 from privstream.stream_app.learner_process import LearnerProcesses
 from privstream.stream_app.publication import derive_slots
 from privstream.stream_app.service import release_policy
@@ -79,3 +79,34 @@ def test_a_configured_slot_is_kept_and_unset_ones_are_measured_per_level_in_the_
     assert len(b.level_slots) == 4 and b.publish_delay_seconds == max(b.level_slots)
     assert min(b.level_slots) >= SLOT_MARGIN_SECONDS  # count windows: no timer period
     assert b.level_slots[2] == b.level_slots[3]  # levels 2 and 3 both read 400 examples: one measurement
+
+
+def test_no_derived_slot_is_shorter_than_a_learner_process_start_up():
+    """A fit killed at its deadline hands over to the warm spare, and the new spare has one slot to
+    start: the slot covers the measured start-up of the stream's learner process."""
+    derived = policy_of(stream("b", max_node_examples=50, window={"kind": "count", "size": 50}))
+    processes = LearnerProcesses(["b"])
+    try:
+        slots = derive_slots({"b": derived}, processes, timer_seconds=0.0)
+        startup = processes.startup_seconds("b")
+    finally:
+        processes.shutdown()
+    assert startup is not None and startup > 0
+    assert min(slots["b"].level_slots) >= SLOT_MARGIN_SECONDS + startup
+
+
+def test_the_slot_covers_loading_and_shipping_the_node_measured_on_public_rows(monkeypatch):
+    """Building the node in the store, reading it back and shipping it are in the slot: a machine
+    where they take 2 s gets a slot for 2 s more work."""
+    from privstream.stream_app import publication
+    from privstream.stream_app.slot_path import load_seconds
+
+    derived = policy_of(stream("b", max_node_examples=50, window={"kind": "count", "size": 50}))
+    assert load_seconds(derived, 0) > 0  # measured through a real store, on 50 public rows
+    monkeypatch.setattr(publication, "load_seconds", lambda policy, level: 2.0)
+    processes = LearnerProcesses(["b"])
+    try:
+        slots = derive_slots({"b": derived}, processes, timer_seconds=0.0)
+    finally:
+        processes.shutdown()
+    assert min(slots["b"].level_slots) >= slot_advice(2.0)

@@ -256,6 +256,9 @@ def test_cli_subscribe_takes_a_level_and_prints_it(topic: list[SimpleNamespace],
     assert "(level 2)" in best[-1] and len(best) < len(published_tree())
     line = describe_release(Release.from_json(release_json(5, None, 0)))
     assert "(level 0)" in line and "n=4" in line and "lifetime" not in line
+    # the hypothesis in words (the threshold at 15 of release 5), not its JSON form
+    assert ": predicts 1 for x ≥ 15 (ε=" in line and "kind" not in line
+    assert all("predicts 1 for x ≥ " in line for line in lines + best)
 
 
 GARBAGE = b"\x00not a release"

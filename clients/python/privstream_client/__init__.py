@@ -21,6 +21,7 @@ from privstream_client.release import (
     WindowInfo,
     certificate_problem,
     check_level,
+    describe_release,
 )
 from privstream_client.signing import (
     KEY_ID_HEADER,
@@ -67,6 +68,7 @@ __all__ = [
     "certificate_problem",
     "check_level",
     "describe",
+    "describe_release",
     "fetch_key_set",
     "key_id",
     "model_from_dict",

@@ -11,24 +11,9 @@ import contextlib
 import sys
 from pathlib import Path
 
-from privstream_client.release import Release, check_level
+from privstream_client.release import check_level, describe_release
 from privstream_client.signing import SigningKeyError
 from privstream_client.subscription import subscribe
-
-
-def describe_release(release: Release) -> str:
-    """One line for a person: entry, level, hypothesis, ε and δ, n where public, the lifetime bound."""
-    c = release.certificate
-    n = "" if c.sample_size is None else f", n={c.sample_size:,}"
-    life = (
-        ""
-        if c.lifetime is None
-        else f", lifetime ε {c.lifetime.epsilon:g} of {c.lifetime.epsilon_budget:g} per {c.privacy_unit}"
-    )
-    return (
-        f"release {c.ledger_entry_id} of {release.stream_id} (level {release.level}): "
-        f"{release.describe_hypothesis()} (ε={c.epsilon:g}, δ={c.delta:g}{n}{life})"
-    )
 
 
 def _level(text: str) -> str | int:

@@ -31,6 +31,7 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Literal, TypeAlias
 
 import numpy as np
@@ -39,6 +40,7 @@ from privstream_client.models import ReleaseFormatError, describe, model_from_di
 
 __all__ = [
     "Certificate",
+    "Guarantee",
     "LevelChoice",
     "LifetimeBound",
     "Publication",
@@ -47,6 +49,7 @@ __all__ = [
     "WindowInfo",
     "certificate_problem",
     "check_level",
+    "describe_release",
 ]
 
 _MISSING = object()
@@ -188,11 +191,46 @@ class Publication:
 
     @classmethod
     def read(cls, f: _Fields) -> Publication:
+        scheduled = f.text("scheduled_at")
+        try:
+            datetime.fromisoformat(scheduled.replace("Z", "+00:00"))
+        except ValueError:
+            raise f._bad("scheduled_at", "an ISO 8601 time", scheduled) from None
         return cls(
-            scheduled_at=f.text("scheduled_at"),
+            scheduled_at=scheduled,
             publish_delay_seconds=f.number("publish_delay_seconds", low=0),
             max_node_examples=f.integer("max_node_examples", None, low=1),
             rule=f.text("rule"),
+        )
+
+
+@dataclass(frozen=True)
+class Guarantee:
+    """The certificate's guarantee as data: what the release's algorithm spent on its rows
+    (``algorithm_epsilon``, ``algorithm_delta``), carried to one change of ``unit`` through the
+    group-privacy steps of ``derivation`` (each ``{"step": ..., "k": k}``)."""
+
+    epsilon: float
+    delta: float
+    neighbouring_relation: str
+    unit: str
+    algorithm_epsilon: float
+    algorithm_delta: float
+    derivation: tuple[dict[str, Any], ...] = ()
+
+    @classmethod
+    def read(cls, f: _Fields) -> Guarantee:
+        steps = f._get("derivation", [])
+        if not isinstance(steps, list) or not all(isinstance(s, Mapping) for s in steps):
+            raise f._bad("derivation", "a list of JSON objects", steps)
+        return cls(
+            epsilon=f.number("epsilon", low=0),
+            delta=f.number("delta", low=0, high=1),
+            neighbouring_relation=f.text("neighbouring_relation", choices=("replace-one", "add-remove-one")),
+            unit=f.text("unit", choices=("row", "example", "user")),
+            algorithm_epsilon=f.number("algorithm_epsilon", low=0),
+            algorithm_delta=f.number("algorithm_delta", low=0, high=1),
+            derivation=tuple(dict(s) for s in steps),
         )
 
 
@@ -226,10 +264,12 @@ class Certificate:
     dp_outputs: dict[str, Any] = field(default_factory=dict)
     theorem_sample_size: float | None = None
     theorem_sample_size_log10: float | None = None
+    guarantee: Guarantee | None = None  # schema version 4 on
 
     @classmethod
     def read(cls, f: _Fields) -> Certificate:
         window, lifetime, publication = f.child("window"), f.child("lifetime"), f.child("publication")
+        guarantee = f.child("guarantee")
         return cls(
             mechanism=f.text("mechanism"),
             epsilon=f.number("epsilon", low=0),
@@ -259,6 +299,7 @@ class Certificate:
             dp_outputs=f.mapping("dp_outputs"),
             theorem_sample_size=f.number("theorem_sample_size", None, low=0),
             theorem_sample_size_log10=f.number("theorem_sample_size_log10", None),
+            guarantee=None if guarantee is None else Guarantee.read(guarantee),
         )
 
 
@@ -309,6 +350,33 @@ class Release:
         return self.certificate.ledger_entry_id
 
     @property
+    def published_at(self) -> datetime | None:
+        """When the release was published: its signed ``publication.scheduled_at`` (None for a
+        release without one). Signed, so a cache or a replay cannot make an old release look new.
+
+        >>> data = {**EXAMPLE, "certificate": {**EXAMPLE["certificate"], "publication": {
+        ...     "scheduled_at": "2026-12-02T12:00:00Z", "publish_delay_seconds": 5.0, "rule": "..."}}}
+        >>> Release.from_json(data).published_at.isoformat()
+        '2026-12-02T12:00:00+00:00'
+        """
+        publication = self.certificate.publication
+        if publication is None:
+            return None
+        try:
+            moment = datetime.fromisoformat(publication.scheduled_at.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+        return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+    def age_seconds(self, now: datetime | None = None) -> float | None:
+        """How long ago the release was published (:attr:`published_at`), by ``now`` (default: this
+        machine's clock): how stale the hypothesis a subscriber holds is. None if unknown."""
+        published = self.published_at
+        if published is None:
+            return None
+        return ((now or datetime.now(UTC)) - published).total_seconds()
+
+    @property
     def hypothesis_dict(self) -> dict[str, Any]:
         """The ``hypothesis`` field as published."""
         return dict(self.data["hypothesis"])
@@ -346,9 +414,30 @@ class Release:
         )
 
 
+def describe_release(release: Release) -> str:
+    """One line for a person: entry, level, the hypothesis in words, ε and δ, n where public, and
+    the lifetime bound.
+
+    >>> describe_release(Release.from_json(EXAMPLE))
+    'release None of clicks (level 0): predicts 1 for x ≥ 14,577 (ε=0.5, δ=0, lifetime ε 1 of 1 per example)'
+    """
+    c = release.certificate
+    n = "" if c.sample_size is None else f", n={c.sample_size}"
+    life = (
+        ""
+        if c.lifetime is None
+        else f", lifetime ε {c.lifetime.epsilon:g} of {c.lifetime.epsilon_budget:g} per {c.privacy_unit}"
+    )
+    return (
+        f"release {c.ledger_entry_id} of {release.stream_id} (level {release.level}): "
+        f"{release.describe_hypothesis()} (ε={c.epsilon:g}, δ={c.delta:g}{n}{life})"
+    )
+
+
 def certificate_problem(release: Release) -> str | None:
     """Why a release's certificate cannot be a privstream worker's, or None: ε not positive, no
-    mechanism, ε or the lifetime bound over the lifetime budget, a level beyond the tree's.
+    mechanism, a guarantee beyond the certificate's charged (ε, δ), ε or the lifetime bound over the
+    lifetime budget, a level beyond the tree's.
 
     A signature proves who published a release, not that its worker was configured soundly (or
     that its key was not stolen): these checks are cheap and no real release fails them.
@@ -364,16 +453,22 @@ def certificate_problem(release: Release) -> str | None:
     ('epsilon 0 is not positive', "mechanism 'none'")
     >>> check(epsilon=1000.0), check(level=20)
     ('epsilon 1000 exceeds the lifetime budget 1', 'level 20 is beyond the top level 1')
+    >>> check(epsilon=0.25)
+    'the guarantee (0.5, 0) exceeds the charge (0.25, 0)'
+
     """
     c = release.certificate
     if not (math.isfinite(c.epsilon) and c.epsilon > 0):
         return f"epsilon {c.epsilon:g} is not positive"
     if c.mechanism.strip().lower() in ("", "none", "null"):
         return f"mechanism {c.mechanism!r}"
+    slack = 1 + 1e-9  # the sums are floats
+    g = c.guarantee
+    if g is not None and (g.epsilon > c.epsilon * slack or g.delta > c.delta * slack + 1e-300):
+        return f"the guarantee ({g.epsilon:g}, {g.delta:g}) exceeds the charge ({c.epsilon:g}, {c.delta:g})"
     bound = c.lifetime
     if bound is None:
         return None
-    slack = 1 + 1e-9  # the sums are floats
     if c.epsilon > bound.epsilon_budget * slack:
         return f"epsilon {c.epsilon:g} exceeds the lifetime budget {bound.epsilon_budget:g}"
     if bound.epsilon > bound.epsilon_budget * slack:
@@ -452,7 +547,7 @@ class ReleaseSelector:
 
 #: A small release, for the examples.
 EXAMPLE: dict[str, Any] = {
-    "schema_version": 3,
+    "schema_version": 4,
     "stream_id": "clicks",
     "hypothesis_class": "thresholds:65536",
     "hypothesis": {"kind": "runs", "domain": 65536, "first": 0, "changes": [14577]},
@@ -461,6 +556,15 @@ EXAMPLE: dict[str, Any] = {
         "epsilon": 0.5,
         "delta": 0.0,
         "neighbouring_relation": "replace-one",
+        "guarantee": {
+            "epsilon": 0.5,
+            "delta": 0.0,
+            "neighbouring_relation": "replace-one",
+            "unit": "example",
+            "algorithm_epsilon": 0.5,
+            "algorithm_delta": 0.0,
+            "derivation": [],
+        },
         "privacy": "information-theoretic",
         "proper": True,
         "accuracy_guarantee_holds": None,

@@ -4,7 +4,7 @@
 and when they appear are a function of the configuration and the clock only, never of which
 windows hold data or how long a learner ran on them:
 
-* count windows (example level) close when their N-th example is taken in (n is public);
+* count windows (example level) close at the record timestamp of their N-th example (n is public);
 * time windows close on the worker's clock (an injected ``clock``; production: the wall clock):
   window ``w`` closes when ``clock() >= (w+1)*seconds + allowed_lateness_seconds``. Every window
   from the stream's first one (the one holding its schedule start) on is closed, charged and

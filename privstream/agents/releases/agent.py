@@ -39,10 +39,22 @@ from privstream.agents.windows import (
     node_id,
     time_window_index,
 )
+from privstream.learning.errors import InvariantError
 from privstream.learning.randomness import RandomSource
 from privstream.schemas import WindowInfo
 
 log = logging.getLogger(__name__)
+
+
+def close_moment(stamp_ms: int | None, now: float) -> float:
+    """When a count window closes: its last example's record timestamp (Unix ms), never later
+    than the worker's clock ``now`` (a producer's clock ahead of the worker's would otherwise hold
+    the stream's schedule back); ``now`` for a record without a timestamp.
+
+    >>> close_moment(1_700_000_000_250, now=1_700_000_003.0), close_moment(None, now=5.0)
+    (1700000000.25, 5.0)
+    """
+    return now if stamp_ms is None else min(stamp_ms / 1000, now)
 
 
 class ReleaseAgent:
@@ -137,14 +149,21 @@ class ReleaseAgent:
             ]
             size = policy.window_size
             seqs = self.store.append_many(stream_id, partition, rows)
-            # A count window closes when its last example is taken in: under replace-one that
-            # moment does not depend on any example's content.
-            taken_in = self.clock()
-            for seq in seqs:
+            # A count window closes at its last example's record timestamp: when the broker took
+            # it in, a public moment no other example's processing (this poll's validation,
+            # learning, storage, another stream's rows ahead of it) can move. Replays are skipped
+            # from the front: the rows taken in are the batch's last len(seqs).
+            first_fresh = len(rows) - len(seqs)
+            now: float | None = None
+            for j, seq in enumerate(seqs):
                 if (seq + 1) % size == 0:
-                    self._schedule_window(policy, state, count_window_index(seq, size), taken_in)
+                    if now is None:
+                        now = self.clock()
+                    closed_at = close_moment(stamps_ms[first_fresh + j], now)
+                    self._schedule_window(policy, state, count_window_index(seq, size), closed_at)
             return
-        assert policy.window_seconds is not None
+        if policy.window_seconds is None:
+            raise InvariantError("invariant broken: policy.window_seconds is not None")
         first_open = self._next_time_window(policy, state)
         rows = []
         now = self.clock()
@@ -175,7 +194,8 @@ class ReleaseAgent:
         """The first time window not closed yet: after the last one the store saw closed, else the
         stream's first window (the one holding its schedule start)."""
         if state.next_time_window is None:
-            assert policy.window_seconds is not None
+            if policy.window_seconds is None:
+                raise InvariantError("invariant broken: policy.window_seconds is not None")
             first = time_window_index(self._start[policy.stream_id], policy.window_seconds)
             prefix = f"{policy.family}-L0-"  # level-0 windows; nodes record their own closing
             closed = [
@@ -190,7 +210,8 @@ class ReleaseAgent:
 
     def close_time(self, policy: ReleasePolicy, index: int) -> float:
         """When time window ``index`` closes on the worker's clock (public)."""
-        assert policy.window_seconds is not None
+        if policy.window_seconds is None:
+            raise InvariantError("invariant broken: policy.window_seconds is not None")
         return (index + 1) * policy.window_seconds + policy.allowed_lateness_seconds
 
     def _close_due_time_windows(self, policy: ReleasePolicy, state: StreamState, now: float) -> None:

@@ -32,7 +32,11 @@ DEADLINE_RULE = (
     "at scheduled_at the release is published with scheduled_at as its record's timestamp: the learner's "
     "output if its fit finished by then, otherwise a data-independent default (the learner's fit on a "
     "public stand-in input, same parameters and randomness, charged the same), prepared before the fit; "
-    "public pages show it from scheduled_at on"
+    "public pages show it from scheduled_at on. Whether the default went out is visible and is decided "
+    "by the clock: the work before the deadline is bounded by public sizes (the input cap, the slot "
+    "measured on public inputs of its size), but a fit slowed past its slot by the machine's load or by "
+    "this node's data releases the default; that probability is not bounded here and not part of "
+    "epsilon and delta (each such default is counted and alerted for the operator)"
 )
 
 

@@ -24,6 +24,7 @@ import numpy as np
 
 from privstream.agents.ledger_port import PrivacyCost
 from privstream.agents.windows import time_family
+from privstream.learning.errors import InvariantError
 from privstream.learning.guarantees import CapReplacement, GroupPrivacy, Guarantee, Relation, Step
 from privstream.learning.hypothesis_classes import HypothesisClass
 from privstream.schemas import LifetimeBound
@@ -97,7 +98,8 @@ class ReleasePolicy:
     @property
     def family(self) -> str:
         """Time windows' family; count windows' also needs the store's generation (the agent's)."""
-        assert self.window_seconds is not None
+        if self.window_seconds is None:
+            raise InvariantError("invariant broken: self.window_seconds is not None")
         return time_family(self.window_seconds)
 
     def slot(self, level: int) -> float | None:
@@ -194,7 +196,8 @@ def samples_at_ingest(policy: ReleasePolicy) -> bool:
 def node_expected_size(policy: ReleasePolicy, level: int) -> int:
     """The size the algorithms of a node of ``level`` use where n is private: ``expected_size·2^j``,
     at most the cap of a capped node."""
-    assert policy.expected_size is not None
+    if policy.expected_size is None:
+        raise InvariantError("invariant broken: policy.expected_size is not None")
     size = policy.expected_size << level
     cap = policy.max_node_examples  # capped(policy): a cap is set
     return min(size, cap) if cap is not None else size

@@ -9,7 +9,8 @@
    does;
 3. run the learner's fit until the deadline; its bytes replace the default if it finished in time.
 
-Every result, the default's and the fit's, is checked before its bytes are made: its guarantee
+Every result, the default's and the fit's, is checked as its bytes are made
+(:func:`~privstream.agents.certificates.build_release`): its guarantee
 (:attr:`~privstream.learning.private_learners.base.PrivateRelease.privacy_guarantee`) must be within what
 the charge allows the learner (:func:`~privstream.agents.releases.policy.required_guarantee`).
 A result that spent more is never published, and neither is its node's other release of that
@@ -54,7 +55,8 @@ from privstream.agents.releases.state import Fit, Ready, StreamState
 from privstream.agents.releases.workload import learner_call, stand_in
 from privstream.agents.timing import FitProcessDied, FitRunner, FitTimedOut
 from privstream.agents.windows import bound_contributions
-from privstream.learning.guarantees import GuaranteeError, shortfall
+from privstream.learning.errors import InvariantError
+from privstream.learning.guarantees import GuaranteeError
 from privstream.learning.randomness import RandomSource, derived
 from privstream.schemas import WindowInfo
 
@@ -185,7 +187,10 @@ class NodePreparer:
         product = ready.product
         stream_id, key = policy.stream_id, product.key
         cost_epsilon, cost_delta = product.cost(level)
-        assert info.first_window is not None and info.last_window is not None
+        if info.first_window is None:
+            raise InvariantError("invariant broken: info.first_window is not None")
+        if info.last_window is None:
+            raise InvariantError("invariant broken: info.last_window is not None")
         node = NodeRange(level, info.first_window, info.last_window)
         users: list[str] | None = None
         data: WindowData | None = None
@@ -236,7 +241,8 @@ class NodePreparer:
                 # The filter first, then each user's first k rows, then the cap (the learner's
                 # input, NodeFit): an excluded user displaces no one.
                 keep = np.array([str(u) in included for u in data.users.tolist()], bool)
-                assert policy.user_contribution_bound is not None
+                if policy.user_contribution_bound is None:
+                    raise InvariantError("invariant broken: policy.user_contribution_bound is not None")
                 return bound_contributions(
                     WindowData(*(column[keep] for column in data)), policy.user_contribution_bound
                 )
@@ -262,25 +268,13 @@ class NodePreparer:
         """The default release's bytes: the learner on :func:`stand_in` with the same parameters and
         randomness (data-independent, the same certificate, charged the same)."""
         product, reservation = fit.ready.product, fit.ready.reservation
-        assert reservation is not None
+        if reservation is None:
+            raise InvariantError("invariant broken: reservation is not None")
         xs, ys = stand_in(policy, fit.data, level)
         source = self._source(window_id, product.key, reservation.seed)
         call = learner_call(policy, product, fit.epsilon, fit.delta, level, source)
         result = await self.runner.run(policy.stream_id, NodeFit(call, xs, ys), None)
-        self._check(fit, result, "default")
-        return self._body(policy, product, result, info, reservation, level, fit.ready.deadline)
-
-    @staticmethod
-    def _check(fit: Fit, result: Any, which: str) -> None:
-        """Raise :class:`GuaranteeError` unless ``result``'s guarantee is within the charge."""
-        guarantee = getattr(result, "privacy_guarantee", None)
-        problem = (
-            f"its result states no guarantee ({type(result).__name__})"
-            if guarantee is None
-            else shortfall(fit.required, guarantee)
-        )
-        if problem is not None:
-            raise GuaranteeError(f"the {which}: {problem}")
+        return self._body(policy, product, result, info, reservation, level, fit.ready.deadline, "default")
 
     def _withhold(self, policy: ReleasePolicy, window_id: str, ready: Ready, exc: GuaranteeError) -> None:
         """Withhold a product's release of a node whose algorithm spent more than it was charged:
@@ -308,7 +302,8 @@ class NodePreparer:
         its process died."""
         ready, product = fit.ready, fit.ready.product
         reservation, deadline = ready.reservation, ready.deadline
-        assert reservation is not None
+        if reservation is None:
+            raise InvariantError("invariant broken: reservation is not None")
         stream_id, key, seed = policy.stream_id, product.key, reservation.seed
         extra = {"stream_id": stream_id, "window_id": window_id, "ledger_entry_id": None}
         if deadline is not None and self.clock() >= deadline:  # the defaults took the slot (or a restart)
@@ -356,7 +351,7 @@ class NodePreparer:
             self.metrics.learner_ran(product.name, time.perf_counter() - started, len(fit.data.xs))
             in_time = deadline is None or self.clock() < deadline
             try:
-                self._check(fit, result, "fit")
+                body = self._body(policy, product, result, info, reservation, level, deadline, "fit")
             except GuaranteeError as exc:
                 if in_time or not ready.available.is_set():
                     self._withhold(policy, window_id, ready, exc)
@@ -365,7 +360,7 @@ class NodePreparer:
                     self.metrics.guarantee_refused(stream_id)
                 return
             if in_time:  # the learner's release goes out
-                ready.settle("ready", self._body(policy, product, result, info, reservation, level, deadline))
+                ready.settle("ready", body)
                 return
             reason = "unfinished"
         self.metrics.default_released(stream_id, reason)
@@ -381,19 +376,25 @@ class NodePreparer:
         reservation: Reservation,
         level: int,
         deadline: float | None,
+        which: str,
     ) -> bytes:
-        return release_bytes(
-            policy,
-            product,
-            result,
-            info,
-            reservation.receipt,
-            randomness="seeded" if self._rng_factory else "secure",
-            level=level,
-            public_id=public_entry_id(policy.stream_id, reservation.window_id, product.key),
-            deadline=deadline,
-            library_version=self.library_version,
-        )
+        """The release's bytes; :class:`GuaranteeError` (naming ``which``: the default or the fit)
+        if the result's guarantee exceeds the charge (the builder checks it)."""
+        try:
+            return release_bytes(
+                policy,
+                product,
+                result,
+                info,
+                reservation.receipt,
+                randomness="seeded" if self._rng_factory else "secure",
+                level=level,
+                public_id=public_entry_id(policy.stream_id, reservation.window_id, product.key),
+                deadline=deadline,
+                library_version=self.library_version,
+            )
+        except GuaranteeError as exc:
+            raise GuaranteeError(f"the {which}: {exc}") from None
 
     async def _refuse(
         self, policy: ReleasePolicy, product: Product, state: StreamState, window_id: str, level: int = 0

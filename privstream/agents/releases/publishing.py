@@ -14,6 +14,7 @@ from privstream.agents.releases.certificate import milliseconds
 from privstream.agents.releases.policy import ReleasePolicy, topic_of_key
 from privstream.agents.releases.state import Ready, StreamState
 from privstream.agents.timing import sleep_until
+from privstream.learning.errors import InvariantError
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +81,10 @@ class DeadlinePublisher:
         if ready.published:
             return "released"
         reservation, body = ready.reservation, ready.body
-        assert reservation is not None and body is not None
+        if reservation is None:
+            raise InvariantError("invariant broken: reservation is not None")
+        if body is None:
+            raise InvariantError("invariant broken: body is not None")
         self._publishing.add(reservation.entry_id)
         try:
             charge = await self._offload(self.ledger.complete, reservation.entry_id, body)

@@ -22,7 +22,9 @@ from privstream.agents.releases.policy import (
     learner_privacy,
     node_expected_size,
     node_sample_size,
+    shuffles,
 )
+from privstream.learning.errors import InvariantError
 from privstream.learning.planning import runtime_inputs
 from privstream.learning.randomness import seeded
 
@@ -44,7 +46,8 @@ def stand_in(policy: ReleasePolicy, data: WindowData, level: int = 0) -> tuple[n
         return data.xs[:0], data.ys[:0]
     n = node_sample_size(policy, level)
     if data.xs.ndim == 2:
-        assert policy.feature_bounds is not None
+        if policy.feature_bounds is None:
+            raise InvariantError("invariant broken: policy.feature_bounds is not None")
         xs = np.repeat(policy.feature_bounds[:, 0][None, :], n, axis=0).astype(data.xs.dtype)
     else:
         xs = np.zeros(n, dtype=data.xs.dtype)
@@ -83,7 +86,8 @@ def slot_workload(
     level = policy.top_level if level is None else level
     n = largest_input(policy, level)
     space = policy.hypothesis_class if policy.feature_bounds is None else policy.feature_bounds
-    assert space is not None
+    if space is None:
+        raise InvariantError("invariant broken: space is not None")
     inputs = runtime_inputs(space, n, seed)
     sample = WindowData(inputs[0][1][:0], inputs[0][2][:0], np.zeros(0, object), np.zeros(0, np.int64))
     work = []
@@ -94,6 +98,8 @@ def slot_workload(
             return learner_call(policy, product, epsilon, delta, level, seeded(seed))
 
         default = NodeFit(call(), *stand_in(policy, sample, level))
-        fits = [NodeFit(call(), xs, ys, cap=policy.max_node_examples) for _, xs, ys in inputs]
+        # the fit call as a node's: its input put in a random order (histograms) and capped there
+        order = seeded(seed) if shuffles(policy) else None
+        fits = [NodeFit(call(), xs, ys, order=order, cap=policy.max_node_examples) for _, xs, ys in inputs]
         work.append((default, fits))
     return work

@@ -40,6 +40,7 @@ from privstream.learning.consistent.pcl import (
     pcl_fit,
 )
 from privstream.learning.consistent.semisupervised import SemiSupervisedLearner, StumpModel, stump_cover
+from privstream.learning.errors import InvariantError
 from privstream.learning.mechanisms import StableHistogram
 from privstream.learning.randomness import RandomSource
 
@@ -80,7 +81,8 @@ def _production(epsilon: float) -> MechanismFactory:
         def release(dataset: Any) -> GridLabelModel:
             X, y = _arrays(dataset)
             model = learner.fit(X, y, epsilon=epsilon, bounds=UNIT, rng=rng).model
-            assert isinstance(model, GridLabelModel)
+            if not isinstance(model, GridLabelModel):
+                raise InvariantError("invariant broken: isinstance(model, GridLabelModel)")
             return model
 
         return release
@@ -249,7 +251,8 @@ def semi_supervised_audit_spec(epsilon: float = AUDIT_EPSILON) -> AuditSpec:
         def release(labelled: Any) -> StumpModel:
             X, y = _ssl_arrays(labelled)
             model = learner.fit(X, y, epsilon=epsilon, delta=SSL_DELTA, bounds=UNIT, rng=rng).model
-            assert isinstance(model, StumpModel)
+            if not isinstance(model, StumpModel):
+                raise InvariantError("invariant broken: isinstance(model, StumpModel)")
             return model
 
         return release

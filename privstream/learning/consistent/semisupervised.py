@@ -66,7 +66,7 @@ import numpy as np
 
 from privstream.learning.consistent.density import HistogramDensity, pcde_fit
 from privstream.learning.consistent.grid import cells_per_axis as grid_cells_per_axis
-from privstream.learning.errors import HypothesisFormatError, LearningInputError
+from privstream.learning.errors import HypothesisFormatError, InvariantError, LearningInputError
 from privstream.learning.mechanisms import ExponentialMechanism
 from privstream.learning.private_learners.base import (
     check_accuracy_parameter,
@@ -160,7 +160,10 @@ class StumpModel:
             raise LearningInputError(f"features must have shape (n, d), got {arr.shape}")
         if self.constant is not None:
             return np.full(arr.shape[0], self.constant, dtype=np.uint8)
-        assert self.feature is not None and self.threshold is not None
+        if self.feature is None:
+            raise InvariantError("invariant broken: self.feature is not None")
+        if self.threshold is None:
+            raise InvariantError("invariant broken: self.threshold is not None")
         if self.feature >= arr.shape[1]:
             raise LearningInputError(f"the stump reads feature {self.feature}; rows have {arr.shape[1]}")
         above = arr[:, self.feature] >= self.threshold

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from privstream.learning.errors import StateError
+from privstream.learning.errors import InvariantError, StateError
 from privstream.learning.hypotheses import Hypothesis, hypothesis_from_runs
 from privstream.learning.hypothesis_classes._interval_ldim import GapProfile, intervals_ldim
 from privstream.learning.hypothesis_classes._vector import CHUNK, FLOAT_EXACT, UINT64_MAX, soa_rule
@@ -90,7 +90,8 @@ class IntervalVersionSpace(VersionSpace):
         return (i + 1).bit_length() + (length - i).bit_length() - 2, zero
 
     def _base_without(self, length: int) -> list[int]:
-        assert self.sums is not None
+        if self.sums is None:
+            raise InvariantError("invariant broken: self.sums is not None")
         return [s - v for s, v in zip(self.sums, self.owner.profile.m(length), strict=True)]
 
     @property
@@ -106,7 +107,8 @@ class IntervalVersionSpace(VersionSpace):
     def ldim(self) -> int:
         if self.has_positive:
             return floor_log2(self.lo_pos - self.left_neg) + floor_log2(self.right_neg - self.hi_pos)
-        assert self.sums is not None
+        if self.sums is None:
+            raise InvariantError("invariant broken: self.sums is not None")
         return self.owner.profile.ldim_of_sums(self.sums)
 
     def soa_predict(self, x: int, tie: int) -> int:
@@ -156,7 +158,8 @@ class IntervalVersionSpace(VersionSpace):
         elif not is_neg:
             start, length = self._gap_of(x)
             prof, sums = self.owner.profile, self.sums
-            assert sums is not None
+            if sums is None:
+                raise InvariantError("invariant broken: sums is not None")
             for t, (g, u, v) in enumerate(
                 zip(prof.m(length), prof.m(x - start), prof.m(start + length - 1 - x), strict=True)
             ):

@@ -13,7 +13,15 @@ from privstream.learning.accounting import PrivacyGuarantee
 from privstream.learning.errors import PrivacyParameterError
 from privstream.learning.randomness import RandomSource, resolve
 
-__all__ = ["ExactReal", "Mechanism", "exact_real", "positive_int", "positive_real", "probability"]
+__all__ = [
+    "ExactReal",
+    "GridNoise",
+    "Mechanism",
+    "exact_real",
+    "positive_int",
+    "positive_real",
+    "probability",
+]
 
 #: A real parameter or score as callers give it: an int, a float or an exact Fraction (numpy
 #: numbers are accepted at run time as well: :func:`exact_real` checks against ``numbers.Real``).
@@ -90,3 +98,29 @@ class Mechanism(ABC):
     @abstractmethod
     def guarantee(self) -> PrivacyGuarantee:
         """The privacy guarantee of one release (replace-one neighbours)."""
+
+
+class GridNoise(Mechanism):
+    """A mechanism adding integer noise (:meth:`_noisy`) coordinate by coordinate: to integers
+    as given, or to reals rounded to the grid ``g·Z`` (the discrete Laplace and Gaussian ones).
+
+    Both releases take a scalar or a vector of ``dimension`` values and return the same shape.
+    """
+
+    dimension: int
+
+    @abstractmethod
+    def _noisy(self, ints: list[int]) -> list[int]:
+        """``ints`` with independent noise added to each."""
+
+    def _release_integers(self, value: object, what: str) -> int | list[int]:
+        items, scalar = values_of(value, self.dimension, self.name)
+        out = self._noisy(integers_of(items, what))
+        return out[0] if scalar else out
+
+    def _release_on_grid(self, value: object, granularity: Fraction) -> float | list[float]:
+        items, scalar = values_of(value, self.dimension, self.name)
+        # round half up to the grid: floor(x/g + 1/2); exact on rationals
+        ints = [math.floor(exact_real(v, "value") / granularity + Fraction(1, 2)) for v in items]
+        out = [float(k * granularity) for k in self._noisy(ints)]
+        return out[0] if scalar else out

@@ -23,13 +23,10 @@ from typing import ClassVar, overload
 
 from privstream.learning.accounting import PrivacyGuarantee, zcdp_for_dp, zcdp_to_dp
 from privstream.learning.mechanisms._common import (
-    Mechanism,
-    exact_real,
-    integers_of,
+    GridNoise,
     positive_int,
     positive_real,
     probability,
-    values_of,
 )
 from privstream.learning.mechanisms.laplace import default_granularity
 from privstream.learning.randomness import RandomSource
@@ -52,7 +49,7 @@ def _grid_l2_shift(sensitivity: Fraction, g: Fraction, dim: int) -> Fraction:
     return sensitivity / g + (math.isqrt(dim - 1) + 1)  # + ceil(sqrt(dim))
 
 
-class _IntegerGaussian(Mechanism):
+class _IntegerGaussian(GridNoise):
     """Shared core: integer vector + discrete Gaussian of rational variance per coordinate."""
 
     def __init__(
@@ -108,9 +105,7 @@ class DiscreteGaussianMechanism(_IntegerGaussian):
     def release(self, value: Sequence[int]) -> list[int]: ...
     def release(self, value: int | Sequence[int]) -> int | list[int]:
         """The noisy value: an int for an int, a list for a vector (``dimension`` values)."""
-        items, scalar = values_of(value, self.dimension, self.name)
-        out = self._noisy(integers_of(items, "discrete Gaussian"))
-        return out[0] if scalar else out
+        return self._release_integers(value, "discrete Gaussian")
 
 
 class GaussianMechanism(_IntegerGaussian):
@@ -149,8 +144,5 @@ class GaussianMechanism(_IntegerGaussian):
     @overload
     def release(self, value: Sequence[float]) -> list[float]: ...
     def release(self, value: float | Sequence[float]) -> float | list[float]:
-        items, scalar = values_of(value, self.dimension, self.name)
-        g = self.granularity
-        ints = [math.floor(exact_real(v, "value") / g + Fraction(1, 2)) for v in items]
-        out = [float(k * g) for k in self._noisy(ints)]
-        return out[0] if scalar else out
+        """The noisy value: a float for a number, a list for a vector (``dimension`` values)."""
+        return self._release_on_grid(value, self.granularity)

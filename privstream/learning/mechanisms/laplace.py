@@ -23,12 +23,9 @@ from typing import ClassVar, overload
 from privstream.learning.accounting import DEFAULT_RDP_ORDERS, PrivacyGuarantee, rdp_discrete_laplace
 from privstream.learning.mechanisms._common import (
     ExactReal,
-    Mechanism,
-    exact_real,
-    integers_of,
+    GridNoise,
     positive_int,
     positive_real,
-    values_of,
 )
 from privstream.learning.randomness import RandomSource
 
@@ -44,7 +41,7 @@ def default_granularity(scale: Fraction) -> Fraction:
     return Fraction(2) ** k
 
 
-class _IntegerLaplace(Mechanism):
+class _IntegerLaplace(GridNoise):
     """Shared core: integer vector + discrete Laplace of rational scale t per coordinate."""
 
     def __init__(self, epsilon: Fraction, shift: int, dimension: int, rng: RandomSource | None) -> None:
@@ -102,9 +99,7 @@ class DiscreteLaplaceMechanism(_IntegerLaplace):
     def release(self, value: Sequence[int]) -> list[int]: ...
     def release(self, value: int | Sequence[int]) -> int | list[int]:
         """The noisy value: an int for an int, a list for a vector (``dimension`` values)."""
-        items, scalar = values_of(value, self.dimension, self.name)
-        out = self._noisy(integers_of(items, "discrete Laplace"))
-        return out[0] if scalar else out
+        return self._release_integers(value, "discrete Laplace")
 
 
 class LaplaceMechanism(_IntegerLaplace):
@@ -147,9 +142,4 @@ class LaplaceMechanism(_IntegerLaplace):
     def release(self, value: Sequence[float]) -> list[float]: ...
     def release(self, value: float | Sequence[float]) -> float | list[float]:
         """The noisy value: a float for a number, a list for a vector (``dimension`` values)."""
-        items, scalar = values_of(value, self.dimension, self.name)
-        g = self.granularity
-        # round half up to the grid: floor(x/g + 1/2); exact on rationals
-        ints = [math.floor(exact_real(v, "value") / g + Fraction(1, 2)) for v in items]
-        out = [float(k * g) for k in self._noisy(ints)]
-        return out[0] if scalar else out
+        return self._release_on_grid(value, self.granularity)

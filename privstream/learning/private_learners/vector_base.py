@@ -29,14 +29,14 @@ the data would leak it. Finite values and the row length are validated before wi
 
 from __future__ import annotations
 
-import importlib
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from privstream.learning import algorithms as registry
 from privstream.learning.errors import LabelError, LearningInputError
 from privstream.learning.private_learners.base import PrivateRelease
 from privstream.learning.randomness import RandomSource
@@ -126,26 +126,11 @@ class VectorLearner(Protocol):
     ) -> VectorLearnerResult: ...
 
 
-#: Learners by name -> ``"module:Factory"`` (imported on first use).
-VECTOR_LEARNERS: dict[str, str] = {
-    "bayes-consistent": "privstream.learning.consistent.pcl:BayesConsistentLearner",
-    "semi-supervised": "privstream.learning.consistent.semisupervised:SemiSupervisedLearner",
-    "halfspaces": "privstream.learning.private_learners.halfspaces.learner:HalfspaceLearner",
-    "kernel": "privstream.learning.private_learners.kernel.learner:KernelLearner",
-}
+#: Learners by name -> ``"module:Factory"``: the registry's ``vector-learner`` entry points.
+VECTOR_LEARNERS: MutableMapping[str, str] = registry.names("vector-learner")
 
-#: Released model kinds -> ``"module:Class"`` with a ``from_dict`` classmethod.
-VECTOR_MODELS: dict[str, str] = {
-    "grid-labels": "privstream.learning.consistent.pcl:GridLabelModel",
-    "stump": "privstream.learning.consistent.semisupervised:StumpModel",
-    "halfspace": "privstream.learning.private_learners.halfspaces.learner:HalfspaceModel",
-    "random-features": "privstream.learning.private_learners.kernel.rule:KernelModel",
-}
-
-
-def _load(target: str) -> Any:
-    module, _, attr = target.partition(":")
-    return getattr(importlib.import_module(module), attr)
+#: Released model kinds -> ``"module:Class"`` with a ``from_dict`` classmethod (``vector-model``).
+VECTOR_MODELS: MutableMapping[str, str] = registry.names("vector-model")
 
 
 def configuration_error(
@@ -178,10 +163,9 @@ def make_vector_learner(name: str, **params: Any) -> VectorLearner:
     ...
     ValueError: unknown vector learner 'svm'; known: bayes-consistent, halfspaces, kernel, semi-supervised
     """
-    target = VECTOR_LEARNERS.get(name) if isinstance(name, str) else None
-    if target is None:
+    if not isinstance(name, str) or name not in VECTOR_LEARNERS:
         raise ValueError(f"unknown vector learner {name!r}; known: {', '.join(sorted(VECTOR_LEARNERS))}")
-    learner: VectorLearner = _load(target)(**params)  # the registry's promise (named by text)
+    learner: VectorLearner = registry.load("vector-learner", name)(**params)  # the registry's promise
     return learner
 
 
@@ -195,9 +179,9 @@ def vector_model_from_dict(d: Mapping[str, Any]) -> VectorModel:
     from privstream.learning.errors import HypothesisFormatError
 
     kind = d.get("kind") if isinstance(d, Mapping) else None
-    if kind not in VECTOR_MODELS:
+    if not isinstance(kind, str) or kind not in VECTOR_MODELS:
         raise HypothesisFormatError(f"unknown vector model kind {kind!r}")
-    model: VectorModel = _load(VECTOR_MODELS[kind]).from_dict(d)  # the registry's promise (named by text)
+    model: VectorModel = registry.load("vector-model", kind).from_dict(d)  # the registry's promise
     return model
 
 

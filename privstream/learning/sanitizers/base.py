@@ -18,16 +18,17 @@ empty sample, and nothing that depends on the data makes ``fit`` raise.
 
 from __future__ import annotations
 
-import importlib
+from collections.abc import MutableMapping
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
+from privstream.learning import algorithms as registry
 from privstream.learning.domain import MAX_DOMAIN_SIZE, as_labels, as_points
 from privstream.learning.errors import LearningInputError
 from privstream.learning.hypothesis_classes import HypothesisClass
-from privstream.learning.private_learners.base import PrivateRelease
+from privstream.learning.private_learners.base import PrivateRelease, check_fit_parameters
 from privstream.learning.randomness import RandomSource
 from privstream.learning.sanitizers.distribution import SyntheticDistribution
 
@@ -36,8 +37,10 @@ __all__ = [
     "SANITIZERS",
     "Sanitizer",
     "SanitizerInputError",
+    "SanitizerInputs",
     "SanitizerResult",
     "check_data",
+    "check_sanitizer_fit",
     "make_sanitizer",
 ]
 
@@ -93,12 +96,9 @@ class Sanitizer(Protocol):
     ) -> SanitizerResult: ...
 
 
-#: Sanitizers by name -> ``"module:attribute"`` of their factory (imported on first use).
-SANITIZERS: dict[str, str] = {
-    "mwem": "privstream.learning.sanitizers.mwem:MWEMSanitizer",
-    "fooling": "privstream.learning.sanitizers.fooling:FoolingSanitizer",
-    "hierarchical": "privstream.learning.sanitizers.hierarchical.sanitizer:HierarchicalSanitizer",
-}
+#: Sanitizers by name -> ``"module:attribute"`` of their factory: the registry's ``sanitizer``
+#: entry points (:mod:`privstream.learning.algorithms`), imported on first use.
+SANITIZERS: MutableMapping[str, str] = registry.names("sanitizer")
 
 
 def make_sanitizer(name: str, **params: Any) -> Sanitizer:
@@ -109,12 +109,10 @@ def make_sanitizer(name: str, **params: Any) -> Sanitizer:
     ...
     ValueError: unknown sanitizer 'pgm'; known sanitizers: fooling, hierarchical, mwem
     """
-    target = SANITIZERS.get(name) if isinstance(name, str) else None
-    if target is None:
+    if not isinstance(name, str) or name not in SANITIZERS:
         raise ValueError(f"unknown sanitizer {name!r}; known sanitizers: {', '.join(sorted(SANITIZERS))}")
-    module, _, attr = target.partition(":")
     # the registry names the factory by text: its result is what the registry promises
-    sanitizer: Sanitizer = getattr(importlib.import_module(module), attr)(**params)
+    sanitizer: Sanitizer = registry.load("sanitizer", name)(**params)
     return sanitizer
 
 
@@ -136,3 +134,32 @@ def check_data(
     points = as_points(xs, hclass.domain_size)
     labels = None if ys is None else as_labels(ys, points.shape[0])
     return points, labels
+
+
+class SanitizerInputs(NamedTuple):
+    """A sanitizer's validated ``fit`` arguments: its parameters, then the sample (labels optional)."""
+
+    epsilon: float
+    delta: float
+    alpha: float
+    beta: float
+    expected_size: int | None
+    points: np.ndarray
+    labels: np.ndarray | None
+
+
+def check_sanitizer_fit(
+    hclass: HypothesisClass,
+    xs: object,
+    ys: object | None,
+    *,
+    epsilon: object,
+    delta: object,
+    alpha: object,
+    beta: object,
+    expected_size: object,
+) -> SanitizerInputs:
+    """The opening of every sanitizer's ``fit``: the parameters
+    (:func:`~privstream.learning.private_learners.base.check_fit_parameters`), then :func:`check_data`."""
+    parameters = check_fit_parameters(epsilon, delta, alpha, beta, expected_size)
+    return SanitizerInputs(*parameters, *check_data(hclass, xs, ys))

@@ -62,20 +62,17 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 import numpy as np
 
 from privstream.learning.accounting import PrivacyGuarantee, advanced_composition
-from privstream.learning.errors import LearningInputError
+from privstream.learning.errors import InvariantError, LearningInputError
 from privstream.learning.hypotheses import Hypothesis
 from privstream.learning.hypothesis_classes import FiniteClass, HypothesisClass
 from privstream.learning.mechanisms import DiscreteLaplaceMechanism
 from privstream.learning.private_learners.base import (
     LEARNERS,
-    check_accuracy_parameter,
-    check_expected_size,
-    check_privacy_parameters,
     make_learner,
     neighbouring_relation,
 )
 from privstream.learning.randomness import RandomSource, resolve
-from privstream.learning.sanitizers.base import SanitizerInputError, SanitizerResult, check_data
+from privstream.learning.sanitizers.base import SanitizerInputError, SanitizerResult, check_sanitizer_fit
 from privstream.learning.sanitizers.mwem import BlockState
 
 __all__ = [
@@ -268,11 +265,9 @@ class FoolingSanitizer:
         rng: RandomSource | None = None,
         expected_size: int | None = None,
     ) -> SanitizerResult:
-        eps, dlt = check_privacy_parameters(epsilon, delta)
-        a = check_accuracy_parameter(alpha, "alpha")
-        b = check_accuracy_parameter(beta, "beta")
-        size = check_expected_size(expected_size)
-        points, labels = check_data(hclass, xs, ys)
+        eps, dlt, a, b, size, points, labels = check_sanitizer_fit(
+            hclass, xs, ys, epsilon=epsilon, delta=delta, alpha=alpha, beta=beta, expected_size=expected_size
+        )
         budget = fooling_budget(eps, dlt, self.rounds)
         n = int(points.shape[0])
         tau = budget["tau"]
@@ -296,7 +291,8 @@ class FoolingSanitizer:
             real_x = points[idx]
             drawn = q.sample(k, source)
             if isinstance(drawn, tuple):  # a labelled distribution draws (points, labels)
-                assert labels is not None
+                if labels is None:
+                    raise InvariantError("invariant broken: labels is not None")
                 syn_x, syn_y = drawn
                 xs_l = np.concatenate([real_x, syn_x])
                 ys_l = np.concatenate([labels[idx], 1 - syn_y]).astype(np.uint8)
@@ -329,7 +325,8 @@ class FoolingSanitizer:
                 transcript.append({"query": f.to_dict(), "negated": negate, "noisy_count": noisy})
                 if best is None or gap > best[0]:
                     best = (gap, negate, f, noisy)
-            assert best is not None
+            if best is None:
+                raise InvariantError("invariant broken: best is not None")
             gap, negate, f, _ = best
             if gap < threshold:
                 accepted = True

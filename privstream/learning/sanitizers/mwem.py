@@ -85,13 +85,10 @@ from privstream.learning.hypothesis_classes import (
 )
 from privstream.learning.mechanisms import DiscreteLaplaceMechanism, ExponentialMechanism
 from privstream.learning.private_learners.base import (
-    check_accuracy_parameter,
-    check_expected_size,
-    check_privacy_parameters,
     neighbouring_relation,
 )
 from privstream.learning.randomness import RandomSource, resolve
-from privstream.learning.sanitizers.base import SanitizerInputError, SanitizerResult, check_data
+from privstream.learning.sanitizers.base import SanitizerInputError, SanitizerResult, check_sanitizer_fit
 from privstream.learning.sanitizers.distribution import SyntheticDistribution
 from privstream.learning.sanitizers.evaluation import finite_signed_errors, score_inputs
 from privstream.learning.sanitizers.selection import Pieces, PointScore, PrefixScore, select_piecewise
@@ -407,11 +404,9 @@ class MWEMSanitizer:
         rng: RandomSource | None = None,
         expected_size: int | None = None,
     ) -> SanitizerResult:
-        eps, dlt = check_privacy_parameters(epsilon, delta)
-        a = check_accuracy_parameter(alpha, "alpha")
-        b = check_accuracy_parameter(beta, "beta")
-        size = check_expected_size(expected_size)
-        points, labels = check_data(hclass, xs, ys)
+        eps, dlt, a, b, size, points, labels = check_sanitizer_fit(
+            hclass, xs, ys, epsilon=epsilon, delta=delta, alpha=alpha, beta=beta, expected_size=expected_size
+        )
         order = np.argsort(points, kind="stable")  # selection works on sorted data; counts ignore order
         points = points[order]
         labels = None if labels is None else labels[order]

@@ -456,18 +456,12 @@ def level_choice(text: str) -> str | int:
 
 
 def describe_release(release: Release) -> str:
-    """One line for a person: entry, level, hypothesis, ε and δ, n where public, the lifetime bound."""
-    c = release.certificate
-    n = "" if c.sample_size is None else f", n={c.sample_size}"
-    life = (
-        ""
-        if c.lifetime is None
-        else f", lifetime ε {c.lifetime.epsilon:g} of {c.lifetime.epsilon_budget:g} per {c.privacy_unit}"
-    )
-    return (
-        f"release {c.ledger_entry_id} of {release.stream_id} (level {release.level}): "
-        f"{release.hypothesis_dict} (ε={c.epsilon:g}, δ={c.delta:g}{n}{life})"
-    )
+    """One line for a person (the client's :func:`privstream_client.release.describe_release`):
+    entry, level, the hypothesis in words (``predicts 1 for x ≥ 14,577``), ε and δ, n where
+    public, the lifetime bound."""
+    from privstream_client.release import describe_release as describe
+
+    return describe(release)
 
 
 def run_subscribe(args: argparse.Namespace) -> int:

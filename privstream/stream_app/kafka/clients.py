@@ -129,13 +129,21 @@ async def ensure_topics(settings: Settings, names: Iterable[str] = TOPIC_NAMES) 
     Created up front so producers never auto-create a topic with the broker's default
     partition count before the worker declares it. The examples topic takes messages up to the
     largest the worker reads (``max.message.bytes``): Kafka refuses a larger one to its producer.
+    Its records are stamped by the broker when it appends them (``LogAppendTime``): a count
+    window closes at its last example's record timestamp, so that moment must be the broker's, not
+    a producer's to choose.
     """
     admin = AIOKafkaAdminClient(**client_options(settings))
     await start_client(admin, settings)
     try:
         existing = set(await admin.list_topics())
         wanted = [settings.topic(n) for n in names]
-        limits = {settings.topic("examples"): {"max.message.bytes": str(MAX_MESSAGE_BYTES)}}
+        limits = {
+            settings.topic("examples"): {
+                "max.message.bytes": str(MAX_MESSAGE_BYTES),
+                "message.timestamp.type": "LogAppendTime",
+            }
+        }
         missing = [
             NewTopic(
                 t,

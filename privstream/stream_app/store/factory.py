@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, TypeAlias
 from privstream.stream_app.settings import Settings
 from privstream.stream_app.store.ledger import SqlLedger
 from privstream.stream_app.store.sqlite_ledger import SqliteLedger
-from privstream.stream_app.store.sqlite_state import SqliteStateStore
+from privstream.stream_app.store.sqlite_streams import SqliteStreamStores
 from privstream.stream_app.store.state import SqlStateStore
 
 if TYPE_CHECKING:
@@ -77,7 +77,8 @@ def open_state_store(settings: Settings) -> StateStore:
         from privstream.stream_app.store.postgres_state import PostgresStateStore
 
         return PostgresStateStore(postgres_config(settings))
-    return SqliteStateStore(settings.resolved_state_path)
+    # a file per stream: one stream's node build never holds another stream's writes
+    return SqliteStreamStores(settings.resolved_state_path)
 
 
 def open_leases(settings: Settings, owner: str | None = None) -> Leases:

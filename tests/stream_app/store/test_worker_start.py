@@ -33,6 +33,7 @@ from privstream.stream_app.store.identity import (
 )
 from privstream.stream_app.store.pg_server import PostgresServer
 from privstream.stream_app.store.published import PublicLog, public_log
+from privstream.stream_app.store.sqlite_streams import state_files
 
 
 def stream(epsilon: float = 0.5, budget: float = 1.0) -> StreamConfig:
@@ -279,9 +280,10 @@ def backup_then_publish(settings: Settings, tmp_path: Path) -> tuple[str, list[b
     identity, gen = stores.ledger.identity(), stores.state.generation
     append(stores, range(0, 10))  # window 0's examples, at offsets 0..9 of partition 0
     release_one(stores, 0)
-    for name in ("ledger", "state"):
-        path = getattr(settings, f"resolved_{name}_path")
-        sqlite_backup(path, tmp_path / f"{name}.backup")
+    sqlite_backup(settings.resolved_ledger_path, tmp_path / "ledger.backup")
+    (tmp_path / "state.backup").mkdir()
+    for path in state_files(settings.resolved_state_path):  # the main file and each stream's
+        sqlite_backup(path, tmp_path / "state.backup" / path.name)
     append(stores, range(10, 30))
     release_one(stores, 1)
     release_one(stores, 2)
@@ -290,8 +292,9 @@ def backup_then_publish(settings: Settings, tmp_path: Path) -> tuple[str, list[b
     spent = stores.ledger.spent("s")
     assert spent.epsilon == 0.5
     close(stores)
-    for name in ("ledger", "state"):
-        shutil.copy(tmp_path / f"{name}.backup", getattr(settings, f"resolved_{name}_path"))
+    shutil.copy(tmp_path / "ledger.backup", settings.resolved_ledger_path)
+    for path in state_files(settings.resolved_state_path):
+        shutil.copy(tmp_path / "state.backup" / path.name, path)
     bodies = [release(identity.ledger_id, identity.epoch, w, generation=gen) for w in range(3)]
     bodies.append(release(identity.ledger_id, identity.epoch, 0, level=1, generation=gen))
     return identity.ledger_id, bodies

@@ -46,9 +46,8 @@ from privstream.learning.hypothesis_classes import HypothesisClass, Intervals
 from privstream.learning.mechanisms import ExponentialMechanism
 from privstream.learning.private_learners.base import (
     LearnerResult,
-    check_accuracy_parameter,
-    check_expected_size,
-    check_privacy_parameters,
+    check_fit,
+    check_fit_parameters,
     check_sample,
     neighbouring_relation,
 )
@@ -98,9 +97,7 @@ def generic_sample_size(class_size: int, alpha: float, beta: float, epsilon: flo
     """
     if isinstance(class_size, bool) or not isinstance(class_size, int) or class_size < 1:
         raise ValueError(f"class_size must be an int >= 1, got {class_size!r}")
-    a = check_accuracy_parameter(alpha, "alpha")
-    b = check_accuracy_parameter(beta, "beta")
-    eps, _ = check_privacy_parameters(epsilon, 0.0)
+    eps, _, a, b, _ = check_fit_parameters(epsilon, 0.0, alpha, beta)
     log_term = math.log(2 * class_size) - math.log(b)  # math.log is exact enough for huge ints
     return math.ceil(max(8 * log_term / a, 4 * log_term / (a * eps)))
 
@@ -192,11 +189,9 @@ class GenericLearner:
         rng: RandomSource | None = None,
         expected_size: int | None = None,
     ) -> LearnerResult:
-        eps, _ = check_privacy_parameters(epsilon, delta)
-        a = check_accuracy_parameter(alpha, "alpha")
-        b = check_accuracy_parameter(beta, "beta")
-        m = check_expected_size(expected_size)
-        points, labels = check_sample(hclass, xs, ys)
+        eps, _, a, b, m, points, labels = check_fit(
+            hclass, xs, ys, epsilon=epsilon, delta=delta, alpha=alpha, beta=beta, expected_size=expected_size
+        )
         hypothesis = exponential_mechanism(hclass, points, labels, eps, resolve(rng))
         n = int(points.shape[0])
         needed = generic_sample_size(hclass.size, a, b, eps)

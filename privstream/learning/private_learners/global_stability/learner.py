@@ -72,16 +72,15 @@ from typing import Any, TypedDict
 
 import numpy as np
 
-from privstream.learning.errors import PrivacyParameterError
+from privstream.learning.errors import InvariantError, PrivacyParameterError
 from privstream.learning.hypotheses import Hypothesis, hypothesis_from_runs
 from privstream.learning.hypothesis_classes import FiniteClass, HypothesisClass, Intervals, Points, Thresholds
 from privstream.learning.mechanisms import ExponentialMechanism, StableHistogram
 from privstream.learning.private_learners.base import (
     LearnerResult,
-    check_accuracy_parameter,
-    check_expected_size,
+    check_fit,
+    check_fit_parameters,
     check_privacy_parameters,
-    check_sample,
     neighbouring_relation,
 )
 from privstream.learning.private_learners.global_stability.algorithm_g import (
@@ -208,15 +207,14 @@ def theory_parameters(
     >>> p.K, p.m, p.n_prime, p.n_total
     (1354324, 1310880, 8937, 1775356254057)
     """
-    a = check_accuracy_parameter(alpha, "alpha")
-    b = check_accuracy_parameter(beta, "beta")
-    eps, dlt = check_privacy_parameters(epsilon, delta)
+    eps, dlt, a, b, _ = check_fit_parameters(epsilon, delta, alpha, beta)
     if dlt <= 0:
         raise PrivacyParameterError("the global-stability learner needs delta > 0 (stable histogram)")
     g = g_parameters(d, exact_fraction(a, "alpha") / 2)
     eta = g.eta_G
     inv_eta = 1 / eta  # an exact integer
-    assert inv_eta.denominator == 1
+    if not (inv_eta.denominator == 1):
+        raise InvariantError("invariant broken: inv_eta.denominator == 1")
     inv = int(inv_eta)
     log_inv_eta = math.log(inv)
     k_sampling = math.ceil(Fraction(sampling_constant * (math.log(3) + log_inv_eta - math.log(b))) * inv)
@@ -262,9 +260,7 @@ def global_stability_log10_sample_size(
     >>> f"{global_stability_log10_sample_size(0.1, 0.1, 1.0, 1e-6, 32):.4g}"
     '1.034e+10'
     """
-    a = check_accuracy_parameter(alpha, "alpha")
-    b = check_accuracy_parameter(beta, "beta")
-    eps, dlt = check_privacy_parameters(epsilon, delta)
+    eps, dlt, a, b, _ = check_fit_parameters(epsilon, delta, alpha, beta)
     if dlt <= 0:
         raise PrivacyParameterError("the global-stability learner needs delta > 0 (stable histogram)")
     if d <= EXACT_LDIM:
@@ -470,7 +466,12 @@ def random_split(n: int, params: MParameters, rng: RandomSource) -> np.ndarray:
     coins, independently of the data and of the other examples (the coupling of the module docstring).
     """
     total = params.expected_size
-    assert total is not None and total == params.num_batches * params.batch_size + params.n_prime
+    if total is None:
+        raise InvariantError("invariant broken: total is not None")
+    if not (total == params.num_batches * params.batch_size + params.n_prime):
+        raise InvariantError(
+            "invariant broken: total == params.num_batches * params.batch_size + params.n_prime"
+        )
     k, m = params.num_batches, params.batch_size
     draws = np.array([rng.uniform_int(total) for _ in range(n)], dtype=np.int64)
     return np.where(draws < k * m, draws // max(m, 1), k)
@@ -716,16 +717,14 @@ class GlobalStabilityLearner:
         rng: RandomSource | None = None,
         expected_size: int | None = None,
     ) -> LearnerResult:
-        eps, dlt = check_privacy_parameters(epsilon, delta)
+        eps, dlt, a, b, expected, points, labels = check_fit(
+            hclass, xs, ys, epsilon=epsilon, delta=delta, alpha=alpha, beta=beta, expected_size=expected_size
+        )
         if dlt <= 0:
             raise PrivacyParameterError(
                 "the global-stability learner is (epsilon, delta)-DP with delta > 0 (stable histogram); "
                 "pass e.g. delta=1e-6"
             )
-        a = check_accuracy_parameter(alpha, "alpha")
-        b = check_accuracy_parameter(beta, "beta")
-        expected = check_expected_size(expected_size)
-        points, labels = check_sample(hclass, xs, ys)
         n = int(points.shape[0])
         params, theory = self.parameters_for(
             hclass, n, epsilon=eps, delta=dlt, alpha=a, beta=b, expected_size=expected

@@ -42,7 +42,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from privstream.learning.errors import LearningInputError
+from privstream.learning.errors import InvariantError, LearningInputError
 from privstream.learning.hypothesis_classes import HypothesisClass
 from privstream.learning.hypothesis_classes.base import soa_choice
 from privstream.learning.hypothesis_classes.bitset_search import BitsetClass, columns_from_matrix
@@ -287,7 +287,8 @@ class ClassLattice:
                 zero_full = self.ldim(zero, full) >= full
                 if not (one_full or zero_full):
                     # Erratum 6: with (remaining-1)-irreducibility this is reachable only at the end.
-                    assert remaining == 1, "Lemma 4.5 case 1 reached before the last level"
+                    if not (remaining == 1):
+                        raise InvariantError("Lemma 4.5 case 1 reached before the last level")
                     xs.append(x)
                     diagonal.append(1)
                     return xs, diagonal

@@ -84,16 +84,14 @@ from typing import Any, TypedDict
 
 import numpy as np
 
-from privstream.learning.errors import LearningInputError
+from privstream.learning.errors import InvariantError, LearningInputError
 from privstream.learning.hypotheses import Hypothesis
 from privstream.learning.hypothesis_classes import FiniteClass, HypothesisClass
 from privstream.learning.mechanisms import ExponentialMechanism
 from privstream.learning.private_learners.base import (
     LearnerResult,
-    check_accuracy_parameter,
-    check_expected_size,
-    check_privacy_parameters,
-    check_sample,
+    check_fit,
+    check_fit_parameters,
     neighbouring_relation,
 )
 from privstream.learning.private_learners.generic.error_levels import error_levels
@@ -260,9 +258,7 @@ def proper_sample_size(
     >>> f"{proper_sample_size(0.25, 0.1, 1.0, 1e-6, 1):.2g}"
     '2.2e+10'
     """
-    a = check_accuracy_parameter(alpha, "alpha")
-    b = check_accuracy_parameter(beta, "beta")
-    eps, dlt = check_privacy_parameters(epsilon, delta)
+    eps, dlt, a, b, _ = check_fit_parameters(epsilon, delta, alpha, beta)
     if dlt <= 0:
         raise ValueError("the proper learner is (ε, δ)-DP with δ > 0")
     dv = max(int(d if d_vc is None else d_vc), 1)
@@ -367,7 +363,8 @@ def positional_split(n: int, params: ProperParameters, rng: RandomSource, shuffl
 def random_split(n: int, params: ProperParameters, rng: RandomSource) -> np.ndarray:
     """n private: every example's part is its own uniform draw on [0, E) (module docstring)."""
     total = params.expected_size
-    assert total is not None
+    if total is None:
+        raise InvariantError("invariant broken: total is not None")
     m, n0 = params.blocks, params.block_size
     draws = np.array([rng.uniform_int(total) for _ in range(n)], dtype=np.int64)
     out = np.where(draws < m * n0, draws // max(n0, 1), UNUSED)
@@ -554,13 +551,11 @@ class ProperLearner:
         rng: RandomSource | None = None,
         expected_size: int | None = None,
     ) -> LearnerResult:
-        eps, dlt = check_privacy_parameters(epsilon, delta)
+        eps, dlt, a, b, expected, points, labels = check_fit(
+            hclass, xs, ys, epsilon=epsilon, delta=delta, alpha=alpha, beta=beta, expected_size=expected_size
+        )
         if dlt <= 0:
             raise ValueError("the proper learner is (ε, δ)-DP with δ > 0 (sparse selection); pass --delta")
-        a = check_accuracy_parameter(alpha, "alpha")
-        b = check_accuracy_parameter(beta, "beta")
-        expected = check_expected_size(expected_size)
-        points, labels = check_sample(hclass, xs, ys)
         structured = self.uses_structured_path(hclass)
         # everything below up to the split depends on the class and the configuration only
         lattice: ClassLattice | None = None
@@ -606,7 +601,8 @@ class ProperLearner:
                 source,
             )
         else:
-            assert lattice is not None
+            if lattice is None:
+                raise InvariantError("invariant broken: lattice is not None")
             outcome = poly_pri_learn(lattice, blocks, params, epsilon=eps, delta=dlt, rng=source, d=d)
             cover = minimax_cover(lattice.matrix, outcome.f_hat)  # post-processing of f̂
             row = self._select(lattice, cover.rows, points[in_b], labels[in_b], eps, source)

@@ -42,6 +42,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from privstream.learning.errors import InvariantError
+
 __all__ = ["CountTree", "balanced_branching", "least_squares", "nonnegative"]
 
 
@@ -63,7 +65,8 @@ def balanced_branching(cells: int) -> int:
         score = k**3 * b
         if best is None or score < best[0]:
             best = (score, b)
-    assert best is not None
+    if best is None:
+        raise InvariantError("invariant broken: best is not None")
     return best[1]
 
 

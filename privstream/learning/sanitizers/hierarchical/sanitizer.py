@@ -80,12 +80,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from privstream.learning.domain import as_labels, as_points
 from privstream.learning.hypothesis_classes import HypothesisClass, Intervals, Points, Thresholds
 from privstream.learning.mechanisms import DiscreteLaplaceMechanism
-from privstream.learning.private_learners.base import check_accuracy_parameter, check_privacy_parameters
 from privstream.learning.randomness import RandomSource, resolve
-from privstream.learning.sanitizers.base import SanitizerInputError, SanitizerResult
+from privstream.learning.sanitizers.base import SanitizerInputError, SanitizerResult, check_sanitizer_fit
 from privstream.learning.sanitizers.distribution import SyntheticDistribution
 from privstream.learning.sanitizers.hierarchical.consistent_tree import CountTree, least_squares, nonnegative
 from privstream.learning.sanitizers.hierarchical.heavy_points import heaviest_value_cells, heavy_point_cells
@@ -198,15 +196,9 @@ class HierarchicalSanitizer:
                 f"the hierarchical sanitizer answers the 1-D integer classes (thresholds, intervals, "
                 f"points), not {getattr(hclass, 'spec', type(hclass).__name__)}; use mwem for file classes"
             )
-        eps, _ = check_privacy_parameters(epsilon, delta)
-        a = check_accuracy_parameter(alpha, "alpha")
-        b = check_accuracy_parameter(beta, "beta")
-        if expected_size is not None and (
-            isinstance(expected_size, bool) or not isinstance(expected_size, int) or expected_size < 1
-        ):
-            raise SanitizerInputError(f"expected_size must be None or an int >= 1, got {expected_size!r}")
-        points = as_points(xs, hclass.domain_size)
-        labels = None if ys is None else as_labels(ys, points.shape[0])
+        eps, _, a, b, expected_size, points, labels = check_sanitizer_fit(
+            hclass, xs, ys, epsilon=epsilon, delta=delta, alpha=alpha, beta=beta, expected_size=expected_size
+        )
         order = np.argsort(points, kind="stable")
         points = points[order]
         labels = None if labels is None else labels[order]

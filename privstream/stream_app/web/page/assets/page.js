@@ -72,9 +72,14 @@
       return { state: "verified", text: "verified",
                title: "signed by key " + checked.keyId + " of this deployment's /keys (Ed25519, checked here)" };
     }
-    if (checked.problem === "unverifiable") {
-      return { state: "unverifiable", text: "not verified",
-               title: "this browser offers no Ed25519 here: open the page over HTTPS (or on this machine)" };
+    var unchecked = {
+      unverifiable: "this browser offers no Ed25519 here: open the page over HTTPS (or on this machine) " +
+        "in a browser that implements it",
+      keys_unavailable: "the deployment's keys (/keys) could not be read",
+      invalid_keys: "the deployment's key statement (/keys) is malformed",
+    };
+    if (Object.prototype.hasOwnProperty.call(unchecked, checked.problem)) {
+      return { state: checked.problem, text: "not verified", title: unchecked[checked.problem] };
     }
     return { state: checked.problem, text: "not signed by this deployment (" + checked.problem + ")",
              title: "the release's signature does not verify against /keys: it may be forged" };
@@ -83,7 +88,8 @@
   function verificationBadge(checked) {
     var v = verification(checked);
     if (!v) return null;
-    return el("span", { className: "badge verification " + (v.state === "verified" ? "verified" : "forged"),
+    var kind = v.state === "verified" ? "verified" : v.text === "not verified" ? "unchecked" : "forged";
+    return el("span", { className: "badge verification " + kind,
                         "data-verified": v.state, title: v.title, text: v.text });
   }
 

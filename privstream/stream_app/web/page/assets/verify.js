@@ -9,8 +9,10 @@
  *
  * PrivstreamVerify.fetchRelease(url) answers {release, problem, keyId} (null for a 404):
  * problem is null when the release verifies, else the reason, as the Python client names it
- * (unsigned, unknown_key, retired_key, bad_signature, not_a_release), or "unverifiable" where
- * the browser offers no Ed25519 (WebCrypto needs a secure context: HTTPS, or this machine).
+ * (unsigned, unknown_key, retired_key, bad_signature, not_a_release), or why it could not be
+ * checked: "unverifiable" where the browser offers no Ed25519 (WebCrypto needs a secure context,
+ * HTTPS or this machine, and a browser that implements Ed25519), "keys_unavailable" when /keys
+ * cannot be read, "invalid_keys" when its statement is malformed (an id that is not its key's).
  */
 (function () {
   "use strict";
@@ -105,6 +107,10 @@
     cached = fetch("/keys", { cache: "no-store" }).then(function (r) {
       if (!r.ok) throw new Error("/keys: HTTP " + r.status);
       return r.json();
+    }).catch(function (err) {
+      var unavailable = new Error("cannot read /keys: " + err);
+      unavailable.keys = true;
+      throw unavailable;
     }).then(readKeys);
     cached.catch(function () { cached = null; });
     return cached;
@@ -130,7 +136,10 @@
             return deploymentKeys(true).then(function (fresh) { return problem(fresh, bytes, keyId, signature, null); });
           });
         });
-        return checked.then(function (p) {
+        return checked.catch(function (err) {
+          if (err && err.name === "NotSupportedError") return "unverifiable";
+          return err && err.keys ? "keys_unavailable" : "invalid_keys";
+        }).then(function (p) {
           var release = decode(bytes);
           return { release: release, problem: p === null && release === null ? "not_a_release" : p, keyId: keyId };
         });
@@ -154,5 +163,6 @@
     problem: problem,
     fetchRelease: fetchRelease,
     verifyWith: verifyWith,
+    forgetKeys: function () { cached = null; },
   };
 })();

@@ -1,16 +1,16 @@
-"""Every algorithm the registries know, and the two ways a release of one is made.
+"""The contract's window, and the two ways a release of an algorithm is made from it.
 
-The registries are read when the tests are collected, so an algorithm is under contract the day
-it is registered in :data:`~privstream.learning.private_learners.base.LEARNERS`,
-:data:`~privstream.learning.private_learners.vector_base.VECTOR_LEARNERS` or
-:data:`~privstream.learning.sanitizers.base.SANITIZERS`. Every algorithm runs on the same window
-(seeded data of a realizable target) at the same configuration, made in two ways:
+Every algorithm runs on the same window (seeded data of a realizable target) at the same
+configuration, made in two ways:
 
 * :func:`cli_release`: the offline command line (``privstream learn`` / ``privstream sanitize``
   with ``--seed``), through its Python entry point;
 * :func:`service_release`: the release agent, with its policy built by the service from a
   stream's settings (:func:`privstream.stream_app.service.release_policy`), an in-memory ledger
   and state store, and the same seed for the window.
+
+>>> [a.id for a in registered("sanitizer")]
+['sanitizer:fooling', 'sanitizer:hierarchical', 'sanitizer:mwem']
 """
 
 from __future__ import annotations
@@ -28,11 +28,9 @@ import numpy as np
 
 from privstream import __version__
 from privstream.agents.releases import ReleaseAgent
+from privstream.learning import algorithms as registry
 from privstream.learning.hypothesis_classes import parse_class_spec
-from privstream.learning.private_learners.base import LEARNERS
-from privstream.learning.private_learners.vector_base import VECTOR_LEARNERS
 from privstream.learning.randomness import seeded
-from privstream.learning.sanitizers.base import SANITIZERS
 
 Kind = Literal["learner", "vector-learner", "sanitizer"]
 
@@ -62,13 +60,11 @@ class Algorithm:
         return "sanitized" if self.kind == "sanitizer" else "hypotheses"
 
 
-def registered() -> list[Algorithm]:
-    """Every algorithm of the three registries, as they are now."""
-    return (
-        [Algorithm("learner", name) for name in sorted(LEARNERS)]
-        + [Algorithm("vector-learner", name) for name in sorted(VECTOR_LEARNERS)]
-        + [Algorithm("sanitizer", name) for name in sorted(SANITIZERS)]
-    )
+def registered(kind: Kind | None = None) -> list[Algorithm]:
+    """Every algorithm of the registry (:mod:`privstream.learning.algorithms`) as it is now, or those
+    of ``kind``."""
+    kinds: tuple[Kind, ...] = ("learner", "vector-learner", "sanitizer") if kind is None else (kind,)
+    return [Algorithm(k, name) for k in kinds for name in sorted(registry.names(k))]
 
 
 @dataclass(frozen=True)
@@ -86,8 +82,8 @@ def window(algorithm: Algorithm, n: int = N) -> Window:
     """The contract's window for ``algorithm`` (``n = 0``: the empty window)."""
     gen = np.random.default_rng(SEED)
     if algorithm.kind == "vector-learner":
-        xs = gen.random((n, FEATURES))
-        return Window(xs, (xs[:, 0] >= 0.5).astype(np.uint8))
+        rows = gen.random((n, FEATURES))
+        return Window(rows, (rows[:, 0] >= 0.5).astype(np.uint8))
     xs = gen.integers(0, parse_class_spec(CLASS_SPEC).domain_size, n)
     return Window(xs, (xs >= TARGET).astype(np.uint8))
 
@@ -154,6 +150,14 @@ def stream_settings(algorithm: Algorithm, size: int) -> Any:
     if algorithm.kind == "vector-learner":
         return StreamConfig(name=STREAM, features=FEATURES, feature_bounds=BOUNDS, release=release)
     return StreamConfig(name=STREAM, hypothesis_class=CLASS_SPEC, release=release)
+
+
+def service_policy(algorithm: Algorithm, size: int = N) -> Any:
+    """The release policy the service builds for :func:`stream_settings`."""
+    from privstream.stream_app.service import release_policy
+
+    stream = stream_settings(algorithm, size)
+    return release_policy(stream, parse_class_spec(CLASS_SPEC) if stream.hypothesis_class else None)
 
 
 def release_agent(algorithm: Algorithm, size: int, published: list[tuple[str, bytes]]) -> ReleaseAgent:
@@ -260,8 +264,8 @@ def empty_window_release(algorithm: Algorithm) -> bytes:
     ledger = SqliteLedger.open(":memory:", budgets={STREAM: (release.epsilon_budget, release.delta_budget)})
     published: list[tuple[str, bytes]] = []
 
-    async def publish(topic: str, stream_id: str, body: bytes, *, timestamp_ms: int | None = None) -> None:
-        published.append((topic, body))
+    async def publish(topic: str, stream_id: str, release: bytes, *, timestamp_ms: int | None = None) -> None:
+        published.append((topic, release))
 
     now = [6000.0]
     agent = ReleaseAgent(
