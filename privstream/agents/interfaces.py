@@ -70,6 +70,8 @@ class IngestMetrics(Protocol):
 
     def mistake_bound(self, stream_id: str, bound: int) -> None: ...
 
+    def clipped(self, stream_id: str, feature: str, count: int) -> None: ...  # values outside its bounds
+
     def online_learned(
         self,
         stream_id: str,

@@ -63,6 +63,10 @@ class VectorStream:
     bounds: tuple[tuple[float, float], ...]
     learner: str = "perceptron"
     params: Mapping[str, Any] = field(default_factory=dict)
+    names: tuple[str, ...] = ()  # the features' names (default x1, x2, ...), for the clipped counter
+
+    def feature_names(self) -> tuple[str, ...]:
+        return self.names or tuple(f"x{t + 1}" for t in range(len(self.bounds)))
 
     def new_learner(self) -> LinearLearner:
         return make_online_learner(self.learner, [list(b) for b in self.bounds], **dict(self.params))
@@ -222,6 +226,19 @@ class OnlineLearners:
             example_ids=ids if ids is not None and any(i is not None for i in ids) else None,
         )
 
+    def _count_clipped(self, stream_id: str, X: np.ndarray) -> None:
+        """Count, per feature, the values outside the stream's bounds (the learners clip them): an
+        operator's counter of raw data, on /metrics only, never on a public topic or page."""
+        stream = self._vector_streams[stream_id]
+        bounds = np.asarray(stream.bounds, dtype=np.float64)
+        if not len(X) or bounds.shape != (X.shape[1], 2):
+            return
+        lo, hi = bounds[:, 0], bounds[:, 1]
+        outside = np.count_nonzero(np.less(X, lo) | np.greater(X, hi), axis=0)
+        for name, count in zip(stream.feature_names(), outside.tolist(), strict=True):
+            if count:
+                self._metrics.clipped(stream_id, name, int(count))
+
     def _learn_vectors(
         self,
         stream_id: str,
@@ -242,6 +259,7 @@ class OnlineLearners:
         keep = np.flatnonzero(fresh)
         X = np.asarray(xs, dtype=np.float64).reshape(len(offset_col), -1)[keep]
         y = np.asarray(ys, dtype=np.uint8)[keep]
+        self._count_clipped(stream_id, X)
         was_realizable, mistakes_before = learner.realizable, learner.mistakes
         predictions = learner.learn_many(X, y) if len(keep) else np.zeros(0, np.uint8)
         if len(keep):

@@ -92,6 +92,13 @@ class ServiceMetrics:
             registry=r,
         )
         # --- the online learners of feature-vector streams ---
+        self.values_clipped = Counter(
+            "privstream_feature_values_clipped_total",
+            "Feature values outside their stream's public bounds, clipped to them by the learners, by "
+            "feature (a count of raw data: for the operator, never published).",
+            ["stream", "feature"],
+            registry=r,
+        )
         self.online_mistakes = Counter(
             "privstream_online_mistakes_total",
             "Mistakes of a feature-vector stream's online learner (predictions made before the label).",
@@ -322,6 +329,9 @@ class ServiceMetrics:
 
     def mistake_bound(self, stream_id: str, bound: int) -> None:
         self.soa_mistake_bound.labels(stream=stream_id).set(bound)
+
+    def clipped(self, stream_id: str, feature: str, count: int) -> None:
+        self.values_clipped.labels(stream=stream_id, feature=feature).inc(count)
 
     def online_learned(
         self,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -25,7 +26,7 @@ from privstream.agents.ledger_port import PrivacyCost
 from privstream.agents.online import OnlineLearners, OnlineStream, VectorStream
 from privstream.agents.pipeline import IngestPipeline
 from privstream.agents.progress import Progress
-from privstream.agents.releases import Product, ReleaseAgent, ReleasePolicy
+from privstream.agents.releases import Product, Publisher, ReleaseAgent, ReleasePolicy
 from privstream.agents.validation import ExampleValidator, integer_domain, vector_domain
 from privstream.learning.hypothesis_classes import HypothesisClass, parse_class_spec
 from privstream.learning.online.base import LinearLearner
@@ -351,17 +352,9 @@ def time_window_tick(policies: dict[str, ReleasePolicy]) -> float:
     return min([1.0, *(p.window_seconds / 10 for p in policies.values() if p.window_seconds)])
 
 
-def build_service(settings: Settings) -> Service:
-    """Build the app and register the agents and web pages on it."""
-    # First: a missing, corrupt, foreign or older ledger, or a changed privacy configuration, stops
-    # the worker at once (store/identity.py); the streams are registered in the ledger.
-    signer = worker_signer(settings)  # before the public listener's process, which reads it too
-    keys = deployment_keys(settings, signer)  # the public log is trusted only where they verify it
-    stores = open_for_worker(settings, published=lambda since: read_public_log(settings, keys, since))
-    ledger: Ledger | None = stores.ledger
-    log.info("releases are signed with key %s (Ed25519; public keys on /keys)", signer.key_id)
-    app = build_app(settings)
-    # Class streams have an online SOA; streams of feature vectors the online learner they name.
+def online_streams(settings: Settings) -> tuple[dict[str, OnlineStream], dict[str, VectorStream]]:
+    """Each stream's online learner: class streams an SOA, streams of feature vectors the online
+    learner they name."""
     streams = {
         s.name: OnlineStream(s.name, parse_class_spec(s.hypothesis_class), s.soa_tie)
         for s in settings.streams
@@ -373,52 +366,173 @@ def build_service(settings: Settings) -> Service:
             tuple((lo, hi) for lo, hi in s.feature_bounds or ()),
             s.online_learner,
             dict(s.online_params),
+            tuple(s.feature_labels),
         )
         for s in settings.streams
         if s.features is not None
     }
-    if not settings.streams:
-        log.warning("no streams are configured: every example will go to the dead-letter topic")
+    return streams, vector_streams
+
+
+def release_policies(
+    settings: Settings, streams: dict[str, OnlineStream], registered: dict[str, float] | None
+) -> dict[str, ReleasePolicy]:
+    """The releasing streams' policies, anchored where the ledger registered each stream (the
+    schedule's public start; ``None``: no ledger), with the per-user budget at the user level."""
     policies = {
         s.name: release_policy(s, streams[s.name].hypothesis_class if s.name in streams else None)
         for s in settings.streams
         if s.release
     }
-    if ledger is not None:
-        user_budget = (
-            PrivacyCost(settings.user_epsilon_budget, settings.user_delta_budget)
-            if settings.user_epsilon_budget is not None
-            else None
+    if registered is None:
+        return policies
+    user_budget = (
+        PrivacyCost(settings.user_epsilon_budget, settings.user_delta_budget)
+        if settings.user_epsilon_budget is not None
+        else None
+    )
+    for s in settings.streams:
+        if s.release is None:
+            continue
+        per_user = s.release.privacy_unit == "user"
+        policies[s.name] = dataclasses.replace(
+            policies[s.name],
+            schedule_start=registered[s.name],
+            user_budget=user_budget if per_user else None,
+            lifetime=lifetime_bound(s.release, user_budget) if per_user else policies[s.name].lifetime,
         )
-        for s in settings.streams:
-            if s.release is None:
-                continue
-            # The schedule's public anchor: the stream's registration time in the ledger.
-            start = stores.registered[s.name]
-            per_user = s.release.privacy_unit == "user"
-            policies[s.name] = dataclasses.replace(
-                policies[s.name],
-                schedule_start=start,
-                user_budget=user_budget if per_user else None,
-                lifetime=lifetime_bound(s.release, user_budget) if per_user else policies[s.name].lifetime,
-            )
-    for p in policies.values():  # simulated on synthetic data of the class, once per configuration
-        if (
-            p.hypothesis_class is not None
-            and p.window_kind == "count"
-            and (
-                why := window_too_small(
-                    p.products[0].algorithm,
-                    p.hypothesis_class,
-                    epsilon=p.products[0].epsilon,
-                    delta=p.products[0].delta,
-                    alpha=p.alpha,
-                    beta=p.beta,
-                    window_size=p.window_size,
-                )
-            )
-        ):
+    return policies
+
+
+def warn_of_small_windows(policies: dict[str, ReleasePolicy]) -> None:
+    """Warn of a count window too small for its learner to be useful (simulated on synthetic data
+    of the class, once per configuration)."""
+    for p in policies.values():
+        if p.hypothesis_class is None or p.window_kind != "count":
+            continue
+        product = p.products[0]
+        why = window_too_small(
+            product.algorithm,
+            p.hypothesis_class,
+            epsilon=product.epsilon,
+            delta=product.delta,
+            alpha=p.alpha,
+            beta=p.beta,
+            window_size=p.window_size,
+        )
+        if why:
             log.warning("stream %s: window too small to be useful: %s", p.stream_id, why)
+
+
+def example_validator(
+    settings: Settings, streams: dict[str, OnlineStream], policies: dict[str, ReleasePolicy]
+) -> ExampleValidator:
+    """The ingest validation of every stream: its domain, the user level's user ids, and for time
+    windows the public event-time skew past which an example is dead-lettered."""
+    domains = {
+        s.name: integer_domain(
+            streams[s.name].hypothesis_class.check_point, streams[s.name].hypothesis_class.domain_size
+        )
+        if s.name in streams
+        else vector_domain(s.features or 0)
+        for s in settings.streams
+    }
+    skews = {
+        s.name: s.release.window.max_event_time_skew_seconds
+        for s in settings.streams
+        if s.release is not None and s.release.window.kind == "time"
+    }
+    user_level = frozenset(sid for sid, p in policies.items() if p.privacy_unit == "user")
+    return ExampleValidator(domains, user_level=user_level, event_time_skew=skews)
+
+
+def release_agent(
+    policies: dict[str, ReleasePolicy],
+    store: StateStore,
+    ledger: Ledger,
+    publish: Publisher,
+    metrics: ServiceMetrics,
+    processes: LearnerProcesses,
+    partition_of: Callable[[str], int],
+) -> ReleaseAgent:
+    """The release agent of the worker's releasing streams, its slots derived on this machine
+    (a learner process per stream, off the GIL the ingest loop needs; a fit still running at its
+    release's deadline is stopped there: learner_process.py)."""
+    for sid in policies:
+        metrics.budget(sid, ledger.spent(sid).epsilon, ledger.remaining(sid).epsilon)
+        metrics.lifetime(sid, ledger.spent(sid).epsilon, ledger.lifetime(sid).budget.epsilon)
+    policies = derive_slots(policies, processes, time_window_tick(policies))
+    for p in policies.values():
+        if p.publish_delay_seconds is None:
+            raise RuntimeError(f"stream {p.stream_id}: no publication slot was derived")
+        metrics.publication_slot(p.stream_id, p.publish_delay_seconds)
+        if why := slots_fall_behind(p):
+            log.warning("%s", why)
+    return ReleaseAgent(
+        policies,
+        store,
+        ledger,
+        publish,
+        metrics,
+        library_version=__version__,
+        runner=processes,
+        partition_of=partition_of,
+    )
+
+
+def release_timers(app: faust.App, releases: ReleaseAgent, policies: dict[str, ReleasePolicy]) -> None:
+    """The release agent's timers: the outbox retried every minute, and time windows closed on
+    the clock, with or without examples (the public schedule)."""
+
+    @app.timer(60.0)
+    async def _replay_outbox() -> None:
+        # Publications that failed (a Kafka hiccup) are retried from the ledger's outbox.
+        await releases.replay_outbox()
+
+    if any(p.window_kind == "time" for p in policies.values()):
+
+        @app.timer(time_window_tick(policies))
+        async def _close_time_windows() -> None:
+            await releases.tick()
+
+
+def start_listeners(app: faust.App, settings: Settings, service: Service, probes: ServiceProbes) -> None:
+    """The public listener, in a process of its own (a crowd there takes nothing from ingestion),
+    and the operator listener (metrics, probes, status; behind the operator token if set)."""
+    _start_with(app, PublicListenerProcess(settings))
+    guard = (
+        [bearer_token_guard(settings.operator_token.get_secret_value(), open_paths=PROBE_PATHS)]
+        if settings.operator_token is not None
+        else []
+    )
+    _start_with(
+        app,
+        HttpListener(
+            "operator",
+            settings.operator_host,
+            settings.operator_port,
+            operator_routes(service.metrics.exposition, probes, service.status),
+            middlewares=guard,
+            limits=ListenerLimits.of(settings, "operator"),
+        ),
+    )
+
+
+def build_service(settings: Settings) -> Service:
+    """Build the app and register the agents and web pages on it."""
+    # First: a missing, corrupt, foreign or older ledger, or a changed privacy configuration, stops
+    # the worker at once (store/identity.py); the streams are registered in the ledger.
+    signer = worker_signer(settings)  # before the public listener's process, which reads it too
+    keys = deployment_keys(settings, signer)  # the public log is trusted only where they verify it
+    stores = open_for_worker(settings, published=lambda since: read_public_log(settings, keys, since))
+    ledger: Ledger | None = stores.ledger
+    log.info("releases are signed with key %s (Ed25519; public keys on /keys)", signer.key_id)
+    app = build_app(settings)
+    streams, vector_streams = online_streams(settings)
+    if not settings.streams:
+        log.warning("no streams are configured: every example will go to the dead-letter topic")
+    policies = release_policies(settings, streams, stores.registered if ledger is not None else None)
+    warn_of_small_windows(policies)
     metrics = ServiceMetrics(
         list(streams),
         vector_stream_ids=list(vector_streams),
@@ -445,22 +559,7 @@ def build_service(settings: Settings) -> Service:
         ledger = metrics.timed(fenced, "ledger")
     learners = OnlineLearners({**streams, **vector_streams}, metrics, store)
     progress = Progress()
-    user_level = frozenset(sid for sid, p in policies.items() if p.privacy_unit == "user")
-    domains = {
-        s.name: integer_domain(
-            streams[s.name].hypothesis_class.check_point, streams[s.name].hypothesis_class.domain_size
-        )
-        if s.name in streams
-        else vector_domain(s.features or 0)
-        for s in settings.streams
-    }
-    # Time windows: an event time further than the public skew from the clock is dead-lettered.
-    skews = {
-        s.name: s.release.window.max_event_time_skew_seconds
-        for s in settings.streams
-        if s.release is not None and s.release.window.kind == "time"
-    }
-    validator = ExampleValidator(domains, user_level=user_level, event_time_skew=skews)
+    validator = example_validator(settings, streams, policies)
     dedup = Deduplicator({s.name: s.dedup_horizon_seconds for s in settings.streams})
     pipeline = IngestPipeline(validator, learners, metrics, progress, dedup=dedup)
     ingest = IngestService(
@@ -474,30 +573,11 @@ def build_service(settings: Settings) -> Service:
     releases = None
     processes: LearnerProcesses | None = None
     if policies:
-        assert ledger is not None
-        for sid in policies:
-            metrics.budget(sid, ledger.spent(sid).epsilon, ledger.remaining(sid).epsilon)
-            metrics.lifetime(sid, ledger.spent(sid).epsilon, ledger.lifetime(sid).budget.epsilon)
-        assert leases is not None
-        # A learner process per stream, off the GIL the ingest loop needs; a fit still running at
-        # its release's deadline is stopped there (learner_process.py).
+        if ledger is None or leases is None:
+            raise RuntimeError("releasing streams need the ledger and the partition leases")
         processes = LearnerProcesses(policies).start()
-        policies = derive_slots(policies, processes, time_window_tick(policies))
-        for p in policies.values():
-            assert p.publish_delay_seconds is not None
-            metrics.publication_slot(p.stream_id, p.publish_delay_seconds)
-            if why := slots_fall_behind(p):
-                log.warning("%s", why)
-        releases = ReleaseAgent(
-            policies,
-            store,
-            ledger,
-            fenced_publisher(publisher(ingest, settings, signer), leases, source_partitions),
-            metrics,
-            library_version=__version__,
-            runner=processes,
-            partition_of=key_partition,
-        )
+        publish = fenced_publisher(publisher(ingest, settings, signer), leases, source_partitions)
+        releases = release_agent(policies, store, ledger, publish, metrics, processes, key_partition)
         pipeline.releases = releases
 
     async def on_assigned(partitions: set[int]) -> None:
@@ -511,18 +591,7 @@ def build_service(settings: Settings) -> Service:
             releases.on_partitions_assigned(partitions)
 
     if releases is not None:
-
-        @app.timer(60.0)
-        async def _replay_outbox() -> None:
-            # Publications that failed (a Kafka hiccup) are retried from the ledger's outbox.
-            await releases.replay_outbox()
-
-        if any(p.window_kind == "time" for p in policies.values()):
-
-            @app.timer(time_window_tick(policies))
-            async def _close_time_windows() -> None:
-                # Time windows close on the clock, with or without examples: the public schedule.
-                await releases.tick()
+        release_timers(app, releases, policies)
 
     probe = StoreProbe(store_ping(settings, None if stores.identity is None else stores.identity))
     probe.check()  # now, not at the timer's first tick: /readyz need not wait for it
@@ -543,27 +612,20 @@ def build_service(settings: Settings) -> Service:
                 log.debug("could not record the ledger's progress in the state store: %s", exc)
 
     service = Service(
-        settings, app, ingest, pipeline, metrics, learners, progress, store, ledger, releases, leases, probe
+        settings=settings,
+        app=app,
+        ingest=ingest,
+        pipeline=pipeline,
+        metrics=metrics,
+        learners=learners,
+        progress=progress,
+        store=store,
+        ledger=ledger,
+        releases=releases,
+        leases=leases,
+        store_probe=probe,
     )
-    # The public pages in a process of their own: a crowd there takes nothing from ingestion.
-    _start_with(app, PublicListenerProcess(settings))
-    guard = (
-        [bearer_token_guard(settings.operator_token.get_secret_value(), open_paths=PROBE_PATHS)]
-        if settings.operator_token is not None
-        else []
-    )
-    probes = ServiceProbes(ingest, probe)
-    _start_with(
-        app,
-        HttpListener(
-            "operator",
-            settings.operator_host,
-            settings.operator_port,
-            operator_routes(metrics.exposition, probes, service.status),
-            middlewares=guard,
-            limits=ListenerLimits.of(settings, "operator"),
-        ),
-    )
+    start_listeners(app, settings, service, ServiceProbes(ingest, probe))
     # After the listeners: services start in this order, so the probes answer (503 "starting")
     # before the first poll instead of after it.
     _start_with(app, ingest)

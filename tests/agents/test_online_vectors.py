@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import logging
 
+import numpy as np
+
 from privstream.agents.online import OnlineLearners, VectorStream
 from privstream.agents.pipeline import IngestPipeline, RawRecord
 from privstream.agents.progress import Progress
@@ -117,3 +119,19 @@ def test_a_saved_state_of_other_settings_is_not_used(tmp_path, caplog):
     assert "ignoring its saved online state" in caplog.text
     _, learners, _ = make_pipeline(store, params={"margin": 0.2})
     assert learners.vector_learner("v").examples_seen == 100
+
+
+def test_values_outside_the_bounds_are_counted_per_feature_for_the_operator_only():
+    X = np.array([[0.5, 0.5, 0.5], [1.5, 0.5, -0.2], [2.0, 0.5, 0.5], [0.5, 0.5, 1.0]])
+    y = np.array([1, 0, 1, 0])
+    pipeline, _, metrics = make_pipeline()
+    out = pipeline.process(records(X, y))
+    assert metric(metrics, "privstream_feature_values_clipped_total", stream="v", feature="x1") == 2
+    assert metric(metrics, "privstream_feature_values_clipped_total", stream="v", feature="x2") is None
+    assert (
+        metric(metrics, "privstream_feature_values_clipped_total", stream="v", feature="x3") == 1
+    )  # 1.0: inside
+    # Nothing of it in what the pipeline publishes (the prediction batches).
+    assert all("clip" not in value.decode() for _, value in out.predictions)
+    named = VectorStream("w", ((0.0, 1.0),), "perceptron", {}, ("age",))
+    assert named.feature_names() == ("age",)

@@ -13,7 +13,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer
 
 from privstream.stream_app.embedded.broker import EmbeddedBroker, free_listener_ports
-from privstream.stream_app.embedded.demo import WorkerProcess, fetch_json
+from privstream.stream_app.embedded.demo import WorkerProcess
 from privstream.stream_app.settings import Settings
 
 RECV_TIMEOUT = 120.0  # a cold group join on the embedded broker takes 5-30 s
@@ -81,11 +81,9 @@ def wait_until(predicate, timeout: float, interval: float = 0.25, what: str = "c
 def start_worker(settings: Settings, tmp_path: Path) -> WorkerProcess:
     worker = WorkerProcess(settings, tmp_path / f"worker-{settings.public_port}.log").start()
     try:
-        wait_until(
-            lambda: not worker.alive() or fetch_json(f"{worker.operator_url}/healthz") is not None,
-            60,
-            what="worker web",
-        )
+        # Ready: partitions assigned. A count window closes at its last example's record timestamp,
+        # so examples produced while the worker still joins would find their deadlines passed.
+        wait_until(lambda: not worker.alive() or worker.ready(), 90, what="worker ready")
         assert worker.alive()
     except AssertionError:
         worker.stop()

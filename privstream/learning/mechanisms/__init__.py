@@ -11,6 +11,7 @@ from privstream.learning.mechanisms.exponential import Block, ExponentialMechani
 from privstream.learning.mechanisms.gaussian import DiscreteGaussianMechanism, GaussianMechanism
 from privstream.learning.mechanisms.histogram import StableHistogram
 from privstream.learning.mechanisms.laplace import DiscreteLaplaceMechanism, LaplaceMechanism
+from privstream.learning.mechanisms.quantile import PrivateBounds, PrivateQuantile, private_bounds
 from privstream.learning.mechanisms.sparse_vector import AboveThreshold
 
 __all__ = [
@@ -24,5 +25,8 @@ __all__ = [
     "Mechanism",
     "PermuteAndFlip",
     "PrivacyParameterError",
+    "PrivateBounds",
+    "PrivateQuantile",
     "StableHistogram",
+    "private_bounds",
 ]

@@ -24,6 +24,7 @@ from privstream.learning.mechanisms import (
     PermuteAndFlip,
     StableHistogram,
 )
+from privstream.learning.mechanisms.quantile import PrivateQuantile
 from privstream.learning.randomness import RandomSource
 
 __all__ = [
@@ -35,6 +36,7 @@ __all__ = [
     "laplace_audit_spec",
     "permute_and_flip_audit_spec",
     "permute_and_flip_law",
+    "quantile_audit_spec",
     "stable_histogram_counts_audit_spec",
     "stable_histogram_singleton_audit_spec",
 ]
@@ -417,3 +419,50 @@ def stable_histogram_singleton_audit_spec() -> AuditSpec:
 def above_threshold_audit_spec() -> AuditSpec:
     """Sparse vector's AboveThreshold on a worst-case pair of answer vectors, with its exact law."""
     return _above_threshold_spec()
+
+
+#: The quantile's pair: one value moved from the bottom of the range to its top (replace-one), so
+#: every count between them drops by one: the scores left of the median fall, those right of it rise.
+_QUANTILE_PAIR = ([0.5, 1.5, 2.5, 3.5], [3.9, 1.5, 2.5, 3.5])
+
+
+def _quantile_spec() -> AuditSpec:
+    eps = 1.0
+
+    def factory(epsilon: float) -> MechanismFactory:
+        def build(rng: RandomSource) -> Callable[[Any], Any]:
+            m = PrivateQuantile(epsilon, lo=0, hi=4, cells=4, rng=rng)
+            return lambda d: m.release_index(d, 0.5)
+
+        return build
+
+    def no_noise(rng: RandomSource) -> Callable[[Any], Any]:
+        m = PrivateQuantile(eps, lo=0, hi=4, cells=4, rng=rng)
+
+        def best(d: Any) -> int:  # the exact median's grid point (the highest score)
+            scores = [score for size, score in m.blocks(d, 0.5) for _ in range(size)]
+            return max(range(len(scores)), key=lambda j: scores[j])
+
+        return best
+
+    def exact() -> tuple[dict[Hashable, float], dict[Hashable, float]]:
+        m = PrivateQuantile(eps, lo=0, hi=4, cells=4)
+        laws: list[dict[Hashable, float]] = [dict(enumerate(m.probabilities(d, 0.5))) for d in _QUANTILE_PAIR]
+        return laws[0], laws[1]
+
+    return AuditSpec(
+        name="quantile",
+        description=f"the median on a public grid of 4 cells (exponential mechanism), eps={eps}",
+        claimed=PrivateQuantile(eps, lo=0, hi=4, cells=4).guarantee(),
+        build=factory(eps),
+        pair=_QUANTILE_PAIR,
+        discretise=lambda j: j,
+        broken={"epsilon_quadrupled": factory(4 * eps), "no_noise": no_noise},
+        samples=20_000,
+        exact=exact,
+    )
+
+
+def quantile_audit_spec() -> AuditSpec:
+    """The private quantile (per-feature bounds' mechanism) on a worst-case pair, with its exact law."""
+    return _quantile_spec()

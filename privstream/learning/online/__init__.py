@@ -27,6 +27,11 @@ prediction is made before the label is learned), ``predict_one``/``predict_many`
   covers a block; at most about ``2.05 m* + 35`` mistakes; the exact Perceptron's margin test
   beside it (:mod:`.block_vote`).
 
+For labels ``0..K-1`` (``K`` classes), :class:`~privstream.learning.online.multiclass.MulticlassPerceptron`
+predicts the class of the highest linear score, with at most ``2(d + 1)/γ²`` mistakes on a stream
+separable with margin ``γ`` (:mod:`.multiclass`); it is not in :data:`ONLINE_LEARNERS`, whose
+learners predict 0/1.
+
 The default, :data:`DEFAULT_ONLINE_LEARNER` ``"auto"``, is ``block-vote``
 (:func:`resolve_online_learner`): chosen on real streams in many orders, where no single learner
 is best on all (the real-data benchmark's online table), as accurate there as ``weighted-majority``
@@ -60,6 +65,7 @@ from privstream.learning.online.base import (
 )
 from privstream.learning.online.block_vote import BlockVote
 from privstream.learning.online.logistic import LogisticRegression
+from privstream.learning.online.multiclass import MulticlassPerceptron
 from privstream.learning.online.perceptron import Perceptron
 from privstream.learning.online.second_order import MAX_FEATURES as SECOND_ORDER_MAX_FEATURES
 from privstream.learning.online.second_order import SecondOrderPerceptron
@@ -75,6 +81,7 @@ __all__ = [
     "BlockVote",
     "FeatureMap",
     "LogisticRegression",
+    "MulticlassPerceptron",
     "OnlineInputError",
     "OnlineLearner",
     "OnlineStateError",

@@ -24,6 +24,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "offline",  # dims, online
     "learn",  # learn, audit
     "sanitize",  # sanitize
+    "bounds",  # bounds
     "evaluate",  # evaluate
     "plan",  # plan
     "config",  # config check, config schema

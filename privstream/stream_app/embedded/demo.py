@@ -191,6 +191,14 @@ class WorkerProcess:
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
+    def ready(self) -> bool:
+        """Whether /readyz answers 200: the consumer has its partitions and the store answers."""
+        try:
+            with urllib.request.urlopen(f"{self.operator_url}/readyz", timeout=2.0) as response:
+                return bool(response.status == 200)
+        except (urllib.error.URLError, OSError):
+            return False
+
     def stop(self, timeout: float = 30.0) -> int | None:
         """SIGTERM (faust commits and closes), SIGKILL if it hangs; returns the exit status."""
         process, self.process = self.process, None
@@ -413,9 +421,19 @@ class Demo:
         self, settings: Settings, worker: WorkerProcess, records: list[tuple[str, Any]]
     ) -> dict[str, Any] | None:
         view = ProgressView(self.args.examples)
-        producer = asyncio.create_task(produce_json(settings, settings.topic("examples"), records))
         deadline = time.monotonic() + self.args.timeout
         status = None
+        # Produce once the worker reads: a count window closes at its last example's record
+        # timestamp, so examples written long before the worker joins would find their windows'
+        # deadlines passed (their releases the defaults, as after any downtime).
+        while not await asyncio.to_thread(worker.ready):
+            if not worker.alive():
+                raise RuntimeError(f"the worker exited early; see its log {worker.log_path}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the worker was not ready after {self.args.timeout:.0f} s")
+            view.show(await asyncio.to_thread(worker.status))
+            await asyncio.sleep(0.25)
+        producer = asyncio.create_task(produce_json(settings, settings.topic("examples"), records))
         while time.monotonic() < deadline:
             if not worker.alive():
                 raise RuntimeError(f"the worker exited early; see its log {worker.log_path}")
