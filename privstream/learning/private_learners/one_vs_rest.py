@@ -30,7 +30,12 @@ import numpy as np
 
 from privstream.learning.errors import LearningInputError
 from privstream.learning.private_learners.halfspaces.model import HalfspaceModel
-from privstream.learning.private_learners.vector_base import check_bounds, check_features, make_vector_learner
+from privstream.learning.private_learners.vector_base import (
+    VectorLearner,
+    check_bounds,
+    check_features,
+    make_vector_learner,
+)
 from privstream.learning.randomness import RandomSource
 
 __all__ = ["OneVsRestModel", "fit_one_vs_rest"]
@@ -88,8 +93,10 @@ def fit_one_vs_rest(
     bounds: object,
     delta: float = 0.0,
     rng: RandomSource | None = None,
+    learner: VectorLearner | None = None,
 ) -> OneVsRestModel:
-    """``classes`` halfspaces at ``epsilon/classes`` each (module docstring)."""
+    """``classes`` halfspaces at ``epsilon/classes`` each (module docstring); ``learner``: the
+    halfspace learner to use (default the registered ``halfspaces`` with its defaults)."""
     if isinstance(classes, bool) or not isinstance(classes, int) or classes < 2:
         raise LearningInputError(f"classes must be an int >= 2, got {classes!r}")
     box = check_bounds(bounds)
@@ -100,7 +107,7 @@ def fit_one_vs_rest(
         or (labels.size and (labels.min() < 0 or labels.max() >= classes))
     ):
         raise LearningInputError(f"labels must be integers from 0 to {classes - 1}")
-    learner = make_vector_learner("halfspaces")
+    learner = learner if learner is not None else make_vector_learner("halfspaces")
     models = []
     for k in range(classes):
         released = learner.fit(

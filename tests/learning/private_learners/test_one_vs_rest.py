@@ -70,3 +70,14 @@ def test_a_model_of_k_halfspaces_is_a_model() -> None:
     model = OneVsRestModel((h, g), 1.0, 0.0)
     assert model.predict(np.array([[0.9], [0.1]])).tolist() == [0, 1]
     assert model.epsilon_per_class == 0.5
+
+
+def test_the_audit_pair_holds_the_claim_and_an_unsplit_budget_would_not() -> None:
+    from privstream.learning.audit import audit_spec, privacy_loss
+    from privstream.learning.private_learners.one_vs_rest_audit_specs import one_vs_rest_audit_spec
+
+    spec = audit_spec("one-vs-rest")
+    assert spec.exact is not None
+    assert 0.4 < privacy_loss(*spec.exact()) <= spec.claimed.epsilon == 1.0
+    unsplit = one_vs_rest_audit_spec(3.0)  # each class at ε = 1: what budget_not_split releases
+    assert unsplit.exact is not None and privacy_loss(*unsplit.exact()) > 1.5
