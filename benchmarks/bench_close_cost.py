@@ -40,7 +40,7 @@ def close_cost(n: int, directory: Path) -> dict[str, float]:
         expected_size=1000,
         max_node_examples=CAP,
     )
-    store = SqliteStateStore(directory / f"state-{n}.sqlite")
+    store = SqliteStateStore(directory / f"state-{n}-{time.monotonic_ns()}.sqlite")  # never a replay
     rng = np.random.default_rng(n)
     xs = rng.integers(0, DOMAIN, n)
     keep, priorities = ingest_rule(policy)

@@ -3,9 +3,10 @@
 Every release is published at the end of its slot on its stream's learner
 (:mod:`privstream.agents.timing`). Where a stream's configuration leaves ``publish_delay_seconds``
 unset, the service measures, in the stream's own learner process and before any example is read,
-how long a node's slot may need at worst, level by level: for each product the default release's
-fit and the slowest fit on public inputs of the largest input a node of the level can give the
-learner (the input cap, or a count node's public n if smaller;
+how long a node's slot may need at worst, level by level (each distinct workload once, timed
+alone, and remembered for the next start: :mod:`privstream.stream_app.slot_cache`): for each
+product the default release's fit and the slowest fit on public inputs of the largest input a node
+of the level can give the learner (the input cap, or a count node's public n if smaller;
 :func:`privstream.agents.releases.slot_workload`). A level's slot is a margin plus three times
 that (:func:`privstream.learning.planning.slot_advice`), so a loaded machine still meets it; the
 measurement is a function of public inputs and the machine only, never of the data.
@@ -25,46 +26,82 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-from concurrent.futures import Future
 
 from privstream.agents.fits import slot_seconds
 from privstream.agents.releases import ReleasePolicy, largest_input, slot_workload
 from privstream.learning.planning import SLOT_MARGIN_SECONDS, slot_advice
 from privstream.stream_app.learner_process import LearnerProcesses
+from privstream.stream_app.slot_cache import SlotCache, workload_key
 from privstream.stream_app.slot_path import load_seconds, ship_seconds
 
 log = logging.getLogger(__name__)
 
 
 def derive_slots(
-    policies: dict[str, ReleasePolicy], processes: LearnerProcesses, timer_seconds: float
+    policies: dict[str, ReleasePolicy],
+    processes: LearnerProcesses,
+    timer_seconds: float,
+    cache: SlotCache | None = None,
 ) -> dict[str, ReleasePolicy]:
-    """The policies with their slots set: as configured, or derived per level (measured in each
-    stream's learner process, all streams at once; levels whose nodes read as many examples share
-    one measurement). ``timer_seconds`` is the period of the timer that closes time windows: a time
-    window's fits start up to that late."""
-    measuring: dict[str, dict[int, Future[float]]] = {}
+    """The policies with their slots set: as configured, or derived per level. Levels whose nodes
+    read as many examples share one measurement, and so do streams configured alike (one
+    :func:`~privstream.stream_app.slot_cache.workload_key`); each distinct workload is timed alone,
+    one after another, so a slot does not depend on how many streams start together; ``cache``
+    remembers the figures (and a learner process's start-up) for the next start.
+    ``timer_seconds`` is the period of the timer that closes time windows: a time window's fits
+    start up to that late."""
+    keys: dict[str, dict[int, str]] = {}  # stream -> level -> its workload's key
+    owners: dict[str, tuple[str, int]] = {}  # key -> the stream and level it is measured on
     for stream_id, policy in policies.items():
         if policy.publish_delay_seconds is not None:
             continue
-        if processes.startup_seconds(stream_id) is None:  # the process's start-up, on a ping
-            processes.process(stream_id).submit(int).result()
         by_size = {largest_input(policy, level): level for level in range(policy.top_level + 1)}
-        measuring[stream_id] = {
-            level: processes.process(stream_id).submit(slot_seconds, slot_workload(policy, level))
-            for level in by_size.values()
-        }
+        keys[stream_id] = {}
+        for level in by_size.values():
+            # What the node's load and shipping cost depends on, besides the fits' workload.
+            path = (policy.privacy_unit, policy.user_contribution_bound, policy.window_kind)
+            key = workload_key((slot_workload(policy, level), path))  # built again to be timed
+            keys[stream_id][level] = key
+            owners.setdefault(key, (stream_id, level))
+    if not keys:
+        return dict(policies)
+    # A learner process's start-up: the first stream's, spawned alone (the others spawn later).
+    startup_key = workload_key("learner process start-up")
+    respawn = cache.get(startup_key) if cache is not None else None
+    if respawn is None:
+        first = next(iter(keys))
+        if processes.startup_seconds(first) is None:
+            processes.process(first).submit(int).result()
+        respawn = processes.startup_seconds(first) or 0.0
+        if cache is not None:
+            cache.put(startup_key, respawn)
+    seconds: dict[str, float] = {}
+    cached = 0
+    for key, (stream_id, level) in owners.items():
+        known = cache.get(key) if cache is not None else None
+        if known is not None:
+            seconds[key], cached = known, cached + 1
+            continue
+        policy = policies[stream_id]
+        fits = processes.process(stream_id).submit(slot_seconds, slot_workload(policy, level)).result()
+        seconds[key] = fits + load_seconds(policy, level) + ship_seconds(processes, policy, level)
+        if cache is not None:
+            cache.put(key, seconds[key])
+    log.info(
+        "publication slots: %d distinct workloads for %d streams, %d measured alone, %d remembered (%s)",
+        len(owners),
+        len(keys),
+        len(owners) - cached,
+        cached,
+        cache.path if cache is not None else "no cache",
+    )
+    # a new spare has one slot to start (a slot this long or more, whatever its work)
+    ready = math.ceil(round((SLOT_MARGIN_SECONDS + respawn) * 10, 6)) / 10
     derived = dict(policies)
-    for stream_id, futures in measuring.items():
+    for stream_id, levels in keys.items():
         policy = policies[stream_id]
         timer = timer_seconds if policy.window_kind == "time" else 0.0
-        measured = {
-            level: future.result() + load_seconds(policy, level) + ship_seconds(processes, policy, level)
-            for level, future in futures.items()
-        }
-        respawn = processes.startup_seconds(stream_id) or 0.0
-        # a new spare has one slot to start (a slot this long or more, whatever its work)
-        ready = math.ceil(round((SLOT_MARGIN_SECONDS + respawn) * 10, 6)) / 10
+        measured = {level: seconds[key] for level, key in levels.items()}
         slots = tuple(
             max(slot_advice(measured[min(m for m in measured if m >= level)], timer), ready)
             for level in range(policy.top_level + 1)

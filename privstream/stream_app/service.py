@@ -43,6 +43,7 @@ from privstream.stream_app.metrics import ServiceMetrics
 from privstream.stream_app.publication import derive_slots, slots_fall_behind
 from privstream.stream_app.settings import FAUST_ENV_PREFIX, ReleaseConfig, Settings, StreamConfig
 from privstream.stream_app.signing import Signer, deployment_keys, worker_signer
+from privstream.stream_app.slot_cache import CACHE_FILE, SlotCache
 from privstream.stream_app.store import factory
 from privstream.stream_app.store.factory import Ledger, StateStore
 from privstream.stream_app.store.identity import keep_up, open_for_worker
@@ -454,6 +455,7 @@ def release_agent(
     metrics: ServiceMetrics,
     processes: LearnerProcesses,
     partition_of: Callable[[str], int],
+    slot_cache: SlotCache | None = None,
 ) -> ReleaseAgent:
     """The release agent of the worker's releasing streams, its slots derived on this machine
     (a learner process per stream, off the GIL the ingest loop needs; a fit still running at its
@@ -461,7 +463,7 @@ def release_agent(
     for sid in policies:
         metrics.budget(sid, ledger.spent(sid).epsilon, ledger.remaining(sid).epsilon)
         metrics.lifetime(sid, ledger.spent(sid).epsilon, ledger.lifetime(sid).budget.epsilon)
-    policies = derive_slots(policies, processes, time_window_tick(policies))
+    policies = derive_slots(policies, processes, time_window_tick(policies), slot_cache)
     for p in policies.values():
         if p.publish_delay_seconds is None:
             raise RuntimeError(f"stream {p.stream_id}: no publication slot was derived")
@@ -575,9 +577,15 @@ def build_service(settings: Settings) -> Service:
     if policies:
         if ledger is None or leases is None:
             raise RuntimeError("releasing streams need the ledger and the partition leases")
-        processes = LearnerProcesses(policies).start()
+        processes = LearnerProcesses(policies)
         publish = fenced_publisher(publisher(ingest, settings, signer), leases, source_partitions)
-        releases = release_agent(policies, store, ledger, publish, metrics, processes, key_partition)
+        slot_cache = SlotCache(settings.data_dir / CACHE_FILE)
+        releases = release_agent(
+            policies, store, ledger, publish, metrics, processes, key_partition, slot_cache
+        )
+        # The other streams' children spawn once the slots are timed: their imports would load
+        # the measurement.
+        processes.start()
         pipeline.releases = releases
 
     async def on_assigned(partitions: set[int]) -> None:

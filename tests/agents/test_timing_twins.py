@@ -84,3 +84,42 @@ async def test_a_count_window_closes_at_its_last_records_timestamp_not_after_the
     (first,) = [m for m in runs[0].messages if m["key"] == "a"]
     deadline = first["release"]["certificate"]["publication"]["scheduled_at"]
     assert first["timestamp"] == datetime.fromisoformat(deadline).timestamp() == T0 + 5 + TWIN_SLOT_SECONDS
+
+
+async def test_a_refusal_reaches_the_public_pages_at_its_deadline_not_when_the_previous_fit_ends():
+    """Top level 1, a ledger budget that covers level 0 only: node (1, 0) is refused. Its
+    reservation waits for window 1's fit, slow in n (4 s on 200 examples, within the slot, vs
+    none on one): the budget page shows the refusal at the node's deadline in both twins."""
+    from privstream.learning.hypothesis_classes import parse_class_spec
+    from privstream.learning.private_learners import make_learner
+    from privstream.stream_app.service import release_policy
+    from tests.agents.twins import SlowInN
+
+    window = {
+        "kind": "time",
+        "seconds": 60.0,
+        "allowed_lateness_seconds": 10.0,
+        "publish_delay_seconds": 10.0,
+    }
+    stream = capped_time_stream(top_level=1, max_node_examples=1000, window=window)
+    level0 = release_policy(stream, parse_class_spec(stream.hypothesis_class)).products[0].cost(0)[0]
+
+    def steps(n: int) -> list[Step]:
+        return [
+            Step(T0 + 5, [example(100, at=T0 + 5)]),
+            Step(T0 + 65, [example(i % 1024, at=T0 + 61 + i / (10 * n)) for i in range(n)]),
+            Step(T0 + 185),
+        ]
+
+    runs = []
+    for n in (1, 200):
+        twin = TwinRun(stream, budget=(level0, 0.0), learner=SlowInN(make_learner("generic"), 0.02))
+        runs.append(await twin.run(steps(n)))
+    assert_twins(*runs)
+    shown = [(moment, page["refusals"]) for moment, page in runs[1].first_shown("budget/s")]
+    refused_at = min(moment for moment, refusals in shown if refusals)
+    deadlines = [
+        datetime.fromisoformat(m["release"]["certificate"]["publication"]["scheduled_at"])
+        for m in runs[1].messages
+    ]
+    assert refused_at > max(d.timestamp() for d in deadlines)  # after window 1's deadline, at its own

@@ -61,6 +61,8 @@ RUNS: dict[tuple[str, str | None], Runs] = {
     ("halfspaces", None): Runs(4000, 2, min_lower_bound=0.2, estimate=(0.6, 1.2)),  # exact loss: 0.895
     ("halfspaces", "epsilon_doubled"): Runs(6000, 2),  # exact loss on the pair ≈ 1.92
     ("halfspaces", "no_noise"): Runs(100, 2),
+    # one-vs-rest: 3ε in all on the pair (exact loss 1.79, tests/learning/private_learners): 24,000 runs
+    ("one-vs-rest", "budget_not_split"): Runs(24_000, 2, slow=True),
     ("halfspaces-fitted", None): Runs(2000, 1),
     ("halfspaces-fitted", "selection_argmax"): Runs(300, 2),
     ("halfspaces-fitted", "direction_exact"): Runs(300, 2),

@@ -1,5 +1,6 @@
-"""A live twin run: two real workers on time windows, one stream with no example and the same stream
-with 20,000 examples for a learner that is slow in n.
+"""Live twin runs: two real workers on time windows, one stream with no example and the same stream
+with 20,000 examples for a learner that is slow in n; and an integer-class stream capped at 2,000
+examples per node, given 2,000 examples in one run and 300,000 in the other.
 
 Each worker runs on the wall clock with 2-second windows (level 0 only: the tree's nodes are
 aligned to absolute window indexes, so two streams registered at different phases have different
@@ -74,7 +75,7 @@ def public_view(record, first_window: int, ledger_id: str) -> dict:
     window, the record's timestamp beside it (relative too), and the ledger named relative to the
     run (each run is a deployment: its ledger has its own id)."""
     release = json.loads(record.value)
-    release.pop("hypothesis")
+    release.pop("hypothesis", None)
     certificate = release["certificate"]
     certificate.pop("dp_outputs")
     start = first_window * SECONDS
@@ -96,22 +97,37 @@ def public_view(record, first_window: int, ledger_id: str) -> dict:
     return {"release": release, "timestamp": record.timestamp / 1000 - start}
 
 
-def one_run(unique_settings, tmp_path, examples: int) -> list[tuple[float, dict]]:
+def vector_stream() -> StreamConfig:
+    return StreamConfig(
+        name="s",
+        features=2,
+        feature_bounds=[[0.0, 1.0], [0.0, 1.0]],
+        release=ReleaseConfig(
+            learner="halfspaces",
+            window=WindowConfig(kind="time", seconds=SECONDS, publish_delay_seconds=SLOT),
+            epsilon_budget=1.0,
+            expected_size=5000,
+        ),
+    )
+
+
+def vector_batches(examples: int) -> list[dict]:
+    return [
+        {
+            "stream_id": "s",
+            "xs": [[(0.37 * i) % 1, (0.61 * i) % 1] for i in range(k, k + 1000)],
+            "ys": [1] * 1000,
+        }
+        for k in range(0, examples, 1000)
+    ]
+
+
+def one_run(
+    unique_settings, tmp_path, examples: int, stream=vector_stream, batches=vector_batches
+) -> list[tuple[float, dict]]:
     settings = unique_settings.model_copy(
         update={
-            "streams": [
-                StreamConfig(
-                    name="s",
-                    features=2,
-                    feature_bounds=[[0.0, 1.0], [0.0, 1.0]],
-                    release=ReleaseConfig(
-                        learner="halfspaces",
-                        window=WindowConfig(kind="time", seconds=SECONDS, publish_delay_seconds=SLOT),
-                        epsilon_budget=1.0,
-                        expected_size=5000,
-                    ),
-                )
-            ],
+            "streams": [stream()],
             "ledger_create_if_missing": True,
             "data_dir": tmp_path / f"run-{examples}",
         }
@@ -125,15 +141,7 @@ def one_run(unique_settings, tmp_path, examples: int) -> list[tuple[float, dict]
         # Once the worker publishes (the windows that closed while it started went out late, as
         # their deadlines passed before it could), the examples arrive.
         wait_until(lambda: arrivals.records, 120, what="the worker's first release")
-        batches = [
-            {
-                "stream_id": "s",
-                "xs": [[(0.37 * i) % 1, (0.61 * i) % 1] for i in range(k, k + 1000)],
-                "ys": [1] * 1000,
-            }
-            for k in range(0, examples, 1000)
-        ]
-        run(produce_json(settings, settings.topic("examples"), [("s", b) for b in batches]))
+        run(produce_json(settings, settings.topic("examples"), [("s", b) for b in batches(examples)]))
         ledger = SqliteLedger.open(settings.resolved_ledger_path)
         wait_until(lambda: len(arrivals.records) >= RELEASES, 120, what="a few windows released")
     finally:
@@ -158,6 +166,49 @@ def test_live_workers_publish_the_same_records_at_the_same_times_whatever_a_slow
         update={"app_id": unique_settings.app_id + "-b", "topic_prefix": unique_settings.topic_prefix + "b."}
     )
     with_data = one_run(other, tmp_path, examples=20_000)
+    assert_live_twins(without, with_data)
+
+
+def integer_stream() -> StreamConfig:
+    return StreamConfig(
+        name="s",
+        hypothesis_class="thresholds:65536",
+        release=ReleaseConfig(
+            learner="generic",
+            window=WindowConfig(kind="time", seconds=SECONDS, publish_delay_seconds=SLOT),
+            epsilon_budget=1.0,
+            expected_size=1000,
+            max_node_examples=2000,
+        ),
+    )
+
+
+def integer_batches(examples: int) -> list[dict]:
+    return [
+        {
+            "stream_id": "s",
+            "xs": [(7919 * i) % 65536 for i in range(k, k + min(1000, examples - k))],
+            "ys": [int((7919 * i) % 65536 >= 30000) for i in range(k, k + min(1000, examples - k))],
+        }
+        for k in range(0, examples, 1000)
+    ]
+
+
+@pytest.mark.slow
+def test_live_time_windows_of_2000_and_300000_examples_publish_alike_at_their_deadlines(
+    unique_settings, tmp_path
+):
+    """The cap at ingest, live: a capped integer-class time window keeps a bottom-k sample as its
+    examples arrive, so 300,000 examples (150 times the cap) cost its close what 2,000 do."""
+    small = one_run(unique_settings, tmp_path, 2000, integer_stream, integer_batches)
+    other = unique_settings.model_copy(
+        update={"app_id": unique_settings.app_id + "-b", "topic_prefix": unique_settings.topic_prefix + "b."}
+    )
+    large = one_run(other, tmp_path, 300_000, integer_stream, integer_batches)
+    assert_live_twins(small, large)
+
+
+def assert_live_twins(without, with_data) -> None:
     views = [[view for _, view in runs] for runs in (without, with_data)]
     assert [v["release"]["certificate"]["window"]["window_id"] for v in views[0]] == [
         f"t2-L0-{i}" for i in range(RELEASES)

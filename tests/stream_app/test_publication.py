@@ -110,3 +110,88 @@ def test_the_slot_covers_loading_and_shipping_the_node_measured_on_public_rows(m
     finally:
         processes.shutdown()
     assert min(slots["b"].level_slots) >= slot_advice(2.0)
+
+
+class _Recording:
+    """A stand-in for the learner processes: each call runs in a thread of its own, and the most
+    measurements in flight at once are recorded."""
+
+    def __init__(self):
+        import threading
+
+        self.lock = threading.Lock()
+        self.in_flight = self.most_in_flight = 0
+        self.measured: list[str] = []
+
+    def startup_seconds(self, stream_id):
+        return 0.5
+
+    def process(self, stream_id):
+        recording = self
+
+        class Process:
+            def submit(self, fn, *args):
+                from concurrent.futures import Future
+                from threading import Thread
+
+                future = Future()
+                timing = getattr(fn, "__name__", "") == "slot_seconds"
+
+                def run():
+                    with recording.lock:
+                        if timing:
+                            recording.in_flight += 1
+                            recording.most_in_flight = max(recording.most_in_flight, recording.in_flight)
+                            recording.measured.append(stream_id)
+                    result = 0.25 if timing else fn(*args)
+                    with recording.lock:
+                        recording.in_flight -= timing
+                    future.set_result(result)
+
+                Thread(target=run).start()
+                return future
+
+        return Process()
+
+
+def test_streams_configured_alike_share_one_measurement_and_distinct_ones_are_timed_one_at_a_time(
+    tmp_path, monkeypatch
+):
+    """However many streams start together, each distinct workload is timed once, alone: 24 streams
+    of two configurations get two measurements, never two at once, and the slots of the 24 are the
+    slots of a worker with one stream of each configuration."""
+    from privstream.stream_app import publication
+    from privstream.stream_app.slot_cache import SlotCache
+
+    # the node's load and shipping as fixed figures too: the slots compared below are then exact
+    monkeypatch.setattr(publication, "load_seconds", lambda policy, level: 0.125)
+    monkeypatch.setattr(publication, "ship_seconds", lambda processes, policy, level: 0.0625)
+    window = {"kind": "count", "size": 100}
+    alike = {f"s{i}": policy_of(stream(f"s{i}", window=window)) for i in range(12)}
+    other = {f"t{i}": policy_of(stream(f"t{i}", window=window, max_node_examples=50)) for i in range(12)}
+    many = _Recording()
+    slots = derive_slots({**alike, **other}, many, timer_seconds=0.0)
+    assert len(many.measured) == 2 and many.most_in_flight == 1
+    assert len({slots[s].level_slots for s in alike}) == 1 and len({slots[t].level_slots for t in other}) == 1
+    # the same measurement on its own gives the same slot (the stand-in's timings are fixed)
+    alone = derive_slots({"s0": alike["s0"]}, _Recording(), timer_seconds=0.0)
+    assert alone["s0"].level_slots == slots["s5"].level_slots
+    # remembered: a restart measures nothing and derives the same slots
+    cache = SlotCache(tmp_path / "slots.json")
+    first = derive_slots({**alike, **other}, _Recording(), timer_seconds=0.0, cache=cache)
+    again = _Recording()
+    restarted = derive_slots({**alike, **other}, again, timer_seconds=0.0, cache=SlotCache(cache.path))
+    assert again.measured == [] and restarted == first
+
+
+def test_a_remembered_measurement_is_keyed_by_the_workload_not_the_stream_name(tmp_path):
+    from privstream.stream_app.slot_cache import SlotCache, workload_key
+
+    a = policy_of(stream("a", window={"kind": "count", "size": 100}))
+    renamed = policy_of(stream("renamed", window={"kind": "count", "size": 100}))
+    bigger = policy_of(stream("a", window={"kind": "count", "size": 200}))
+    assert workload_key(slot_workload(a, 0)) == workload_key(slot_workload(renamed, 0))
+    assert workload_key(slot_workload(a, 0)) != workload_key(slot_workload(bigger, 0))
+    broken = tmp_path / "slots.json"
+    broken.write_text("{not json")
+    assert SlotCache(broken).get(workload_key(slot_workload(a, 0))) is None  # unreadable: measured again

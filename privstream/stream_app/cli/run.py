@@ -188,6 +188,32 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     faults.add_argument("--json", action="store_true", help="print the result as one JSON line")
     faults.set_defaults(handler=run_bench_faults)
 
+    scale = bench_kinds.add_parser(
+        "scale",
+        help="one stream's rate with private releases on next to online only, in one run: the ratio, "
+        "RSS over time, the backlog, releases published by their deadlines",
+    )
+    add_config_option(scale)
+    scale.add_argument("--examples", type=int, default=200_000, help="examples per phase (200000)")
+    scale.add_argument(
+        "--full", action="store_true", help="the full-size run: 1,000,000 examples (overrides --examples)"
+    )
+    scale.add_argument("--features", type=int, default=16, help="features per example (16)")
+    scale.add_argument("--window", type=int, default=50_000, help="count window size (50000)")
+    scale.add_argument("--top-level", type=int, default=2, help="the release tree's top level (2)")
+    scale.add_argument(
+        "--online-learner", default="auto", help="the stream's online learner (auto; e.g. perceptron)"
+    )
+    scale.add_argument("--producers", type=int, default=2, help="producer processes (2)")
+    scale.add_argument(
+        "--release-timeout",
+        type=float,
+        default=600.0,
+        help="seconds to wait, after the last example, for the releases still due (600)",
+    )
+    scale.add_argument("--json", action="store_true", help="print the result as one JSON line")
+    scale.set_defaults(handler=run_bench_scale)
+
     demo = subparsers.add_parser("demo", help="run everything on this machine: broker, worker, producer")
     add_config_option(demo)
     demo.add_argument("--examples", type=int, default=20_000, help="examples to send (default 20000)")
@@ -491,6 +517,33 @@ def run_bench_ingest(args: argparse.Namespace) -> int:
     else:
         for key, value in result.items():
             print(f"{key:24} {value}")
+    return 0
+
+
+def run_bench_scale(args: argparse.Namespace) -> int:
+    from privstream.stream_app.bench.scale import run_scale_benchmark
+
+    n = 1_000_000 if args.full else args.examples
+    for name in ("features", "window", "producers"):
+        if getattr(args, name) < 1:
+            raise ValueError(f"--{name} must be at least 1")
+    if n < args.window:
+        raise ValueError(f"--examples ({n}) must hold at least one window ({args.window})")
+    result = run_scale_benchmark(
+        n,
+        features=args.features,
+        window=args.window,
+        top_level=args.top_level,
+        online_learner=args.online_learner,
+        producers=args.producers,
+        settings=load_settings(args),
+        release_timeout=args.release_timeout,
+    )
+    if args.json:
+        print(json.dumps(result))
+    else:
+        for key, value in result.items():
+            print(f"{key:16} {value}")
     return 0
 
 

@@ -236,8 +236,16 @@ class SqlLedger(LedgerGovernance):
         refused = self._refusals(cur, stream_id)
         return state.figures({None if level < 0 else int(level): int(n) for level, n in levels}, refused)
 
-    def _refusals(self, cur: Cursor, stream_id: str) -> int:
-        row = cur.execute(self._q("SELECT count(*) FROM {refusals} WHERE stream_id = ?"), (stream_id,))
+    def _refusals(self, cur: Cursor, stream_id: str, visible_at: float | None = None) -> int:
+        """The stream's refusals (``visible_at``: only those whose deadline has come by then)."""
+        if visible_at is None:
+            row = cur.execute(self._q("SELECT count(*) FROM {refusals} WHERE stream_id = ?"), (stream_id,))
+        else:
+            statement = self._q(
+                "SELECT count(*) FROM {refusals} WHERE stream_id = ? AND "
+                "(scheduled_at IS NULL OR scheduled_at <= ?)"
+            )
+            row = cur.execute(statement, (stream_id, visible_at))
         return int(row.fetchone()[0])
 
     def _store_spend(self, cur: Cursor, stream_id: str, spent: StreamBudget, state: LifetimeState) -> None:
@@ -249,12 +257,15 @@ class SqlLedger(LedgerGovernance):
             (*spent.spend_text, *state.columns, stream_id),
         )
 
-    def _refuse(self, cur: Cursor, request: ChargeRequest, node: NodeRange | None) -> None:
-        """Record a refusal (in the transaction that is then committed, before the error is raised)."""
+    def _refuse(
+        self, cur: Cursor, request: ChargeRequest, node: NodeRange | None, scheduled: float | None = None
+    ) -> None:
+        """Record a refusal (in the transaction that is then committed, before the error is raised),
+        with the refused release's deadline (``scheduled``): the public read side counts it from then."""
         cur.execute(
             self._q(
                 "INSERT INTO {refusals} (stream_id, window_id, mechanism, epsilon, delta, refused_at, "
-                "level, first_window, last_window) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                "level, first_window, last_window, scheduled_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
             ),
             (
                 *request.key,
@@ -262,6 +273,7 @@ class SqlLedger(LedgerGovernance):
                 str(request.delta),
                 self._now(),
                 *((None, None, None) if node is None else (node.level, node.first_window, node.last_window)),
+                scheduled,
             ),
         )
 
@@ -321,16 +333,17 @@ class SqlLedger(LedgerGovernance):
             if visible_at is None:
                 return self._figures(cur, stream_id, state)
             rows = cur.execute(statement, (stream_id, visible_at)).fetchall()
-            return visible_figures(state.budget, rows, self._refusals(cur, stream_id))
+            return visible_figures(state.budget, rows, self._refusals(cur, stream_id, visible_at))
 
         return self._backend.run(read, mode="snapshot")
 
-    def refusals(self, stream_id: str) -> int:
-        """How many charges of the stream were refused for lack of budget (for a metric)."""
+    def refusals(self, stream_id: str, visible_at: float | None = None) -> int:
+        """How many charges of the stream were refused for lack of budget (for a metric);
+        ``visible_at``: only those whose release's deadline had come by then (what the public sees)."""
 
         def count(cur: Cursor) -> int:
             self._stream(cur, stream_id)
-            return self._refusals(cur, stream_id)
+            return self._refusals(cur, stream_id, visible_at)
 
         return self._backend.run(count, mode="read")
 
@@ -435,7 +448,7 @@ class SqlLedger(LedgerGovernance):
         peak = window_peak(self._overlapping(cur, stream_id, node), node.first_window, node.last_window)
         # A budget lowered below the spend stops the stream at once, fresh windows included.
         if state.exhausted or not state.allows_node(peak, eps, dlt):
-            self._refuse(cur, request, node)
+            self._refuse(cur, request, node, scheduled)
             spent_eps, spent_delta = state.spent_in(peak)
             spent = PrivacyCost(float(spent_eps), float(spent_delta))
             return BudgetExhaustedError(*request.key, request.cost, spent, state.budget)

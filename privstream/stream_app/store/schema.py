@@ -217,6 +217,12 @@ LEDGER: tuple[Step, ...] = (
         "charge from then on",
         ("ALTER TABLE {charges} ADD COLUMN scheduled_at {real}",),
     ),
+    (
+        5,
+        "each refusal's scheduled publication time (the refused release's deadline): the public read "
+        "side counts a refusal from then on",
+        ("ALTER TABLE {refusals} ADD COLUMN scheduled_at {real}",),
+    ),
 )
 
 #: The window store (:mod:`.state`). SQLite files made before versions were recorded have

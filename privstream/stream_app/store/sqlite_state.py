@@ -38,9 +38,9 @@ from privstream.stream_app.store.state import TABLES, Example, SqlStateStore
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "SqliteStateBackend", "SqliteStateStore", "StateStoreError"]
 
 _DIALECT = sqlite_dialect(TABLES)
-#: The schema (:data:`.schema.STATE`) in SQLite's spelling: a point, or a feature vector as JSON
-#: text, in one column (SQLite columns take any type); ``PRAGMA user_version`` is the last
-#: migration applied.
+#: The schema (:data:`.schema.STATE`) in SQLite's spelling: a point, or a feature vector as a BLOB
+#: of little-endian float64s, in one column (SQLite columns take any type); ``PRAGMA
+#: user_version`` is the last migration applied.
 MIGRATIONS = render(STATE, _DIALECT, point_columns="x            INTEGER NOT NULL", point_check="")
 SCHEMA_VERSION = latest(MIGRATIONS)
 
@@ -53,7 +53,7 @@ class SqliteStateBackend:
     """The SQLite side of the state store (:class:`~.state.StateBackend`): a writer and a reader."""
 
     dialect = _DIALECT
-    point_columns = "x"  # a point, or a feature vector as JSON text (SQLite columns take any type)
+    point_columns = "x"  # a point, or a feature vector as a float64 BLOB (SQLite columns take any type)
 
     def __init__(self, path: str, busy_timeout: float) -> None:
         self.location = path
@@ -84,20 +84,50 @@ class SqliteStateBackend:
         cur.executemany(
             "INSERT INTO examples (stream_id, seq, part, kafka_offset, item, x, y, user_id, time_window, "
             "priority) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [
-                (*row[:5], json.dumps(row[5]) if isinstance(row[5], list) else int(row[5]), *row[6:])
-                for row in rows
-            ],
+            [(*row[:5], point, *row[6:]) for row, point in zip(rows, _encoded(rows), strict=True)],
         )
 
     def points(self, stored: Sequence[Sequence[Any]]) -> np.ndarray:
-        if isinstance(stored[0][0], str):
-            return np.array([json.loads(x) for (x,) in stored], dtype=np.float64)
-        return np.array([x for (x,) in stored], dtype=np.int64)
+        return _decoded([x for (x,) in stored])
 
     def close(self) -> None:
         self.reader.close()
         self.writer.close()
+
+
+def _encoded(rows: Sequence[Example]) -> list[int | bytes]:
+    """The stored form of the rows' points: an integer point as itself, a feature vector as the
+    bytes of its little-endian float64s (a batch's vectors converted at once: JSON text cost
+    ~10 µs per 16-feature row on the ingest path, these bytes well under 1 µs).
+
+    >>> _encoded([("s", 0, 0, 0, 0, [1.0, 2.0], 1, None, None)])[0] == np.array([1.0, 2.0], "<f8").tobytes()
+    True
+    """
+    if not rows or not isinstance(rows[0][5], list | tuple | np.ndarray):
+        return [int(row[5]) for row in rows]
+    vectors = np.asarray([row[5] for row in rows], dtype="<f8")
+    if vectors.ndim != 2:  # rows of different lengths: each on its own
+        return [np.asarray(row[5], dtype="<f8").tobytes() for row in rows]
+    return [vector.tobytes() for vector in vectors]
+
+
+def _decoded(points: list[Any]) -> np.ndarray:
+    """The points of :func:`_encoded` as an array (a vector stored as JSON text by earlier versions
+    of the store is read too).
+
+    >>> _decoded(_encoded([("s", 0, 0, 0, 0, [0.5, 1.0], 1, None, None)]) + ["[2.0, 3.0]"]).tolist()
+    [[0.5, 1.0], [2.0, 3.0]]
+    >>> _decoded([3, 4]).tolist()
+    [3, 4]
+    """
+    if not points or isinstance(points[0], int):
+        return np.array(points, dtype=np.int64)
+    if all(type(p) is bytes for p in points):
+        return np.frombuffer(b"".join(points), dtype="<f8").reshape(len(points), -1).astype(np.float64)
+    return np.array(
+        [np.frombuffer(p, dtype="<f8") if isinstance(p, bytes) else json.loads(p) for p in points],
+        dtype=np.float64,
+    )
 
 
 class SqliteStateStore(SqlStateStore):

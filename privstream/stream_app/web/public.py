@@ -71,7 +71,7 @@ class LedgerReader(Protocol):
 
     def entries(self, stream_id: str, visible_at: float | None = None) -> list[Charge]: ...
 
-    def refusals(self, stream_id: str) -> int: ...
+    def refusals(self, stream_id: str, visible_at: float | None = None) -> int: ...
 
     def lookup(self, stream_id: str, window_id: str, mechanism: str) -> Charge | None: ...
 
@@ -138,7 +138,7 @@ class PublicLedger:
             self.ledger.lifetime(stream_id, visible_at=now).spent_per_example,
             dict(sorted(per_level.items())),
             sanitized,
-            self.ledger.refusals(stream_id),
+            self.ledger.refusals(stream_id, visible_at=now),  # a refusal is public at its deadline
         )
 
     def releases(self, stream_id: str, limit: int, before: str | None = None) -> list[Charge]:

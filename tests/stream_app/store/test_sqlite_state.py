@@ -84,3 +84,23 @@ def test_appends_do_not_wait_for_a_window_being_read(tmp_path):
     writer.join()
     assert store.count_window("a", 0, 2).xs.tolist() == [7, 8]  # the reader sees the committed append
     store.close()
+
+
+def test_vectors_are_stored_as_float64_bytes_and_rows_of_json_text_still_read(tmp_path):
+    """A feature vector is kept as the bytes of its float64s (cheap on the ingest path); rows an
+    earlier version stored as JSON text, in the same window, are read alongside, exactly."""
+    path = tmp_path / "state.sqlite3"
+    store = SqliteStateStore(path)
+    vectors = [[0.1, -2.5, 1e-300], [3.0, 0.0, -0.0]]
+    store.append_many("s", 0, [(i, x, 1, None, None) for i, x in enumerate(vectors)])
+    with sqlite3.connect(path) as raw:
+        kinds = [type(x) for (x,) in raw.execute("SELECT x FROM examples ORDER BY seq")]
+        raw.execute(
+            "INSERT INTO examples (stream_id, seq, part, kafka_offset, item, x, y, user_id, time_window) "
+            "VALUES ('s', 2, 0, 2, 0, '[7.5, 8.0, 9.25]', 0, NULL, NULL)"
+        )
+    raw.close()
+    assert kinds == [bytes, bytes]
+    window = store.count_window("s", 0, 3)
+    assert window.xs.dtype == float and window.xs.tolist() == [*vectors, [7.5, 8.0, 9.25]]
+    store.close()

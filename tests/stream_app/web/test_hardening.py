@@ -69,8 +69,8 @@ class WatchedLedger:
     def lookup(self, stream_id: str, window_id: str, mechanism: str):
         return self.ledger.lookup(stream_id, window_id, mechanism)
 
-    def refusals(self, stream_id: str) -> int:
-        return self.ledger.refusals(stream_id)
+    def refusals(self, stream_id: str, visible_at: float | None = None) -> int:
+        return self.ledger.refusals(stream_id, visible_at)
 
     def latest_published(
         self,

@@ -43,7 +43,7 @@ class TreeLedger:
             counts[(entry.mechanism, entry.level)] = counts.get((entry.mechanism, entry.level), 0) + 1
         return counts
 
-    def refusals(self, stream_id: str) -> int:
+    def refusals(self, stream_id: str, visible_at: float | None = None) -> int:
         return self._refusals
 
 
