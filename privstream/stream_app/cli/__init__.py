@@ -15,6 +15,8 @@ import sys
 from collections.abc import Sequence
 
 from privstream import __version__
+from privstream.learning.errors import InvariantError
+from privstream.learning.guarantees import GuaranteeError
 from privstream.stream_app.cli.common import UserError
 from privstream.stream_app.startup import StartupError
 
@@ -59,6 +61,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"privstream {args.command}: error: {str(exc) or type(exc).__name__}", file=sys.stderr)
         return 2
+    except (GuaranteeError, InvariantError) as exc:
+        # Not the user's mistake: an algorithm that spent more than it was charged (nothing is
+        # printed or published) or a broken invariant. One line and exit 1, as for any failure
+        # that is not a usage error; PRIVSTREAM_DEBUG=1 shows the traceback.
+        if os.environ.get("PRIVSTREAM_DEBUG"):
+            raise
+        kind = "refused" if isinstance(exc, GuaranteeError) else "internal error"
+        print(f"privstream {args.command}: {kind}: {str(exc) or type(exc).__name__}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover
