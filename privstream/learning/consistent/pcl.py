@@ -79,13 +79,14 @@ import binascii
 import math
 from collections.abc import Iterable, Mapping
 from fractions import Fraction
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from privstream.learning.consistent.grid import CubeGrid, cells_per_axis
 from privstream.learning.consistent.prf import CellStream, coin_bits, coin_table, new_key
 from privstream.learning.errors import HypothesisFormatError, LearningInputError
+from privstream.learning.parameters import Range
 from privstream.learning.private_learners.base import check_expected_size, neighbouring_relation
 from privstream.learning.private_learners.vector_base import (
     VectorLearnerResult,
@@ -335,6 +336,10 @@ class BayesConsistentLearner:
     """
 
     name = "bayes-consistent"
+    parameter_ranges: ClassVar[dict[str, Range]] = {
+        "max_cells": Range(low=1, integer=True),
+        "cells_per_axis": Range(low=1, integer=True, optional=True),
+    }
 
     def __init__(
         self,

@@ -60,7 +60,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -68,6 +68,7 @@ from privstream.learning.consistent.density import HistogramDensity, pcde_fit
 from privstream.learning.consistent.grid import cells_per_axis as grid_cells_per_axis
 from privstream.learning.errors import HypothesisFormatError, InvariantError, LearningInputError
 from privstream.learning.mechanisms import ExponentialMechanism
+from privstream.learning.parameters import Range
 from privstream.learning.private_learners.base import (
     check_accuracy_parameter,
     check_expected_size,
@@ -287,6 +288,13 @@ class SemiSupervisedLearner:
     """PCSSL behind the :class:`~privstream.learning.private_learners.vector_base.VectorLearner` interface."""
 
     name = "semi-supervised"
+    parameter_ranges: ClassVar[dict[str, Range]] = {
+        "alpha": Range(0, 1, low_open=True, high_open=True),
+        "beta": Range(0, 1, low_open=True, high_open=True),
+        "n_semi": Range(low=1, integer=True, optional=True),
+        "density_share": Range(0, 1, low_open=True, high_open=True),
+        "cells_per_axis": Range(low=1, integer=True, optional=True),
+    }
 
     def __init__(
         self,
