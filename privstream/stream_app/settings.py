@@ -239,6 +239,10 @@ class ReleaseConfig(BaseModel):
         sanitizer = info.data.get("sanitizer")
         if isinstance(sanitizer, str):
             check_registered("sanitizer", sanitizer, params)
+        elif params and "sanitizer" in info.data:  # no sanitizer (not a refused one): they would be ignored
+            raise ValueError(
+                "sanitizer_params without a sanitizer: set sanitizer, or remove sanitizer_params"
+            )
         return params
 
     @model_validator(mode="after")

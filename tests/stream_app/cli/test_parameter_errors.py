@@ -53,6 +53,11 @@ CASES = {
         "streams[0].release.sanitizer_params",
         "unknown parameter 'round' of sanitizer 'mwem'; did you mean 'rounds'?",
     ),
+    "sanitizer parameters without a sanitizer": (
+        CLASS_STREAM + "sanitizer_params = { fanout = 4 }\n",
+        "streams[0].release.sanitizer_params",
+        "sanitizer_params without a sanitizer: set sanitizer, or remove sanitizer_params",
+    ),
     "a noise source switched off": (
         CLASS_STREAM + 'sanitizer = "hierarchical"\nsanitizer_params = { noisy_counts = false }\n',
         "streams[0].release.sanitizer_params",
