@@ -7,7 +7,7 @@ it. This table is the mapping from concern to metric: when a metric changes, cha
 regenerate. ``tests/deploy`` checks that the JSON file is this script's output, and
 ``tests/ops/test_live_prometheus.py`` runs every target against a real Prometheus scraping a live
 worker and names the panels that return no data. Names with colons are recording rules
-(``deploy/prometheus/rules.yml``). Labels are bounded: stream, reason, learner, instance,
+(``deploy/prometheus/rules.yml``). Labels are bounded: stream, reason, learner, instance, feature,
 partition, store, operation, version, level (the release tree's, 0..20) (never one value per
 example, user or window).
 """
@@ -221,11 +221,17 @@ ROWS = [
                         f"max by (stream) (privstream_online_margin_bound{{{STREAM}}})",
                         "bound (R/γ)² {{stream}}",
                     ),
+                    (
+                        f"sum by (stream) (privstream_feature_values_clipped_total{{{STREAM}}})",
+                        "values clipped to the bounds {{stream}}",
+                    ),
                 ],
                 "The online learner's mistakes (predictions made before the label). On a stream separable "
                 "with the configured margin γ the Perceptron makes at most (R/γ)² mistakes, R = sqrt(d+1) on "
                 "the features scaled to [-1, 1] by their public bounds; more proves that no halfspace has "
-                "margin γ on the stream. The averaged Perceptron's test counts its inner Perceptron's.",
+                "margin γ on the stream. The averaged Perceptron's test counts its inner Perceptron's. "
+                "Values outside a feature's public bounds are clipped to them: many clipped values mean "
+                "the bounds are too narrow for the data.",
                 width=24,
             ),
         ],
@@ -252,11 +258,17 @@ ROWS = [
                         "failed {{stream}}",
                     ),
                     (
+                        "sum by (stream) "
+                        f"(increase(privstream_release_guarantee_refusals_total{{{STREAM}}}[$__range]))",
+                        "refused (algorithm above its charge) {{stream}}",
+                    ),
+                    (
                         f"sum by (stream) (increase(privstream_late_examples_total{{{STREAM}}}[$__range]))",
                         "late examples {{stream}}",
                     ),
                 ],
                 "Windows released, refused for lack of budget, or failed (retried after a restart); "
+                "releases refused because the algorithm's guarantee exceeded what the ledger charged; "
                 "examples that came after their time window was released.",
                 kind="stat",
                 width=8,

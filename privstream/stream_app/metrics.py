@@ -30,6 +30,7 @@ class ServiceMetrics:
         registry: CollectorRegistry | None = None,
         release_streams: dict[str, tuple[float, list[str]]] | None = None,
         vector_stream_ids: list[str] | None = None,
+        vector_features: dict[str, list[str]] | None = None,
     ):
         self.registry = registry or CollectorRegistry(auto_describe=True)
         r = self.registry
@@ -298,6 +299,9 @@ class ServiceMetrics:
         for stream in vector_stream_ids or []:
             self.examples_learned.labels(stream=stream)
             self.online_mistakes.labels(stream=stream)
+        for stream, features in (vector_features or {}).items():  # d is public: bounded labels
+            for feature in features:
+                self.values_clipped.labels(stream=stream, feature=feature)
             self.stream_realizable.labels(stream=stream).set(1)
 
     # --- IngestMetrics ---------------------------------------------------------------------

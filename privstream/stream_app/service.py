@@ -538,6 +538,7 @@ def build_service(settings: Settings) -> Service:
     metrics = ServiceMetrics(
         list(streams),
         vector_stream_ids=list(vector_streams),
+        vector_features={sid: list(v.feature_names()) for sid, v in vector_streams.items()},
         release_streams={
             sid: (ledger.remaining(sid).epsilon if ledger else 0.0, [pr.name for pr in p.products])
             for sid, p in policies.items()

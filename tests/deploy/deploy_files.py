@@ -47,6 +47,7 @@ BOUNDED_LABELS = {
     "store": "ledger or state",
     "operation": "methods of the storage ports",
     "version": "privstream versions running",
+    "feature": "configured features of a vector stream (d, public)",
     "le": "histogram buckets",
 }
 

@@ -304,7 +304,7 @@ def test_a_flood_of_invalid_messages_neither_crashes_nor_stalls_the_worker(uniqu
     hostile = [("load-a", v) for _, v in hostile_messages(n, seed=4)]
     mixed = valid[:n] + [m for pair in zip(valid[n:], hostile, strict=True) for m in pair]
     run(produce_big(settings, mixed))
-    worker = start_worker(settings, tmp_path)
+    worker = start_worker(settings, tmp_path, wait_ready=False)  # its rate from the first example
     try:
         samples: list[tuple[float, int]] = []
         with MemorySampler(worker, interval=0.5) as sampler:
@@ -345,7 +345,8 @@ def test_a_flood_of_invalid_messages_neither_crashes_nor_stalls_the_worker(uniqu
     # The oversized ones: dead-lettered, cut to the limit (regression: they crashed the consumer).
     assert sum(len(record.value) == MAX_DEAD_LETTER_VALUE_BYTES for record in dead) == 2
     assert status["streams"][STREAMS[0]]["examples"] + status["streams"][STREAMS[1]]["examples"] == 2 * n
-    assert {s[2] for s in sampler.samples} == {200}  # never unhealthy
+    health = [s[2] for s in sampler.samples]  # 0 while the listener is not up yet
+    assert 200 in health and set(health[health.index(200) :]) == {200}  # never unhealthy once up
     # Loose, against a stall only: half the messages are hostile, so even at equal cost per message
     # the ratio would be ~0.5; measured 0.16-0.19 (2026-11-24, when a rejected message took
     # pydantic's full path: ~12-20 µs vs 2.6 µs for a valid one), 0.23-0.31 (2026-11-25, load ~7
