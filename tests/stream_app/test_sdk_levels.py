@@ -21,7 +21,7 @@ from privstream.learning.hypothesis_classes import threshold_hypothesis
 from privstream.schemas import Certificate, HypothesisRelease, LifetimeBound, WindowInfo
 from privstream.stream_app import sdk
 from privstream.stream_app.cli import main
-from privstream.stream_app.cli.run import describe_release
+from privstream.stream_app.cli.subscribe import describe_release
 from privstream.stream_app.sdk import Release, ReleaseSelector
 from privstream.stream_app.signing import KeySet, Signer
 

@@ -44,7 +44,7 @@ def imports_seconds() -> float:
     """Seconds a fresh interpreter takes to import what ``privstream worker`` imports."""
     code = (
         "import time; t = time.perf_counter(); "
-        "import privstream.stream_app.cli.run, privstream.stream_app.service; "
+        "import privstream.stream_app.cli.worker, privstream.stream_app.service; "
         "print(time.perf_counter() - t)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -22,7 +22,11 @@ from privstream.stream_app.startup import StartupError
 
 # Command groups, in the order ``privstream --help`` lists them.
 COMMAND_MODULES: tuple[str, ...] = (
-    "run",  # worker, broker, demo, produce, subscribe, bench
+    "worker",  # worker, broker
+    "produce",
+    "subscribe",
+    "bench",  # ingest, startup, ledger, faults, scale
+    "demo",
     "offline",  # dims, online
     "learn",  # learn, audit
     "sanitize",  # sanitize

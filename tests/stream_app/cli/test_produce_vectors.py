@@ -11,7 +11,7 @@ import pytest
 
 from privstream.agents.pipeline import RawRecord
 from privstream.stream_app.cli import build_parser, main
-from privstream.stream_app.cli.run import produce_records
+from privstream.stream_app.cli.produce import produce_records
 from privstream.stream_app.service import build_service
 from privstream.stream_app.settings import Settings
 

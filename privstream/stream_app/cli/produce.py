@@ -1,0 +1,127 @@
+"""``privstream produce``: send examples to a stream from a file or a synthetic source."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from privstream.stream_app.cli.common import add_config_option, load_settings
+
+if TYPE_CHECKING:
+    from privstream.stream_app.settings import Settings
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    produce = subparsers.add_parser("produce", help="send examples from a file or a synthetic source")
+    add_config_option(produce)
+    produce.add_argument("--stream", required=True, help="stream_id of the examples")
+    source = produce.add_mutually_exclusive_group(required=True)
+    source.add_argument(
+        "--file",
+        type=Path,
+        help="CSV with a header (x,y; or feature columns by name and y) or JSON lines ({x, y}; x a list "
+        "for feature vectors)",
+    )
+    source.add_argument("--synthetic", type=int, metavar="N", help="N examples labelled by a random target")
+    produce.add_argument(
+        "--class",
+        dest="class_spec",
+        help="hypothesis class of the synthetic target, or halfspaces:D for feature vectors",
+    )
+    produce.add_argument("--label-noise", type=float, default=0.0, help="flip each synthetic label w.p. P")
+    produce.add_argument(
+        "--margin",
+        type=float,
+        help="halfspaces:D: keep only points this far from the target hyperplane (features scaled to "
+        "[-1, 1]): a stream separable with that margin",
+    )
+    produce.add_argument("--seed", type=int, help="seed of the synthetic source")
+    produce.set_defaults(handler=run_produce)
+
+
+def run_produce(args: argparse.Namespace) -> int:
+    settings = load_settings(args)
+    if settings.kafka_bootstrap is None:
+        raise ValueError("set PRIVSTREAM_KAFKA_BOOTSTRAP (e.g. the address `privstream broker` prints)")
+
+    from privstream.stream_app.kafka.clients import ensure_topics, produce_json
+
+    records = produce_records(args, settings)
+    asyncio.run(ensure_topics(settings))
+    sent = asyncio.run(produce_json(settings, settings.topic("examples"), records))
+    print(json.dumps({"sent": sent, "topic": settings.topic("examples")}))
+    return 0
+
+
+def produce_records(args: argparse.Namespace, settings: Settings) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The ``(key, Example)`` records ``produce`` sends: from ``--file`` or ``--synthetic``, integer
+    points or feature vectors as the stream is configured (or, for a stream the settings do not
+    name, as the file or ``--class`` says)."""
+    from privstream.stream_app.sources.files import read_examples, read_vector_stream_file
+    from privstream.stream_app.sources.synthetic import (
+        synthetic_examples,
+        synthetic_vectors,
+        vector_dimension,
+    )
+
+    stream = settings.stream(args.stream)
+    if args.file is not None:
+        holds_vectors = stream.kind == "vector" if stream is not None else _holds_vectors(args.file)
+        if holds_vectors:
+            X, ys, _ = read_vector_stream_file(args.file, stream.feature_labels if stream else None)
+            if stream is not None and X.shape[1] != stream.features:
+                raise ValueError(
+                    f"{args.file}: {X.shape[1]} features, the stream {args.stream} has {stream.features}"
+                )
+            return (
+                (args.stream, {"stream_id": args.stream, "x": x, "y": int(y)})
+                for x, y in zip(X.tolist(), ys.tolist(), strict=True)
+            )
+        xs, ys = read_examples(args.file)
+        return (
+            (args.stream, {"stream_id": args.stream, "x": int(x), "y": int(y)})
+            for x, y in zip(xs, ys, strict=True)
+        )
+    spec = args.class_spec
+    if spec is None and stream is not None:
+        spec = stream.hypothesis_class or f"halfspaces:{stream.features}"
+    if not spec:
+        raise ValueError("--synthetic needs --class SPEC (a class, or halfspaces:D for feature vectors)")
+    d = vector_dimension(spec)
+    if stream is not None and (d is None) != (stream.kind == "class"):
+        takes = "integer points" if stream.kind == "class" else "feature vectors"
+        raise ValueError(f"stream {args.stream} takes {takes}, not {spec}")
+    if d is not None:
+        if stream is not None and d != stream.features:
+            raise ValueError(f"{spec}: the stream {args.stream} has {stream.features} features")
+        bounds = stream.feature_bounds if stream is not None else None
+        vectors = synthetic_vectors(d, args.synthetic, bounds, args.label_noise, args.seed, args.margin)
+        return ((args.stream, e) for e in vectors.messages(args.stream))
+    if args.margin is not None:
+        raise ValueError("--margin applies to feature vectors (--class halfspaces:D)")
+    batch = synthetic_examples(spec, args.synthetic, args.label_noise, args.seed)
+    return ((args.stream, e) for e in batch.messages(args.stream))
+
+
+def _holds_vectors(path: Path) -> bool:
+    """Whether an example file holds feature vectors: JSON lines whose first ``x`` is a list, or a CSV
+    whose header is not exactly ``x,y``."""
+    from privstream.stream_app.sources.files import ExampleFileError
+
+    try:
+        first = next(line for line in path.read_text(encoding="utf-8").splitlines() if line.strip())
+    except (OSError, UnicodeDecodeError, StopIteration):
+        return False  # the reader reports what is wrong with the file
+    if first.lstrip().startswith("{"):
+        try:
+            return isinstance(json.loads(first).get("x"), list)
+        except (json.JSONDecodeError, AttributeError):
+            return False
+    columns = {c.strip().lower() for c in first.split(",")}
+    if "y" not in columns:
+        raise ExampleFileError(f"{path}: the CSV's header must name the label column y")
+    return columns != {"x", "y"}

@@ -1,0 +1,109 @@
+"""Service commands: ``worker`` (the service) and ``broker`` (the embedded broker alone)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+import threading
+from typing import TYPE_CHECKING
+
+from privstream.stream_app.cli.common import add_config_option, load_settings
+from privstream.stream_app.logs import configure_logging
+
+if TYPE_CHECKING:
+    pass
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    worker = subparsers.add_parser(
+        "worker",
+        help="run the service (starts the embedded broker if no Kafka is configured)",
+        description="Run the service: ingest, the online learners, the private releases and the two "
+        "HTTP listeners. Settings come from the options below, PRIVSTREAM_* environment variables and "
+        "the settings file, in that order; every setting is in the configuration reference "
+        "(docs/guide/configuration.md, on the site: User guide > Configuration reference). Check a "
+        "file first, creating nothing: privstream config check FILE. For editors: privstream config "
+        "schema prints the file's JSON Schema. The first start of a deployment creates its privacy "
+        "ledger with PRIVSTREAM_LEDGER_CREATE_IF_MISSING=true (once).",
+    )
+    add_config_option(worker)
+    worker.add_argument("--public-port", type=int, help="override PRIVSTREAM_PUBLIC_PORT (public listener)")
+    worker.add_argument(
+        "--operator-port",
+        type=int,
+        help="override PRIVSTREAM_OPERATOR_PORT (operator listener: /metrics, probes)",
+    )
+    worker.set_defaults(handler=run_worker)
+
+    broker = subparsers.add_parser("broker", help="run only the embedded broker; prints its address")
+    broker.add_argument("--port", type=int, help="port on 127.0.0.1 (default: a free one)")
+    broker.set_defaults(handler=run_broker)
+
+
+def run_worker(args: argparse.Namespace) -> int:
+    import faust
+
+    from privstream.agents.ledger_port import LedgerError
+    from privstream.stream_app.embedded.broker import (
+        EmbeddedBroker,
+        on_embedded_broker,
+        runs_embedded_broker,
+        with_embedded_timings,
+    )
+    from privstream.stream_app.kafka.clients import ensure_topics
+    from privstream.stream_app.service import build_service
+    from privstream.stream_app.startup import check_before_start, ledger_startup_error
+
+    settings = load_settings(args, public_port=args.public_port, operator_port=args.operator_port)
+    configure_logging(settings.log_level, settings.log_format)
+    check_before_start(settings)  # ports and directories: one line naming the setting, before anything runs
+    broker = None
+    if settings.kafka_bootstrap is None:
+        broker = EmbeddedBroker().start()
+        settings = on_embedded_broker(settings, broker)
+        print(f"privstream worker: started the embedded broker at {broker.bootstrap}", file=sys.stderr)
+    try:
+        asyncio.run(ensure_topics(settings))
+        if broker is None and asyncio.run(runs_embedded_broker(settings)):
+            settings = with_embedded_timings(settings)  # e.g. `privstream broker`'s
+        try:
+            service = build_service(settings)
+        except LedgerError as exc:
+            raise ledger_startup_error(exc, settings) from None
+        # override_logging=False: mode would replace our handlers (and the JSON format) with its own.
+        worker = faust.Worker(
+            service.app,
+            loglevel=settings.log_level,
+            quiet=True,
+            redirect_stdouts=False,
+            override_logging=False,
+        )
+        worker.spinner = None  # its terminal codes would land in the log
+        # mode's Worker handles SIGINT/SIGTERM with a graceful stop (commit, close) and exits.
+        worker.execute_from_commandline()
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    finally:
+        if broker is not None:
+            broker.stop()
+
+
+def run_broker(args: argparse.Namespace) -> int:
+    from privstream.stream_app.embedded.broker import EmbeddedBroker
+
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    with EmbeddedBroker(port=args.port) as broker:
+        print(broker.bootstrap, flush=True)
+        print(
+            f"embedded broker (pid {broker.pid}) listening on {broker.bootstrap}; Ctrl-C stops it",
+            file=sys.stderr,
+        )
+        while not stop.wait(0.5):
+            if broker.process is None or broker.process.poll() is not None:
+                print("privstream broker: the broker process exited", file=sys.stderr)
+                return 1
+    return 0
