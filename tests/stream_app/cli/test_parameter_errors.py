@@ -63,6 +63,11 @@ CASES = {
         "streams[0].release.sanitizer_params",
         "parameter 'noisy_counts' of sanitizer 'hierarchical' exists only for the audits' broken variants",
     ),
+    "proper learner range": (
+        CLASS_STREAM + 'learner = "proper"\nlearner_params = { generic_fraction = 1.5 }\n',
+        "streams[0].release.learner_params",
+        "parameter 'generic_fraction' of learner 'proper' must be a number in (0, 1), got 1.5",
+    ),
     "vector learner typo": (
         VECTOR_STREAM.format(online="", release="learner_params = { resolutoin = 8 }"),
         "streams[0].release.learner_params",

@@ -80,7 +80,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from fractions import Fraction
-from typing import Any, TypedDict
+from typing import Any, ClassVar, TypedDict
 
 import numpy as np
 
@@ -88,6 +88,7 @@ from privstream.learning.errors import InvariantError, LearningInputError
 from privstream.learning.hypotheses import Hypothesis
 from privstream.learning.hypothesis_classes import FiniteClass, HypothesisClass
 from privstream.learning.mechanisms import ExponentialMechanism
+from privstream.learning.parameters import Range
 from privstream.learning.private_learners.base import (
     LearnerResult,
     check_fit,
@@ -451,6 +452,18 @@ class ProperLearner:
 
     name = "proper"
     mechanism = MECHANISM
+    #: As :func:`practical_parameters` and :func:`paper_parameters` check them (``path``, a string,
+    #: is checked by the constructor).
+    parameter_ranges: ClassVar[dict[str, Range]] = {
+        "blocks": Range(low=1, integer=True, optional=True),
+        "k_prime": Range(low=1, integer=True),
+        "alpha_delta": Range(0, 1, low_open=True, high_open=True, optional=True),
+        "generic_fraction": Range(0, 1, low_open=True, high_open=True),
+        "agreement": Range(0, 1, low_open=True),
+        "C": Range(low=0, low_open=True, optional=True),
+        "C0": Range(low=0, low_open=True),
+        "C_generic": Range(low=0, low_open=True),
+    }
 
     def __init__(
         self,
