@@ -9,6 +9,7 @@ from prometheus_client import CollectorRegistry
 
 from privstream.agents.online import OnlineLearners, OnlineStream, VectorStream
 from privstream.learning.soa import SOA
+from privstream.stream_app.cli.common import UserError
 from privstream.stream_app.cli.produce import example_key
 from privstream.stream_app.metrics import ServiceMetrics
 from privstream.stream_app.settings import Settings
@@ -45,7 +46,7 @@ def test_producers_key_examples_by_id_or_user():
     assert example_key("stream", "s", {"id": "e1", "user_id": "u"}) == "s"
     assert example_key("example", "s", {"id": "e1", "user_id": "u"}) == "e1"
     assert example_key("user", "s", {"id": "e1", "user_id": "u"}) == "u"
-    with pytest.raises(ValueError, match="needs a user_id"):
+    with pytest.raises(UserError, match="needs a user_id"):
         example_key("user", "s", {"id": "e1"})
 
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from privstream.stream_app.cli.common import add_config_option, load_settings
+from privstream.stream_app.cli.common import UserError, add_config_option, load_settings
 
 if TYPE_CHECKING:
     from privstream.stream_app.settings import Settings
@@ -39,7 +40,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="halfspaces:D: keep only points this far from the target hyperplane (features scaled to "
         "[-1, 1]): a stream separable with that margin",
     )
-    produce.add_argument("--seed", type=int, help="seed of the synthetic source")
+    produce.add_argument(
+        "--seed",
+        type=int,
+        help="seed of the synthetic source: its target and its points (default: a target fixed per "
+        "stream, so every run labels by the same one, and fresh points)",
+    )
     produce.set_defaults(handler=run_produce)
 
 
@@ -61,14 +67,23 @@ def produce_records(args: argparse.Namespace, settings: Settings) -> Iterator[tu
     """The ``(key, Example)`` records ``produce`` sends: from ``--file`` or ``--synthetic``, integer
     points or feature vectors as the stream is configured (or, for a stream the settings do not
     name, as the file or ``--class`` says)."""
+    import numpy as np
+
+    from privstream.learning.hypothesis_classes import parse_class_spec
     from privstream.stream_app.sources.files import read_examples, read_vector_stream_file
     from privstream.stream_app.sources.synthetic import (
+        random_normal,
+        random_target,
         synthetic_examples,
         synthetic_vectors,
         vector_dimension,
     )
 
     stream = settings.stream(args.stream)
+    if stream is None and settings.streams:  # the worker would dead-letter every one of them
+        from privstream.stream_app.suggestions import unknown_name
+
+        raise UserError(unknown_name("stream", args.stream, [s.name for s in settings.streams]))
     if args.file is not None:
         holds_vectors = stream.kind == "vector" if stream is not None else _holds_vectors(args.file)
         if holds_vectors:
@@ -82,6 +97,8 @@ def produce_records(args: argparse.Namespace, settings: Settings) -> Iterator[tu
                 for x, y in zip(X.tolist(), ys.tolist(), strict=True)
             )
         xs, ys = read_examples(args.file)
+        if stream is not None:
+            _check_domain(args.file, xs, stream.hypothesis_class or "")
         return (
             (args.stream, {"stream_id": args.stream, "x": int(x), "y": int(y)})
             for x, y in zip(xs, ys, strict=True)
@@ -95,15 +112,22 @@ def produce_records(args: argparse.Namespace, settings: Settings) -> Iterator[tu
     if stream is not None and (d is None) != (stream.kind == "class"):
         takes = "integer points" if stream.kind == "class" else "feature vectors"
         raise ValueError(f"stream {args.stream} takes {takes}, not {spec}")
+    if stream is not None and d is None and _canonical(spec) != _canonical(stream.hypothesis_class or ""):
+        raise UserError(f"--class {spec}: the stream {args.stream} is of {stream.hypothesis_class}")
+    target_seed = target_seed_of(args.stream, args.seed)
     if d is not None:
         if stream is not None and d != stream.features:
             raise ValueError(f"{spec}: the stream {args.stream} has {stream.features} features")
         bounds = stream.feature_bounds if stream is not None else None
-        vectors = synthetic_vectors(d, args.synthetic, bounds, args.label_noise, args.seed, args.margin)
+        normal = random_normal(d, np.random.default_rng(target_seed))
+        vectors = synthetic_vectors(
+            d, args.synthetic, bounds, args.label_noise, args.seed, args.margin, normal=normal
+        )
         return ((args.stream, e) for e in vectors.messages(args.stream))
     if args.margin is not None:
         raise ValueError("--margin applies to feature vectors (--class halfspaces:D)")
-    batch = synthetic_examples(spec, args.synthetic, args.label_noise, args.seed)
+    target = random_target(parse_class_spec(spec), np.random.default_rng(target_seed))
+    batch = synthetic_examples(spec, args.synthetic, args.label_noise, args.seed, target=target)
     return ((args.stream, e) for e in batch.messages(args.stream))
 
 
@@ -125,7 +149,7 @@ def example_key(partition_by: str, stream_id: str, message: dict[str, Any]) -> s
         return None if example_id is None else str(example_id)
     user = message.get("user_id")
     if user is None:
-        raise ValueError(f"stream {stream_id} is partitioned by user: every example needs a user_id")
+        raise UserError(f"stream {stream_id} is partitioned by user: every example needs a user_id")
     return str(user)
 
 
@@ -137,6 +161,38 @@ def keyed(
     partition_by = stream.partition_by if stream is not None else "stream"
     for _, message in records:
         yield example_key(partition_by, stream_id, message), message
+
+
+def target_seed_of(stream_id: str, seed: int | None) -> int:
+    """The seed of a synthetic stream's target, fixed by the stream's name and ``--seed``: runs of
+    ``produce`` without ``--seed`` all label by the same target (a second run with a new target
+    would make a realizable stream non-realizable for good). Not the seed of the points, so the
+    target is independent of them.
+
+    >>> target_seed_of("clicks", None) == target_seed_of("clicks", None) != target_seed_of("views", None)
+    True
+    >>> target_seed_of("clicks", 7) != target_seed_of("clicks", None)
+    True
+    """
+    tag = f"privstream-produce-target:{stream_id}:{'' if seed is None else seed}"
+    return int.from_bytes(hashlib.sha256(tag.encode()).digest()[:8], "big")
+
+
+def _canonical(spec: str) -> str:
+    """A class spec in one spelling (``thresholds:2^16`` is ``thresholds:65536``)."""
+    from privstream.learning.hypothesis_classes import parse_class_spec
+
+    return str(parse_class_spec(spec).spec)
+
+
+def _check_domain(path: Path, xs: Any, class_spec: str) -> None:
+    """Refuse a file whose points lie outside the stream's domain (the worker would dead-letter them)."""
+    from privstream.learning.hypothesis_classes import parse_class_spec
+
+    domain = parse_class_spec(class_spec).domain_size
+    bad = next((int(x) for x in xs if not 0 <= int(x) < domain), None)
+    if bad is not None:
+        raise UserError(f"{path}: x={bad} is outside the domain {{0, ..., {domain - 1}}} of {class_spec}")
 
 
 def _holds_vectors(path: Path) -> bool:

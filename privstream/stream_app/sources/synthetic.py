@@ -141,6 +141,19 @@ def vector_dimension(spec: str) -> int | None:
     return int(rest)
 
 
+def random_normal(d: int, rng: np.random.Generator) -> np.ndarray:
+    """A random unit normal of a halfspace on ``d`` features mapped to ``[-1, 1]`` (a constant 1
+    last), whose hyperplane passes near the centre of the box.
+
+    >>> n = random_normal(3, np.random.default_rng(0))
+    >>> n.shape, round(float(np.linalg.norm(n)), 6)
+    ((4,), 1.0)
+    """
+    normal = rng.standard_normal(d + 1)
+    normal[-1] = 0.2 * rng.standard_normal()  # the hyperplane passes near the centre
+    return np.asarray(normal / np.linalg.norm(normal))
+
+
 @dataclass(frozen=True)
 class SyntheticVectors:
     """Feature vectors labelled by a random halfspace ``⟨normal, z⟩ >= 0`` on the features mapped to
@@ -189,9 +202,7 @@ def synthetic_vectors(
         raise ValueError(f"a synthetic stream's margin must be in (0, 0.5), got {margin}")
     rng = np.random.default_rng(seed)
     if normal is None:
-        normal = rng.standard_normal(d + 1)
-        normal[-1] = 0.2 * rng.standard_normal()  # the hyperplane passes near the centre
-        normal /= np.linalg.norm(normal)
+        normal = random_normal(d, rng)
     lo, span = fmap.bounds[:, 0], fmap.bounds[:, 1] - fmap.bounds[:, 0]
     parts, have = [], 0
     while have < n:
