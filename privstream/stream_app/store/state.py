@@ -253,6 +253,7 @@ class SqlStateStore:
         append lock the stream's sequence row, so a row is either in the window's node or late:
         with several workers storing one stream's rows, none is lost or counted twice.
 
+        >>> from privstream.agents.interfaces import NodeBounds
         >>> from privstream.stream_app.store.sqlite_state import SqliteStateStore
         >>> store = SqliteStateStore(":memory:")
         >>> store.append_time_rows("s", 0, [(0, 3, 1, None, 5)])
