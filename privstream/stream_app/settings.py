@@ -38,6 +38,7 @@ from privstream.learning.private_learners.base import LEARNERS
 from privstream.learning.private_learners.vector_base import VECTOR_LEARNERS, check_bounds
 from privstream.learning.private_learners.vector_base import configuration_error as vector_configuration_error
 from privstream.learning.sanitizers.base import SANITIZERS
+from privstream.stream_app.nesting import NestingError, check_text_depth, check_value_depth
 from privstream.stream_app.suggestions import unknown_name
 
 log = logging.getLogger(__name__)
@@ -927,6 +928,8 @@ class NamedEnvSettingsSource(EnvSettingsSource):
     variable and the position (pydantic-settings' own message names neither)."""
 
     def decode_complex_value(self, field_name: str, field: FieldInfo, value: Any) -> Any:
+        if isinstance(value, str):
+            check_text_depth(value, "json", f"{ENV_PREFIX}{field_name.upper()}")
         try:
             return super().decode_complex_value(field_name, field, value)
         except json.JSONDecodeError as exc:
@@ -980,10 +983,16 @@ def load_config_file(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise FileNotFoundError(f"config file {path} does not exist")
     try:
+        if path.suffix in (".toml", ".json"):
+            text = path.read_text()
+            # Measured before parsing: both readers recurse once per level (one line, not a
+            # RecursionError, for a file of 200,000 brackets).
+            check_text_depth(text, "toml" if path.suffix == ".toml" else "json", f"config file {path}")
         if path.suffix == ".toml":
-            data = tomllib.loads(path.read_text())
+            data = tomllib.loads(text)
+            check_value_depth(data, f"config file {path}")  # dotted keys nest without brackets
         elif path.suffix == ".json":
-            data = json.loads(path.read_text())
+            data = json.loads(text)
             if not isinstance(data, dict):
                 raise ValueError("the top level must be an object")
         else:
@@ -992,7 +1001,9 @@ def load_config_file(path: Path) -> dict[str, Any]:
             # ``$schema`` names the file's JSON Schema for editors (``privstream config schema``).
             data.pop("$schema", None)
             return data
-    except (tomllib.TOMLDecodeError, json.JSONDecodeError, ValueError) as exc:
+    except NestingError:
+        raise
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError, ValueError, RecursionError) as exc:
         raise ValueError(f"config file {path} is not valid: {exc}") from exc
     raise ValueError(f"config file {path} must end in .toml or .json")
 
