@@ -23,13 +23,13 @@ import contextlib
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
 from privstream.learning.randomness import RandomSource
 
-__all__ = ["LearnerCall", "NodeFit", "prepared_input", "slot_seconds"]
+__all__ = ["LearnerCall", "NodeFit", "SlotParts", "prepared_input", "slot_parts", "slot_seconds"]
 
 
 @dataclass(frozen=True)
@@ -90,10 +90,41 @@ class NodeFit:
         return self.call(*prepared_input(self.xs, self.ys, self.order, self.cap))
 
 
-def slot_seconds(workload: Sequence[tuple[NodeFit, Sequence[NodeFit]]]) -> float:
-    """How long one node's slot needs at worst: for each product in turn, its default and its
-    slowest fit (a fit that raises counts the time it took). Measured in the stream's learner
+class SlotParts(NamedTuple):
+    """What a node's slot spends in the learner process, in seconds: the defaults, the fits'
+    preparation of their input (random order and cap) and the fits themselves."""
+
+    default: float
+    prepare: float
+    fit: float
+
+
+def slot_parts(workload: Sequence[tuple[NodeFit, Sequence[NodeFit]]]) -> SlotParts:
+    """How long one node's slot needs at worst in the learner process, part by part: for each
+    product in turn, its default and its slowest fit (preparation and fit together; a fit that
+    raises counts the time it took), summed over the products. Measured in the stream's learner
     process at start-up, on public inputs only.
+
+    >>> from privstream.learning.hypothesis_classes import parse_class_spec
+    >>> from privstream.learning.private_learners import make_learner
+    >>> call = LearnerCall(make_learner("generic"), "hypotheses", parse_class_spec("thresholds:16"),
+    ...                    options={"epsilon": 1.0, "delta": 0.0})
+    >>> fit = NodeFit(call, np.arange(16), np.zeros(16, np.uint8))
+    >>> parts = slot_parts([(fit, [fit, fit])])
+    >>> 0 < sum(parts) < 60 and all(part >= 0 for part in parts)
+    True
+    """
+    default = prepare = fit = 0.0
+    for first, fits in workload:
+        default += _seconds(first)
+        slowest = max((_prepared_and_fitted(one) for one in fits), key=sum, default=(0.0, 0.0))
+        prepare, fit = prepare + slowest[0], fit + slowest[1]
+    return SlotParts(default, prepare, fit)
+
+
+def slot_seconds(workload: Sequence[tuple[NodeFit, Sequence[NodeFit]]]) -> float:
+    """How long one node's slot needs at worst in the learner process: the sum of
+    :func:`slot_parts`.
 
     >>> from privstream.learning.hypothesis_classes import parse_class_spec
     >>> from privstream.learning.private_learners import make_learner
@@ -103,9 +134,18 @@ def slot_seconds(workload: Sequence[tuple[NodeFit, Sequence[NodeFit]]]) -> float
     >>> 0 < slot_seconds([(fit, [fit, fit])]) < 60
     True
     """
-    return sum(
-        _seconds(default) + max((_seconds(fit) for fit in fits), default=0.0) for default, fits in workload
-    )
+    return sum(slot_parts(workload))
+
+
+def _prepared_and_fitted(fit: NodeFit) -> tuple[float, float]:
+    """A fit call's preparation and its learner's run, timed apart (as :meth:`NodeFit.__call__`
+    runs them)."""
+    start = time.perf_counter()
+    xs, ys = prepared_input(fit.xs, fit.ys, fit.order, fit.cap)
+    prepared = time.perf_counter()
+    with contextlib.suppress(Exception):  # a failing fit still takes its time (its default covers it)
+        fit.call(xs, ys)
+    return prepared - start, time.perf_counter() - prepared
 
 
 def _seconds(fit: NodeFit) -> float:

@@ -291,6 +291,7 @@ class Candidate:
     theorem_log10: float | None = None  # when the exact size is not computed (too large to build)
     node_fit_seconds: float | None = None  # the worst fit on runtime_inputs at the plan's node size
     publish_delay_seconds: float | None = None  # the slot for it (slot_advice: the fit and a default)
+    slot_parts: dict[str, Any] | None = None  # the service's measurement of that slot, part by part
 
     @property
     def theorem_sample_size_log10(self) -> float | None:
@@ -314,6 +315,7 @@ class Candidate:
             "measurements": [m.to_dict() for m in self.measurements],
             "node_fit_seconds": None if self.node_fit_seconds is None else round(self.node_fit_seconds, 4),
             "publish_delay_seconds": self.publish_delay_seconds,
+            "slot_parts": self.slot_parts,
         }
 
 

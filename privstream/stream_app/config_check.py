@@ -133,7 +133,8 @@ def _stream_report(
     if config.window.publish_delay_seconds is not None:
         slots |= {"source": "configured", "seconds": [config.window.publish_delay_seconds] * len(inputs)}
     elif measure:
-        slots |= {"source": "measured", "seconds": _measured_slots(policy)}
+        seconds, parts = _measured_slots(policy)
+        slots |= {"source": "measured", "seconds": seconds, "parts": parts}
     else:
         slots |= {"source": "derived at start-up", "seconds": None}
     entry["slots"] = slots
@@ -165,21 +166,30 @@ def _stream_report(
     return entry
 
 
-def _measured_slots(policy: Any) -> list[float]:
-    """The slots the worker derives at start-up (``publication.derive_slots``), measured in this
-    process on the same public inputs."""
-    from privstream.agents.fits import slot_seconds
-    from privstream.agents.releases import largest_input, slot_workload
-    from privstream.learning.planning import slot_advice
+def _measured_slots(policy: Any) -> tuple[list[float], list[dict[str, Any]]]:
+    """The slots the worker derives at start-up and their parts, measured as
+    :func:`~privstream.stream_app.publication.derive_slots` measures them (the fits in a learner
+    process of the stream's own, the node's load and shipping here) on the same public inputs."""
+    from privstream.agents.releases import largest_input
+    from privstream.stream_app.learner_process import LearnerProcesses
+    from privstream.stream_app.publication import SlotMeasurement, learner_startup, measure_slot
     from privstream.stream_app.service import time_window_tick
 
     timer = time_window_tick({policy.stream_id: policy}) if policy.window_kind == "time" else 0.0
-    measured: dict[int, float] = {}
-    for level in range(policy.top_level + 1):
-        size = largest_input(policy, level)
-        same = next((m for m in measured if largest_input(policy, m) == size), None)
-        measured[level] = measured[same] if same is not None else slot_seconds(slot_workload(policy, level))
-    return [slot_advice(measured[level], timer) for level in range(policy.top_level + 1)]
+    processes = LearnerProcesses([policy.stream_id])
+    measured: dict[int, SlotMeasurement] = {}
+    try:
+        respawn = learner_startup(processes, policy.stream_id)
+        for level in range(policy.top_level + 1):
+            size = largest_input(policy, level)
+            same = next((m for m in measured if largest_input(policy, m) == size), None)
+            measured[level] = (
+                measured[same] if same is not None else measure_slot(policy, processes, level, respawn)
+            )
+    finally:
+        processes.shutdown()
+    levels = range(policy.top_level + 1)
+    return [measured[level].slot(timer) for level in levels], [measured[j].to_dict(timer) for j in levels]
 
 
 def _check_surroundings(settings: Settings, report: ConfigReport, here: bool) -> None:

@@ -26,8 +26,10 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+from dataclasses import dataclass
+from typing import Any
 
-from privstream.agents.fits import slot_seconds
+from privstream.agents.fits import slot_parts
 from privstream.agents.releases import ReleasePolicy, largest_input, slot_workload
 from privstream.learning.planning import SLOT_MARGIN_SECONDS, slot_advice
 from privstream.stream_app.learner_process import LearnerProcesses
@@ -35,6 +37,103 @@ from privstream.stream_app.slot_cache import SlotCache, workload_key
 from privstream.stream_app.slot_path import load_seconds, ship_seconds
 
 log = logging.getLogger(__name__)
+
+__all__ = ["SlotMeasurement", "derive_slots", "measure_slot", "respawn_floor", "slot_of", "slots_fall_behind"]
+
+
+@dataclass(frozen=True)
+class SlotMeasurement:
+    """A level's slot, part by part, in seconds, on public inputs of ``examples`` examples (the
+    level's largest input): ``load`` (the node built in the state store and read back), ``ship``
+    (its input to the learner process and back), ``default``, ``prepare`` (the fit's random order
+    and cap) and ``fit`` (the slowest over the public inputs), summed over the products, and
+    ``respawn``, a learner process's start-up (what a new warm spare needs before the next slot).
+
+    >>> m = SlotMeasurement(2000, load=0.01, ship=0.01, default=0.01, prepare=0.0, fit=0.02, respawn=0.5)
+    >>> round(m.work, 3), m.slot(timer_seconds=0.6), m.slot()
+    (0.05, 1.0, 0.8)
+    """
+
+    examples: int
+    load: float
+    ship: float
+    default: float
+    prepare: float
+    fit: float
+    respawn: float
+
+    @property
+    def work(self) -> float:
+        """What a node's close to its deadline may spend at worst: every part but the respawn."""
+        return self.load + self.ship + self.default + self.prepare + self.fit
+
+    def slot(self, timer_seconds: float = 0.0) -> float:
+        """The slot the service derives from it (:func:`slot_of`)."""
+        return slot_of(self.work, timer_seconds, self.respawn)
+
+    def to_dict(self, timer_seconds: float = 0.0) -> dict[str, Any]:
+        parts = ("load", "ship", "default", "prepare", "fit", "respawn")
+        return {
+            "examples": self.examples,
+            "seconds": {part: round(getattr(self, part), 4) for part in parts},
+            "timer_seconds": timer_seconds,
+            "slot_seconds": self.slot(timer_seconds),
+        }
+
+
+def respawn_floor(respawn_seconds: float) -> float:
+    """The shortest slot: the margin plus a learner process's start-up, in tenths of a second (a
+    fit killed at its deadline hands over to the warm spare, and the new spare has one slot to
+    start).
+
+    >>> respawn_floor(0.44)
+    0.7
+    """
+    return math.ceil(round((SLOT_MARGIN_SECONDS + respawn_seconds) * 10, 6)) / 10
+
+
+def slot_of(work_seconds: float, timer_seconds: float, respawn_seconds: float) -> float:
+    """A level's slot: :func:`~privstream.learning.planning.slot_advice` of the work a node's close
+    to its deadline takes at worst (the timer's period added for time windows), never shorter than
+    :func:`respawn_floor`.
+
+    >>> slot_of(0.05, 0.6, 0.5), slot_of(0.05, 0.0, 0.5)
+    (1.0, 0.8)
+    """
+    return max(slot_advice(work_seconds, timer_seconds), respawn_floor(respawn_seconds))
+
+
+def measure_slot(
+    policy: ReleasePolicy,
+    processes: LearnerProcesses,
+    level: int,
+    respawn_seconds: float,
+    path: tuple[float, float] | None = None,
+) -> SlotMeasurement:
+    """Time a node of ``level`` part by part on public inputs: the fits in the stream's learner
+    process, the load and the shipping in this one (what :func:`derive_slots` measures). ``path``:
+    the load and shipping measured already on a policy of the same shape (they depend on the
+    input's size and the stream's ingest rule, not on its algorithms)."""
+    parts = processes.process(policy.stream_id).submit(slot_parts, slot_workload(policy, level)).result()
+    if path is None:
+        path = (load_seconds(policy, level), ship_seconds(processes, policy, level))
+    load, ship = path
+    return SlotMeasurement(
+        largest_input(policy, level),
+        load=load,
+        ship=ship,
+        default=parts[0],
+        prepare=parts[1],
+        fit=parts[2],
+        respawn=respawn_seconds,
+    )
+
+
+def learner_startup(processes: LearnerProcesses, stream_id: str) -> float:
+    """A learner process's start-up, spawning the stream's first one if none ran yet."""
+    if processes.startup_seconds(stream_id) is None:
+        processes.process(stream_id).submit(int).result()
+    return processes.startup_seconds(stream_id) or 0.0
 
 
 def derive_slots(
@@ -69,10 +168,7 @@ def derive_slots(
     startup_key = workload_key("learner process start-up")
     respawn = cache.get(startup_key) if cache is not None else None
     if respawn is None:
-        first = next(iter(keys))
-        if processes.startup_seconds(first) is None:
-            processes.process(first).submit(int).result()
-        respawn = processes.startup_seconds(first) or 0.0
+        respawn = learner_startup(processes, next(iter(keys)))
         if cache is not None:
             cache.put(startup_key, respawn)
     seconds: dict[str, float] = {}
@@ -82,9 +178,16 @@ def derive_slots(
         if known is not None:
             seconds[key], cached = known, cached + 1
             continue
-        policy = policies[stream_id]
-        fits = processes.process(stream_id).submit(slot_seconds, slot_workload(policy, level)).result()
-        seconds[key] = fits + load_seconds(policy, level) + ship_seconds(processes, policy, level)
+        measurement = measure_slot(policies[stream_id], processes, level, respawn)
+        seconds[key] = measurement.work
+        log.info(
+            "stream %s, level %d: a node's slot on %d public examples: %s",
+            stream_id,
+            level,
+            measurement.examples,
+            ", ".join(f"{part} {value:.3g} s" for part, value in measurement.to_dict()["seconds"].items()),
+            extra={"stream_id": stream_id, "window_id": None, "ledger_entry_id": None},
+        )
         if cache is not None:
             cache.put(key, seconds[key])
     log.info(
@@ -95,15 +198,13 @@ def derive_slots(
         cached,
         cache.path if cache is not None else "no cache",
     )
-    # a new spare has one slot to start (a slot this long or more, whatever its work)
-    ready = math.ceil(round((SLOT_MARGIN_SECONDS + respawn) * 10, 6)) / 10
     derived = dict(policies)
     for stream_id, levels in keys.items():
         policy = policies[stream_id]
         timer = timer_seconds if policy.window_kind == "time" else 0.0
         measured = {level: seconds[key] for level, key in levels.items()}
         slots = tuple(
-            max(slot_advice(measured[min(m for m in measured if m >= level)], timer), ready)
+            slot_of(measured[min(m for m in measured if m >= level)], timer, respawn)
             for level in range(policy.top_level + 1)
         )
         derived[stream_id] = dataclasses.replace(policy, publish_delay_seconds=max(slots), level_slots=slots)

@@ -38,6 +38,7 @@ from privstream.learning.private_learners.base import LEARNERS
 from privstream.learning.private_learners.vector_base import VECTOR_LEARNERS, check_bounds
 from privstream.learning.private_learners.vector_base import configuration_error as vector_configuration_error
 from privstream.learning.sanitizers.base import SANITIZERS
+from privstream.stream_app.nesting import NestingError, check_text_depth, check_value_depth
 from privstream.stream_app.suggestions import unknown_name
 
 log = logging.getLogger(__name__)
@@ -460,6 +461,13 @@ class StreamConfig(BaseModel):
         description='feature vectors: the online learner\'s parameters, e.g. {"margin": 0.1} (the '
         'Perceptrons) or {"learning_rate": 0.5} (logistic)',
     )
+    partition_by: Literal["stream", "example", "user"] = Field(
+        default="stream",
+        description="how producers key the stream's examples: 'stream' (its name: one partition, one "
+        "worker), 'example' (each example's id) or 'user' (its user_id: a user stays on one partition); "
+        "spread over partitions, each partition has an online learner of its own and time windows "
+        "gather every partition's examples",
+    )
     release: ReleaseConfig | None = Field(default=None, description="private releases; none if unset")
 
     @field_validator("online_params")
@@ -527,7 +535,19 @@ class StreamConfig(BaseModel):
             )
         elif self.release is not None and self.release.learner in VECTOR_LEARNERS:
             raise ValueError(f"learner {self.release.learner!r} needs feature vectors (set features)")
+        if self.partitioned and self.release is not None and self.release.window.kind == "count":
+            # Across partitions a count window would be cut by the order in which workers store
+            # their examples, a race no public rule fixes yet; the clock cuts time windows.
+            raise ValueError(
+                f"partition_by {self.partition_by!r} needs time windows (window kind 'time'): count "
+                "windows are cut in one partition's order ('stream')"
+            )
         return self
+
+    @property
+    def partitioned(self) -> bool:
+        """Whether the stream's examples are spread over the topic's partitions."""
+        return self.partition_by != "stream"
 
     @property
     def kind(self) -> str:
@@ -908,6 +928,8 @@ class NamedEnvSettingsSource(EnvSettingsSource):
     variable and the position (pydantic-settings' own message names neither)."""
 
     def decode_complex_value(self, field_name: str, field: FieldInfo, value: Any) -> Any:
+        if isinstance(value, str):
+            check_text_depth(value, "json", f"{ENV_PREFIX}{field_name.upper()}")
         try:
             return super().decode_complex_value(field_name, field, value)
         except json.JSONDecodeError as exc:
@@ -961,10 +983,16 @@ def load_config_file(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise FileNotFoundError(f"config file {path} does not exist")
     try:
+        if path.suffix in (".toml", ".json"):
+            text = path.read_text()
+            # Measured before parsing: both readers recurse once per level (one line, not a
+            # RecursionError, for a file of 200,000 brackets).
+            check_text_depth(text, "toml" if path.suffix == ".toml" else "json", f"config file {path}")
         if path.suffix == ".toml":
-            data = tomllib.loads(path.read_text())
+            data = tomllib.loads(text)
+            check_value_depth(data, f"config file {path}")  # dotted keys nest without brackets
         elif path.suffix == ".json":
-            data = json.loads(path.read_text())
+            data = json.loads(text)
             if not isinstance(data, dict):
                 raise ValueError("the top level must be an object")
         else:
@@ -973,7 +1001,9 @@ def load_config_file(path: Path) -> dict[str, Any]:
             # ``$schema`` names the file's JSON Schema for editors (``privstream config schema``).
             data.pop("$schema", None)
             return data
-    except (tomllib.TOMLDecodeError, json.JSONDecodeError, ValueError) as exc:
+    except NestingError:
+        raise
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError, ValueError, RecursionError) as exc:
         raise ValueError(f"config file {path} is not valid: {exc}") from exc
     raise ValueError(f"config file {path} must end in .toml or .json")
 

@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # imported when needed: the CLI imports this module on every 
 #: The environment variables' prefix (``privstream.stream_app.settings.ENV_PREFIX``, checked by its tests).
 ENV_PREFIX = "PRIVSTREAM_"
 
-__all__ = ["StartupError", "check_before_start", "ledger_startup_error", "setting_names"]
+__all__ = ["StartupError", "check_before_start", "ledger_startup_error", "port_problem", "setting_names"]
 
 
 class StartupError(Exception):
@@ -68,19 +68,36 @@ def _check_directory(path: Path, setting: str) -> None:
         )
 
 
-def _check_port(host: str, port: int, zone: str) -> None:
-    """Bind and release the listener's address, as the listener will (address reuse on)."""
+def port_problem(host: str, port: int) -> str | None:
+    """Why a listener could not bind ``host:port`` (out of range, in use, ...), or None: binds and
+    releases the address as a listener will (address reuse on).
+
+    >>> port_problem("127.0.0.1", 99999)
+    'is not a port (1 to 65535)'
+    >>> with socket.socket() as taken:
+    ...     taken.bind(("127.0.0.1", 0)); taken.listen()
+    ...     port_problem("127.0.0.1", taken.getsockname()[1])
+    'is in use'
+    """
+    if not 1 <= port <= 65535:
+        return "is not a port (1 to 65535)"
     try:
         family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
         with socket.socket(family, kind, proto) as probe:
             probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             probe.bind(address)
     except OSError as exc:
-        why = "is in use" if exc.errno == errno.EADDRINUSE else f"cannot be bound ({exc.strerror or exc})"
+        return "is in use" if exc.errno == errno.EADDRINUSE else f"cannot be bound ({exc.strerror or exc})"
+    return None
+
+
+def _check_port(host: str, port: int, zone: str) -> None:
+    why = port_problem(host, port)
+    if why is not None:
         raise StartupError(
             f"the {zone} listener's address {host}:{port} {why}: set {setting_names(f'{zone}_port')} "
             f"(or --{zone}-port) to a free port, or {setting_names(f'{zone}_host')}"
-        ) from None
+        )
 
 
 def _where(settings: Settings) -> str:

@@ -8,6 +8,7 @@ import dataclasses
 import pytest
 from pydantic import ValidationError
 
+from privstream.agents.fits import SlotParts
 from privstream.agents.releases import largest_input, slot_workload
 from privstream.learning.hypothesis_classes import parse_class_spec
 from privstream.learning.planning import SLOT_MARGIN_SECONDS, slot_advice
@@ -135,7 +136,7 @@ class _Recording:
                 from threading import Thread
 
                 future = Future()
-                timing = getattr(fn, "__name__", "") == "slot_seconds"
+                timing = getattr(fn, "__name__", "") == "slot_parts"
 
                 def run():
                     with recording.lock:
@@ -143,7 +144,7 @@ class _Recording:
                             recording.in_flight += 1
                             recording.most_in_flight = max(recording.most_in_flight, recording.in_flight)
                             recording.measured.append(stream_id)
-                    result = 0.25 if timing else fn(*args)
+                    result = SlotParts(0.0625, 0.0625, 0.125) if timing else fn(*args)
                     with recording.lock:
                         recording.in_flight -= timing
                     future.set_result(result)
@@ -195,3 +196,65 @@ def test_a_remembered_measurement_is_keyed_by_the_workload_not_the_stream_name(t
     broken = tmp_path / "slots.json"
     broken.write_text("{not json")
     assert SlotCache(broken).get(workload_key(slot_workload(a, 0))) is None  # unreadable: measured again
+
+
+def test_the_slot_is_measured_part_by_part_and_covers_every_part(monkeypatch):
+    """A node's slot on public inputs, part by part (load, ship, default, prepare, fit, respawn):
+    the derived slot is the advice on the sum of the work, never below the respawn floor."""
+    from privstream.stream_app.publication import SlotMeasurement, measure_slot, respawn_floor, slot_of
+
+    derived = policy_of(stream("b", max_node_examples=50, window={"kind": "count", "size": 50}))
+    processes = LearnerProcesses(["b"])
+    try:
+        measured = measure_slot(derived, processes, 0, respawn_seconds=0.5)
+    finally:
+        processes.shutdown()
+    assert measured.examples == 50
+    parts = measured.to_dict()["seconds"]
+    assert list(parts) == ["load", "ship", "default", "prepare", "fit", "respawn"]
+    assert all(value >= 0 for value in parts.values()) and measured.load > 0 and measured.fit > 0
+    assert measured.work == pytest.approx(
+        sum(v for k, v in vars(measured).items() if k not in ("examples", "respawn"))
+    )
+    heavy = SlotMeasurement(50, load=1.0, ship=0.5, default=0.25, prepare=0.25, fit=1.0, respawn=0.1)
+    assert heavy.slot() == slot_advice(3.0) == slot_of(3.0, 0.0, 0.1)  # every part counts
+    assert SlotMeasurement(50, 0, 0, 0, 0, 0, respawn=2.0).slot() == respawn_floor(2.0) >= 2.25
+
+
+def test_plan_and_config_check_give_the_slot_the_worker_derives(monkeypatch, tmp_path, capsys):
+    """The same measurement gives the same slot in all three: the worker's start-up
+    (derive_slots), ``privstream config check --measure-slots`` and ``privstream plan``."""
+    import json
+
+    from privstream.stream_app import publication
+    from privstream.stream_app.cli import main
+    from privstream.stream_app.publication import SlotMeasurement
+
+    fixed = SlotMeasurement(
+        2000, load=0.125, ship=0.0625, default=0.03125, prepare=0.03125, fit=0.5, respawn=0.3
+    )
+    seen: list[int] = []
+
+    def measure(policy, processes, level, respawn_seconds, path=None):
+        seen.append(publication.largest_input(policy, level))
+        return fixed
+
+    monkeypatch.setattr(publication, "measure_slot", measure)
+    monkeypatch.setattr(publication, "learner_startup", lambda processes, stream_id: fixed.respawn)
+    window = {"kind": "time", "seconds": 6.0}
+    config = stream(
+        "s", learner="generic", sanitizer=None, expected_size=2000, max_node_examples=2000, window=window
+    )
+    worker = derive_slots({"s": policy_of(config)}, processes=None, timer_seconds=0.6)["s"].level_slots
+    settings = tmp_path / "settings.json"
+    settings.write_text(json.dumps({"streams": [config.model_dump(mode="json", exclude_none=True)]}))
+    assert main(["config", "check", str(settings), "--json", "--measure-slots", "--no-simulation"]) == 0
+    checked = json.loads(capsys.readouterr().out)["streams"][0]["slots"]
+    argv = ["plan", "thresholds:1024", "--epsilon", "1", "--alpha", "0.2", "--only", "generic", "--runs", "1"]
+    argv += ["--budget", "1", "--node-size", "2000", "--window-seconds", "6", "--no-progress", "--json"]
+    assert main(argv) == 0
+    planned = json.loads(capsys.readouterr().out)["candidates"][0]
+    assert seen == [2000, 2000, 2000]
+    assert worker == (fixed.slot(0.6),) and checked["seconds"] == [fixed.slot(0.6)]
+    assert planned["publish_delay_seconds"] == fixed.slot(0.6) == checked["parts"][0]["slot_seconds"]
+    assert planned["slot_parts"] == fixed.to_dict(0.6) == checked["parts"][0]

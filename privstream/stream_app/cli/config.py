@@ -100,19 +100,35 @@ def _stream_lines(stream: dict[str, Any]) -> str:
     sizes = ", ".join(f"{n:,}" for n in slots["inputs"])
     if slots["seconds"] is None:
         slot_text = (
-            f"derived at start-up, per level {levels}: a margin plus 3x the slowest fit on public inputs of "
-            f"{sizes} examples (--measure-slots times them here)"
+            f"derived at start-up, per level {levels}: a margin plus 3x a node's load, shipping, default "
+            f"and slowest fit on public inputs of {sizes} examples, never shorter than a learner process's "
+            "start-up (--measure-slots times them here)"
         )
     else:
         seconds = ", ".join(f"{s:g}" for s in slots["seconds"])
         slot_text = f"{seconds} s per level {levels} ({slots['source']}; fits read at most {sizes} examples)"
-    return "\n".join(
-        [
-            f"{head}: {products} on {cut}, levels {levels}",
-            f"  lifetime per {life['per']}: ε {life['epsilon']:g}, δ {life['delta']:g} (budget ε "
-            f"{life['epsilon_budget']:g}, δ {life['delta_budget']:g}); ε per level {levels}: {per_level}",
-            f"  publication slots: {slot_text}",
-        ]
+    lines = [
+        f"{head}: {products} on {cut}, levels {levels}",
+        f"  lifetime per {life['per']}: ε {life['epsilon']:g}, δ {life['delta']:g} (budget ε "
+        f"{life['epsilon_budget']:g}, δ {life['delta_budget']:g}); ε per level {levels}: {per_level}",
+        f"  publication slots: {slot_text}",
+    ]
+    for level, parts in enumerate(slots.get("parts", ())):
+        lines.append(f"    level {level}: {slot_parts_text(parts)}")
+    return "\n".join(lines)
+
+
+def slot_parts_text(parts: dict[str, Any]) -> str:
+    """A measured slot's parts on one line (``SlotMeasurement.to_dict``).
+
+    >>> slot_parts_text({"examples": 2000, "seconds": {"load": 0.01, "fit": 0.02}, "timer_seconds": 0.6,
+    ...                  "slot_seconds": 1.0})
+    'slot 1 s on 2,000 examples: load 0.01, fit 0.02, timer 0.6 s'
+    """
+    seconds = ", ".join(f"{part} {value:.3g}" for part, value in parts["seconds"].items())
+    return (
+        f"slot {parts['slot_seconds']:g} s on {parts['examples']:,} examples: {seconds}, "
+        f"timer {parts['timer_seconds']:g} s"
     )
 
 

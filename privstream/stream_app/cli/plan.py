@@ -6,14 +6,19 @@ needs in practice on realizable synthetic data of the class (seeded simulation w
 seconds, a progress bar on stderr), and a recommendation. ``--json`` prints one JSON object.
 
 ``--node-size N`` (default 100000, the service's default input cap ``max_node_examples``) also
-times each candidate on public inputs of N examples and prints the publication slot
-(``publish_delay_seconds``) it needs; a stream with a learner and a sanitizer needs the sum.
+prints the publication slot (``publish_delay_seconds``) a stream with the candidate gets for nodes
+of N examples, measured as the worker measures it at start-up
+(:func:`privstream.stream_app.publication.measure_slot`: the node's load and shipping, the default,
+the fit's preparation and the slowest fit in a learner process, a learner process's start-up),
+part by part in ``--json``; a count window of N examples, or with ``--window-seconds`` a time window
+capped at N; a stream with a learner and a sanitizer needs the sum.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
 from privstream.stream_app.cli.common import CLASS_HELP, ProgressBar, UserError, format_size
 
@@ -46,6 +51,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="time each candidate on public inputs of N examples (the input cap max_node_examples, or a "
         "count node's n) and advise publish_delay_seconds (default 100000; 0: skip)",
     )
+    p.add_argument(
+        "--window-seconds",
+        type=float,
+        default=None,
+        metavar="S",
+        help="the slot of time windows of S seconds capped at --node-size (default: count windows of "
+        "--node-size examples)",
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of the synthetic data and of the fits")
     p.add_argument(
         "--only", action="append", metavar="NAME", help="plan for this learner or sanitizer only (repeatable)"
@@ -63,6 +76,8 @@ def run_plan(args: argparse.Namespace) -> int:
         raise UserError(f"--budget must be > 0 seconds, got {args.budget}")
     if args.node_size < 0:
         raise UserError(f"--node-size must be >= 0, got {args.node_size}")
+    if args.window_seconds is not None and not args.window_seconds > 0:
+        raise UserError(f"--window-seconds must be > 0, got {args.window_seconds}")
     hclass = parse_class_spec(args.hclass)
     bar = None if args.no_progress else ProgressBar()
     try:
@@ -77,8 +92,9 @@ def run_plan(args: argparse.Namespace) -> int:
             time_budget=args.budget,
             names=args.only,
             progress=bar,
-            node_size=args.node_size or None,
         )
+        if args.node_size:
+            result = with_service_slots(result, hclass, args.node_size, args.window_seconds, bar)
     finally:
         if bar is not None:
             bar.close()
@@ -99,9 +115,74 @@ def run_plan(args: argparse.Namespace) -> int:
         print(f"{c.kind:10s} {c.name:18s} {theorem:>14s} {practical:>12s} {slot:>9s}  {status}")
     print(f"recommendation: {result.recommendation['text']}")
     if result.node_size is not None:
+        cut = (
+            f"count windows of {result.node_size:,} examples"
+            if args.window_seconds is None
+            else f"time windows of {args.window_seconds:g} s capped at {result.node_size:,} examples"
+        )
         print(
-            f"slot: publish_delay_seconds for one release on {result.node_size:,} examples (twice the "
-            "slowest fit on public inputs, for the default and the fit, x3, plus a margin); add the timer's "
-            "period for time windows (min(1 s, seconds/10)) and sum a learner's and a sanitizer's"
+            f"slot: publish_delay_seconds the worker derives for {cut}: a margin, the timer's period, and 3x "
+            "the node's load, shipping, default and slowest fit on public inputs, never shorter than a "
+            "learner process's start-up (--json: part by part); sum a learner's and a sanitizer's"
         )
     return 0
+
+
+def with_service_slots(
+    result: Any, hclass: Any, node_size: int, window_seconds: float | None, progress: Any
+) -> Any:
+    """The plan with each applicable candidate's slot measured as the worker measures it at
+    start-up (:func:`~privstream.stream_app.publication.measure_slot`), for a stream of that
+    candidate alone whose level-0 nodes read ``node_size`` examples."""
+    import dataclasses
+
+    from privstream.agents.releases import Product, ReleasePolicy
+    from privstream.learning.private_learners import make_learner
+    from privstream.learning.sanitizers import make_sanitizer
+    from privstream.stream_app.learner_process import LearnerProcesses
+    from privstream.stream_app.publication import learner_startup, measure_slot
+    from privstream.stream_app.service import time_window_tick
+
+    shape: dict[str, Any] = (
+        {"window_kind": "count", "window_size": node_size}
+        if window_seconds is None
+        else {"window_kind": "time", "window_seconds": window_seconds, "expected_size": node_size}
+    )
+    processes = LearnerProcesses(["plan"])
+    candidates, path = [], None
+    applicable = [c for c in result.candidates if c.applies]
+    try:
+        respawn = learner_startup(processes, "plan")
+        for c in result.candidates:
+            if not c.applies:
+                candidates.append(c)
+                continue
+            if progress is not None:
+                progress(applicable.index(c) / len(applicable), f"{c.name}: its slot on {node_size} examples")
+            algorithm = make_learner(c.name) if c.kind == "learner" else make_sanitizer(c.name)
+            product = Product(
+                "hypotheses" if c.kind == "learner" else "sanitized", algorithm, result.epsilon, result.delta
+            )
+            policy = ReleasePolicy(
+                "plan",
+                hclass,
+                (product,),
+                alpha=result.alpha,
+                beta=result.beta,
+                max_node_examples=node_size,
+                **shape,
+            )
+            timer = time_window_tick({"plan": policy}) if window_seconds is not None else 0.0
+            measured = measure_slot(policy, processes, 0, respawn, path)
+            path = (measured.load, measured.ship)
+            candidates.append(
+                dataclasses.replace(
+                    c,
+                    node_fit_seconds=measured.fit,
+                    publish_delay_seconds=measured.slot(timer),
+                    slot_parts=measured.to_dict(timer),
+                )
+            )
+    finally:
+        processes.shutdown()
+    return dataclasses.replace(result, candidates=tuple(candidates), node_size=node_size)

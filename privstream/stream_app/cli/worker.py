@@ -9,7 +9,7 @@ import sys
 import threading
 from typing import TYPE_CHECKING
 
-from privstream.stream_app.cli.common import add_config_option, load_settings
+from privstream.stream_app.cli.common import UserError, add_config_option, load_settings
 from privstream.stream_app.logs import configure_logging
 
 if TYPE_CHECKING:
@@ -91,12 +91,21 @@ def run_worker(args: argparse.Namespace) -> int:
 
 
 def run_broker(args: argparse.Namespace) -> int:
-    from privstream.stream_app.embedded.broker import EmbeddedBroker
+    from privstream.stream_app.embedded.broker import LOOPBACK, BrokerError, EmbeddedBroker
+    from privstream.stream_app.startup import port_problem
 
+    why = None if args.port is None else port_problem(LOOPBACK, args.port)
+    if why is not None:
+        raise UserError(f"--port {args.port} on {LOOPBACK} {why}: choose a free port, or omit --port for one")
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    with EmbeddedBroker(port=args.port) as broker:
+    broker = EmbeddedBroker(port=args.port)
+    try:
+        broker.start()
+    except BrokerError as exc:  # taken between the check and the broker's bind
+        raise UserError(str(exc)) from None
+    try:
         print(broker.bootstrap, flush=True)
         print(
             f"embedded broker (pid {broker.pid}) listening on {broker.bootstrap}; Ctrl-C stops it",
@@ -106,4 +115,6 @@ def run_broker(args: argparse.Namespace) -> int:
             if broker.process is None or broker.process.poll() is not None:
                 print("privstream broker: the broker process exited", file=sys.stderr)
                 return 1
+    finally:
+        broker.stop()
     return 0

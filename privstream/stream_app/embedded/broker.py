@@ -166,8 +166,9 @@ class EmbeddedBroker:
 
     def start(self) -> EmbeddedBroker:
         binary = broker_binary()
-        for _attempt in range(3):  # a free port can be taken between choosing and binding it
-            port = self.port or free_port()
+        chosen = self.port  # a port the caller named is that port or nothing, never another
+        for _attempt in range(1 if chosen else 3):  # a free port can be taken before the bind
+            port = chosen or free_port()
             url = f"tcp://{LOOPBACK}:{port}"
             advertised = f"tcp://{LOOPBACK}:{self.advertised_port}" if self.advertised_port else url
             env = {k: v for k, v in os.environ.items() if not k.startswith(("LISTENER_", "ADVERTISED_"))}
@@ -200,7 +201,9 @@ class EmbeddedBroker:
                 raise BrokerError(
                     f"embedded broker on port {port} did not answer within {self.startup_timeout:.0f} s"
                 )
-            self.port = None  # it died at once (port taken?): try another port
+            self.port = chosen  # it died at once (port taken?): try another free port
+        if chosen:
+            raise BrokerError(f"the embedded broker could not listen on {LOOPBACK}:{chosen} (port taken?)")
         raise BrokerError("embedded broker exited at start three times (ports taken?)")
 
     def _wait_ready(self) -> bool:

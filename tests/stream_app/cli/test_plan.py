@@ -45,6 +45,10 @@ def test_plan_json_is_one_object_with_every_candidate(capsys) -> None:
     # the publication slot a stream needs with each candidate, for nodes of 100,000 examples
     assert doc["node_size"] == 100_000
     assert generic["publish_delay_seconds"] >= 0.25 and generic["node_fit_seconds"] > 0
+    # measured as the worker measures it, part by part
+    parts = generic["slot_parts"]
+    assert parts["examples"] == 100_000 and parts["slot_seconds"] == generic["publish_delay_seconds"]
+    assert set(parts["seconds"]) == {"load", "ship", "default", "prepare", "fit", "respawn"}
 
 
 def test_plan_table_and_only(capsys) -> None:
@@ -69,7 +73,7 @@ def test_plan_table_and_only(capsys) -> None:
     generic = next(line for line in lines if line.startswith("learner    generic"))
     assert float(generic.split()[4]) >= 0.25  # the slot column: publish_delay_seconds
     assert lines[-2].startswith("recommendation: learner generic")
-    assert lines[-1].startswith("slot: publish_delay_seconds for one release on 100,000 examples")
+    assert lines[-1].startswith("slot: publish_delay_seconds the worker derives for count windows of 100,000")
 
 
 def test_plan_without_the_slot(capsys) -> None:
