@@ -72,6 +72,10 @@ class IngestMetrics(Protocol):
 
     def clipped(self, stream_id: str, feature: str, count: int) -> None: ...  # values outside its bounds
 
+    def shard_learned(self, stream_id: str, partition: int, mistakes: int, bound: int | None) -> None:
+        """A shard of a stream spread over partitions: its learner's mistakes and bound so far."""
+        ...
+
     def online_learned(
         self,
         stream_id: str,
@@ -329,6 +333,19 @@ class StateStore(Protocol):
         the sequence numbers of the rows taken in (rows of messages stored before are skipped;
         ``keep_first``: a time window stores only its first so many rows, or with ``priorities``,
         one secret random priority per row, its so many rows of lowest priority)."""
+        ...
+
+    def append_time_rows(
+        self,
+        stream_id: str,
+        partition: int,
+        rows: Sequence[tuple[int, int, int, str | None, int | None]],
+        *,
+        keep_first: int | None = None,
+        priorities: Sequence[int] | None = None,
+    ) -> int:
+        """``append_many`` for time-window rows, atomic with respect to the windows' close: a row
+        of a window closed already is not stored; returns how many were (late)."""
         ...
 
     def next_seq(self, stream_id: str) -> int: ...

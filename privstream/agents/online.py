@@ -4,8 +4,12 @@ A class stream has a Standard Optimal Algorithm; a stream of feature vectors has
 learner its settings name (:mod:`privstream.learning.online`: the Perceptron with its margin's
 mistake bound by default).
 
-Examples are keyed by ``stream_id``, so a stream's examples arrive in order on one partition
-and its SOA lives on the worker that owns that partition.
+By default a stream's examples are keyed by ``stream_id``, so they arrive in order on one
+partition and its SOA lives on the worker that owns that partition. A stream spread over the
+topic's partitions (``partitions`` set: keyed by example or user id) has one learner per partition,
+a *shard*, saved under ``stream_id#p<partition>``: each shard learns its partition's examples in
+order and makes at most the class's bound of mistakes on them, so the stream makes at most
+``partitions`` times that bound, whichever workers serve the shards.
 
 Replays are harmless on realizable streams: the SOA is consistent with every example it has
 learned, so an example delivered twice (at-least-once) is predicted correctly the second time
@@ -53,6 +57,7 @@ class OnlineStream:
     stream_id: str
     hypothesis_class: HypothesisClass
     tie: int = 1
+    partitions: int | None = None  # spread over this many partitions, a learner each (None: one)
 
 
 @dataclass(frozen=True)
@@ -64,6 +69,7 @@ class VectorStream:
     learner: str = "perceptron"
     params: Mapping[str, Any] = field(default_factory=dict)
     names: tuple[str, ...] = ()  # the features' names (default x1, x2, ...), for the clipped counter
+    partitions: int | None = None  # spread over this many partitions, a learner each (None: one)
 
     def feature_names(self) -> tuple[str, ...]:
         return self.names or tuple(f"x{t + 1}" for t in range(len(self.bounds)))
@@ -102,8 +108,18 @@ class _VectorState:
         return cls(learner, positions)
 
 
+def shard_key(stream_id: str, partition: int | None) -> str:
+    """The name a learner is saved under: the stream's, or its shard's (``#`` is no stream's).
+
+    >>> shard_key("clicks", None), shard_key("clicks", 3)
+    ('clicks', 'clicks#p3')
+    """
+    return stream_id if partition is None else f"{stream_id}#p{partition}"
+
+
 class OnlineLearners:
-    """Per-stream online state: an SOA per class stream, a vector learner per vector stream."""
+    """Per-stream online state: an SOA per class stream, a vector learner per vector stream (per
+    partition, a shard each, for a stream spread over partitions)."""
 
     def __init__(
         self,
@@ -115,56 +131,107 @@ class OnlineLearners:
         self._vector_streams = {k: v for k, v in streams.items() if isinstance(v, VectorStream)}
         self._metrics = metrics
         self._store = store
-        self._soas: dict[str, SOA] = {}
-        self._vectors: dict[str, _VectorState] = {}
+        self._soas: dict[str, SOA] = {}  # by shard key
+        self._vectors: dict[str, _VectorState] = {}  # by shard key
+        self._unrealizable: set[str] = set()  # streams a shard of which proved not realizable
         self.reload()
-        for stream_id, soa in self._soas.items():
-            metrics.mistake_bound(stream_id, soa.mistake_bound)
-        for stream_id, state in self._vectors.items():
-            learner = state.learner
+        for stream_id, stream in self._streams.items():
+            soa = SOA(stream.hypothesis_class, tie=stream.tie) if stream.partitions else self.soa(stream_id)
+            bound = soa.mistake_bound
+            # A stream's bound is the sum of its shards' (each shard's substream is realizable too).
+            metrics.mistake_bound(stream_id, bound * (stream.partitions or 1))
+        for stream_id in self._vector_streams:
+            if self._vector_streams[stream_id].partitions:
+                continue  # its shards report when they learn
+            learner = self._vectors[stream_id].learner
             metrics.online_learned(
                 stream_id, 0, 0, learner.margin_mistakes, learner.margin_bound, learner.realizable
             )
 
+    def _partitioned(self, stream_id: str) -> bool:
+        stream = self._streams.get(stream_id) or self._vector_streams.get(stream_id)
+        return stream is not None and stream.partitions is not None
+
     def reload(self) -> None:
-        """(Re)load every stream's learner from the store: at start, and when partitions move."""
-        for stream_id, vector in self._vector_streams.items():
-            saved = self._store.load_soa(stream_id) if self._store else None
-            self._vectors[stream_id] = _VectorState(vector.new_learner())
-            if saved is not None:
-                try:
-                    self._vectors[stream_id] = _VectorState.from_dict(vector, saved)
-                except OnlineStateError as exc:  # e.g. the learner or its margin changed in the settings
-                    log.warning(
-                        "stream %s: ignoring its saved online state (%s); starting afresh", stream_id, exc
-                    )
-        for stream_id, stream in self._streams.items():
-            snapshot = self._store.load_soa(stream_id) if self._store else None
-            if snapshot is None:
-                self._soas[stream_id] = SOA(stream.hypothesis_class, tie=stream.tie)
-                continue
+        """(Re)load every stream's learner from the store: at start, and when partitions move (a
+        shard is loaded when its partition's first examples arrive)."""
+        for key in [k for k in self._soas if "#" in k]:
+            del self._soas[key]
+        for key in [k for k in self._vectors if "#" in k]:
+            del self._vectors[key]
+        for stream_id in self._vector_streams:
+            if not self._partitioned(stream_id):
+                self._vectors[stream_id] = self._load_vector(stream_id, stream_id)
+        for stream_id in self._streams:
+            if not self._partitioned(stream_id):
+                self._soas[stream_id] = self._load_soa(stream_id, stream_id)
+
+    def _load_vector(self, stream_id: str, key: str) -> _VectorState:
+        vector = self._vector_streams[stream_id]
+        saved = self._store.load_soa(key) if self._store else None
+        if saved is not None:
             try:
-                self._soas[stream_id] = SOA.from_state_dict(stream.hypothesis_class, snapshot)
+                return _VectorState.from_dict(vector, saved)
+            except OnlineStateError as exc:  # e.g. the learner or its margin changed in the settings
+                log.warning("stream %s: ignoring its saved online state (%s); starting afresh", key, exc)
+        return _VectorState(vector.new_learner())
+
+    def _load_soa(self, stream_id: str, key: str) -> SOA:
+        stream = self._streams[stream_id]
+        snapshot = self._store.load_soa(key) if self._store else None
+        if snapshot is not None:
+            try:
+                return SOA.from_state_dict(stream.hypothesis_class, snapshot)
             except ValueError as exc:  # e.g. the stream's class was changed in the settings
-                log.warning("stream %s: ignoring its saved SOA state (%s); starting afresh", stream_id, exc)
-                self._soas[stream_id] = SOA(stream.hypothesis_class, tie=stream.tie)
+                log.warning("stream %s: ignoring its saved SOA state (%s); starting afresh", key, exc)
+        return SOA(stream.hypothesis_class, tie=stream.tie)
+
+    def _key(self, stream_id: str, partition: int | None) -> str:
+        if not self._partitioned(stream_id):
+            return stream_id
+        if partition is None:
+            raise ValueError(f"stream {stream_id} is spread over partitions: name the shard's partition")
+        return shard_key(stream_id, partition)
 
     def has(self, stream_id: str) -> bool:
-        return stream_id in self._soas or stream_id in self._vectors
+        return stream_id in self._streams or stream_id in self._vector_streams
 
-    def soa(self, stream_id: str) -> SOA:
-        return self._soas[stream_id]
+    def soa(self, stream_id: str, partition: int | None = None) -> SOA:
+        """The SOA of a class stream, or of its shard of ``partition`` if it is spread."""
+        key = self._key(stream_id, partition)
+        soa = self._soas.get(key)
+        if soa is None:
+            soa = self._soas[key] = self._load_soa(stream_id, key)
+        return soa
+
+    def vector_learner(self, stream_id: str, partition: int | None = None) -> LinearLearner:
+        """The online learner of a stream of feature vectors (of its shard of ``partition``)."""
+        return self._vector_state(stream_id, partition).learner
+
+    def _vector_state(self, stream_id: str, partition: int | None) -> _VectorState:
+        key = self._key(stream_id, partition)
+        state = self._vectors.get(key)
+        if state is None:
+            state = self._vectors[key] = self._load_vector(stream_id, key)
+        return state
+
+    def shards(self, stream_id: str) -> dict[int, SOA | LinearLearner]:
+        """The shards of a spread stream this worker holds, by partition (none for other streams)."""
+        prefix = f"{stream_id}#p"
+        held: dict[int, SOA | LinearLearner] = {
+            int(k[len(prefix) :]): soa for k, soa in self._soas.items() if k.startswith(prefix)
+        }
+        for k, state in self._vectors.items():
+            if k.startswith(prefix):
+                held[int(k[len(prefix) :])] = state.learner
+        return dict(sorted(held.items()))
 
     def prediction_point_digits(self, stream_id: str) -> int:
         """The digits of the widest point a stream's prediction message repeats (bounding its size):
         a class's largest point; none for feature vectors, whose predictions do not repeat them."""
-        if stream_id in self._vectors:
+        if stream_id in self._vector_streams:
             return 0
-        return len(str(self._soas[stream_id].hypothesis_class.domain_size - 1))
-
-    def vector_learner(self, stream_id: str) -> LinearLearner:
-        """The online learner of a stream of feature vectors."""
-        return self._vectors[stream_id].learner
+        return len(str(self._streams[stream_id].hypothesis_class.domain_size - 1))
 
     def learn_batch(
         self,
@@ -177,18 +244,19 @@ class OnlineLearners:
         ids: list[str | None] | None = None,
     ) -> PredictionBatch | VectorPredictionBatch:
         """Predict each label before learning it, in order (the learners' vectorised paths)."""
-        if stream_id in self._vectors:
+        if stream_id in self._vector_streams:
             return self._learn_vectors(stream_id, partition, offsets, items, xs, ys, ids)
         xs = np.asarray(xs, dtype=np.int64)
         ys = np.asarray(ys, dtype=np.uint8)
-        soa = self._soas[stream_id]
+        key = self._key(stream_id, partition)
+        soa = self.soa(stream_id, partition)
         was_realizable, mistakes_before = soa.realizable, soa.mistakes
         size_before = soa.version_space_size
         predictions = soa.learn_many(xs, ys)
         new_mistakes = soa.mistakes - mistakes_before
         if self._store is not None and (new_mistakes or soa.version_space_size != size_before):
             # Saved before the batch's offsets are committed: a crash cannot lose a change.
-            self._store.save_soa(stream_id, soa.state_dict())
+            self._store.save_soa(key, soa.state_dict())
         if was_realizable and not soa.realizable:
             log.warning(
                 "stream %s is not realizable by its class %s: no hypothesis agrees with all of its "
@@ -206,8 +274,10 @@ class OnlineLearners:
                 soa.mistake_bound,
                 soa.hypothesis_class.spec,
             )
-        realizable = soa.realizable and soa.mistakes <= soa.mistake_bound
+        realizable = self._realizable(stream_id, soa.realizable and soa.mistakes <= soa.mistake_bound)
         self._metrics.learned(stream_id, len(xs), new_mistakes, realizable)
+        if key != stream_id:
+            self._metrics.shard_learned(stream_id, partition, soa.mistakes, soa.mistake_bound)
         # Built without pydantic's checks (model_construct): every field is of its type already, and
         # checking 5,000 entries per column cost more than learning them.
         return PredictionBatch.model_construct(
@@ -225,6 +295,12 @@ class OnlineLearners:
             realizable=realizable,
             example_ids=ids if ids is not None and any(i is not None for i in ids) else None,
         )
+
+    def _realizable(self, stream_id: str, shard_realizable: bool) -> bool:
+        """A stream is realizable while each of its shards is (one shard's proof is the stream's)."""
+        if not shard_realizable:
+            self._unrealizable.add(stream_id)
+        return stream_id not in self._unrealizable
 
     def _count_clipped(self, stream_id: str, X: np.ndarray) -> None:
         """Count, per feature, the values outside the stream's bounds (the learners clip them): an
@@ -249,7 +325,8 @@ class OnlineLearners:
         ys: Sequence[int] | np.ndarray,
         ids: list[str | None] | None,
     ) -> VectorPredictionBatch:
-        state = self._vectors[stream_id]
+        key = self._key(stream_id, partition)
+        state = self._vector_state(stream_id, partition)
         learner = state.learner
         offset_col, item_col = np.asarray(offsets, dtype=np.int64), np.asarray(items, dtype=np.int64)
         fresh = np.ones(len(offset_col), dtype=bool)
@@ -265,7 +342,7 @@ class OnlineLearners:
         if len(keep):
             state.positions[partition] = (int(offset_col[keep[-1]]), int(item_col[keep[-1]]))
             if self._store is not None:  # saved before the batch's offsets are committed
-                self._store.save_soa(stream_id, state.to_dict())
+                self._store.save_soa(key, state.to_dict())
         if was_realizable and learner.realizable is False:
             log.warning(
                 "stream %s: its online %s made %d Perceptron mistakes, more than (R/γ)² = %d: no "
@@ -276,13 +353,17 @@ class OnlineLearners:
                 learner.margin_bound,
                 getattr(learner, "margin", float("nan")),
             )
-        realizable = learner.realizable
+        realizable: bool | None = learner.realizable
+        if key != stream_id:
+            realizable = self._realizable(stream_id, learner.realizable is not False)
+            self._metrics.shard_learned(stream_id, partition, learner.mistakes, learner.mistake_bound)
+        whole = key == stream_id  # a shard's margin counts are its own: on its shard_learned gauges
         self._metrics.online_learned(
             stream_id,
             len(keep),
             learner.mistakes - mistakes_before,
-            learner.margin_mistakes,
-            learner.margin_bound,
+            learner.margin_mistakes if whole else None,
+            learner.margin_bound if whole else None,
             realizable,
         )
         skipped = int(len(fresh) - len(keep))

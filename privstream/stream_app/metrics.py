@@ -85,6 +85,19 @@ class ServiceMetrics:
             ["stream"],
             registry=r,
         )
+        self.shard_mistakes = Gauge(
+            "privstream_shard_mistakes",
+            "Mistakes of the online learner of one partition's shard of a stream spread over "
+            "partitions (partition_by 'example' or 'user'); the stream's are their sum.",
+            ["stream", "partition"],
+            registry=r,
+        )
+        self.shard_mistake_bound = Gauge(
+            "privstream_shard_mistake_bound",
+            "The mistake bound of one shard's online learner (the stream's is their sum).",
+            ["stream", "partition"],
+            registry=r,
+        )
         self.stream_realizable = Gauge(
             "privstream_stream_realizable",
             "1 while the stream is realizable by its class (feature vectors: separable with the "
@@ -333,6 +346,12 @@ class ServiceMetrics:
 
     def mistake_bound(self, stream_id: str, bound: int) -> None:
         self.soa_mistake_bound.labels(stream=stream_id).set(bound)
+
+    def shard_learned(self, stream_id: str, partition: int, mistakes: int, bound: int | None) -> None:
+        # One child per (stream, partition): bounded by the topic's partitions (public).
+        self.shard_mistakes.labels(stream=stream_id, partition=str(partition)).set(mistakes)
+        if bound is not None:
+            self.shard_mistake_bound.labels(stream=stream_id, partition=str(partition)).set(bound)
 
     def clipped(self, stream_id: str, feature: str, count: int) -> None:
         self.values_clipped.labels(stream=stream_id, feature=feature).inc(count)

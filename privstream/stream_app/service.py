@@ -83,6 +83,9 @@ class Service:
         """``/status`` (operators only: raw counts, not private): per-stream online state, invalid counts."""
         streams: dict[str, Any] = {}
         for stream in self.settings.streams:
+            if stream.partitioned:
+                streams[stream.name] = self.shards_status(stream)
+                continue
             if stream.kind == "vector":
                 streams[stream.name] = vector_status(stream, self.learners.vector_learner(stream.name))
                 continue
@@ -102,6 +105,24 @@ class Service:
             "invalid": sum(invalid.values()),
             "invalid_by_reason": invalid,
             "streams": streams,
+        }
+
+    def shards_status(self, stream: StreamConfig) -> dict[str, Any]:
+        """``/status`` of a stream spread over partitions: the shards this worker holds (the
+        stream's totals are the sums over every worker's shards)."""
+        shards = self.learners.shards(stream.name)
+        return {
+            "partition_by": stream.partition_by,
+            "partitions": self.settings.topic_partitions,
+            "shards": {
+                str(p): {
+                    "examples": learner.examples_seen,
+                    "mistakes": learner.mistakes,
+                    "mistake_bound": learner.mistake_bound,
+                    "realizable": bool(learner.realizable),
+                }
+                for p, learner in shards.items()
+            },
         }
 
 
@@ -284,6 +305,7 @@ def release_policy(stream: StreamConfig, hclass: HypothesisClass | None) -> Rele
         expected_size=config.expected_size,
         top_level=config.top_level,
         max_node_examples=config.max_node_examples,
+        partitioned=stream.partitioned,
         lifetime=lifetime_bound(config),  # the user level's is set with the deployment's user budget
     )
 
@@ -358,7 +380,12 @@ def online_streams(settings: Settings) -> tuple[dict[str, OnlineStream], dict[st
     """Each stream's online learner: class streams an SOA, streams of feature vectors the online
     learner they name."""
     streams = {
-        s.name: OnlineStream(s.name, parse_class_spec(s.hypothesis_class), s.soa_tie)
+        s.name: OnlineStream(
+            s.name,
+            parse_class_spec(s.hypothesis_class),
+            s.soa_tie,
+            partitions=settings.topic_partitions if s.partitioned else None,
+        )
         for s in settings.streams
         if s.hypothesis_class is not None
     }
@@ -369,6 +396,7 @@ def online_streams(settings: Settings) -> tuple[dict[str, OnlineStream], dict[st
             s.online_learner,
             dict(s.online_params),
             tuple(s.feature_labels),
+            partitions=settings.topic_partitions if s.partitioned else None,
         )
         for s in settings.streams
         if s.features is not None
@@ -552,9 +580,14 @@ def build_service(settings: Settings) -> Service:
     leases = factory.open_leases(settings) if ledger is not None else None
     key_partition = stream_partition(settings.topic_partitions)
 
+    partitioned = {s.name for s in settings.streams if s.partitioned}
+
     def source_partitions(stream_id: str) -> set[int]:
         # Where the stream's examples came from, and its key's partition: a time-window stream
         # that has seen no example yet is still released (empty windows too) by its key's owner.
+        # A stream spread over partitions is released by its key partition's owner alone.
+        if stream_id in partitioned:
+            return {key_partition(stream_id)}
         return store.partitions(stream_id) | {key_partition(stream_id)}
 
     if ledger is not None and leases is not None:

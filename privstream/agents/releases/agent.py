@@ -140,7 +140,7 @@ class ReleaseAgent:
         if policy is None:
             return
         state = self._streams[stream_id]
-        if not state.recovered:
+        if not state.recovered and (not policy.partitioned or self._owns(stream_id)):
             state.recovered = True
             self._spawn(self._recover(policy))
         if policy.window_kind == "count":
@@ -180,7 +180,13 @@ class ReleaseAgent:
         # classes): the rest are never stored, so a window's private size costs nothing at its close.
         keep_first, priorities = self._ingest_rules[stream_id]
         drawn = priorities(len(rows)) if priorities is not None and rows else None
-        self.store.append_many(stream_id, partition, rows, keep_first=keep_first, priorities=drawn)
+        # Fenced against the close: on a stream spread over partitions the owner closes windows
+        # while other workers store rows; a row of a window closed meanwhile is late, not lost.
+        late = self.store.append_time_rows(
+            stream_id, partition, rows, keep_first=keep_first, priorities=drawn
+        )
+        for _ in range(late):
+            self.metrics.late_example(stream_id)
         if self._owns(stream_id):
             self._close_due_time_windows(policy, state, now)
 
@@ -297,9 +303,13 @@ class ReleaseAgent:
             state = self._streams[stream_id]
             state.recovered = False  # a rebalance may have moved the stream here or back
             state.next_time_window = None  # re-read from the store: another owner may have closed some
-            if self.store.partitions(stream_id) & partitions or (
-                policy.window_kind == "time" and self._owns(stream_id)
-            ):
+            if policy.partitioned:  # one owner: its key partition's (the others only store rows)
+                wake = self._owns(stream_id)
+            else:
+                wake = bool(self.store.partitions(stream_id) & partitions) or (
+                    policy.window_kind == "time" and self._owns(stream_id)
+                )
+            if wake:
                 state.recovered = True
                 self._spawn(self._recover(policy))
 

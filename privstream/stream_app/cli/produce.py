@@ -56,7 +56,7 @@ def run_produce(args: argparse.Namespace) -> int:
 
     from privstream.stream_app.kafka.clients import ensure_topics, produce_json
 
-    records = produce_records(args, settings)
+    records = keyed(settings, args.stream, produce_records(args, settings))
     asyncio.run(ensure_topics(settings))
     sent = asyncio.run(produce_json(settings, settings.topic("examples"), records))
     print(json.dumps({"sent": sent, "topic": settings.topic("examples")}))
@@ -129,6 +129,38 @@ def produce_records(args: argparse.Namespace, settings: Settings) -> Iterator[tu
     target = random_target(parse_class_spec(spec), np.random.default_rng(target_seed))
     batch = synthetic_examples(spec, args.synthetic, args.label_noise, args.seed, target=target)
     return ((args.stream, e) for e in batch.messages(args.stream))
+
+
+def example_key(partition_by: str, stream_id: str, message: dict[str, Any]) -> str | None:
+    """The Kafka key of an example: its stream's name (one partition), its ``id``, or its
+    ``user_id`` (a user's examples on one partition), as the stream's ``partition_by`` says. An
+    example without an id goes to a partition at random (key None); one without a user where the
+    stream is partitioned by user is refused.
+
+    >>> example_key("stream", "s", {"x": 1, "y": 0}), example_key("example", "s", {"id": "e7"})
+    ('s', 'e7')
+    >>> example_key("example", "s", {"x": 1}) is None, example_key("user", "s", {"user_id": "u1"})
+    (True, 'u1')
+    """
+    if partition_by == "stream":
+        return stream_id
+    if partition_by == "example":
+        example_id = message.get("id")
+        return None if example_id is None else str(example_id)
+    user = message.get("user_id")
+    if user is None:
+        raise UserError(f"stream {stream_id} is partitioned by user: every example needs a user_id")
+    return str(user)
+
+
+def keyed(
+    settings: Settings, stream_id: str, records: Iterator[tuple[str, dict[str, Any]]]
+) -> Iterator[tuple[str | None, dict[str, Any]]]:
+    """``records`` with the keys the stream's ``partition_by`` gives them."""
+    stream = settings.stream(stream_id)
+    partition_by = stream.partition_by if stream is not None else "stream"
+    for _, message in records:
+        yield example_key(partition_by, stream_id, message), message
 
 
 def target_seed_of(stream_id: str, seed: int | None) -> int:

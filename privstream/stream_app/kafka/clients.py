@@ -166,10 +166,11 @@ async def ensure_topics(settings: Settings, names: Iterable[str] = TOPIC_NAMES) 
 async def produce_json(
     settings: Settings,
     topic: str,
-    records: Iterable[tuple[str, dict[str, Any] | bytes]],
+    records: Iterable[tuple[str | None, dict[str, Any] | bytes]],
     flush_every: int = 5000,
 ) -> int:
-    """Send ``(key, value)`` records (values JSON-encoded unless already bytes); returns the count."""
+    """Send ``(key, value)`` records (values JSON-encoded unless already bytes; a key None goes to a
+    partition at random); returns the count."""
     producer = AIOKafkaProducer(**client_options(settings), linger_ms=5, acks="all")
     await start_client(producer, settings)
     sent = 0
@@ -177,7 +178,8 @@ async def produce_json(
         pending: list[asyncio.Future[Any]] = []
         for key, value in records:
             payload = value if isinstance(value, bytes) else json.dumps(value, separators=(",", ":")).encode()
-            pending.append(await producer.send(topic, payload, key=key.encode()))
+            # A key picks the partition (None: one at random): the stream's partition_by decides it.
+            pending.append(await producer.send(topic, payload, key=None if key is None else key.encode()))
             sent += 1
             if len(pending) >= flush_every:
                 await asyncio.gather(*pending)

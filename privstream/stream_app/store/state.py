@@ -130,6 +130,8 @@ class SqlStateStore:
         #: A full bottom-k window's highest kept priority, as last committed: a row at or above it
         #: is not taken in (the bound only falls, so one remembered by an earlier batch is safe).
         self._thresholds: dict[tuple[str, int], int] = {}
+        #: Per stream, the last closed window whose cached entries above were dropped.
+        self._forgotten_through: dict[str, int] = {}
 
     @property
     def location(self) -> str:
@@ -234,14 +236,56 @@ class SqlStateStore:
         sample, a uniformly random subset of its rows): a row below a full window's highest
         priority replaces that window's row of highest priority.
         """
+        return self._append(stream_id, partition, rows, keep_first, priorities, fence=False)[0]
+
+    def append_time_rows(
+        self,
+        stream_id: str,
+        partition: int,
+        rows: Sequence[tuple[int, int, int, str | None, int | None]],
+        *,
+        keep_first: int | None = None,
+        priorities: Sequence[int] | None = None,
+    ) -> int:
+        """:meth:`append_many` for time-window rows, fenced against the window's close: a row of a
+        window closed already (at or before the stream's last closed window) is not stored, and
+        the number of such *late* rows is returned. The close (:meth:`close_window`) and the
+        append lock the stream's sequence row, so a row is either in the window's node or late:
+        with several workers storing one stream's rows, none is lost or counted twice.
+
+        >>> from privstream.agents.interfaces import NodeBounds
+        >>> from privstream.stream_app.store.sqlite_state import SqliteStateStore
+        >>> store = SqliteStateStore(":memory:")
+        >>> store.append_time_rows("s", 0, [(0, 3, 1, None, 5)])
+        0
+        >>> _ = store.close_window("s", "t60", 5, NodeBounds(), time_window=5)
+        >>> store.append_time_rows("s", 1, [(0, 4, 1, None, 5), (1, 6, 0, None, 6)])  # one late
+        1
+        >>> store.time_window("s", 6).xs.tolist(), store.time_window("s", 5).xs.tolist()
+        ([6], [])
+        """
+        return self._append(stream_id, partition, rows, keep_first, priorities, fence=True)[1]
+
+    def _append(
+        self,
+        stream_id: str,
+        partition: int,
+        rows: Sequence[tuple[int, int, int, str | None, int | None]],
+        keep_first: int | None,
+        priorities: Sequence[int] | None,
+        *,
+        fence: bool,
+    ) -> tuple[list[int], int]:
+        """Store the rows; their sequence numbers, and how many were late (``fence`` only)."""
         if not rows:
-            return []
+            return [], 0
         if priorities is not None and (keep_first is None or len(priorities) != len(rows)):
             raise ValueError("priorities need keep_first and one priority per row")
         q = self._q
         thresholds: dict[int, int] = {}  # the bottom-k windows' bounds this batch leaves, once committed
+        closed_through: list[int] = []  # the stream's last closed window, as the fence read it
 
-        def run(cur: Cursor) -> list[int]:
+        def run(cur: Cursor) -> tuple[list[int], int]:
             cur.execute(
                 q(
                     "INSERT INTO {positions} (stream_id, part, next_offset) VALUES (?, ?, -1) "
@@ -255,20 +299,29 @@ class SqlStateStore:
             ).fetchone()[0]
             fresh = [r for r in rows if r[0] >= low]
             if not fresh:
-                return []
+                return [], 0
             cur.execute(
                 q("INSERT INTO {stream_seq} (stream_id, next_seq) VALUES (?, 0) ON CONFLICT DO NOTHING"),
                 (stream_id,),
             )
             statement = q("SELECT next_seq FROM {stream_seq} WHERE stream_id = ?{for_update}")
             first = int(cur.execute(statement, (stream_id,)).fetchone()[0])
+            ranks = priorities[len(rows) - len(fresh) :] if priorities is not None else [None] * len(fresh)
+            taken = list(zip(fresh, ranks, strict=True))
+            closed_through.clear()  # a rerun of the body starts again
+            if fence:  # read under the sequence row's lock, which a close holds until it commits
+                closed = cur.execute(
+                    q("SELECT last_closed_window FROM {schedules} WHERE stream_id = ?"), (stream_id,)
+                ).fetchone()
+                if closed is not None and closed[0] is not None:
+                    last = int(closed[0])
+                    closed_through.append(last)
+                    taken = [(r, rank) for r, rank in taken if r[4] is None or r[4] > last]
             examples: list[Example] = []
             item, previous = 0, None
-            ranks = priorities[len(rows) - len(fresh) :] if priorities is not None else [None] * len(fresh)
-            for seq, (offset, x, y, user, window), rank in zip(
+            for seq, ((offset, x, y, user, window), rank) in zip(
                 itertools.count(first),
-                fresh,
-                ranks,
+                taken,
                 strict=False,  # count() is endless
             ):
                 item = item + 1 if offset == previous else 0  # the rows of one batch message
@@ -287,14 +340,25 @@ class SqlStateStore:
                 (fresh[-1][0] + 1, stream_id, partition),
             )
             cur.execute(
-                q("UPDATE {stream_seq} SET next_seq = ? WHERE stream_id = ?"), (first + len(fresh), stream_id)
+                q("UPDATE {stream_seq} SET next_seq = ? WHERE stream_id = ?"), (first + len(taken), stream_id)
             )
-            return list(range(first, first + len(fresh)))
+            return list(range(first, first + len(taken))), len(fresh) - len(taken)
 
-        seqs = self._backend.run(run)
+        seqs, late = self._backend.run(run)
         for window, bound in thresholds.items():  # committed: later batches may skip above it
             self._thresholds[(stream_id, window)] = bound
-        return seqs
+        if closed_through:  # windows another worker closed: forget what this one remembers of them
+            self._forget_closed(stream_id, closed_through[-1])
+        return seqs, late
+
+    def _forget_closed(self, stream_id: str, last: int) -> None:
+        if self._forgotten_through.get(stream_id, last - 1) >= last:
+            return
+        self._forgotten_through[stream_id] = last
+        for key in [k for k in self._full_windows if k[0] == stream_id and k[1] <= last]:
+            self._full_windows.discard(key)
+        for key in [k for k in self._thresholds if k[0] == stream_id and k[1] <= last]:
+            del self._thresholds[key]
 
     def _sample_rows_of_windows(
         self, cur: Cursor, stream_id: str, examples: list[Example], keep: int, thresholds: dict[int, int]
@@ -529,6 +593,18 @@ class SqlStateStore:
             where, params = "stream_id = ? AND time_window = ?", (stream_id, time_window)
 
         def run(cur: Cursor) -> NodeData:
+            if time_window is not None:
+                # The appends' lock (append_time_rows): a row is stored before this close reads the
+                # window, or after it commits, and then finds the window closed.
+                cur.execute(
+                    self._q(
+                        "INSERT INTO {stream_seq} (stream_id, next_seq) VALUES (?, 0) ON CONFLICT DO NOTHING"
+                    ),
+                    (stream_id,),
+                )
+                cur.execute(
+                    self._q("SELECT next_seq FROM {stream_seq} WHERE stream_id = ?{for_update}"), (stream_id,)
+                ).fetchone()
             data = self._load_node(cur, stream_id, family, 0, window)
             if data is None:
                 if bounds.sample:

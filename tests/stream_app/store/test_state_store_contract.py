@@ -134,6 +134,56 @@ def test_concurrent_appenders_of_one_stream_get_dense_distinct_sequence_numbers(
         store.close()
 
 
+def test_a_time_row_of_a_closed_window_is_late_and_stored_nowhere(store) -> None:
+    assert store.append_time_rows("s", 0, [(0, 3, 1, None, 7), (1, 4, 1, None, 7)]) == 0
+    node = store.close_window("s", "t60", 7, NodeBounds(), time_window=7)
+    assert node.size == 2
+    # Another worker's partition, after the close: its row of window 7 is late, window 8's is kept.
+    assert store.append_time_rows("s", 3, [(0, 5, 0, None, 7), (1, 6, 0, None, 8)]) == 1
+    assert store.time_window("s", 7).xs.tolist() == [] and store.time_window("s", 8).xs.tolist() == [6]
+    assert store.append_time_rows("s", 3, [(0, 5, 0, None, 7)]) == 0  # a replay: neither stored nor late
+    assert store.close_window("s", "t60", 7, NodeBounds(), time_window=7).size == 2  # unchanged
+    assert store.positions("s") == {0: 2, 3: 2}
+
+
+def test_workers_storing_one_streams_partitions_while_its_owner_closes_lose_and_double_nothing(
+    state_backend: StateBackend,
+) -> None:
+    # Three workers store the rows of six partitions (two each) of one stream over time windows
+    # 0..9 while a fourth closes the windows in order: every row ends in exactly one window's node
+    # or is counted late, whatever the interleaving of their transactions.
+    stores = [state_backend.open() for _ in range(4)]
+    late = [0, 0, 0]
+    per_partition, windows = 300, 10
+
+    def append(worker: int) -> None:
+        for offset in range(0, per_partition, 15):
+            for partition in (2 * worker, 2 * worker + 1):
+                rows = [(o, o, 1, None, o * windows // per_partition) for o in range(offset, offset + 15)]
+                late[worker] += stores[worker].append_time_rows("s", partition, rows)
+
+    closed: list[int] = []
+
+    def close() -> None:
+        for window in range(windows):
+            while stores[3].next_seq("s") + sum(late) < (window + 1) * 6 * per_partition // windows:
+                threading.Event().wait(0.001)  # until the window has (nearly) all its rows
+            closed.append(stores[3].close_window("s", "t60", window, NodeBounds(), time_window=window).size)
+
+    threads = [threading.Thread(target=append, args=(w,)) for w in range(3)]
+    threads.append(threading.Thread(target=close))
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    stored_after = sum(len(stores[3].time_window("s", w).xs) for w in range(windows))
+    assert stored_after == 0  # nothing stored into a closed window
+    assert sum(closed) + sum(late) == 6 * per_partition
+    assert stores[3].next_seq("s") == sum(closed)  # a sequence number per kept row, none per late one
+    for opened in stores:
+        opened.close()
+
+
 def test_a_version_1_store_is_upgraded_with_its_examples_and_positions(state_backend: StateBackend) -> None:
     state_backend.write_version_1("cafe0001", [(7, 42), (8, 43)])
     store = state_backend.open()
