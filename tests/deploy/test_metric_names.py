@@ -40,6 +40,10 @@ DELIBERATELY_LEFT_OFF: dict[str, str] = {
     "privstream_privacy_lifetime_epsilon_spent",
     "privstream_privacy_epsilon_remaining": "the lifetime budget minus the spend, under its pre-tree name; "
     "the dashboard shows the lifetime spend and budget",
+    "privstream_shard_mistakes": "per partition shard of a partitioned stream (partition_by); the "
+    "dashboard shows each stream's mistakes, which count every shard's",
+    "privstream_shard_mistake_bound": "per partition shard of a partitioned stream; the dashboard shows "
+    "each stream's bound, partitions x the class's",
 }
 
 WINDOW = 40
