@@ -25,6 +25,7 @@ import time
 import numpy as np
 
 from privstream.learning.online import ONLINE_LEARNERS, make_online_learner
+from privstream.learning.parameters import declared
 from privstream.stream_app.sources.synthetic import synthetic_vectors
 
 MARGIN = 0.05
@@ -32,7 +33,8 @@ CASES = [(2, "separable"), (9, "separable"), (64, "separable"), (2, "noisy"), (9
 
 
 def learner(name: str, bounds: np.ndarray) -> object:
-    params = {"margin": MARGIN} if name != "logistic" else {}
+    # the margin γ where the learner takes one (the scaled learners and the logistic take none)
+    params = {"margin": MARGIN} if "margin" in declared(ONLINE_LEARNERS[name]) else {}
     return make_online_learner(name, bounds.tolist(), **params)
 
 

@@ -48,6 +48,7 @@ from privstream.stream_app.store import factory
 from privstream.stream_app.store.factory import Ledger, StateStore
 from privstream.stream_app.store.identity import keep_up, open_for_worker
 from privstream.stream_app.store.leases import Leases, LeaseStoreError
+from privstream.stream_app.store.private_files import private_directory
 from privstream.stream_app.store.probe import StoreProbe, store_ping
 from privstream.stream_app.store.published import read_public_log
 from privstream.stream_app.web.listener import HttpListener, ListenerLimits, bearer_token_guard
@@ -220,7 +221,7 @@ def build_app(settings: Settings) -> faust.App:
     """
     if settings.kafka_bootstrap is None:
         raise ValueError("kafka_bootstrap is not set (the CLI starts the embedded broker when unset)")
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    private_directory(settings.data_dir)  # the ledger, the state store, the key: this user's only
     app = faust.App(
         settings.app_id,
         env_prefix=FAUST_ENV_PREFIX,

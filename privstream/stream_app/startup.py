@@ -54,8 +54,13 @@ def check_before_start(settings: Settings) -> None:
 
 
 def _check_directory(path: Path, setting: str) -> None:
+    from privstream.stream_app.store.private_files import private_directory
+
     try:
-        path.mkdir(parents=True, exist_ok=True)
+        if setting == "data_dir":
+            private_directory(path)  # 0700: the ledger's seeds and the raw examples live there
+        else:
+            path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise StartupError(
             f"cannot create the directory {path} ({exc.strerror or exc}): set {setting_names(setting)} "

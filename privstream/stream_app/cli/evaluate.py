@@ -1,9 +1,11 @@
 """``privstream evaluate``: the error of released hypotheses or of a sanitized release on raw data.
 
-Trusted zone: it reads raw examples, so its figures are not private. A hypothesis release
-(``privstream learn --json``, a subscriber's copy of the ``hypotheses`` topic) is scored on
-labelled examples (``--examples``); a sanitized release over every query of its class on a data
-file (``--data``).
+Trusted zone: it reads raw examples, so its figures are not private, unless ``--epsilon`` is
+given: then each hypothesis release's error is a private estimate with a confidence interval
+(:mod:`privstream.learning.quality`; each release scored spends ε on the examples). A hypothesis
+release (``privstream learn --json``, a subscriber's copy of the ``hypotheses`` topic) is scored
+on labelled examples (``--examples``); a sanitized release over every query of its class on a
+data file (``--data``).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +32,60 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     evaluate.add_argument("--examples", metavar="FILE", help=EXAMPLES_HELP)
     evaluate.add_argument("--data", metavar="FILE", help="for a sanitized release: CSV with header x[,y]")
+    evaluate.add_argument(
+        "--epsilon",
+        type=float,
+        help="a private estimate instead: each release's error at this ε (ε-DP on the examples per "
+        "release scored; k releases spend k·ε), with a confidence interval for its true error",
+    )
+    evaluate.add_argument(
+        "--confidence", type=float, default=0.95, help="--epsilon: the interval's confidence (0.95)"
+    )
+    evaluate.add_argument(
+        "--size-public",
+        action="store_true",
+        help="--epsilon: the number of examples is public (else it is released noisily too)",
+    )
+    evaluate.add_argument(
+        "--seed", type=int, help="--epsilon: seeded noise, reproducible and NOT private (experiments only)"
+    )
     evaluate.add_argument("--json", action="store_true", help="one JSON object per release")
     evaluate.set_defaults(handler=run_evaluate)
+
+
+def _report(args: argparse.Namespace, stream_id: str, predictions: Any, labels: Any, index: int) -> None:
+    """One release's line: its exact error, or with ``--epsilon`` its private estimate."""
+    import numpy as np
+
+    n = int(labels.shape[0])
+    if args.epsilon is not None:
+        from privstream.learning.quality import estimate_error
+        from privstream.learning.randomness import seeded
+
+        rng = None if args.seed is None else seeded(args.seed + index)
+        q = estimate_error(
+            predictions,
+            labels,
+            epsilon=args.epsilon,
+            size_public=args.size_public,
+            confidence=args.confidence,
+            rng=rng,
+        )
+        if args.json:
+            print(json.dumps({"private": True, **q.to_dict()}))
+        else:
+            print(
+                f"{stream_id}: private error estimate {q.error:.4g}, {q.confidence:.0%} interval "
+                f"[{q.low:.4g}, {q.high:.4g}] (ε = {q.epsilon:g} spent on the examples)"
+            )
+        return
+    mistakes = int(np.count_nonzero(predictions != labels)) if n else 0
+    error = mistakes / n if n else None
+    if args.json:
+        print(json.dumps({"error": error, "n": n, "mistakes": mistakes}))
+    else:
+        shown = "undefined (no examples)" if error is None else f"{error:.6g}"
+        print(f"{stream_id}: error {shown} ({mistakes} of {n})")
 
 
 # -- hypothesis releases ---------------------------------------------------------------------------------
@@ -70,17 +125,36 @@ def run_evaluate(args: argparse.Namespace) -> int:
     if vector_releases is not None:
         return _evaluate_vectors(args, vector_releases)
     xs, ys = read_examples(args.examples)
-    for release in _read_releases(Path(args.release)):
+    releases = _read_releases(Path(args.release))
+    _note_spend(args, len(releases))
+    for index, release in enumerate(releases):
         h = hypothesis_from_dict(release.hypothesis)
-        n = int(xs.shape[0])
-        mistakes = int(np.count_nonzero(h.predict(xs) != ys)) if n else 0
-        error = mistakes / n if n else None
-        if args.json:
-            print(json.dumps({"error": error, "n": n, "mistakes": mistakes}))
-        else:
-            shown = "undefined (no examples)" if error is None else f"{error:.6g}"
-            print(f"{release.stream_id}: error {shown} ({mistakes} of {n})")
+        predictions = h.predict(xs) if xs.shape[0] else np.zeros(0, dtype=ys.dtype)
+        _report(args, release.stream_id, predictions, ys, index)
     return 0
+
+
+def _note_spend(args: argparse.Namespace, releases: int) -> None:
+    """Check ``--epsilon`` and ``--confidence`` before anything is printed, then say what is spent."""
+    if args.epsilon is None:
+        return
+    from privstream.learning.errors import PrivacyParameterError
+    from privstream.learning.quality import quality_guarantee
+
+    quality_guarantee(args.epsilon)  # refuses a bad ε
+    if not 0 < args.confidence < 1:
+        raise PrivacyParameterError(f"--confidence must be in (0, 1), got {args.confidence}")
+    if args.seed is not None:
+        print(
+            "privstream evaluate: note: --seed makes the estimates reproducible and NOT private",
+            file=sys.stderr,
+        )
+    if releases > 1:
+        print(
+            f"privstream evaluate: note: {releases} releases scored on the same examples spend "
+            f"{releases} x {args.epsilon:g} = {releases * args.epsilon:g} of their privacy budget",
+            file=sys.stderr,
+        )
 
 
 def _vector_releases(path: Path) -> list[Any] | None:
@@ -103,16 +177,11 @@ def _evaluate_vectors(args: argparse.Namespace, releases: list[Any]) -> int:
     X, y, _ = read_vector_examples(args.examples)
     labelled = ~np.isnan(y)  # unlabelled rows cannot be scored
     X, ys = X[labelled], y[labelled].astype(np.uint8)
-    n = int(X.shape[0])
-    for release in releases:
+    _note_spend(args, len(releases))
+    for index, release in enumerate(releases):
         model = vector_model_from_dict(release.hypothesis)
-        mistakes = int(np.count_nonzero(model.predict(X) != ys)) if n else 0
-        error = mistakes / n if n else None
-        if args.json:
-            print(json.dumps({"error": error, "n": n, "mistakes": mistakes}))
-        else:
-            shown = "undefined (no labelled examples)" if error is None else f"{error:.6g}"
-            print(f"{release.stream_id}: error {shown} ({mistakes} of {n})")
+        predictions = model.predict(X) if X.shape[0] else np.zeros(0, dtype=ys.dtype)
+        _report(args, release.stream_id, predictions, ys, index)
     return 0
 
 

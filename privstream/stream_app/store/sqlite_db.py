@@ -34,6 +34,7 @@ from typing import TypeVar
 
 from privstream.stream_app.store.dialect import Dialect, Mode
 from privstream.stream_app.store.migrations import Migration, pending
+from privstream.stream_app.store.private_files import private_database_file
 
 __all__ = ["SqliteDatabase", "sqlite_dialect"]
 
@@ -96,6 +97,7 @@ class SqliteDatabase:
         """Connect to ``target`` (a path, a ``file:`` URI or ``":memory:"``) in autocommit mode;
         ``translate(message, error)`` makes the store's exception of an ``sqlite3`` error (or of
         ``None``: the store is closed)."""
+        private_database_file(target)  # 0600 whatever the umask (its WAL and -shm files follow)
         connection = sqlite3.connect(
             target,
             uri=target.startswith("file:"),

@@ -31,6 +31,7 @@ import numpy as np
 from privstream.agents.interfaces import StateStoreError
 from privstream.stream_app.store.dialect import Mode
 from privstream.stream_app.store.migrations import SchemaTooNewError, latest
+from privstream.stream_app.store.private_files import private_directory
 from privstream.stream_app.store.schema import STATE, render
 from privstream.stream_app.store.sqlite_db import SqliteDatabase, sqlite_dialect
 from privstream.stream_app.store.state import TABLES, Example, SqlStateStore
@@ -138,7 +139,11 @@ class SqliteStateStore(SqlStateStore):
     def __init__(self, path: str | Path, busy_timeout: float = 30.0) -> None:
         self.path = str(path)
         if self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            folder = Path(self.path).parent
+            if folder.name.endswith(".streams"):  # the per-stream folder is the store's own
+                private_directory(folder)
+            else:
+                folder.mkdir(parents=True, exist_ok=True)
         try:
             backend = SqliteStateBackend(self.path, busy_timeout)
         except SchemaTooNewError as exc:
