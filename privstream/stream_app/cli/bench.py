@@ -89,6 +89,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=900.0,
         help="seconds to wait, after the producer, for every window (900)",
     )
+    faults.add_argument(
+        "--partitioned",
+        type=int,
+        metavar="N",
+        help="instead of --streams: one stream keyed by example id over N partitions, time windows",
+    )
+    faults.add_argument(
+        "--window-seconds", type=float, default=10.0, help="--partitioned: time window length (10)"
+    )
     faults.add_argument("--json", action="store_true", help="print the result as one JSON line")
     faults.set_defaults(handler=run_bench_faults)
 
@@ -114,6 +123,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=float,
         default=600.0,
         help="seconds to wait, after the last example, for the releases still due (600)",
+    )
+    scale.add_argument(
+        "--partitioned",
+        type=int,
+        metavar="N",
+        help="instead: one stream keyed by example id over N partitions, read by 1, 2 and 3 workers "
+        "in turn (PostgreSQL): the rate per worker",
     )
     scale.add_argument("--json", action="store_true", help="print the result as one JSON line")
     scale.set_defaults(handler=run_bench_scale)
@@ -141,6 +157,12 @@ def run_bench_scale(args: argparse.Namespace) -> int:
     from privstream.stream_app.bench.scale import run_scale_benchmark
 
     n = 1_000_000 if args.full else args.examples
+    if args.partitioned is not None:
+        from privstream.stream_app.bench.spread_rate import run_spread_rate_benchmark
+
+        spread = run_spread_rate_benchmark(args.partitioned, n)
+        print(json.dumps(spread) if args.json else "\n".join(json.dumps(r) for r in spread["runs"]))
+        return 0
     for name in ("features", "window", "producers"):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name} must be at least 1")
@@ -216,6 +238,8 @@ def run_bench_ledger(args: argparse.Namespace) -> int:
 def run_bench_faults(args: argparse.Namespace) -> int:
     from privstream.stream_app.bench.faults import Options, run_faults_benchmark, targets_met
 
+    if args.partitioned is not None:
+        return run_bench_partitioned(args)
     result = run_faults_benchmark(
         Options(
             workers=args.workers,
@@ -234,3 +258,26 @@ def run_bench_faults(args: argparse.Namespace) -> int:
         for key, value in result.items():
             print(f"{key:28} {value}")
     return 0 if targets_met(result) else 1
+
+
+def run_bench_partitioned(args: argparse.Namespace) -> int:
+    from privstream.stream_app.bench import partitioned
+
+    result = partitioned.run_partitioned_benchmark(
+        partitioned.PartitionedOptions(
+            partitions=args.partitioned,
+            workers=args.workers,
+            store=args.store,
+            examples=args.examples,
+            window_seconds=args.window_seconds,
+            rate=args.rate,
+            kill_every=args.kill_every,
+            timeout=args.timeout,
+        )
+    )
+    if args.json:
+        print(json.dumps(result))
+    else:
+        for key, value in result.items():
+            print(f"{key:28} {value}")
+    return 0 if partitioned.targets_met(result) else 1
