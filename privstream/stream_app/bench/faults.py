@@ -51,7 +51,7 @@ import threading
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -280,6 +280,29 @@ def predicted_positions(records: list[Any]) -> set[tuple[int, int]]:
     return seen
 
 
+def read_outputs(base: Settings, releases: int, sent: Iterable[Any]) -> tuple[list[Any], int]:
+    """The public topic's records once ``releases`` distinct releases are on it, and how many of
+    the ``sent`` positions have their prediction on the predictions topic."""
+    public = asyncio.run(
+        read_topic(
+            base,
+            base.topic("hypotheses"),
+            lambda records: len({r.value for r in records}) >= releases,
+            timeout=120,
+        )
+    )
+    positions = set(sent)
+    predictions = asyncio.run(
+        read_topic(
+            base,
+            base.topic("predictions"),
+            lambda records: positions <= predicted_positions(records),
+            timeout=300,
+        )
+    )
+    return public, len(positions & predicted_positions(predictions))
+
+
 # --------------------------------------------------------------------------- the audit
 
 
@@ -447,24 +470,7 @@ def run_faults_benchmark(options: Options) -> dict[str, Any]:
         wait(all_ready, 120, "every worker ready", cluster)
         say("reading the public and the predictions topics")
         total_windows = sum(expected.values())
-        public = asyncio.run(
-            read_topic(
-                base,
-                base.topic("hypotheses"),
-                lambda records: len({r.value for r in records}) >= total_windows,
-                timeout=120,
-            )
-        )
-        positions = set(sent)
-        predictions = asyncio.run(
-            read_topic(
-                base,
-                base.topic("predictions"),
-                lambda records: positions <= predicted_positions(records),
-                timeout=300,
-            )
-        )
-        learned = len(positions & predicted_positions(predictions))
+        public, learned = read_outputs(base, total_windows, sent)
         audit = audit_releases(public, ledger, names, expected)
         exits = cluster.stop()
     rejoin = [k["rejoin_seconds"] for k in happened.kills if k.get("rejoin_seconds") is not None]

@@ -44,9 +44,8 @@ from privstream.stream_app.bench.faults import (
     Cluster,
     Run,
     audit_releases,
-    predicted_positions,
     produce,
-    read_topic,
+    read_outputs,
     say,
     shared_store,
     track_rejoins,
@@ -191,24 +190,7 @@ def run_partitioned_benchmark(options: PartitionedOptions) -> dict[str, Any]:
         # charged, at its deadline) so that the ledger and the topic are audited at one point.
         exits = cluster.stop()
         charged = len(ledger.entries(STREAM))
-        public = asyncio.run(
-            read_topic(
-                base,
-                base.topic("hypotheses"),
-                lambda records: len({r.value for r in records}) >= charged,
-                timeout=120,
-            )
-        )
-        positions = set(sent)
-        predictions = asyncio.run(
-            read_topic(
-                base,
-                base.topic("predictions"),
-                lambda records: positions <= predicted_positions(records),
-                timeout=300,
-            )
-        )
-        learned = len(positions & predicted_positions(predictions))
+        public, learned = read_outputs(base, charged, sent)
         indexes = window_indexes(public)
         audit = audit_releases(public, ledger, [STREAM], {STREAM: len(indexes)})
         store = factory.open_state_store(base)
