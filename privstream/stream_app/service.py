@@ -308,6 +308,7 @@ def release_policy(stream: StreamConfig, hclass: HypothesisClass | None) -> Rele
         top_level=config.top_level,
         max_node_examples=config.max_node_examples,
         partitioned=stream.partitioned,
+        columns=tuple(stream.encoder.to_dicts()) if stream.encoder is not None else (),
         lifetime=lifetime_bound(config),  # the user level's is set with the deployment's user budget
     )
 
