@@ -44,7 +44,9 @@ def fits_a_chunk(xs: Sequence[Any]) -> bool:
     return all(isinstance(x, int | np.integer) and -(2**63) <= x < 2**63 for x in xs)
 
 
-def encode_chunk(xs: Sequence[Any], ys: Sequence[int], users: Sequence[str | None]) -> bytes:
+def encode_chunk(
+    xs: Sequence[Any] | np.ndarray, ys: Sequence[int] | np.ndarray, users: Sequence[str | None] | np.ndarray
+) -> bytes:
     """The stored value of rows with points ``xs`` (vectors of one length, or integers: see
     :func:`fits_a_chunk`), labels ``ys`` and users (None where there is none)."""
     n = len(ys)
