@@ -13,7 +13,8 @@ The child is started by :class:`PublicListenerProcess` (a service of the worker'
 worker's settings in its environment, serves :func:`~.public.public_routes` and
 :func:`~.page.page_routes` within the listener limits, dies with the worker
 (``PR_SET_PDEATHSIG``), and is started again if it dies. It signs ``releases/latest`` with the
-worker's key (the worker creates the default key file before the child starts).
+worker's key (which the worker checked against the ledger before the child starts) and lists the
+deployment's keys, the ledger's, on ``/keys``.
 
 Run by hand (for a look at its log): ``python -m privstream.stream_app.web.public_process`` with
 the worker's ``PRIVSTREAM_*`` environment.
@@ -37,7 +38,7 @@ import mode
 from privstream.stream_app.embedded.broker import die_with_parent
 from privstream.stream_app.logs import configure_logging
 from privstream.stream_app.settings import ENV_PREFIX, Settings
-from privstream.stream_app.signing import KeySet, worker_signer
+from privstream.stream_app.signing import deployment_keys, existing_signer
 from privstream.stream_app.web.listener import HttpListener, ListenerLimits
 from privstream.stream_app.web.page import page_routes
 from privstream.stream_app.web.public import PublicReads, PublicStreams, public_routes
@@ -63,8 +64,9 @@ def public_listener(settings: Settings) -> HttpListener:
         if releasing
         else None
     )
-    signer = worker_signer(settings)
-    published = KeySet.from_file(settings.published_keys_file) if settings.published_keys_file else None
+    # The key its worker checked against the ledger; /keys lists the ledger's keys.
+    signer = existing_signer(settings) if ledger is not None else None
+    published = deployment_keys(settings, ledger.signing_keys() if ledger is not None else (), signer)
     public = PublicStreams(
         settings.streams, PublicReads(ledger, settings.public_cache_seconds) if ledger is not None else None
     )
