@@ -8,7 +8,9 @@ verifies with the same code).
 **One key per deployment.** The privacy ledger records the deployment's signing key
 (:meth:`~privstream.stream_app.store.ledger_governance.LedgerGovernance.signing_keys`): the key of
 the first worker that starts on a new ledger. Every worker signs with that key
-(:func:`worker_signer`) or refuses to start, in one line naming its key and the ledger's. The
+(:func:`worker_signer`) or refuses to start, in one line naming its key and the ledger's. A new
+key is made only by ``privstream keys rotate`` (:mod:`.key_rotation`): the old key signs a
+rotation statement for it, which the ledger records and ``/keys`` serves. The
 key comes from the ``signing_key`` setting (PEM), the file ``signing_key_file`` (PEM, e.g. a
 mounted secret; ``openssl genpkey -algorithm ed25519``), or, when neither is set,
 ``data_dir/signing_key.pem``, which is created only together with a new ledger: a missing key
@@ -217,7 +219,7 @@ def worker_signer(settings: Settings, ledger: KeyLedger, *, who: str = "privstre
                 f"the signing key {path} is missing, but ledger {ledger.ledger_id} ({ledger.location}) "
                 f"signs with key {current.key_id}: restore the key file from the data folder's backup "
                 "(or set signing_key_file to the deployment's key); a new key is never made for an "
-                "existing ledger"
+                "existing ledger (`privstream keys rotate` makes one, signed by the old)"
             ) from None
         raise
     if current is None:
@@ -226,7 +228,8 @@ def worker_signer(settings: Settings, ledger: KeyLedger, *, who: str = "privstre
         raise SigningKeyError(
             f"this worker's signing key {signer.key_id} ({where}) is not the deployment's: ledger "
             f"{ledger.ledger_id} ({ledger.location}) records key {current.key_id}; give every worker "
-            "the deployment's key (one signing_key_file or signing_key secret for all)"
+            "the deployment's key (one signing_key_file or signing_key secret for all), or replace "
+            "it with `privstream keys rotate`"
         )
     return signer
 

@@ -344,11 +344,19 @@ class LedgerGovernance:
         return self._backend.run(run)
 
     def rotate_key(
-        self, old_key_id: str, new_key_id: str, public_key: str, statement: str, *, who: str, reason: str
+        self,
+        old_key_id: str,
+        new_key_id: str,
+        public_key: str,
+        statement: str,
+        at: datetime,
+        *,
+        who: str,
+        reason: str,
     ) -> RecordedKey:
         """Make ``new_key_id`` the deployment's key in place of ``old_key_id`` (which must be the
         current one; :class:`KeyRotationError` otherwise), with the rotation ``statement`` (JSON,
-        verified by the caller); the old key is retired now; audited."""
+        verified by the caller) made at ``at``, when the old key is retired; audited."""
         if not reason.strip():
             raise ValueError("rotating the signing key needs a reason (it is audited)")
 
@@ -363,7 +371,7 @@ class LedgerGovernance:
                 )
             if any(k.key_id == new_key_id for k in keys):
                 raise KeyRotationError(f"key {new_key_id} signed for this deployment before: draw a new key")
-            now = self._now()
+            now = self._dialect.time(at)
             cur.execute(
                 self._q("UPDATE {signing_keys} SET retired_at = ? WHERE key_id = ?"), (now, old_key_id)
             )

@@ -14,7 +14,7 @@ worker's settings in its environment, serves :func:`~.public.public_routes` and
 :func:`~.page.page_routes` within the listener limits, dies with the worker
 (``PR_SET_PDEATHSIG``), and is started again if it dies. It signs ``releases/latest`` with the
 worker's key (which the worker checked against the ledger before the child starts) and lists the
-deployment's keys, the ledger's, on ``/keys``.
+deployment's keys, the ledger's, and their rotation statements on ``/keys``.
 
 Run by hand (for a look at its log): ``python -m privstream.stream_app.web.public_process`` with
 the worker's ``PRIVSTREAM_*`` environment.
@@ -36,6 +36,7 @@ from typing import Any
 import mode
 
 from privstream.stream_app.embedded.broker import die_with_parent
+from privstream.stream_app.key_rotation import key_document
 from privstream.stream_app.logs import configure_logging
 from privstream.stream_app.settings import ENV_PREFIX, Settings
 from privstream.stream_app.signing import deployment_keys, existing_signer
@@ -64,9 +65,10 @@ def public_listener(settings: Settings) -> HttpListener:
         if releasing
         else None
     )
-    # The key its worker checked against the ledger; /keys lists the ledger's keys.
+    # The key its worker checked against the ledger; /keys lists the ledger's keys and rotations.
     signer = existing_signer(settings) if ledger is not None else None
-    published = deployment_keys(settings, ledger.signing_keys() if ledger is not None else (), signer)
+    recorded = ledger.signing_keys() if ledger is not None else []
+    document = key_document(recorded, deployment_keys(settings, (), signer))
     public = PublicStreams(
         settings.streams, PublicReads(ledger, settings.public_cache_seconds) if ledger is not None else None
     )
@@ -74,7 +76,7 @@ def public_listener(settings: Settings) -> HttpListener:
         "public",
         settings.public_host,
         settings.public_port,
-        public_routes(public, signer=signer, published_keys=published) + page_routes(public),
+        public_routes(public, signer=signer, key_document=document) + page_routes(public),
         limits=ListenerLimits.of(settings, "public"),
     )
 
