@@ -56,8 +56,16 @@ else changes. A rule that needs more of a stream's configuration adds a field to
 [('wrong_type', 'out_of_domain'), ('missing_field',), ('event_time_out_of_range',)]
 >>> INVALID_REASONS[:6]  # the schema's reasons, the stream's, then the rules' new ones, in order
 ('invalid_json', 'missing_field', 'wrong_type', 'invalid_label', 'out_of_domain', 'unknown_stream')
->>> INVALID_REASONS[6:]
+>>> INVALID_REASONS[6:10]
 ('event_time_out_of_range', 'not_finite', 'out_of_range', 'message_too_large')
+>>> INVALID_REASONS[10:]  # a tabular stream's row encoder's own
+('unknown_category', 'missing_value')
+
+**Tabular streams** have a row encoder (``encoders``): a single example's ``x``, or each row of a
+batch's ``xs``, is a row of named cells that the encoder turns into the feature vector before
+anything else checks it, or refuses (``unknown_category``, ``missing_value``, ``wrong_type``,
+``not_finite``: :data:`ENCODING_REASONS` are its own). The dead letter of a refused row holds the row
+as sent.
 
 A rule's check, called the way :meth:`ExampleValidator.validate` calls it:
 
@@ -150,6 +158,7 @@ class Stream(NamedTuple):
     user_level: bool  # the privacy unit is the user: every example needs a user_id
     event_time_skew: float | None = None  # time windows: the public maximum |event_time - clock()|
     clock: Callable[[], float] = time.time  # the worker's clock (tests inject one)
+    classes: int = 2  # the labels are 0..classes-1 (2: 0/1, read from -1/+1 and booleans too)
 
 
 Check = Callable[[Stream, Any, "str | None", "datetime | None"], "Invalid | None"]
@@ -244,6 +253,10 @@ SCHEMA_REASONS = ("invalid_json", "missing_field", "wrong_type", "invalid_label"
 #: (``x`` or a feature), a number too long to read (more than 4,300 digits).
 VALUE_REASONS = ("not_finite", "out_of_range")
 
+#: What a tabular stream's row encoder refuses a row for, besides ``wrong_type`` and ``not_finite``:
+#: a category its column does not declare, a missing cell its column has no public value for.
+ENCODING_REASONS = ("unknown_category", "missing_value")
+
 #: Every reason a message or row can be rejected for; bounded, so safe as a Prometheus label.
 INVALID_REASONS: tuple[str, ...] = tuple(
     dict.fromkeys(
@@ -253,9 +266,14 @@ INVALID_REASONS: tuple[str, ...] = tuple(
             *(reason for rule in STREAM_RULES for reason in rule.reasons),
             *VALUE_REASONS,
             "message_too_large",
+            *ENCODING_REASONS,
         )
     )
 )
+
+#: A tabular stream's row encoder: a row (``x`` as sent) to its feature vector, or why it is refused
+#: (an :class:`Invalid` whose reason is in :data:`INVALID_REASONS`).
+RowEncoder = Callable[[object], "list[float] | Invalid"]
 
 
 # --- reading JSON -------------------------------------------------------------------------------
@@ -392,21 +410,33 @@ class _Column(NamedTuple):
     field: str
     check: TypeAdapter[list[Any]]
     check_entry: TypeAdapter[Any]
-    read: Callable[[list[Any]], list[Any] | None] | None = None
+    read: Callable[[list[Any], int], list[Any] | None] | None = None
 
 
 def _column(
-    name: str, field: str, entry: Any, read: Callable[[list[Any]], list[Any] | None] | None = None
+    name: str, field: str, entry: Any, read: Callable[[list[Any], int], list[Any] | None] | None = None
 ) -> _Column:
     return _Column(name, field, TypeAdapter(list[entry]), TypeAdapter(entry), read)
 
 
-def _read_labels(column: list[Any]) -> list[int] | None:
+def _read_labels(column: list[Any], classes: int = 2) -> list[int] | None:
     """The labels as ``normalise_label`` reads them, if every one is a valid label (else None)."""
     if not {int, bool}.issuperset(map(type, column)):
         return None
-    labels = list(map(_LABELS.get, column))  # True and False hash as 1 and 0
-    return None if None in labels else labels  # type: ignore[return-value]
+    if classes != 2:
+        labels = [int(y) for y in column]  # True and False as 1 and 0
+        return labels if not labels or (min(labels) >= 0 and max(labels) < classes) else None
+    read = list(map(_LABELS.get, column))  # True and False hash as 1 and 0
+    return None if None in read else read  # type: ignore[return-value]
+
+
+def _class_label(y: object, classes: int) -> int | None:
+    """A label of a stream of ``classes`` > 2 classes, as the schema reads it (None if it is not one)."""
+    if type(y) is bool:
+        return int(y)
+    if type(y) is int and 0 <= y < classes:
+        return y
+    return None
 
 
 #: The columns of an ``ExampleBatch``, in the order of ``Example``'s fields.
@@ -467,7 +497,10 @@ class ExampleValidator:
     is outside that stream's domain and ``TypeError`` when it is the wrong kind of point (see
     :func:`integer_domain` and :func:`vector_domain`); ``user_level`` names the streams whose
     privacy unit is the user (a ``user_id`` is required); ``event_time_skew`` maps the streams with
-    time windows to their public maximum skew from ``clock()``.
+    time windows to their public maximum skew from ``clock()``; ``encoders`` maps the tabular streams
+    to their row encoders (:data:`RowEncoder`; ``domain_checks`` then checks the encoded vector);
+    ``classes`` maps the streams of more than two classes to their number of classes ``K`` (labels
+    ``0..K-1``; the others' are 0/1).
     """
 
     def __init__(
@@ -477,10 +510,15 @@ class ExampleValidator:
         *,
         event_time_skew: Mapping[str, float] | None = None,
         clock: Callable[[], float] = time.time,
+        encoders: Mapping[str, RowEncoder] | None = None,
+        classes: Mapping[str, int] | None = None,
     ):
         skews = event_time_skew or {}
+        self._encoders = dict(encoders or {})
+        #: The streams of K > 2 classes: their labels are read as classes, not as 0/1.
+        self._classes = {sid: k for sid, k in (classes or {}).items() if k != 2 and sid in domain_checks}
         self._streams = {
-            sid: Stream(check, sid in user_level, skews.get(sid), clock)
+            sid: Stream(check, sid in user_level, skews.get(sid), clock, self._classes.get(sid, 2))
             for sid, check in domain_checks.items()
         }
         # Each stream's rules, chosen once: only those that apply to it run per example.
@@ -530,6 +568,7 @@ class ExampleValidator:
         if (
             example.xs
             or stream_id not in self._good_ids
+            or stream_id in self._encoders  # a row to encode: the full checks
             or (user_id is not None and (len(user_id) > _MAX_TEXT or "\x00" in user_id))
             or (example_id is not None and len(example_id) > _MAX_TEXT)
         ):
@@ -539,7 +578,8 @@ class ExampleValidator:
         size = self._sizes.get(stream_id)
         if timeless and size is not None and type(x) is int and x < size and type(y) is int and 0 <= y <= 1:
             return example  # the usual message: nothing more to check or to build
-        label = _LABELS.get(y)  # True and False hash as 1 and 0
+        classes = self._classes.get(stream_id)
+        label = _LABELS.get(y) if classes is None else _class_label(y, classes)  # True, False: 1, 0
         if label is None or (type(x) is list and not all(map(math.isfinite, x))):
             return self._validate(raw)
         event_time = None
@@ -586,10 +626,19 @@ class ExampleValidator:
         return self._single(data)
 
     def _single(self, data: dict[str, Any]) -> ValidExample | Invalid:
+        stream_id = data.get("stream_id")  # any JSON value: only a string can name a tabular stream
+        encode = self._encoders.get(stream_id) if self._encoders and type(stream_id) is str else None
+        if encode is not None and "x" in data:  # a row: its vector, then the checks as for any vector
+            x = encode(data["x"])
+            if type(x) is Invalid:
+                return x
+            data = {**data, "x": x}
         example = self._example(data)
         if example is None:  # only pydantic can tell
+            classes = self._classes.get(data["stream_id"])  # a valid stream id, or _example tells
             try:
-                example = ValidExample.of(Example.model_validate(data))
+                context = None if classes is None else {"classes": classes}
+                example = ValidExample.of(Example.model_validate(data, context=context))
             except ValidationError as exc:
                 return _classify(exc)
         elif type(example) is Invalid:
@@ -623,10 +672,19 @@ class ExampleValidator:
         if x < 0:
             return Invalid("out_of_domain", f"x: should be >= 0, got {_show(x)}")
         y = get("y", _ABSENT)
-        label = _LABELS.get(y) if type(y) is int or type(y) is bool else None
+        classes = self._classes.get(stream_id)
+        if classes is not None:
+            label = _class_label(y, classes)
+        else:
+            label = _LABELS.get(y) if type(y) is int or type(y) is bool else None
         if label is None:
             if y is _ABSENT or type(y) is HugeNumber:
                 return _missing_or_wrong("y", y, "a label")
+            if classes is not None:
+                return Invalid(
+                    "invalid_label",
+                    f"y: label must be a class from 0 to {classes - 1} (an integer), got {_show(y)}",
+                )
             return Invalid("invalid_label", f"y: label must be 0/1, -1/+1 or a boolean, got {_show(y)}")
         user_id = get("user_id")
         if user_id is not None and (
@@ -651,8 +709,13 @@ class ExampleValidator:
         if type(message) is Invalid:
             return message
         stream_id, columns = message
-        values, failed = _check_columns(columns)
-        why = {i: self._row_invalid(stream_id, columns, i) for i in sorted(failed)}
+        sent = columns  # the rows as sent: what a row's reason and its dead letter are made of
+        encode = self._encoders.get(stream_id)
+        if encode is not None:  # each row's vector; a refused row (None) is then judged as sent
+            encoded = [encode(x) for x in columns["xs"]]
+            columns = {**columns, "xs": [None if type(e) is Invalid else e for e in encoded]}
+        values, failed = _check_columns(columns, self._classes.get(stream_id, 2))
+        why = {i: self._row_invalid(stream_id, sent, i) for i in sorted(failed)}
         # The stream's rules in their order, each on the rows no earlier check rejected.
         stream = self._streams[stream_id]
         xs, users, times = values["xs"], values.get("user_ids"), values.get("event_times")
@@ -681,7 +744,7 @@ class ExampleValidator:
             None if users is None else pick(users),
             None if times is None else pick(times),
             None if ids is None else pick(ids),
-            [RejectedRow(i, why[i], _row_message(stream_id, columns, i)) for i in sorted(why)],
+            [RejectedRow(i, why[i], _row_message(stream_id, sent, i)) for i in sorted(why)],
         )
 
     def _batch_message(self, data: dict[str, Any]) -> tuple[str, dict[str, list[Any]]] | Invalid:
@@ -722,10 +785,11 @@ class ExampleValidator:
         return result
 
 
-def _check_columns(columns: dict[str, list[Any]]) -> tuple[dict[str, list[Any]], set[int]]:
-    """The columns as the schema reads them, all as long as the longest (an entry a row lacks, or
-    the schema rejects, is None), and the rows with such an entry."""
+def _check_columns(columns: dict[str, list[Any]], classes: int = 2) -> tuple[dict[str, list[Any]], set[int]]:
+    """The columns as the schema reads them (labels of ``classes`` classes), all as long as the
+    longest (an entry a row lacks, or the schema rejects, is None), and the rows with such an entry."""
     rows = max(map(len, columns.values()))
+    context = None if classes == 2 else {"classes": classes}
     values: dict[str, list[Any]] = {}
     failed: set[int] = set()
     for name, _, check_column, check_entry, read in _COLUMNS:
@@ -734,18 +798,20 @@ def _check_columns(columns: dict[str, list[Any]]) -> tuple[dict[str, list[Any]],
             continue
         missing = rows - len(column)
         failed.update(range(len(column), rows))
-        fast = read(column) if read is not None else None
+        fast = read(column, classes) if read is not None else None
         if fast is not None:
             values[name] = fast + [None] * missing
             continue
         try:
-            values[name] = check_column.validate_python(column) + [None] * missing
+            values[name] = check_column.validate_python(column, context=context) + [None] * missing
         except ValidationError as exc:
             bad = {err["loc"][0] for err in exc.errors(include_url=False, include_input=False)}
             failed.update(bad)  # type: ignore[arg-type]
             # the good entries converted one by one (the bad ones' rows are rejected)
             entry = check_entry.validate_python
-            values[name] = [None if i in bad else entry(v) for i, v in enumerate(column)] + [None] * missing
+            values[name] = [None if i in bad else entry(v, context=context) for i, v in enumerate(column)] + [
+                None
+            ] * missing
     return values, failed
 
 

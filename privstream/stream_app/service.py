@@ -29,6 +29,7 @@ from privstream.agents.progress import Progress
 from privstream.agents.releases import Product, Publisher, ReleaseAgent, ReleasePolicy
 from privstream.agents.validation import ExampleValidator, integer_domain, vector_domain
 from privstream.learning.hypothesis_classes import HypothesisClass, parse_class_spec
+from privstream.learning.online import MulticlassPerceptron, StreamLearner
 from privstream.learning.online.base import LinearLearner
 from privstream.learning.planning import window_too_small
 from privstream.learning.private_learners import PrivateLearner, make_learner
@@ -51,9 +52,11 @@ from privstream.stream_app.store.leases import Leases, LeaseStoreError
 from privstream.stream_app.store.private_files import private_directory
 from privstream.stream_app.store.probe import StoreProbe, store_ping
 from privstream.stream_app.store.published import read_public_log
+from privstream.stream_app.store.signatures import ReleaseSignatures
+from privstream.stream_app.tabular import row_encoder
 from privstream.stream_app.web.listener import HttpListener, ListenerLimits, bearer_token_guard
 from privstream.stream_app.web.operator import PROBE_PATHS, operator_routes
-from privstream.stream_app.web.public_process import PublicListenerProcess
+from privstream.stream_app.web.public_process import PublicListenerProcess, signatures_path
 
 log = logging.getLogger(__name__)
 
@@ -126,8 +129,10 @@ class Service:
         }
 
 
-def vector_status(stream: StreamConfig, learner: LinearLearner) -> dict[str, Any]:
+def vector_status(stream: StreamConfig, learner: StreamLearner) -> dict[str, Any]:
     """``/status`` of a stream of feature vectors: its online learner's counts and current rule."""
+    if isinstance(learner, MulticlassPerceptron):
+        return _multiclass_status(stream, learner)
     weights, offset = learner.weights()
     return {
         "features": stream.features,
@@ -147,6 +152,32 @@ def vector_status(stream: StreamConfig, learner: LinearLearner) -> dict[str, Any
                 + ("; the rule of the vote's leader" if hasattr(learner, "vote_weights") else ""),
             },
             **_vote_status(learner),
+        },
+    }
+
+
+def _multiclass_status(stream: StreamConfig, learner: MulticlassPerceptron) -> dict[str, Any]:
+    """``/status`` of a stream of K classes: the multi-class Perceptron's counts and K scores."""
+    return {
+        "features": stream.features,
+        "classes": learner.classes,
+        "examples": learner.examples_seen,
+        "mistakes": learner.mistakes,
+        "mistake_bound": learner.mistake_bound,
+        "realizable": learner.realizable,
+        "online": {
+            "learner": learner.name,
+            "parameters": {"classes": learner.classes, "margin": learner.margin},
+            "margin_mistakes": learner.margin_mistakes,
+            "margin_bound": learner.margin_bound,
+            "rule": {
+                "classes": [
+                    {"weights": dict(zip(stream.feature_labels, w.tolist(), strict=True)), "offset": b}
+                    for w, b in learner.weights()
+                ],
+                "reads": "predict the class k of the highest sum(weights[f] * x[f]) + offset "
+                "(features clipped to bounds; a tie goes to the smallest k)",
+            },
         },
     }
 
@@ -306,6 +337,7 @@ def release_policy(stream: StreamConfig, hclass: HypothesisClass | None) -> Rele
         top_level=config.top_level,
         max_node_examples=config.max_node_examples,
         partitioned=stream.partitioned,
+        columns=tuple(stream.encoder.to_dicts()) if stream.encoder is not None else (),
         lifetime=lifetime_bound(config),  # the user level's is set with the deployment's user budget
     )
 
@@ -397,6 +429,7 @@ def online_streams(settings: Settings) -> tuple[dict[str, OnlineStream], dict[st
             dict(s.online_params),
             tuple(s.feature_labels),
             partitions=settings.topic_partitions if s.partitioned else None,
+            classes=s.classes,
         )
         for s in settings.streams
         if s.features is not None
@@ -457,8 +490,9 @@ def warn_of_small_windows(policies: dict[str, ReleasePolicy]) -> None:
 def example_validator(
     settings: Settings, streams: dict[str, OnlineStream], policies: dict[str, ReleasePolicy]
 ) -> ExampleValidator:
-    """The ingest validation of every stream: its domain, the user level's user ids, and for time
-    windows the public event-time skew past which an example is dead-lettered."""
+    """The ingest validation of every stream: its domain, the user level's user ids, for time
+    windows the public event-time skew past which an example is dead-lettered, and for tabular
+    streams the row encoder of their columns."""
     domains = {
         s.name: integer_domain(
             streams[s.name].hypothesis_class.check_point, streams[s.name].hypothesis_class.domain_size
@@ -473,7 +507,11 @@ def example_validator(
         if s.release is not None and s.release.window.kind == "time"
     }
     user_level = frozenset(sid for sid, p in policies.items() if p.privacy_unit == "user")
-    return ExampleValidator(domains, user_level=user_level, event_time_skew=skews)
+    encoders = {s.name: row_encoder(s.encoder) for s in settings.streams if s.encoder is not None}
+    classes = {s.name: s.classes for s in settings.streams if s.classes != 2}
+    return ExampleValidator(
+        domains, user_level=user_level, event_time_skew=skews, encoders=encoders, classes=classes
+    )
 
 
 def release_agent(
@@ -527,10 +565,18 @@ def release_timers(app: faust.App, releases: ReleaseAgent, policies: dict[str, R
             await releases.tick()
 
 
-def start_listeners(app: faust.App, settings: Settings, service: Service, probes: ServiceProbes) -> None:
-    """The public listener, in a process of its own (a crowd there takes nothing from ingestion),
-    and the operator listener (metrics, probes, status; behind the operator token if set)."""
-    _start_with(app, PublicListenerProcess(settings))
+def start_listeners(
+    app: faust.App,
+    settings: Settings,
+    service: Service,
+    probes: ServiceProbes,
+    signer: Signer | None,
+    signatures: ReleaseSignatures,
+) -> None:
+    """The public listener, in a process of its own (a crowd there takes nothing from ingestion;
+    it holds no secret and serves the signatures the worker stores), and the operator listener
+    (metrics, probes, status; behind the operator token if set)."""
+    _start_with(app, PublicListenerProcess(settings, signer=signer, signatures=signatures))
     guard = (
         [bearer_token_guard(settings.operator_token.get_secret_value(), open_paths=PROBE_PATHS)]
         if settings.operator_token is not None
@@ -560,6 +606,8 @@ def build_service(settings: Settings) -> Service:
     signer = stores.signer
     if signer is not None:
         log.info("releases are signed with key %s (Ed25519; public keys on /keys)", signer.key_id)
+    # Each release's signature, for the public listener's process (which holds no key).
+    signatures = ReleaseSignatures(signatures_path(settings))
     app = build_app(settings)
     streams, vector_streams = online_streams(settings)
     if not settings.streams:
@@ -601,12 +649,19 @@ def build_service(settings: Settings) -> Service:
     validator = example_validator(settings, streams, policies)
     dedup = Deduplicator({s.name: s.dedup_horizon_seconds for s in settings.streams})
     pipeline = IngestPipeline(validator, learners, metrics, progress, dedup=dedup)
+
+    async def clear_of_deadlines() -> None:
+        # Between two chunks of a poll: a release's deadline near, ingest waits until it is out.
+        if pipeline.releases is not None:
+            await pipeline.releases.clear_of_deadlines()
+
     ingest = IngestService(
         settings,
         pipeline,
         on_assigned=lambda parts: on_assigned(parts),
         metrics=metrics,
         replay=stores.replay,
+        pause=clear_of_deadlines,
         loop=None,
     )
     releases = None
@@ -615,7 +670,7 @@ def build_service(settings: Settings) -> Service:
         if ledger is None or leases is None or signer is None:
             raise RuntimeError("releasing streams need the ledger, the partition leases and the signing key")
         processes = LearnerProcesses(policies)
-        publish = fenced_publisher(publisher(ingest, settings, signer), leases, source_partitions)
+        publish = fenced_publisher(publisher(ingest, settings, signer, signatures), leases, source_partitions)
         slot_cache = SlotCache(settings.data_dir / CACHE_FILE)
         releases = release_agent(
             policies, store, ledger, publish, metrics, processes, key_partition, slot_cache
@@ -670,7 +725,7 @@ def build_service(settings: Settings) -> Service:
         leases=leases,
         store_probe=probe,
     )
-    start_listeners(app, settings, service, ServiceProbes(ingest, probe))
+    start_listeners(app, settings, service, ServiceProbes(ingest, probe), signer, signatures)
     # After the listeners: services start in this order, so the probes answer (503 "starting")
     # before the first poll instead of after it.
     _start_with(app, ingest)
@@ -731,14 +786,20 @@ async def take_leases(leases: Leases, partitions: set[int], ingest: IngestServic
 _background: set[asyncio.Future[None]] = set()
 
 
-def publisher(ingest: IngestService, settings: Settings, signer: Signer) -> Any:
+def publisher(
+    ingest: IngestService, settings: Settings, signer: Signer, signatures: ReleaseSignatures | None = None
+) -> Any:
     """Publish a release's bytes to its public topic, signed, and wait until Kafka has them; the
     record's timestamp is the release's deadline (its scheduled time), never the moment it was sent.
 
     The signature covers exactly the bytes the ledger stores; Ed25519 is deterministic, so a
-    re-publication from the outbox carries the same signature."""
+    re-publication from the outbox carries the same signature. It is stored in ``signatures``
+    first, for the public listener, before the release is published (and so before the ledger
+    marks it published, which is when the listener may serve it)."""
 
     async def publish(topic: str, stream_id: str, release: bytes, *, timestamp_ms: int | None = None) -> None:
+        if signatures is not None:
+            await asyncio.to_thread(signatures.put, release, *signer.sign(release))
         header = ("schema_version", str(RELEASE_SCHEMA_VERSION).encode())
         await ingest.publish(
             settings.topic(topic),

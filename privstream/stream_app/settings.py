@@ -22,6 +22,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
+from privstream_client.tabular import TabularEncoder
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationInfo, field_validator, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
@@ -31,8 +32,9 @@ from privstream.learning.online import (
     DEFAULT_ONLINE_LEARNER,
     OnlineInputError,
     check_online_parameters,
-    make_online_learner,
+    make_stream_learner,
 )
+from privstream.learning.online.multiclass import MAX_CLASSES
 from privstream.learning.parameters import ACCURACY_TARGETS, check_registered
 from privstream.learning.private_learners.base import LEARNERS
 from privstream.learning.private_learners.vector_base import VECTOR_LEARNERS, check_bounds
@@ -40,6 +42,7 @@ from privstream.learning.private_learners.vector_base import configuration_error
 from privstream.learning.sanitizers.base import SANITIZERS
 from privstream.stream_app.nesting import NestingError, check_text_depth, check_value_depth
 from privstream.stream_app.suggestions import unknown_name
+from privstream.stream_app.tabular import ColumnConfig, column_encoder, derive_vector_fields
 
 log = logging.getLogger(__name__)
 
@@ -433,12 +436,27 @@ class StreamConfig(BaseModel):
     features: int | None = Field(
         default=None, ge=1, le=10_000, description="instead of a class: examples are vectors of this length"
     )
+    classes: int = Field(
+        default=2,
+        ge=2,
+        le=MAX_CLASSES,
+        description="feature vectors: the number of classes K; labels are 0..K-1 (2: 0/1, also read "
+        "from -1/+1 and booleans). With K > 2 the online learner is the multi-class Perceptron",
+    )
     feature_bounds: list[tuple[float, float]] | None = Field(
         default=None, description="public [lo, hi] per feature (never taken from the data)"
     )
     feature_names: list[str] | None = Field(
         default=None,
         description="feature vectors: a name per feature (pages, CSV columns); default x1, x2, ...",
+    )
+    columns: list[ColumnConfig] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=1_000,
+        description="a tabular stream: its public columns (numeric with bounds, categorical with "
+        "categories); examples are rows by column name, encoded by the service into the feature vector "
+        "(features, feature_bounds and feature_names follow from them)",
     )
     soa_tie: Literal[0, 1] = Field(default=1, description="the SOA's prediction when both labels tie")
     dedup_horizon_seconds: float = Field(
@@ -470,11 +488,26 @@ class StreamConfig(BaseModel):
     )
     release: ReleaseConfig | None = Field(default=None, description="private releases; none if unset")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _columns_make_features(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("columns") is not None and data.get("hypothesis_class"):
+            raise ValueError("columns are for streams of feature vectors, not a hypothesis_class")
+        return derive_vector_fields(data)
+
+    @field_validator("columns")
+    @classmethod
+    def _columns_distinct(cls, columns: list[ColumnConfig] | None) -> list[ColumnConfig] | None:
+        if columns is not None:
+            column_encoder(columns)  # names and feature names distinct
+        return columns
+
     @field_validator("online_params")
     @classmethod
     def _online_takes(cls, params: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
         learner = info.data.get("online_learner")
-        if isinstance(learner, str) and info.data.get("features") is not None:  # else refused below
+        binary = info.data.get("classes") == 2  # else make_stream_learner checks them, below
+        if isinstance(learner, str) and info.data.get("features") is not None and binary:
             check_online_parameters(learner, params)
         return params
 
@@ -493,10 +526,11 @@ class StreamConfig(BaseModel):
             self.feature_names is not None
             or self.online_params
             or self.online_learner != DEFAULT_ONLINE_LEARNER
+            or self.classes != 2
         ):
             raise ValueError(
-                "feature_names, online_learner and online_params are for streams of feature vectors "
-                "(a class stream's online learner is the SOA)"
+                "feature_names, classes, online_learner and online_params are for streams of feature "
+                "vectors (a class stream's labels are 0/1 and its online learner is the SOA)"
             )
         if self.features is not None:
             check_bounds(self.feature_bounds, self.features)
@@ -505,9 +539,16 @@ class StreamConfig(BaseModel):
             ):
                 raise ValueError(f"feature_names needs {self.features} distinct names, one per feature")
             try:  # the learner, its parameters and the bounds, checked once here
-                make_online_learner(self.online_learner, self.feature_bounds, **self.online_params)
+                make_stream_learner(
+                    self.online_learner, self.feature_bounds, self.classes, **self.online_params
+                )
             except OnlineInputError as exc:
                 raise ValueError(str(exc)) from None
+            if self.release is not None and self.classes != 2:
+                raise ValueError(
+                    f"release: private releases learn 0/1 labels; a stream of {self.classes} classes "
+                    "has its online learner only (remove release, or set classes = 2)"
+                )
             if self.release is not None:
                 learner = self.release.learner
                 if learner not in VECTOR_LEARNERS:
@@ -553,6 +594,11 @@ class StreamConfig(BaseModel):
     def kind(self) -> str:
         """``"class"`` (integer points of a hypothesis class) or ``"vector"`` (feature vectors)."""
         return "class" if self.hypothesis_class is not None else "vector"
+
+    @property
+    def encoder(self) -> TabularEncoder | None:
+        """A tabular stream's row encoder (its ``columns``); None for other streams."""
+        return None if self.columns is None else column_encoder(self.columns)
 
     @property
     def feature_labels(self) -> list[str]:
