@@ -51,6 +51,7 @@ from privstream.stream_app.store.leases import Leases, LeaseStoreError
 from privstream.stream_app.store.private_files import private_directory
 from privstream.stream_app.store.probe import StoreProbe, store_ping
 from privstream.stream_app.store.published import read_public_log
+from privstream.stream_app.tabular import row_encoder
 from privstream.stream_app.web.listener import HttpListener, ListenerLimits, bearer_token_guard
 from privstream.stream_app.web.operator import PROBE_PATHS, operator_routes
 from privstream.stream_app.web.public_process import PublicListenerProcess
@@ -457,8 +458,9 @@ def warn_of_small_windows(policies: dict[str, ReleasePolicy]) -> None:
 def example_validator(
     settings: Settings, streams: dict[str, OnlineStream], policies: dict[str, ReleasePolicy]
 ) -> ExampleValidator:
-    """The ingest validation of every stream: its domain, the user level's user ids, and for time
-    windows the public event-time skew past which an example is dead-lettered."""
+    """The ingest validation of every stream: its domain, the user level's user ids, for time
+    windows the public event-time skew past which an example is dead-lettered, and for tabular
+    streams the row encoder of their columns."""
     domains = {
         s.name: integer_domain(
             streams[s.name].hypothesis_class.check_point, streams[s.name].hypothesis_class.domain_size
@@ -473,7 +475,8 @@ def example_validator(
         if s.release is not None and s.release.window.kind == "time"
     }
     user_level = frozenset(sid for sid, p in policies.items() if p.privacy_unit == "user")
-    return ExampleValidator(domains, user_level=user_level, event_time_skew=skews)
+    encoders = {s.name: row_encoder(s.encoder) for s in settings.streams if s.encoder is not None}
+    return ExampleValidator(domains, user_level=user_level, event_time_skew=skews, encoders=encoders)
 
 
 def release_agent(

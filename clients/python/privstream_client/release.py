@@ -36,6 +36,7 @@ from typing import Any, Literal, TypeAlias
 
 import numpy as np
 
+from privstream_client.freshness import Freshness, Held
 from privstream_client.models import ReleaseFormatError, describe, model_from_dict
 
 __all__ = [
@@ -505,44 +506,64 @@ def check_level(level: object) -> LevelChoice:
 class ReleaseSelector:
     """Decides, release by release in publication order, which ones a subscriber gets.
 
-    Each release once (re-publications after a crash are dropped), filtered by ``level`` (the
-    module docstring). ``"best"`` keeps the highest (level, last window) taken so far and takes a
-    release that reaches it: a level-1 release replaces level 0 for good, and an older node of the
-    same level published late is not taken after a newer one.
+    Each release once (re-publications after a crash are dropped), and only a fresh one of the
+    deployment (:class:`~privstream_client.freshness.Freshness`: newer than the release held of
+    its level, of the pinned ledger), filtered by ``level`` (the module docstring). ``"best"``
+    takes a release whose level is at least the highest held so far: a level-1 release replaces
+    level 0 for good, and an older node of a level published late is stale.
 
     >>> best = ReleaseSelector("best")  # (release, level, last window) in publication order
     >>> [best.admits(*r) for r in [("1", 0, 0), ("2", 0, 1), ("3", 1, 1), ("3", 1, 1), ("4", 0, 2)]]
     [True, True, True, False, False]
+    >>> best.admits("5", 1, 0), best.refusal("5", 1, 0), best.refusal("6", 0, 1)
+    (False, 'stale', 'stale')
     >>> ReleaseSelector(0).admits("3", 1, 1)
     False
     """
 
-    def __init__(self, level: LevelChoice = "best"):
+    def __init__(
+        self, level: LevelChoice = "best", freshness: Freshness | None = None, *, fresh_only: bool = True
+    ):
         self.level = check_level(level)
+        self.freshness = freshness if freshness is not None else Freshness()
+        # Unverified releases (fresh_only=False) sign nothing to judge freshness by: every one of
+        # the level chosen is taken, so a forged one cannot hide a real one ("best" still orders).
+        self.fresh_only = fresh_only
         self._seen: set[str] = set()
-        self._best: tuple[int, int] | None = None
 
     def accept(self, release: Release, published: bytes | None = None) -> bool:
         """Whether the subscriber gets ``release`` (the next one published, as the bytes
         ``published``). A release is known by its bytes: a re-publication after a crash is the
         same bytes, while two different releases never share them, whatever entry id they claim."""
+        return self.judge(release, published) is None
+
+    def judge(self, release: Release, published: bytes | None = None) -> str | None:
+        """None if the subscriber gets ``release``; else why not: ``"duplicate"`` (taken before),
+        ``"foreign_deployment"`` or ``"stale"`` (refused: not fresh), ``"not_selected"`` (fresh,
+        but not of the level chosen)."""
         digest = release.digest() if published is None else hashlib.sha256(published).hexdigest()
-        return self.admits(digest, release.level, release.last_window)
+        mark = Held.of(release, digest)
+        return self._judge(release.level, mark, release.certificate.ledger_id)
 
     def admits(self, release: str, level: int, last_window: int | None) -> bool:
         """:meth:`accept` on a release's identity (its digest), level and last window (None: unknown)."""
-        if release in self._seen:  # the same release re-published after a crash
-            return False
-        self._seen.add(release)
-        if self.level == "all":
-            return True
-        if self.level != "best":
-            return level == self.level
-        rank = (level, -1 if last_window is None else last_window)
-        if self._best is not None and (rank < self._best or (rank == self._best and last_window is not None)):
-            return False
-        self._best = rank
-        return True
+        return self.refusal(release, level, last_window) is None
+
+    def refusal(self, release: str, level: int, last_window: int | None) -> str | None:
+        """:meth:`judge` on a release's identity, level and last window (one window family)."""
+        return self._judge(level, Held(release, "", last_window), None)
+
+    def _judge(self, level: int, mark: Held, ledger_id: str | None) -> str | None:
+        if mark.digest in self._seen or self.freshness.holds(level, mark.digest):
+            return "duplicate"  # the same release re-published after a crash
+        top = max(self.freshness.held, default=-1)  # the highest level held before this one
+        problem = self.freshness.judge_mark(level, mark, ledger_id)
+        if problem is not None and (self.fresh_only or self.level == "best"):
+            return problem
+        self._seen.add(mark.digest)
+        if self.level == "all" or self.level == level:
+            return None
+        return None if self.level == "best" and level >= top else "not_selected"
 
 
 #: A small release, for the examples.
