@@ -89,8 +89,11 @@ def test_csv_cells_parse_by_column_kind(encoder: TabularEncoder) -> None:
     row = encoder.parse_text(cells)
     assert row == {"age": None, "plan": "pro", "city": None, "spend": 7.25}
     assert encoder.encode(row)[:2] == [40.0, 1.0]
-    with pytest.raises(RowError, match="spend"):
-        encoder.parse_text({**cells, "spend": "lots"})
+    unreadable = encoder.parse_text({**cells, "spend": "lots"})
+    assert unreadable["spend"] == "lots"  # kept as the file has it: the encoder refuses it
+    with pytest.raises(RowError, match="spend") as refused:
+        encoder.encode(unreadable)
+    assert refused.value.reason == "wrong_type"
 
 
 def test_declarations_round_trip_and_encode_alike(encoder: TabularEncoder) -> None:

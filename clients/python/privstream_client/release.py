@@ -38,6 +38,7 @@ import numpy as np
 
 from privstream_client.freshness import Freshness, Held
 from privstream_client.models import ReleaseFormatError, describe, model_from_dict
+from privstream_client.tabular import ColumnError, TabularEncoder
 
 __all__ = [
     "Certificate",
@@ -321,6 +322,7 @@ class Release:
             raise ReleaseFormatError("release.certificate is missing")
         self.certificate = Certificate.read(certificate)
         self.hypothesis = model_from_dict(data.get("hypothesis"))
+        self.encoder = _columns_of(self.certificate)
         self._published = published
 
     @classmethod
@@ -388,7 +390,16 @@ class Release:
 
     def predict(self, x: Any) -> Any:
         """The released hypothesis at a point (an int, or one feature vector) or at many points
-        (an array of ints, or an ``(n, d)`` array of feature vectors): a label or an array of labels."""
+        (an array of ints, or an ``(n, d)`` array of feature vectors): a label or an array of labels.
+
+        A tabular stream's release also takes a row (a mapping of cells by column name) or a list of
+        rows, encoded by the columns its certificate states (:attr:`encoder`); a row the encoder
+        refuses raises :class:`~privstream_client.tabular.RowError`."""
+        if self.encoder is not None:
+            if isinstance(x, Mapping):
+                return self.hypothesis.predict(self.encoder.encode(x))
+            if isinstance(x, list | tuple) and x and all(isinstance(row, Mapping) for row in x):
+                return self.hypothesis.predict(self.encoder.encode_many(x))
         return self.hypothesis.predict(x)
 
     def error_on(self, xs: Any, ys: Any) -> float:
@@ -413,6 +424,19 @@ class Release:
             f"Release(stream={self.stream_id!r}, entry={c.ledger_entry_id}, level={self.level}, "
             f"epsilon={c.epsilon})"
         )
+
+
+def _columns_of(certificate: Certificate) -> TabularEncoder | None:
+    """The encoder of the columns a tabular stream's certificate states (None for other streams)."""
+    columns = certificate.parameters.get("columns")
+    if columns is None:
+        return None
+    if not isinstance(columns, list):
+        raise ReleaseFormatError("release.certificate.parameters.columns must be a list of columns")
+    try:
+        return TabularEncoder.from_dicts(columns)
+    except ColumnError as exc:
+        raise ReleaseFormatError(f"release.certificate.parameters.columns: {exc}") from None
 
 
 def describe_release(release: Release) -> str:

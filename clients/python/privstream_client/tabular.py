@@ -239,7 +239,8 @@ class Column:
 
     def parse_text(self, text: str) -> float | str | None:
         """A CSV cell as a row's value: None where missing (:data:`MISSING_TEXTS`), a number for a
-        numeric column (:class:`RowError` if it is not one), the text for a categorical one."""
+        numeric column, the text for a categorical one. A numeric column's cell that is not a number
+        stays text, which :meth:`encode` refuses (``wrong_type``): the row is sent as the file has it."""
         if text.strip().lower() in MISSING_TEXTS:
             return None
         if self.kind == "categorical":
@@ -247,7 +248,7 @@ class Column:
         try:
             return float(text)
         except ValueError:
-            raise RowError("wrong_type", f"{self.name}: should be a number, got {_show(text)}") from None
+            return text
 
 
 def _show(value: object) -> str:

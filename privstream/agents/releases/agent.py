@@ -148,7 +148,7 @@ class ReleaseAgent:
                 (o, x, y, u, None) for o, x, y, u in zip(offsets, xs, ys, users, strict=True)
             ]
             size = policy.window_size
-            seqs = self.store.append_many(stream_id, partition, rows)
+            seqs = self.store.append_many(stream_id, partition, rows, window_size=size)
             # A count window closes at its last example's record timestamp: when the broker took
             # it in, a public moment no other example's processing (this poll's validation,
             # learning, storage, another stream's rows ahead of it) can move. Replays are skipped
