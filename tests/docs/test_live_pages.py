@@ -48,7 +48,11 @@ READY_SECONDS = 120.0  # a cold consumer-group join on the embedded broker takes
 PYTHON_SECONDS = 120.0
 _EXPORT = re.compile(r"^\s*export\s+(PRIVSTREAM_[A-Z0-9_]+)=(\S+)\s*$", re.MULTILINE)
 
-LIVE_PAGES = sorted({b.path for path in markdown_files() for b in blocks(path) if b.marker == "needs-broker"})
+#: Pages whose own live test runs them (with more checks of what they did), by that test.
+DEDICATED = {DOCS / "guide" / "tabular-streams.md": "tests/integration/test_live_tabular.py"}
+LIVE_PAGES = sorted(
+    {b.path for path in markdown_files() for b in blocks(path) if b.marker == "needs-broker"} - set(DEDICATED)
+)
 
 
 def starts_a_broker(page: Path) -> bool:
@@ -202,3 +206,5 @@ def test_a_page_that_needs_a_broker_runs_as_documented(page: Path, terminals: Te
 def test_the_live_tier_runs_the_quick_start_and_the_pages_that_need_a_broker() -> None:
     assert QUICK_START in LIVE_PAGES and starts_a_broker(QUICK_START)
     assert len(LIVE_PAGES) >= 5
+    for page, test in DEDICATED.items():
+        assert "Terminals" in (ROOT / test).read_text(), f"{test} runs {page} with Terminals"
