@@ -12,10 +12,11 @@ each feature's min and max over the whole set).
 * ``online``: :class:`~privstream.learning.online.multiclass.MulticlassPerceptron` (margin 0.1),
   progressive validation over the whole set in orders ``numpy.random.default_rng(k).permutation``;
 * ``private`` (80/20 stratified splits, seed = run), test accuracy at ε ∈ {0.1, 1}:
-  ``one_vs_rest`` (:func:`~privstream.learning.private_learners.one_vs_rest.fit_one_vs_rest`: K
-  halfspaces at ε/K, pure ε-DP), diffprivlib 0.6's ``LogisticRegression(epsilon, data_norm=sqrt(d))``
-  on the [0, 1]-scaled features (its multi-class fit, pure ε-DP), and scikit-learn's
-  ``LogisticRegression`` (not private) on the same features.
+  ``one_vs_rest`` (:class:`~privstream.learning.private_learners.one_vs_rest.OneVsRestLearner`,
+  what a stream of K classes releases with: K halfspaces at ε/K, pure ε-DP), diffprivlib 0.6's
+  ``LogisticRegression(epsilon, data_norm=sqrt(d))`` on the [0, 1]-scaled features (its
+  multi-class fit, pure ε-DP), and scikit-learn's ``LogisticRegression`` (not private) on the same
+  features.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from privstream.learning.online.multiclass import MulticlassPerceptron
-from privstream.learning.private_learners.one_vs_rest import fit_one_vs_rest
+from privstream.learning.private_learners.one_vs_rest import OneVsRestLearner
 from privstream.learning.randomness import seeded
 
 EPSILONS = (0.1, 1.0)
@@ -69,8 +70,10 @@ def measure(name: str, runs: int) -> dict[str, Any]:
         lr = LogisticRegression(max_iter=10_000).fit(unit(Xtr, bounds), ytr)
         acc.setdefault("logistic_regression", []).append(float(np.mean(lr.predict(unit(Xte, bounds)) == yte)))
         for eps in EPSILONS:
-            model = fit_one_vs_rest(
-                Xtr, ytr, classes=K, epsilon=eps, bounds=bounds, rng=seeded(1000 * run + 7)
+            model = (
+                OneVsRestLearner(K)
+                .fit(Xtr, ytr, epsilon=eps, bounds=bounds, rng=seeded(1000 * run + 7))
+                .model
             )
             acc.setdefault(f"one_vs_rest@{eps:g}", []).append(float(np.mean(model.predict(Xte) == yte)))
             with warnings.catch_warnings():
