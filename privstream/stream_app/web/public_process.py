@@ -148,7 +148,11 @@ def main() -> int:
     with contextlib.suppress(OSError):  # when cores are short, ingestion goes first
         os.nice(PUBLIC_NICENESS)
     asyncio.run(serve(public_listener(settings)))
-    return 0
+    # Stopped and closed: exit without the interpreter's finalization (a collection of the whole
+    # heap, a second or more), which the worker's own stop would wait for.
+    logging.shutdown()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def port_answers(host: str, port: int) -> bool:
