@@ -33,6 +33,7 @@ from privstream.learning.online import MulticlassPerceptron, StreamLearner
 from privstream.learning.online.base import LinearLearner
 from privstream.learning.planning import window_too_small
 from privstream.learning.private_learners import PrivateLearner, make_learner
+from privstream.learning.private_learners.one_vs_rest import OneVsRestLearner
 from privstream.learning.private_learners.vector_base import VectorLearner, make_vector_learner
 from privstream.learning.sanitizers import make_sanitizer
 from privstream.schemas import LifetimeBound
@@ -292,6 +293,8 @@ def release_policy(stream: StreamConfig, hclass: HypothesisClass | None) -> Rele
     learner: PrivateLearner | VectorLearner
     if stream.kind == "vector":
         learner = make_vector_learner(config.learner, **params)
+        if stream.classes != 2:  # K halfspaces, one per class against the rest, at ε/K each
+            learner = OneVsRestLearner(stream.classes, learner)
         alpha, beta = 0.25, 0.25  # the vector learners take their accuracy targets as parameters
     else:
         alpha, beta = float(params.pop("alpha", 0.25)), float(params.pop("beta", 0.25))
