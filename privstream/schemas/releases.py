@@ -83,6 +83,12 @@ class LifetimeBound(PublicMessage):
         description="the tree's top level L (levels 0..L)",
     )
     level_epsilon: list[float] = Field(description="ε per level: the learner's plus the sanitizer's")
+    quality_epsilon: float | None = Field(
+        default=None,
+        ge=0,
+        description="ε of each quality estimate scored on a window's examples (up to top_level + 1 per "
+        "window, in epsilon); null: none",
+    )
     rule: str = Field(description="the composition argument that gives the bound, in words")
 
 

@@ -305,6 +305,7 @@ def release_policy(stream: StreamConfig, hclass: HypothesisClass | None) -> Rele
         expected_size=config.expected_size,
         top_level=config.top_level,
         max_node_examples=config.max_node_examples,
+        quality_epsilon=config.quality_epsilon,
         partitioned=stream.partitioned,
         lifetime=lifetime_bound(config),  # the user level's is set with the deployment's user budget
     )
@@ -345,6 +346,14 @@ def lifetime_bound(config: ReleaseConfig, user_budget: PrivacyCost | None = None
         for j, e in enumerate(config.learner_epsilons)
     ]
     terms = " + ".join(f"{e:g}" for e in per_level)
+    quality = ""
+    if config.quality_epsilon is not None:
+        levels = config.top_level + 1
+        terms += f" + {levels} x {config.quality_epsilon:g}"
+        quality = (
+            f"; each release is scored on the next window's examples (an epsilon {config.quality_epsilon:g} "
+            f"error count), a window for at most the {levels} levels whose nodes end just before it"
+        )
     return LifetimeBound(
         epsilon=epsilon,
         delta=delta,
@@ -352,9 +361,10 @@ def lifetime_bound(config: ReleaseConfig, user_budget: PrivacyCost | None = None
         delta_budget=config.delta_budget,
         top_level=config.top_level,
         level_epsilon=per_level,
+        quality_epsilon=config.quality_epsilon,
         rule=(
             f"parallel composition over the disjoint nodes of a level (each example is in exactly one "
-            f"node per level), sequential composition over the {config.top_level + 1} levels: "
+            f"node per level), sequential composition over the {config.top_level + 1} levels{quality}: "
             f"sum over levels of epsilon_j = {terms} = {epsilon:g} <= epsilon_budget "
             f"{config.epsilon_budget:g} per example, for ever"
         ),

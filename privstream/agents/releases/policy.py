@@ -94,6 +94,8 @@ class ReleasePolicy:
     lifetime: LifetimeBound | None = None  # the certificate's lifetime bound (None: sequential total)
     user_budget: PrivacyCost | None = None  # user level: each user's lifetime budget (all streams)
     max_node_examples: int | None = None  # the input cap: the examples a learner reads (None: all)
+    # ε of the quality estimate of each hypothesis release, scored on the next window (None: none).
+    quality_epsilon: float | None = None
     # Spread over the topic's partitions (partition_by 'example' or 'user'): every worker stores its
     # partitions' rows; only the owner of the stream's key partition closes and releases windows.
     partitioned: bool = False
