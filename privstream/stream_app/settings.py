@@ -345,8 +345,9 @@ class ReleaseConfig(BaseModel):
         if epsilon > self.epsilon_budget * (1 + 1e-9):
             raise ValueError(
                 f"the releases cost ε={epsilon:g} per example over the {self.top_level + 1} levels (learner "
-                f"{self.learner_epsilons}, sanitizer {self.sanitizer_epsilons}, quality estimates "
-                f"{self.quality_epsilons}), more than the lifetime "
+                f"{self.learner_epsilons}, sanitizer {self.sanitizer_epsilons}"
+                + (f", quality estimates {self.quality_epsilons}" if self.quality_epsilons else "")
+                + "), more than the lifetime "
                 f"epsilon_budget {self.epsilon_budget:g}: lower epsilon or top_level, or raise the budget"
             )
         if delta > self.delta_budget * (1 + 1e-9):
