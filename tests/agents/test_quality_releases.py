@@ -7,9 +7,11 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+from privstream.learning.hypotheses import hypothesis_from_dict
 from privstream.stream_app.service import lifetime_bound
 from privstream.stream_app.settings import ReleaseConfig, StreamConfig
 from privstream.stream_app.store.privacy_config import differences, only_lowers, privacy_configuration
+from tests.agents.twins import T0, Step, TwinRun, assert_twins, example, twins
 
 
 def release(**overrides: object) -> ReleaseConfig:
@@ -64,3 +66,130 @@ def test_the_ledger_keeps_the_estimates_epsilon_and_lets_it_be_lowered_only():
     assert not only_lowers(config, {**config, "quality_epsilon": 0.3})
     assert differences(plain, config) == {"quality_epsilon": (None, 0.2)}
     assert not only_lowers(plain, config)  # turning estimates on needs an acceptance
+
+
+# --- the service path ----------------------------------------------------------------------------
+
+SIZE = 10
+
+
+def count_stream(quality_epsilon: float | None = 20.0, top_level: int = 1) -> StreamConfig:
+    release = {
+        "learner": "generic",
+        "epsilon": 1.0,
+        "epsilon_budget": 100.0,
+        "top_level": top_level,
+        "quality_epsilon": quality_epsilon,
+        "window": {"kind": "count", "size": SIZE},
+    }
+    return StreamConfig(name="s", hypothesis_class="thresholds:1024", release=release)
+
+
+def windows_of(points: list[list[int]]) -> list[Step]:
+    return [Step(T0 + 5 + 60 * i, [example(x) for x in xs]) for i, xs in enumerate(points)] + [
+        Step(T0 + 60 * len(points) + 5)
+    ]
+
+
+# windows 0..3; window 2's points near the threshold 600, where a release learnt elsewhere errs
+POINTS = [
+    [50 * i for i in range(SIZE)],
+    [100 + 90 * i for i in range(SIZE)],
+    [560 + 9 * i for i in range(SIZE)],
+    [20 + 100 * i for i in range(SIZE)],
+]
+
+
+async def test_each_release_is_scored_on_the_next_window_charged_there_and_carried_by_its_release():
+    run = TwinRun(count_stream())
+    observed = await run.run(windows_of(POINTS))
+    hypotheses = [
+        (m, dp) for m, dp in zip(observed.messages, observed.dp, strict=True) if m["topic"] == "hypotheses"
+    ]
+    by_id = {m["release"]["certificate"]["ledger_entry_id"]: dp["hypothesis"] for m, dp in hypotheses}
+    windows = [m["release"]["certificate"]["window"]["window_id"] for m, _ in hypotheses]
+    assert windows == [
+        "gen0-c10-L0-0",
+        "gen0-c10-L0-1",
+        "gen0-c10-L1-0",
+        "gen0-c10-L0-2",
+        "gen0-c10-L0-3",
+        "gen0-c10-L1-1",
+    ]
+    carried = {
+        m["release"]["certificate"]["window"]["window_id"]: list(
+            zip(m["release"]["evaluations"], dp["evaluations"], strict=True)
+        )
+        for m, dp in hypotheses
+    }
+    scored = {w: [e["release"].split("/")[1] for e, _ in carried[w]] for w in carried}
+    assert scored == {
+        "gen0-c10-L0-0": [],  # nothing ended before the stream's first window
+        "gen0-c10-L0-1": ["gen0-c10-L0-0"],
+        "gen0-c10-L1-0": [],  # only level-0 releases carry estimates
+        "gen0-c10-L0-2": ["gen0-c10-L0-1", "gen0-c10-L1-0"],  # window 1 ends both nodes
+        "gen0-c10-L0-3": ["gen0-c10-L0-2"],
+        "gen0-c10-L1-1": [],
+    }
+    for index, window in enumerate(["gen0-c10-L0-1", "gen0-c10-L0-2", "gen0-c10-L0-3"], start=1):
+        labels = [int(x >= 600) for x in POINTS[index]]
+        for evaluation, estimate in carried[window]:
+            h = hypothesis_from_dict(by_id[evaluation["release"]])
+            mistakes = sum(int(h.predict(x)) != y for x, y in zip(POINTS[index], labels, strict=True))
+            # ε = 20: the discrete Laplace noise is 0 but with probability about 4e-9
+            assert estimate["noisy_errors"] == mistakes
+            assert (
+                estimate["error"] == mistakes / SIZE
+                and estimate["low"] <= estimate["error"] <= estimate["high"]
+            )
+            assert evaluation["size"] == SIZE and evaluation["neighbouring_relation"] == "replace-one"
+            assert evaluation["window_id"] == window and evaluation["epsilon"] == 20.0
+    quality = [e for e in observed.ledger if e["mechanism"].startswith("quality:")]
+    assert [(e["window_id"], e["mechanism"], e["epsilon"], e["published"]) for e in quality] == [
+        ("gen0-c10-L0-1", "quality:generic:L0", 20.0, True),
+        ("gen0-c10-L0-2", "quality:generic:L0", 20.0, True),
+        ("gen0-c10-L0-2", "quality:generic:L1", 20.0, True),
+        ("gen0-c10-L0-3", "quality:generic:L0", 20.0, True),
+    ]
+    budget = observed.pages["budget"]
+    # window 2's examples: level 0 and 1 (1 each) and two estimates (20 each); the bound, (1 + 1) + 2 x 20
+    assert budget["lifetime_epsilon_spent"] == pytest.approx(42.0)
+    assert budget["lifetime_epsilon_committed"] == pytest.approx(42.0) and budget["quality_epsilon"] == 20.0
+    assert all(len(r) for r in observed.pages["releases/s"])  # the estimates' entries list no release
+
+
+async def test_without_quality_epsilon_nothing_is_scored_or_charged():
+    observed = await TwinRun(count_stream(quality_epsilon=None)).run(windows_of(POINTS))
+    assert all(m["release"].get("evaluations") == [] for m in observed.messages)
+    assert not [e for e in observed.ledger if e["mechanism"].startswith("quality:")]
+
+
+def time_stream() -> StreamConfig:
+    release = {
+        "learner": "generic",
+        "epsilon": 1.0,
+        "epsilon_budget": 100.0,
+        "expected_size": 20,
+        "quality_epsilon": 0.5,
+        "window": {"kind": "time", "seconds": 60.0, "allowed_lateness_seconds": 10.0},
+    }
+    return StreamConfig(name="s", hypothesis_class="thresholds:1024", release=release)
+
+
+def minutes(extra: list[dict] | None = None) -> list[Step]:
+    base = {0: [example(100 + i, at=T0 + 5 + i) for i in range(5)], 2: [example(700, at=T0 + 125)]}
+    steps = []
+    for i in range(5):
+        messages = base.get(i, []) + (extra if i == 1 and extra else [])
+        steps.append(Step(T0 + 60 * i + 5, messages))
+    return steps
+
+
+async def test_twins_differing_in_one_scored_example_agree_but_for_the_estimates():
+    """Window 1 scores window 0's release; one twin has a mistaken example more there (n private)."""
+    a, b = await twins(time_stream(), minutes(), minutes([example(650, at=T0 + 65, y=0)]))
+    assert_twins(a, b)
+    carried = [m["release"]["evaluations"] for m in a.messages]
+    assert [len(e) for e in carried] == [0, 1, 1]
+    assert carried[1][0]["neighbouring_relation"] == "add-remove-one" and carried[1][0]["size"] is None
+    assert a.dp[1]["evaluations"][0]["noisy_size"] is not None  # the size is released noisily

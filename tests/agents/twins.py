@@ -213,6 +213,8 @@ def split_dp(release: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     public_part = json.loads(json.dumps(release))
     dp = {key: public_part.pop(key) for key in ("hypothesis", "distribution") if key in public_part}
     dp["dp_outputs"] = public_part["certificate"].pop("dp_outputs", None)
+    # a quality estimate's figures are DP outputs too (the rest of each evaluation is public)
+    dp["evaluations"] = [evaluation.pop("estimate") for evaluation in public_part.get("evaluations", [])]
     return public_part, dp
 
 

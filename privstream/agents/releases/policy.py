@@ -63,8 +63,15 @@ class Product:
         return f"{'learner' if self.topic == 'hypotheses' else 'sanitizer'}:{self.name}"
 
 
-def topic_of_key(key: str) -> str:
-    """The public topic of a ledger mechanism key (for re-publishing from the outbox)."""
+def topic_of_key(key: str) -> str | None:
+    """The public topic of a ledger mechanism key (for re-publishing from the outbox); None for a
+    quality estimate's, which travels inside a hypothesis release.
+
+    >>> topic_of_key("learner:generic"), topic_of_key("sanitizer:mwem"), topic_of_key("quality:generic:L0")
+    ('hypotheses', 'sanitized', None)
+    """
+    if key.startswith("quality:"):
+        return None
     return "sanitized" if key.startswith("sanitizer:") else "hypotheses"
 
 
