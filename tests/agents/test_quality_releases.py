@@ -4,7 +4,12 @@ charged there, published with that window's release)."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+from typing import Any
+
 import pytest
+from privstream_client.release import Release, ReleaseSelector
 from pydantic import ValidationError
 
 from privstream.learning.hypotheses import hypothesis_from_dict
@@ -193,3 +198,72 @@ async def test_twins_differing_in_one_scored_example_agree_but_for_the_estimates
     assert [len(e) for e in carried] == [0, 1, 1]
     assert carried[1][0]["neighbouring_relation"] == "add-remove-one" and carried[1][0]["size"] is None
     assert a.dp[1]["evaluations"][0]["noisy_size"] is not None  # the size is released noisily
+
+
+# --- the subscriber's level="most-accurate" ----------------------------------------------------------
+
+
+def evaluated(body: bytes, scores: list[tuple[str, int, float]]) -> bytes:
+    """A release's bytes carrying estimates ``(scored release id, its level, error)``."""
+    data = json.loads(body)
+    data["evaluations"] = [
+        {
+            "release": scored,
+            "level": level,
+            "window_id": data["certificate"]["window"]["window_id"],
+            "ledger_entry_id": f"q/{scored}",
+            "epsilon": 0.5,
+            "neighbouring_relation": "replace-one",
+            "confidence": 0.95,
+            "size": 4,
+            "estimate": {"error": error, "low": 0.0, "high": 1.0, "noisy_errors": 0, "noisy_size": None},
+            "rule": "...",
+        }
+        for scored, level, error in scores
+    ]
+    return json.dumps(data).encode()
+
+
+def test_most_accurate_takes_the_level_of_lowest_estimated_error_and_follows_it():
+    from tests.stream_app.test_sdk_levels import release_json
+
+    # (entry, level, index) as published on a 2-level stream; window w's release scores w - 1's
+    # and, where w is even, node (1, w/2 - 1)
+    w0, w1, n10 = release_json(1, 0, 0), release_json(2, 0, 1), release_json(3, 1, 0)
+    w2 = evaluated(release_json(4, 0, 2), [("2", 0, 0.30), ("3", 1, 0.10)])
+    w3 = evaluated(release_json(5, 0, 3), [("4", 0, 0.20)])
+    n11 = release_json(6, 1, 1)
+    w4 = evaluated(release_json(7, 0, 4), [("5", 0, 0.05), ("6", 1, 0.25)])
+    selector = ReleaseSelector("most-accurate")
+    got = [selector.choose(Release.from_json(b), b) for b in [w0, w1, n10, w2, w2, w3, n11, w4]]
+    ids = [None if r is None else r.ledger_entry_id for r in got]
+    # before any estimate: as "best"; then node (1, 0) (0.10 < 0.30); still it after window 3's
+    # release (0.10 < 0.20); then window 3's release (0.05 < 0.25, level 1's newest is now worse)
+    assert ids == ["1", "2", "3", None, None, None, None, "5"]
+    assert Release.from_json(w4).evaluations[0].error == 0.05
+    assert ReleaseSelector("best").choose(Release.from_json(w4), w4) is not None  # others unchanged
+
+
+def test_most_accurate_on_the_service_s_own_releases_yields_the_scored_one_of_lowest_error():
+    """The agent's releases of a 2-level count stream, read back by the client as published."""
+    run = TwinRun(count_stream(quality_epsilon=1.0))
+    published: list[bytes] = []
+    inner = run._publish
+
+    async def publish(topic: str, stream_id: str, release: bytes, **kwargs: Any) -> None:
+        published.append(release)
+        await inner(topic, stream_id, release, **kwargs)
+
+    run.agent.publisher.publish = publish
+    asyncio.run(run.run(windows_of(POINTS)))
+    selector = ReleaseSelector("most-accurate")
+    standing: dict[int, tuple[str, float]] = {}
+    for body in published:
+        release = Release.from_json(body)
+        for e in release.evaluations:
+            standing[e.level] = (e.release, e.error)  # the newest scored release per level
+        chosen = selector.choose(release, body)
+        if standing and chosen is not None:
+            best = min(standing.items(), key=lambda item: (item[1][1], -item[0]))[1][0]
+            assert chosen.ledger_entry_id == best
+    assert standing and len(standing) == 2  # both levels were scored
