@@ -56,8 +56,16 @@ else changes. A rule that needs more of a stream's configuration adds a field to
 [('wrong_type', 'out_of_domain'), ('missing_field',), ('event_time_out_of_range',)]
 >>> INVALID_REASONS[:6]  # the schema's reasons, the stream's, then the rules' new ones, in order
 ('invalid_json', 'missing_field', 'wrong_type', 'invalid_label', 'out_of_domain', 'unknown_stream')
->>> INVALID_REASONS[6:]
+>>> INVALID_REASONS[6:10]
 ('event_time_out_of_range', 'not_finite', 'out_of_range', 'message_too_large')
+>>> INVALID_REASONS[10:]  # a tabular stream's row encoder's own
+('unknown_category', 'missing_value')
+
+**Tabular streams** have a row encoder (``encoders``): a single example's ``x``, or each row of a
+batch's ``xs``, is a row of named cells that the encoder turns into the feature vector before
+anything else checks it, or refuses (``unknown_category``, ``missing_value``, ``wrong_type``,
+``not_finite``: :data:`ENCODING_REASONS` are its own). The dead letter of a refused row holds the row
+as sent.
 
 A rule's check, called the way :meth:`ExampleValidator.validate` calls it:
 
@@ -244,6 +252,10 @@ SCHEMA_REASONS = ("invalid_json", "missing_field", "wrong_type", "invalid_label"
 #: (``x`` or a feature), a number too long to read (more than 4,300 digits).
 VALUE_REASONS = ("not_finite", "out_of_range")
 
+#: What a tabular stream's row encoder refuses a row for, besides ``wrong_type`` and ``not_finite``:
+#: a category its column does not declare, a missing cell its column has no public value for.
+ENCODING_REASONS = ("unknown_category", "missing_value")
+
 #: Every reason a message or row can be rejected for; bounded, so safe as a Prometheus label.
 INVALID_REASONS: tuple[str, ...] = tuple(
     dict.fromkeys(
@@ -253,9 +265,14 @@ INVALID_REASONS: tuple[str, ...] = tuple(
             *(reason for rule in STREAM_RULES for reason in rule.reasons),
             *VALUE_REASONS,
             "message_too_large",
+            *ENCODING_REASONS,
         )
     )
 )
+
+#: A tabular stream's row encoder: a row (``x`` as sent) to its feature vector, or why it is refused
+#: (an :class:`Invalid` whose reason is in :data:`INVALID_REASONS`).
+RowEncoder = Callable[[object], "list[float] | Invalid"]
 
 
 # --- reading JSON -------------------------------------------------------------------------------
@@ -467,7 +484,8 @@ class ExampleValidator:
     is outside that stream's domain and ``TypeError`` when it is the wrong kind of point (see
     :func:`integer_domain` and :func:`vector_domain`); ``user_level`` names the streams whose
     privacy unit is the user (a ``user_id`` is required); ``event_time_skew`` maps the streams with
-    time windows to their public maximum skew from ``clock()``.
+    time windows to their public maximum skew from ``clock()``; ``encoders`` maps the tabular streams
+    to their row encoders (:data:`RowEncoder`; ``domain_checks`` then checks the encoded vector).
     """
 
     def __init__(
@@ -477,8 +495,10 @@ class ExampleValidator:
         *,
         event_time_skew: Mapping[str, float] | None = None,
         clock: Callable[[], float] = time.time,
+        encoders: Mapping[str, RowEncoder] | None = None,
     ):
         skews = event_time_skew or {}
+        self._encoders = dict(encoders or {})
         self._streams = {
             sid: Stream(check, sid in user_level, skews.get(sid), clock)
             for sid, check in domain_checks.items()
@@ -530,6 +550,7 @@ class ExampleValidator:
         if (
             example.xs
             or stream_id not in self._good_ids
+            or stream_id in self._encoders  # a row to encode: the full checks
             or (user_id is not None and (len(user_id) > _MAX_TEXT or "\x00" in user_id))
             or (example_id is not None and len(example_id) > _MAX_TEXT)
         ):
@@ -586,6 +607,13 @@ class ExampleValidator:
         return self._single(data)
 
     def _single(self, data: dict[str, Any]) -> ValidExample | Invalid:
+        stream_id = data.get("stream_id")  # any JSON value: only a string can name a tabular stream
+        encode = self._encoders.get(stream_id) if self._encoders and type(stream_id) is str else None
+        if encode is not None and "x" in data:  # a row: its vector, then the checks as for any vector
+            x = encode(data["x"])
+            if type(x) is Invalid:
+                return x
+            data = {**data, "x": x}
         example = self._example(data)
         if example is None:  # only pydantic can tell
             try:
@@ -651,8 +679,13 @@ class ExampleValidator:
         if type(message) is Invalid:
             return message
         stream_id, columns = message
+        sent = columns  # the rows as sent: what a row's reason and its dead letter are made of
+        encode = self._encoders.get(stream_id)
+        if encode is not None:  # each row's vector; a refused row (None) is then judged as sent
+            encoded = [encode(x) for x in columns["xs"]]
+            columns = {**columns, "xs": [None if type(e) is Invalid else e for e in encoded]}
         values, failed = _check_columns(columns)
-        why = {i: self._row_invalid(stream_id, columns, i) for i in sorted(failed)}
+        why = {i: self._row_invalid(stream_id, sent, i) for i in sorted(failed)}
         # The stream's rules in their order, each on the rows no earlier check rejected.
         stream = self._streams[stream_id]
         xs, users, times = values["xs"], values.get("user_ids"), values.get("event_times")
@@ -681,7 +714,7 @@ class ExampleValidator:
             None if users is None else pick(users),
             None if times is None else pick(times),
             None if ids is None else pick(ids),
-            [RejectedRow(i, why[i], _row_message(stream_id, columns, i)) for i in sorted(why)],
+            [RejectedRow(i, why[i], _row_message(stream_id, sent, i)) for i in sorted(why)],
         )
 
     def _batch_message(self, data: dict[str, Any]) -> tuple[str, dict[str, list[Any]]] | Invalid:

@@ -14,12 +14,16 @@ options, topic prefix and key settings) and :class:`SanitizedView` for sanitized
 release of the highest level completed so far, ``level=j`` only level j, ``level="all"`` every
 release; only releases signed by a trusted key whose certificate is possible are yielded, the rest
 are skipped and counted (``Subscription.skipped``). The trusted keys come from ``trusted_keys=``,
-``PRIVSTREAM_TRUSTED_KEYS_FILE``, or the worker's public listener (``/keys``).
+``PRIVSTREAM_TRUSTED_KEYS_FILE``, or the worker's public listener (``/keys``). Only fresh releases
+of the deployment are yielded (:mod:`privstream_client.freshness`): a replay or another
+deployment's release is skipped as ``stale`` or ``foreign_deployment``.
 """
 
 from __future__ import annotations
 
+import os
 import re
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -80,11 +84,15 @@ def subscribe(
     trusted_keys: TrustedKeys | None = None,
     keys_url: str | None = None,
     until_caught_up: bool = False,
+    ledger_id: str | None = None,
+    state_file: Path | str | None = None,
 ) -> Subscription:
     """:func:`privstream_client.subscribe` with the settings of a deployment (``settings``, else
     the environment's ``PRIVSTREAM_*``): its Kafka security options, ``topic_prefix``, and where
     the keys come from (``trusted_keys``, else ``trusted_keys_file``, else ``keys_url`` or the
-    public listener's ``/keys``).
+    public listener's ``/keys``). ``ledger_id`` (else ``PRIVSTREAM_LEDGER_ID``) pins the
+    deployment, ``state_file`` keeps the newest release held per level across restarts
+    (:mod:`privstream_client.freshness`).
 
     >>> subscribe("clicks", bootstrap="127.0.0.1:9092", topic_prefix="prod.").topic
     'prod.hypotheses'
@@ -121,6 +129,8 @@ def subscribe(
         keys_url=keys_url or settings.resolved_keys_url,
         until_caught_up=until_caught_up,
         start=start,
+        ledger_id=ledger_id or os.environ.get("PRIVSTREAM_LEDGER_ID") or None,
+        state_file=state_file,
     )
 
 

@@ -51,9 +51,11 @@ from privstream.stream_app.store.leases import Leases, LeaseStoreError
 from privstream.stream_app.store.private_files import private_directory
 from privstream.stream_app.store.probe import StoreProbe, store_ping
 from privstream.stream_app.store.published import read_public_log
+from privstream.stream_app.store.signatures import ReleaseSignatures
+from privstream.stream_app.tabular import row_encoder
 from privstream.stream_app.web.listener import HttpListener, ListenerLimits, bearer_token_guard
 from privstream.stream_app.web.operator import PROBE_PATHS, operator_routes
-from privstream.stream_app.web.public_process import PublicListenerProcess
+from privstream.stream_app.web.public_process import PublicListenerProcess, signatures_path
 
 log = logging.getLogger(__name__)
 
@@ -307,6 +309,7 @@ def release_policy(stream: StreamConfig, hclass: HypothesisClass | None) -> Rele
         max_node_examples=config.max_node_examples,
         quality_epsilon=config.quality_epsilon,
         partitioned=stream.partitioned,
+        columns=tuple(stream.encoder.to_dicts()) if stream.encoder is not None else (),
         lifetime=lifetime_bound(config),  # the user level's is set with the deployment's user budget
     )
 
@@ -467,8 +470,9 @@ def warn_of_small_windows(policies: dict[str, ReleasePolicy]) -> None:
 def example_validator(
     settings: Settings, streams: dict[str, OnlineStream], policies: dict[str, ReleasePolicy]
 ) -> ExampleValidator:
-    """The ingest validation of every stream: its domain, the user level's user ids, and for time
-    windows the public event-time skew past which an example is dead-lettered."""
+    """The ingest validation of every stream: its domain, the user level's user ids, for time
+    windows the public event-time skew past which an example is dead-lettered, and for tabular
+    streams the row encoder of their columns."""
     domains = {
         s.name: integer_domain(
             streams[s.name].hypothesis_class.check_point, streams[s.name].hypothesis_class.domain_size
@@ -483,7 +487,8 @@ def example_validator(
         if s.release is not None and s.release.window.kind == "time"
     }
     user_level = frozenset(sid for sid, p in policies.items() if p.privacy_unit == "user")
-    return ExampleValidator(domains, user_level=user_level, event_time_skew=skews)
+    encoders = {s.name: row_encoder(s.encoder) for s in settings.streams if s.encoder is not None}
+    return ExampleValidator(domains, user_level=user_level, event_time_skew=skews, encoders=encoders)
 
 
 def release_agent(
@@ -537,10 +542,18 @@ def release_timers(app: faust.App, releases: ReleaseAgent, policies: dict[str, R
             await releases.tick()
 
 
-def start_listeners(app: faust.App, settings: Settings, service: Service, probes: ServiceProbes) -> None:
-    """The public listener, in a process of its own (a crowd there takes nothing from ingestion),
-    and the operator listener (metrics, probes, status; behind the operator token if set)."""
-    _start_with(app, PublicListenerProcess(settings))
+def start_listeners(
+    app: faust.App,
+    settings: Settings,
+    service: Service,
+    probes: ServiceProbes,
+    signer: Signer,
+    signatures: ReleaseSignatures,
+) -> None:
+    """The public listener, in a process of its own (a crowd there takes nothing from ingestion;
+    it holds no secret and serves the signatures the worker stores), and the operator listener
+    (metrics, probes, status; behind the operator token if set)."""
+    _start_with(app, PublicListenerProcess(settings, signer=signer, signatures=signatures))
     guard = (
         [bearer_token_guard(settings.operator_token.get_secret_value(), open_paths=PROBE_PATHS)]
         if settings.operator_token is not None
@@ -563,11 +576,13 @@ def build_service(settings: Settings) -> Service:
     """Build the app and register the agents and web pages on it."""
     # First: a missing, corrupt, foreign or older ledger, or a changed privacy configuration, stops
     # the worker at once (store/identity.py); the streams are registered in the ledger.
-    signer = worker_signer(settings)  # before the public listener's process, which reads it too
+    signer = worker_signer(settings)
     keys = deployment_keys(settings, signer)  # the public log is trusted only where they verify it
     stores = open_for_worker(settings, published=lambda since: read_public_log(settings, keys, since))
     ledger: Ledger | None = stores.ledger
     log.info("releases are signed with key %s (Ed25519; public keys on /keys)", signer.key_id)
+    # Each release's signature, for the public listener's process (which holds no key).
+    signatures = ReleaseSignatures(signatures_path(settings))
     app = build_app(settings)
     streams, vector_streams = online_streams(settings)
     if not settings.streams:
@@ -623,7 +638,7 @@ def build_service(settings: Settings) -> Service:
         if ledger is None or leases is None:
             raise RuntimeError("releasing streams need the ledger and the partition leases")
         processes = LearnerProcesses(policies)
-        publish = fenced_publisher(publisher(ingest, settings, signer), leases, source_partitions)
+        publish = fenced_publisher(publisher(ingest, settings, signer, signatures), leases, source_partitions)
         slot_cache = SlotCache(settings.data_dir / CACHE_FILE)
         releases = release_agent(
             policies, store, ledger, publish, metrics, processes, key_partition, slot_cache
@@ -678,7 +693,7 @@ def build_service(settings: Settings) -> Service:
         leases=leases,
         store_probe=probe,
     )
-    start_listeners(app, settings, service, ServiceProbes(ingest, probe))
+    start_listeners(app, settings, service, ServiceProbes(ingest, probe), signer, signatures)
     # After the listeners: services start in this order, so the probes answer (503 "starting")
     # before the first poll instead of after it.
     _start_with(app, ingest)
@@ -739,14 +754,20 @@ async def take_leases(leases: Leases, partitions: set[int], ingest: IngestServic
 _background: set[asyncio.Future[None]] = set()
 
 
-def publisher(ingest: IngestService, settings: Settings, signer: Signer) -> Any:
+def publisher(
+    ingest: IngestService, settings: Settings, signer: Signer, signatures: ReleaseSignatures | None = None
+) -> Any:
     """Publish a release's bytes to its public topic, signed, and wait until Kafka has them; the
     record's timestamp is the release's deadline (its scheduled time), never the moment it was sent.
 
     The signature covers exactly the bytes the ledger stores; Ed25519 is deterministic, so a
-    re-publication from the outbox carries the same signature."""
+    re-publication from the outbox carries the same signature. It is stored in ``signatures``
+    first, for the public listener, before the release is published (and so before the ledger
+    marks it published, which is when the listener may serve it)."""
 
     async def publish(topic: str, stream_id: str, release: bytes, *, timestamp_ms: int | None = None) -> None:
+        if signatures is not None:
+            await asyncio.to_thread(signatures.put, release, *signer.sign(release))
         header = ("schema_version", str(RELEASE_SCHEMA_VERSION).encode())
         await ingest.publish(
             settings.topic(topic),

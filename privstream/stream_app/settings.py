@@ -22,6 +22,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
+from privstream_client.tabular import TabularEncoder
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationInfo, field_validator, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
@@ -40,6 +41,7 @@ from privstream.learning.private_learners.vector_base import configuration_error
 from privstream.learning.sanitizers.base import SANITIZERS
 from privstream.stream_app.nesting import NestingError, check_text_depth, check_value_depth
 from privstream.stream_app.suggestions import unknown_name
+from privstream.stream_app.tabular import ColumnConfig, column_encoder, derive_vector_fields
 
 log = logging.getLogger(__name__)
 
@@ -472,6 +474,14 @@ class StreamConfig(BaseModel):
         default=None,
         description="feature vectors: a name per feature (pages, CSV columns); default x1, x2, ...",
     )
+    columns: list[ColumnConfig] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=1_000,
+        description="a tabular stream: its public columns (numeric with bounds, categorical with "
+        "categories); examples are rows by column name, encoded by the service into the feature vector "
+        "(features, feature_bounds and feature_names follow from them)",
+    )
     soa_tie: Literal[0, 1] = Field(default=1, description="the SOA's prediction when both labels tie")
     dedup_horizon_seconds: float = Field(
         default=600.0,
@@ -501,6 +511,20 @@ class StreamConfig(BaseModel):
         "gather every partition's examples",
     )
     release: ReleaseConfig | None = Field(default=None, description="private releases; none if unset")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _columns_make_features(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("columns") is not None and data.get("hypothesis_class"):
+            raise ValueError("columns are for streams of feature vectors, not a hypothesis_class")
+        return derive_vector_fields(data)
+
+    @field_validator("columns")
+    @classmethod
+    def _columns_distinct(cls, columns: list[ColumnConfig] | None) -> list[ColumnConfig] | None:
+        if columns is not None:
+            column_encoder(columns)  # names and feature names distinct
+        return columns
 
     @field_validator("online_params")
     @classmethod
@@ -585,6 +609,11 @@ class StreamConfig(BaseModel):
     def kind(self) -> str:
         """``"class"`` (integer points of a hypothesis class) or ``"vector"`` (feature vectors)."""
         return "class" if self.hypothesis_class is not None else "vector"
+
+    @property
+    def encoder(self) -> TabularEncoder | None:
+        """A tabular stream's row encoder (its ``columns``); None for other streams."""
+        return None if self.columns is None else column_encoder(self.columns)
 
     @property
     def feature_labels(self) -> list[str]:

@@ -5,7 +5,13 @@ from typing import NamedTuple
 
 import pytest
 
-from privstream.agents.validation import INVALID_REASONS, ExampleValidator, Invalid, ValidExample
+from privstream.agents.validation import (
+    ENCODING_REASONS,
+    INVALID_REASONS,
+    ExampleValidator,
+    Invalid,
+    ValidExample,
+)
 from privstream.schemas import Example
 
 
@@ -434,7 +440,7 @@ def test_the_reasons_are_the_schemas_then_the_rules():
     )
     rules = {r for rule in STREAM_RULES for r in rule.reasons}
     reading = {"unknown_stream", "message_too_large", *VALUE_REASONS}
-    assert set(INVALID_REASONS) == set(SCHEMA_REASONS) | rules | reading
+    assert set(INVALID_REASONS) == set(SCHEMA_REASONS) | rules | reading | set(ENCODING_REASONS)
     assert len(set(INVALID_REASONS)) == len(INVALID_REASONS)
     from privstream.stream_app.metrics import ServiceMetrics
 

@@ -33,6 +33,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--trusted-keys", type=Path, help="a key set or PEM public keys to trust")
     parser.add_argument("--keys-url", help="where to fetch the key set (else PRIVSTREAM_KEYS_URL)")
+    parser.add_argument("--ledger-id", help="the deployment's ledger id (else PRIVSTREAM_LEDGER_ID)")
+    parser.add_argument("--state-file", type=Path, help="keep what is held here across restarts")
     parser.add_argument("--latest", action="store_true", help="only releases published from now on")
     parser.add_argument("--until-caught-up", action="store_true", help="stop once the past is read")
     parser.add_argument("--count", type=int, help="stop after this many releases")
@@ -48,6 +50,8 @@ def main(argv: list[str] | None = None) -> int:
             keys_url=args.keys_url,
             from_beginning=not args.latest,
             until_caught_up=args.until_caught_up,
+            ledger_id=args.ledger_id,
+            state_file=args.state_file,
         )
 
         async def follow() -> None:
@@ -61,8 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, ConnectionError, SigningKeyError) as exc:
         print(f"privstream-subscribe: {exc}", file=sys.stderr)
         return 2
-    skipped = sum(subscription.skipped.values())
-    print(f"{subscription.yielded} releases; {skipped} records skipped", file=sys.stderr)
+    print(subscription.summary(), file=sys.stderr)
     return 0
 
 

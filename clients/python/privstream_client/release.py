@@ -42,7 +42,9 @@ from typing import Any, Literal, TypeAlias
 
 import numpy as np
 
+from privstream_client.freshness import Freshness, Held
 from privstream_client.models import ReleaseFormatError, describe, model_from_dict
+from privstream_client.tabular import ColumnError, TabularEncoder
 
 __all__ = [
     "Certificate",
@@ -360,6 +362,7 @@ class Release:
             raise ReleaseFormatError("release.certificate is missing")
         self.certificate = Certificate.read(certificate)
         self.hypothesis = model_from_dict(data.get("hypothesis"))
+        self.encoder = _columns_of(self.certificate)
         evaluations = data.get("evaluations", [])
         if not isinstance(evaluations, list):
             raise ReleaseFormatError(f"release.evaluations must be a list, got {evaluations!r}"[:300])
@@ -434,7 +437,16 @@ class Release:
 
     def predict(self, x: Any) -> Any:
         """The released hypothesis at a point (an int, or one feature vector) or at many points
-        (an array of ints, or an ``(n, d)`` array of feature vectors): a label or an array of labels."""
+        (an array of ints, or an ``(n, d)`` array of feature vectors): a label or an array of labels.
+
+        A tabular stream's release also takes a row (a mapping of cells by column name) or a list of
+        rows, encoded by the columns its certificate states (:attr:`encoder`); a row the encoder
+        refuses raises :class:`~privstream_client.tabular.RowError`."""
+        if self.encoder is not None:
+            if isinstance(x, Mapping):
+                return self.hypothesis.predict(self.encoder.encode(x))
+            if isinstance(x, list | tuple) and x and all(isinstance(row, Mapping) for row in x):
+                return self.hypothesis.predict(self.encoder.encode_many(x))
         return self.hypothesis.predict(x)
 
     def error_on(self, xs: Any, ys: Any) -> float:
@@ -459,6 +471,19 @@ class Release:
             f"Release(stream={self.stream_id!r}, entry={c.ledger_entry_id}, level={self.level}, "
             f"epsilon={c.epsilon})"
         )
+
+
+def _columns_of(certificate: Certificate) -> TabularEncoder | None:
+    """The encoder of the columns a tabular stream's certificate states (None for other streams)."""
+    columns = certificate.parameters.get("columns")
+    if columns is None:
+        return None
+    if not isinstance(columns, list):
+        raise ReleaseFormatError("release.certificate.parameters.columns must be a list of columns")
+    try:
+        return TabularEncoder.from_dicts(columns)
+    except ColumnError as exc:
+        raise ReleaseFormatError(f"release.certificate.parameters.columns: {exc}") from None
 
 
 def describe_release(release: Release) -> str:
@@ -555,14 +580,17 @@ def check_level(level: object) -> LevelChoice:
 class ReleaseSelector:
     """Decides, release by release in publication order, which ones a subscriber gets.
 
-    Each release once (re-publications after a crash are dropped), filtered by ``level`` (the
-    module docstring). ``"best"`` keeps the highest (level, last window) taken so far and takes a
-    release that reaches it: a level-1 release replaces level 0 for good, and an older node of the
-    same level published late is not taken after a newer one.
+    Each release once (re-publications after a crash are dropped), and only a fresh one of the
+    deployment (:class:`~privstream_client.freshness.Freshness`: newer than the release held of
+    its level, of the pinned ledger), filtered by ``level`` (the module docstring). ``"best"``
+    takes a release whose level is at least the highest held so far: a level-1 release replaces
+    level 0 for good, and an older node of a level published late is stale.
 
     >>> best = ReleaseSelector("best")  # (release, level, last window) in publication order
     >>> [best.admits(*r) for r in [("1", 0, 0), ("2", 0, 1), ("3", 1, 1), ("3", 1, 1), ("4", 0, 2)]]
     [True, True, True, False, False]
+    >>> best.admits("5", 1, 0), best.refusal("5", 1, 0), best.refusal("6", 0, 1)
+    (False, 'stale', 'stale')
     >>> ReleaseSelector(0).admits("3", 1, 1)
     False
     """
@@ -570,21 +598,27 @@ class ReleaseSelector:
     #: ``"most-accurate"``: how many recent releases are kept to be chosen once their estimate arrives.
     KEPT = 64
 
-    def __init__(self, level: LevelChoice = "best"):
+    def __init__(
+        self, level: LevelChoice = "best", freshness: Freshness | None = None, *, fresh_only: bool = True
+    ):
         self.level = check_level(level)
+        self.freshness = freshness if freshness is not None else Freshness()
+        # Unverified releases (fresh_only=False) sign nothing to judge freshness by: every one of
+        # the level chosen is taken, so a forged one cannot hide a real one ("best" still orders).
+        self.fresh_only = fresh_only
         self._seen: set[str] = set()
-        self._best: tuple[int, int] | None = None
         self._recent: dict[str, Release] = {}  # most-accurate: by ledger entry id, oldest first
         self._scored: dict[int, tuple[Release, Evaluation]] = {}  # the newest scored release per level
         self._given: Release | None = None
 
     def choose(self, release: Release, published: bytes | None = None) -> Release | None:
-        """The release the subscriber gets now that ``release`` was published (None: none): the
-        release itself when :meth:`accept` takes it; with ``"most-accurate"``, the release of lowest
-        estimated error when the estimates ``release`` carries change the choice.
+        """The release the subscriber gets now that ``release`` was published (None: none):
+        :meth:`pick` on :meth:`judge`'s verdict.
 
         >>> def release(window, error=None):
-        ...     certificate = {**EXAMPLE["certificate"], "ledger_entry_id": f"s/{window}"}
+        ...     certificate = {**EXAMPLE["certificate"], "ledger_entry_id": f"s/{window}",
+        ...                    "window": {"window_id": f"c4-L0-{window}", "kind": "count",
+        ...                               "first_window": window, "last_window": window}}
         ...     data = {**EXAMPLE, "certificate": certificate}
         ...     if error is not None:  # an estimate of the previous window's release
         ...         estimate = {"error": error, "low": 0.0, "high": 1.0}
@@ -596,12 +630,16 @@ class ReleaseSelector:
         ...  for r in [release(0), release(1, error=0.3), release(2, error=0.1), release(3, error=0.2)]]
         ['s/0', None, 's/1', 's/2']
         """
+        return self.pick(release, self.judge(release, published))
+
+    def pick(self, release: Release, verdict: str | None) -> Release | None:
+        """The release the subscriber gets, given :meth:`judge`'s ``verdict`` on ``release``: the
+        release itself if taken; with ``"most-accurate"``, the release of lowest estimated error
+        when the estimates a fresh ``release`` carries change the choice (as ``"best"`` before any)."""
         if self.level != "most-accurate":
-            return release if self.accept(release, published) else None
-        digest = release.digest() if published is None else hashlib.sha256(published).hexdigest()
-        if digest in self._seen:  # the same release re-published after a crash
+            return release if verdict is None else None
+        if verdict not in (None, "not_selected"):  # a duplicate, or not fresh
             return None
-        self._seen.add(digest)
         for evaluation in release.evaluations:
             scored = self._recent.get(evaluation.release)
             standing = self._scored.get(evaluation.level)
@@ -611,13 +649,11 @@ class ReleaseSelector:
             self._recent[release.ledger_entry_id] = release
             while len(self._recent) > self.KEPT:
                 del self._recent[next(iter(self._recent))]
-        if not self._scored:  # no estimate yet: as "best"
-            rank = (release.level, -1 if release.last_window is None else release.last_window)
-            if self._best is not None and rank <= self._best:
-                return None
-            self._best = rank
-            self._given = release
-            return release
+        if not self._scored:  # no estimate yet: as "best" (the verdict says)
+            if verdict is None:
+                self._given = release
+                return release
+            return None
         chosen, _ = min(self._scored.values(), key=lambda pair: (pair[1].error, -pair[1].level))
         if chosen is self._given:
             return None
@@ -628,23 +664,36 @@ class ReleaseSelector:
         """Whether the subscriber gets ``release`` (the next one published, as the bytes
         ``published``). A release is known by its bytes: a re-publication after a crash is the
         same bytes, while two different releases never share them, whatever entry id they claim."""
+        return self.judge(release, published) is None
+
+    def judge(self, release: Release, published: bytes | None = None) -> str | None:
+        """None if the subscriber gets ``release``; else why not: ``"duplicate"`` (taken before),
+        ``"foreign_deployment"`` or ``"stale"`` (refused: not fresh), ``"not_selected"`` (fresh,
+        but not of the level chosen)."""
         digest = release.digest() if published is None else hashlib.sha256(published).hexdigest()
-        return self.admits(digest, release.level, release.last_window)
+        mark = Held.of(release, digest)
+        return self._judge(release.level, mark, release.certificate.ledger_id)
 
     def admits(self, release: str, level: int, last_window: int | None) -> bool:
         """:meth:`accept` on a release's identity (its digest), level and last window (None: unknown)."""
-        if release in self._seen:  # the same release re-published after a crash
-            return False
-        self._seen.add(release)
-        if self.level == "all":
-            return True
-        if self.level != "best":
-            return level == self.level
-        rank = (level, -1 if last_window is None else last_window)
-        if self._best is not None and (rank < self._best or (rank == self._best and last_window is not None)):
-            return False
-        self._best = rank
-        return True
+        return self.refusal(release, level, last_window) is None
+
+    def refusal(self, release: str, level: int, last_window: int | None) -> str | None:
+        """:meth:`judge` on a release's identity, level and last window (one window family)."""
+        return self._judge(level, Held(release, "", last_window), None)
+
+    def _judge(self, level: int, mark: Held, ledger_id: str | None) -> str | None:
+        if mark.digest in self._seen or self.freshness.holds(level, mark.digest):
+            return "duplicate"  # the same release re-published after a crash
+        top = max(self.freshness.held, default=-1)  # the highest level held before this one
+        problem = self.freshness.judge_mark(level, mark, ledger_id)
+        ordered = self.level in ("best", "most-accurate")  # most-accurate: as best before estimates
+        if problem is not None and (self.fresh_only or ordered):
+            return problem
+        self._seen.add(mark.digest)
+        if self.level == "all" or self.level == level:
+            return None
+        return None if ordered and level >= top else "not_selected"
 
 
 def _after(release: Release, other: Release) -> bool:

@@ -13,6 +13,11 @@ come from ``trusted_keys=``, ``PRIVSTREAM_TRUSTED_KEYS_FILE``, or the key set th
 listener serves (``keys_url``, ``PRIVSTREAM_KEYS_URL``, default ``http://127.0.0.1:6066/keys``):
 pinning keys trusts nothing but the keys; fetching them trusts the network path to the listener at
 that moment.
+
+**Freshness.** A verified release is yielded only if it is the deployment's and newer than what
+the subscriber holds of its level (:mod:`privstream_client.freshness`): a replay, or another
+deployment's release signed with a shared key, is skipped and counted (``stale``,
+``foreign_deployment``) and changes nothing.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from typing import Any, TypeAlias
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+from privstream_client.freshness import FRESHNESS_PROBLEMS, Freshness, StateFile
 from privstream_client.release import LevelChoice, Release, ReleaseSelector, certificate_problem, check_level
 from privstream_client.signing import VERIFY_PROBLEMS, KeySet, PublicKeyEntry, SigningKeyError, key_id
 from privstream_client.signing import public_key_from_text as _public_key
@@ -49,7 +55,13 @@ __all__ = [
 ]
 
 #: Why :func:`subscribe` skipped a record of the stream (the keys of ``Subscription.skipped``).
-SKIP_REASONS = ("not_a_release", *VERIFY_PROBLEMS, "wrong_stream", "inconsistent_certificate")
+SKIP_REASONS = (
+    "not_a_release",
+    *VERIFY_PROBLEMS,
+    "wrong_stream",
+    "inconsistent_certificate",
+    *FRESHNESS_PROBLEMS,
+)
 
 #: How often a subscriber that fetched its keys from a URL may fetch them again (a record signed
 #: by a key it does not know yet: a rotation).
@@ -132,9 +144,12 @@ class Subscription:
     """The releases of one stream, verified, as an async iterator (what :func:`subscribe` returns).
 
     ``skipped`` counts the records of the stream that were not yielded because they are not
-    releases, are not signed by a trusted key, or carry an impossible certificate, by reason
+    releases, are not signed by a trusted key, carry an impossible certificate, are another
+    deployment's or are older than the release held of their level, by reason
     (:data:`SKIP_REASONS`); ``yielded`` counts the releases yielded, ``caught_up`` says whether
-    the iteration ended having read everything published before it started.
+    the iteration ended having read everything published before it started; :meth:`stats` says
+    all that and what is held. ``freshness`` is the deployment and the newest release held per
+    level (:mod:`privstream_client.freshness`), kept in ``state_file`` if one is given.
     """
 
     #: What each release is read as (a subclass of :class:`Release`).
@@ -154,10 +169,14 @@ class Subscription:
         keys_url: str | None = None,
         until_caught_up: bool = False,
         start: Callable[[Any], Awaitable[None]] | None = None,
+        ledger_id: str | None = None,
+        state_file: Path | str | None = None,
     ):
         self.stream_id, self.topic = stream_id, topic
         self.kafka_options = kafka_options
-        self.selector = ReleaseSelector(level)
+        self.freshness = Freshness(ledger_id)
+        self.selector = ReleaseSelector(level, self.freshness, fresh_only=verify)
+        self.state_file = state_file
         self.from_beginning, self.group_id = from_beginning, group_id
         self.verify, self.trusted_keys, self.keys_url = verify, trusted_keys, keys_url
         self.until_caught_up = until_caught_up
@@ -169,6 +188,31 @@ class Subscription:
     def __aiter__(self) -> AsyncIterator[Release]:
         return self._releases()
 
+    def stats(self) -> dict[str, Any]:
+        """What the subscription did: releases yielded, records skipped by reason, whether it
+        caught up, the deployment (ledger id) it follows and the newest window held per level.
+
+        >>> subscribe("clicks", bootstrap="127.0.0.1:9092", ledger_id="5f0c3e9a7b2d4e61").stats()
+        {'yielded': 0, 'skipped': {}, 'caught_up': False, 'ledger_id': '5f0c3e9a7b2d4e61', 'held': {}}
+        """
+        return {
+            "yielded": self.yielded,
+            "skipped": dict(sorted(self.skipped.items())),
+            "caught_up": self.caught_up,
+            "ledger_id": self.freshness.ledger_id,
+            "held": {level: held.last_window for level, held in sorted(self.freshness.held.items())},
+        }
+
+    def summary(self) -> str:
+        """:meth:`stats` in one line, e.g. ``3 releases; 2 records skipped (1 stale, 1 unsigned)``.
+
+        >>> subscribe("clicks", bootstrap="127.0.0.1:9092").summary()
+        '0 releases; 0 records skipped'
+        """
+        skipped = sum(self.skipped.values())
+        reasons = ", ".join(f"{n} {reason}" for reason, n in sorted(self.skipped.items()))
+        return f"{self.yielded} releases; {skipped} records skipped" + (f" ({reasons})" if skipped else "")
+
     async def _keys(self) -> _Keys | None:
         if not self.verify:
             return None
@@ -178,32 +222,52 @@ class Subscription:
         return _Keys(await asyncio.to_thread(fetch_key_set, url), url)
 
     async def _releases(self) -> AsyncIterator[Release]:
+        state = None if self.state_file is None else StateFile(self.state_file, self.topic, self.stream_id)
+        positions = {} if state is None else state.load(self.freshness)  # before connecting: one line
+        # Without a group every partition is read from its start (or where the state file left
+        # it): with ``from_beginning=False`` what was published before is read, not yielded, so
+        # the subscriber knows the newest release of each level before it yields a later one.
+        own = self.group_id is None
         consumer = AIOKafkaConsumer(
             **self.kafka_options,
             group_id=self.group_id,
-            auto_offset_reset="earliest" if self.from_beginning else "latest",
-            enable_auto_commit=self.group_id is not None,
+            auto_offset_reset="earliest" if self.from_beginning or own else "latest",
+            enable_auto_commit=not own,
         )
         await self.start(consumer)
+        dirty = False
         try:
             keys = await self._keys()
             if not await self._wait_for_topic(consumer):
                 self.caught_up = True  # nothing was ever published
                 return
-            if self.group_id is None:  # no group to join: every partition, at once
+            past: dict[int, int] = {}  # per partition, the end when the subscription started
+            if own:  # no group to join: every partition, at once
                 partitions = sorted(consumer.partitions_for_topic(self.topic) or ())
-                consumer.assign([TopicPartition(self.topic, p) for p in partitions])
+                assigned = [TopicPartition(self.topic, p) for p in partitions]
+                consumer.assign(assigned)
+                await self._resume(consumer, assigned, positions)
+                if not self.from_beginning:
+                    past = {tp.partition: end for tp, end in (await consumer.end_offsets(assigned)).items()}
             else:
                 consumer.subscribe([self.topic])
             ends: dict[Any, int] | None = None
             while True:
                 batch = await consumer.getmany(timeout_ms=500, max_records=1000)
-                for records in batch.values():
+                for tp, records in batch.items():
                     for record in records:
                         release = await self._admit(record, keys)
-                        if release is not None:
-                            self.yielded += 1
-                            yield release
+                        positions[tp.partition], dirty = record.offset + 1, True
+                        if release is None or record.offset < past.get(tp.partition, 0):
+                            continue  # a past release only tells what the subscriber holds
+                        if state is not None:
+                            state.save(self.freshness, positions)  # held before it is handed over
+                            dirty = False
+                        self.yielded += 1
+                        yield release
+                if dirty and state is not None:
+                    state.save(self.freshness, positions)
+                    dirty = False
                 if not self.until_caught_up:
                     continue
                 if ends is None and consumer.assignment():
@@ -212,7 +276,34 @@ class Subscription:
                     self.caught_up = True
                     return
         finally:
-            await consumer.stop()
+            with contextlib.suppress(Exception):
+                await consumer.stop()
+            if dirty and state is not None:
+                state.save(self.freshness, positions)
+
+    async def _resume(self, consumer: Any, assigned: list[Any], positions: dict[int, int]) -> None:
+        """Start each partition where the state file left it, if the topic still holds that offset
+        (else from the start: the topic was re-created or its offsets went back)."""
+        kept = [tp for tp in assigned if tp.partition in positions]
+        if not kept:
+            return
+        first, last = await consumer.beginning_offsets(kept), await consumer.end_offsets(kept)
+        for tp in kept:
+            at = positions[tp.partition]
+            if first[tp] <= at <= last[tp]:
+                consumer.seek(tp, at)
+            else:
+                log.warning(
+                    "stream %s: %s partition %d holds offsets %d..%d, the state file's position %d is not "
+                    "among them (the topic was re-created?): reading it from its start",
+                    self.stream_id,
+                    self.topic,
+                    tp.partition,
+                    first[tp],
+                    last[tp],
+                    at,
+                )
+                positions.pop(tp.partition)
 
     async def _wait_for_topic(self, consumer: Any) -> bool:
         """Wait until the topic exists (warning once that it does not); False if it does not and
@@ -252,18 +343,24 @@ class Subscription:
         elif release is not None and certificate_problem(release) is not None:
             problem = "inconsistent_certificate"
         if problem is not None or release is None:
-            reason = problem or "not_a_release"
-            if not self.skipped[reason]:
-                log.warning(
-                    "stream %s: skipping a record at %s offset %d (%s); later ones are only counted",
-                    self.stream_id,
-                    record.topic,
-                    record.offset,
-                    reason,
-                )
-            self.skipped[reason] += 1
+            self._skip(record, problem or "not_a_release")
             return None
-        return self.selector.choose(release, value)
+        verdict = self.selector.judge(release, value)
+        if verdict in FRESHNESS_PROBLEMS:
+            self._skip(record, verdict)
+            return None
+        return self.selector.pick(release, verdict)
+
+    def _skip(self, record: Any, reason: str) -> None:
+        if not self.skipped[reason]:
+            log.warning(
+                "stream %s: skipping a record at %s offset %d (%s); later ones are only counted",
+                self.stream_id,
+                record.topic,
+                record.offset,
+                reason,
+            )
+        self.skipped[reason] += 1
 
 
 def subscribe(
@@ -279,6 +376,8 @@ def subscribe(
     keys_url: str | None = None,
     until_caught_up: bool = False,
     kafka_options: dict[str, Any] | None = None,
+    ledger_id: str | None = None,
+    state_file: Path | str | None = None,
 ) -> Subscription:
     """The stream's releases from the public ``hypotheses`` topic as they are published: an async
     iterator (:class:`Subscription`, whose ``skipped`` counts what it left out).
@@ -297,6 +396,13 @@ def subscribe(
     ``PRIVSTREAM_TRUSTED_KEYS_FILE``, else the key set fetched from ``keys_url`` (else
     ``PRIVSTREAM_KEYS_URL``, else :data:`DEFAULT_KEYS_URL`). Records that fail to parse or verify
     are skipped and counted.
+
+    Only fresh releases of the deployment are yielded (:mod:`privstream_client.freshness`): of
+    the ledger ``ledger_id`` (else ``PRIVSTREAM_LEDGER_ID``, else the state file's, else the
+    first verified release's), and each newer than the release held of its level, else skipped as
+    ``foreign_deployment`` or ``stale``. ``state_file`` keeps what is held (and the positions read)
+    across restarts. With ``from_beginning=False`` and no group, the releases published before are
+    read first without being yielded, to know what is held.
 
     >>> subscribe("clicks", bootstrap="127.0.0.1:9092", topic_prefix="prod.").topic
     'prod.hypotheses'
@@ -326,4 +432,6 @@ def subscribe(
         trusted_keys=trusted_keys,
         keys_url=keys_url or os.environ.get("PRIVSTREAM_KEYS_URL") or None,
         until_caught_up=until_caught_up,
+        ledger_id=ledger_id or os.environ.get("PRIVSTREAM_LEDGER_ID") or None,
+        state_file=state_file,
     )

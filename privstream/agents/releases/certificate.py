@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from typing import Any
 
 from privstream.agents.certificates import Charge, build_release
 from privstream.agents.ledger_port import ChargeReceipt
@@ -91,7 +92,7 @@ def release_bytes(
         algorithm=product.name,
         n_public=n_public,
         sample_size=node_sample_size(policy, level) if n_public else None,  # a count node's n: public
-        parameters=cap_parameters(policy),
+        parameters={**cap_parameters(policy), **column_parameters(policy)},
         level=level,
         lifetime=policy.lifetime,
         composition=(
@@ -115,6 +116,16 @@ def release_bytes(
     if evaluations and isinstance(release, HypothesisRelease):
         release = release.model_copy(update={"evaluations": list(evaluations)})
     return release.model_dump_json().encode()
+
+
+def column_parameters(policy: ReleasePolicy) -> dict[str, Any]:
+    """A tabular stream's certificate states its columns (public configuration): what a subscriber
+    needs to predict from a row.
+
+    >>> column_parameters(ReleasePolicy("s", None, (), columns=({"name": "a", "kind": "numeric"},)))
+    {'columns': [{'name': 'a', 'kind': 'numeric'}]}
+    """
+    return {"columns": [dict(c) for c in policy.columns]} if policy.columns else {}
 
 
 def class_spec(policy: ReleasePolicy) -> str:

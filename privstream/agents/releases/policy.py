@@ -17,6 +17,7 @@ then decide the learner's own parameters, both group privacy (:func:`learner_pri
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -106,6 +107,9 @@ class ReleasePolicy:
     # Spread over the topic's partitions (partition_by 'example' or 'user'): every worker stores its
     # partitions' rows; only the owner of the stream's key partition closes and releases windows.
     partitioned: bool = False
+    # A tabular stream's public column declarations (privstream_client.tabular), stated in its
+    # certificates so that a subscriber encodes a row as the service did; () for other streams.
+    columns: tuple[Mapping[str, Any], ...] = ()
 
     @property
     def family(self) -> str:

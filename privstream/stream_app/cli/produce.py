@@ -24,8 +24,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     source.add_argument(
         "--file",
         type=Path,
-        help="CSV with a header (x,y; or feature columns by name and y) or JSON lines ({x, y}; x a list "
-        "for feature vectors)",
+        help="CSV with a header (x,y; or feature columns by name and y; a tabular stream's columns by "
+        "name and y) or JSON lines ({x, y}; x a list for feature vectors, an object of cells for a "
+        "tabular stream's rows)",
     )
     source.add_argument("--synthetic", type=int, metavar="N", help="N examples labelled by a random target")
     produce.add_argument(
@@ -84,6 +85,13 @@ def produce_records(args: argparse.Namespace, settings: Settings) -> Iterator[tu
         from privstream.stream_app.suggestions import unknown_name
 
         raise UserError(unknown_name("stream", args.stream, [s.name for s in settings.streams]))
+    if stream is not None and stream.encoder is not None:  # a tabular stream: rows, by column name
+        if args.file is None:
+            raise UserError(f"stream {args.stream} is tabular: send its rows from a file (--file rows.csv)")
+        from privstream.stream_app.sources.rows import read_row_file
+
+        rows = read_row_file(args.file, stream.encoder)
+        return ((args.stream, {"stream_id": args.stream, **row}) for row in rows)
     if args.file is not None:
         holds_vectors = stream.kind == "vector" if stream is not None else _holds_vectors(args.file)
         if holds_vectors:

@@ -47,6 +47,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--keys-url", help="where to fetch the key set (default: /keys of the public listener)"
     )
     subscribe.add_argument(
+        "--ledger-id",
+        help="the deployment's ledger id releases must name (else $PRIVSTREAM_LEDGER_ID, else the state "
+        "file's, else the first verified release's)",
+    )
+    subscribe.add_argument(
+        "--state-file",
+        type=Path,
+        metavar="FILE",
+        help="keep the newest release held per level (and the positions read) here across restarts: a "
+        "replay of an older release is refused after a restart too",
+    )
+    subscribe.add_argument(
         "--no-verify",
         dest="verify",
         action="store_false",
@@ -94,6 +106,8 @@ def run_subscribe(args: argparse.Namespace) -> int:
         trusted_keys=args.trusted_keys,
         keys_url=args.keys_url,
         until_caught_up=args.until_caught_up,
+        ledger_id=args.ledger_id,
+        state_file=args.state_file,
     )
 
     async def follow() -> None:
@@ -104,13 +118,6 @@ def run_subscribe(args: argparse.Namespace) -> int:
 
     with contextlib.suppress(TimeoutError):  # --timeout ends a subscription normally
         asyncio.run(asyncio.wait_for(follow(), args.timeout) if args.timeout else follow())
-    skipped = sum(subscription.skipped.values())
-    reasons = ", ".join(f"{n} {reason}" for reason, n in sorted(subscription.skipped.items()))
-    summary = f"{subscription.yielded} releases; {skipped} records skipped" + (
-        f" ({reasons})" if skipped else ""
-    )
-    if subscription.caught_up:
-        print(f"caught up: {summary}", file=sys.stderr, flush=True)
-    elif skipped:
-        print(summary, file=sys.stderr, flush=True)
+    summary = subscription.summary()  # the rejections by reason (stale, foreign_deployment, unsigned, ...)
+    print(f"caught up: {summary}" if subscription.caught_up else summary, file=sys.stderr, flush=True)
     return 0

@@ -340,12 +340,34 @@ def streams_overview(
     return [stream_overview(stream, ledger) for stream in streams]
 
 
-def signature_headers(signer: Signer | None, release: bytes) -> dict[str, str]:
-    """The HTTP headers that carry a release's signature (none without a signer)."""
-    if signer is None:
+class Signatures(Protocol):
+    """Signatures the worker computed (:class:`~privstream.stream_app.store.signatures.ReleaseSignatures`)."""
+
+    def lookup(self, release: bytes) -> tuple[str, str] | None: ...
+
+
+def signature_headers(
+    signer: Signer | None, release: bytes, signatures: Signatures | None = None
+) -> dict[str, str] | None:
+    """The HTTP headers that carry a release's signature: the worker's stored one (None if it is
+    not stored yet), else made with ``signer``, else none."""
+    if signatures is not None:
+        found = signatures.lookup(release)
+        if found is None:
+            return None
+        key, signature = found
+    elif signer is not None:
+        key, signature = signer.sign(release)
+    else:
         return {}
-    key, signature = signer.sign(release)
     return {KEY_ID_HEADER: key, SIGNATURE_HEADER: signature}
+
+
+def unsigned_yet(stream_id: str) -> web.Response:
+    """The worker has not stored the release's signature yet (another worker published it a moment
+    ago): try again shortly, rather than get it unsigned."""
+    body = {"error": f"the signature of stream {stream_id!r}'s newest release is not written yet; retry"}
+    return web.json_response(body, status=503, headers={"Retry-After": "5"})
 
 
 class PublicStreams:
@@ -385,9 +407,11 @@ def public_routes(
     *,
     signer: Signer | None = None,
     published_keys: KeySet | None = None,
+    signatures: Signatures | None = None,
 ) -> list[Route]:
     """The public listener's routes over these streams and this ledger (or the ``PublicStreams``
-    shared with the page), signing with ``signer``; ``/keys`` lists its key and ``published_keys``."""
+    shared with the page), with the worker's ``signatures`` (else signing with ``signer``);
+    ``/keys`` lists the signer's key and ``published_keys``."""
     public = (
         streams
         if isinstance(streams, PublicStreams)
@@ -416,9 +440,13 @@ def public_routes(
         return await public.page(("budget", stream_id), lambda ledger: lifetime(stream, ledger))
 
     def latest(prefix: str) -> Any:
-        def signed(public_ledger: PublicLedger, stream_id: str) -> tuple[bytes, dict[str, str]] | None:
+        def signed(public_ledger: PublicLedger, stream_id: str) -> tuple[bytes, dict[str, str] | None] | None:
             charge = public_ledger.latest(stream_id, prefix)
-            return None if charge is None else (charge.release, signature_headers(signer, charge.release))
+            return (
+                None
+                if charge is None
+                else (charge.release, signature_headers(signer, charge.release, signatures))
+            )
 
         async def page(request: web.Request) -> web.Response:
             stream_id = request.match_info["stream_id"]
@@ -429,6 +457,8 @@ def public_routes(
                 missing = {"error": f"stream {stream_id!r} has no such release yet"}
                 return web.json_response(missing, status=404)
             body, headers = found
+            if headers is None:
+                return unsigned_yet(stream_id[:200])
             return web.Response(body=body, content_type="application/json", headers=headers)
 
         return page
@@ -439,14 +469,20 @@ def public_routes(
         if stream is None or stream.release is None or public.reads is None:
             return no_releases(stream_id[:200])
 
-        def signed(public_ledger: PublicLedger) -> tuple[bytes, dict[str, str]] | None:
+        def signed(public_ledger: PublicLedger) -> tuple[bytes, dict[str, str] | None] | None:
             charge = public_ledger.best(stream_id)
-            return None if charge is None else (charge.release, signature_headers(signer, charge.release))
+            return (
+                None
+                if charge is None
+                else (charge.release, signature_headers(signer, charge.release, signatures))
+            )
 
         found = await public.reads.get(("best", stream_id), signed)
         if found is None:
             return web.json_response({"error": f"stream {stream_id!r} has no such release yet"}, status=404)
         body, headers = found
+        if headers is None:
+            return unsigned_yet(stream_id[:200])
         return web.Response(body=body, content_type="application/json", headers=headers)
 
     async def keys_page(request: web.Request) -> web.Response:

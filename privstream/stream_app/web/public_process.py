@@ -12,17 +12,27 @@ lower scheduling priority (niceness 10): where cores are short, ingestion is ser
 The child is started by :class:`PublicListenerProcess` (a service of the worker's app) with the
 worker's settings in its environment, serves :func:`~.public.public_routes` and
 :func:`~.page.page_routes` within the listener limits, dies with the worker
-(``PR_SET_PDEATHSIG``), and is started again if it dies. It signs ``releases/latest`` with the
-worker's key (the worker creates the default key file before the child starts).
+(``PR_SET_PDEATHSIG``), and is started again if it dies.
+
+**No secret in the child.** Anyone may talk to the child, so it gets none of the worker's secrets:
+its environment lacks every secret setting (the operator token, the signing key and its file's
+path, the Kafka and PostgreSQL passwords); the one it needs, an inline PostgreSQL password, comes
+on its standard input, never in its environment or arguments. It signs nothing: the worker signs
+each release once as it publishes it and writes the signature, and the key statement of
+``/keys``, to :class:`~privstream.stream_app.store.signatures.ReleaseSignatures`; at its start and
+every few seconds it also signs what the child serves (each stream's latest and best release,
+whichever worker published it). The child serves those signatures.
 
 Run by hand (for a look at its log): ``python -m privstream.stream_app.web.public_process`` with
-the worker's ``PRIVSTREAM_*`` environment.
+the worker's ``PRIVSTREAM_*`` environment, beside a worker (which writes the signatures).
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
+import json
 import logging
 import os
 import signal
@@ -30,6 +40,7 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import mode
@@ -37,10 +48,11 @@ import mode
 from privstream.stream_app.embedded.broker import die_with_parent
 from privstream.stream_app.logs import configure_logging
 from privstream.stream_app.settings import ENV_PREFIX, Settings
-from privstream.stream_app.signing import KeySet, worker_signer
+from privstream.stream_app.signing import Signer, deployment_keys, worker_signer
+from privstream.stream_app.store.signatures import SIGNATURES_FILE, ReleaseSignatures
 from privstream.stream_app.web.listener import HttpListener, ListenerLimits
 from privstream.stream_app.web.page import page_routes
-from privstream.stream_app.web.public import PublicReads, PublicStreams, public_routes
+from privstream.stream_app.web.public import PublicLedger, PublicReads, PublicStreams, public_routes
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +62,34 @@ SUPERVISE_SECONDS = 5.0
 #: The child's scheduling niceness: on a machine short of cores the worker (and a broker beside
 #: it) gets the CPU before the public pages do.
 PUBLIC_NICENESS = 10
+#: Settings the child is never given: secrets, and where the signing key is.
+WITHHELD = ("operator_token", "signing_key", "signing_key_file", "kafka_sasl_password", "store_password")
+#: The secret settings the child needs, sent on its standard input.
+PASSED_ON_STDIN = ("store_password",)
+
+
+def child_environment(settings: Settings) -> tuple[dict[str, str], bytes]:
+    """The child's environment (the worker's settings without :data:`WITHHELD`) and what goes to
+    its standard input (the secrets it needs, JSON).
+
+    >>> from pydantic import SecretStr
+    >>> s = Settings(operator_token=SecretStr("t" * 32), store_password=SecretStr("pw"), _env_file=None)
+    >>> env, stdin = child_environment(s)
+    >>> [k for k in env if "TOKEN" in k or "PASSWORD" in k], stdin
+    ([], b'{"store_password": "pw"}')
+    """
+    withheld = {f"{ENV_PREFIX}{name.upper()}" for name in WITHHELD}
+    env = {k: v for k, v in settings.to_env().items() if k not in withheld}
+    secrets = {}
+    for name in PASSED_ON_STDIN:
+        value = getattr(settings, name)
+        if value is not None:
+            secrets[name] = value.get_secret_value()
+    return env, json.dumps(secrets).encode()
+
+
+def signatures_path(settings: Settings) -> Path:
+    return settings.data_dir / SIGNATURES_FILE
 
 
 def public_listener(settings: Settings) -> HttpListener:
@@ -63,8 +103,8 @@ def public_listener(settings: Settings) -> HttpListener:
         if releasing
         else None
     )
-    signer = worker_signer(settings)
-    published = KeySet.from_file(settings.published_keys_file) if settings.published_keys_file else None
+    # The worker's signatures and key statement: the child holds no key (module docstring).
+    signatures = ReleaseSignatures(signatures_path(settings), readonly=True)
     public = PublicStreams(
         settings.streams, PublicReads(ledger, settings.public_cache_seconds) if ledger is not None else None
     )
@@ -72,7 +112,7 @@ def public_listener(settings: Settings) -> HttpListener:
         "public",
         settings.public_host,
         settings.public_port,
-        public_routes(public, signer=signer, published_keys=published) + page_routes(public),
+        public_routes(public, signatures=signatures, published_keys=signatures.keys()) + page_routes(public),
         limits=ListenerLimits.of(settings, "public"),
     )
 
@@ -92,7 +132,9 @@ async def serve(listener: HttpListener) -> None:
 
 def main() -> int:
     """The child: the worker's settings from the environment, the public listener until SIGTERM."""
-    settings = Settings()
+    # The secrets the worker keeps out of the environment (none when run by hand from a terminal).
+    secrets = {} if sys.stdin.isatty() else json.loads(sys.stdin.buffer.read() or b"{}")
+    settings = Settings(**secrets)
     configure_logging(settings.log_level, settings.log_format)
     with contextlib.suppress(OSError):  # when cores are short, ingestion goes first
         os.nice(PUBLIC_NICENESS)
@@ -109,11 +151,21 @@ def port_answers(host: str, port: int) -> bool:
 class PublicListenerProcess(mode.Service):
     """Runs the public listener as a child process for as long as the worker runs."""
 
-    def __init__(self, settings: Settings, **kwargs: Any):  # kwargs: mode.Service's (beacon, loop)
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        signer: Signer | None = None,
+        signatures: ReleaseSignatures | None = None,
+        **kwargs: Any,  # mode.Service's (beacon, loop)
+    ):
         super().__init__(**kwargs)
         self.settings = settings
+        self.signer, self.signatures = signer, signatures
         self.process: subprocess.Popen[bytes] | None = None
         self.restarts = 0
+        self._ledger: Any = None  # the worker's own reader of what the child serves
+        self._signing = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="public-signatures")
 
     @property
     def label(self) -> str:
@@ -121,15 +173,59 @@ class PublicListenerProcess(mode.Service):
 
     def _spawn(self) -> subprocess.Popen[bytes]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIX)}
-        env.update(self.settings.to_env())
-        return subprocess.Popen(
+        settings_env, secrets = child_environment(self.settings)
+        env.update(settings_env)
+        process = subprocess.Popen(
             [sys.executable, "-m", "privstream.stream_app.web.public_process"],
             env=env,
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.PIPE,
             preexec_fn=die_with_parent,
         )
+        if process.stdin is not None:
+            with contextlib.suppress(BrokenPipeError):
+                process.stdin.write(secrets)
+            process.stdin.close()
+        return process
+
+    def _sign_served(self) -> int:
+        """Sign what the child serves and the worker has not signed (yet): each releasing stream's
+        latest release, latest sanitized release and best release; how many were signed."""
+        from privstream.stream_app.store import factory
+
+        if self.signer is None or self.signatures is None:
+            return 0
+        releasing = [s.name for s in self.settings.streams if s.release is not None]
+        if not releasing:
+            return 0
+        if self._ledger is None:
+            options = self.settings.model_copy(update={"store_pool_size": 1})
+            self._ledger = factory.open_ledger(options, create=False)
+        public, signed = PublicLedger(self._ledger), 0
+        for stream in releasing:
+            for charge in (
+                public.latest(stream, "learner:"),
+                public.latest(stream, "sanitizer:"),
+                public.best(stream),
+            ):
+                if charge is not None and charge.release and self.signatures.lookup(charge.release) is None:
+                    self.signatures.put(charge.release, *self.signer.sign(charge.release))
+                    signed += 1
+        return signed
+
+    async def _sign(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.run_in_executor(self._signing, self._sign_served)
+        except Exception as exc:  # the ledger unreachable: the readiness probe reports it
+            log.debug("could not sign the releases the public listener serves: %s", exc)
 
     async def on_start(self) -> None:
+        if self.signatures is None:
+            self.signatures = ReleaseSignatures(signatures_path(self.settings))
+        if self.signer is None:
+            self.signer = worker_signer(self.settings)
+        self.signatures.put_keys(deployment_keys(self.settings, self.signer))
+        await self._sign()
         self.process = self._spawn()
         host = (
             "127.0.0.1" if self.settings.public_host in ("0.0.0.0", "::", "") else self.settings.public_host
@@ -148,6 +244,7 @@ class PublicListenerProcess(mode.Service):
 
     @mode.Service.timer(SUPERVISE_SECONDS)
     async def _supervise(self) -> None:
+        await self._sign()  # releases other workers of the deployment published
         if self.process is None or self.process.poll() is None:
             return
         self.restarts += 1
@@ -160,6 +257,7 @@ class PublicListenerProcess(mode.Service):
 
     async def on_stop(self) -> None:
         process, self.process = self.process, None
+        self._signing.shutdown(wait=False)
         if process is None or process.poll() is not None:
             return
         process.terminate()
