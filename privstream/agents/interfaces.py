@@ -328,11 +328,13 @@ class StateStore(Protocol):
         *,
         keep_first: int | None = None,
         priorities: Sequence[int] | None = None,
+        window_size: int | None = None,
     ) -> list[int]:
         """Store ``(offset, x, y, user, time_window)`` rows of one partition in offset order;
         the sequence numbers of the rows taken in (rows of messages stored before are skipped;
         ``keep_first``: a time window stores only its first so many rows, or with ``priorities``,
-        one secret random priority per row, its so many rows of lowest priority)."""
+        one secret random priority per row, its so many rows of lowest priority; ``window_size``:
+        the stream's count window, so that rows stored together never span two windows)."""
         ...
 
     def append_time_rows(

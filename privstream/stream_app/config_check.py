@@ -89,6 +89,7 @@ def _stream_report(
         "kind": stream.kind,
         "hypothesis_class": stream.hypothesis_class,
         "features": stream.features,
+        "classes": stream.classes,
         "online_learner": "soa" if stream.kind == "class" else stream.online_learner,
     }
     config = stream.release

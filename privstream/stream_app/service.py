@@ -29,6 +29,7 @@ from privstream.agents.progress import Progress
 from privstream.agents.releases import Product, Publisher, ReleaseAgent, ReleasePolicy
 from privstream.agents.validation import ExampleValidator, integer_domain, vector_domain
 from privstream.learning.hypothesis_classes import HypothesisClass, parse_class_spec
+from privstream.learning.online import MulticlassPerceptron, StreamLearner
 from privstream.learning.online.base import LinearLearner
 from privstream.learning.planning import window_too_small
 from privstream.learning.private_learners import PrivateLearner, make_learner
@@ -128,8 +129,10 @@ class Service:
         }
 
 
-def vector_status(stream: StreamConfig, learner: LinearLearner) -> dict[str, Any]:
+def vector_status(stream: StreamConfig, learner: StreamLearner) -> dict[str, Any]:
     """``/status`` of a stream of feature vectors: its online learner's counts and current rule."""
+    if isinstance(learner, MulticlassPerceptron):
+        return _multiclass_status(stream, learner)
     weights, offset = learner.weights()
     return {
         "features": stream.features,
@@ -149,6 +152,32 @@ def vector_status(stream: StreamConfig, learner: LinearLearner) -> dict[str, Any
                 + ("; the rule of the vote's leader" if hasattr(learner, "vote_weights") else ""),
             },
             **_vote_status(learner),
+        },
+    }
+
+
+def _multiclass_status(stream: StreamConfig, learner: MulticlassPerceptron) -> dict[str, Any]:
+    """``/status`` of a stream of K classes: the multi-class Perceptron's counts and K scores."""
+    return {
+        "features": stream.features,
+        "classes": learner.classes,
+        "examples": learner.examples_seen,
+        "mistakes": learner.mistakes,
+        "mistake_bound": learner.mistake_bound,
+        "realizable": learner.realizable,
+        "online": {
+            "learner": learner.name,
+            "parameters": {"classes": learner.classes, "margin": learner.margin},
+            "margin_mistakes": learner.margin_mistakes,
+            "margin_bound": learner.margin_bound,
+            "rule": {
+                "classes": [
+                    {"weights": dict(zip(stream.feature_labels, w.tolist(), strict=True)), "offset": b}
+                    for w, b in learner.weights()
+                ],
+                "reads": "predict the class k of the highest sum(weights[f] * x[f]) + offset "
+                "(features clipped to bounds; a tie goes to the smallest k)",
+            },
         },
     }
 
@@ -410,6 +439,7 @@ def online_streams(settings: Settings) -> tuple[dict[str, OnlineStream], dict[st
             dict(s.online_params),
             tuple(s.feature_labels),
             partitions=settings.topic_partitions if s.partitioned else None,
+            classes=s.classes,
         )
         for s in settings.streams
         if s.features is not None
@@ -488,7 +518,10 @@ def example_validator(
     }
     user_level = frozenset(sid for sid, p in policies.items() if p.privacy_unit == "user")
     encoders = {s.name: row_encoder(s.encoder) for s in settings.streams if s.encoder is not None}
-    return ExampleValidator(domains, user_level=user_level, event_time_skew=skews, encoders=encoders)
+    classes = {s.name: s.classes for s in settings.streams if s.classes != 2}
+    return ExampleValidator(
+        domains, user_level=user_level, event_time_skew=skews, encoders=encoders, classes=classes
+    )
 
 
 def release_agent(
@@ -624,12 +657,19 @@ def build_service(settings: Settings) -> Service:
     validator = example_validator(settings, streams, policies)
     dedup = Deduplicator({s.name: s.dedup_horizon_seconds for s in settings.streams})
     pipeline = IngestPipeline(validator, learners, metrics, progress, dedup=dedup)
+
+    async def clear_of_deadlines() -> None:
+        # Between two chunks of a poll: a release's deadline near, ingest waits until it is out.
+        if pipeline.releases is not None:
+            await pipeline.releases.clear_of_deadlines()
+
     ingest = IngestService(
         settings,
         pipeline,
         on_assigned=lambda parts: on_assigned(parts),
         metrics=metrics,
         replay=stores.replay,
+        pause=clear_of_deadlines,
         loop=None,
     )
     releases = None

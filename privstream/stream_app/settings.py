@@ -32,8 +32,9 @@ from privstream.learning.online import (
     DEFAULT_ONLINE_LEARNER,
     OnlineInputError,
     check_online_parameters,
-    make_online_learner,
+    make_stream_learner,
 )
+from privstream.learning.online.multiclass import MAX_CLASSES
 from privstream.learning.parameters import ACCURACY_TARGETS, check_registered
 from privstream.learning.private_learners.base import LEARNERS
 from privstream.learning.private_learners.vector_base import VECTOR_LEARNERS, check_bounds
@@ -467,6 +468,13 @@ class StreamConfig(BaseModel):
     features: int | None = Field(
         default=None, ge=1, le=10_000, description="instead of a class: examples are vectors of this length"
     )
+    classes: int = Field(
+        default=2,
+        ge=2,
+        le=MAX_CLASSES,
+        description="feature vectors: the number of classes K; labels are 0..K-1 (2: 0/1, also read "
+        "from -1/+1 and booleans). With K > 2 the online learner is the multi-class Perceptron",
+    )
     feature_bounds: list[tuple[float, float]] | None = Field(
         default=None, description="public [lo, hi] per feature (never taken from the data)"
     )
@@ -530,7 +538,8 @@ class StreamConfig(BaseModel):
     @classmethod
     def _online_takes(cls, params: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
         learner = info.data.get("online_learner")
-        if isinstance(learner, str) and info.data.get("features") is not None:  # else refused below
+        binary = info.data.get("classes") == 2  # else make_stream_learner checks them, below
+        if isinstance(learner, str) and info.data.get("features") is not None and binary:
             check_online_parameters(learner, params)
         return params
 
@@ -549,10 +558,11 @@ class StreamConfig(BaseModel):
             self.feature_names is not None
             or self.online_params
             or self.online_learner != DEFAULT_ONLINE_LEARNER
+            or self.classes != 2
         ):
             raise ValueError(
-                "feature_names, online_learner and online_params are for streams of feature vectors "
-                "(a class stream's online learner is the SOA)"
+                "feature_names, classes, online_learner and online_params are for streams of feature "
+                "vectors (a class stream's labels are 0/1 and its online learner is the SOA)"
             )
         if self.features is not None:
             check_bounds(self.feature_bounds, self.features)
@@ -561,9 +571,16 @@ class StreamConfig(BaseModel):
             ):
                 raise ValueError(f"feature_names needs {self.features} distinct names, one per feature")
             try:  # the learner, its parameters and the bounds, checked once here
-                make_online_learner(self.online_learner, self.feature_bounds, **self.online_params)
+                make_stream_learner(
+                    self.online_learner, self.feature_bounds, self.classes, **self.online_params
+                )
             except OnlineInputError as exc:
                 raise ValueError(str(exc)) from None
+            if self.release is not None and self.classes != 2:
+                raise ValueError(
+                    f"release: private releases learn 0/1 labels; a stream of {self.classes} classes "
+                    "has its online learner only (remove release, or set classes = 2)"
+                )
             if self.release is not None:
                 learner = self.release.learner
                 if learner not in VECTOR_LEARNERS:

@@ -293,4 +293,20 @@ STATE: tuple[Step, ...] = (
             "WHERE priority IS NOT NULL",
         ),
     ),
+    (
+        4,
+        "count-window rows stored by the chunk: one row per append of a partition's consecutive examples",
+        (
+            # Rows seq .. seq + n - 1 of one partition, encoded by .state.encode_chunk (points,
+            # labels, users); a chunk lies inside one count window when the appender names the size.
+            """CREATE TABLE {example_chunks} (
+    stream_id TEXT NOT NULL,
+    seq       {bigint} NOT NULL,
+    n         INTEGER NOT NULL,
+    part      INTEGER NOT NULL,
+    data      {blob} NOT NULL,
+    PRIMARY KEY (stream_id, seq)
+)""",
+        ),
+    ),
 )

@@ -55,18 +55,30 @@ import numpy as np
 
 from privstream.agents.interfaces import NodeBounds, NodeData, ScheduleState, StateStoreError, WindowData
 from privstream.agents.ledger_port import LedgerIdentity
+from privstream.stream_app.store.chunks import decode_chunk, encode_chunk, fits_a_chunk
 from privstream.stream_app.store.dialect import Dialect, Mode
 
 __all__ = ["TABLES", "Example", "LedgerRecord", "SqlStateStore", "StateBackend", "StateStoreError"]
 
 T = TypeVar("T")
 #: The state store's tables, as the portable statements name them.
-TABLES = ("meta", "stream_seq", "positions", "examples", "windows", "soa", "nodes", "schedules")
+TABLES = (
+    "meta",
+    "stream_seq",
+    "positions",
+    "examples",
+    "windows",
+    "soa",
+    "nodes",
+    "schedules",
+    "example_chunks",
+)
 Cursor = Any
 _LEDGER_KEYS = (
     "SELECT key, value FROM {meta} "
     "WHERE key IN ('ledger_id', 'ledger_epoch', 'ledger_entries', 'ledger_since')"
 )
+_INSERT_CHUNK = "INSERT INTO {example_chunks} (stream_id, seq, n, part, data) VALUES (?, ?, ?, ?, ?)"
 #: A stored example: (stream_id, seq, partition, offset, item in its message, x, y, user, time window,
 #: sampling priority or None).
 Example = tuple[str, int, int, int, int, Any, int, str | None, int | None, int | None]
@@ -222,6 +234,7 @@ class SqlStateStore:
         *,
         keep_first: int | None = None,
         priorities: Sequence[int] | None = None,
+        window_size: int | None = None,
     ) -> list[int]:
         """Store ``(offset, x, y, user, time_window)`` rows of one partition, in offset order.
 
@@ -235,8 +248,21 @@ class SqlStateStore:
         row), a time window keeps instead its ``keep_first`` rows of lowest priority (a bottom-k
         sample, a uniformly random subset of its rows): a row below a full window's highest
         priority replaces that window's row of highest priority.
+
+        Count-window rows (no time window, feature vectors or int64 points) are stored as chunks
+        (:mod:`.chunks`): one stored value per append, split at the multiples of ``window_size``
+        (the stream's count window) so that a window's close drops whole chunks.
+
+        >>> from privstream.stream_app.store.sqlite_state import SqliteStateStore
+        >>> store = SqliteStateStore(":memory:")
+        >>> store.append_many("s", 0, [(o, [o / 10], 1, None, None) for o in range(5)], window_size=2)
+        [0, 1, 2, 3, 4]
+        >>> store.count_window("s", 2, 4).xs.tolist(), store.next_seq("s")
+        ([[0.2], [0.3]], 5)
         """
-        return self._append(stream_id, partition, rows, keep_first, priorities, fence=False)[0]
+        return self._append(
+            stream_id, partition, rows, keep_first, priorities, fence=False, window_size=window_size
+        )[0]
 
     def append_time_rows(
         self,
@@ -275,6 +301,7 @@ class SqlStateStore:
         priorities: Sequence[int] | None,
         *,
         fence: bool,
+        window_size: int | None = None,
     ) -> tuple[list[int], int]:
         """Store the rows; their sequence numbers, and how many were late (``fence`` only)."""
         if not rows:
@@ -282,6 +309,13 @@ class SqlStateStore:
         if priorities is not None and (keep_first is None or len(priorities) != len(rows)):
             raise ValueError("priorities need keep_first and one priority per row")
         q = self._q
+        chunked = (
+            not fence
+            and keep_first is None
+            and priorities is None
+            and all(row[4] is None for row in rows)
+            and fits_a_chunk([row[1] for row in rows])
+        )
         thresholds: dict[int, int] = {}  # the bottom-k windows' bounds this batch leaves, once committed
         closed_through: list[int] = []  # the stream's last closed window, as the fence read it
 
@@ -306,6 +340,17 @@ class SqlStateStore:
             )
             statement = q("SELECT next_seq FROM {stream_seq} WHERE stream_id = ?{for_update}")
             first = int(cur.execute(statement, (stream_id,)).fetchone()[0])
+            if chunked:
+                self._insert_chunks(cur, stream_id, partition, first, fresh, window_size)
+                cur.execute(
+                    q("UPDATE {positions} SET next_offset = ? WHERE stream_id = ? AND part = ?"),
+                    (fresh[-1][0] + 1, stream_id, partition),
+                )
+                cur.execute(
+                    q("UPDATE {stream_seq} SET next_seq = ? WHERE stream_id = ?"),
+                    (first + len(fresh), stream_id),
+                )
+                return list(range(first, first + len(fresh))), 0
             ranks = priorities[len(rows) - len(fresh) :] if priorities is not None else [None] * len(fresh)
             taken = list(zip(fresh, ranks, strict=True))
             closed_through.clear()  # a rerun of the body starts again
@@ -350,6 +395,96 @@ class SqlStateStore:
         if closed_through:  # windows another worker closed: forget what this one remembers of them
             self._forget_closed(stream_id, closed_through[-1])
         return seqs, late
+
+    def _insert_chunks(
+        self,
+        cur: Cursor,
+        stream_id: str,
+        partition: int,
+        first: int,
+        rows: Sequence[tuple[int, Any, int, str | None, int | None]],
+        window_size: int | None,
+    ) -> None:
+        """Rows ``first ..`` of one partition as chunks, split at the multiples of ``window_size``."""
+        cuts = [0]
+        if window_size:
+            edge = (first // window_size + 1) * window_size
+            while edge < first + len(rows):
+                cuts.append(edge - first)
+                edge += window_size
+        cuts.append(len(rows))
+        chunks = []
+        for start, stop in itertools.pairwise(cuts):
+            part = rows[start:stop]
+            data = encode_chunk([r[1] for r in part], [r[2] for r in part], [r[3] for r in part])
+            chunks.append((stream_id, first + start, stop - start, partition, data))
+        cur.executemany(self._q(_INSERT_CHUNK), chunks)
+
+    def _seq_window_on(
+        self, cur: Cursor, stream_id: str, start: int, end: int, *, first: int | None = None
+    ) -> WindowData:
+        """The rows of sequence numbers ``[start, end)`` in order, from the chunks and from rows
+        stored one by one (by earlier versions); ``first``: only the first so many."""
+        where = "stream_id = ? AND seq >= ? AND seq < ?"
+        single = self._window_on(cur, where, (stream_id, start, end), first=first)
+        chunks = cur.execute(
+            self._q(
+                "SELECT seq, n, data FROM {example_chunks} WHERE stream_id = ? AND seq < ? AND seq + n > ? "
+                "ORDER BY seq"
+            ),
+            (stream_id, end, start),
+        ).fetchall()
+        if not chunks:
+            return single
+        parts = [single] if len(single.seqs) else []
+        wanted = end - start if first is None else first  # chunk rows to decode at most
+        for seq, n, data in chunks:
+            if wanted <= 0:
+                break
+            seq, n = int(seq), int(n)
+            lo = max(0, start - seq)
+            hi = min(n, end - seq, lo + wanted)
+            xs, ys, users = decode_chunk(data, lo, hi)
+            parts.append(
+                WindowData(xs, ys.astype(np.uint8), users, np.arange(seq + lo, seq + hi, dtype=np.int64))
+            )
+            wanted -= hi - lo
+        order = np.argsort(np.concatenate([p.seqs for p in parts]), kind="stable")[:first]
+        return WindowData(
+            np.concatenate([p.xs for p in parts])[order],
+            np.concatenate([p.ys for p in parts])[order],
+            np.concatenate([p.users for p in parts])[order],
+            np.concatenate([p.seqs for p in parts])[order],
+        )
+
+    def _drop_chunks(self, cur: Cursor, stream_id: str, start: int, end: int) -> None:
+        """Drop the chunked rows of sequence numbers ``[start, end)``: whole chunks, and the part
+        of a chunk that spans the range's edge (rewritten without it)."""
+        q = self._q
+        overlapping = cur.execute(
+            q("SELECT seq, n, part FROM {example_chunks} WHERE stream_id = ? AND seq < ? AND seq + n > ?"),
+            (stream_id, end, start),
+        ).fetchall()
+        for seq, n, partition in overlapping:
+            seq, n = int(seq), int(n)
+            if start <= seq and seq + n <= end:
+                continue  # inside the range: deleted below, never read
+            (data,) = cur.execute(
+                q("SELECT data FROM {example_chunks} WHERE stream_id = ? AND seq = ?"), (stream_id, seq)
+            ).fetchone()
+            xs, ys, users = decode_chunk(data)  # a chunk across the range's edge: rare, once per close
+            cur.execute(q("DELETE FROM {example_chunks} WHERE stream_id = ? AND seq = ?"), (stream_id, seq))
+            for lo, hi in ((seq, min(start, seq + n)), (max(end, seq), seq + n)):
+                if lo < hi:
+                    rows = slice(lo - seq, hi - seq)
+                    cur.execute(
+                        q(_INSERT_CHUNK),
+                        (stream_id, lo, hi - lo, partition, encode_chunk(xs[rows], ys[rows], users[rows])),
+                    )
+        cur.execute(
+            q("DELETE FROM {example_chunks} WHERE stream_id = ? AND seq >= ? AND seq + n <= ?"),
+            (stream_id, start, end),
+        )
 
     def _forget_closed(self, stream_id: str, last: int) -> None:
         if self._forgotten_through.get(stream_id, last - 1) >= last:
@@ -486,7 +621,7 @@ class SqlStateStore:
         return self._backend.run(lambda cur: self._window_on(cur, where, params), mode="read")
 
     def count_window(self, stream_id: str, start: int, end: int) -> WindowData:
-        return self._window("stream_id = ? AND seq >= ? AND seq < ?", (stream_id, start, end))
+        return self._backend.run(lambda cur: self._seq_window_on(cur, stream_id, start, end), mode="read")
 
     def time_window(self, stream_id: str, index: int) -> WindowData:
         return self._window("stream_id = ? AND time_window = ?", (stream_id, index))
@@ -525,6 +660,7 @@ class SqlStateStore:
                     q("DELETE FROM {examples} WHERE stream_id = ? AND seq >= ? AND seq < ?"),
                     (stream_id, *seqs),
                 )
+                self._drop_chunks(cur, stream_id, *seqs)
             if time_window is not None:
                 cur.execute(
                     q("DELETE FROM {examples} WHERE stream_id = ? AND time_window = ?"),
@@ -611,10 +747,15 @@ class SqlStateStore:
                     built = self._sample_on(cur, where, params, bounds)
                 else:
                     first = bounds.max_node_examples if vectors is not None and not user_level else None
-                    rows = self._window_on(cur, where, params, first=first)
+                    if seqs is not None:
+                        rows = self._seq_window_on(cur, stream_id, *seqs, first=first)
+                    else:
+                        rows = self._window_on(cur, where, params, first=first)
                     built = NodeData.from_window(rows, bounds, vectors=vectors, user_level=user_level)
                 data = self._store_node(cur, stream_id, family, 0, window, built)
                 cur.execute(self._q(f"DELETE FROM {{examples}} WHERE {where}"), params)
+                if seqs is not None:
+                    self._drop_chunks(cur, stream_id, *seqs)
             cur.execute(
                 self._q(
                     "INSERT INTO {schedules} (stream_id, family, last_closed_window) VALUES (?, ?, ?) "

@@ -66,6 +66,8 @@ PUBLIC_NICENESS = 10
 WITHHELD = ("operator_token", "signing_key", "signing_key_file", "kafka_sasl_password", "store_password")
 #: The secret settings the child needs, sent on its standard input.
 PASSED_ON_STDIN = ("store_password",)
+#: libpq's password variable: never in the child's environment.
+PGPASSWORD = "PGPASSWORD"
 
 
 def child_environment(settings: Settings) -> tuple[dict[str, str], bytes]:
@@ -85,6 +87,10 @@ def child_environment(settings: Settings) -> tuple[dict[str, str], bytes]:
         value = getattr(settings, name)
         if value is not None:
             secrets[name] = value.get_secret_value()
+    # libpq's own variable, if the worker was given its password that way (not inherited: below)
+    inherited = os.environ.get(PGPASSWORD)
+    if inherited and "store_password" not in secrets and settings.store_password_file is None:
+        secrets["store_password"] = inherited
     return env, json.dumps(secrets).encode()
 
 
@@ -172,7 +178,7 @@ class PublicListenerProcess(mode.Service):
         return f"public listener process on {self.settings.public_host}:{self.settings.public_port}"
 
     def _spawn(self) -> subprocess.Popen[bytes]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIX)}
+        env = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIX) and k != PGPASSWORD}
         settings_env, secrets = child_environment(self.settings)
         env.update(settings_env)
         process = subprocess.Popen(

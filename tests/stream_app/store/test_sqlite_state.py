@@ -2,6 +2,7 @@
 connection. The behaviour both backends share is in ``test_state_store_contract.py``."""
 
 import sqlite3
+import struct
 import threading
 
 import pytest
@@ -86,21 +87,30 @@ def test_appends_do_not_wait_for_a_window_being_read(tmp_path):
     store.close()
 
 
-def test_vectors_are_stored_as_float64_bytes_and_rows_of_json_text_still_read(tmp_path):
-    """A feature vector is kept as the bytes of its float64s (cheap on the ingest path); rows an
-    earlier version stored as JSON text, in the same window, are read alongside, exactly."""
+def test_count_window_vectors_are_stored_as_one_chunk_and_rows_of_earlier_versions_still_read(tmp_path):
+    """An append of count-window vectors is one stored chunk (one insert, not one row per example:
+    the ingest path's cost); rows an earlier version stored one by one, as float64 bytes or JSON
+    text, in the same window, are read alongside, in sequence order, exactly."""
     path = tmp_path / "state.sqlite3"
     store = SqliteStateStore(path)
     vectors = [[0.1, -2.5, 1e-300], [3.0, 0.0, -0.0]]
     store.append_many("s", 0, [(i, x, 1, None, None) for i, x in enumerate(vectors)])
     with sqlite3.connect(path) as raw:
-        kinds = [type(x) for (x,) in raw.execute("SELECT x FROM examples ORDER BY seq")]
+        chunks = raw.execute("SELECT seq, n FROM example_chunks").fetchall()
+        single = raw.execute("SELECT count(*) FROM examples").fetchone()[0]
         raw.execute(
             "INSERT INTO examples (stream_id, seq, part, kafka_offset, item, x, y, user_id, time_window) "
-            "VALUES ('s', 2, 0, 2, 0, '[7.5, 8.0, 9.25]', 0, NULL, NULL)"
+            "VALUES ('s', 3, 0, 3, 0, '[7.5, 8.0, 9.25]', 0, NULL, NULL)"
+        )
+        raw.execute(
+            "INSERT INTO examples (stream_id, seq, part, kafka_offset, item, x, y, user_id, time_window) "
+            "VALUES ('s', 2, 0, 2, 0, ?, 1, NULL, NULL)",
+            (struct.pack("<3d", 1.0, 2.0, 3.0),),
         )
     raw.close()
-    assert kinds == [bytes, bytes]
-    window = store.count_window("s", 0, 3)
-    assert window.xs.dtype == float and window.xs.tolist() == [*vectors, [7.5, 8.0, 9.25]]
+    assert chunks == [(0, 2)] and single == 0
+    window = store.count_window("s", 0, 4)
+    assert window.xs.dtype == float
+    assert window.xs.tolist() == [*vectors, [1.0, 2.0, 3.0], [7.5, 8.0, 9.25]]
+    assert window.ys.tolist() == [1, 1, 1, 0] and window.seqs.tolist() == [0, 1, 2, 3]
     store.close()

@@ -71,6 +71,34 @@ def test_replay_after_a_window_was_dropped_is_still_recognised(store) -> None:
     assert store.closed_windows("a") == {"w0": "released"}
 
 
+def test_a_count_windows_close_drops_its_rows_and_only_its_rows_from_the_chunks(store) -> None:
+    """Count-window rows are stored by the chunk. Split at the window size, a close drops whole
+    chunks; appended without it, a chunk spanning the window's edge keeps the next window's rows."""
+    bounds = NodeBounds()
+    for stream, size in (("split", 4), ("spanning", None)):
+        rows = [(o, [o / 8, 1.0], o % 2, None, None) for o in range(6)]
+        assert store.append_many(stream, 0, rows[:3], window_size=size) == [0, 1, 2]
+        assert store.append_many(stream, 0, rows[3:], window_size=size) == [3, 4, 5]
+        node = store.close_window(stream, "c4", 0, bounds, seqs=(0, 4), vectors=2)
+        assert node.xs.tolist() == [[o / 8, 1.0] for o in range(4)] and node.ys.tolist() == [0, 1, 0, 1]
+        assert len(store.count_window(stream, 0, 4).seqs) == 0  # dropped with the close
+        later = store.count_window(stream, 0, 8)
+        assert later.seqs.tolist() == [4, 5] and later.xs.tolist() == [[0.5, 1.0], [0.625, 1.0]]
+        assert store.append_many(stream, 0, rows) == []  # a replay of dropped rows is recognised
+        store.mark_closed(stream, "c4-L0-1", "released", seqs=(4, 8))
+        assert len(store.count_window(stream, 0, 8).seqs) == 0
+
+
+def test_chunked_rows_keep_their_users_and_a_window_inside_a_chunk_is_cut_out(store) -> None:
+    rows = [(o, o, 1, f"u{o}" if o % 2 else None, None) for o in range(10)]
+    store.append_many("u", 0, rows)  # one chunk of 10 rows
+    assert store.count_window("u", 2, 5).users.tolist() == [None, "u3", None]
+    store.mark_closed("u", "w", "released", seqs=(3, 6))  # a window in the middle of the chunk
+    window = store.count_window("u", 0, 10)
+    assert window.seqs.tolist() == [0, 1, 2, 6, 7, 8, 9] and window.xs.tolist() == [0, 1, 2, 6, 7, 8, 9]
+    assert window.users.tolist() == [None, "u1", None, None, "u7", None, "u9"]
+
+
 def test_closed_windows_are_looked_up_among_given_ids(store) -> None:
     for window in ("w0", "w1", "w2"):
         store.mark_closed("a", window, "released")
