@@ -234,7 +234,7 @@ def _check_surroundings(settings: Settings, report: ConfigReport, here: bool) ->
     elif settings.signing_key is None and default_key.is_file():
         key_file = (default_key, "the signing key")
     elif settings.signing_key is None:
-        report.notes.append(f"no signing key yet: the first start creates {default_key}")
+        report.notes.append(f"no signing key yet: the first start on a new ledger creates {default_key}")
     if key_file is not None:
         try:
             pem = key_file[0].read_bytes()

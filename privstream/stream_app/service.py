@@ -43,7 +43,7 @@ from privstream.stream_app.learner_process import LearnerProcesses
 from privstream.stream_app.metrics import ServiceMetrics
 from privstream.stream_app.publication import derive_slots, slots_fall_behind
 from privstream.stream_app.settings import FAUST_ENV_PREFIX, ReleaseConfig, Settings, StreamConfig
-from privstream.stream_app.signing import Signer, deployment_keys, worker_signer
+from privstream.stream_app.signing import Signer
 from privstream.stream_app.slot_cache import CACHE_FILE, SlotCache
 from privstream.stream_app.store import factory
 from privstream.stream_app.store.factory import Ledger, StateStore
@@ -580,7 +580,7 @@ def start_listeners(
     settings: Settings,
     service: Service,
     probes: ServiceProbes,
-    signer: Signer,
+    signer: Signer | None,
     signatures: ReleaseSignatures,
 ) -> None:
     """The public listener, in a process of its own (a crowd there takes nothing from ingestion;
@@ -609,11 +609,13 @@ def build_service(settings: Settings) -> Service:
     """Build the app and register the agents and web pages on it."""
     # First: a missing, corrupt, foreign or older ledger, or a changed privacy configuration, stops
     # the worker at once (store/identity.py); the streams are registered in the ledger.
-    signer = worker_signer(settings)
-    keys = deployment_keys(settings, signer)  # the public log is trusted only where they verify it
-    stores = open_for_worker(settings, published=lambda since: read_public_log(settings, keys, since))
+    # The signing key is the deployment's, recorded in the ledger (signing.py); the public log is
+    # trusted only where the deployment's keys verify it.
+    stores = open_for_worker(settings, published=lambda keys, since: read_public_log(settings, keys, since))
     ledger: Ledger | None = stores.ledger
-    log.info("releases are signed with key %s (Ed25519; public keys on /keys)", signer.key_id)
+    signer = stores.signer
+    if signer is not None:
+        log.info("releases are signed with key %s (Ed25519; public keys on /keys)", signer.key_id)
     # Each release's signature, for the public listener's process (which holds no key).
     signatures = ReleaseSignatures(signatures_path(settings))
     app = build_app(settings)
@@ -675,8 +677,8 @@ def build_service(settings: Settings) -> Service:
     releases = None
     processes: LearnerProcesses | None = None
     if policies:
-        if ledger is None or leases is None:
-            raise RuntimeError("releasing streams need the ledger and the partition leases")
+        if ledger is None or leases is None or signer is None:
+            raise RuntimeError("releasing streams need the ledger, the partition leases and the signing key")
         processes = LearnerProcesses(policies)
         publish = fenced_publisher(publisher(ingest, settings, signer, signatures), leases, source_partitions)
         slot_cache = SlotCache(settings.data_dir / CACHE_FILE)

@@ -711,12 +711,12 @@ class Settings(BaseSettings):
     signing_key_file: Path | None = Field(
         default=None,
         description="file holding the signing key (PEM; a mounted secret); neither set: "
-        "data_dir/signing_key.pem, created on the first start",
+        "data_dir/signing_key.pem, created only with a new ledger (which records the deployment's key)",
     )
     published_keys_file: Path | None = Field(
         default=None,
-        description="a key set of further public keys the public listener serves on /keys "
-        "(retired keys, other workers' keys)",
+        description="a key set of further public keys the public listener serves on /keys and the "
+        "worker trusts on the public log (keys from before the ledger recorded them); none signs",
     )
     trusted_keys_file: Path | None = Field(
         default=None,
