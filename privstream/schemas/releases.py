@@ -86,6 +86,7 @@ class LifetimeBound(PublicMessage):
     quality_epsilon: float | None = Field(
         default=None,
         ge=0,
+        exclude_if=lambda epsilon: epsilon is None,  # absent from a stream without estimates
         description="ε of each quality estimate scored on a window's examples (up to top_level + 1 per "
         "window, in epsilon); null: none",
     )
@@ -293,6 +294,7 @@ class HypothesisRelease(PublicMessage):
     certificate: Certificate
     evaluations: list[ReleaseEvaluation] = Field(
         default_factory=list,
+        exclude_if=lambda evaluations: not evaluations,  # absent from a release that carries none
         description="private estimates of the error of the releases that ended just before this "
         "release's window, scored on its examples (streams with quality_epsilon; else empty)",
     )
