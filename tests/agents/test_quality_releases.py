@@ -123,7 +123,7 @@ async def test_each_release_is_scored_on_the_next_window_charged_there_and_carri
     ]
     carried = {
         m["release"]["certificate"]["window"]["window_id"]: list(
-            zip(m["release"]["evaluations"], dp["evaluations"], strict=True)
+            zip(m["release"].get("evaluations", []), dp["evaluations"], strict=True)
         )
         for m, dp in hypotheses
     }
