@@ -628,12 +628,18 @@ class ExampleValidator:
     def _single(self, data: dict[str, Any]) -> ValidExample | Invalid:
         stream_id = data.get("stream_id")  # any JSON value: only a string can name a tabular stream
         encode = self._encoders.get(stream_id) if self._encoders and type(stream_id) is str else None
+        vector: list[float] | None = None
         if encode is not None and "x" in data:  # a row: its vector, then the checks as for any vector
-            x = encode(data["x"])
-            if type(x) is Invalid:
-                return x
-            data = {**data, "x": x}
-        example = self._example(data)
+            encoded = encode(data["x"])
+            if type(encoded) is Invalid:
+                return encoded
+            vector = encoded
+            data = {**data, "x": vector}
+        # The encoder's vector is a point of the schema (finite floats, its length): the other fields
+        # are checked as beside any point (0 stands in for it), without pydantic where it can.
+        example = self._example(data if vector is None else {**data, "x": 0})
+        if vector is not None and type(example) is ValidExample:
+            example = example._replace(x=vector)
         if example is None:  # only pydantic can tell
             classes = self._classes.get(data["stream_id"])  # a valid stream id, or _example tells
             try:
