@@ -698,8 +698,20 @@ class Settings(BaseSettings):
     operator_max_connections: int = Field(
         default=64, ge=1, le=100_000, description="open connections the operator listener holds at most"
     )
+    public_max_connections_per_client: int = Field(
+        default=16,
+        ge=1,
+        le=100_000,
+        description="open connections one client (IPv4 address, IPv6 /64) holds at most on the public "
+        "listener; one more is answered 429",
+    )
+    operator_max_connections_per_client: int = Field(
+        default=16, ge=1, le=100_000, description="the same for the operator listener"
+    )
     listener_header_timeout_seconds: float = Field(
-        default=10.0, gt=0, description="a new connection's first request must arrive within this"
+        default=10.0,
+        gt=0,
+        description="a new connection's first request head must arrive within this, or it is dropped",
     )
     listener_idle_timeout_seconds: float = Field(
         default=30.0, gt=0, description="a connection with no request in progress is closed after this"
