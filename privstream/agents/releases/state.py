@@ -29,6 +29,10 @@ class StreamState:
     # The hypothesis releases prepared and not scored yet, by node id (quality estimates: the next
     # window scores them; after a restart the ledger's bytes stand in).
     scorable: dict[str, bytes] = field(default_factory=dict)
+    # The deadline of the node whose input is being loaded and defaults computed (under the lock,
+    # before its fits), None between; ``prepared`` is set then. Ingest holds off meanwhile.
+    preparing: float | None = None
+    prepared: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 @dataclass
