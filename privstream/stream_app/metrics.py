@@ -57,7 +57,7 @@ class ListenerConnections(Collector):
         for listener in LISTENERS:
             source = self.sources.get(listener)
             for reason, count in sorted((source() if source is not None else {}).items()):
-                family.add_metric([listener, reason], count)
+                family.add_metric([listener, reason], float(count))
         yield family
 
 
