@@ -57,7 +57,12 @@ from privstream.stream_app.store.signatures import ReleaseSignatures
 from privstream.stream_app.tabular import row_encoder
 from privstream.stream_app.web.listener import HttpListener, ListenerLimits, bearer_token_guard
 from privstream.stream_app.web.operator import PROBE_PATHS, operator_routes
-from privstream.stream_app.web.public_process import PublicListenerProcess, signatures_path
+from privstream.stream_app.web.public_process import (
+    PublicListenerProcess,
+    counts_path,
+    read_counts,
+    signatures_path,
+)
 
 log = logging.getLogger(__name__)
 
@@ -595,16 +600,19 @@ def start_listeners(
         if settings.operator_token is not None
         else []
     )
-    _start_with(
-        app,
-        HttpListener(
-            "operator",
-            settings.operator_host,
-            settings.operator_port,
-            operator_routes(service.metrics.exposition, probes, service.status),
-            middlewares=guard,
-            limits=ListenerLimits.of(settings, "operator"),
-        ),
+    operator = HttpListener(
+        "operator",
+        settings.operator_host,
+        settings.operator_port,
+        operator_routes(service.metrics.exposition, probes, service.status),
+        middlewares=guard,
+        limits=ListenerLimits.of(settings, "operator"),
+    )
+    _start_with(app, operator)
+    # Refused and dropped connections on /metrics: the public listener's from its process's file.
+    public_counts = counts_path(settings)
+    service.metrics.listener_connections.sources.update(
+        public=lambda: read_counts(public_counts), operator=lambda: operator.connections.counts
     )
 
 
