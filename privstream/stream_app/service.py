@@ -627,7 +627,7 @@ def build_service(settings: Settings) -> Service:
     if policies:
         if ledger is None or leases is None:
             raise RuntimeError("releasing streams need the ledger and the partition leases")
-        processes = LearnerProcesses(policies)
+        processes = LearnerProcesses(policies, niceness=settings.learner_niceness)
         publish = fenced_publisher(publisher(ingest, settings, signer, signatures), leases, source_partitions)
         slot_cache = SlotCache(settings.data_dir / CACHE_FILE)
         releases = release_agent(

@@ -724,6 +724,14 @@ class Settings(BaseSettings):
     state_path: Path | None = Field(
         default=None, description="window buffers and SOA snapshots (SQLite); default data_dir/state.sqlite3"
     )
+    learner_niceness: int = Field(
+        default=10,
+        ge=0,
+        le=19,
+        description="how much lower the learner processes' CPU priority is than the worker's (nice): "
+        "where every core is busy, release fits take the CPU ingest leaves rather than slowing the "
+        "stream down (0: the same priority)",
+    )
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["text", "json"] = Field(
         default="text",
