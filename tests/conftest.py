@@ -34,6 +34,19 @@ def pytest_collection_modifyitems(config, items):
 _numbers = itertools.count()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _own_slot_cache(tmp_path_factory) -> Iterator[None]:
+    """Workers started by the tests remember slot measurements in the session's own cache
+    directory, not the machine's (which other checkouts share)."""
+    before = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("cache"))
+    yield
+    if before is None:
+        os.environ.pop("XDG_CACHE_HOME", None)
+    else:
+        os.environ["XDG_CACHE_HOME"] = before
+
+
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[PostgresServer]:
     server = PostgresServer()

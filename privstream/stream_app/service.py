@@ -43,7 +43,7 @@ from privstream.stream_app.metrics import ServiceMetrics
 from privstream.stream_app.publication import derive_slots, slots_fall_behind
 from privstream.stream_app.settings import FAUST_ENV_PREFIX, ReleaseConfig, Settings, StreamConfig
 from privstream.stream_app.signing import Signer, deployment_keys, worker_signer
-from privstream.stream_app.slot_cache import CACHE_FILE, SlotCache
+from privstream.stream_app.slot_cache import SlotCache, cache_path
 from privstream.stream_app.store import factory
 from privstream.stream_app.store.factory import Ledger, StateStore
 from privstream.stream_app.store.identity import keep_up, open_for_worker
@@ -629,7 +629,7 @@ def build_service(settings: Settings) -> Service:
             raise RuntimeError("releasing streams need the ledger and the partition leases")
         processes = LearnerProcesses(policies, niceness=settings.learner_niceness)
         publish = fenced_publisher(publisher(ingest, settings, signer, signatures), leases, source_partitions)
-        slot_cache = SlotCache(settings.data_dir / CACHE_FILE)
+        slot_cache = SlotCache(cache_path(settings.slot_cache_file, settings.data_dir))
         releases = release_agent(
             policies, store, ledger, publish, metrics, processes, key_partition, slot_cache
         )

@@ -724,6 +724,12 @@ class Settings(BaseSettings):
     state_path: Path | None = Field(
         default=None, description="window buffers and SOA snapshots (SQLite); default data_dir/state.sqlite3"
     )
+    slot_cache_file: Path | None = Field(
+        default=None,
+        description="where measured publication slots are remembered (per workload and machine, never "
+        "data); default $XDG_CACHE_HOME/privstream/slot-measurements.json (~/.cache/...), shared by "
+        "the machine's workers, or data_dir/slot-measurements.json where that cannot be written",
+    )
     learner_niceness: int = Field(
         default=10,
         ge=0,
