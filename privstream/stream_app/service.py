@@ -614,12 +614,19 @@ def build_service(settings: Settings) -> Service:
     validator = example_validator(settings, streams, policies)
     dedup = Deduplicator({s.name: s.dedup_horizon_seconds for s in settings.streams})
     pipeline = IngestPipeline(validator, learners, metrics, progress, dedup=dedup)
+
+    async def clear_of_deadlines() -> None:
+        # Between two chunks of a poll: a release's deadline near, ingest waits until it is out.
+        if pipeline.releases is not None:
+            await pipeline.releases.clear_of_deadlines()
+
     ingest = IngestService(
         settings,
         pipeline,
         on_assigned=lambda parts: on_assigned(parts),
         metrics=metrics,
         replay=stores.replay,
+        pause=clear_of_deadlines,
         loop=None,
     )
     releases = None

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
+import pytest
+
 from privstream.stream_app.settings import StreamConfig
 from tests.agents.twins import T0, TWIN_SLOT_SECONDS, Step, TwinRun, assert_twins, example
 
@@ -123,3 +125,39 @@ async def test_a_refusal_reaches_the_public_pages_at_its_deadline_not_when_the_p
         for m in runs[1].messages
     ]
     assert refused_at > max(d.timestamp() for d in deadlines)  # after window 1's deadline, at its own
+
+
+#: The ingest loop's cost per example on the run's clock in the flood twins: a chunk of a poll
+#: (500 records) takes 0.2 s, within the deadline guard; a poll of 20,000 takes 8 s.
+FLOOD_SECONDS_PER_EXAMPLE = 0.0004
+
+
+@pytest.mark.parametrize("window_0", [CAP, 0], ids=["cap-sized window", "empty window"])
+async def test_a_flood_at_a_close_leaves_the_release_its_fit_and_its_landing(window_0: int):
+    """Window 0 (``window_0`` examples, a learner taking 0.1 s per example: 2 s on the cap) closes
+    at T0 + 70; 0.1 s later a poll of 20,000 examples of window 1 arrives in one twin and nothing in
+    the other (8 s of ingest on the run's clock, past the window's deadline at T0 + 75). Ingest
+    works in chunks and waits while a deadline is near, so window 0's fit is seen in time and its
+    release lands at its deadline in both twins: the same records, timestamps, landings and output
+    kind (no default)."""
+    from privstream.learning.private_learners import make_learner
+    from tests.agents.twins import SlowInN
+
+    def steps(flood: int) -> list[Step]:
+        window = [example(100 + i, at=T0 + 5 + i / 100) for i in range(window_0)]
+        poll = [example(i % 1024, at=T0 + 61 + i / (10 * flood)) for i in range(flood)]
+        return [Step(T0 + 5, window), Step(T0 + 70.1, poll), Step(T0 + 185)]
+
+    runs = []
+    for flood in (0, 20_000):
+        twin = TwinRun(
+            capped_time_stream(),
+            learner=SlowInN(make_learner("generic"), 0.1),
+            ingest_seconds_per_example=FLOOD_SECONDS_PER_EXAMPLE,
+        )
+        runs.append(await twin.run(steps(flood)))
+    assert_twins(*runs)
+    first = runs[1].messages[0]
+    assert first["release"]["certificate"]["window"]["window_id"].endswith("-L0-" + str(int(T0 // 60)))
+    assert first["published_at"] == first["timestamp"] == T0 + 70 + TWIN_SLOT_SECONDS
+    assert runs[0].defaults == runs[1].defaults == {}

@@ -54,6 +54,11 @@ from privstream.stream_app.store.sqlite_ledger import SqliteLedger
 from privstream.stream_app.store.sqlite_state import SqliteStateStore
 from privstream.stream_app.web import page, public
 
+try:
+    from privstream.agents.pipeline import process_in_chunks
+except ImportError:  # a pipeline before chunked ingest: a poll is processed at once
+    process_in_chunks = None  # type: ignore[assignment]
+
 #: A fixed, public start of the schedule in the tests (2026-01-01T00:00:00Z): a multiple of 60 s.
 T0 = datetime(2026, 1, 1, tzinfo=UTC).timestamp()
 
@@ -198,6 +203,7 @@ class Observed:
     late: float = 0.0
     failures: float = 0.0
     invalid: dict[str, int] = field(default_factory=dict)  # operator-side: dead letters by reason
+    defaults: dict[str, float] = field(default_factory=dict)  # operator-side: defaults by stream/reason
 
     def first_shown(self, page: str) -> list[tuple[float, Any]]:
         """When each version of a page was first shown, and what it showed."""
@@ -390,6 +396,29 @@ class TwinRun:
             await self._settle()
         await move_clock(self.clock, moment, self._look_at_pages)
 
+    async def _ingest(self, records: list[RawRecord]) -> None:
+        """Process a poll as the service's ingest loop does: in chunks, waiting between them while
+        a release's deadline is near (the clock moves on through what waits meanwhile). Against a
+        pipeline or agent without them, the poll at once."""
+        pause = getattr(self.agent, "clear_of_deadlines", None)
+        if not self.simulated or pause is None or process_in_chunks is None:
+            self.pipeline.process(records)
+            return
+
+        async def between_chunks() -> None:
+            await pause()
+            self._look_at_pages()  # the public listener serves pages while ingest waits
+
+        ingest = asyncio.ensure_future(process_in_chunks(self.pipeline.process, records, between_chunks))
+        while True:
+            await self._settle()
+            if ingest.done():
+                break
+            wakeup = self.clock.next_wakeup()
+            assert wakeup is not None, "ingest waits, and nothing on the clock would wake it"
+            await self._advance_to(wakeup)
+        ingest.result()
+
     async def run(self, steps: Sequence[Step], *, to_the_end: bool = True) -> Observed:
         """Run the steps; then (``to_the_end``) move the clock until everything scheduled went out."""
         for step in steps:
@@ -408,7 +437,7 @@ class TwinRun:
                 )
                 self.offset += 1
             if records:
-                self.pipeline.process(records)
+                await self._ingest(records)
             tick = getattr(self.agent, "tick", None)
             if tick is not None:
                 await tick()
@@ -474,6 +503,12 @@ class TwinRun:
             self.metrics.release_failures.labels(stream=c.name)._value.get() for c in self.streams
         )
         o.invalid = {k: v for k, v in self.metrics.invalid_counts.items() if v}
+        o.defaults = {
+            f"{sample.labels['stream']}/{sample.labels['reason']}": sample.value
+            for metric in self.metrics.release_defaults.collect()
+            for sample in metric.samples
+            if sample.name.endswith("_total") and sample.value
+        }
         return o
 
 

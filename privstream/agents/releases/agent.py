@@ -29,7 +29,7 @@ from privstream.agents.releases.policy import ReleasePolicy, samples_at_ingest
 from privstream.agents.releases.preparation import NodePreparer
 from privstream.agents.releases.publishing import DeadlinePublisher, Publisher
 from privstream.agents.releases.state import Ready, StreamState
-from privstream.agents.timing import ExecutorFits, FitRunner, Slots
+from privstream.agents.timing import ExecutorFits, FitRunner, Slots, sleep_until
 from privstream.agents.windows import (
     completed_nodes,
     count_family,
@@ -44,6 +44,12 @@ from privstream.learning.randomness import RandomSource
 from privstream.schemas import WindowInfo
 
 log = logging.getLogger(__name__)
+
+#: Ingest holds its work from this long before a release's deadline until the release is out, or
+#: until this long after the deadline (a publication stuck on Kafka must not stop ingest for good):
+#: the worker's event loop and CPU are the publisher's at the deadline, whatever was polled. Above
+#: the processing time of one chunk of a poll (:data:`privstream.agents.pipeline.CHUNK_RECORDS`).
+DEADLINE_GUARD_SECONDS = 0.25
 
 
 def close_moment(stamp_ms: int | None, now: float) -> float:
@@ -118,6 +124,8 @@ class ReleaseAgent:
         # None: this agent owns every stream (one worker, tests).
         self._partition_of = partition_of
         self._owned: set[int] = set()  # the examples topic's partitions assigned to this worker
+        # Releases scheduled and not yet out: their deadline, and an event set once they are out.
+        self._due: dict[int, tuple[float, asyncio.Event]] = {}
 
     #: At most this many windows are closed per tick (a catch-up after long downtime goes on the next).
     MAX_WINDOWS_PER_TICK = 1000
@@ -289,6 +297,31 @@ class ReleaseAgent:
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
+    async def clear_of_deadlines(self, guard: float = DEADLINE_GUARD_SECONDS) -> None:
+        """Return once no release's deadline is near; wait while one not yet published is within
+        ``guard`` seconds of the clock (before its deadline or after it), until it is out or
+        ``guard`` past its deadline. Ingest calls it between the chunks of a poll, so that however
+        much was polled its processing never holds the event loop at a deadline: the moment a
+        release lands and whether its fit was in time are the publisher's, not the flood's.
+
+        The waits are public: they start at deadlines, a function of the configuration and the
+        close moments, and end at the publication (or ``guard`` after the deadline)."""
+        while True:
+            now = self.clock()
+            near = [due for due in self._due.values() if due[0] - guard <= now < due[0] + guard]
+            if not near:
+                return
+            deadline, out = min(near, key=lambda due: due[0])
+            waits = {
+                asyncio.ensure_future(out.wait()),
+                asyncio.ensure_future(sleep_until(self.clock, deadline + guard)),
+            }
+            try:
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for wait in waits:
+                    wait.cancel()
+
     # --- recovery -----------------------------------------------------------------------------
     def on_partitions_assigned(self, partitions: set[int]) -> None:
         """Recover the streams whose buffered examples came from these source partitions.
@@ -407,6 +440,9 @@ class ReleaseAgent:
         preparing = asyncio.ensure_future(
             self.preparer.prepare(policy, state, window_id, info, window, deadline, level, readies)
         )
+        out = asyncio.Event()
+        if deadline is not None:
+            self._due[id(out)] = (deadline, out)
         try:
             if previous is not None:
                 await previous  # the stream's releases go out in the schedule's order
@@ -436,6 +472,8 @@ class ReleaseAgent:
                     )
                     self.metrics.learner_failed(stream_id)
                     outcomes.append("failed")
+            out.set()
+            self._due.pop(id(out), None)
             await preparing  # its fits are over (a fit past the deadline was stopped there)
             if "lost" in outcomes:
                 # Another worker owns the stream's partition now and releases this window; if the
@@ -444,6 +482,7 @@ class ReleaseAgent:
             elif "failed" not in outcomes:  # a failed product keeps the window for a retry after restart
                 await self._offload(close, ",".join(outcomes))
         finally:
+            self._due.pop(id(out), None)
             preparing.cancel()
             mine.set_result(None)
 

@@ -29,7 +29,7 @@ import contextlib
 import inspect
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from itertools import chain
 from typing import Any, NamedTuple
 
@@ -44,7 +44,13 @@ from aiokafka.errors import (
 from aiokafka.partitioner import DefaultPartitioner
 from aiokafka.protocol.group import LeaveGroupRequest
 
-from privstream.agents.pipeline import MAX_RECORD_BYTES, BatchOutput, DeadLetter, IngestPipeline
+from privstream.agents.pipeline import (
+    MAX_RECORD_BYTES,
+    BatchOutput,
+    DeadLetter,
+    IngestPipeline,
+    process_in_chunks,
+)
 from privstream.agents.validation import MAX_MESSAGE_BYTES
 from privstream.stream_app.kafka.clients import client_options
 from privstream.stream_app.metrics import ServiceMetrics
@@ -243,7 +249,11 @@ class _Rebalance(ConsumerRebalanceListener):
         self.service = service
 
     async def on_partitions_revoked(self, revoked: list[TopicPartition]) -> None:
-        # Called inside getmany(), between batches: the last one processed is committed first.
+        # Called by the consumer's coordinator task whenever the event loop is free, which may be
+        # between two chunks of a poll: the poll in hand is processed and sent, then committed,
+        # before its partitions go to another worker (which reads on from that commit: nothing
+        # of the poll is lost, or handled twice).
+        await self.service.between_batches()
         await self.service.settle()
         log.info("ingest: partitions revoked: %s", sorted(tp.partition for tp in revoked))
         for tp in revoked:  # another worker may handle it meanwhile: our offset would go stale
@@ -270,6 +280,7 @@ class IngestService(mode.Service):
         metrics: ServiceMetrics | None = None,
         stages: StartupStages | None = None,
         replay: dict[int, int] | None = None,
+        pause: Callable[[], Awaitable[None]] | None = None,
         **kwargs: Any,
     ):
         super().__init__(**kwargs)
@@ -278,6 +289,8 @@ class IngestService(mode.Service):
         self.pipeline = pipeline
         self.metrics = metrics
         self.on_assigned = on_assigned
+        #: Awaited before each chunk of a poll (the release agent's ``clear_of_deadlines``).
+        self.pause = pause
         #: Per partition, an offset to read again from once, at its first assignment (a state
         #: store restored from a backup lacks the examples read after it: store/identity.py).
         self.replay: dict[int, int] = dict(replay or {})
@@ -466,7 +479,9 @@ class IngestService(mode.Service):
             self._polled_at.append(time.monotonic())
             self._between_batches.clear()
             try:
-                output = self.pipeline.process(chain.from_iterable(polled.values()))
+                output = await process_in_chunks(
+                    self.pipeline.process, chain.from_iterable(polled.values()), self.pause
+                )
                 sent = await self._send_outputs(output, predictions_topic, dlq_topic)
                 handled = {tp: messages[-1].offset + 1 for tp, messages in polled.items()}
                 if finishing is not None:
@@ -507,6 +522,11 @@ class IngestService(mode.Service):
         finally:
             if self._polled_at:
                 self._polled_at.popleft()
+
+    async def between_batches(self) -> None:
+        """Wait until no polled batch is being processed or sent (its acknowledgement and commit
+        may still be in flight: :meth:`settle`)."""
+        await self._between_batches.wait()
 
     async def settle(self) -> None:
         """Wait until the batch in flight is acknowledged and committed (or given up)."""

@@ -163,3 +163,77 @@ async def test_the_stop_waits_for_a_kafka_probe_in_flight_before_closing_the_cli
     assert consumer.failed_by_stop == 0
     await ingest.probe_kafka()  # a probe after the stop sends nothing
     assert consumer.requests == 1
+
+
+class Gate:
+    """A pause that holds the poll in hand before its chunk number ``at`` until opened."""
+
+    def __init__(self, at: int):
+        self.at, self.calls = at, 0
+        self.holding, self.opened = asyncio.Event(), asyncio.Event()
+
+    async def __call__(self) -> None:
+        self.calls += 1
+        if self.calls == self.at:
+            self.holding.set()
+            await self.opened.wait()
+
+
+class Recording(Pipeline):
+    def __init__(self) -> None:
+        super().__init__()
+        self.offsets: list[int] = []  # every record processed, in order
+
+    def process(self, records: Any) -> BatchOutput:
+        records = list(records)
+        self.offsets += [r.offset for r in records]
+        return super().process(records)
+
+
+async def test_a_poll_is_processed_in_chunks_and_committed_once_whole():
+    """1,200 records: three chunks, each after the pause; one commit, past the poll's last offset,
+    once every chunk's outputs are acknowledged."""
+    ingest, consumer, producer, _ = service([list(range(1200))])
+    ingest.pipeline = pipeline = Recording()  # type: ignore[assignment]
+    gate = ingest.pause = Gate(at=2)
+    loop = asyncio.ensure_future(IngestService._consume(ingest))
+    try:
+        await asyncio.wait_for(gate.holding.wait(), 1)
+        assert pipeline.offsets == list(range(500))  # the first chunk only: the pause holds the rest
+        gate.opened.set()
+        await until(lambda: pipeline.processed == [499, 999, 1199])
+        producer.ack(b"batch-499")
+        producer.ack(b"batch-999")
+        await asyncio.sleep(0.02)
+        assert consumer.commits == []  # the poll's last chunk is not acknowledged yet
+        producer.ack(b"batch-1199")
+        await until(lambda: consumer.commits == [1200])
+        assert pipeline.offsets == list(range(1200))
+    finally:
+        loop.cancel()
+
+
+async def test_a_revocation_between_two_chunks_waits_until_the_whole_poll_is_committed():
+    """The consumer's coordinator revokes while the poll in hand waits between its chunks (a
+    deadline near): the revocation returns only once every chunk is processed and the poll's offsets
+    are committed, so the partition's next owner reads on from there (nothing lost, nothing read
+    twice), and no record of the poll is processed after the partition was given away."""
+    ingest, consumer, producer, _ = service([list(range(1200)), [1200]])
+    ingest.pipeline = pipeline = Recording()  # type: ignore[assignment]
+    gate = ingest.pause = Gate(at=2)
+    loop = asyncio.ensure_future(IngestService._consume(ingest))
+    try:
+        await asyncio.wait_for(gate.holding.wait(), 1)
+        revoking = asyncio.ensure_future(_Rebalance(ingest).on_partitions_revoked([TP]))
+        await asyncio.sleep(0.02)
+        assert not revoking.done()  # half the poll processed: its partition is not given away
+        gate.opened.set()
+        await until(lambda: pipeline.processed[:3] == [499, 999, 1199])
+        assert not revoking.done()  # processed, not yet acknowledged and committed
+        for value in (b"batch-499", b"batch-999", b"batch-1199"):
+            producer.ack(value)
+        await asyncio.wait_for(revoking, 1)
+        assert consumer.commits == [1200]
+        assert pipeline.offsets[:1200] == list(range(1200))
+    finally:
+        loop.cancel()
