@@ -12,12 +12,13 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from privstream_client.signing import KeySet, PublicKeyEntry, Signer
+from privstream_client.signing import KeySet, PublicKeyEntry, RotationStatement, Signer
 
 from privstream.schemas import (
     Certificate,
@@ -33,6 +34,8 @@ VECTORS = Path(__file__).resolve().parent / "vectors"
 PUBLISHED_MS = 1_796_212_800_000  # 2026-12-02T12:00:00Z
 #: The retired key's not_after: before PUBLISHED_MS, so what it signs then is refused.
 RETIRED_AT = "2026-12-01T00:00:00+00:00"
+#: The deployment (ledger) the vector releases and the rotation statement belong to.
+LEDGER_ID = "5f0c3e9a7b2d4e61"
 
 
 def test_signer(name: str) -> tuple[Signer, str]:
@@ -67,7 +70,7 @@ def certificate(**changes: Any) -> Certificate:
         ),
         "sample_size": 4000,
         "ledger_entry_id": "41",
-        "ledger_id": "5f0c3e9a7b2d4e61",
+        "ledger_id": LEDGER_ID,
         "ledger_epoch": 3,
         "composition": "tree",
         "level": 1,
@@ -225,7 +228,52 @@ def vectors() -> dict[str, bytes]:
         },
         "cases": cases,
     }
-    files["keys.json"] = (json.dumps(keys.to_dict(), indent=2) + "\n").encode()
+    # The retired key handed the deployment over to the current one at RETIRED_AT.
+    rotation = RotationStatement.sign(retired, current, LEDGER_ID, datetime.fromisoformat(RETIRED_AT))
+    forged_rotations = {
+        "genuine": (rotation, None, "the retired key hands over to the current key: followed"),
+        "unknown-key": (
+            RotationStatement.sign(stranger, current, LEDGER_ID, rotation.at),
+            "unknown_key",
+            "signed by a key the pinned set does not hold",
+        ),
+        "bad-signature": (
+            replace(rotation, new_key=stranger.public_entry()),
+            "bad_signature",
+            "the genuine statement with another new key swapped in",
+        ),
+        "bad-countersignature": (
+            replace(rotation, countersignature=stranger.sign(rotation.signed_bytes())[1]),
+            "bad_countersignature",
+            "countersigned by a key other than the new one",
+        ),
+    }
+    files["rotations.json"] = (
+        json.dumps(
+            {
+                "about": "Rotation statements for a subscriber that pinned only the retired key (as "
+                "before its retirement): it follows a statement whose `problem` is null (and then "
+                "trusts `follows_to`), and refuses the others for that reason, trusting nothing new.",
+                "pinned": {"keys": [retired.public_entry().to_dict()]},
+                "cases": [
+                    {
+                        "name": name,
+                        "about": about,
+                        "statement": statement.to_dict(),
+                        "problem": problem,
+                        "follows_to": [retired.key_id, current.key_id]
+                        if problem is None
+                        else [retired.key_id],
+                    }
+                    for name, (statement, problem, about) in forged_rotations.items()
+                ],
+            },
+            indent=2,
+        )
+        + "\n"
+    ).encode()
+    document = {**keys.to_dict(), "rotations": [rotation.to_dict()]}
+    files["keys.json"] = (json.dumps(document, indent=2) + "\n").encode()
     files["vectors.json"] = (json.dumps(statement, indent=2) + "\n").encode()
     return files
 

@@ -42,8 +42,12 @@ import numpy as np
 
 from privstream.agents.interfaces import IngestMetrics, StateStore
 from privstream.learning.hypothesis_classes import HypothesisClass
-from privstream.learning.online import OnlineStateError, learner_from_state, make_online_learner
-from privstream.learning.online.base import LinearLearner
+from privstream.learning.online import (
+    OnlineStateError,
+    StreamLearner,
+    learner_from_state,
+    make_stream_learner,
+)
 from privstream.learning.soa import SOA
 from privstream.schemas import PredictionBatch, VectorPredictionBatch
 
@@ -70,12 +74,14 @@ class VectorStream:
     params: Mapping[str, Any] = field(default_factory=dict)
     names: tuple[str, ...] = ()  # the features' names (default x1, x2, ...), for the clipped counter
     partitions: int | None = None  # spread over this many partitions, a learner each (None: one)
+    classes: int = 2  # labels 0..classes-1
 
     def feature_names(self) -> tuple[str, ...]:
         return self.names or tuple(f"x{t + 1}" for t in range(len(self.bounds)))
 
-    def new_learner(self) -> LinearLearner:
-        return make_online_learner(self.learner, [list(b) for b in self.bounds], **dict(self.params))
+    def new_learner(self) -> StreamLearner:
+        bounds = [list(b) for b in self.bounds]
+        return make_stream_learner(self.learner, bounds, self.classes, **dict(self.params))
 
 
 @dataclass
@@ -83,7 +89,7 @@ class _VectorState:
     """A vector stream's learner and, per source partition, the position ``(offset, item)`` of the
     last example it learned (what a replay skips)."""
 
-    learner: LinearLearner
+    learner: StreamLearner
     positions: dict[int, tuple[int, int]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -204,7 +210,7 @@ class OnlineLearners:
             soa = self._soas[key] = self._load_soa(stream_id, key)
         return soa
 
-    def vector_learner(self, stream_id: str, partition: int | None = None) -> LinearLearner:
+    def vector_learner(self, stream_id: str, partition: int | None = None) -> StreamLearner:
         """The online learner of a stream of feature vectors (of its shard of ``partition``)."""
         return self._vector_state(stream_id, partition).learner
 
@@ -215,10 +221,10 @@ class OnlineLearners:
             state = self._vectors[key] = self._load_vector(stream_id, key)
         return state
 
-    def shards(self, stream_id: str) -> dict[int, SOA | LinearLearner]:
+    def shards(self, stream_id: str) -> dict[int, SOA | StreamLearner]:
         """The shards of a spread stream this worker holds, by partition (none for other streams)."""
         prefix = f"{stream_id}#p"
-        held: dict[int, SOA | LinearLearner] = {
+        held: dict[int, SOA | StreamLearner] = {
             int(k[len(prefix) :]): soa for k, soa in self._soas.items() if k.startswith(prefix)
         }
         for k, state in self._vectors.items():
@@ -326,6 +332,7 @@ class OnlineLearners:
         ids: list[str | None] | None,
     ) -> VectorPredictionBatch:
         key = self._key(stream_id, partition)
+        vector = self._vector_streams[stream_id]
         state = self._vector_state(stream_id, partition)
         learner = state.learner
         offset_col, item_col = np.asarray(offsets, dtype=np.int64), np.asarray(items, dtype=np.int64)
@@ -345,12 +352,13 @@ class OnlineLearners:
                 self._store.save_soa(key, state.to_dict())
         if was_realizable and learner.realizable is False:
             log.warning(
-                "stream %s: its online %s made %d Perceptron mistakes, more than (R/γ)² = %d: no "
-                "halfspace separates the stream (mapped to its public bounds) with margin %g",
+                "stream %s: its online %s made %d Perceptron mistakes, more than its bound %d: no "
+                "%s separates the stream (mapped to its public bounds) with margin %g",
                 stream_id,
                 learner.name,
                 learner.margin_mistakes,
                 learner.margin_bound,
+                "halfspace" if vector.classes == 2 else f"set of {vector.classes} linear scores",
                 getattr(learner, "margin", float("nan")),
             )
         realizable: bool | None = learner.realizable

@@ -158,6 +158,7 @@ class Stream(NamedTuple):
     user_level: bool  # the privacy unit is the user: every example needs a user_id
     event_time_skew: float | None = None  # time windows: the public maximum |event_time - clock()|
     clock: Callable[[], float] = time.time  # the worker's clock (tests inject one)
+    classes: int = 2  # the labels are 0..classes-1 (2: 0/1, read from -1/+1 and booleans too)
 
 
 Check = Callable[[Stream, Any, "str | None", "datetime | None"], "Invalid | None"]
@@ -409,21 +410,33 @@ class _Column(NamedTuple):
     field: str
     check: TypeAdapter[list[Any]]
     check_entry: TypeAdapter[Any]
-    read: Callable[[list[Any]], list[Any] | None] | None = None
+    read: Callable[[list[Any], int], list[Any] | None] | None = None
 
 
 def _column(
-    name: str, field: str, entry: Any, read: Callable[[list[Any]], list[Any] | None] | None = None
+    name: str, field: str, entry: Any, read: Callable[[list[Any], int], list[Any] | None] | None = None
 ) -> _Column:
     return _Column(name, field, TypeAdapter(list[entry]), TypeAdapter(entry), read)
 
 
-def _read_labels(column: list[Any]) -> list[int] | None:
+def _read_labels(column: list[Any], classes: int = 2) -> list[int] | None:
     """The labels as ``normalise_label`` reads them, if every one is a valid label (else None)."""
     if not {int, bool}.issuperset(map(type, column)):
         return None
-    labels = list(map(_LABELS.get, column))  # True and False hash as 1 and 0
-    return None if None in labels else labels  # type: ignore[return-value]
+    if classes != 2:
+        labels = [int(y) for y in column]  # True and False as 1 and 0
+        return labels if not labels or (min(labels) >= 0 and max(labels) < classes) else None
+    read = list(map(_LABELS.get, column))  # True and False hash as 1 and 0
+    return None if None in read else read  # type: ignore[return-value]
+
+
+def _class_label(y: object, classes: int) -> int | None:
+    """A label of a stream of ``classes`` > 2 classes, as the schema reads it (None if it is not one)."""
+    if type(y) is bool:
+        return int(y)
+    if type(y) is int and 0 <= y < classes:
+        return y
+    return None
 
 
 #: The columns of an ``ExampleBatch``, in the order of ``Example``'s fields.
@@ -485,7 +498,9 @@ class ExampleValidator:
     :func:`integer_domain` and :func:`vector_domain`); ``user_level`` names the streams whose
     privacy unit is the user (a ``user_id`` is required); ``event_time_skew`` maps the streams with
     time windows to their public maximum skew from ``clock()``; ``encoders`` maps the tabular streams
-    to their row encoders (:data:`RowEncoder`; ``domain_checks`` then checks the encoded vector).
+    to their row encoders (:data:`RowEncoder`; ``domain_checks`` then checks the encoded vector);
+    ``classes`` maps the streams of more than two classes to their number of classes ``K`` (labels
+    ``0..K-1``; the others' are 0/1).
     """
 
     def __init__(
@@ -496,11 +511,14 @@ class ExampleValidator:
         event_time_skew: Mapping[str, float] | None = None,
         clock: Callable[[], float] = time.time,
         encoders: Mapping[str, RowEncoder] | None = None,
+        classes: Mapping[str, int] | None = None,
     ):
         skews = event_time_skew or {}
         self._encoders = dict(encoders or {})
+        #: The streams of K > 2 classes: their labels are read as classes, not as 0/1.
+        self._classes = {sid: k for sid, k in (classes or {}).items() if k != 2 and sid in domain_checks}
         self._streams = {
-            sid: Stream(check, sid in user_level, skews.get(sid), clock)
+            sid: Stream(check, sid in user_level, skews.get(sid), clock, self._classes.get(sid, 2))
             for sid, check in domain_checks.items()
         }
         # Each stream's rules, chosen once: only those that apply to it run per example.
@@ -560,7 +578,8 @@ class ExampleValidator:
         size = self._sizes.get(stream_id)
         if timeless and size is not None and type(x) is int and x < size and type(y) is int and 0 <= y <= 1:
             return example  # the usual message: nothing more to check or to build
-        label = _LABELS.get(y)  # True and False hash as 1 and 0
+        classes = self._classes.get(stream_id)
+        label = _LABELS.get(y) if classes is None else _class_label(y, classes)  # True, False: 1, 0
         if label is None or (type(x) is list and not all(map(math.isfinite, x))):
             return self._validate(raw)
         event_time = None
@@ -609,15 +628,23 @@ class ExampleValidator:
     def _single(self, data: dict[str, Any]) -> ValidExample | Invalid:
         stream_id = data.get("stream_id")  # any JSON value: only a string can name a tabular stream
         encode = self._encoders.get(stream_id) if self._encoders and type(stream_id) is str else None
+        vector: list[float] | None = None
         if encode is not None and "x" in data:  # a row: its vector, then the checks as for any vector
-            x = encode(data["x"])
-            if type(x) is Invalid:
-                return x
-            data = {**data, "x": x}
-        example = self._example(data)
+            encoded = encode(data["x"])
+            if type(encoded) is Invalid:
+                return encoded
+            vector = encoded
+            data = {**data, "x": vector}
+        # The encoder's vector is a point of the schema (finite floats, its length): the other fields
+        # are checked as beside any point (0 stands in for it), without pydantic where it can.
+        example = self._example(data if vector is None else {**data, "x": 0})
+        if vector is not None and type(example) is ValidExample:
+            example = example._replace(x=vector)
         if example is None:  # only pydantic can tell
+            classes = self._classes.get(data["stream_id"])  # a valid stream id, or _example tells
             try:
-                example = ValidExample.of(Example.model_validate(data))
+                context = None if classes is None else {"classes": classes}
+                example = ValidExample.of(Example.model_validate(data, context=context))
             except ValidationError as exc:
                 return _classify(exc)
         elif type(example) is Invalid:
@@ -651,10 +678,19 @@ class ExampleValidator:
         if x < 0:
             return Invalid("out_of_domain", f"x: should be >= 0, got {_show(x)}")
         y = get("y", _ABSENT)
-        label = _LABELS.get(y) if type(y) is int or type(y) is bool else None
+        classes = self._classes.get(stream_id)
+        if classes is not None:
+            label = _class_label(y, classes)
+        else:
+            label = _LABELS.get(y) if type(y) is int or type(y) is bool else None
         if label is None:
             if y is _ABSENT or type(y) is HugeNumber:
                 return _missing_or_wrong("y", y, "a label")
+            if classes is not None:
+                return Invalid(
+                    "invalid_label",
+                    f"y: label must be a class from 0 to {classes - 1} (an integer), got {_show(y)}",
+                )
             return Invalid("invalid_label", f"y: label must be 0/1, -1/+1 or a boolean, got {_show(y)}")
         user_id = get("user_id")
         if user_id is not None and (
@@ -684,7 +720,7 @@ class ExampleValidator:
         if encode is not None:  # each row's vector; a refused row (None) is then judged as sent
             encoded = [encode(x) for x in columns["xs"]]
             columns = {**columns, "xs": [None if type(e) is Invalid else e for e in encoded]}
-        values, failed = _check_columns(columns)
+        values, failed = _check_columns(columns, self._classes.get(stream_id, 2))
         why = {i: self._row_invalid(stream_id, sent, i) for i in sorted(failed)}
         # The stream's rules in their order, each on the rows no earlier check rejected.
         stream = self._streams[stream_id]
@@ -755,10 +791,11 @@ class ExampleValidator:
         return result
 
 
-def _check_columns(columns: dict[str, list[Any]]) -> tuple[dict[str, list[Any]], set[int]]:
-    """The columns as the schema reads them, all as long as the longest (an entry a row lacks, or
-    the schema rejects, is None), and the rows with such an entry."""
+def _check_columns(columns: dict[str, list[Any]], classes: int = 2) -> tuple[dict[str, list[Any]], set[int]]:
+    """The columns as the schema reads them (labels of ``classes`` classes), all as long as the
+    longest (an entry a row lacks, or the schema rejects, is None), and the rows with such an entry."""
     rows = max(map(len, columns.values()))
+    context = None if classes == 2 else {"classes": classes}
     values: dict[str, list[Any]] = {}
     failed: set[int] = set()
     for name, _, check_column, check_entry, read in _COLUMNS:
@@ -767,18 +804,20 @@ def _check_columns(columns: dict[str, list[Any]]) -> tuple[dict[str, list[Any]],
             continue
         missing = rows - len(column)
         failed.update(range(len(column), rows))
-        fast = read(column) if read is not None else None
+        fast = read(column, classes) if read is not None else None
         if fast is not None:
             values[name] = fast + [None] * missing
             continue
         try:
-            values[name] = check_column.validate_python(column) + [None] * missing
+            values[name] = check_column.validate_python(column, context=context) + [None] * missing
         except ValidationError as exc:
             bad = {err["loc"][0] for err in exc.errors(include_url=False, include_input=False)}
             failed.update(bad)  # type: ignore[arg-type]
             # the good entries converted one by one (the bad ones' rows are rejected)
             entry = check_entry.validate_python
-            values[name] = [None if i in bad else entry(v) for i, v in enumerate(column)] + [None] * missing
+            values[name] = [None if i in bad else entry(v, context=context) for i, v in enumerate(column)] + [
+                None
+            ] * missing
     return values, failed
 
 

@@ -1,11 +1,15 @@
 """The input event: one labelled example of a named stream.
 
-Labels are 0/1 canonically; ``-1/+1`` and booleans are accepted on input and normalised.
+Labels are 0/1 canonically; ``-1/+1`` and booleans are accepted on input and normalised. A stream
+of ``K`` classes (``classes`` in its settings) takes the labels ``0..K-1``: validated with the context
+``{"classes": K}``, where ``-1`` is no label (it is 0 only under the binary ``-1/+1`` convention).
 ``x`` is a point of the stream's domain: a non-negative integer for a stream with a hypothesis
 class, or a feature vector (a list of numbers) for a stream of vector features.
 
 >>> Example.model_validate_json('{"stream_id": "s", "x": 3, "y": -1}').y
 0
+>>> Example.model_validate({"stream_id": "s", "x": [0.5], "y": 7}, context={"classes": 10}).y
+7
 
 An :class:`ExampleBatch` is the same fields as columns; entry ``i`` of each column is one row, and
 each row is checked as the example it stands for (the column types are the fields' types).
@@ -24,6 +28,7 @@ from pydantic import (
     Field,
     FiniteFloat,
     StrictInt,
+    ValidationInfo,
     model_validator,
 )
 
@@ -36,17 +41,39 @@ Point = (
 )
 
 
-def normalise_label(value: Any) -> int:
-    """Map an accepted label (0/1, -1/+1, true/false) to 0/1; raise ValueError otherwise."""
+#: The most classes a stream may have (its labels fit a byte).
+MAX_CLASSES = 256
+
+
+def normalise_label(value: Any, classes: int = 2) -> int:
+    """Map an accepted label to its class: with 2 classes 0/1, -1/+1 or true/false to 0/1; with
+    ``classes`` K > 2 an integer ``0..K-1`` (or true/false, 1/0); raise ValueError otherwise.
+
+    >>> normalise_label(-1), normalise_label(True), normalise_label(9, classes=10)
+    (0, 1, 9)
+    >>> normalise_label(-1, classes=10)
+    Traceback (most recent call last):
+    ...
+    ValueError: label must be a class from 0 to 9 (an integer), got -1
+    """
     # bool first: True == 1 in Python, but we want to accept it explicitly, not by accident.
     if isinstance(value, bool):
         return int(value)
     if isinstance(value, int):
-        if value in (0, 1):
+        if 0 <= value < classes:
             return value
-        if value == -1:
+        if value == -1 and classes == 2:
             return 0
-    raise ValueError(f"label must be 0/1, -1/+1 or a boolean, got {value!r}")
+    if classes == 2:
+        raise ValueError(f"label must be 0/1, -1/+1 or a boolean, got {value!r}")
+    raise ValueError(f"label must be a class from 0 to {classes - 1} (an integer), got {value!r}")
+
+
+def _label(value: Any, info: ValidationInfo) -> int:
+    """A label of a stream of ``info.context["classes"]`` classes (2 without a context)."""
+    context = info.context
+    classes = context.get("classes", 2) if isinstance(context, dict) else 2
+    return normalise_label(value, classes)
 
 
 def _utc(value: datetime) -> datetime:
@@ -54,8 +81,8 @@ def _utc(value: datetime) -> datetime:
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value
 
 
-#: A label as sent (0/1, -1/+1, true/false), read as 0/1.
-Label = Annotated[int, BeforeValidator(normalise_label)]
+#: A label as sent (0/1, -1/+1, true/false), read as 0/1; a class 0..K-1 with the context {"classes": K}.
+Label = Annotated[int, BeforeValidator(_label)]
 #: ``id``: a short text.
 Text = Annotated[str, Field(max_length=200)]
 #: ``user_id``: a short text without NUL (the window store and the user ledger keep it as text, which
@@ -72,7 +99,9 @@ class Example(BaseModel):
 
     stream_id: StreamId
     x: Point = Field(description="a point of the stream's domain {0, ..., N-1}, or a feature vector")
-    y: Label = Field(description="label: 0/1 (also accepted: -1/+1, true/false)")
+    y: Label = Field(
+        description="label: 0/1 (also accepted: -1/+1, true/false); a class 0..K-1 on a stream of K classes"
+    )
     user_id: UserId | None = Field(default=None, description="privacy unit at user level")
     event_time: EventTime | None = Field(default=None, description="when the example happened (UTC)")
     id: Text | None = Field(

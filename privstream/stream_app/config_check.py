@@ -89,6 +89,7 @@ def _stream_report(
         "kind": stream.kind,
         "hypothesis_class": stream.hypothesis_class,
         "features": stream.features,
+        "classes": stream.classes,
         "online_learner": "soa" if stream.kind == "class" else stream.online_learner,
     }
     config = stream.release
@@ -233,7 +234,7 @@ def _check_surroundings(settings: Settings, report: ConfigReport, here: bool) ->
     elif settings.signing_key is None and default_key.is_file():
         key_file = (default_key, "the signing key")
     elif settings.signing_key is None:
-        report.notes.append(f"no signing key yet: the first start creates {default_key}")
+        report.notes.append(f"no signing key yet: the first start on a new ledger creates {default_key}")
     if key_file is not None:
         try:
             pem = key_file[0].read_bytes()

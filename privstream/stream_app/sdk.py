@@ -90,9 +90,9 @@ def subscribe(
     """:func:`privstream_client.subscribe` with the settings of a deployment (``settings``, else
     the environment's ``PRIVSTREAM_*``): its Kafka security options, ``topic_prefix``, and where
     the keys come from (``trusted_keys``, else ``trusted_keys_file``, else ``keys_url`` or the
-    public listener's ``/keys``). ``ledger_id`` (else ``PRIVSTREAM_LEDGER_ID``) pins the
-    deployment, ``state_file`` keeps the newest release held per level across restarts
-    (:mod:`privstream_client.freshness`).
+    public listener's ``/keys``; trusted keys with a ``keys_url`` follow its rotation statements).
+    ``ledger_id`` (else ``PRIVSTREAM_LEDGER_ID``) pins the deployment, ``state_file`` keeps the
+    newest release held per level across restarts (:mod:`privstream_client.freshness`).
 
     >>> subscribe("clicks", bootstrap="127.0.0.1:9092", topic_prefix="prod.").topic
     'prod.hypotheses'
@@ -111,6 +111,12 @@ def subscribe(
     if trusted_keys is None and settings.trusted_keys_file is not None:
         trusted_keys = settings.trusted_keys_file
     configured = settings
+    # Pinned keys follow rotations only from a URL named for it, never the default listener's.
+    url = (
+        (keys_url or settings.keys_url)
+        if trusted_keys is not None
+        else keys_url or settings.resolved_keys_url
+    )
 
     async def start(consumer: Any) -> None:
         # Bounded, and a refused login or an unreachable broker is named (KafkaAuthenticationError /
@@ -126,7 +132,7 @@ def subscribe(
         level=chosen,
         verify=verify,
         trusted_keys=trusted_keys,
-        keys_url=keys_url or settings.resolved_keys_url,
+        keys_url=url,
         until_caught_up=until_caught_up,
         start=start,
         ledger_id=ledger_id or os.environ.get("PRIVSTREAM_LEDGER_ID") or None,

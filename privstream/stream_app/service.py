@@ -29,6 +29,7 @@ from privstream.agents.progress import Progress
 from privstream.agents.releases import Product, Publisher, ReleaseAgent, ReleasePolicy
 from privstream.agents.validation import ExampleValidator, integer_domain, vector_domain
 from privstream.learning.hypothesis_classes import HypothesisClass, parse_class_spec
+from privstream.learning.online import MulticlassPerceptron, StreamLearner
 from privstream.learning.online.base import LinearLearner
 from privstream.learning.planning import window_too_small
 from privstream.learning.private_learners import PrivateLearner, make_learner
@@ -42,7 +43,7 @@ from privstream.stream_app.learner_process import LearnerProcesses
 from privstream.stream_app.metrics import ServiceMetrics
 from privstream.stream_app.publication import derive_slots, slots_fall_behind
 from privstream.stream_app.settings import FAUST_ENV_PREFIX, ReleaseConfig, Settings, StreamConfig
-from privstream.stream_app.signing import Signer, deployment_keys, worker_signer
+from privstream.stream_app.signing import Signer
 from privstream.stream_app.slot_cache import SlotCache, cache_path
 from privstream.stream_app.store import factory
 from privstream.stream_app.store.factory import Ledger, StateStore
@@ -128,8 +129,10 @@ class Service:
         }
 
 
-def vector_status(stream: StreamConfig, learner: LinearLearner) -> dict[str, Any]:
+def vector_status(stream: StreamConfig, learner: StreamLearner) -> dict[str, Any]:
     """``/status`` of a stream of feature vectors: its online learner's counts and current rule."""
+    if isinstance(learner, MulticlassPerceptron):
+        return _multiclass_status(stream, learner)
     weights, offset = learner.weights()
     return {
         "features": stream.features,
@@ -149,6 +152,32 @@ def vector_status(stream: StreamConfig, learner: LinearLearner) -> dict[str, Any
                 + ("; the rule of the vote's leader" if hasattr(learner, "vote_weights") else ""),
             },
             **_vote_status(learner),
+        },
+    }
+
+
+def _multiclass_status(stream: StreamConfig, learner: MulticlassPerceptron) -> dict[str, Any]:
+    """``/status`` of a stream of K classes: the multi-class Perceptron's counts and K scores."""
+    return {
+        "features": stream.features,
+        "classes": learner.classes,
+        "examples": learner.examples_seen,
+        "mistakes": learner.mistakes,
+        "mistake_bound": learner.mistake_bound,
+        "realizable": learner.realizable,
+        "online": {
+            "learner": learner.name,
+            "parameters": {"classes": learner.classes, "margin": learner.margin},
+            "margin_mistakes": learner.margin_mistakes,
+            "margin_bound": learner.margin_bound,
+            "rule": {
+                "classes": [
+                    {"weights": dict(zip(stream.feature_labels, w.tolist(), strict=True)), "offset": b}
+                    for w, b in learner.weights()
+                ],
+                "reads": "predict the class k of the highest sum(weights[f] * x[f]) + offset "
+                "(features clipped to bounds; a tie goes to the smallest k)",
+            },
         },
     }
 
@@ -400,6 +429,7 @@ def online_streams(settings: Settings) -> tuple[dict[str, OnlineStream], dict[st
             dict(s.online_params),
             tuple(s.feature_labels),
             partitions=settings.topic_partitions if s.partitioned else None,
+            classes=s.classes,
         )
         for s in settings.streams
         if s.features is not None
@@ -478,7 +508,10 @@ def example_validator(
     }
     user_level = frozenset(sid for sid, p in policies.items() if p.privacy_unit == "user")
     encoders = {s.name: row_encoder(s.encoder) for s in settings.streams if s.encoder is not None}
-    return ExampleValidator(domains, user_level=user_level, event_time_skew=skews, encoders=encoders)
+    classes = {s.name: s.classes for s in settings.streams if s.classes != 2}
+    return ExampleValidator(
+        domains, user_level=user_level, event_time_skew=skews, encoders=encoders, classes=classes
+    )
 
 
 def release_agent(
@@ -537,7 +570,7 @@ def start_listeners(
     settings: Settings,
     service: Service,
     probes: ServiceProbes,
-    signer: Signer,
+    signer: Signer | None,
     signatures: ReleaseSignatures,
 ) -> None:
     """The public listener, in a process of its own (a crowd there takes nothing from ingestion;
@@ -566,11 +599,13 @@ def build_service(settings: Settings) -> Service:
     """Build the app and register the agents and web pages on it."""
     # First: a missing, corrupt, foreign or older ledger, or a changed privacy configuration, stops
     # the worker at once (store/identity.py); the streams are registered in the ledger.
-    signer = worker_signer(settings)
-    keys = deployment_keys(settings, signer)  # the public log is trusted only where they verify it
-    stores = open_for_worker(settings, published=lambda since: read_public_log(settings, keys, since))
+    # The signing key is the deployment's, recorded in the ledger (signing.py); the public log is
+    # trusted only where the deployment's keys verify it.
+    stores = open_for_worker(settings, published=lambda keys, since: read_public_log(settings, keys, since))
     ledger: Ledger | None = stores.ledger
-    log.info("releases are signed with key %s (Ed25519; public keys on /keys)", signer.key_id)
+    signer = stores.signer
+    if signer is not None:
+        log.info("releases are signed with key %s (Ed25519; public keys on /keys)", signer.key_id)
     # Each release's signature, for the public listener's process (which holds no key).
     signatures = ReleaseSignatures(signatures_path(settings))
     app = build_app(settings)
@@ -632,8 +667,8 @@ def build_service(settings: Settings) -> Service:
     releases = None
     processes: LearnerProcesses | None = None
     if policies:
-        if ledger is None or leases is None:
-            raise RuntimeError("releasing streams need the ledger and the partition leases")
+        if ledger is None or leases is None or signer is None:
+            raise RuntimeError("releasing streams need the ledger, the partition leases and the signing key")
         processes = LearnerProcesses(policies, niceness=settings.learner_niceness)
         publish = fenced_publisher(publisher(ingest, settings, signer, signatures), leases, source_partitions)
         slot_cache = SlotCache(cache_path(settings.slot_cache_file, settings.data_dir))

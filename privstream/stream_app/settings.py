@@ -32,8 +32,9 @@ from privstream.learning.online import (
     DEFAULT_ONLINE_LEARNER,
     OnlineInputError,
     check_online_parameters,
-    make_online_learner,
+    make_stream_learner,
 )
+from privstream.learning.online.multiclass import MAX_CLASSES
 from privstream.learning.parameters import ACCURACY_TARGETS, check_registered
 from privstream.learning.private_learners.base import LEARNERS
 from privstream.learning.private_learners.vector_base import VECTOR_LEARNERS, check_bounds
@@ -435,6 +436,13 @@ class StreamConfig(BaseModel):
     features: int | None = Field(
         default=None, ge=1, le=10_000, description="instead of a class: examples are vectors of this length"
     )
+    classes: int = Field(
+        default=2,
+        ge=2,
+        le=MAX_CLASSES,
+        description="feature vectors: the number of classes K; labels are 0..K-1 (2: 0/1, also read "
+        "from -1/+1 and booleans). With K > 2 the online learner is the multi-class Perceptron",
+    )
     feature_bounds: list[tuple[float, float]] | None = Field(
         default=None, description="public [lo, hi] per feature (never taken from the data)"
     )
@@ -498,7 +506,8 @@ class StreamConfig(BaseModel):
     @classmethod
     def _online_takes(cls, params: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
         learner = info.data.get("online_learner")
-        if isinstance(learner, str) and info.data.get("features") is not None:  # else refused below
+        binary = info.data.get("classes") == 2  # else make_stream_learner checks them, below
+        if isinstance(learner, str) and info.data.get("features") is not None and binary:
             check_online_parameters(learner, params)
         return params
 
@@ -517,10 +526,11 @@ class StreamConfig(BaseModel):
             self.feature_names is not None
             or self.online_params
             or self.online_learner != DEFAULT_ONLINE_LEARNER
+            or self.classes != 2
         ):
             raise ValueError(
-                "feature_names, online_learner and online_params are for streams of feature vectors "
-                "(a class stream's online learner is the SOA)"
+                "feature_names, classes, online_learner and online_params are for streams of feature "
+                "vectors (a class stream's labels are 0/1 and its online learner is the SOA)"
             )
         if self.features is not None:
             check_bounds(self.feature_bounds, self.features)
@@ -529,9 +539,16 @@ class StreamConfig(BaseModel):
             ):
                 raise ValueError(f"feature_names needs {self.features} distinct names, one per feature")
             try:  # the learner, its parameters and the bounds, checked once here
-                make_online_learner(self.online_learner, self.feature_bounds, **self.online_params)
+                make_stream_learner(
+                    self.online_learner, self.feature_bounds, self.classes, **self.online_params
+                )
             except OnlineInputError as exc:
                 raise ValueError(str(exc)) from None
+            if self.release is not None and self.classes != 2:
+                raise ValueError(
+                    f"release: private releases learn 0/1 labels; a stream of {self.classes} classes "
+                    "has its online learner only (remove release, or set classes = 2)"
+                )
             if self.release is not None:
                 learner = self.release.learner
                 if learner not in VECTOR_LEARNERS:
@@ -662,12 +679,12 @@ class Settings(BaseSettings):
     signing_key_file: Path | None = Field(
         default=None,
         description="file holding the signing key (PEM; a mounted secret); neither set: "
-        "data_dir/signing_key.pem, created on the first start",
+        "data_dir/signing_key.pem, created only with a new ledger (which records the deployment's key)",
     )
     published_keys_file: Path | None = Field(
         default=None,
-        description="a key set of further public keys the public listener serves on /keys "
-        "(retired keys, other workers' keys)",
+        description="a key set of further public keys the public listener serves on /keys and the "
+        "worker trusts on the public log (keys from before the ledger recorded them); none signs",
     )
     trusted_keys_file: Path | None = Field(
         default=None,

@@ -18,7 +18,7 @@ from tests.agents.twins import T0, TWIN_SLOT_SECONDS, Step, TwinRun, assert_twin
 CAP = 20
 
 
-def capped_time_stream(name: str = "s", **release: object) -> StreamConfig:
+def capped_time_stream(name: str = "s", partition_by: str = "stream", **release: object) -> StreamConfig:
     config = {
         "learner": "generic",
         "epsilon": 1.0,
@@ -28,7 +28,12 @@ def capped_time_stream(name: str = "s", **release: object) -> StreamConfig:
         "window": {"kind": "time", "seconds": 60.0, "allowed_lateness_seconds": 10.0},
         **release,
     }
-    return StreamConfig(name=name, hypothesis_class="thresholds:1024", release=config)
+    return StreamConfig(
+        name=name,
+        hypothesis_class="thresholds:1024",
+        partition_by=partition_by,  # type: ignore[arg-type]
+        release=config,
+    )
 
 
 def window_of(n: int) -> list[Step]:
@@ -57,6 +62,7 @@ async def test_a_time_window_of_150_times_the_cap_closes_like_one_of_the_cap():
     )
     assert_twins(small.observed, large.observed)
     assert max(large.rows_read) <= CAP and max(small.rows_read) <= CAP
+    assert max(large.rows_stored) <= CAP and max(small.rows_stored) <= CAP  # kept at ingest
     cap_rule = large.observed.messages[1]["release"]["certificate"]["parameters"]["cap_rule"]
     assert "lowest priority" in cap_rule and "half the level's epsilon" in cap_rule
 
@@ -161,3 +167,43 @@ async def test_a_flood_at_a_close_leaves_the_release_its_fit_and_its_landing(win
     assert first["release"]["certificate"]["window"]["window_id"].endswith("-L0-" + str(int(T0 // 60)))
     assert first["published_at"] == first["timestamp"] == T0 + 70 + TWIN_SLOT_SECONDS
     assert runs[0].defaults == runs[1].defaults == {}
+
+
+PARTITIONS = 6
+
+
+@pytest.mark.parametrize("partition_by", ["example", "user"])
+async def test_a_partitioned_time_window_of_150_times_the_cap_closes_like_one_of_the_cap(partition_by: str):
+    """A stream spread over 6 partitions (keyed by example id, or by user at the example level),
+    window 1 holding the cap's size or 150 times it over every partition, and a second stream
+    beside it with the same examples in both twins: the same records, record timestamps, landings
+    and output kinds for both streams; the close reads at most the cap's rows."""
+    streams = [capped_time_stream(partition_by=partition_by), capped_time_stream(name="b")]
+
+    def window_of(n: int) -> list[Step]:
+        window = [
+            example(i % 1024, at=T0 + 61 + i / (10 * n), example_id=f"e{i}", user=f"u{i % 97}")
+            for i in range(n)
+        ]
+        beside = [example(200 + i, at=T0 + 62 + i, stream="b") for i in range(10)]
+        return [
+            Step(T0 + 5, [example(100, at=T0 + 5, example_id="e-first", user="u0")]),
+            Step(T0 + 65, [*window, *beside]),
+            Step(T0 + 125, [example(700, at=T0 + 125, example_id="e-last", user="u1")]),
+            Step(T0 + 185),
+        ]
+
+    runs = []
+    for n in (CAP, 150 * CAP):
+        twin = TwinRun(streams, store_seconds_per_row=0.005, partitions=PARTITIONS)
+        await twin.run(window_of(n))
+        runs.append(twin)
+    small, large = runs
+    assert_twins(small.observed, large.observed)
+    assert max(large.rows_read) <= CAP and max(small.rows_read) <= CAP
+    assert max(large.rows_stored) <= CAP and max(small.rows_stored) <= CAP  # kept at ingest
+    assert small.observed.defaults == large.observed.defaults == {}
+    # the examples reached every partition's shard, and both streams released every window
+    assert len(set(large.partitions_seen)) == PARTITIONS
+    keys = [m["key"] for m in large.observed.messages]
+    assert keys.count("s") == keys.count("b") == 2  # windows 0 and 1

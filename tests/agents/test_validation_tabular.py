@@ -65,6 +65,11 @@ def test_a_refused_row_gets_its_reason_on_the_fast_path_and_the_full_one(
 def test_the_schema_still_decides_what_is_not_the_row(validator: ExampleValidator) -> None:
     good = {"age": 30, "plan": "pro", "city": "paris"}
     assert validator.validate(raw(stream_id="t", x=good, y=7)).reason == "invalid_label"
+    assert validator.validate(raw(stream_id="t", x=good, y=1, id="e" * 201)).reason == "wrong_type"
+    assert validator.validate(raw(stream_id="t", x=good, y=1, event_time="soon")).reason == "wrong_type"
+    timed = validator.validate(raw(stream_id="t", x=good, y=-1, event_time="2026-12-03T12:00:00", id="e1"))
+    assert type(timed) is ValidExample and timed.y == 0 and timed.id == "e1"
+    assert timed.x == [30.0, 0.0, 0.0, 1.0, 1.0, 0.0] and timed.event_time is not None
     assert validator.validate(raw(stream_id="t", y=1)).reason == "missing_field"
     # a row is a point only on a tabular stream
     assert validator.validate(raw(stream_id="v", x={"a": 1}, y=1)).reason == "wrong_type"

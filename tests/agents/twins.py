@@ -238,6 +238,7 @@ class TwinRun:
         store: Any = None,
         store_seconds_per_row: float = 0.0,
         ingest_seconds_per_example: float = 0.0,
+        partitions: int = 1,
     ):
         """``ledger`` and ``store``: another run's, to restart on them (a crash and a new worker).
 
@@ -245,7 +246,10 @@ class TwinRun:
         store's decode of a window's or node's rows), so that work at a node's close whose size is
         private shows in the run's times as it does on a real machine. ``ingest_seconds_per_example``:
         what validating, learning and storing one example of a poll costs on the run's clock (the
-        time passes before the release agent takes the stream's examples of the poll in)."""
+        time passes before the release agent takes the stream's examples of the poll in).
+        ``partitions``: the examples topic's partitions; a stream spread over them (``partition_by``
+        example or user) has a shard learner per partition, and each message goes to the partition
+        its key hashes to (:func:`partition_of`), as a producer puts it."""
         from privstream.stream_app.service import release_policy
 
         self.streams = [stream] if isinstance(stream, StreamConfig) else list(stream)
@@ -277,7 +281,12 @@ class TwinRun:
             policies[config.name] = policy
             if hclass is not None:
                 domains[config.name] = integer_domain(hclass.check_point)
-                online[config.name] = OnlineStream(config.name, hclass, config.soa_tie)
+                online[config.name] = OnlineStream(
+                    config.name,
+                    hclass,
+                    config.soa_tie,
+                    **({"partitions": partitions} if config.partitioned else {}),
+                )
             else:
                 domains[config.name] = vector_domain(config.features or 0)
         budgets = {}
@@ -330,11 +339,15 @@ class TwinRun:
 
             self.agent.observe_batch = observe_batch  # type: ignore[method-assign]
         self.offset = 0
+        self.partitions = partitions
+        self.partitions_seen: list[int] = []  # each message's partition, in order
+        self.partition_by = {c.name: c.partition_by for c in self.streams}
         self._shown: dict[str, Any] = {}
 
     def _charge_store_reads(self, seconds_per_row: float) -> None:
-        """Every row the store decodes moves the clock by ``seconds_per_row``: the time passes while
-        the work runs (the offload is inline), so a fit it delays starts later."""
+        """Every row the store decodes, and every row a window's close finds stored, moves the clock
+        by ``seconds_per_row``: the time passes while the work runs (the offload is inline), so a
+        fit it delays starts later."""
         backend = self.store._backend
         decode = backend.points
         self.rows_read: list[int] = []
@@ -345,6 +358,29 @@ class TwinRun:
             return decode(stored)
 
         backend.points = points
+        # A window's close also touches every row stored in it (locks, sorts and deletes them),
+        # whether or not it decodes them: charged too, so a window that kept more than the cap's
+        # rows at ingest shows in the run's times.
+        store, close_window = self.store, self.store.close_window
+        self.rows_stored: list[int] = []
+
+        def count(where: str, *params: Any) -> int:
+            statement = store._q(f"SELECT count(*) FROM {{examples}} WHERE stream_id = ? AND {where}")
+            return int(backend.run(lambda cur: cur.execute(statement, params).fetchone()[0], mode="read"))
+
+        def close(stream_id: str, *args: Any, **kwargs: Any) -> Any:
+            index, seqs = kwargs.get("time_window"), kwargs.get("seqs")
+            if index is not None:
+                stored = count("time_window = ?", stream_id, index)
+            elif seqs is not None:
+                stored = count("seq >= ? AND seq < ?", stream_id, *seqs)
+            else:
+                stored = 0
+            self.rows_stored.append(stored)
+            self.clock.now = self.clock.now + seconds_per_row * stored
+            return close_window(stream_id, *args, **kwargs)
+
+        store.close_window = close  # type: ignore[method-assign]
 
     async def _publish(
         self, topic: str, stream_id: str, release: bytes, *, timestamp_ms: int | None = None
@@ -396,6 +432,15 @@ class TwinRun:
             await self._settle()
         await move_clock(self.clock, moment, self._look_at_pages)
 
+    def _partition(self, message: dict[str, Any]) -> int:
+        """The examples topic's partition a message goes to: its key's (:func:`partition_of`)."""
+        partition = 0
+        if self.partitions > 1:
+            partition_by = self.partition_by.get(message.get("stream_id", ""), "stream")
+            partition = partition_of(partition_by, message, self.partitions, self.offset)
+        self.partitions_seen.append(partition)
+        return partition
+
     async def _ingest(self, records: list[RawRecord]) -> None:
         """Process a poll as the service's ingest loop does: in chunks, waiting between them while
         a release's deadline is near (the clock moves on through what waits meanwhile). Against a
@@ -428,7 +473,7 @@ class TwinRun:
                 records.append(
                     RawRecord(
                         "examples",
-                        0,
+                        self._partition(message),
                         self.offset,
                         None,
                         json.dumps(message).encode(),
@@ -556,6 +601,17 @@ def _same(x: Any, y: Any, where: str) -> None:
         assert x == y, f"{where}: {x!r} vs {y!r}"
 
 
+def partition_of(partition_by: str, message: dict[str, Any], partitions: int, offset: int) -> int:
+    """The partition a producer writes a message to: its key's hash (the stream's name, the
+    example's ``id`` or its ``user_id``, as ``partition_by`` says; the producer's key hash is not
+    Kafka's murmur2 here, only stable), or in turn (``offset``) for an example keyed by an id it
+    lacks."""
+    from privstream.stream_app.cli.produce import example_key
+
+    key = example_key(partition_by, str(message.get("stream_id")), message)
+    return offset % partitions if key is None else zlib.crc32(key.encode()) % partitions
+
+
 def example(
     x: int | list[float],
     *,
@@ -563,6 +619,7 @@ def example(
     user: str | None = None,
     stream: str = "s",
     y: int | None = None,
+    example_id: str | None = None,
 ) -> dict[str, Any]:
     """A raw example message (``at``: its event time, Unix seconds); ``y`` defaults to ``1[x >= 600]``
     for a point and to ``1[x_2 >= x_1]`` for a feature vector."""
@@ -572,6 +629,8 @@ def example(
         message["event_time"] = datetime.fromtimestamp(at, UTC).isoformat()
     if user is not None:
         message["user_id"] = user
+    if example_id is not None:
+        message["id"] = example_id
     return message
 
 

@@ -112,3 +112,28 @@ def test_the_specification_documents_every_release_and_certificate_field() -> No
     assert not missing, f"the release specification does not mention {missing}"
     for name in ("vectors.json", "keys.json", *(p.name for p in VECTORS.glob("*.release.json"))):
         assert f"`{name}`" in page
+
+
+ROTATIONS = json.loads((VECTORS / "rotations.json").read_text())
+
+
+@pytest.mark.parametrize("case", ROTATIONS["cases"], ids=[c["name"] for c in ROTATIONS["cases"]])
+def test_each_rotation_statement_is_followed_or_refused_as_stated(case: dict[str, Any]) -> None:
+    from privstream_client.signing import RotationStatement
+
+    pinned = KeySet.from_json(json.dumps(ROTATIONS["pinned"]))
+    statement = RotationStatement.from_dict(case["statement"])
+    assert statement.problem(pinned) == case["problem"]
+    assert pinned.following([statement]).key_ids == case["follows_to"]
+
+
+def test_the_key_statement_s_rotations_lead_a_pinned_subscriber_to_its_keys() -> None:
+    from privstream_client.signing import rotation_statements
+
+    pinned = KeySet.from_json(json.dumps(ROTATIONS["pinned"]))
+    document = (VECTORS / "keys.json").read_text()
+    followed = pinned.following(rotation_statements(document))
+    assert sorted(followed.key_ids) == sorted(KeySet.from_json(document).key_ids)
+    assert {"unknown_key", "bad_signature", "bad_countersignature"} <= {
+        c["problem"] for c in ROTATIONS["cases"]
+    }

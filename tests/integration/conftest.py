@@ -15,6 +15,7 @@ from aiokafka import AIOKafkaConsumer
 from privstream.stream_app.embedded.broker import EmbeddedBroker, free_listener_ports
 from privstream.stream_app.embedded.demo import WorkerProcess
 from privstream.stream_app.settings import Settings
+from privstream.stream_app.signing import shared_key_file
 
 RECV_TIMEOUT = 120.0  # a cold group join on the embedded broker takes 5-30 s
 
@@ -60,6 +61,9 @@ def unique_settings(broker, tmp_path) -> Settings:
         kafka_bootstrap=broker.bootstrap,
         **free_listener_ports(),
         data_dir=tmp_path / "data",
+        # One deployment key for every worker a test starts (workers with their own data folders
+        # share it, as a mounted secret would); a test of the default key file unsets it.
+        signing_key_file=shared_key_file(tmp_path / "signing_key.pem"),
         topic_partitions=2,
         # the embedded broker holds a group join for half the session timeout: 3 s per join
         kafka_session_timeout_seconds=6,

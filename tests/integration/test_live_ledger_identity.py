@@ -25,6 +25,7 @@ from privstream.stream_app.embedded.broker import free_listener_ports
 from privstream.stream_app.embedded.demo import WorkerProcess, fetch_json
 from privstream.stream_app.kafka.clients import ensure_topics, produce_json
 from privstream.stream_app.settings import ReleaseConfig, Settings, StreamConfig, WindowConfig
+from privstream.stream_app.signing import KeySet, Signer
 
 from .conftest import run, start_worker, wait_until
 
@@ -57,8 +58,9 @@ def ledger_row(settings: Settings, query: str) -> tuple:
     return row
 
 
-def refused_start(settings: Settings, log_path) -> str:
-    """Start a worker that must refuse: its exit status 2 and its one line of output."""
+def refused_start(settings: Settings, log_path, *, new_state: bool = False) -> str:
+    """Start a worker that must refuse: its exit status 2 and its one line of output (besides,
+    with ``new_state``, the INFO lines of its new state store's creation)."""
     worker = WorkerProcess(settings, log_path).start()
     assert worker.process is not None
     try:
@@ -71,7 +73,7 @@ def refused_start(settings: Settings, log_path) -> str:
     output = log_path.read_text()
     assert status == 2, output
     assert "Traceback" not in output
-    [line] = [line for line in output.splitlines() if line.strip()]
+    [line] = [line for line in output.splitlines() if line.strip() and not (new_state and " INFO " in line)]
     assert line.startswith("privstream worker: error: ")
     return line
 
@@ -86,7 +88,7 @@ def test_a_ledger_that_knows_itself_refuses_what_would_reset_the_budget(unique_s
 
         # Another worker, another budget, the same ledger: it refuses and changes nothing.
         other = settings_with(unique_settings, budget=100.0).model_copy(update=free_listener_ports())
-        line = refused_start(other, tmp_path / "other.log")
+        line = refused_start(other, tmp_path / "other.log", new_state=True)
         assert "stream 's'" in line and "privstream ledger accept-config --stream s" in line
         assert "epsilon_budget 10.0 -> 100.0" in line
         assert ledger_row(settings, "SELECT epsilon_budget FROM streams") == ("10",)
@@ -122,3 +124,39 @@ def test_a_ledger_that_knows_itself_refuses_what_would_reset_the_budget(unique_s
     assert "the privacy ledger is missing" in line and f"holds the history of ledger {ledger_id}" in line
     assert "PRIVSTREAM_LEDGER_PATH" in line and "privstream ledger adopt" in line
     assert not settings.resolved_ledger_path.exists()
+
+
+def test_one_signing_key_per_deployment(unique_settings, tmp_path):
+    # The default key file, made with the new ledger, which records it.
+    settings = settings_with(unique_settings, budget=10.0).model_copy(update={"signing_key_file": None})
+    run(ensure_topics(settings))
+    key = settings.data_dir / "signing_key.pem"
+    worker = start_worker(settings, tmp_path)
+    try:
+        deployment = Signer.from_pem(key.read_bytes()).key_id
+        with urllib.request.urlopen(f"{worker.public_url}/keys", timeout=10) as response:
+            assert KeySet.from_json(response.read()).key_ids == [deployment]
+        assert ledger_row(settings, "SELECT key_id FROM signing_keys") == (deployment,)
+
+        # A second worker of the deployment with the default key path of its own data folder: it
+        # would have made a key of its own; it refuses, naming the deployment's key.
+        other_dir = tmp_path / "other"
+        shared_ledger = {"ledger_path": settings.resolved_ledger_path}
+        other = settings.model_copy(update={"data_dir": other_dir, **shared_ledger, **free_listener_ports()})
+        line = refused_start(other, tmp_path / "other.log", new_state=True)
+        assert f"the signing key {other_dir / 'signing_key.pem'} is missing" in line
+        assert f"signs with key {deployment}" in line
+        assert not (other_dir / "signing_key.pem").exists()
+        # With a key of its own: refused too, naming both.
+        own = Signer.generate()
+        (other_dir / "signing_key.pem").write_bytes(own.private_pem())
+        line = refused_start(other, tmp_path / "other-own.log")
+        assert f"this worker's signing key {own.key_id}" in line and f"records key {deployment}" in line
+    finally:
+        assert worker.stop() == 0
+
+    # The key file deleted: the restart refuses instead of signing with a new key.
+    key.unlink()
+    line = refused_start(settings, tmp_path / "restart.log")
+    assert f"the signing key {key} is missing" in line and f"signs with key {deployment}" in line
+    assert not key.exists()

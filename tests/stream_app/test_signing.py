@@ -23,9 +23,14 @@ from privstream.stream_app.signing import (
 
 def test_the_default_key_is_created_once_private_and_reused(tmp_path) -> None:
     path = tmp_path / "data" / "signing_key.pem"
-    first = load_signer(None, None, path)
+    with pytest.raises(SigningKeyError, match="does not exist"):
+        load_signer(None, None, path)  # created only when asked (with a new ledger)
+    first = load_signer(None, None, path, create=True)
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    assert load_signer(None, None, path).key_id == first.key_id  # the same key on the next start
+    assert load_signer(None, None, path, create=True).key_id == first.key_id  # the same key next start
+    path.chmod(0o644)  # loosened by a copy or a restore: tightened again on load
+    assert load_signer(None, None, path).key_id == first.key_id
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
     again = load_signer(path.read_text(), None, tmp_path / "unused.pem")  # the same PEM as a setting
     assert again.key_id == first.key_id and not (tmp_path / "unused.pem").exists()
     assert load_signer(None, path, tmp_path / "unused.pem").key_id == first.key_id

@@ -1,7 +1,8 @@
 """privstream-client: follow a privstream deployment's signed private releases.
 
 Decode a release (:class:`Release`), verify its signature (:class:`KeySet`), follow a stream
-(:func:`subscribe`, ``level="best"``) and predict with it. Depends on numpy, cryptography and
+(:func:`subscribe`, ``level="best"``) and predict with it, from a row for a tabular stream
+(:class:`TabularEncoder`). Depends on numpy, cryptography and
 aiokafka only; the privstream service uses this same code to sign and read releases.
 
 >>> release = Release.from_json(EXAMPLE)
@@ -42,6 +43,7 @@ from privstream_client.subscription import (
     subscribe,
     trusted_key_set,
 )
+from privstream_client.tabular import ColumnError, RowError, TabularEncoder
 
 __version__ = "0.1.0"
 
@@ -52,6 +54,7 @@ __all__ = [
     "SKIP_REASONS",
     "VERIFY_PROBLEMS",
     "Certificate",
+    "ColumnError",
     "KeySet",
     "KeysUnavailableError",
     "LevelChoice",
@@ -61,9 +64,11 @@ __all__ = [
     "Release",
     "ReleaseFormatError",
     "ReleaseSelector",
+    "RowError",
     "Signer",
     "SigningKeyError",
     "Subscription",
+    "TabularEncoder",
     "WindowInfo",
     "certificate_problem",
     "check_level",

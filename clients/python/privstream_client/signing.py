@@ -19,12 +19,14 @@ deployment are a :class:`KeySet`, the JSON document ``{"keys": [...]}`` that the
 serves on ``/keys`` (the key statement of the release specification).
 
 **Rotation.** A key set lists public keys with an optional ``not_after`` (ISO 8601): a retired
-key still verifies the releases it signed before that time, and nothing later. Rotate by adding
-the new key to the published set, switching the workers to it, then marking the old one
-``not_after`` the switch; remove a key from the set only if it leaked (then what it signed no
-longer verifies, which is the point). The time checked is the Kafka record's timestamp, which the
-producer sets: ``not_after`` catches a forgotten worker still signing with a retired key, not a
-thief holding it.
+key still verifies the releases it signed before that time, and nothing later. The time checked
+is the Kafka record's timestamp, which the producer sets: ``not_after`` catches a forgotten
+worker still signing with a retired key, not a thief holding it. A deployment replaces its key
+with a :class:`RotationStatement`: the new key, signed by the key it replaces (and countersigned
+by the new one, which proves it is held). The key set ``/keys`` serves lists them under
+``rotations``; a subscriber that pinned the old key follows them with :meth:`KeySet.following`
+and so trusts the new key without trusting the network path to the listener: a statement that
+does not verify under a key it already trusts adds nothing.
 
 >>> signer = Signer.generate()
 >>> keys = KeySet([signer.public_entry()])
@@ -36,6 +38,11 @@ True
 'bad_signature'
 >>> KeySet.from_json(keys.to_json()).key_ids == [signer.key_id]
 True
+>>> new = Signer.generate()
+>>> rotation = RotationStatement.sign(signer, new, "ledger-1", datetime(2026, 12, 1, tzinfo=UTC))
+>>> followed = keys.following([rotation])
+>>> followed.problem(release, *new.sign(release)) is None, len(keys.following([]))
+(True, 1)
 """
 
 from __future__ import annotations
@@ -45,7 +52,7 @@ import binascii
 import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -61,6 +68,10 @@ ALGORITHM = "Ed25519"
 
 #: Why :meth:`KeySet.problem` refuses a record (subscribers count skipped records by these).
 VERIFY_PROBLEMS = ("unsigned", "unknown_key", "retired_key", "bad_signature")
+#: Why :meth:`RotationStatement.problem` refuses a rotation statement.
+ROTATION_PROBLEMS = ("unknown_key", "retired_key", "bad_signature", "bad_countersignature", "wrong_type")
+#: The ``type`` of a rotation statement's signed bytes.
+ROTATION_TYPE = "privstream-key-rotation/1"
 
 
 class SigningKeyError(ValueError):
@@ -159,7 +170,8 @@ class KeySet:
 
     @classmethod
     def from_json(cls, text: str | bytes) -> KeySet:
-        """A key set document (``{"keys": [...]}``, as ``/keys`` serves it)."""
+        """A key set document (``{"keys": [...]}``, as ``/keys`` serves it; its ``rotations``
+        are :func:`rotation_statements`')."""
         try:
             data = json.loads(text)
         except ValueError as exc:
@@ -188,6 +200,31 @@ class KeySet:
             return cls.from_text(Path(path).read_text())
         except OSError as exc:
             raise SigningKeyError(f"cannot read the key set {path}: {exc.strerror or exc}") from None
+
+    def entry(self, key_id: str) -> PublicKeyEntry | None:
+        """The key with this id, if the set has it."""
+        return self._entries.get(key_id)
+
+    def following(self, statements: Iterable[RotationStatement]) -> KeySet:
+        """This (pinned) key set, with every key a chain of valid rotation statements leads to
+        from it: a statement whose old key the set trusts (current at the statement's time) and
+        whose signature and countersignature verify adds its new key and retires the old one at
+        that time. Statements that do not verify add nothing (forged, or from another chain)."""
+        keys = dict(self._entries)
+        pending = list(statements)
+        followed = True
+        while followed:  # a chain may be listed in any order
+            followed = False
+            for statement in list(pending):
+                if statement.problem(KeySet(keys.values())) is not None:
+                    continue
+                old = keys[statement.old_key_id]
+                retired = statement.at if old.not_after is None else min(old.not_after, statement.at)
+                keys[old.key_id] = replace(old, not_after=retired)
+                keys.setdefault(statement.new_key.key_id, statement.new_key)
+                pending.remove(statement)
+                followed = True
+        return KeySet(keys.values())
 
     def problem(
         self,
@@ -265,3 +302,115 @@ class Signer:
 
     def __repr__(self) -> str:  # never the private key
         return f"Signer(key_id={self.key_id!r})"
+
+
+def _canonical(data: Mapping[str, Any]) -> bytes:
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+@dataclass(frozen=True)
+class RotationStatement:
+    """A deployment's key replaced: the new key (``new_key``), at ``at``, signed by the old key
+    (``signature``) and by the new one (``countersignature``), both over :meth:`signed_bytes`."""
+
+    ledger_id: str
+    old_key_id: str
+    new_key: PublicKeyEntry
+    at: datetime
+    signature: str
+    countersignature: str
+
+    @staticmethod
+    def bytes_for(ledger_id: str, old_key_id: str, new_key: PublicKeyEntry, at: datetime) -> bytes:
+        """What both keys sign: canonical JSON (sorted keys, no spaces) of the statement's fields."""
+        return _canonical(
+            {
+                "type": ROTATION_TYPE,
+                "ledger_id": ledger_id,
+                "old_key_id": old_key_id,
+                "new_key_id": new_key.key_id,
+                "new_public_key": new_key.to_dict()["public_key"],
+                "at": at.isoformat(),
+            }
+        )
+
+    def signed_bytes(self) -> bytes:
+        return self.bytes_for(self.ledger_id, self.old_key_id, self.new_key, self.at)
+
+    @classmethod
+    def sign(cls, old: Signer, new: Signer, ledger_id: str, at: datetime) -> RotationStatement:
+        """The statement by which ``old`` hands the deployment over to ``new``."""
+        entry = new.public_entry()
+        data = cls.bytes_for(ledger_id, old.key_id, entry, at)
+        return cls(ledger_id, old.key_id, entry, at, old.sign(data)[1], new.sign(data)[1])
+
+    def problem(self, trusted: KeySet) -> str | None:
+        """None if a subscriber trusting ``trusted`` may follow this statement, else why not (one
+        of :data:`ROTATION_PROBLEMS`)."""
+        old = trusted.entry(self.old_key_id)
+        if old is None:
+            return "unknown_key"
+        if old.not_after is not None and self.at > old.not_after:
+            return "retired_key"
+        data = self.signed_bytes()
+        if KeySet([old]).problem(data, old.key_id, self.signature) is not None:
+            return "bad_signature"
+        if KeySet([self.new_key]).problem(data, self.new_key.key_id, self.countersignature) is not None:
+            return "bad_countersignature"
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "type": ROTATION_TYPE,
+            "ledger_id": self.ledger_id,
+            "old_key_id": self.old_key_id,
+            "new_key": {**self.new_key.to_dict(), "not_after": None},
+            "at": self.at.isoformat(),
+            "signature": self.signature,
+            "countersignature": self.countersignature,
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict())
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RotationStatement:
+        if not isinstance(data, Mapping):
+            raise SigningKeyError(f"a rotation statement must be an object, got {data!r}")
+        if data.get("type") != ROTATION_TYPE:
+            raise SigningKeyError(
+                f"not a rotation statement: type {data.get('type')!r} (expected {ROTATION_TYPE})"
+            )
+        try:
+            new_key = PublicKeyEntry.from_dict(data["new_key"])
+            return cls(
+                str(data["ledger_id"]),
+                str(data["old_key_id"]),
+                replace(new_key, not_after=None),
+                _utc(str(data["at"])),
+                str(data["signature"]),
+                str(data["countersignature"]),
+            )
+        except KeyError as exc:
+            raise SigningKeyError(f"a rotation statement lacks {exc.args[0]!r}") from None
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> RotationStatement:
+        try:
+            return cls.from_dict(json.loads(text))
+        except ValueError as exc:
+            if isinstance(exc, SigningKeyError):
+                raise
+            raise SigningKeyError(f"a rotation statement must be JSON: {exc}") from None
+
+
+def rotation_statements(text: str | bytes) -> list[RotationStatement]:
+    """The rotation statements of a key set document (``rotations``; none if it has none)."""
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise SigningKeyError(f"a key set must be JSON: {exc}") from None
+    found = data.get("rotations", []) if isinstance(data, dict) else []
+    if not isinstance(found, list):
+        raise SigningKeyError('a key set\'s "rotations" must be a list')
+    return [RotationStatement.from_dict(statement) for statement in found]

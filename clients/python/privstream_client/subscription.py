@@ -12,7 +12,9 @@ neither stop the iteration nor change which release is "best" or already seen. T
 come from ``trusted_keys=``, ``PRIVSTREAM_TRUSTED_KEYS_FILE``, or the key set the worker's public
 listener serves (``keys_url``, ``PRIVSTREAM_KEYS_URL``, default ``http://127.0.0.1:6066/keys``):
 pinning keys trusts nothing but the keys; fetching them trusts the network path to the listener at
-that moment.
+that moment. Pinned keys *and* a ``keys_url`` follow the deployment's key rotations: the
+subscriber trusts a new key only through a chain of valid rotation statements from a pinned key
+(:meth:`~privstream_client.signing.KeySet.following`); the URL's keys themselves are not trusted.
 
 **Freshness.** A verified release is yielded only if it is the deployment's and newer than what
 the subscriber holds of its level (:mod:`privstream_client.freshness`): a replay, or another
@@ -39,7 +41,14 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from privstream_client.freshness import FRESHNESS_PROBLEMS, Freshness, StateFile
 from privstream_client.release import LevelChoice, Release, ReleaseSelector, certificate_problem, check_level
-from privstream_client.signing import VERIFY_PROBLEMS, KeySet, PublicKeyEntry, SigningKeyError, key_id
+from privstream_client.signing import (
+    VERIFY_PROBLEMS,
+    KeySet,
+    PublicKeyEntry,
+    SigningKeyError,
+    key_id,
+    rotation_statements,
+)
 from privstream_client.signing import public_key_from_text as _public_key
 
 log = logging.getLogger(__name__)
@@ -92,8 +101,9 @@ def trusted_key_set(trusted_keys: TrustedKeys) -> KeySet:
     return KeySet(PublicKeyEntry(key_id(k), k) for k in keys)
 
 
-def fetch_key_set(url: str, timeout: float = 10.0) -> KeySet:
-    """The key set a public listener serves (``/keys``)."""
+def fetch_key_set(url: str, timeout: float = 10.0, pinned: KeySet | None = None) -> KeySet:
+    """The key set a public listener serves (``/keys``); with ``pinned``, that set with the keys
+    the served rotation statements lead to from it (the served keys are not trusted)."""
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response:
             body = response.read(1 << 20)
@@ -103,7 +113,7 @@ def fetch_key_set(url: str, timeout: float = 10.0) -> KeySet:
             "(trusted_keys=, PRIVSTREAM_TRUSTED_KEYS_FILE), another keys_url, or turn verification off"
         ) from None
     try:
-        return KeySet.from_json(body)
+        return KeySet.from_json(body) if pinned is None else pinned.following(rotation_statements(body))
     except SigningKeyError as exc:
         raise KeysUnavailableError(f"{url} does not serve a key set: {exc}") from None
 
@@ -112,8 +122,8 @@ class _Keys:
     """The subscriber's trusted keys; fetched ones are fetched again (rarely) when a record names a
     key not in the set, so a key rotation needs no restart."""
 
-    def __init__(self, keys: KeySet, url: str | None):
-        self.keys, self.url = keys, url
+    def __init__(self, keys: KeySet, url: str | None, pinned: KeySet | None = None):
+        self.keys, self.url, self.pinned = keys, url, pinned
         self._fetched_at = time.monotonic()
 
     async def problem(self, record: Any) -> str | None:
@@ -126,7 +136,7 @@ class _Keys:
         ):
             self._fetched_at = time.monotonic()
             with contextlib.suppress(KeysUnavailableError):
-                self.keys = await asyncio.to_thread(fetch_key_set, self.url)
+                self.keys = await asyncio.to_thread(fetch_key_set, self.url, 10.0, self.pinned)
                 problem = self.keys.header_problem(value, headers, timestamp)
         return problem
 
@@ -216,6 +226,13 @@ class Subscription:
     async def _keys(self) -> _Keys | None:
         if not self.verify:
             return None
+        if self.trusted_keys is not None and self.keys_url:  # pinned, following rotations
+            pinned = trusted_key_set(self.trusted_keys)
+            try:
+                keys = await asyncio.to_thread(fetch_key_set, self.keys_url, 10.0, pinned)
+            except KeysUnavailableError:
+                keys = pinned
+            return _Keys(keys, self.keys_url, pinned)
         if self.trusted_keys is not None:
             return _Keys(trusted_key_set(self.trusted_keys), None)
         url = self.keys_url or DEFAULT_KEYS_URL
@@ -393,8 +410,9 @@ def subscribe(
     ``verify`` (the default) yields only releases signed by a trusted key: ``trusted_keys`` (a
     :class:`~privstream_client.signing.KeySet`, a key file, or public keys), else the file
     ``PRIVSTREAM_TRUSTED_KEYS_FILE``, else the key set fetched from ``keys_url`` (else
-    ``PRIVSTREAM_KEYS_URL``, else :data:`DEFAULT_KEYS_URL`). Records that fail to parse or verify
-    are skipped and counted.
+    ``PRIVSTREAM_KEYS_URL``, else :data:`DEFAULT_KEYS_URL`). Trusted keys and a ``keys_url``
+    given together follow the deployment's key rotations from the trusted keys. Records that fail
+    to parse or verify are skipped and counted.
 
     Only fresh releases of the deployment are yielded (:mod:`privstream_client.freshness`): of
     the ledger ``ledger_id`` (else ``PRIVSTREAM_LEDGER_ID``, else the state file's, else the

@@ -30,7 +30,15 @@ prediction is made before the label is learned), ``predict_one``/``predict_many`
 For labels ``0..K-1`` (``K`` classes), :class:`~privstream.learning.online.multiclass.MulticlassPerceptron`
 predicts the class of the highest linear score, with at most ``2(d + 1)/γ²`` mistakes on a stream
 separable with margin ``γ`` (:mod:`.multiclass`); it is not in :data:`ONLINE_LEARNERS`, whose
-learners predict 0/1.
+learners predict 0/1. :func:`make_stream_learner` builds a stream's learner from its classes: on a
+stream of more than two classes ``auto`` is the multi-class Perceptron, and a 0/1 learner is refused.
+
+>>> make_stream_learner("auto", [[0, 1]] * 3, classes=10).name
+'multiclass-perceptron'
+>>> make_stream_learner("logistic", [[0, 1]], classes=3)  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+privstream.learning.online.base.OnlineInputError: online_learner 'logistic' predicts 0/1 labels; ...
 
 The default, :data:`DEFAULT_ONLINE_LEARNER` ``"auto"``, is ``block-vote``
 (:func:`resolve_online_learner`): chosen on real streams in many orders, where no single learner
@@ -65,7 +73,7 @@ from privstream.learning.online.base import (
 )
 from privstream.learning.online.block_vote import BlockVote
 from privstream.learning.online.logistic import LogisticRegression
-from privstream.learning.online.multiclass import MulticlassPerceptron
+from privstream.learning.online.multiclass import MulticlassPerceptron, check_classes
 from privstream.learning.online.perceptron import Perceptron
 from privstream.learning.online.second_order import MAX_FEATURES as SECOND_ORDER_MAX_FEATURES
 from privstream.learning.online.second_order import SecondOrderPerceptron
@@ -76,6 +84,7 @@ from privstream.learning.parameters import check_parameters
 __all__ = [
     "AUTO",
     "DEFAULT_ONLINE_LEARNER",
+    "MULTICLASS",
     "ONLINE_LEARNERS",
     "SECOND_ORDER_MAX_FEATURES",
     "AveragedPerceptron",
@@ -90,10 +99,12 @@ __all__ = [
     "ScaledLogistic",
     "ScaledPassiveAggressive",
     "SecondOrderPerceptron",
+    "StreamLearner",
     "WeightedMajority",
     "check_online_parameters",
     "learner_from_state",
     "make_online_learner",
+    "make_stream_learner",
     "mistake_bound",
     "radius",
     "resolve_online_learner",
@@ -112,9 +123,13 @@ ONLINE_LEARNERS: dict[str, type[LinearLearner]] = {
         BlockVote,
     )
 }
-#: Not a learner: the name of the default (the block vote).
+#: Not a learner: the name of the default (the block vote; the multi-class Perceptron for K > 2).
 AUTO = "auto"
 DEFAULT_ONLINE_LEARNER = AUTO
+#: The online learner of labels ``0..K-1``.
+MULTICLASS = MulticlassPerceptron.name
+#: A stream's online learner: a 0/1 learner, or the multi-class Perceptron.
+StreamLearner = LinearLearner | MulticlassPerceptron
 
 
 def resolve_online_learner(name: str, features: int) -> str:
@@ -146,6 +161,21 @@ def make_online_learner(name: str, bounds: object, **params: Any) -> LinearLearn
         raise OnlineInputError(f"online learner {name!r}: {exc}") from None
 
 
+def make_stream_learner(name: str, bounds: object, classes: int = 2, **params: Any) -> StreamLearner:
+    """The online learner ``name`` of a stream of ``classes`` classes: :func:`make_online_learner`
+    for 0/1 labels, the multi-class Perceptron for ``"multiclass-perceptron"`` or (with more than two
+    classes) ``"auto"``; a 0/1 learner on more than two classes is refused (``OnlineInputError``)."""
+    if name != MULTICLASS and check_classes(classes) == 2:
+        return make_online_learner(name, bounds, **params)
+    if name not in (AUTO, MULTICLASS):
+        raise OnlineInputError(
+            f"online_learner {name!r} predicts 0/1 labels; a stream of {classes} classes needs "
+            f"{MULTICLASS!r} (or {AUTO!r})"
+        )
+    check_parameters("online learner", MULTICLASS, MulticlassPerceptron, params, skip=("bounds", "classes"))
+    return MulticlassPerceptron(bounds, classes=classes, **params)
+
+
 def check_online_parameters(name: str, params: dict[str, Any]) -> None:
     """Refuse ``params`` that the online learner ``name`` (or ``"auto"``) does not take or that
     are outside their ranges (:func:`privstream.learning.parameters.check_parameters`); an unknown
@@ -162,9 +192,13 @@ def check_online_parameters(name: str, params: dict[str, Any]) -> None:
         check_parameters("online learner", name, cls, params, skip=("bounds",))
 
 
-def learner_from_state(state: dict[str, Any]) -> LinearLearner:
-    """The learner a :meth:`~privstream.learning.online.base.LinearLearner.state_dict` describes."""
-    cls = ONLINE_LEARNERS.get(state.get("learner", "")) if isinstance(state, dict) else None
+def learner_from_state(state: dict[str, Any]) -> StreamLearner:
+    """The learner a :meth:`~privstream.learning.online.base.LinearLearner.state_dict` (or the
+    multi-class Perceptron's) describes."""
+    name = state.get("learner", "") if isinstance(state, dict) else ""
+    if name == MULTICLASS:
+        return MulticlassPerceptron.from_state_dict(state)
+    cls = ONLINE_LEARNERS.get(name)
     if cls is None:
         raise OnlineStateError("not the state of a known online learner")
     learner: LinearLearner = cls.from_state_dict(state)

@@ -35,7 +35,7 @@ examples come one by one or in batches (each score is a row's own product).
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -47,11 +47,12 @@ from privstream.learning.online.base import (
     check_margin,
 )
 from privstream.learning.online.perceptron import FIRST_BLOCK, MAX_BLOCK
+from privstream.learning.parameters import Range
 
 __all__ = ["MAX_CLASSES", "MulticlassPerceptron", "check_classes"]
 
-#: The most classes a stream may declare.
-MAX_CLASSES = 1000
+#: The most classes a stream may declare (its labels fit a byte, as the service carries them).
+MAX_CLASSES = 256
 
 
 def check_classes(classes: object) -> int:
@@ -83,6 +84,8 @@ class MulticlassPerceptron:
     """The multi-class Perceptron on the public feature map, with its mistake bound at ``margin``."""
 
     name = "multiclass-perceptron"
+    _params = ("classes", "margin")  # what a saved state must share with the configured learner
+    parameter_ranges: ClassVar[dict[str, Range]] = {"margin": Range(low=0, low_open=True)}
 
     def __init__(self, bounds: object, classes: int, margin: float = 0.1) -> None:
         self.feature_map = FeatureMap(bounds)
@@ -97,6 +100,16 @@ class MulticlassPerceptron:
     @property
     def mistake_bound(self) -> int:
         """``⌊2(d + 1)/γ²⌋``: the most mistakes on a stream separable with margin ``γ``."""
+        return self._bound
+
+    @property
+    def margin_mistakes(self) -> int:
+        """The mistakes the margin test counts: every mistake (the bound is on all of them)."""
+        return self.mistakes
+
+    @property
+    def margin_bound(self) -> int:
+        """The margin test's bound: :attr:`mistake_bound`."""
         return self._bound
 
     @property

@@ -65,6 +65,7 @@ from privstream.stream_app.embedded.broker import EmbeddedBroker, free_listener_
 from privstream.stream_app.embedded.demo import WorkerProcess, fetch_json
 from privstream.stream_app.kafka.clients import client_options, ensure_topics
 from privstream.stream_app.settings import ReleaseConfig, Settings, StreamConfig, WindowConfig
+from privstream.stream_app.signing import shared_key_file
 from privstream.stream_app.store import factory
 
 CLASS = "thresholds:4096"
@@ -389,6 +390,8 @@ def run_faults_benchmark(options: Options) -> dict[str, Any]:
             topic_partitions=options.streams,
             kafka_session_timeout_seconds=10,
             data_dir=workdir / "data",
+            # One deployment key for every worker (their data folders differ), as a mounted secret.
+            signing_key_file=shared_key_file(workdir / "signing_key.pem"),
             streams=[StreamConfig(name=s, hypothesis_class=CLASS, release=release) for s in names],
             _env_file=None,
             **store_settings,

@@ -54,6 +54,7 @@ from privstream.stream_app.bench.faults import (
 from privstream.stream_app.embedded.broker import EmbeddedBroker
 from privstream.stream_app.kafka.clients import ensure_topics
 from privstream.stream_app.settings import ReleaseConfig, Settings, StreamConfig, WindowConfig
+from privstream.stream_app.signing import shared_key_file
 from privstream.stream_app.store import factory
 
 STREAM = "spread"
@@ -128,6 +129,8 @@ def run_partitioned_benchmark(options: PartitionedOptions) -> dict[str, Any]:
             topic_partitions=options.partitions,
             kafka_session_timeout_seconds=10,
             data_dir=workdir / "data",
+            # One deployment key for every worker (their data folders differ), as a mounted secret.
+            signing_key_file=shared_key_file(workdir / "signing_key.pem"),
             streams=[stream],
             _env_file=None,
             **store_settings,

@@ -35,6 +35,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "plan",  # plan
     "config",  # config check, config schema
     "ledger",  # ledger show, accept-config, adopt, recover
+    "keys",  # keys show, rotate
 )
 
 

@@ -216,10 +216,35 @@ def run_bench_startup(args: argparse.Namespace) -> int:
     return 0
 
 
+def refuse_password_in_url(url: str, where: str) -> None:
+    """A PostgreSQL URL given as an argument must not hold the password: every user of the machine
+    can read a process's arguments (``ps``). The message does not repeat the URL.
+
+    >>> refuse_password_in_url("postgresql://u@db/x", "--url")
+    >>> refuse_password_in_url("postgresql://u:pw@db/x", "--url")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: --url holds a password, which every user of this machine can read in the process list: ...
+    """
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        params = conninfo_to_dict(url)
+    except Exception:
+        raise ValueError(f"{where} is not a PostgreSQL URL") from None
+    if params.get("password"):
+        raise ValueError(
+            f"{where} holds a password, which every user of this machine can read in the process list: "
+            "give it in store_password or store_password_file (or PGPASSWORD) instead"
+        )
+
+
 def run_bench_ledger(args: argparse.Namespace) -> int:
     from privstream.stream_app.bench.ledger_rate import run_ledger_benchmark
 
     settings = load_settings(args)
+    if args.url:
+        refuse_password_in_url(args.url, "--url")
     try:
         writers = [int(n) for n in args.writers.split(",")]
     except ValueError:

@@ -82,6 +82,8 @@ def run_check(args: argparse.Namespace) -> int:
 
 def _stream_lines(stream: dict[str, Any]) -> str:
     what = stream["hypothesis_class"] or f"{stream['features']} features"
+    if stream.get("classes", 2) != 2:
+        what += f", {stream['classes']} classes"
     head = f"stream {stream['name']} ({what}, online: {stream['online_learner']})"
     release = stream.get("release")
     if release is None:

@@ -150,11 +150,18 @@ def run_accept_config(args: argparse.Namespace) -> int:
 def _public_log(settings: Any, required: bool = True) -> Any:
     """A reader of the verified public log (the deployment's keys; where it has none, one line,
     or with ``required`` false None: nothing on the topics could be verified)."""
+    from privstream.agents.ledger_port import LedgerMissingError
     from privstream.stream_app.signing import SigningKeyError, deployment_keys
+    from privstream.stream_app.store import factory
     from privstream.stream_app.store.published import read_public_log
 
     try:
-        keys = deployment_keys(settings)
+        try:  # the keys the ledger records (none: a lost ledger, adopt replaces it)
+            with factory.open_ledger(settings, create=False) as ledger:
+                recorded = ledger.signing_keys()
+        except LedgerMissingError:
+            recorded = []
+        keys = deployment_keys(settings, recorded)
     except SigningKeyError as exc:
         raise UserError(str(exc)) from None
     if not len(keys) and not required:

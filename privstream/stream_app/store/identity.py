@@ -15,6 +15,8 @@ disagree, with one line that names what is wrong and how to resolve it:
   saw, releases the state store recorded are not charged in it, or (the witness that survives
   both stores) releases on the public topics signed by this deployment's keys are not charged
   in it, or state a later epoch (a ledger and state store restored together from a backup);
+* the worker's **signing key** is not the deployment's key the ledger records, or the default key
+  file of a ledger that has signed is missing (:func:`~privstream.stream_app.signing.worker_signer`);
 * a stream's **privacy configuration** differs from the one the ledger accepted (a lowered budget
   passes and takes effect at once; anything else needs ``privstream ledger accept-config``).
 
@@ -46,6 +48,7 @@ from privstream.agents.ledger_port import (
 from privstream.agents.windows import count_family
 from privstream.schemas.numbers import MAX_SAFE_INTEGER
 from privstream.stream_app.settings import Settings
+from privstream.stream_app.signing import KeySet, Signer, deployment_keys, worker_signer
 from privstream.stream_app.store import factory
 from privstream.stream_app.store.ledger import SqlLedger
 from privstream.stream_app.store.privacy_config import privacy_configuration
@@ -69,6 +72,8 @@ log = logging.getLogger(__name__)
 #: Reads the verified public log from a moment on (Unix seconds; None: all), as
 #: :func:`.published.read_public_log` does with the deployment's keys.
 Published_ = Callable[[float | None], PublicLog]
+#: Reads it with the given keys (the worker's check: the keys are the ledger's).
+PublishedWith = Callable[[KeySet, float | None], PublicLog]
 #: How many of each stream's newest releases the start checks in the ledger.
 RECENT_RELEASES = 100
 #: How many missing public ids a refusal names (then "and N more"), and an audit entry lists.
@@ -105,13 +110,19 @@ class WorkerStores:
     #: Where to read the examples topic again from, per partition: a state store behind its
     #: ledger (restored from a backup) lacks examples of windows charged since (:func:`replay_from`).
     replay: dict[int, int] = field(default_factory=dict)
+    #: The deployment's key, which the worker signs with (None when no stream releases), and
+    #: every key whose signatures are the deployment's (the ledger's, ``published_keys_file``'s).
+    signer: Signer | None = None
+    keys: KeySet = field(default_factory=KeySet)
 
 
-def open_for_worker(settings: Settings, published: Published_ | None = None) -> WorkerStores:
-    """Open the state store and the ledger, check that they belong together (and, given
-    ``published``, a reader of the public topics' newest releases, that the ledger holds what was
-    published) and that every releasing stream's configuration is the accepted one, register the
-    streams and claim a new epoch. Raises :class:`LedgerMismatchError` or
+def open_for_worker(settings: Settings, published: PublishedWith | None = None) -> WorkerStores:
+    """Open the state store and the ledger, check that they belong together, that the worker's
+    signing key is the deployment's (recorded with a new ledger), (given ``published``, a reader
+    of the public topics' newest releases, that the ledger holds what was published) and that
+    every releasing stream's configuration is the accepted one, register the streams and claim a
+    new epoch. Raises :class:`LedgerMismatchError`,
+    :class:`~privstream.stream_app.signing.SigningKeyError` or
     :class:`~privstream.agents.ledger_port.ConfigMismatchError` (one line each) instead."""
     releasing = [s for s in settings.streams if s.release is not None]
     state = factory.open_state_store(settings)
@@ -122,9 +133,11 @@ def open_for_worker(settings: Settings, published: Published_ | None = None) -> 
         ledger = _open_ledger(settings, state, record)
         try:
             check_history(ledger, state, record, settings, [s.name for s in releasing])
-            if published is not None:
-                check_published(ledger, _read(published, ledger), settings)
             who = f"worker {operator()}"
+            signer = worker_signer(settings, ledger, who=who)
+            keys = deployment_keys(settings, ledger.signing_keys(), signer)
+            if published is not None:
+                check_published(ledger, _read(lambda since: published(keys, since), ledger), settings)
             registered = {}
             for stream in releasing:
                 assert stream.release is not None
@@ -141,7 +154,7 @@ def open_for_worker(settings: Settings, published: Published_ | None = None) -> 
         state.close()
         raise
     log.info("started on privacy ledger %s (epoch %d)", identity.ledger_id, identity.epoch)
-    return WorkerStores(state, ledger, identity, registered, replay)
+    return WorkerStores(state, ledger, identity, registered, replay, signer, keys)
 
 
 def replay_from(ledger: SqlLedger, state: SqlStateStore, settings: Settings) -> dict[int, int]:

@@ -10,6 +10,9 @@ Mixed into :class:`~.ledger.SqlLedger` (whose other half keeps the accounts), ov
 * **budgets and accepted configurations**: each stream's budget (changes recorded) and the
   privacy configuration it was accepted with (:mod:`.privacy_config`): a lowered one passes,
   anything else needs :meth:`~LedgerGovernance.accept_config`;
+* **the deployment's signing keys** (:meth:`LedgerGovernance.signing_keys`): the key that signs
+  its releases, recorded when the first worker starts on a new ledger, and every key rotated to
+  since, with the rotation statement the replaced key signed (:meth:`~LedgerGovernance.rotate_key`);
 * **the audit log**: who accepted a configuration, lowered a budget or adopted the ledger
   (:meth:`~LedgerGovernance.adopt`: continue a history this ledger lacks), when, and why.
 
@@ -25,6 +28,7 @@ import json
 import secrets
 import time
 from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar
 
@@ -37,7 +41,7 @@ from privstream.stream_app.store.dialect import Dialect, Mode, parse_time
 from privstream.stream_app.store.ledger_rules import Spend, StreamBudget, budget_change
 from privstream.stream_app.store.privacy_config import canonical, differences, only_lowers, stored
 
-__all__ = ["TABLES", "Cursor", "LedgerBackend", "LedgerGovernance"]
+__all__ = ["TABLES", "Cursor", "KeyRotationError", "LedgerBackend", "LedgerGovernance", "RecordedKey"]
 
 T = TypeVar("T")
 
@@ -53,7 +57,27 @@ TABLES = (
     "configs",
     "audit",
     "predecessors",
+    "signing_keys",
 )
+
+
+@dataclass(frozen=True)
+class RecordedKey:
+    """A signing key of the deployment as the ledger records it: its id, its public key (base64 of
+    the 32 raw bytes), when it was added and retired (None: the current key), and the rotation
+    statement (JSON) that introduced it (None: the deployment's first key)."""
+
+    key_id: str
+    public_key: str
+    added_at: datetime
+    retired_at: datetime | None
+    statement: str | None
+
+
+class KeyRotationError(ValueError):
+    """A rotation the ledger refuses: the key it replaces is not the deployment's current key."""
+
+
 #: A transaction's cursor (``sqlite3.Cursor``, ``psycopg.Cursor``): the statements here use only
 #: ``execute``, ``executemany``, ``fetchone``, ``fetchall`` and ``rowcount``, which both have.
 Cursor = Any
@@ -281,6 +305,100 @@ class LedgerGovernance:
             return self._identity(cur)
 
         return self._backend.run(run)
+
+    # ----------------------------------------------------------------- signing keys
+
+    def signing_keys(self) -> list[RecordedKey]:
+        """The deployment's signing keys, oldest first; the last one without ``retired_at`` is
+        the current key (none recorded: a ledger no worker has signed for yet)."""
+        return self._backend.run(self._signing_keys, mode="read")
+
+    def _signing_keys(self, cur: Cursor) -> list[RecordedKey]:
+        rows = cur.execute(
+            self._q(
+                "SELECT key_id, public_key, added_at, retired_at, statement FROM {signing_keys} "
+                "ORDER BY row_id"
+            )
+        ).fetchall()
+        return [
+            RecordedKey(str(k), str(p), parse_time(a) or datetime.now(UTC), parse_time(r), s)
+            for k, p, a, r, s in rows
+        ]
+
+    def record_first_key(self, key_id: str, public_key: str, *, who: str) -> RecordedKey:
+        """Record ``key_id`` as the deployment's signing key if the ledger has none yet, and return
+        the current key (another worker's, if one was recorded first: the caller compares)."""
+
+        def run(cur: Cursor) -> RecordedKey:
+            self._lock_identity(cur)  # one first key, however many workers start at once
+            if not self._signing_keys(cur):
+                cur.execute(
+                    self._q("INSERT INTO {signing_keys} (key_id, public_key, added_at) VALUES (?, ?, ?)"),
+                    (key_id, public_key, self._now()),
+                )
+                self._audit(
+                    cur, who, "signing key recorded", None, "the deployment's first key", {"key_id": key_id}
+                )
+            return self._current_key(cur)
+
+        return self._backend.run(run)
+
+    def rotate_key(
+        self,
+        old_key_id: str,
+        new_key_id: str,
+        public_key: str,
+        statement: str,
+        at: datetime,
+        *,
+        who: str,
+        reason: str,
+    ) -> RecordedKey:
+        """Make ``new_key_id`` the deployment's key in place of ``old_key_id`` (which must be the
+        current one; :class:`KeyRotationError` otherwise), with the rotation ``statement`` (JSON,
+        verified by the caller) made at ``at``, when the old key is retired; audited."""
+        if not reason.strip():
+            raise ValueError("rotating the signing key needs a reason (it is audited)")
+
+        def run(cur: Cursor) -> RecordedKey:
+            self._lock_identity(cur)
+            keys = self._signing_keys(cur)
+            current = self._current_key(cur) if keys else None
+            if current is None or current.key_id != old_key_id:
+                raise KeyRotationError(
+                    f"the key to rotate from is {old_key_id}, but the deployment's current key in "
+                    f"{self._backend.where} is {'none' if current is None else current.key_id}"
+                )
+            if any(k.key_id == new_key_id for k in keys):
+                raise KeyRotationError(f"key {new_key_id} signed for this deployment before: draw a new key")
+            now = self._dialect.time(at)
+            cur.execute(
+                self._q("UPDATE {signing_keys} SET retired_at = ? WHERE key_id = ?"), (now, old_key_id)
+            )
+            cur.execute(
+                self._q(
+                    "INSERT INTO {signing_keys} (key_id, public_key, added_at, statement) VALUES (?, ?, ?, ?)"
+                ),
+                (new_key_id, public_key, now, statement),
+            )
+            detail = {"old_key_id": old_key_id, "new_key_id": new_key_id}
+            self._audit(cur, who, "signing key rotated", None, reason, detail)
+            return self._current_key(cur)
+
+        return self._backend.run(run)
+
+    def _current_key(self, cur: Cursor) -> RecordedKey:
+        current = [k for k in self._signing_keys(cur) if k.retired_at is None]
+        if len(current) != 1:
+            raise KeyRotationError(
+                f"{self._backend.where} records {len(current)} current signing keys (one expected): "
+                "restore the ledger's backup"
+            )
+        return current[0]
+
+    def _lock_identity(self, cur: Cursor) -> None:
+        """Serialise with every other writer of the identity row (SQLite: the write transaction)."""
+        cur.execute(self._q("SELECT epoch FROM {identity}{for_update}")).fetchone()
 
     def predecessors(self) -> set[str]:
         """The ids of the ledgers this one continues (see :meth:`adopt`)."""

@@ -223,6 +223,24 @@ LEDGER: tuple[Step, ...] = (
         "side counts a refusal from then on",
         ("ALTER TABLE {refusals} ADD COLUMN scheduled_at {real}",),
     ),
+    (
+        6,
+        "the deployment's signing keys: the first recorded with the ledger, each later one with the "
+        "rotation statement that introduced it",
+        (
+            # One row per key that ever signed this ledger's releases, oldest first (row_id); the
+            # current one has no retired_at. A key after the first has its rotation statement
+            # (privstream_client.signing.RotationStatement, JSON), signed by the key it replaced.
+            """CREATE TABLE {signing_keys} (
+    row_id     {row_id},
+    key_id     TEXT NOT NULL UNIQUE,
+    public_key TEXT NOT NULL,
+    added_at   {time} NOT NULL,
+    retired_at {time},
+    statement  TEXT
+)""",
+        ),
+    ),
 )
 
 #: The window store (:mod:`.state`). SQLite files made before versions were recorded have

@@ -29,9 +29,12 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import sqlite3
 import threading
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from privstream.stream_app.signing import KeySet
 from privstream.stream_app.store.private_files import private_database_file, private_directory
@@ -94,13 +97,14 @@ class ReleaseSignatures:
             ).fetchone()
         return None if row is None else (str(row[0]), str(row[1]))
 
-    def put_keys(self, keys: KeySet) -> None:
-        """Keep the key statement ``/keys`` serves."""
+    def put_keys(self, keys: KeySet | Mapping[str, Any]) -> None:
+        """Keep the key statement ``/keys`` serves (a key set, or the whole document: the keys and
+        their rotation statements, :func:`~..key_rotation.key_document`)."""
         with self._lock, self._db:
             self._db.execute(
                 "INSERT INTO key_statement (id, body) VALUES (1, ?) "
                 "ON CONFLICT (id) DO UPDATE SET body = excluded.body",
-                (keys.to_json(),),
+                (keys.to_json() if isinstance(keys, KeySet) else json.dumps(keys),),
             )
 
     def keys(self) -> KeySet:
@@ -108,6 +112,12 @@ class ReleaseSignatures:
         with self._lock:
             row = self._db.execute("SELECT body FROM key_statement WHERE id = 1").fetchone()
         return KeySet() if row is None else KeySet.from_json(row[0])
+
+    def key_document(self) -> dict[str, Any]:
+        """The key statement the worker wrote, as a JSON object (no keys if none)."""
+        with self._lock:
+            row = self._db.execute("SELECT body FROM key_statement WHERE id = 1").fetchone()
+        return {"keys": []} if row is None else dict(json.loads(row[0]))
 
     def close(self) -> None:
         with contextlib.suppress(sqlite3.Error):

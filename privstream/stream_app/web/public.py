@@ -48,7 +48,7 @@ import asyncio
 import json
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
@@ -406,18 +406,20 @@ def public_routes(
     *,
     signer: Signer | None = None,
     published_keys: KeySet | None = None,
+    key_document: Mapping[str, Any] | None = None,
     signatures: Signatures | None = None,
 ) -> list[Route]:
     """The public listener's routes over these streams and this ledger (or the ``PublicStreams``
     shared with the page), with the worker's ``signatures`` (else signing with ``signer``);
-    ``/keys`` lists the signer's key and ``published_keys``."""
+    ``/keys`` serves ``key_document`` (the deployment's keys and rotation statements:
+    :func:`~..key_rotation.key_document`), else lists the signer's key and ``published_keys``."""
     public = (
         streams
         if isinstance(streams, PublicStreams)
         else PublicStreams(streams, PublicReads(ledger) if ledger is not None else None)
     )
     keys = KeySet([signer.public_entry()] if signer else []).merged(published_keys or KeySet())
-    keys_body = keys.to_json().encode()
+    keys_body = (keys.to_json() if key_document is None else json.dumps(key_document)).encode()
 
     async def streams_page(request: web.Request) -> web.Response:
         return await public.page(

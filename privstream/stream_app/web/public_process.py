@@ -21,7 +21,8 @@ on its standard input, never in its environment or arguments. It signs nothing: 
 each release once as it publishes it and writes the signature, and the key statement of
 ``/keys``, to :class:`~privstream.stream_app.store.signatures.ReleaseSignatures`; at its start and
 every few seconds it also signs what the child serves (each stream's latest and best release,
-whichever worker published it). The child serves those signatures.
+whichever worker published it). The child serves those signatures, and the
+deployment's keys (those the ledger records) with their rotation statements on ``/keys``.
 
 Run by hand (for a look at its log): ``python -m privstream.stream_app.web.public_process`` with
 the worker's ``PRIVSTREAM_*`` environment, beside a worker (which writes the signatures).
@@ -46,9 +47,10 @@ from typing import Any
 import mode
 
 from privstream.stream_app.embedded.broker import die_with_parent
+from privstream.stream_app.key_rotation import key_document
 from privstream.stream_app.logs import configure_logging
 from privstream.stream_app.settings import ENV_PREFIX, Settings
-from privstream.stream_app.signing import Signer, deployment_keys, worker_signer
+from privstream.stream_app.signing import KeySet, Signer
 from privstream.stream_app.store.signatures import SIGNATURES_FILE, ReleaseSignatures
 from privstream.stream_app.web.listener import HttpListener, ListenerLimits
 from privstream.stream_app.web.page import page_routes
@@ -66,6 +68,8 @@ PUBLIC_NICENESS = 10
 WITHHELD = ("operator_token", "signing_key", "signing_key_file", "kafka_sasl_password", "store_password")
 #: The secret settings the child needs, sent on its standard input.
 PASSED_ON_STDIN = ("store_password",)
+#: libpq's password variable: never in the child's environment.
+PGPASSWORD = "PGPASSWORD"
 
 
 def child_environment(settings: Settings) -> tuple[dict[str, str], bytes]:
@@ -85,6 +89,10 @@ def child_environment(settings: Settings) -> tuple[dict[str, str], bytes]:
         value = getattr(settings, name)
         if value is not None:
             secrets[name] = value.get_secret_value()
+    # libpq's own variable, if the worker was given its password that way (not inherited: below)
+    inherited = os.environ.get(PGPASSWORD)
+    if inherited and "store_password" not in secrets and settings.store_password_file is None:
+        secrets["store_password"] = inherited
     return env, json.dumps(secrets).encode()
 
 
@@ -112,7 +120,8 @@ def public_listener(settings: Settings) -> HttpListener:
         "public",
         settings.public_host,
         settings.public_port,
-        public_routes(public, signatures=signatures, published_keys=signatures.keys()) + page_routes(public),
+        public_routes(public, signatures=signatures, key_document=signatures.key_document())
+        + page_routes(public),
         limits=ListenerLimits.of(settings, "public"),
     )
 
@@ -172,7 +181,7 @@ class PublicListenerProcess(mode.Service):
         return f"public listener process on {self.settings.public_host}:{self.settings.public_port}"
 
     def _spawn(self) -> subprocess.Popen[bytes]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIX)}
+        env = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIX) and k != PGPASSWORD}
         settings_env, secrets = child_environment(self.settings)
         env.update(settings_env)
         process = subprocess.Popen(
@@ -212,6 +221,23 @@ class PublicListenerProcess(mode.Service):
                     signed += 1
         return signed
 
+    def _key_document(self) -> dict[str, Any]:
+        """What ``/keys`` serves: the keys the ledger records, with their rotation statements,
+        and ``published_keys_file``'s (the worker checked its key against the ledger's)."""
+        from privstream.stream_app.store import factory
+
+        published = (
+            KeySet.from_file(self.settings.published_keys_file) if self.settings.published_keys_file else None
+        )
+        if self.signer is not None:
+            published = KeySet([self.signer.public_entry()]).merged(published or KeySet())
+        if not any(s.release is not None for s in self.settings.streams):
+            return key_document([], published)
+        with factory.open_ledger(
+            self.settings.model_copy(update={"store_pool_size": 1}), create=False
+        ) as ledger:
+            return key_document(ledger.signing_keys(), published)
+
     async def _sign(self) -> None:
         loop = asyncio.get_running_loop()
         try:
@@ -222,9 +248,7 @@ class PublicListenerProcess(mode.Service):
     async def on_start(self) -> None:
         if self.signatures is None:
             self.signatures = ReleaseSignatures(signatures_path(self.settings))
-        if self.signer is None:
-            self.signer = worker_signer(self.settings)
-        self.signatures.put_keys(deployment_keys(self.settings, self.signer))
+        self.signatures.put_keys(self._key_document())
         await self._sign()
         self.process = self._spawn()
         host = (

@@ -35,7 +35,10 @@ def test_the_default_is_the_sqlite_files_of_before(tmp_path: Path) -> None:
 
 def test_a_sqlite_url_puts_both_files_in_its_directory(tmp_path: Path) -> None:
     settings = Settings(
-        store_url=f"sqlite:///{tmp_path}/shared", streams=[STREAM], ledger_create_if_missing=True
+        store_url=f"sqlite:///{tmp_path}/shared",
+        streams=[STREAM],
+        ledger_create_if_missing=True,
+        data_dir=tmp_path,
     )
     stores = open_for_worker(settings)  # the service's budgets from the stream configuration
     assert isinstance(stores.ledger, SqliteLedger) and stores.ledger.budget("s") == (3.0, 0.0)
@@ -45,8 +48,12 @@ def test_a_sqlite_url_puts_both_files_in_its_directory(tmp_path: Path) -> None:
     assert (tmp_path / "shared" / "state.sqlite3").is_file()
 
 
-def test_a_postgresql_url_opens_both_stores_in_that_database(pg_server: PostgresServer, pg_database: str):
-    settings = Settings(store_url=pg_database, store_password=pg_server.password, streams=[STREAM])
+def test_a_postgresql_url_opens_both_stores_in_that_database(
+    pg_server: PostgresServer, pg_database: str, tmp_path: Path
+):
+    settings = Settings(
+        store_url=pg_database, store_password=pg_server.password, streams=[STREAM], data_dir=tmp_path
+    )
     with pytest.raises(LedgerMissingError, match="refusing to start with a fresh one"):
         open_for_worker(settings)
     first_start = settings.model_copy(update={"ledger_create_if_missing": True})

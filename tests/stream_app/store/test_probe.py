@@ -61,7 +61,11 @@ def worker_settings(request: pytest.FixtureRequest, tmp_path) -> Settings:
     server = request.getfixturevalue("pg_server")
     url = request.getfixturevalue("pg_database")
     return Settings(
-        store_url=url, store_password=server.password, streams=[stream], ledger_create_if_missing=True
+        store_url=url,
+        store_password=server.password,
+        streams=[stream],
+        ledger_create_if_missing=True,
+        data_dir=tmp_path,
     )
 
 

@@ -55,6 +55,7 @@ def settings(request: pytest.FixtureRequest, tmp_path: Path) -> Settings:
         store_password=server.password,
         streams=[stream()],
         ledger_create_if_missing=True,
+        data_dir=tmp_path,
         _env_file=None,
     )
 
@@ -99,7 +100,7 @@ def drop_ledger(settings: Settings, pg: PostgresServer | None) -> None:
     with pg.connect(settings.store_url.rsplit("/", 1)[1]) as conn:
         for table in ("charges", "refusals", "budget_changes", "levels", "user_spends"):
             conn.execute(f"DROP TABLE ledger_{table} CASCADE")
-        for table in ("streams", "identity", "configs", "audit", "predecessors"):
+        for table in ("streams", "identity", "configs", "audit", "predecessors", "signing_keys"):
             conn.execute(f"DROP TABLE ledger_{table}")
         conn.execute("DELETE FROM privstream_migrations WHERE component = 'ledger'")
 
@@ -229,7 +230,7 @@ def test_the_public_topics_show_history_the_ledger_lacks(tmp_path: Path) -> None
     close(stores)
     settings.resolved_ledger_path.unlink()
     settings.resolved_state_path.unlink()  # both stores lost: only the topics remember
-    message = refusal_with(settings, lambda since: signed([release(mine.ledger_id, mine.epoch, 1)]))
+    message = refusal_with(settings, lambda keys, since: signed([release(mine.ledger_id, mine.epoch, 1)]))
     assert f"the public topics hold signed releases of ledger {mine.ledger_id}" in message
 
 
@@ -311,7 +312,7 @@ def test_a_backup_restored_with_its_state_store_is_refused_by_the_signed_public_
     close(open_for_worker(settings))  # the stores agree with each other: alone, they would start
     # 25 unsigned junk records and a forged "newest" release switch nothing off
     junk = [b"{}"] * 24 + [release(ledger_id, 2**62, 99)]
-    message = refusal_with(settings, lambda since: signed(bodies, junk))
+    message = refusal_with(settings, lambda keys, since: signed(bodies, junk))
     assert "lacks the charges of 3 signed releases on the public topics" in message
     for public_id in (
         "-c10-L0-1/learner:generic",
@@ -339,7 +340,7 @@ def test_unsigned_records_on_the_public_topics_decide_nothing(tmp_path: Path, ca
     log = public_log([*((f, None, 0) for f in forged), *foreign], KEYS)
     assert log.releases == [] and dict(log.ignored) == {"unsigned": 4, "unknown_key": 2}
     with caplog.at_level("WARNING"):
-        close(open_for_worker(settings, published=lambda since: log))  # starts
+        close(open_for_worker(settings, published=lambda keys, since: log))  # starts
     assert "ignored 6 records on the public topics" in caplog.text
     assert "(unknown_key 2, unsigned 4)" in caplog.text
 
@@ -350,7 +351,7 @@ def test_recover_charges_the_published_releases_once_and_the_worker_continues(tm
     junk = [b"{}"] * 25
     reader = lambda since: signed(bodies, junk)  # noqa: E731
     identity = recover(settings, reason="restored last night's backup", published=reader).identity
-    stores = open_for_worker(settings, published=reader)  # starts now
+    stores = open_for_worker(settings, published=lambda keys, since: reader(since))  # starts now
     assert stores.ledger is not None and stores.identity is not None
     # The state store lacks the examples after the backup: the worker reads them again (from
     # offset 10 of partition 0), so they land in the windows already released.
@@ -377,7 +378,7 @@ def test_recover_refuses_what_the_public_log_cannot_charge_and_changes_nothing(t
         recover(settings, reason="x", published=lambda since: signed([json.dumps(user_level).encode()]))
     with pytest.raises(LedgerMismatchError, match="not of ledger"):
         recover(settings, reason="x", published=lambda since: signed([release("f00d", 1, 5)]))
-    refusal_with(settings, lambda since: signed(bodies))  # still behind: nothing was charged
+    refusal_with(settings, lambda keys, since: signed(bodies))  # still behind: nothing was charged
 
 
 def test_adopt_takes_only_verified_figures(tmp_path: Path, capsys) -> None:

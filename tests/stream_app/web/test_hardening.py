@@ -268,10 +268,10 @@ async def test_the_worker_serves_the_public_pages_from_a_child_process_it_restar
         _env_file=None,
         **free_listener_ports(),
     )
-    SqliteLedger.open(
+    with SqliteLedger.open(
         settings.resolved_ledger_path, create_if_missing=True, budgets={"clicks": (3.0, 0.0)}
-    ).close()
-    signer = worker_signer(settings)  # as the worker does before it starts the child
+    ) as ledger:
+        signer = worker_signer(settings, ledger)  # as the worker does before it starts the child
     service = public_process.PublicListenerProcess(settings)
     await service.start()
     base = f"http://127.0.0.1:{settings.public_port}"

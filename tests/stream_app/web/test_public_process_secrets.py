@@ -154,6 +154,12 @@ def test_the_child_gets_an_inline_password_on_stdin_and_nothing_else_secret() ->
     assert Settings(**json.loads(stdin), _env_file=None).store_password_value() == PASSWORD
 
 
+def test_a_pgpassword_of_the_worker_goes_to_the_child_on_stdin(monkeypatch) -> None:
+    monkeypatch.setenv("PGPASSWORD", PASSWORD)
+    env, stdin = public_process.child_environment(Settings(_env_file=None))
+    assert PASSWORD not in json.dumps(env) and json.loads(stdin) == {"store_password": PASSWORD}
+
+
 @pytest.mark.parametrize("name", public_process.WITHHELD)
 def test_every_withheld_setting_exists(name: str) -> None:
     assert name in Settings.model_fields
