@@ -17,9 +17,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from privstream_client.signing import KeySet, PublicKeyEntry, RotationStatement, Signer
 
+from privstream.learning.private_learners.halfspaces.model import HalfspaceModel
+from privstream.learning.private_learners.one_vs_rest import OneVsRestModel
 from privstream.schemas import (
     Certificate,
     HypothesisRelease,
@@ -143,6 +146,22 @@ def vectors() -> dict[str, bytes]:
         theorem_sample_size=None,
         parameters={"features": 2},
     )
+    # Three classes on the halfspace's box, as the service's one-vs-rest model writes them.
+    box = [[0.0, 10.0], [-1.0, 1.0]]
+    classes = [([-1.0, 0.0], -0.3), ([1.0, 0.0], 0.7), ([0.0, 1.0], 0.6)]
+    one_vs_rest = release(
+        "digits",
+        "one-vs-rest:2",
+        OneVsRestModel(
+            tuple(HalfspaceModel(np.array(box), np.array(w), b) for w, b in classes), 0.5, 0.0
+        ).to_dict(),
+        mechanism="one-vs-rest(halfspace-net-em)",
+        sample_size=None,
+        neighbouring_relation="add-remove-one",
+        accuracy_guarantee_holds=None,
+        theorem_sample_size=None,
+        parameters={"classes": 3, "composition": "basic: 3 one-vs-rest halfspaces at ε/3 each"},
+    )
     forged = threshold.replace(b'"changes":[14577]', b'"changes":[1]')
     assert forged != threshold
 
@@ -165,6 +184,7 @@ def vectors() -> dict[str, bytes]:
         "threshold.release.json": threshold,
         "bits.release.json": table,
         "halfspace.release.json": halfspace,
+        "one-vs-rest.release.json": one_vs_rest,
         "forged.release.json": forged,
     }
     cases = [
@@ -191,6 +211,21 @@ def vectors() -> dict[str, bytes]:
             None,
             "a release on feature vectors: verifies; u = (x - lo)/(hi - lo), clipped to [0, 1]",
             predictions=[[[10.0, -1.0], 1], [[0.0, 1.0], 0], [[5.0, 0.0], 0], [[20.0, -5.0], 1]],
+        ),
+        case(
+            "one-vs-rest",
+            "one-vs-rest.release.json",
+            current,
+            None,
+            "a release of a stream of 3 classes: verifies; the class k of the highest "
+            "<normal_k, u> - offset_k (a tie to the smallest k)",
+            predictions=[
+                [[0.0, -1.0], 0],
+                [[10.0, -1.0], 1],
+                [[2.0, 1.0], 2],
+                [[9.0, 0.5], 1],
+                [[-5.0, 3.0], 2],
+            ],
         ),
         case(
             "forged",

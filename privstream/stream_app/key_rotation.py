@@ -19,8 +19,9 @@ A crash between 2 and 3 leaves the staged file: the next worker start finishes t
 that nothing trusts, which the next rotation replaces. With the key in the ``signing_key``
 setting (no file), the new key is written to a file the operator names (``--out``), to be put in
 that secret. Workers sign with the key they loaded when they started: stop them before rotating,
-start them after (a release a worker with the old key publishes later does not verify: the old
-key is retired at the rotation).
+start them after. A worker left running stops publishing once it sees the rotation
+(:class:`~privstream.stream_app.signing.KeyWatch`, every few seconds): a release signed by the old
+key after the rotation verifies for nobody.
 
 >>> from privstream.stream_app.store.sqlite_ledger import SqliteLedger
 >>> from privstream_client.signing import KeySet

@@ -33,6 +33,7 @@ from privstream.learning.online import MulticlassPerceptron, StreamLearner
 from privstream.learning.online.base import LinearLearner
 from privstream.learning.planning import window_too_small
 from privstream.learning.private_learners import PrivateLearner, make_learner
+from privstream.learning.private_learners.one_vs_rest import OneVsRestLearner
 from privstream.learning.private_learners.vector_base import VectorLearner, make_vector_learner
 from privstream.learning.sanitizers import make_sanitizer
 from privstream.schemas import LifetimeBound
@@ -43,7 +44,7 @@ from privstream.stream_app.learner_process import LearnerProcesses
 from privstream.stream_app.metrics import ServiceMetrics
 from privstream.stream_app.publication import derive_slots, slots_fall_behind
 from privstream.stream_app.settings import FAUST_ENV_PREFIX, ReleaseConfig, Settings, StreamConfig
-from privstream.stream_app.signing import Signer
+from privstream.stream_app.signing import KeyWatch, Signer
 from privstream.stream_app.slot_cache import SlotCache, cache_path
 from privstream.stream_app.store import factory
 from privstream.stream_app.store.factory import Ledger, StateStore
@@ -292,6 +293,8 @@ def release_policy(stream: StreamConfig, hclass: HypothesisClass | None) -> Rele
     learner: PrivateLearner | VectorLearner
     if stream.kind == "vector":
         learner = make_vector_learner(config.learner, **params)
+        if stream.classes != 2:  # K halfspaces, one per class against the rest, at ε/K each
+            learner = OneVsRestLearner(stream.classes, learner)
         alpha, beta = 0.25, 0.25  # the vector learners take their accuracy targets as parameters
     else:
         alpha, beta = float(params.pop("alpha", 0.25)), float(params.pop("beta", 0.25))
@@ -670,7 +673,20 @@ def build_service(settings: Settings) -> Service:
         if ledger is None or leases is None or signer is None:
             raise RuntimeError("releasing streams need the ledger, the partition leases and the signing key")
         processes = LearnerProcesses(policies, niceness=settings.learner_niceness)
-        publish = fenced_publisher(publisher(ingest, settings, signer, signatures), leases, source_partitions)
+        watch = KeyWatch(signer, stores.ledger) if stores.ledger is not None else None
+        publish = fenced_publisher(
+            publisher(ingest, settings, signer, signatures, watch=watch), leases, source_partitions
+        )
+        if watch is not None:
+
+            @app.timer(STORE_PROBE_SECONDS, on_leader=False)
+            async def _check_the_key() -> None:
+                # A key rotated while this worker runs: it stops publishing (signing.KeyWatch).
+                try:
+                    await asyncio.to_thread(watch.check)
+                except Exception as exc:  # the ledger unreachable: /readyz says so
+                    log.debug("could not read the deployment's signing key: %s", exc)
+
         slot_cache = SlotCache(cache_path(settings.slot_cache_file, settings.data_dir))
         releases = release_agent(
             policies, store, ledger, publish, metrics, processes, key_partition, slot_cache
@@ -787,7 +803,12 @@ _background: set[asyncio.Future[None]] = set()
 
 
 def publisher(
-    ingest: IngestService, settings: Settings, signer: Signer, signatures: ReleaseSignatures | None = None
+    ingest: IngestService,
+    settings: Settings,
+    signer: Signer,
+    signatures: ReleaseSignatures | None = None,
+    *,
+    watch: KeyWatch | None = None,
 ) -> Any:
     """Publish a release's bytes to its public topic, signed, and wait until Kafka has them; the
     record's timestamp is the release's deadline (its scheduled time), never the moment it was sent.
@@ -795,9 +816,12 @@ def publisher(
     The signature covers exactly the bytes the ledger stores; Ed25519 is deterministic, so a
     re-publication from the outbox carries the same signature. It is stored in ``signatures``
     first, for the public listener, before the release is published (and so before the ledger
-    marks it published, which is when the listener may serve it)."""
+    marks it published, which is when the listener may serve it). With ``watch``, nothing is
+    published once the deployment's key was rotated away from ``signer``'s (:class:`KeyWatch`)."""
 
     async def publish(topic: str, stream_id: str, release: bytes, *, timestamp_ms: int | None = None) -> None:
+        if watch is not None:
+            watch.refuse()
         if signatures is not None:
             await asyncio.to_thread(signatures.put, release, *signer.sign(release))
         header = ("schema_version", str(RELEASE_SCHEMA_VERSION).encode())

@@ -37,6 +37,8 @@ from privstream.learning.online import (
 from privstream.learning.online.multiclass import MAX_CLASSES
 from privstream.learning.parameters import ACCURACY_TARGETS, check_registered
 from privstream.learning.private_learners.base import LEARNERS
+from privstream.learning.private_learners.one_vs_rest import BASE_LEARNER as MULTICLASS_BASE
+from privstream.learning.private_learners.one_vs_rest import share
 from privstream.learning.private_learners.vector_base import VECTOR_LEARNERS, check_bounds
 from privstream.learning.private_learners.vector_base import configuration_error as vector_configuration_error
 from privstream.learning.sanitizers.base import SANITIZERS
@@ -544,10 +546,11 @@ class StreamConfig(BaseModel):
                 )
             except OnlineInputError as exc:
                 raise ValueError(str(exc)) from None
-            if self.release is not None and self.classes != 2:
+            if self.release is not None and self.classes != 2 and self.release.learner != MULTICLASS_BASE:
                 raise ValueError(
-                    f"release: private releases learn 0/1 labels; a stream of {self.classes} classes "
-                    "has its online learner only (remove release, or set classes = 2)"
+                    f"release.learner: {self.release.learner!r} releases a 0/1 rule without class "
+                    f"scores; a stream of {self.classes} classes releases with {MULTICLASS_BASE!r} "
+                    f"(one vs the rest per class, ε/{self.classes} each)"
                 )
             if self.release is not None:
                 learner = self.release.learner
@@ -561,7 +564,8 @@ class StreamConfig(BaseModel):
                     dict(self.release.learner_params),
                     features=self.features,
                     sizes=self.release.node_sizes,
-                    delta=self.release.delta,
+                    # each class's fit runs at its share of δ
+                    delta=share(self.release.delta, self.classes) if self.release.delta else 0.0,
                 )
                 if reason is not None:  # a learner that cannot run here is refused before it starts
                     raise ValueError(f"release.learner: {reason}")
@@ -662,8 +666,20 @@ class Settings(BaseSettings):
     operator_max_connections: int = Field(
         default=64, ge=1, le=100_000, description="open connections the operator listener holds at most"
     )
+    public_max_connections_per_client: int = Field(
+        default=16,
+        ge=1,
+        le=100_000,
+        description="open connections one client (IPv4 address, IPv6 /64) holds at most on the public "
+        "listener; one more is answered 429",
+    )
+    operator_max_connections_per_client: int = Field(
+        default=16, ge=1, le=100_000, description="the same for the operator listener"
+    )
     listener_header_timeout_seconds: float = Field(
-        default=10.0, gt=0, description="a new connection's first request must arrive within this"
+        default=10.0,
+        gt=0,
+        description="a new connection's first request head must arrive within this, or it is dropped",
     )
     listener_idle_timeout_seconds: float = Field(
         default=30.0, gt=0, description="a connection with no request in progress is closed after this"

@@ -49,6 +49,8 @@ from privstream_client.signing import (
     public_key_from_text,
 )
 
+from privstream.agents.interfaces import LeaseLostError
+
 if TYPE_CHECKING:
     from privstream.agents.ledger_port import LedgerIdentity
     from privstream.stream_app.settings import Settings
@@ -61,7 +63,9 @@ __all__ = [
     "SIGNATURE_HEADER",
     "VERIFY_PROBLEMS",
     "KeyLedger",
+    "KeyRotatedError",
     "KeySet",
+    "KeyWatch",
     "PublicKeyEntry",
     "Signer",
     "SigningKeyError",
@@ -232,6 +236,39 @@ def worker_signer(settings: Settings, ledger: KeyLedger, *, who: str = "privstre
             "it with `privstream keys rotate`"
         )
     return signer
+
+
+class KeyRotatedError(LeaseLostError):
+    """The deployment's key was rotated while this worker ran: it publishes nothing more (each
+    release stays in the ledger's outbox, which a worker started with the new key publishes)."""
+
+
+class KeyWatch:
+    """Whether a running worker's key is still the deployment's current key (:meth:`check`, from
+    a timer); once it is not, :meth:`refuse` raises :class:`KeyRotatedError` before a publication:
+    a release signed by a retired key would verify for nobody."""
+
+    def __init__(self, signer: Signer, ledger: KeyLedger) -> None:
+        self.signer, self.ledger = signer, ledger
+        self.rotated_to: str | None = None
+
+    def check(self) -> None:
+        """Read the ledger's current key (blocking: call it from a thread)."""
+        current = next((k.key_id for k in reversed(self.ledger.signing_keys()) if k.retired_at is None), None)
+        if current is not None and current != self.signer.key_id and self.rotated_to is None:
+            self.rotated_to = current
+            log.error("%s; nothing more is published", self._why())
+
+    def refuse(self) -> None:
+        if self.rotated_to is not None:
+            raise KeyRotatedError(self._why())
+
+    def _why(self) -> str:
+        return (
+            f"this worker's signing key {self.signer.key_id} was replaced by {self.rotated_to} "
+            "(privstream keys rotate): restart the worker with the new key; its releases wait in "
+            "the ledger's outbox"
+        )
 
 
 def existing_signer(settings: Settings) -> Signer | None:

@@ -7,16 +7,21 @@ Convention (every page follows it; ``tests/docs/test_examples.py`` enforces it):
   (stdout and stderr, as a terminal shows them) with the lines below it by shape: numbers match
   any number, ``...`` matches any text (alone on a line: any number of lines), and a line that
   is a JSON object matches a JSON object with the same keys;
+* a ```` ```python ```` block is a whole script: it runs with the virtualenv's Python and must exit
+  0 (asynchronous code runs under ``asyncio.run``, as a script must);
 * the blocks of one page run in order in one temporary directory, so a page can build on its
   earlier blocks; ``<!-- docs-example: file NAME -->`` before a block writes the block to ``NAME``
   there instead of running it;
-* ``<!-- docs-example: needs-broker -->`` before a shell block that needs Kafka, a running worker,
-  PostgreSQL, Docker, Kubernetes or the network: it is checked with ``bash -n`` only (the quick
-  start of ``docs/getting-started/first-worker.md`` runs in the live tier);
-  ``<!-- docs-example: skip -->`` before any other block that cannot run (the text says why);
+* ``<!-- docs-example: needs-broker -->`` before a block that needs a broker or a running worker:
+  the live tier (``tests/docs/test_live_pages.py``) runs the page's blocks in order as a user
+  would, in their terminals: ``privstream broker`` and ``privstream worker`` in the background,
+  the page's ports (9092, 6066, 9466) replaced by free ones. A page that starts no broker of its
+  own runs after the quick start of ``docs/getting-started/first-worker.md``, in its directory;
+* ``<!-- docs-example: skip REASON -->`` before a block that no test can run as shown (a cluster,
+  Docker, a benchmark of many minutes): the reason is said in the marker;
 * every ```` ```toml ```` block, every ```` ```json ```` block marked
   ``<!-- docs-example: settings -->`` and every ``PRIVSTREAM_*=`` assignment in a shell block are
-  validated against ``Settings``; ```` ```python ```` blocks must compile.
+  validated against ``Settings``.
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)```(?P<lang>[\w-]*)\s*$")
-_MARKER = re.compile(r"^\s*<!--\s*docs-example:\s*(?P<kind>[\w-]+)(?:\s+(?P<arg>\S+))?\s*-->\s*$")
+_MARKER = re.compile(r"^\s*<!--\s*docs-example:\s*(?P<kind>[\w-]+)(?:\s+(?P<arg>.*?))?\s*-->\s*$")
 MARKERS = frozenset({"needs-broker", "skip", "settings", "file"})
 COMMAND_SECONDS = 300
 
@@ -254,3 +259,43 @@ def run_shell(script: str, cwd: Path, env: dict[str, str]) -> subprocess.Complet
         timeout=COMMAND_SECONDS,
         check=False,
     )
+
+
+def run_python(
+    script: str, cwd: Path, env: dict[str, str], timeout: float = COMMAND_SECONDS
+) -> subprocess.CompletedProcess[str]:
+    """A Python block as a user runs it: saved as a file and run as a script by the venv's Python."""
+    path = cwd / "example.py"
+    path.write_text(script)
+    return subprocess.run(
+        [sys.executable, str(path)],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+_LOCAL_BOOTSTRAP = re.compile(
+    r"""bootstrap[\w-]*["']?\s*[=:]?\s*["']?(?:[\w.-]+:\d+,)*(?:127\.0\.0\.1|localhost):(\d+)""",
+    re.IGNORECASE,
+)
+_BROKER_PORT = re.compile(r"privstream broker --port (\d+)")
+
+
+def broker_ports(all_blocks: list[Block]) -> set[str]:
+    """The ports the documented ``privstream broker --port P`` commands use."""
+    return {p for b in all_blocks if b.is_shell for p in _BROKER_PORT.findall(b.text)}
+
+
+def local_bootstrap_ports(block: Block) -> list[str]:
+    """The ports of the local Kafka servers a block names (``kafka_bootstrap``, ``bootstrap=``,
+    ``--bootstrap``, ``PRIVSTREAM_KAFKA_BOOTSTRAP``), which a documented broker must use.
+
+    >>> local_bootstrap_ports(Block(ROOT, 1, "bash", "x --bootstrap 127.0.0.1:9092 --keys-url http://127.0.0.1:6066/k"))
+    ['9092']
+    """
+    return _LOCAL_BOOTSTRAP.findall(block.text)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -16,12 +17,15 @@ from .examples import (
     MARKERS,
     Block,
     blocks,
+    broker_ports,
     clean_environment,
     console_steps,
     environment_assignments,
+    local_bootstrap_ports,
     markdown_files,
     markers_in,
     output_matches,
+    run_python,
     run_shell,
 )
 
@@ -62,6 +66,7 @@ def test_the_shell_examples_of_a_page_run_and_print_what_is_shown(page: Path, tm
         if block.lang != "console":
             done = run_shell(block.text, tmp_path, env)
             assert done.returncode == 0, f"{block.where}: exit {done.returncode}\n{done.stdout}"
+            assert "deprecated" not in done.stdout, f"{block.where}: {done.stdout}"
             continue
         for step in console_steps(block.text):
             done = run_shell(step.command, tmp_path, env)
@@ -133,12 +138,66 @@ def test_every_environment_example_is_valid(block: Block, monkeypatch, tmp_path:
     Settings()
 
 
-PYTHON = [b for b in ALL_BLOCKS if b.lang in ("python", "py") and b.marker != "skip"]
+PYTHON = [b for b in ALL_BLOCKS if b.lang in ("python", "py")]
 
 
 @pytest.mark.parametrize("block", PYTHON, ids=lambda b: b.where)
-def test_every_python_example_compiles(block: Block) -> None:
-    compile(block.text, block.where, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+def test_every_python_example_is_a_whole_script(block: Block) -> None:
+    """It compiles as a file (no top-level ``await``/``async for``: asynchronous code runs under
+    ``asyncio.run``), and a subscriber's code imports the client, not the service."""
+    compile(block.text, block.where, "exec")
+    tree = ast.parse(block.text)
+    asynchronous = any(isinstance(node, ast.AsyncFunctionDef) for node in ast.walk(tree))
+    assert not asynchronous or "asyncio.run(" in block.text, (
+        f"{block.where}: defines a coroutine it never runs"
+    )
+    assert "privstream.stream_app.sdk" not in block.text, (
+        f"{block.where}: a subscriber imports privstream_client (pip install privstream-client)"
+    )
+
+
+OFFLINE_PYTHON = [
+    b for b in PYTHON if b.marker not in ("needs-broker", "skip", "file")
+]  # a file: its page runs it
+
+
+@pytest.mark.parametrize("block", OFFLINE_PYTHON, ids=lambda b: b.where)
+def test_every_offline_python_example_runs(block: Block, tmp_path: Path) -> None:
+    done = run_python(block.text, tmp_path, clean_environment())
+    assert done.returncode == 0, f"{block.where}: exit {done.returncode}\n{done.stdout}"
+    assert "deprecated" not in done.stdout, f"{block.where}: {done.stdout}"
+
+
+def test_a_skipped_example_says_why() -> None:
+    for block in ALL_BLOCKS:
+        if block.marker == "skip":
+            assert len(str(block.argument or "").split()) >= 3, (
+                f"{block.where}: <!-- docs-example: skip REASON --> says why no test runs it"
+            )
+
+
+def test_no_example_uses_a_deprecated_setting_or_a_safety_switch_in_a_file() -> None:
+    """``levels`` was renamed ``top_level``; ``ledger_create_if_missing`` belongs to a first start's
+    environment, never to a file that later starts read too (it would switch the guard off for good)."""
+    for block in ALL_BLOCKS:
+        assert not re.search(r"(?m)(^\s*levels\s*=|\"levels\"\s*:|--levels\b)", block.text), (
+            f"{block.where}: `levels` is deprecated: top_level (--top-level)"
+        )
+        if block.lang in ("toml", "json", "yaml"):
+            assert not re.search(r"ledger_create_if_missing", block.text, re.IGNORECASE), (
+                f"{block.where}: ledger_create_if_missing in a settings file: set "
+                "PRIVSTREAM_LEDGER_CREATE_IF_MISSING=true on the first start only"
+            )
+
+
+def test_every_local_broker_port_is_one_a_documented_broker_uses() -> None:
+    ports = broker_ports(ALL_BLOCKS)
+    assert ports == {"9092"}, ports
+    for block in ALL_BLOCKS:
+        for port in local_bootstrap_ports(block):
+            assert port in ports, (
+                f"{block.where}: a broker on port {port}, which no `privstream broker --port` uses"
+            )
 
 
 def test_every_example_marker_is_known_and_placed_before_a_block() -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import csv
 import json
-import re
 import urllib.request
 from collections import Counter
 from pathlib import Path
@@ -19,21 +18,12 @@ import pytest
 from privstream_client import Release
 from privstream_client.tabular import RowError
 
-from privstream.stream_app.embedded.broker import free_port
 from privstream.stream_app.embedded.demo import fetch_json
 from privstream.stream_app.settings import Settings
 
-from ..docs.examples import (
-    DOCS,
-    ConsoleStep,
-    blocks,
-    clean_environment,
-    console_steps,
-    output_matches,
-    run_shell,
-)
+from ..docs.examples import DOCS
+from ..docs.test_live_pages import Terminals
 from .conftest import wait_until
-from .test_quickstart import BACKGROUND, Background, start
 
 pytestmark = pytest.mark.live
 
@@ -41,34 +31,11 @@ PAGE = DOCS / "guide" / "tabular-streams.md"
 
 
 def test_a_csv_with_categories_and_missing_values_flows_through_the_live_stream(tmp_path: Path) -> None:
-    ports = {"9092": free_port(), "6066": free_port(), "9466": free_port()}
-
-    def localise(text: str) -> str:
-        return re.sub(r"\b(9092|6066|9466)\b", lambda m: str(ports[m.group(1)]), text)
-
-    env = clean_environment()
-    env["PRIVSTREAM_PUBLIC_PORT"], env["PRIVSTREAM_OPERATOR_PORT"] = str(ports["6066"]), str(ports["9466"])
-    running: list[Background] = []
+    terminals = Terminals(tmp_path)
+    ports = terminals.ports
     try:
-        for block in blocks(PAGE):
-            text = localise(block.text)
-            if block.marker == "file":
-                (tmp_path / str(block.argument)).write_text(text)
-                continue
-            if not block.is_shell or block.marker == "skip":
-                continue
-            steps = console_steps(text) if block.lang == "console" else [ConsoleStep(text, [])]
-            for step in steps:
-                if BACKGROUND.search(step.command) and block.marker == "needs-broker":
-                    running.append(start(step, tmp_path, env, ports, len(running)))
-                    continue
-                done = run_shell(step.command, tmp_path, env)
-                assert done.returncode == 0, f"`{step.command}`:\n{done.stdout}"
-                assert output_matches(step.expected, done.stdout.splitlines()), (
-                    f"`{step.command}` printed\n{done.stdout}\nnot the shape shown:\n"
-                    + "\n".join(step.expected)
-                )
-        assert len(running) == 2, "the page no longer starts a broker and a worker"
+        terminals.run_page(PAGE)
+        assert len(terminals.running) == 2, "the page no longer starts a broker and a worker"
 
         # What the encoder says of the file is what the worker did with it, reason by reason.
         stream = Settings(config_file=tmp_path / "privstream.toml", _env_file=None).stream("customers")
@@ -106,5 +73,4 @@ def test_a_csv_with_categories_and_missing_values_flows_through_the_live_stream(
             assert release.predict(row) == release.predict(encoder.encode(row))
         assert {json.loads(line)["stream_id"] for line in lines} == {"customers"}
     finally:
-        for process in reversed(running):
-            process.stop()
+        terminals.stop()

@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import threading
 import time
+import urllib.request
 import uuid
 from datetime import datetime
 
@@ -122,9 +124,29 @@ def vector_batches(examples: int) -> list[dict]:
     ]
 
 
+def defaults_released(worker) -> float:
+    """The worker's ``privstream_release_defaults_total``, every reason summed (operator metrics)."""
+    with urllib.request.urlopen(f"{worker.operator_url}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("privstream_release_defaults_total{")
+    )
+
+
 def one_run(
-    unique_settings, tmp_path, examples: int, stream=vector_stream, batches=vector_batches
+    unique_settings,
+    tmp_path,
+    examples: int,
+    stream=vector_stream,
+    batches=vector_batches,
+    produce=None,
+    defaults: list[float] | None = None,
 ) -> list[tuple[float, dict]]:
+    """A worker's first releases. ``produce(settings)`` produces the examples once the worker
+    publishes (else ``batches(examples)`` at once); ``defaults`` is given the defaults the worker
+    released from then on."""
     settings = unique_settings.model_copy(
         update={
             "streams": [stream()],
@@ -141,9 +163,21 @@ def one_run(
         # Once the worker publishes (the windows that closed while it started went out late, as
         # their deadlines passed before it could), the examples arrive.
         wait_until(lambda: arrivals.records, 120, what="the worker's first release")
-        run(produce_json(settings, settings.topic("examples"), [("s", b) for b in batches(examples)]))
+        if defaults is not None:  # the windows that closed while it started are caught up first
+            wait_until(
+                lambda: any(arrived < r.timestamp / 1000 + SLOT for arrived, r in arrivals.records),
+                120,
+                what="a release on time",
+            )
+            before = defaults_released(worker)
+        if produce is not None:
+            produce(settings)
+        else:
+            run(produce_json(settings, settings.topic("examples"), [("s", b) for b in batches(examples)]))
         ledger = SqliteLedger.open(settings.resolved_ledger_path)
         wait_until(lambda: len(arrivals.records) >= RELEASES, 120, what="a few windows released")
+        if defaults is not None:
+            defaults.append(defaults_released(worker) - before)
     finally:
         arrivals.stop.set()
         arrivals.join(30)
@@ -206,6 +240,41 @@ def test_live_time_windows_of_2000_and_300000_examples_publish_alike_at_their_de
     )
     large = one_run(other, tmp_path, 300_000, integer_stream, integer_batches)
     assert_live_twins(small, large)
+
+
+def flood_at_the_close(flood: int):
+    """Produce 2,000 examples into a time window, and ``flood`` examples more at its close (one
+    batch of 1,000 examples a message, all produced at once), while its release is in its slot."""
+
+    def produce(settings: Settings) -> None:
+        topic = settings.topic("examples")
+        run(produce_json(settings, topic, [("s", b) for b in integer_batches(2000)]))
+        close = (math.floor(time.time() / SECONDS) + 1) * SECONDS  # lateness 0: the window's end
+        time.sleep(max(0.0, close - time.time()))
+        if flood:
+            run(produce_json(settings, topic, [("s", b) for b in integer_batches(flood)]))
+
+    return produce
+
+
+@pytest.mark.slow
+def test_live_a_flood_at_a_close_leaves_the_release_its_kind_and_its_landing(unique_settings, tmp_path):
+    """A time window of 2,000 examples (the cap) closes; 300,000 examples arrive at that moment in
+    one run and none in the other. Ingest works in chunks and keeps out of the way of deadlines, so
+    both runs publish the same records at the same timestamps, each landing within its slot, and no
+    default in either."""
+    defaults: list[float] = []
+    small = one_run(
+        unique_settings, tmp_path, 0, integer_stream, produce=flood_at_the_close(0), defaults=defaults
+    )
+    other = unique_settings.model_copy(
+        update={"app_id": unique_settings.app_id + "-b", "topic_prefix": unique_settings.topic_prefix + "b."}
+    )
+    large = one_run(
+        other, tmp_path, 300_000, integer_stream, produce=flood_at_the_close(300_000), defaults=defaults
+    )
+    assert_live_twins(small, large)
+    assert defaults == [0, 0]
 
 
 def assert_live_twins(without, with_data) -> None:

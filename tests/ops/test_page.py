@@ -356,3 +356,52 @@ async def test_the_page_marks_every_release_it_shows_verified_and_a_forged_one_n
         assert browser.errors == [], browser.errors
     finally:
         await browser.close()
+
+
+async def test_the_page_shows_a_release_of_k_classes_and_checks_its_accuracy(deployment, tmp_path):
+    """A one-vs-rest release of 4 classes on 3 features: the page names the classes, draws the
+    predicted class over the plane of the two most influential features (one colour per class, each
+    cell the class the model gives it), predicts as the service's model does, and computes the
+    accuracy of a CSV file of class labels 0..3 as the model's."""
+    from privstream.learning.private_learners.one_vs_rest import OneVsRestLearner
+
+    browser_binary = require("chromium")
+    deployment.running()
+    names = ["width", "ink", "noise"]
+    bounds = [[0.0, 16.0], [0.0, 1.0], [-1.0, 1.0]]
+    rng = np.random.default_rng(11)
+    lo, hi = np.array(bounds).T
+    centres = np.array([[0.2, 0.2], [0.8, 0.2], [0.2, 0.8], [0.8, 0.8]])
+    y = rng.integers(0, 4, 4000)
+    U = np.column_stack([np.clip(centres[y] + rng.normal(0, 0.1, (4000, 2)), 0, 1), rng.random(4000)])
+    X = lo + (hi - lo) * U
+    fit = OneVsRestLearner(4).fit(X, y, epsilon=4.0, bounds=np.array(bounds))
+    model = fit.model
+    X_test = lo + (hi - lo) * rng.random((400, 3)) * 1.1  # some values beyond the bounds: clipped
+    y_test = rng.integers(0, 4, 400)
+    csv = "noise,width,ink,y\n" + "".join(  # columns in another order than the stream's
+        f"{row[2]!r},{row[0]!r},{row[1]!r},{label}\n"
+        for row, label in zip(X_test.tolist(), y_test, strict=True)
+    )
+    expected = float(np.mean(model.predict(X_test) == y_test))
+    release = {"hypothesis": model.to_dict()}
+    stream = {"feature_names": names, "feature_bounds": bounds, "classes": 4}
+    browser = await Browser(browser_binary, tmp_path / "chromium").start()
+    try:
+        await browser.open(f"{deployment.public_url}/stream/{deployment.stream}")
+        drawn = await browser.evaluate(f"PrivstreamPage.draw({json.dumps(release)}, {json.dumps(stream)})")
+        assert drawn["text"].startswith("4 classes on 3 features, one halfspace per class against the rest")
+        assert ">width</text>" in drawn["svg"] and ">ink</text>" in drawn["svg"]  # the plane's two axes
+        cells = [int(k) for k in re.findall(r'data-class="(\d+)"', drawn["svg"])]
+        assert len(cells) == 48 * 48 and set(cells) == {0, 1, 2, 3}  # every class has its region
+        assert all(f">class {k}</text>" in drawn["svg"] for k in range(4))  # the legend
+        rows, hypothesis = json.dumps(X_test[:100].tolist()), json.dumps(model.to_dict())
+        said = await browser.evaluate(f"{rows}.map(x => PrivstreamPage.predict({hypothesis}, x))")
+        assert said == model.predict(X_test[:100]).tolist()
+        accuracy = await browser.evaluate(
+            f"PrivstreamPage.accuracyOn({json.dumps(release)}, {json.dumps(csv)}, {json.dumps(names)})"
+        )
+        assert accuracy["n"] == 400 and accuracy["accuracy"] == pytest.approx(expected)
+        assert browser.errors == [], browser.errors
+    finally:
+        await browser.close()

@@ -4,6 +4,7 @@ vouches for; a subscriber that pinned the old key follows the statement, a forge
 
 from __future__ import annotations
 
+import asyncio
 import json
 import stat
 from dataclasses import replace
@@ -140,8 +141,42 @@ def test_keys_show_and_rotate_on_the_command_line(tmp_path: Path, capsys: pytest
     assert main(["keys", "show", "--config", str(config)]) == 0
     shown = capsys.readouterr().out
     assert KeySet.from_json(shown).key_ids[0] == old and len(rotation_statements(shown)) == 1
+    assert main(["ledger", "show", "--config", str(config), "--json"]) == 0
+    keys = json.loads(capsys.readouterr().out)["signing_keys"]
+    assert keys[0]["key_id"] == old and keys[0]["retired_at"] is not None and keys[1]["retired_at"] is None
     # Rotating from a key that is not the deployment's current one: one line, exit 2.
     (tmp_path / "signing_key.pem").unlink()
     (tmp_path / "signing_key.pem").write_bytes(Signer.generate().private_pem())
     assert main(["keys", "rotate", "--config", str(config), "--reason", "again"]) == 2
     assert "is not the deployment's current key" in capsys.readouterr().err
+
+
+def test_a_running_worker_whose_key_was_rotated_away_publishes_nothing_more(tmp_path: Path) -> None:
+    from privstream.agents.interfaces import LeaseLostError
+    from privstream.stream_app.service import publisher
+    from privstream.stream_app.signing import KeyRotatedError, KeyWatch
+
+    settings = settings_in(tmp_path)
+    stores = open_for_worker(settings)
+    assert stores.signer is not None and stores.ledger is not None
+    published: list[bytes] = []
+
+    class Ingest:  # what the publisher needs of the ingest service
+        async def publish(self, topic: str, key: bytes, value: bytes, headers: object, **_: object) -> None:
+            published.append(value)
+
+    watch = KeyWatch(stores.signer, stores.ledger)
+    publish = publisher(Ingest(), settings, stores.signer, watch=watch)  # type: ignore[arg-type]
+    try:
+        watch.check()
+        asyncio.run(publish("hypotheses", "s", b"release 1"))
+        done = rotate(settings, reason="while the worker runs", who="test")
+        watch.check()  # the worker's timer
+        with pytest.raises(KeyRotatedError, match=f"replaced by {done.new_key_id}") as refused:
+            asyncio.run(publish("hypotheses", "s", b"release 2"))
+        # Left in the ledger's outbox, as a release whose partition another worker took is.
+        assert isinstance(refused.value, LeaseLostError)
+        assert published == [b"release 1"]
+    finally:
+        stores.ledger.close()
+        stores.state.close()

@@ -34,8 +34,9 @@ def test_a_vector_stream_has_two_classes_unless_it_says_more() -> None:
         ({"classes": 3, "online_params": {"margn": 0.1}}, "did you mean 'margin'"),
         ({"classes": 3, "online_params": {"margin": 0}}, "parameter 'margin'"),
         (
-            {"classes": 3, "release": {"epsilon_budget": 1.0}},
-            "release: private releases learn 0/1 labels; a stream of 3 classes",
+            {"classes": 3, "release": {"learner": "semi-supervised", "epsilon_budget": 1.0}},
+            "release.learner: 'semi-supervised' releases a 0/1 rule without class scores; a stream of 3 "
+            "classes releases with 'halfspaces'",
         ),
     ],
 )

@@ -1,13 +1,15 @@
 """The released predictors, read from their canonical JSON forms, and evaluated.
 
-A release's ``hypothesis`` is one of six kinds (the release specification):
+A release's ``hypothesis`` is one of seven kinds (the release specification):
 
 * on integer points ``{0, ..., N-1}`` (a stream of a finite class, e.g. ``thresholds:65536``):
   ``runs`` (the value at 0 and the sorted change points) and ``bits`` (the truth table, packed
   little-endian, base64);
 * on feature vectors inside public bounds (clipped to them): ``halfspace`` (``1[⟨w, u⟩ >= b]``),
   ``grid-labels`` (a label per cube of a ``K^d`` grid), ``stump`` (``1[x_j >= t]``, its negation,
-  or a constant) and ``random-features`` (``1[⟨w, φ(u)⟩ >= b]``, Gaussian random Fourier features).
+  or a constant) and ``random-features`` (``1[⟨w, φ(u)⟩ >= b]``, Gaussian random Fourier features);
+* on feature vectors of a stream of K classes: ``one-vs-rest`` (K halfspaces, one per class against
+  the rest; the class ``k`` of the highest score ``⟨w_k, u⟩ - b_k``, a tie to the smallest ``k``).
 
 ``u = (x - lo) / (hi - lo)`` maps a clipped feature vector to the unit box. Integers beyond 2^53
 arrive as decimal strings. :func:`model_from_dict` reads any of them and refuses a malformed one
@@ -47,7 +49,9 @@ INT64_MAX = 2**63 - 1
 #: The frequencies a random-features model may have at most (the service's limit too).
 MAX_FREQUENCIES = 16_384
 INTEGER_KINDS = ("runs", "bits")
-VECTOR_KINDS = ("halfspace", "grid-labels", "stump", "random-features")
+VECTOR_KINDS = ("halfspace", "grid-labels", "stump", "random-features", "one-vs-rest")
+#: The most classes a one-vs-rest model may have (the service's limit too).
+MAX_CLASSES = 256
 
 
 class ReleaseFormatError(ValueError):
@@ -417,11 +421,62 @@ class RandomFeaturesModel(_VectorModel):
         return dict(self._dict)
 
 
-_VECTOR: dict[str, type[HalfspaceModel | GridLabelsModel | StumpModel | RandomFeaturesModel]] = {
+class OneVsRestModel(_VectorModel):
+    """``one-vs-rest``: ``K`` halfspaces on one box; the class of the highest ``⟨normal_k, u⟩ -
+    offset_k`` (a tie goes to the smallest class).
+
+    >>> h = lambda w, b: {"kind": "halfspace", "bounds": [[0, 1], [0, 1]], "normal": w, "offset": b}
+    >>> m = model_from_dict({"kind": "one-vs-rest", "halfspaces": [h([-1, 0], -0.5), h([1, 0], 0.5),
+    ...                      h([0, 1], 0.5)], "epsilon": 1.0, "delta": 0.0})
+    >>> m.classes, m.predict([0.1, 0.2]), m.predict([[0.9, 0.2], [0.2, 0.9]]).tolist()
+    (3, 0, [1, 2])
+    """
+
+    kind = "one-vs-rest"
+
+    def __init__(self, d: Mapping[str, Any]) -> None:
+        parts = d.get("halfspaces")
+        if not isinstance(parts, list) or not 2 <= len(parts) <= MAX_CLASSES:
+            raise ReleaseFormatError(f"a one-vs-rest model needs a list of 2 to {MAX_CLASSES} halfspaces")
+        halfspaces = []
+        for part in parts:
+            if not isinstance(part, Mapping) or part.get("kind") != "halfspace":
+                raise ReleaseFormatError("each class of a one-vs-rest model is a halfspace")
+            halfspaces.append(HalfspaceModel(part))
+        self.bounds = halfspaces[0].bounds
+        if any(not np.array_equal(h.bounds, self.bounds) for h in halfspaces):
+            raise ReleaseFormatError("the halfspaces of a one-vs-rest model share one box")
+        self.classes = len(halfspaces)
+        self.normals = np.stack([h.normal for h in halfspaces])
+        self.offsets = np.array([h.offset for h in halfspaces])
+        self._dict = dict(d)
+
+    def scores(self, X: np.ndarray) -> np.ndarray:
+        """``⟨normal_k, u⟩ - offset_k`` per row of raw features ``X`` and class ``k``."""
+        arr = self._rows(np.asarray(X, dtype=np.float64), self.bounds)
+        lo, hi = self.bounds[:, 0], self.bounds[:, 1]
+        U = (arr - lo) / (hi - lo)
+        out: np.ndarray = np.column_stack(
+            [U @ w - b for w, b in zip(self.normals, self.offsets, strict=True)]
+        )
+        return out
+
+    def predict_rows(self, X: np.ndarray) -> np.ndarray:
+        classes: np.ndarray = np.argmax(self.scores(X), axis=1).astype(np.uint8)
+        return classes
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self._dict)
+
+
+_VECTOR: dict[
+    str, type[HalfspaceModel | GridLabelsModel | StumpModel | RandomFeaturesModel | OneVsRestModel]
+] = {
     "halfspace": HalfspaceModel,
     "grid-labels": GridLabelsModel,
     "stump": StumpModel,
     "random-features": RandomFeaturesModel,
+    "one-vs-rest": OneVsRestModel,
 }
 
 
@@ -504,6 +559,11 @@ def describe(d: Mapping[str, Any]) -> str:
             return f"predicts {model.constant} everywhere"
         op = "≥" if model.sign == 1 else "<"
         return f"predicts 1 where x{model.feature + 1} {op} {model.threshold:.6g}"
+    if isinstance(model, OneVsRestModel):
+        return (
+            f"predicts the class of the highest of {model.classes} halfspace scores, one per class "
+            f"against the rest, on {model.bounds.shape[0]} features"
+        )
     if isinstance(model, GridLabelsModel):
         ones_count = int(model.labels.sum())
         return (

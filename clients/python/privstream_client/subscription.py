@@ -40,6 +40,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from privstream_client.freshness import FRESHNESS_PROBLEMS, Freshness, StateFile
+from privstream_client.kafka_logs import held_bootstrap_logs
 from privstream_client.release import LevelChoice, Release, ReleaseSelector, certificate_problem, check_level
 from privstream_client.signing import (
     VERIFY_PROBLEMS,
@@ -142,12 +143,14 @@ class _Keys:
 
 
 async def _start(consumer: Any) -> None:
-    try:
-        await asyncio.wait_for(consumer.start(), CONNECT_TIMEOUT_SECONDS)
-    except Exception as exc:
-        with contextlib.suppress(Exception):
-            await consumer.stop()
-        raise ConnectionError(f"cannot read from Kafka: {type(exc).__name__}: {exc}") from None
+    with held_bootstrap_logs() as held:  # the error raised says it, once
+        try:
+            await asyncio.wait_for(consumer.start(), CONNECT_TIMEOUT_SECONDS)
+        except Exception as exc:
+            held.failed()
+            with contextlib.suppress(Exception):
+                await consumer.stop()
+            raise ConnectionError(f"cannot read from Kafka: {type(exc).__name__}: {exc}") from None
 
 
 class Subscription:

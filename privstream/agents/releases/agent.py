@@ -300,28 +300,36 @@ class ReleaseAgent:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
     async def clear_of_deadlines(self, guard: float = DEADLINE_GUARD_SECONDS) -> None:
-        """Return once no release's deadline is near; wait while one not yet published is within
-        ``guard`` seconds of the clock (before its deadline or after it), until it is out or
-        ``guard`` past its deadline. Ingest calls it between the chunks of a poll, so that however
-        much was polled its processing never holds the event loop at a deadline: the moment a
-        release lands and whether its fit was in time are the publisher's, not the flood's.
-
-        The waits are public: they start at deadlines, a function of the configuration and the
-        close moments, and end at the publication (or ``guard`` after the deadline)."""
+        """Return once no release needs the worker to itself; wait while a node's input is being
+        loaded and its defaults computed (until they are ready, or its deadline), and while a
+        release not yet published has its deadline within ``guard`` seconds of the clock (before
+        it or after it: until it is out, or ``guard`` past its deadline). Ingest calls it between
+        the chunks of a poll, so that however much was polled its processing never competes with a
+        node's preparation (whose cost the slot measures on the cap) or holds the event loop at a
+        deadline: whether the fit is in time and when the release lands are not the flood's."""
         while True:
             now = self.clock()
-            near = [due for due in self._due.values() if due[0] - guard <= now < due[0] + guard]
-            if not near:
+            waits = [
+                (state.preparing, state.prepared)
+                for state in self._streams.values()
+                if state.preparing is not None and now < state.preparing
+            ]
+            waits += [
+                (deadline + guard, out)
+                for deadline, out in self._due.values()
+                if deadline - guard <= now < deadline + guard
+            ]
+            if not waits:
                 return
-            deadline, out = min(near, key=lambda due: due[0])
-            waits = {
-                asyncio.ensure_future(out.wait()),
-                asyncio.ensure_future(sleep_until(self.clock, deadline + guard)),
+            until, done = min(waits, key=lambda wait: wait[0])
+            pending = {
+                asyncio.ensure_future(done.wait()),
+                asyncio.ensure_future(sleep_until(self.clock, until)),
             }
             try:
-                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
             finally:
-                for wait in waits:
+                for wait in pending:
                     wait.cancel()
 
     # --- recovery -----------------------------------------------------------------------------

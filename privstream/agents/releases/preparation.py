@@ -119,42 +119,17 @@ class NodePreparer:
         stream_id = policy.stream_id
         extra = {"stream_id": stream_id, "window_id": window_id, "ledger_entry_id": None}
         async with state.lock:
-            fits: list[Fit] = []
-            for ready in readies:
-                try:
-                    fit = await self._reserve(policy, state, window_id, info, window, deadline, level, ready)
-                except LeaseLostError as exc:
-                    log.warning(
-                        "%s of window %s of stream %s not released here: %s",
-                        ready.product.key,
-                        window_id,
-                        stream_id,
-                        exc,
-                        extra=extra,
-                    )
-                    for other in readies:
-                        if not other.available.is_set():
-                            other.settle("lost")
-                    return
-                except GuaranteeError as exc:
-                    self._withhold(policy, window_id, ready, exc)
-                    continue
-                except Exception:
-                    # Not the data's (the default covers the learner): the ledger, the store.
-                    # Log, count, keep the window for a retry after a restart.
-                    log.exception(
-                        "%s of window %s of stream %s failed",
-                        ready.product.key,
-                        window_id,
-                        stream_id,
-                        extra=extra,
-                    )
-                    self.metrics.learner_failed(stream_id)
-                    ready.settle("failed")
-                    continue
-                if fit is not None:
-                    fits.append(fit)
-            for fit in fits:
+            if deadline is not None:  # ingest holds off until the node's input and defaults are ready
+                state.preparing = deadline
+                state.prepared.clear()
+            try:
+                fits = await self._reserve_all(
+                    policy, state, window_id, info, window, deadline, level, readies
+                )
+            finally:
+                state.preparing = None
+                state.prepared.set()
+            for fit in fits or ():
                 try:
                     await self._fit(policy, window_id, info, level, fit)
                 except GuaranteeError as exc:  # no deadline: the fit failed, its default spent more
@@ -170,6 +145,58 @@ class NodePreparer:
                     self.metrics.learner_failed(stream_id)
                     if not fit.ready.available.is_set():  # else its default stands
                         fit.ready.settle("failed")
+
+    async def _reserve_all(
+        self,
+        policy: ReleasePolicy,
+        state: StreamState,
+        window_id: str,
+        info: WindowInfo,
+        window: Callable[[], Awaitable[WindowData]],
+        deadline: float | None,
+        level: int,
+        readies: list[Ready],
+    ) -> list[Fit] | None:
+        """Reserve every product and compute its default (:meth:`_reserve`); the fits still to
+        run, or None once the stream's partition was lost (every release then settled "lost")."""
+        stream_id = policy.stream_id
+        extra = {"stream_id": stream_id, "window_id": window_id, "ledger_entry_id": None}
+        fits: list[Fit] = []
+        for ready in readies:
+            try:
+                fit = await self._reserve(policy, state, window_id, info, window, deadline, level, ready)
+            except LeaseLostError as exc:
+                log.warning(
+                    "%s of window %s of stream %s not released here: %s",
+                    ready.product.key,
+                    window_id,
+                    stream_id,
+                    exc,
+                    extra=extra,
+                )
+                for other in readies:
+                    if not other.available.is_set():
+                        other.settle("lost")
+                return None
+            except GuaranteeError as exc:
+                self._withhold(policy, window_id, ready, exc)
+                continue
+            except Exception:
+                # Not the data's (the default covers the learner): the ledger, the store.
+                # Log, count, keep the window for a retry after a restart.
+                log.exception(
+                    "%s of window %s of stream %s failed",
+                    ready.product.key,
+                    window_id,
+                    stream_id,
+                    extra=extra,
+                )
+                self.metrics.learner_failed(stream_id)
+                ready.settle("failed")
+                continue
+            if fit is not None:
+                fits.append(fit)
+        return fits
 
     async def _reserve(
         self,
@@ -307,6 +334,15 @@ class NodePreparer:
         stream_id, key, seed = policy.stream_id, product.key, reservation.seed
         extra = {"stream_id": stream_id, "window_id": window_id, "ledger_entry_id": None}
         if deadline is not None and self.clock() >= deadline:  # the defaults took the slot (or a restart)
+            log.warning(
+                "%s of window %s of stream %s: its deadline passed before the fit could start "
+                "(%.3g s after it); its default goes out",
+                key,
+                window_id,
+                stream_id,
+                self.clock() - deadline,
+                extra=extra,
+            )
             self.metrics.default_released(stream_id, "unfinished")
             return
         call = NodeFit(

@@ -25,6 +25,10 @@ class StreamState:
     scheduled: set[str] = field(default_factory=set)
     slots: Slots | None = None  # the publication slots (None: no deadlines)
     published: asyncio.Future[None] | None = None  # the last scheduled node's publication
+    # The deadline of the node whose input is being loaded and defaults computed (under the lock,
+    # before its fits), None between; ``prepared`` is set then. Ingest holds off meanwhile.
+    preparing: float | None = None
+    prepared: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 @dataclass

@@ -3,8 +3,9 @@
 Each feature's bounds are its ``q``- and ``(1 - q)``-quantiles released by the exponential
 mechanism on a public grid over a public range (:mod:`privstream.learning.mechanisms.quantile`),
 ``2d`` releases at ``ε/(2d)`` each: ε-DP in all (basic composition). The output is JSON: the
-bounds (``feature_bounds`` of a stream's configuration, in column order), the feature names and
-what the release cost. Nothing else of the data is printed.
+bounds (``feature_bounds`` of a stream's configuration, in column order; for a tabular stream,
+``--columns`` picks its numeric columns and each pair is a column's ``bounds``), the feature names
+and what the release cost. Nothing else of the data is printed.
 """
 
 from __future__ import annotations
@@ -50,20 +51,38 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--label", default="y", help="the label's column, left out (default y; absent: none)")
     p.add_argument(
+        "--columns",
+        metavar="NAMES",
+        help="comma-separated: only these columns, in this order (a tabular file's numeric columns; "
+        "the others, categorical ones included, are left out); default: every column but the label",
+    )
+    p.add_argument(
         "--seed", type=int, help="seeded randomness: reproducible and NOT private (experiments only)"
     )
     p.set_defaults(handler=run_bounds)
 
 
-def read_features(path: Path, label: str) -> tuple[list[str], list[list[float]]]:
-    """The feature names and rows of ``path`` (``label``'s column left out); a user error if not numbers."""
+def read_features(
+    path: Path, label: str, columns: list[str] | None = None
+) -> tuple[list[str], list[list[float]]]:
+    """The feature names and rows of ``path``: ``columns`` in their order, or every column but
+    ``label``'s; a user error if a cell is not a number (choosing columns is public: the data
+    decides nothing here)."""
     try:
         with path.open(newline="") as handle:
             reader = csv.reader(handle)
             header = next(reader, None)
             if not header:
                 raise UserError(f"{path}: empty file (a header row is needed)")
-            keep = [i for i, name in enumerate(header) if name.strip() != label]
+            names = [name.strip() for name in header]
+            if columns is not None:
+                unknown = [c for c in columns if c not in names]
+                if unknown or len(set(columns)) != len(columns) or not columns:
+                    why = f"no column {unknown[0]!r} in its header" if unknown else "name each column once"
+                    raise UserError(f"{path}: --columns: {why}")
+                keep = [names.index(c) for c in columns]
+            else:
+                keep = [i for i, name in enumerate(names) if name != label]
             if not keep:
                 raise UserError(f"{path}: no feature column (only the label {label!r})")
             rows = []
@@ -104,7 +123,8 @@ def run_bounds(args: argparse.Namespace) -> int:
         raise UserError(f"--cells must be at least 1, got {args.cells}")
     if not 0 < args.quantile < 0.5:
         raise UserError(f"--quantile must be in (0, 0.5), got {args.quantile}")
-    names, rows = read_features(Path(args.data), args.label)
+    columns = None if args.columns is None else [c.strip() for c in args.columns.split(",")]
+    names, rows = read_features(Path(args.data), args.label, columns)
     rng = seeded(args.seed) if args.seed is not None else secure()
     released = private_bounds(
         rows, epsilon=args.epsilon, lo=lo, hi=hi, cells=args.cells, quantile=args.quantile, rng=rng

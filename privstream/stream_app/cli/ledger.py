@@ -35,7 +35,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     commands = ledger.add_subparsers(dest="ledger_command", metavar="LEDGER_COMMAND", required=True)
 
     show = commands.add_parser(
-        "show", help="the ledger's identity, streams, accepted configurations, audit log"
+        "show", help="the ledger's identity, signing keys, streams, accepted configurations, audit log"
     )
     add_config_option(show)
     show.add_argument("--json", action="store_true", help="print one JSON object")
@@ -97,8 +97,17 @@ def run_show(args: argparse.Namespace) -> int:
                 for sid in ledger.streams()
             }
             audit = [{**entry, "at": entry["at"].isoformat()} for entry in ledger.audit_log()]
+            keys = [
+                {
+                    "key_id": k.key_id,
+                    "added_at": k.added_at.isoformat(),
+                    "retired_at": None if k.retired_at is None else k.retired_at.isoformat(),
+                }
+                for k in ledger.signing_keys()
+            ]
             return {
                 "ledger": {**identity._asdict(), "location": ledger.location},
+                "signing_keys": keys,
                 "streams": streams,
                 "audit": audit,
             }
@@ -112,6 +121,9 @@ def run_show(args: argparse.Namespace) -> int:
         f"ledger {ident['ledger_id']} at {ident['location']}: epoch {ident['epoch']}, "
         f"entries up to {ident['entries']}"
     )
+    for key in shown["signing_keys"]:
+        state = "current" if key["retired_at"] is None else f"retired {key['retired_at']}"
+        print(f"  signing key {key['key_id']}: added {key['added_at']}, {state}")
     for sid, stream in shown["streams"].items():
         print(f"  stream {sid}: budget {stream['budget']}, spent per example {stream['spent_per_example']}")
     for entry in shown["audit"]:

@@ -13,14 +13,18 @@ import argparse
 import asyncio
 import contextlib
 import json
+import math
 import os
 import secrets
+import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +48,27 @@ from privstream.stream_app.sources.synthetic import (
 DEMO_STREAM = "demo"
 #: Fresh examples of the demo's target on which the last release's error is measured.
 FRESH_EXAMPLES = 10_000
+
+
+def privstream_command(path: str | None = None, cwd: Path | None = None) -> str:
+    """How to run this installation's ``privstream`` from the user's shell: ``privstream`` when
+    that is the one on ``PATH``, else its path (``.venv/bin/privstream`` after ``scripts/demo.sh``,
+    which does not activate the virtualenv), relative to the working directory when inside it.
+
+    >>> here = Path(sys.executable).parent
+    >>> privstream_command(str(here / "privstream"))
+    'privstream'
+    >>> privstream_command("/usr/bin/privstream", cwd=here.parent)
+    'bin/privstream'
+    """
+    ours = Path(sys.executable).parent / "privstream"
+    found = shutil.which("privstream") if path is None else path
+    if found is not None and Path(found).resolve() == ours.resolve():
+        return "privstream"
+    try:
+        return str(ours.relative_to(cwd or Path.cwd()))
+    except ValueError:
+        return shlex.quote(str(ours))
 
 
 def expected_nodes(windows: int, levels: int) -> int:
@@ -219,18 +244,35 @@ REALIZABLE_WORD = {True: "yes", False: "NO", None: "n/a"}
 
 
 class ProgressView:
-    """One updating line on a terminal; a line every few seconds otherwise."""
+    """One updating line on a terminal; a line every few seconds otherwise.
 
-    def __init__(self, total: int, stream: Any = sys.stderr):
+    The rate is the examples learned since the producer started (:meth:`producing`) over the time
+    since then, so the first line that shows examples shows the rate they were learned at.
+
+    >>> import io
+    >>> out, clock = io.StringIO(), iter([0.0, 10.0, 12.0, 14.0])
+    >>> view = ProgressView(20000, out, clock=lambda: next(clock))
+    >>> view.producing()
+    >>> view.show({"streams": {"demo": {"examples": 20000, "mistakes": 4, "mistake_bound": 16}}})
+    >>> print(out.getvalue().strip())
+    examples 20000/20000  mistakes 4/16 (bound)  realizable yes  invalid 0  releases 0 (ε 0/0)  2,000 ex/s
+    """
+
+    def __init__(self, total: int, stream: Any = sys.stderr, clock: Callable[[], float] = time.monotonic):
         self.total = total
         self.stream = stream
         self.tty = stream.isatty()
-        self._first_progress: tuple[float, int] | None = None
-        self._last_line_at = 0.0
+        self.clock = clock
+        self._started_at: float | None = None
+        self._last_line_at = -math.inf
         self._last_line = ""
 
+    def producing(self) -> None:
+        """The producer starts sending: the rate counts from now."""
+        self._started_at = self.clock()
+
     def show(self, status: dict[str, Any] | None, final: bool = False) -> None:
-        now = time.monotonic()
+        now = self.clock()
         if not self.tty and not final and now - self._last_line_at < 2.0:
             return
         self._last_line_at = now
@@ -241,10 +283,8 @@ class ProgressView:
         elif done == 0 and not final:
             line = "worker up; joining the consumer group (a few seconds)..."
         else:
-            if self._first_progress is None:
-                self._first_progress = (now, done)
-            t0, n0 = self._first_progress
-            rate = (done - n0) / (now - t0) if now > t0 else 0.0
+            t0 = now if self._started_at is None else self._started_at
+            rate = done / (now - t0) if now > t0 else 0.0
             budget = status.get("budget") or {}
             bound = "?" if s.get("mistake_bound") is None else s["mistake_bound"]
             line = (
@@ -344,7 +384,8 @@ class Demo:
                 "watch the releases in another terminal: "
                 f"PRIVSTREAM_KAFKA_BOOTSTRAP={settings.kafka_bootstrap} "
                 f"PRIVSTREAM_TOPIC_PREFIX={settings.topic_prefix} "
-                f"PRIVSTREAM_KEYS_URL={worker.public_url}/keys privstream subscribe {DEMO_STREAM}",
+                f"PRIVSTREAM_KEYS_URL={worker.public_url}/keys "
+                f"{privstream_command()} subscribe {DEMO_STREAM}",
                 file=sys.stderr,
             )
             records: list[tuple[str, dict[str, Any] | bytes]] = [
@@ -433,6 +474,7 @@ class Demo:
                 raise RuntimeError(f"the worker was not ready after {self.args.timeout:.0f} s")
             view.show(await asyncio.to_thread(worker.status))
             await asyncio.sleep(0.25)
+        view.producing()
         producer = asyncio.create_task(produce_json(settings, settings.topic("examples"), records))
         while time.monotonic() < deadline:
             if not worker.alive():

@@ -20,6 +20,7 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.conn import create_conn
 from aiokafka.errors import TopicAlreadyExistsError
+from privstream_client.kafka_logs import held_bootstrap_logs
 
 from privstream.agents.validation import MAX_MESSAGE_BYTES
 from privstream.stream_app.settings import TOPIC_NAMES, Settings
@@ -65,17 +66,20 @@ def client_options(settings: Settings) -> dict[str, Any]:
 async def start_client(client: Any, settings: Settings, timeout: float = CONNECT_TIMEOUT_SECONDS) -> None:
     """``await client.start()`` for an aiokafka producer, consumer or admin client, bounded by
     ``timeout``; on failure, raise :class:`KafkaAuthenticationError` or :class:`KafkaUnavailableError`
-    naming the cause (aiokafka reports every bootstrap failure as "Unable to bootstrap")."""
-    try:
-        await asyncio.wait_for(client.start(), timeout)
-    # Not only KafkaError: a broker's malformed SASL answer surfaces as whatever aiokafka's parser
-    # raises (the embedded broker's SCRAM refusal comes out as KeyError('v')).
-    except Exception as exc:
-        stop = getattr(client, "close", None) or client.stop
-        with contextlib.suppress(Exception):
-            await stop()
-        # Each diagnostic probe gets at most 10 s, so the whole failure stays bounded.
-        raise await connection_problem(settings, exc, min(timeout, 10.0)) from exc
+    naming the cause (aiokafka reports every bootstrap failure as "Unable to bootstrap"), without
+    aiokafka's own log lines about it (:func:`~privstream_client.kafka_logs.held_bootstrap_logs`)."""
+    with held_bootstrap_logs() as held:
+        try:
+            await asyncio.wait_for(client.start(), timeout)
+        # Not only KafkaError: a broker's malformed SASL answer surfaces as whatever aiokafka's
+        # parser raises (the embedded broker's SCRAM refusal comes out as KeyError('v')).
+        except Exception as exc:
+            held.failed()
+            stop = getattr(client, "close", None) or client.stop
+            with contextlib.suppress(Exception):
+                await stop()
+            # Each diagnostic probe gets at most 10 s, so the whole failure stays bounded.
+            raise await connection_problem(settings, exc, min(timeout, 10.0)) from exc
 
 
 async def connection_problem(

@@ -11,9 +11,13 @@ Each listener protects the worker from its clients (:class:`ListenerLimits`):
 * at most ``max_connections`` open connections: one more is answered ``503`` and closed at once,
   so a flood of connections cannot take the file descriptors that Kafka, the ledger and the other
   listener need;
+* at most ``max_connections_per_client`` of them from one client (one IPv4 address, one IPv6
+  /64 network: what one host can hold): one more from that client is answered ``429`` and closed,
+  so one client cannot take the listener's connections from every other client;
 * a new connection's first request head must arrive within ``header_timeout`` seconds, and a
   connection with no request in progress is closed after ``idle_timeout`` seconds (half-sent
-  requests do not pile up);
+  requests do not pile up: a client holding connections with partial heads loses each of them at
+  the deadline, however slowly it keeps sending);
 * a handler that fails is answered ``500 {"error": "internal error"}`` without a traceback, and
   every repeated log line of the listener (and asyncio's accept errors) is rate-limited
   (:class:`RateLimitFilter`).
@@ -26,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import ipaddress
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -48,6 +53,11 @@ BUSY_RESPONSE = (
     b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nConnection: close\r\n"
     b'Content-Length: 38\r\n\r\n{"error": "too many open connections"}'
 )
+#: What a connection over its client's share gets before it is closed.
+CLIENT_BUSY_RESPONSE = (
+    b"HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\nConnection: close\r\n"
+    b'Content-Length: 55\r\n\r\n{"error": "too many open connections from your address"}'
+)
 
 
 @dataclass(frozen=True)
@@ -55,16 +65,19 @@ class ListenerLimits:
     """How much one listener's clients may hold (see the module docstring)."""
 
     max_connections: int = 256
+    max_connections_per_client: int = 16
     header_timeout: float = 10.0
     idle_timeout: float = 30.0
 
     @classmethod
     def of(cls, settings: Settings, listener: Literal["public", "operator"]) -> ListenerLimits:
         """The limits the settings give the public or the operator listener."""
+        public = listener == "public"
         return cls(
-            max_connections=settings.public_max_connections
-            if listener == "public"
-            else settings.operator_max_connections,
+            max_connections=settings.public_max_connections if public else settings.operator_max_connections,
+            max_connections_per_client=settings.public_max_connections_per_client
+            if public
+            else settings.operator_max_connections_per_client,
             header_timeout=settings.listener_header_timeout_seconds,
             idle_timeout=settings.listener_idle_timeout_seconds,
         )
@@ -170,13 +183,63 @@ def plain_errors(name: str) -> Middleware:
     return answer
 
 
+def client_of(peer: Any) -> str:
+    """The client a connection's peer address counts against: the IPv4 address, or the IPv6 /64
+    network (one host is given a whole /64); an IPv4-mapped IPv6 address is its IPv4 address.
+
+    >>> client_of(("192.0.2.7", 40000)), client_of(("2001:db8:1:2:3:4:5:6", 40000, 0, 0))
+    ('192.0.2.7', '2001:db8:1:2::/64')
+    >>> client_of(("::ffff:192.0.2.7", 1, 0, 0)), client_of(None)
+    ('192.0.2.7', '')
+    """
+    host = peer[0] if isinstance(peer, tuple) and peer else ""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return str(host)  # a Unix socket or an unknown family: one client
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return str(address.ipv4_mapped)
+        return str(ipaddress.IPv6Network((address, 64), strict=False))
+    return str(address)
+
+
+#: Why a listener refused or dropped a connection (the label values of its counter).
+REFUSAL_REASONS = ("max_connections", "max_connections_per_client", "header_timeout")
+
+
 class _Connections:
-    """The open connections of one listener, against its cap."""
+    """The open connections of one listener, against its cap and each client's share."""
 
     def __init__(self, limits: ListenerLimits):
         self.limits = limits
         self.open = 0
-        self.refused = 0
+        self.per_client: dict[str, int] = {}  # only clients with an open connection: bounded by the cap
+        self.counts = dict.fromkeys(REFUSAL_REASONS, 0)
+
+    @property
+    def refused(self) -> int:
+        """Connections refused at once (over the cap or over their client's share)."""
+        return self.counts["max_connections"] + self.counts["max_connections_per_client"]
+
+    def admit(self, client: str) -> bytes | None:
+        """Count the connection in, or the answer that refuses it."""
+        if self.open >= self.limits.max_connections:
+            self.counts["max_connections"] += 1
+            return BUSY_RESPONSE
+        held = self.per_client.get(client, 0)
+        if held >= self.limits.max_connections_per_client:
+            self.counts["max_connections_per_client"] += 1
+            return CLIENT_BUSY_RESPONSE
+        self.open += 1
+        self.per_client[client] = held + 1
+        return None
+
+    def release(self, client: str) -> None:
+        self.open -= 1
+        held = self.per_client.pop(client, 1) - 1
+        if held > 0:
+            self.per_client[client] = held
 
 
 class _GuardedConnection(asyncio.Protocol):
@@ -190,18 +253,19 @@ class _GuardedConnection(asyncio.Protocol):
         self._timer: asyncio.TimerHandle | None = None
         self._transport: asyncio.Transport | None = None
         self._tail = b""  # the last bytes received until the first head is complete
+        self._client = ""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         connections = self._connections
-        if connections.open >= connections.limits.max_connections:
-            connections.refused += 1
-            transport.write(BUSY_RESPONSE)
+        self._client = client_of(transport.get_extra_info("peername"))
+        refusal = connections.admit(self._client)
+        if refusal is not None:
+            transport.write(refusal)
             transport.close()
             return
         self._admitted = True
         self._transport = transport
-        connections.open += 1
         loop = asyncio.get_running_loop()
         self._timer = loop.call_later(connections.limits.header_timeout, self._head_too_slow)
         self._inner.connection_made(transport)
@@ -209,6 +273,7 @@ class _GuardedConnection(asyncio.Protocol):
     def _head_too_slow(self) -> None:
         self._timer = None
         if self._transport is not None:
+            self._connections.counts["header_timeout"] += 1
             self._transport.abort()
 
     def data_received(self, data: bytes) -> None:
@@ -237,7 +302,7 @@ class _GuardedConnection(asyncio.Protocol):
         if not self._admitted:
             return
         self._admitted = False
-        self._connections.open -= 1
+        self._connections.release(self._client)
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None

@@ -319,6 +319,7 @@ def stream_overview(
         "stream_id": stream.name,
         "hypothesis_class": stream.hypothesis_class,
         "features": stream.features,
+        "classes": stream.classes if stream.kind == "vector" else None,
         "feature_bounds": stream.feature_bounds,
         "feature_names": stream.feature_labels if stream.kind == "vector" else None,
         "release": stream.release.model_dump(mode="json") if stream.release else None,

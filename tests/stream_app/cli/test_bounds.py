@@ -94,6 +94,8 @@ def test_the_release_is_random_without_a_seed(capsys, table) -> None:
         ("a\n1\n", ["--range", "1", "0"], "--range must be finite with LO < HI"),
         ("a\n1\n", ["--quantile", "0.5"], "--quantile must be in (0, 0.5)"),
         ("a\n1\n", ["--epsilon", "0"], "--epsilon must be a positive number"),
+        ("a,plan,y\n1,pro,1\n", ["--columns", "a,city"], "--columns: no column 'city' in its header"),
+        ("a,plan,y\n1,pro,1\n", ["--columns", "a,a"], "--columns: name each column once"),
     ],
 )
 def test_user_errors_are_one_line_and_exit_2(capsys, tmp_path, content, args, message) -> None:
@@ -103,3 +105,24 @@ def test_user_errors_are_one_line_and_exit_2(capsys, tmp_path, content, args, me
     code, out, err = run(capsys, *argv)
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and err.startswith("privstream bounds: error:") and message in err
+
+
+def test_columns_pick_a_tabular_file_s_numeric_columns_in_their_order(capsys, tmp_path) -> None:
+    gen = np.random.default_rng(1)
+    age, spend = gen.uniform(20, 60, 4000), gen.uniform(0, 100, 4000)
+    path = tmp_path / "customers.csv"
+    path.write_text(
+        "plan,age,city,spend,y\n"
+        + "".join(f"pro,{a:.1f},paris,{s:.1f},1\n" for a, s in zip(age, spend, strict=True))
+    )
+    argv = ["bounds", str(path), "--epsilon", "4", "--range", "0", "200", "--quantile", "0.05"]
+    code, out, err = run(capsys, *argv, "--columns", "spend,age", "--seed", "3")
+    assert code == 0, err
+    released = json.loads(out)
+    assert released["features"] == ["spend", "age"]
+    (s_lo, s_hi), (a_lo, a_hi) = released["bounds"]
+    assert abs(s_lo - 5) < 6 and abs(s_hi - 95) < 6  # the 5% and 95% quantiles of U(0, 100)
+    assert abs(a_lo - 22) < 6 and abs(a_hi - 58) < 6  # of U(20, 60)
+    # without --columns the categorical columns are numbers it cannot read
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and "plan = 'pro' is not a number" in err

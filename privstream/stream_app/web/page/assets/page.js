@@ -3,7 +3,8 @@
  * Reads the public JSON endpoints of the worker (/streams, /streams/{id}/releases,
  * /streams/{id}/releases/latest) every few seconds and redraws when a new release arrives.
  * Hypotheses are drawn as inline SVG (a domain line, the decision regions of a 2-D model, a
- * halfspace's weights on the named features with a 2-D slice); the stream page shows the best
+ * halfspace's weights on the named features with a 2-D slice, a one-vs-rest model's classes over
+ * the plane of its two most influential features); the stream page shows the best
  * release (/streams/{id}/releases/best: what the SDK subscribes to by default) beside the latest;
  * the time series with uPlot (assets/uPlot.iife.min.js, MIT).
  *
@@ -372,18 +373,89 @@
     return root;
   }
 
-  // The label a vector model gives one row of raw features (null for kinds the page cannot read).
+  // <w, u> - b of a halfspace on one row of raw features (clipped to the bounds).
+  function halfspaceScore(h, x) {
+    var score = 0;
+    h.normal.forEach(function (w, t) {
+      var b = h.bounds[t];
+      score += w * (Math.min(b[1], Math.max(b[0], x[t])) - b[0]) / (b[1] - b[0]);
+    });
+    return score - h.offset;
+  }
+
+  // The label a vector model gives one row of raw features (null for kinds the page cannot read):
+  // a one-vs-rest model's is the class of the highest score (a tie to the smallest class).
   function predictVector(h, x) {
-    var clip = function (v, b) { return Math.min(b[1], Math.max(b[0], v)); };
-    if (h.kind === "halfspace") {
-      var score = 0;
-      h.normal.forEach(function (w, t) {
-        var b = h.bounds[t];
-        score += w * (clip(x[t], b) - b[0]) / (b[1] - b[0]);
+    if (h.kind === "halfspace") return halfspaceScore(h, x) >= 0 ? 1 : 0;
+    if (h.kind === "one-vs-rest") {
+      var best = 0, top = -Infinity;
+      h.halfspaces.forEach(function (part, k) {
+        var score = halfspaceScore(part, x);
+        if (score > top) { top = score; best = k; }
       });
-      return score >= h.offset ? 1 : 0;
+      return best;
     }
     return null;
+  }
+
+  // --- one-vs-rest: K classes --------------------------------------------------------------
+  // A class's colour: K hues around the wheel, the same for a class on every figure.
+  function classColour(k, K) { return "hsl(" + Math.round(360 * k / K) + ", 62%, 58%)"; }
+
+  function describeOneVsRest(h, names) {
+    var K = h.halfspaces.length, d = h.halfspaces[0].normal.length;
+    var leads = h.halfspaces.map(function (part, k) {
+      var top = halfspaceRule(part, names).ranked.filter(function (t) { return t.influence !== 0; })[0];
+      return "class " + k + (top ? " (" + (top.influence < 0 ? "low " : "high ") + top.name + ")" : "");
+    });
+    return K + " classes on " + d + " feature" + (d === 1 ? "" : "s") + ", one halfspace per class against " +
+      "the rest: predicts the class whose score is highest (features clipped to their bounds). " +
+      "Each class's most influential feature: " + leads.slice(0, 6).join(", ") +
+      (K > 6 ? ", … (" + (K - 6) + " more)" : "") + ".";
+  }
+
+  // The predicted class over the plane of the two most influential features (summed over the
+  // classes), the others at mid-range: a square of G x G cells, one colour per class, and a legend.
+  function drawOneVsRest(h, names) {
+    var K = h.halfspaces.length, d = h.halfspaces[0].normal.length, bounds = h.halfspaces[0].bounds;
+    var W = 1000, L = 60, T = 20, S = 380, G = 48, side = S / G;
+    var H = Math.max(T + S + 70, T + 22 * K + 20);
+    var root = svg("svg", { viewBox: "0 0 " + W + " " + H, class: "hypothesis", role: "img",
+                            "aria-label": describeOneVsRest(h, names) });
+    var total = [];
+    for (var t = 0; t < d; t++) {
+      total.push(h.halfspaces.reduce(function (acc, part) { return acc + Math.abs(part.normal[t]); }, 0));
+    }
+    var order = total.map(function (v, i) { return i; }).sort(function (a, b) { return total[b] - total[a]; });
+    var p = order[0], q = d >= 2 ? order[1] : null;
+    var mid = bounds.map(function (b) { return (b[0] + b[1]) / 2; });
+    for (var i = 0; i < G; i++) {
+      for (var j = 0; j < G; j++) {
+        var x = mid.slice();
+        x[p] = bounds[p][0] + (i + 0.5) / G * (bounds[p][1] - bounds[p][0]);
+        if (q !== null) x[q] = bounds[q][0] + (j + 0.5) / G * (bounds[q][1] - bounds[q][0]);
+        var k = predictVector(h, x);
+        root.appendChild(svg("rect", { x: L + i * side, y: T + S - (j + 1) * side, width: side + 0.5,
+                                       height: side + 0.5, fill: classColour(k, K), "data-class": k }));
+      }
+    }
+    root.appendChild(svg("rect", { x: L, y: T, width: S, height: S, fill: "none", stroke: "var(--muted)" }));
+    root.appendChild(svg("text", { x: L, y: T + S + 20, "text-anchor": "middle", text: fmt(bounds[p][0]) }));
+    root.appendChild(svg("text", { x: L + S, y: T + S + 20, "text-anchor": "middle", text: fmt(bounds[p][1]) }));
+    root.appendChild(svg("text", { x: L + S / 2, y: T + S + 38, "text-anchor": "middle", text: names[p] }));
+    if (q !== null) {
+      root.appendChild(svg("text", { x: L - 8, y: T + S, "text-anchor": "end", text: fmt(bounds[q][0]) }));
+      root.appendChild(svg("text", { x: L - 8, y: T + 10, "text-anchor": "end", text: fmt(bounds[q][1]) }));
+      root.appendChild(svg("text", { x: L - 8, y: T + S / 2, "text-anchor": "end", text: names[q] }));
+    }
+    root.appendChild(svg("text", { x: L + S / 2, y: T + S + 58, "text-anchor": "middle",
+      text: d > 2 ? "the predicted class; the other features at mid-range" : "the predicted class" }));
+    h.halfspaces.forEach(function (part, k) {
+      var y = T + 22 * k;
+      root.appendChild(svg("rect", { x: L + S + 40, y: y, width: 16, height: 16, fill: classColour(k, K) }));
+      root.appendChild(svg("text", { x: L + S + 64, y: y + 13, text: "class " + k }));
+    });
+    return root;
   }
 
   // Accuracy of a release on CSV text with a header naming the stream's features and y (any column
@@ -399,6 +471,10 @@
     if (missing.length) return { error: "the header lacks the features " + missing.join(", ") };
     var labels = { "1": 1, "+1": 1, "true": 1, "0": 0, "-1": 0, "false": 0 };
     var n = 0, correct = 0, h = release.hypothesis;
+    if (h.kind === "one-vs-rest") {  // labels are the classes 0..K-1 (and true/false)
+      labels = { "true": 1, "false": 0 };
+      h.halfspaces.forEach(function (part, k) { labels[String(k)] = k; });
+    }
     for (var i = 1; i < lines.length; i++) {
       var cells = lines[i].split(",");
       var y = labels[(cells[iy] || "").trim().toLowerCase()];
@@ -435,6 +511,10 @@
       var names = featureNames(stream, h.normal.length);
       text = describeHalfspace(h, names);
       figure = drawHalfspace(h, names);
+    } else if (h.kind === "one-vs-rest") {
+      var classNames = featureNames(stream, h.halfspaces[0].normal.length);
+      text = describeOneVsRest(h, classNames);
+      figure = drawOneVsRest(h, classNames);
     } else {
       text = describeVector(h);
       var bounds = (stream && stream.feature_bounds) || h.bounds;
@@ -453,7 +533,7 @@
       el("h2", {}, el("a", { href: "/stream/" + encodeURIComponent(stream.stream_id),
                              text: stream.stream_id })),
       el("p", { className: "muted", text: stream.hypothesis_class ||
-                (stream.features + " features") }),
+                (stream.features + " features" + (stream.classes > 2 ? ", " + stream.classes + " classes" : "")) }),
       el("p", {}, el("span", { className: "badge" + (budget && budget.exhausted ? " stopped" : ""),
                                text: stream.status })));
     if (!stream.release) {
@@ -675,7 +755,7 @@
       var budget = budgetFigures(history.lifetime), releases = history.releases;
       var last = releases.length ? releases[releases.length - 1] : null;
       document.getElementById("summary").textContent = (stream.hypothesis_class || (stream.features +
-        " features")) + " · " + stream.status + " · " + fmt(budget ? budget.releases : releases.length) + " releases" +
+        " features" + (stream.classes > 2 ? ", " + stream.classes + " classes" : ""))) + " · " + stream.status + " · " + fmt(budget ? budget.releases : releases.length) + " releases" +
         (last ? ", the latest " + ago(last.published_at) : "");
       document.getElementById("budget-text").textContent = budget ? budgetText(budget) : "";
       document.getElementById("levels-text").textContent = budget ? "Releases: " +
