@@ -114,7 +114,11 @@ def fetch_key_set(url: str, timeout: float = 10.0, pinned: KeySet | None = None)
             "(trusted_keys=, PRIVSTREAM_TRUSTED_KEYS_FILE), another keys_url, or turn verification off"
         ) from None
     try:
-        return KeySet.from_json(body) if pinned is None else pinned.following(rotation_statements(body))
+        return (
+            KeySet.from_json(body)
+            if pinned is None
+            else pinned.following(rotation_statements(body, strict=False))
+        )
     except SigningKeyError as exc:
         raise KeysUnavailableError(f"{url} does not serve a key set: {exc}") from None
 
