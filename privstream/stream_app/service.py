@@ -45,7 +45,7 @@ from privstream.stream_app.metrics import ServiceMetrics
 from privstream.stream_app.publication import derive_slots, slots_fall_behind
 from privstream.stream_app.settings import FAUST_ENV_PREFIX, ReleaseConfig, Settings, StreamConfig
 from privstream.stream_app.signing import KeyWatch, Signer
-from privstream.stream_app.slot_cache import CACHE_FILE, SlotCache
+from privstream.stream_app.slot_cache import SlotCache, cache_path
 from privstream.stream_app.store import factory
 from privstream.stream_app.store.factory import Ledger, StateStore
 from privstream.stream_app.store.identity import keep_up, open_for_worker
@@ -690,7 +690,7 @@ def build_service(settings: Settings) -> Service:
     if policies:
         if ledger is None or leases is None or signer is None:
             raise RuntimeError("releasing streams need the ledger, the partition leases and the signing key")
-        processes = LearnerProcesses(policies)
+        processes = LearnerProcesses(policies, niceness=settings.learner_niceness)
         watch = KeyWatch(signer, stores.ledger) if stores.ledger is not None else None
         publish = fenced_publisher(
             publisher(ingest, settings, signer, signatures, watch=watch), leases, source_partitions
@@ -705,7 +705,7 @@ def build_service(settings: Settings) -> Service:
                 except Exception as exc:  # the ledger unreachable: /readyz says so
                     log.debug("could not read the deployment's signing key: %s", exc)
 
-        slot_cache = SlotCache(settings.data_dir / CACHE_FILE)
+        slot_cache = SlotCache(cache_path(settings.slot_cache_file, settings.data_dir))
         releases = release_agent(
             policies, store, ledger, publish, metrics, processes, key_partition, slot_cache
         )

@@ -789,6 +789,20 @@ class Settings(BaseSettings):
     state_path: Path | None = Field(
         default=None, description="window buffers and SOA snapshots (SQLite); default data_dir/state.sqlite3"
     )
+    slot_cache_file: Path | None = Field(
+        default=None,
+        description="where measured publication slots are remembered (per workload and machine, never "
+        "data); default $XDG_CACHE_HOME/privstream/slot-measurements.json (~/.cache/...), shared by "
+        "the machine's workers, or data_dir/slot-measurements.json where that cannot be written",
+    )
+    learner_niceness: int = Field(
+        default=10,
+        ge=0,
+        le=19,
+        description="how much lower the learner processes' CPU priority is than the worker's (nice): "
+        "where every core is busy, release fits take the CPU ingest leaves rather than slowing the "
+        "stream down (0: the same priority)",
+    )
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["text", "json"] = Field(
         default="text",
