@@ -34,6 +34,23 @@ def pytest_collection_modifyitems(config, items):
 _numbers = itertools.count()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _own_slot_cache_and_priority(tmp_path_factory) -> Iterator[None]:
+    """Workers started by the tests remember slot measurements in the session's own cache
+    directory, not the machine's (which other checkouts share), and run their learner processes
+    at their own priority: on a machine shared by several test suites, fits at a lower one would
+    pass the tests' short slots (tests/stream_app/test_learner_process.py covers the niceness)."""
+    saved = {name: os.environ.get(name) for name in ("XDG_CACHE_HOME", "PRIVSTREAM_LEARNER_NICENESS")}
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("cache"))
+    os.environ["PRIVSTREAM_LEARNER_NICENESS"] = "0"
+    yield
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[PostgresServer]:
     server = PostgresServer()

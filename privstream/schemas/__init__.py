@@ -10,9 +10,11 @@ from privstream.schemas.examples import SCHEMA_VERSION, Example, ExampleBatch, n
 from privstream.schemas.predictions import Prediction, PredictionBatch, VectorPredictionBatch
 from privstream.schemas.releases import (
     Certificate,
+    ErrorEstimate,
     HypothesisRelease,
     LifetimeBound,
     Publication,
+    ReleaseEvaluation,
     ReleaseGuarantee,
     WindowInfo,
 )
@@ -33,6 +35,7 @@ __all__ = [
     "MODELS",
     "SCHEMA_VERSION",
     "Certificate",
+    "ErrorEstimate",
     "Example",
     "ExampleBatch",
     "HypothesisRelease",
@@ -40,6 +43,7 @@ __all__ = [
     "Prediction",
     "PredictionBatch",
     "Publication",
+    "ReleaseEvaluation",
     "ReleaseGuarantee",
     "SanitizedRelease",
     "VectorPredictionBatch",

@@ -83,6 +83,13 @@ class LifetimeBound(PublicMessage):
         description="the tree's top level L (levels 0..L)",
     )
     level_epsilon: list[float] = Field(description="ε per level: the learner's plus the sanitizer's")
+    quality_epsilon: float | None = Field(
+        default=None,
+        ge=0,
+        exclude_if=lambda epsilon: epsilon is None,  # absent from a stream without estimates
+        description="ε of each quality estimate scored on a window's examples (up to top_level + 1 per "
+        "window, in epsilon); null: none",
+    )
     rule: str = Field(description="the composition argument that gives the bound, in words")
 
 
@@ -237,6 +244,44 @@ class Certificate(PublicMessage):
         return data
 
 
+class ErrorEstimate(PublicMessage):
+    """The DP outputs of a quality estimate: the error count's noisy value (and the size's, where it
+    is private), and what follows from them by post-processing."""
+
+    error: float = Field(ge=0, le=1, description="the estimated error rate, clipped to [0, 1]")
+    low: float = Field(ge=0, le=1, description="the interval's lower end")
+    high: float = Field(ge=0, le=1, description="the interval's upper end")
+    noisy_errors: int = Field(ge=-MAX_SAFE_INTEGER, le=MAX_SAFE_INTEGER, description="the noisy error count")
+    noisy_size: int | None = Field(
+        default=None,
+        ge=-MAX_SAFE_INTEGER,
+        le=MAX_SAFE_INTEGER,
+        description="the noisy number of examples scored where it is private (null: size is public)",
+    )
+
+
+class ReleaseEvaluation(PublicMessage):
+    """A private estimate of an earlier hypothesis release's error, scored on the examples of the
+    window this release was computed from (examples the scored release never saw)."""
+
+    release: str = Field(description="the ledger_entry_id of the release scored")
+    level: int = Field(ge=0, le=20, description="the scored release's level in the release tree")
+    window_id: str = Field(description="the window whose examples it was scored on")
+    ledger_entry_id: str = Field(description="the estimate's own charge in the privacy ledger")
+    epsilon: float = Field(gt=0, description="ε of the estimate, spent on the scored window's examples")
+    delta: float = Field(default=0.0, ge=0, lt=1)
+    neighbouring_relation: NeighbouringRelation
+    confidence: float = Field(gt=0, lt=1, description="the probability the interval holds the true error")
+    size: int | None = Field(
+        default=None,
+        ge=0,
+        le=MAX_SAFE_INTEGER,
+        description="the examples scored where public (count windows)",
+    )
+    estimate: ErrorEstimate
+    rule: str = Field(description="what the interval states, in words")
+
+
 class HypothesisRelease(PublicMessage):
     """A private hypothesis released to the ``hypotheses`` topic (or printed by ``privstream learn``)."""
 
@@ -247,3 +292,9 @@ class HypothesisRelease(PublicMessage):
         description=f"canonical form: equal functions compare equal; {_WITHIN_RANGE}"
     )
     certificate: Certificate
+    evaluations: list[ReleaseEvaluation] = Field(
+        default_factory=list,
+        exclude_if=lambda evaluations: not evaluations,  # absent from a release that carries none
+        description="private estimates of the error of the releases that ended just before this "
+        "release's window, scored on its examples (streams with quality_epsilon; else empty)",
+    )

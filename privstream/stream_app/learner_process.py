@@ -53,12 +53,15 @@ LEARNER_MODULES = (
 )
 
 
-def _child_start(parent: int) -> None:
-    """In the child: die with the worker (including when it died before this line ran), then
-    import the learners."""
+def _child_start(parent: int, niceness: int = 0) -> None:
+    """In the child: die with the worker (including when it died before this line ran), yield
+    the CPU to the worker (``niceness``: see :class:`LearnerProcess`), then import the learners."""
     die_with_parent()
     if os.getppid() != parent:  # already re-parented: the signal it would have sent is lost
         os._exit(1)
+    if niceness > 0:
+        with contextlib.suppress(OSError):  # a platform without nice: the learner runs as is
+            os.nice(niceness)
     for name in LEARNER_MODULES:
         importlib.import_module(name)
 
@@ -70,10 +73,10 @@ class RemoteTraceback(Exception):
         return f'\n"""\n{self.args[0]}"""'
 
 
-def _serve(calls: Connection, parent: int) -> None:
+def _serve(calls: Connection, parent: int, niceness: int = 0) -> None:
     """The child's loop: each call received is answered with ``(True, result)`` or ``(False,
     exception, traceback)``; the loop ends when the worker closes its end of the pipe."""
-    _child_start(parent)
+    _child_start(parent, niceness)
     while True:
         try:
             fn, args, kwargs = calls.recv()
@@ -100,11 +103,11 @@ class _Call:
 class _Child:
     """One spawned process and the worker's end of its pipe."""
 
-    def __init__(self) -> None:
+    def __init__(self, niceness: int = 0) -> None:
         context = multiprocessing.get_context("spawn")
         self.connection, child_end = context.Pipe()
         self.process: BaseProcess = context.Process(
-            target=_serve, args=(child_end, os.getpid()), name="privstream-learner", daemon=True
+            target=_serve, args=(child_end, os.getpid(), niceness), name="privstream-learner", daemon=True
         )
         self.process.start()
         child_end.close()  # the child's end lives in the child only: its death ends our reads
@@ -146,12 +149,18 @@ class LearnerProcess(Executor):
     is spawned as the spare takes over. :attr:`startup_seconds` is how long a child took from its
     spawn to its first answer (the time a spare needs to be ready again).
 
+    ``niceness`` lowers the children's CPU priority (``nice``) below the worker's: where the
+    cores are all busy, a fit takes what ingest leaves instead of slowing the stream it releases
+    (a release tree's fits can take far more CPU than learning its examples online). A fit still
+    has its slot, measured at the same priority, and a core of its own where one is free.
+
     >>> with LearnerProcess() as pool:
     ...     pool.submit(sum, [1, 2, 3]).result()
     6
     """
 
-    def __init__(self) -> None:
+    def __init__(self, niceness: int = 0) -> None:
+        self.niceness = niceness
         self._lock = threading.Lock()
         self._calls: queue.SimpleQueue[_Call | None] = queue.SimpleQueue()
         self._child: _Child | None = None
@@ -227,7 +236,7 @@ class LearnerProcess(Executor):
         if spare is not None:
             spare.close(wait=True)
         with contextlib.suppress(Exception):  # no spare now (out of pids): the next call spawns
-            spare = _Child()
+            spare = _Child(self.niceness)
             with self._lock:
                 self._spare = spare
 
@@ -246,7 +255,7 @@ class LearnerProcess(Executor):
         else:
             if spare is not None:
                 spare.close(wait=True)
-            child = _Child()
+            child = _Child(self.niceness)
         with self._lock:
             self._child = child
         return child
@@ -319,13 +328,16 @@ class LearnerProcesses:
     (0, None)
     """
 
-    def __init__(self, stream_ids: Iterable[str] = (), clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, stream_ids: Iterable[str] = (), clock: Callable[[], float] = time.time, niceness: int = 0
+    ) -> None:
         self.clock = clock
-        self._processes = {stream_id: LearnerProcess() for stream_id in stream_ids}
+        self.niceness = niceness
+        self._processes = {stream_id: LearnerProcess(niceness) for stream_id in stream_ids}
 
     def process(self, stream_id: str) -> LearnerProcess:
         if stream_id not in self._processes:
-            self._processes[stream_id] = LearnerProcess()
+            self._processes[stream_id] = LearnerProcess(self.niceness)
         return self._processes[stream_id]
 
     def start(self) -> LearnerProcesses:

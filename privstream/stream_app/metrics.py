@@ -10,15 +10,55 @@ from __future__ import annotations
 
 import functools
 import time
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar, cast
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from privstream import __version__
 from privstream.agents.timing import DEFAULT_REASONS
 from privstream.agents.validation import INVALID_REASONS
 
 T = TypeVar("T")
+
+
+#: The listeners whose refused and dropped connections are counted (the ``listener`` label).
+LISTENERS = ("public", "operator")
+
+
+class ListenerConnections(Collector):
+    """``privstream_listener_connections_refused_total{listener, reason}``: the connections each
+    listener refused or dropped, read from the listener when scraped (the public listener's
+    counts come from its process). Each source gives its fixed set of reasons (bounded labels).
+
+    >>> registry = CollectorRegistry()
+    >>> counts = ListenerConnections()
+    >>> registry.register(counts)
+    >>> counts.sources["operator"] = lambda: {"header_timeout": 2}
+    >>> registry.get_sample_value(
+    ...     "privstream_listener_connections_refused_total",
+    ...     {"listener": "operator", "reason": "header_timeout"},
+    ... )
+    2.0
+    """
+
+    def __init__(self) -> None:
+        self.sources: dict[str, Callable[[], Mapping[str, int]]] = {}
+
+    def collect(self) -> Iterator[Metric]:
+        family = CounterMetricFamily(
+            "privstream_listener_connections_refused",
+            "Connections a listener refused (over its cap or the client's share) or dropped (no "
+            "request head within the header timeout).",
+            labels=["listener", "reason"],
+        )
+        for listener in LISTENERS:
+            source = self.sources.get(listener)
+            for reason, count in sorted((source() if source is not None else {}).items()):
+                family.add_metric([listener, reason], float(count))
+        yield family
 
 
 class ServiceMetrics:
@@ -34,6 +74,8 @@ class ServiceMetrics:
     ):
         self.registry = registry or CollectorRegistry(auto_describe=True)
         r = self.registry
+        self.listener_connections = ListenerConnections()
+        r.register(self.listener_connections)
         self.build_info = Gauge(
             "privstream_build_info", "Build information (value is 1).", ["version"], registry=r
         )

@@ -45,7 +45,7 @@ from privstream.stream_app.metrics import ServiceMetrics
 from privstream.stream_app.publication import derive_slots, slots_fall_behind
 from privstream.stream_app.settings import FAUST_ENV_PREFIX, ReleaseConfig, Settings, StreamConfig
 from privstream.stream_app.signing import KeyWatch, Signer
-from privstream.stream_app.slot_cache import CACHE_FILE, SlotCache
+from privstream.stream_app.slot_cache import SlotCache, cache_path
 from privstream.stream_app.store import factory
 from privstream.stream_app.store.factory import Ledger, StateStore
 from privstream.stream_app.store.identity import keep_up, open_for_worker
@@ -57,7 +57,12 @@ from privstream.stream_app.store.signatures import ReleaseSignatures
 from privstream.stream_app.tabular import row_encoder
 from privstream.stream_app.web.listener import HttpListener, ListenerLimits, bearer_token_guard
 from privstream.stream_app.web.operator import PROBE_PATHS, operator_routes
-from privstream.stream_app.web.public_process import PublicListenerProcess, signatures_path
+from privstream.stream_app.web.public_process import (
+    PublicListenerProcess,
+    counts_path,
+    read_counts,
+    signatures_path,
+)
 
 log = logging.getLogger(__name__)
 
@@ -339,6 +344,7 @@ def release_policy(stream: StreamConfig, hclass: HypothesisClass | None) -> Rele
         expected_size=config.expected_size,
         top_level=config.top_level,
         max_node_examples=config.max_node_examples,
+        quality_epsilon=config.quality_epsilon,
         partitioned=stream.partitioned,
         columns=tuple(stream.encoder.to_dicts()) if stream.encoder is not None else (),
         lifetime=lifetime_bound(config),  # the user level's is set with the deployment's user budget
@@ -380,6 +386,14 @@ def lifetime_bound(config: ReleaseConfig, user_budget: PrivacyCost | None = None
         for j, e in enumerate(config.learner_epsilons)
     ]
     terms = " + ".join(f"{e:g}" for e in per_level)
+    quality = ""
+    if config.quality_epsilon is not None:
+        levels = config.top_level + 1
+        terms += f" + {levels} x {config.quality_epsilon:g}"
+        quality = (
+            f"; each release is scored on the next window's examples (an epsilon {config.quality_epsilon:g} "
+            f"error count), a window for at most the {levels} levels whose nodes end just before it"
+        )
     return LifetimeBound(
         epsilon=epsilon,
         delta=delta,
@@ -387,9 +401,10 @@ def lifetime_bound(config: ReleaseConfig, user_budget: PrivacyCost | None = None
         delta_budget=config.delta_budget,
         top_level=config.top_level,
         level_epsilon=per_level,
+        quality_epsilon=config.quality_epsilon,
         rule=(
             f"parallel composition over the disjoint nodes of a level (each example is in exactly one "
-            f"node per level), sequential composition over the {config.top_level + 1} levels: "
+            f"node per level), sequential composition over the {config.top_level + 1} levels{quality}: "
             f"sum over levels of epsilon_j = {terms} = {epsilon:g} <= epsilon_budget "
             f"{config.epsilon_budget:g} per example, for ever"
         ),
@@ -585,16 +600,19 @@ def start_listeners(
         if settings.operator_token is not None
         else []
     )
-    _start_with(
-        app,
-        HttpListener(
-            "operator",
-            settings.operator_host,
-            settings.operator_port,
-            operator_routes(service.metrics.exposition, probes, service.status),
-            middlewares=guard,
-            limits=ListenerLimits.of(settings, "operator"),
-        ),
+    operator = HttpListener(
+        "operator",
+        settings.operator_host,
+        settings.operator_port,
+        operator_routes(service.metrics.exposition, probes, service.status),
+        middlewares=guard,
+        limits=ListenerLimits.of(settings, "operator"),
+    )
+    _start_with(app, operator)
+    # Refused and dropped connections on /metrics: the public listener's from its process's file.
+    public_counts = counts_path(settings)
+    service.metrics.listener_connections.sources.update(
+        public=lambda: read_counts(public_counts), operator=lambda: operator.connections.counts
     )
 
 
@@ -672,7 +690,7 @@ def build_service(settings: Settings) -> Service:
     if policies:
         if ledger is None or leases is None or signer is None:
             raise RuntimeError("releasing streams need the ledger, the partition leases and the signing key")
-        processes = LearnerProcesses(policies)
+        processes = LearnerProcesses(policies, niceness=settings.learner_niceness)
         watch = KeyWatch(signer, stores.ledger) if stores.ledger is not None else None
         publish = fenced_publisher(
             publisher(ingest, settings, signer, signatures, watch=watch), leases, source_partitions
@@ -687,7 +705,7 @@ def build_service(settings: Settings) -> Service:
                 except Exception as exc:  # the ledger unreachable: /readyz says so
                     log.debug("could not read the deployment's signing key: %s", exc)
 
-        slot_cache = SlotCache(settings.data_dir / CACHE_FILE)
+        slot_cache = SlotCache(cache_path(settings.slot_cache_file, settings.data_dir))
         releases = release_agent(
             policies, store, ledger, publish, metrics, processes, key_partition, slot_cache
         )

@@ -183,6 +183,16 @@ class ReleaseConfig(BaseModel):
         "Required there; not allowed with count windows at the example level, where n is public",
     )
 
+    quality_epsilon: float | None = Field(
+        default=None,
+        gt=0,
+        le=100,
+        description="a private measure of each hypothesis release's quality: each release is scored on "
+        "the next window's examples, an ε-DP error count with a confidence interval published with "
+        "that window's release, charged to those examples (up to top_level + 1 estimates per window: "
+        "one per level whose node ends just before it). null: no estimates",
+    )
+
     max_node_examples: int | None = Field(
         default=100_000,
         ge=1,
@@ -318,6 +328,13 @@ class ReleaseConfig(BaseModel):
                     f"{name} needs {self.top_level + 1} positive values (levels 0..{self.top_level}), "
                     f"got {values}"
                 )
+        if self.quality_epsilon is not None and self.privacy_unit == "user":
+            # A user's rows can lie in the scored window several times over (up to the bound), and
+            # the individual filter charges users, not windows: not supported.
+            raise ValueError(
+                "quality_epsilon applies only to privacy_unit 'example' (a user's examples can all "
+                "lie in the window a release is scored on)"
+            )
         if self.level_epsilon is not None and self.epsilon is not None:
             raise ValueError("give epsilon (every level) or level_epsilon (per level), not both")
         if self.sanitizer_level_epsilon is not None and self.sanitizer_epsilon is not None:
@@ -333,7 +350,9 @@ class ReleaseConfig(BaseModel):
         if epsilon > self.epsilon_budget * (1 + 1e-9):
             raise ValueError(
                 f"the releases cost ε={epsilon:g} per example over the {self.top_level + 1} levels (learner "
-                f"{self.learner_epsilons}, sanitizer {self.sanitizer_epsilons}), more than the lifetime "
+                f"{self.learner_epsilons}, sanitizer {self.sanitizer_epsilons}"
+                + (f", quality estimates {self.quality_epsilons}" if self.quality_epsilons else "")
+                + "), more than the lifetime "
                 f"epsilon_budget {self.epsilon_budget:g}: lower epsilon or top_level, or raise the budget"
             )
         if delta > self.delta_budget * (1 + 1e-9):
@@ -365,10 +384,10 @@ class ReleaseConfig(BaseModel):
     @property
     def learner_epsilons(self) -> list[float]:
         """The learner's ε per level 0..top_level: as given, or the lifetime budget left by the sanitizer
-        split evenly over the levels."""
+        and the quality estimates split evenly over the levels."""
         if self.level_epsilon is not None or self.epsilon is not None:
             return self._learner_epsilons_given()
-        rest = self.epsilon_budget - sum(self.sanitizer_epsilons)
+        rest = self.epsilon_budget - sum(self.sanitizer_epsilons) - sum(self.quality_epsilons)
         return [rest / (self.top_level + 1)] * (self.top_level + 1)
 
     @property
@@ -383,12 +402,25 @@ class ReleaseConfig(BaseModel):
         return [delta] * (self.top_level + 1)
 
     @property
+    def quality_epsilons(self) -> list[float]:
+        """The quality estimates' ε an example can pay (empty without them): a window is scored once
+        for each level whose node ends just before it, ``top_level + 1`` times at most.
+
+        >>> ReleaseConfig(epsilon_budget=2.0, epsilon=0.5, top_level=1, quality_epsilon=0.1).quality_epsilons
+        [0.1, 0.1]
+        """
+        if self.quality_epsilon is None:
+            return []
+        return [self.quality_epsilon] * (self.top_level + 1)
+
+    @property
     def lifetime_cost(self) -> tuple[float, float]:
-        """(ε, δ) per example (or user) for ever: one node per level, the learner's and the sanitizer's.
+        """(ε, δ) per example (or user) for ever: one node per level, the learner's and the
+        sanitizer's, and the quality estimates its window pays for (:attr:`quality_epsilons`).
 
         Parallel composition over the disjoint nodes of a level, sequential over the levels."""
         return (
-            sum(self.learner_epsilons) + sum(self.sanitizer_epsilons),
+            sum(self.learner_epsilons) + sum(self.sanitizer_epsilons) + sum(self.quality_epsilons),
             sum(self.learner_deltas) + sum(self.sanitizer_deltas),
         )
 
@@ -756,6 +788,20 @@ class Settings(BaseSettings):
     )
     state_path: Path | None = Field(
         default=None, description="window buffers and SOA snapshots (SQLite); default data_dir/state.sqlite3"
+    )
+    slot_cache_file: Path | None = Field(
+        default=None,
+        description="where measured publication slots are remembered (per workload and machine, never "
+        "data); default $XDG_CACHE_HOME/privstream/slot-measurements.json (~/.cache/...), shared by "
+        "the machine's workers, or data_dir/slot-measurements.json where that cannot be written",
+    )
+    learner_niceness: int = Field(
+        default=10,
+        ge=0,
+        le=19,
+        description="how much lower the learner processes' CPU priority is than the worker's (nice): "
+        "where every core is busy, release fits take the CPU ingest leaves rather than slowing the "
+        "stream down (0: the same priority)",
     )
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["text", "json"] = Field(

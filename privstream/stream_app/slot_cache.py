@@ -1,11 +1,12 @@
-"""Slot measurements remembered per workload and machine, so that a restart need not time them again.
+"""Slot measurements remembered per workload and machine, so that a start need not time them again.
 
 A publication slot is derived from how long a node's fits take on public inputs
 (:mod:`privstream.stream_app.publication`). The measurement is a function of the workload (the
 learner, its parameters, the public inputs: all of it in :func:`workload_key`) and the machine, so
-it is kept in a small JSON file in the worker's data directory under a key of both, and of the
-library's version; a change of any of them misses the cache and is measured again. Nothing in it
-depends on the data.
+it is kept in a small JSON file under a key of both, and of the library's version; a change of any
+of them misses the cache and is measured again. Nothing in it depends on the data, so the file is
+the machine's (:func:`cache_path`): a worker started with a fresh data directory, or a second
+worker, finds what another start measured.
 
 >>> import tempfile, pathlib
 >>> cache = SlotCache(pathlib.Path(tempfile.mkdtemp()) / "slots.json")
@@ -20,6 +21,7 @@ True
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import logging
@@ -36,13 +38,54 @@ from privstream import __version__
 
 log = logging.getLogger(__name__)
 
-#: The cache file's name in the worker's data directory.
+#: The cache file's name (in the machine's cache directory, or the worker's data directory).
 CACHE_FILE = "slot-measurements.json"
+
+
+def cache_path(configured: Path | None, data_dir: Path) -> Path:
+    """Where slot measurements are remembered: ``configured`` (the ``slot_cache_file`` setting),
+    else the user's cache directory (``$XDG_CACHE_HOME/privstream``, by default
+    ``~/.cache/privstream``), shared by every worker and data directory of the machine (a key
+    holds the machine and the workload, never the data), else, where that cannot be written,
+    the worker's data directory.
+
+    >>> import pathlib
+    >>> cache_path(pathlib.Path("/etc/slots.json"), pathlib.Path("var"))
+    PosixPath('/etc/slots.json')
+    """
+    if configured is not None:
+        return configured
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    shared = Path(base) / "privstream"
+    try:
+        shared.mkdir(parents=True, exist_ok=True)
+        if os.access(shared, os.W_OK):
+            return shared / CACHE_FILE
+    except OSError:  # no home, a read-only one: the data directory keeps them
+        pass
+    return data_dir / CACHE_FILE
+
+
+@functools.cache
+def code_digest() -> str:
+    """A digest of this library's installed source files (names, sizes, modification times): two
+    checkouts or an edit of the same version never share a measurement.
+
+    >>> code_digest() == code_digest() and len(code_digest()) == 16
+    True
+    """
+    root = Path(__file__).resolve().parents[1]
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        with contextlib.suppress(OSError):
+            stat = path.stat()
+            digest.update(f"{path.relative_to(root)}:{stat.st_size}:{stat.st_mtime_ns};".encode())
+    return digest.hexdigest()[:16]
 
 
 def machine() -> str:
     """What a measurement's figure depends on besides the workload: the host, its processors, the
-    interpreter and numpy, and this library's version.
+    interpreter and numpy, and this library's version and code (:func:`code_digest`).
 
     >>> len(machine()) > 10
     True
@@ -62,6 +105,7 @@ def machine() -> str:
             sys.version.split()[0],
             np.__version__,
             __version__,
+            code_digest(),
         ]
     )
 

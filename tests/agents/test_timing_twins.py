@@ -67,6 +67,19 @@ async def test_a_time_window_of_150_times_the_cap_closes_like_one_of_the_cap():
     assert "lowest priority" in cap_rule and "half the level's epsilon" in cap_rule
 
 
+async def test_scoring_a_time_window_of_150_times_the_cap_reads_the_cap_and_moves_no_time():
+    """With quality estimates, window 1 scores window 0's release on its rows: a bottom-k sample of
+    at most the cap whatever the window's size, read once for the estimate and the learner."""
+    stream = capped_time_stream(quality_epsilon=0.5)
+    small, large = await run(stream, window_of(CAP)), await run(stream, window_of(150 * CAP))
+    assert_twins(small.observed, large.observed)
+    assert max(large.rows_read) <= CAP and max(small.rows_read) <= CAP
+    scored = large.observed.messages[1]["release"]["evaluations"]
+    assert [e["release"].split("/")[1] for e in scored] == [
+        large.observed.messages[0]["release"]["certificate"]["window"]["window_id"]
+    ]
+
+
 def count_stream(name: str, size: int = 10) -> StreamConfig:
     release = {
         "learner": "generic",

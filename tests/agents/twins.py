@@ -219,7 +219,16 @@ def split_dp(release: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     public_part = json.loads(json.dumps(release))
     dp = {key: public_part.pop(key) for key in ("hypothesis", "distribution") if key in public_part}
     dp["dp_outputs"] = public_part["certificate"].pop("dp_outputs", None)
+    # a quality estimate's figures are DP outputs too (the rest of each evaluation is public)
+    dp["evaluations"] = [evaluation.pop("estimate") for evaluation in public_part.get("evaluations", [])]
     return public_part, dp
+
+
+def without_estimates(summary: dict[str, Any]) -> dict[str, Any]:
+    """A page's release summary minus its quality estimates' DP figures (the rest is public)."""
+    for evaluation in summary.get("evaluations", []):
+        evaluation.pop("estimate", None)
+    return summary
 
 
 class TwinRun:
@@ -505,7 +514,9 @@ class TwinRun:
             for config in self.streams:
                 pages[f"budget/{config.name}"] = public.budget(config, reader)
                 releases = reader.releases(config.name, limit=page.MAX_LIMIT)
-                pages[f"releases/{config.name}"] = [page.release_summary(c) for c in releases]
+                pages[f"releases/{config.name}"] = [
+                    without_estimates(page.release_summary(c)) for c in releases
+                ]
             return json.loads(json.dumps(pages))
         # a release agent before the public pages' reads: the ledger as it is
         pages = {"streams": public.streams_overview(self.streams, self.ledger)}

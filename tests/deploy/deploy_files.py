@@ -49,6 +49,7 @@ BOUNDED_LABELS = {
     "version": "privstream versions running",
     "feature": "configured features of a vector stream (d, public)",
     "le": "histogram buckets",
+    "listener": "the two listeners (public, operator)",
 }
 
 _KEYWORDS = {

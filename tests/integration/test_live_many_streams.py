@@ -1,6 +1,6 @@
 """Many streams start together: their publication slots are measured once per distinct
 configuration, alone, so they do not depend on how many streams the worker serves, and a restart
-takes them from the worker's data directory instead of measuring again."""
+takes them from the machine's slot cache instead of measuring again."""
 
 from __future__ import annotations
 
@@ -36,7 +36,13 @@ def test_24_streams_get_the_slot_one_stream_of_their_configuration_gets(unique_s
             for i in range(count)
         ]
 
-    many = unique_settings.model_copy(update={"streams": streams(24), "ledger_create_if_missing": True})
+    many = unique_settings.model_copy(
+        update={
+            "streams": streams(24),
+            "ledger_create_if_missing": True,
+            "slot_cache_file": tmp_path / "slots.json",  # nothing another test measured
+        }
+    )
     asyncio.run(ensure_topics(many))
     worker = start_worker(many, tmp_path)
     try:

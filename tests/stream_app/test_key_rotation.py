@@ -81,6 +81,11 @@ def test_forged_rotation_statements_add_no_key() -> None:
     assert genuine.problem(retired) == "retired_key" and len(retired.following([genuine])) == 1
     with pytest.raises(ValueError, match="not a rotation statement"):
         RotationStatement.from_dict({**genuine.to_dict(), "type": "something else"})
+    # A document with an unreadable statement beside the genuine one: a follower skips the bad one.
+    document = json.dumps({"keys": [], "rotations": [{"type": "junk"}, genuine.to_dict()]})
+    with pytest.raises(ValueError, match="not a rotation statement"):
+        rotation_statements(document)
+    assert pinned.following(rotation_statements(document, strict=False)).key_ids == [a.key_id, b.key_id]
 
 
 def test_rotate_replaces_the_key_file_and_the_worker_follows_the_ledger(tmp_path: Path) -> None:

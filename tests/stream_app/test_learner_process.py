@@ -274,3 +274,15 @@ def test_a_killed_worker_leaves_nothing_for_the_resource_tracker_to_report(tmp_p
     _, stderr = worker.communicate(timeout=60)
     assert stderr == "", stderr
     wait_until(lambda: all(process_gone(pid) for pid in children), 10, what="the children gone")
+
+
+def test_the_children_run_below_the_workers_cpu_priority_and_the_spare_too():
+    # Fits yield the CPU to ingest where the cores are all busy: the child and its warm spare
+    # (which takes over after a kill) both run niceness steps below the worker.
+    mine = os.nice(0)
+    with LearnerProcess(niceness=7) as pool:
+        assert pool.submit(os.nice, 0).result() == min(19, mine + 7)
+        pool.kill()  # the spare takes over
+        assert pool.submit(os.nice, 0).result() == min(19, mine + 7)
+    with LearnerProcess() as pool:
+        assert pool.submit(os.nice, 0).result() == mine

@@ -258,3 +258,25 @@ def test_plan_and_config_check_give_the_slot_the_worker_derives(monkeypatch, tmp
     assert worker == (fixed.slot(0.6),) and checked["seconds"] == [fixed.slot(0.6)]
     assert planned["publish_delay_seconds"] == fixed.slot(0.6) == checked["parts"][0]["slot_seconds"]
     assert planned["slot_parts"] == fixed.to_dict(0.6) == checked["parts"][0]
+
+
+def test_the_slot_cache_is_the_machines_unless_configured_or_unwritable(tmp_path, monkeypatch):
+    from privstream.stream_app.slot_cache import CACHE_FILE, cache_path
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    # shared by every data directory of the machine: a fresh one finds what another start measured
+    assert (
+        cache_path(None, tmp_path / "a")
+        == cache_path(None, tmp_path / "b")
+        == tmp_path / "cache" / "privstream" / CACHE_FILE
+    )
+    assert cache_path(tmp_path / "mine.json", tmp_path / "a") == tmp_path / "mine.json"
+    (tmp_path / "file").write_text("")  # a cache directory that cannot be made: the data directory
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "file"))
+    assert cache_path(None, tmp_path / "a") == tmp_path / "a" / CACHE_FILE
+
+
+def test_a_measurement_is_keyed_by_the_code_that_ran_it():
+    from privstream.stream_app.slot_cache import code_digest, machine
+
+    assert code_digest() in machine()

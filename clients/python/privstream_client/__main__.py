@@ -28,7 +28,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("stream", help="the stream's id")
     parser.add_argument("--bootstrap", help="Kafka servers host:port,... (else PRIVSTREAM_KAFKA_BOOTSTRAP)")
     parser.add_argument("--topic-prefix", help="the deployment's topic prefix (else PRIVSTREAM_TOPIC_PREFIX)")
-    parser.add_argument("--level", type=_level, default="best", help="best (default), all, or a level")
+    parser.add_argument(
+        "--level", type=_level, default="best", help="best (default), most-accurate, all, or a level"
+    )
     parser.add_argument("--trusted-keys", type=Path, help="a key set or PEM public keys to trust")
     parser.add_argument("--keys-url", help="where to fetch the key set (else PRIVSTREAM_KEYS_URL)")
     parser.add_argument("--ledger-id", help="the deployment's ledger id (else PRIVSTREAM_LEDGER_ID)")

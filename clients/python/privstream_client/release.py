@@ -13,6 +13,12 @@ certificate. :class:`ReleaseSelector` picks, release by release,
 * ``"best"`` (the default): the newest release of the highest level completed so far -- a release
   is taken when its level is at least that of every release taken before (and, within a level,
   when it covers later windows);
+* ``"most-accurate"``: the release whose private error estimate is the lowest (streams with
+  ``quality_epsilon``: each release is scored on the next window and the estimate arrives inside a
+  later release, :attr:`Release.evaluations`). Of each level the newest scored release stands;
+  the subscriber gets the one of lowest estimated error (a tie: the higher level) each time the
+  choice changes, so it is a release published before the one that carried its estimate. Until
+  the first estimate arrives it chooses as ``"best"``;
 * ``j``: only the releases of level j; ``"all"``: every release.
 
 Each release is taken once: after a crash the same release (same bytes) can be published twice.
@@ -42,6 +48,7 @@ from privstream_client.tabular import ColumnError, TabularEncoder
 
 __all__ = [
     "Certificate",
+    "Evaluation",
     "Guarantee",
     "LevelChoice",
     "LifetimeBound",
@@ -179,6 +186,39 @@ class LifetimeBound:
             top_level=f.integer("top_level" if "top_level" in f.data else "levels", low=0),
             level_epsilon=[float(e) for e in level_epsilon],
             rule=f.text("rule"),
+        )
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """A private estimate of an earlier release's error (``release``: its ledger entry id), scored
+    on the examples of the window ``window_id`` it never saw: ``error`` and the interval
+    ``[low, high]`` that holds its true error with probability ``confidence``; ε-DP on those
+    examples (``epsilon``)."""
+
+    release: str
+    level: int
+    window_id: str
+    epsilon: float
+    confidence: float
+    error: float
+    low: float
+    high: float
+
+    @classmethod
+    def read(cls, f: _Fields) -> Evaluation:
+        estimate = f.child("estimate")
+        if estimate is None:
+            raise ReleaseFormatError(f"{f.where}.estimate is missing")
+        return cls(
+            release=f.text("release"),
+            level=f.integer("level", low=0),
+            window_id=f.text("window_id"),
+            epsilon=f.number("epsilon", low=0),
+            confidence=f.number("confidence", low=0, high=1),
+            error=estimate.number("error", low=0, high=1),
+            low=estimate.number("low", low=0, high=1),
+            high=estimate.number("high", low=0, high=1),
         )
 
 
@@ -323,6 +363,13 @@ class Release:
         self.certificate = Certificate.read(certificate)
         self.hypothesis = model_from_dict(data.get("hypothesis"))
         self.encoder = _columns_of(self.certificate)
+        evaluations = data.get("evaluations", [])
+        if not isinstance(evaluations, list):
+            raise ReleaseFormatError(f"release.evaluations must be a list, got {evaluations!r}"[:300])
+        #: The private error estimates of earlier releases scored on this release's window.
+        self.evaluations: list[Evaluation] = [
+            Evaluation.read(_Fields(e, f"release.evaluations[{i}]")) for i, e in enumerate(evaluations)
+        ]
         self._published = published
 
     @classmethod
@@ -507,24 +554,27 @@ def certificate_problem(release: Release) -> str | None:
 
 
 #: Which releases a subscriber takes: ``"best"``, ``"all"`` or one level (an int >= 0).
-LevelChoice: TypeAlias = Literal["best", "all"] | int
+LevelChoice: TypeAlias = Literal["best", "most-accurate", "all"] | int
+
+_NAMED_LEVELS: tuple[Literal["best", "most-accurate", "all"], ...] = ("best", "most-accurate", "all")
 
 
 def check_level(level: object) -> LevelChoice:
     """A valid level choice, or ``ValueError`` naming the choices.
 
-    >>> check_level("best"), check_level(3)
-    ('best', 3)
+    >>> check_level("best"), check_level("most-accurate"), check_level(3)
+    ('best', 'most-accurate', 3)
     >>> check_level(-1)
     Traceback (most recent call last):
     ...
-    ValueError: level must be 'best', 'all' or a level >= 0, got -1
+    ValueError: level must be 'best', 'most-accurate', 'all' or a level >= 0, got -1
     """
-    if level == "best" or level == "all":
-        return "best" if level == "best" else "all"
+    for name in _NAMED_LEVELS:
+        if level == name:
+            return name
     if isinstance(level, int) and not isinstance(level, bool) and level >= 0:
         return level
-    raise ValueError(f"level must be 'best', 'all' or a level >= 0, got {level!r}")
+    raise ValueError(f"level must be 'best', 'most-accurate', 'all' or a level >= 0, got {level!r}")
 
 
 class ReleaseSelector:
@@ -545,6 +595,9 @@ class ReleaseSelector:
     False
     """
 
+    #: ``"most-accurate"``: how many recent releases are kept to be chosen once their estimate arrives.
+    KEPT = 64
+
     def __init__(
         self, level: LevelChoice = "best", freshness: Freshness | None = None, *, fresh_only: bool = True
     ):
@@ -554,6 +607,58 @@ class ReleaseSelector:
         # the level chosen is taken, so a forged one cannot hide a real one ("best" still orders).
         self.fresh_only = fresh_only
         self._seen: set[str] = set()
+        self._recent: dict[str, Release] = {}  # most-accurate: by ledger entry id, oldest first
+        self._scored: dict[int, tuple[Release, Evaluation]] = {}  # the newest scored release per level
+        self._given: Release | None = None
+
+    def choose(self, release: Release, published: bytes | None = None) -> Release | None:
+        """The release the subscriber gets now that ``release`` was published (None: none):
+        :meth:`pick` on :meth:`judge`'s verdict.
+
+        >>> def release(window, error=None):
+        ...     certificate = {**EXAMPLE["certificate"], "ledger_entry_id": f"s/{window}",
+        ...                    "window": {"window_id": f"c4-L0-{window}", "kind": "count",
+        ...                               "first_window": window, "last_window": window}}
+        ...     data = {**EXAMPLE, "certificate": certificate}
+        ...     if error is not None:  # an estimate of the previous window's release
+        ...         estimate = {"error": error, "low": 0.0, "high": 1.0}
+        ...         data["evaluations"] = [{"release": f"s/{window - 1}", "level": 0, "window_id": "w",
+        ...                                 "epsilon": 0.5, "confidence": 0.95, "estimate": estimate}]
+        ...     return Release.from_json(data)
+        >>> chooser = ReleaseSelector("most-accurate")
+        >>> [getattr(chooser.choose(r), "ledger_entry_id", None)
+        ...  for r in [release(0), release(1, error=0.3), release(2, error=0.1), release(3, error=0.2)]]
+        ['s/0', None, 's/1', 's/2']
+        """
+        return self.pick(release, self.judge(release, published))
+
+    def pick(self, release: Release, verdict: str | None) -> Release | None:
+        """The release the subscriber gets, given :meth:`judge`'s ``verdict`` on ``release``: the
+        release itself if taken; with ``"most-accurate"``, the release of lowest estimated error
+        when the estimates a fresh ``release`` carries change the choice (as ``"best"`` before any)."""
+        if self.level != "most-accurate":
+            return release if verdict is None else None
+        if verdict not in (None, "not_selected"):  # a duplicate, or not fresh
+            return None
+        for evaluation in release.evaluations:
+            scored = self._recent.get(evaluation.release)
+            standing = self._scored.get(evaluation.level)
+            if scored is not None and (standing is None or _after(scored, standing[0])):
+                self._scored[evaluation.level] = (scored, evaluation)
+        if release.ledger_entry_id is not None:
+            self._recent[release.ledger_entry_id] = release
+            while len(self._recent) > self.KEPT:
+                del self._recent[next(iter(self._recent))]
+        if not self._scored:  # no estimate yet: as "best" (the verdict says)
+            if verdict is None:
+                self._given = release
+                return release
+            return None
+        chosen, _ = min(self._scored.values(), key=lambda pair: (pair[1].error, -pair[1].level))
+        if chosen is self._given:
+            return None
+        self._given = chosen
+        return chosen
 
     def accept(self, release: Release, published: bytes | None = None) -> bool:
         """Whether the subscriber gets ``release`` (the next one published, as the bytes
@@ -582,12 +687,19 @@ class ReleaseSelector:
             return "duplicate"  # the same release re-published after a crash
         top = max(self.freshness.held, default=-1)  # the highest level held before this one
         problem = self.freshness.judge_mark(level, mark, ledger_id)
-        if problem is not None and (self.fresh_only or self.level == "best"):
+        ordered = self.level in ("best", "most-accurate")  # most-accurate: as best before estimates
+        if problem is not None and (self.fresh_only or ordered):
             return problem
         self._seen.add(mark.digest)
         if self.level == "all" or self.level == level:
             return None
-        return None if self.level == "best" and level >= top else "not_selected"
+        return None if ordered and level >= top else "not_selected"
+
+
+def _after(release: Release, other: Release) -> bool:
+    """Whether ``release`` covers later windows than ``other`` (an unknown window is the oldest)."""
+    mine, theirs = release.last_window, other.last_window
+    return (-1 if mine is None else mine) >= (-1 if theirs is None else theirs)
 
 
 #: A small release, for the examples.

@@ -404,8 +404,9 @@ class RotationStatement:
             raise SigningKeyError(f"a rotation statement must be JSON: {exc}") from None
 
 
-def rotation_statements(text: str | bytes) -> list[RotationStatement]:
-    """The rotation statements of a key set document (``rotations``; none if it has none)."""
+def rotation_statements(text: str | bytes, *, strict: bool = True) -> list[RotationStatement]:
+    """The rotation statements of a key set document (``rotations``; none if it has none); not
+    ``strict``, a statement that cannot be read is left out (it could only be refused)."""
     try:
         data = json.loads(text)
     except ValueError as exc:
@@ -413,4 +414,11 @@ def rotation_statements(text: str | bytes) -> list[RotationStatement]:
     found = data.get("rotations", []) if isinstance(data, dict) else []
     if not isinstance(found, list):
         raise SigningKeyError('a key set\'s "rotations" must be a list')
-    return [RotationStatement.from_dict(statement) for statement in found]
+    statements = []
+    for statement in found:
+        try:
+            statements.append(RotationStatement.from_dict(statement))
+        except SigningKeyError:
+            if strict:
+                raise
+    return statements

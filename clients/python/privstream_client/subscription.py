@@ -114,7 +114,11 @@ def fetch_key_set(url: str, timeout: float = 10.0, pinned: KeySet | None = None)
             "(trusted_keys=, PRIVSTREAM_TRUSTED_KEYS_FILE), another keys_url, or turn verification off"
         ) from None
     try:
-        return KeySet.from_json(body) if pinned is None else pinned.following(rotation_statements(body))
+        return (
+            KeySet.from_json(body)
+            if pinned is None
+            else pinned.following(rotation_statements(body, strict=False))
+        )
     except SigningKeyError as exc:
         raise KeysUnavailableError(f"{url} does not serve a key set: {exc}") from None
 
@@ -369,7 +373,7 @@ class Subscription:
         if verdict in FRESHNESS_PROBLEMS:
             self._skip(record, verdict)
             return None
-        return release if verdict is None else None
+        return self.selector.pick(release, verdict)
 
     def _skip(self, record: Any, reason: str) -> None:
         if not self.skipped[reason]:
@@ -405,10 +409,11 @@ def subscribe(
     ``bootstrap`` (else ``PRIVSTREAM_KAFKA_BOOTSTRAP``): the Kafka servers, ``host:port,...``;
     ``kafka_options``: more options for aiokafka's consumer (TLS, SASL). ``topic_prefix`` (else
     ``PRIVSTREAM_TOPIC_PREFIX``) is the deployment's. ``level``: ``"best"`` (the newest release
-    of the highest completed level), one level (an int), or ``"all"``. ``from_beginning`` replays
-    the releases published so far first; ``until_caught_up`` ends the iteration once those are
-    read. Without ``group_id`` each subscriber reads every partition on its own and commits
-    nothing; with one, the group shares them.
+    of the highest completed level), ``"most-accurate"`` (the release of lowest private error
+    estimate, where the stream publishes estimates), one level (an int), or ``"all"``.
+    ``from_beginning`` replays the releases published so far first; ``until_caught_up`` ends the
+    iteration once those are read. Without ``group_id`` each subscriber reads every partition on
+    its own and commits nothing; with one, the group shares them.
 
     ``verify`` (the default) yields only releases signed by a trusted key: ``trusted_keys`` (a
     :class:`~privstream_client.signing.KeySet`, a key file, or public keys), else the file
@@ -429,7 +434,7 @@ def subscribe(
     >>> subscribe("clicks", bootstrap="127.0.0.1:9092", level=-1)
     Traceback (most recent call last):
     ...
-    ValueError: level must be 'best', 'all' or a level >= 0, got -1
+    ValueError: level must be 'best', 'most-accurate', 'all' or a level >= 0, got -1
     """
     chosen = check_level(level)
     bootstrap = bootstrap or os.environ.get("PRIVSTREAM_KAFKA_BOOTSTRAP")

@@ -10,6 +10,7 @@ raw example reaches the bytes.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -26,7 +27,7 @@ from privstream.agents.releases.policy import (
 from privstream.learning.guarantees import Relation
 from privstream.learning.private_learners.base import PrivateRelease
 from privstream.learning.private_learners.vector_base import VectorLearnerResult
-from privstream.schemas import Publication, WindowInfo
+from privstream.schemas import HypothesisRelease, Publication, ReleaseEvaluation, WindowInfo
 
 #: What is published at a release's deadline, as its certificate states it.
 DEADLINE_RULE = (
@@ -53,10 +54,12 @@ def release_bytes(
     public_id: str,
     deadline: float | None,
     library_version: str,
+    evaluations: Sequence[ReleaseEvaluation] = (),
 ) -> bytes:
     """The release of ``product`` for node ``info`` (of ``level``), as published: its certificate
     states the charge (the product's cost at the level), the ledger's receipt, the publication
-    slot and the learner's stated parameters (:func:`privstream.agents.certificates.build_release`)."""
+    slot and the learner's stated parameters (:func:`privstream.agents.certificates.build_release`);
+    a hypothesis release carries the quality ``evaluations`` scored on its window (:mod:`.quality`)."""
     # n is public only for count windows of examples: at the user level, how many examples
     # survive the per-user bound depends on how much each user sent (uncharged, private).
     n_public = policy.window_kind == "count" and policy.privacy_unit == "example"
@@ -110,6 +113,8 @@ def release_bytes(
         randomness=randomness,
         library_version=library_version,
     )
+    if evaluations and isinstance(release, HypothesisRelease):
+        release = release.model_copy(update={"evaluations": list(evaluations)})
     return release.model_dump_json().encode()
 
 

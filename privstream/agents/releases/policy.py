@@ -64,8 +64,15 @@ class Product:
         return f"{'learner' if self.topic == 'hypotheses' else 'sanitizer'}:{self.name}"
 
 
-def topic_of_key(key: str) -> str:
-    """The public topic of a ledger mechanism key (for re-publishing from the outbox)."""
+def topic_of_key(key: str) -> str | None:
+    """The public topic of a ledger mechanism key (for re-publishing from the outbox); None for a
+    quality estimate's, which travels inside a hypothesis release.
+
+    >>> topic_of_key("learner:generic"), topic_of_key("sanitizer:mwem"), topic_of_key("quality:generic:L0")
+    ('hypotheses', 'sanitized', None)
+    """
+    if key.startswith("quality:"):
+        return None
     return "sanitized" if key.startswith("sanitizer:") else "hypotheses"
 
 
@@ -95,6 +102,8 @@ class ReleasePolicy:
     lifetime: LifetimeBound | None = None  # the certificate's lifetime bound (None: sequential total)
     user_budget: PrivacyCost | None = None  # user level: each user's lifetime budget (all streams)
     max_node_examples: int | None = None  # the input cap: the examples a learner reads (None: all)
+    # ε of the quality estimate of each hypothesis release, scored on the next window (None: none).
+    quality_epsilon: float | None = None
     # Spread over the topic's partitions (partition_by 'example' or 'user'): every worker stores its
     # partitions' rows; only the owner of the stream's key partition closes and releases windows.
     partitioned: bool = False

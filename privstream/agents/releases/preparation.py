@@ -51,6 +51,7 @@ from privstream.agents.releases.policy import (
     required_guarantee,
     shuffles,
 )
+from privstream.agents.releases.quality import ReleaseScorer
 from privstream.agents.releases.state import Fit, Ready, StreamState
 from privstream.agents.releases.workload import learner_call, stand_in
 from privstream.agents.timing import FitProcessDied, FitRunner, FitTimedOut
@@ -58,7 +59,7 @@ from privstream.agents.windows import bound_contributions
 from privstream.learning.errors import InvariantError
 from privstream.learning.guarantees import GuaranteeError
 from privstream.learning.randomness import RandomSource, derived
-from privstream.schemas import WindowInfo
+from privstream.schemas import ReleaseEvaluation, WindowInfo
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +85,7 @@ class NodePreparer:
         self._offload = offload
         self._rng_factory = rng_factory
         self.library_version = library_version
+        self.scorer = ReleaseScorer(ledger, metrics, offload=offload, source=self._source)
 
     async def prepare(
         self,
@@ -123,6 +125,23 @@ class NodePreparer:
                 state.preparing = deadline
                 state.prepared.clear()
             try:
+                if policy.quality_epsilon is not None and level == 0:
+                    try:
+                        evaluations = await self._score(policy, state, window_id, info, window, deadline)
+                    except LeaseLostError as exc:
+                        log.warning(
+                            "window %s of stream %s not released here: %s",
+                            window_id,
+                            stream_id,
+                            exc,
+                            extra=extra,
+                        )
+                        for ready in readies:
+                            ready.settle("lost")
+                        return
+                    for ready in readies:
+                        if ready.product.topic == "hypotheses":
+                            ready.evaluations = evaluations
                 fits = await self._reserve_all(
                     policy, state, window_id, info, window, deadline, level, readies
                 )
@@ -145,6 +164,37 @@ class NodePreparer:
                     self.metrics.learner_failed(stream_id)
                     if not fit.ready.available.is_set():  # else its default stands
                         fit.ready.settle("failed")
+            if policy.quality_epsilon is not None:  # the next window scores what goes out now
+                for ready in readies:
+                    if ready.product.topic == "hypotheses" and ready.outcome == "ready" and ready.body:
+                        state.scorable[window_id] = ready.body
+
+    async def _score(
+        self,
+        policy: ReleasePolicy,
+        state: StreamState,
+        window_id: str,
+        info: WindowInfo,
+        window: Callable[[], Awaitable[WindowData]],
+        deadline: float | None,
+    ) -> tuple[ReleaseEvaluation, ...]:
+        """The quality estimates window ``window_id`` carries (:mod:`.quality`); none if scoring
+        fails (the ledger, the store: logged and counted; the charges made stay)."""
+        if info.first_window is None:
+            raise InvariantError("invariant broken: info.first_window is not None")
+        try:
+            return await self.scorer.score(policy, state, window_id, info.first_window, window, deadline)
+        except LeaseLostError:
+            raise
+        except Exception:
+            log.exception(
+                "the quality estimates of window %s of stream %s failed; its release goes out without them",
+                window_id,
+                policy.stream_id,
+                extra={"stream_id": policy.stream_id, "window_id": window_id, "ledger_entry_id": None},
+            )
+            self.metrics.learner_failed(policy.stream_id)
+            return ()
 
     async def _reserve_all(
         self,
@@ -301,7 +351,17 @@ class NodePreparer:
         source = self._source(window_id, product.key, reservation.seed)
         call = learner_call(policy, product, fit.epsilon, fit.delta, level, source)
         result = await self.runner.run(policy.stream_id, NodeFit(call, xs, ys), None)
-        return self._body(policy, product, result, info, reservation, level, fit.ready.deadline, "default")
+        return self._body(
+            policy,
+            product,
+            result,
+            info,
+            reservation,
+            level,
+            fit.ready.deadline,
+            "default",
+            fit.ready.evaluations,
+        )
 
     def _withhold(self, policy: ReleasePolicy, window_id: str, ready: Ready, exc: GuaranteeError) -> None:
         """Withhold a product's release of a node whose algorithm spent more than it was charged:
@@ -387,7 +447,9 @@ class NodePreparer:
             self.metrics.learner_ran(product.name, time.perf_counter() - started, len(fit.data.xs))
             in_time = deadline is None or self.clock() < deadline
             try:
-                body = self._body(policy, product, result, info, reservation, level, deadline, "fit")
+                body = self._body(
+                    policy, product, result, info, reservation, level, deadline, "fit", ready.evaluations
+                )
             except GuaranteeError as exc:
                 if in_time or not ready.available.is_set():
                     self._withhold(policy, window_id, ready, exc)
@@ -413,6 +475,7 @@ class NodePreparer:
         level: int,
         deadline: float | None,
         which: str,
+        evaluations: tuple[ReleaseEvaluation, ...] = (),
     ) -> bytes:
         """The release's bytes; :class:`GuaranteeError` (naming ``which``: the default or the fit)
         if the result's guarantee exceeds the charge (the builder checks it)."""
@@ -428,6 +491,7 @@ class NodePreparer:
                 public_id=public_entry_id(policy.stream_id, reservation.window_id, product.key),
                 deadline=deadline,
                 library_version=self.library_version,
+                evaluations=evaluations,
             )
         except GuaranteeError as exc:
             raise GuaranteeError(f"the {which}: {exc}") from None

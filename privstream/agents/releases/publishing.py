@@ -125,9 +125,13 @@ class DeadlinePublisher:
                 or charge.stream_id in lost
             ):
                 continue
+            topic = topic_of_key(charge.mechanism)
+            if topic is None:  # a quality estimate: its bytes are in the release that carries it
+                await self._offload(self.ledger.mark_published, charge.entry_id)
+                continue
             try:
                 await self.publish(
-                    topic_of_key(charge.mechanism),
+                    topic,
                     charge.stream_id,
                     charge.release,
                     timestamp_ms=milliseconds(charge.scheduled_at),

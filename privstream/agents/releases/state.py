@@ -11,6 +11,7 @@ from privstream.agents.ledger_port import Reservation
 from privstream.agents.releases.policy import Product
 from privstream.agents.timing import Slots
 from privstream.learning.guarantees import Guarantee
+from privstream.schemas import ReleaseEvaluation
 
 
 @dataclass
@@ -25,6 +26,9 @@ class StreamState:
     scheduled: set[str] = field(default_factory=set)
     slots: Slots | None = None  # the publication slots (None: no deadlines)
     published: asyncio.Future[None] | None = None  # the last scheduled node's publication
+    # The hypothesis releases prepared and not scored yet, by node id (quality estimates: the next
+    # window scores them; after a restart the ledger's bytes stand in).
+    scorable: dict[str, bytes] = field(default_factory=dict)
     # The deadline of the node whose input is being loaded and defaults computed (under the lock,
     # before its fits), None between; ``prepared`` is set then. Ingest holds off meanwhile.
     preparing: float | None = None
@@ -44,6 +48,7 @@ class Ready:
     body: bytes | None = None  # the bytes to publish: the default, replaced by the fit's in time
     completed: bool = False  # already stored by the ledger (a replay, or another worker's)
     published: bool = False
+    evaluations: tuple[ReleaseEvaluation, ...] = ()  # the quality estimates the release carries
 
     def settle(self, outcome: str, body: bytes | None = None) -> None:
         self.outcome = outcome

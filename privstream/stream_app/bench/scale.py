@@ -318,7 +318,7 @@ def run_phase(
 def run_scale_benchmark(
     n: int = 200_000,
     features: int = 16,
-    window: int = 50_000,
+    window: int = 10_000,
     top_level: int = 2,
     online_learner: str = "auto",
     producers: int = 2,

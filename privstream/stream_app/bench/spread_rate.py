@@ -36,6 +36,7 @@ from privstream.stream_app.bench.partitioned import STREAM, messages
 from privstream.stream_app.embedded.broker import EmbeddedBroker
 from privstream.stream_app.kafka.clients import ensure_topics
 from privstream.stream_app.settings import ReleaseConfig, Settings, StreamConfig, WindowConfig
+from privstream.stream_app.signing import shared_key_file
 from privstream.stream_app.store import factory
 
 
@@ -74,6 +75,8 @@ def one_run(workers: int, partitions: int, examples: int, window_seconds: float)
             topic_partitions=partitions,
             kafka_session_timeout_seconds=10,
             data_dir=workdir / "data",
+            # One deployment key for every worker (their data folders differ), as a mounted secret.
+            signing_key_file=shared_key_file(workdir / "signing_key.pem"),
             streams=[stream],
             _env_file=None,
             **store_settings,

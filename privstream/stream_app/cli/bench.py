@@ -112,7 +112,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--full", action="store_true", help="the full-size run: 1,000,000 examples (overrides --examples)"
     )
     scale.add_argument("--features", type=int, default=16, help="features per example (16)")
-    scale.add_argument("--window", type=int, default=50_000, help="count window size (50000)")
+    scale.add_argument(
+        "--window", type=int, help="count window size (default: a twentieth of the examples: 20 windows)"
+    )
     scale.add_argument("--top-level", type=int, default=2, help="the release tree's top level (2)")
     scale.add_argument(
         "--online-learner", default="auto", help="the stream's online learner (auto; e.g. perceptron)"
@@ -130,6 +132,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="N",
         help="instead: one stream keyed by example id over N partitions, read by 1, 2 and 3 workers "
         "in turn (PostgreSQL): the rate per worker",
+    )
+    scale.add_argument(
+        "--ready-streams",
+        type=int,
+        metavar="N",
+        help="instead: how long a worker with N releasing streams takes to be ready, with no slot "
+        "measurement remembered and with them remembered",
     )
     scale.add_argument("--json", action="store_true", help="print the result as one JSON line")
     scale.set_defaults(handler=run_bench_scale)
@@ -163,15 +172,24 @@ def run_bench_scale(args: argparse.Namespace) -> int:
         spread = run_spread_rate_benchmark(args.partitioned, n)
         print(json.dumps(spread) if args.json else "\n".join(json.dumps(r) for r in spread["runs"]))
         return 0
-    for name in ("features", "window", "producers"):
-        if getattr(args, name) < 1:
+    window = args.window if args.window is not None else max(1, n // 20)
+    if args.ready_streams is not None:
+        from privstream.stream_app.bench.ready import run_ready_benchmark
+
+        ready = run_ready_benchmark(
+            args.ready_streams, args.features, window, args.top_level, settings=load_settings(args)
+        )
+        print(json.dumps(ready) if args.json else "\n".join(f"{k:16} {v}" for k, v in ready.items()))
+        return 0
+    for name, value in (("features", args.features), ("window", window), ("producers", args.producers)):
+        if value < 1:
             raise ValueError(f"--{name} must be at least 1")
-    if n < args.window:
-        raise ValueError(f"--examples ({n}) must hold at least one window ({args.window})")
+    if n < window:
+        raise ValueError(f"--examples ({n}) must hold at least one window ({window})")
     result = run_scale_benchmark(
         n,
         features=args.features,
-        window=args.window,
+        window=window,
         top_level=args.top_level,
         online_learner=args.online_learner,
         producers=args.producers,

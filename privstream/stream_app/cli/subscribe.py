@@ -25,6 +25,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=level_choice,
         default="best",
         help="'best' (default): the newest release of the highest completed level of the release tree; "
+        "'most-accurate': the release of lowest private error estimate (streams with quality_epsilon); "
         "a number: only that level (0: every window); 'all': every release",
     )
     subscribe.add_argument("--count", type=int, help="stop after this many releases")

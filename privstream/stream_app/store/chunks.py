@@ -41,7 +41,10 @@ def fits_a_chunk(xs: Sequence[Any]) -> bool:
         return False
     if isinstance(xs[0], list | tuple | np.ndarray):
         return True
-    return all(isinstance(x, int | np.integer) and -(2**63) <= x < 2**63 for x in xs)
+    return (
+        all(type(x) is int or isinstance(x, np.integer) for x in xs)
+        and -(2**63) <= min(xs) <= max(xs) < 2**63
+    )
 
 
 def encode_chunk(

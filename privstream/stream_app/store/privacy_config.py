@@ -41,6 +41,7 @@ LOWERABLE = (
     "delta",
     "sanitizer_epsilons",
     "sanitizer_delta",
+    "quality_epsilon",
 )
 
 
@@ -75,6 +76,8 @@ def privacy_configuration(stream: StreamConfig, settings: Settings | None = None
         "epsilon_budget": release.epsilon_budget,
         "delta_budget": release.delta_budget,
     }
+    if release.quality_epsilon is not None:  # absent otherwise: ledgers kept before it compare equal
+        config["quality_epsilon"] = release.quality_epsilon
     if release.privacy_unit == "user" and settings is not None:  # one per-user budget for all streams
         config["user_epsilon_budget"] = settings.user_epsilon_budget
         config["user_delta_budget"] = settings.user_delta_budget

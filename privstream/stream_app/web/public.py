@@ -295,6 +295,7 @@ def lifetime(
         "top_level": config.top_level,
         "level_epsilon": config.learner_epsilons,
         "sanitizer_level_epsilon": config.sanitizer_epsilons,
+        "quality_epsilon": config.quality_epsilon,
         "releases": sum(figures.releases_per_level.values()),
         "releases_per_level": {str(level): n for level, n in sorted(figures.releases_per_level.items())},
         "sanitized_releases": figures.sanitized_releases,

@@ -52,7 +52,7 @@ from privstream.stream_app.logs import configure_logging
 from privstream.stream_app.settings import ENV_PREFIX, Settings
 from privstream.stream_app.signing import KeySet, Signer
 from privstream.stream_app.store.signatures import SIGNATURES_FILE, ReleaseSignatures
-from privstream.stream_app.web.listener import HttpListener, ListenerLimits
+from privstream.stream_app.web.listener import REFUSAL_REASONS, HttpListener, ListenerLimits
 from privstream.stream_app.web.page import page_routes
 from privstream.stream_app.web.public import PublicLedger, PublicReads, PublicStreams, public_routes
 
@@ -100,6 +100,41 @@ def signatures_path(settings: Settings) -> Path:
     return settings.data_dir / SIGNATURES_FILE
 
 
+#: Where the child writes its listener's refused and dropped connections, for the worker's metrics.
+COUNTS_FILE = "public_listener_connections.json"
+COUNTS_SECONDS = 5.0
+
+
+def counts_path(settings: Settings) -> Path:
+    return settings.data_dir / COUNTS_FILE
+
+
+def write_counts(path: Path, counts: dict[str, int]) -> None:
+    """Replace ``path`` with ``counts`` (JSON) at once: a reader sees the old or the new counts."""
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(json.dumps(counts))
+    os.replace(partial, path)
+
+
+def read_counts(path: Path) -> dict[str, int]:
+    """The counts the child wrote last, only the known reasons; none yet (or unreadable): zeros.
+
+    >>> read_counts(Path("/nonexistent")) == dict.fromkeys(REFUSAL_REASONS, 0)
+    True
+    """
+    try:
+        written = json.loads(path.read_text())
+    except (OSError, ValueError):
+        written = {}
+    counts = dict.fromkeys(REFUSAL_REASONS, 0)
+    if isinstance(written, dict):
+        for reason in REFUSAL_REASONS:
+            value = written.get(reason)
+            if isinstance(value, int) and value >= 0:
+                counts[reason] = value
+    return counts
+
+
 def public_listener(settings: Settings) -> HttpListener:
     """The public listener the settings describe, with its own ledger connection."""
     from privstream.stream_app.store import factory
@@ -126,16 +161,28 @@ def public_listener(settings: Settings) -> HttpListener:
     )
 
 
-async def serve(listener: HttpListener) -> None:
-    """Serve until SIGTERM or SIGINT."""
+async def serve(listener: HttpListener, counts: Path | None = None) -> None:
+    """Serve until SIGTERM or SIGINT; write the listener's refused and dropped connections to
+    ``counts`` every few seconds."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     await listener.start()
+    written: dict[str, int] | None = None
     try:
-        await stop.wait()
+        while not stop.is_set():
+            if counts is not None and listener.connections.counts != written:
+                written = dict(listener.connections.counts)
+                try:
+                    await asyncio.to_thread(write_counts, counts, written)
+                except OSError as exc:  # a full disk: the metrics lag, the pages are served
+                    log.warning("could not write the public listener's counts to %s: %s", counts, exc)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), COUNTS_SECONDS)
     finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
         await listener.stop()
 
 
@@ -147,8 +194,12 @@ def main() -> int:
     configure_logging(settings.log_level, settings.log_format)
     with contextlib.suppress(OSError):  # when cores are short, ingestion goes first
         os.nice(PUBLIC_NICENESS)
-    asyncio.run(serve(public_listener(settings)))
-    return 0
+    asyncio.run(serve(public_listener(settings), counts_path(settings)))
+    # Stopped and closed: exit without the interpreter's finalization (a collection of the whole
+    # heap, a second or more), which the worker's own stop would wait for.
+    logging.shutdown()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def port_answers(host: str, port: int) -> bool:

@@ -61,7 +61,13 @@ def test_memory_of_this_process_and_its_children_is_read_from_proc():
 
 @pytest.mark.parametrize(
     "argv",
-    [["--examples", "1000", "--window", "5000"], ["--features", "0"], ["--producers", "0"]],
+    [
+        ["--examples", "1000", "--window", "5000"],
+        ["--features", "0"],
+        ["--producers", "0"],
+        ["--window", "0"],
+        ["--ready-streams", "0"],
+    ],
 )
 def test_bad_sizes_are_refused_in_one_line_before_anything_starts(argv, capsys):
     assert main(["bench", "scale", *argv]) == 2
@@ -106,3 +112,13 @@ def test_bench_scale_reports_both_phases_their_ratio_and_the_releases():
     assert releases["releases_published"] == releases["releases_expected"]
     assert releases["deadlines_missed"] == 0
     assert "releases_expected" not in online
+
+
+def test_the_default_window_is_a_twentieth_of_the_examples(monkeypatch):
+    # 20 windows whatever --examples: the release path's cost shows at every size.
+    from privstream.stream_app.bench import scale
+
+    seen = {}
+    monkeypatch.setattr(scale, "run_scale_benchmark", lambda n, **kw: seen.update(n=n, **kw) or {"ratio": 1})
+    assert main(["bench", "scale", "--examples", "60000"]) == 0
+    assert seen["n"] == 60_000 and seen["window"] == 3_000

@@ -6,6 +6,7 @@ on Linux)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
 import time
@@ -136,3 +137,43 @@ def test_the_limits_come_from_each_listeners_settings() -> None:
     )
     assert ListenerLimits.of(settings, "public").max_connections_per_client == 5
     assert ListenerLimits.of(settings, "operator").max_connections_per_client == 3
+
+
+async def test_refused_and_dropped_connections_are_counted_on_the_operator_metrics(tmp_path) -> None:
+    """Each listener's refusals by reason reach ``/metrics``: the operator listener's directly,
+    the public listener's through the file its process writes."""
+    from privstream.stream_app.metrics import ServiceMetrics
+    from privstream.stream_app.web import public_process
+
+    limits = ListenerLimits(max_connections=10, max_connections_per_client=1, header_timeout=0.3)
+    public = HttpListener("public", "127.0.0.1", free_port(), [("GET", "/hello", hello)], limits=limits)
+    counts = tmp_path / public_process.COUNTS_FILE
+    serving = asyncio.create_task(public_process.serve(public, counts))
+    metrics = ServiceMetrics([])
+    metrics.listener_connections.sources["public"] = lambda: public_process.read_counts(counts)
+    try:
+        for _ in range(500):
+            if counts.exists():
+                break
+            await asyncio.sleep(0.01)
+        held = await asyncio.to_thread(half_sent, public.port, ATTACKER)
+        assert (await asyncio.to_thread(refusal_to, public.port, ATTACKER))[0] == 429
+        assert await asyncio.to_thread(closed_by_server, held)  # dropped at the header timeout
+        held.close()
+        public_process.write_counts(counts, dict(public.connections.counts))  # as the child does
+
+        def sample(reason: str) -> float | None:
+            return metrics.registry.get_sample_value(
+                "privstream_listener_connections_refused_total", {"listener": "public", "reason": reason}
+            )
+
+        assert [sample(r) for r in ("max_connections", "max_connections_per_client", "header_timeout")] == [
+            0.0,
+            1.0,
+            1.0,
+        ]
+        assert b'listener="public",reason="header_timeout"} 1.0' in metrics.exposition()
+    finally:
+        serving.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await serving

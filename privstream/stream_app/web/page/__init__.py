@@ -135,6 +135,19 @@ def release_summary(charge: Charge, hypothesis: bool = False) -> dict[str, Any]:
         "lifetime": certificate.get("lifetime"),
         "epsilon_budget_remaining": certificate.get("epsilon_budget_remaining"),
         "window": certificate.get("window"),
+        # the private error estimates of earlier releases this one carries (their DP figures under
+        # "estimate"): the page draws the accuracy over time from them
+        "evaluations": [
+            {
+                "release": e.get("release"),
+                "level": e.get("level"),
+                "epsilon": e.get("epsilon"),
+                "confidence": e.get("confidence"),
+                "estimate": e.get("estimate"),
+            }
+            for e in release.get("evaluations") or []
+            if isinstance(e, dict)
+        ],
     }
     if hypothesis:  # the released hypothesis (None for a sanitized release)
         summary["hypothesis"] = release.get("hypothesis")

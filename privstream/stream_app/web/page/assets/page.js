@@ -620,6 +620,44 @@
                        legend: { live: false } }, data, node);
   }
 
+  // The private accuracy series: for each release that carries estimates, at its publication
+  // time, 1 - error and 1 - high (the interval's lower end) of the release scored, per level.
+  function accuracySeries(releases) {
+    var levels = [];
+    releases.forEach(function (r) {
+      (r.evaluations || []).forEach(function (e) { if (levels.indexOf(e.level) < 0) levels.push(e.level); });
+    });
+    levels.sort(function (a, b) { return a - b; });
+    var carrying = releases.filter(function (r) { return (r.evaluations || []).length > 0; });
+    var data = [carrying.map(function (r) { return r.published_at; })];
+    levels.forEach(function (level) {
+      [function (x) { return 1 - x.error; }, function (x) { return 1 - x.high; }].forEach(function (f) {
+        data.push(carrying.map(function (r) {
+          var found = r.evaluations.filter(function (e) { return e.level === level && e.estimate; })[0];
+          return found ? f(found.estimate) : null;
+        }));
+      });
+    });
+    return { levels: levels, data: data };
+  }
+
+  function accuracyChart(node, releases) {
+    var series = accuracySeries(releases), palette = ["#2f6fdb", "#b5470b", "#0f8a5f", "#7a3db8", "#555"];
+    var lines = [{}];
+    series.levels.forEach(function (level, i) {
+      var colour = palette[i % palette.length];
+      lines.push({ label: "accuracy, level " + level, stroke: colour, width: 2, spanGaps: true,
+                   points: { show: true, size: 6, fill: colour } });
+      lines.push({ label: "lower end, level " + level, stroke: colour, width: 1, dash: [4, 4], spanGaps: true,
+                   points: { show: false } });
+    });
+    var times = series.data[0];
+    return new uPlot({ width: chartWidth(node), height: 240, series: lines, axes: [{}, { label: "accuracy" }],
+                       scales: { x: timeScale(times.map(function (t) { return { published_at: t }; })),
+                                 y: { range: function () { return [0, 1]; } } },
+                       legend: { live: false } }, series.data, node);
+  }
+
   // The largest lifetime ε of an example after each release, from the published releases alone
   // (the ledger's rule): an example of window w pays the ε of every release whose node covers w;
   // a release without a node (made before the release tree) counts against every window. The
@@ -628,10 +666,13 @@
     var everywhere = 0, nodes = [], starts = [];
     return releases.map(function (r) {
       var first = r.first_window, last = r.last_window;
+      // the quality estimates a release carries are charged to its own window's examples
+      var epsilon = r.epsilon;
+      (r.evaluations || []).forEach(function (e) { epsilon += e.epsilon || 0; });
       if (first === null || first === undefined || last === null || last === undefined) {
-        everywhere += r.epsilon;
+        everywhere += epsilon;
       } else {
-        nodes.push([first, last, r.epsilon]);
+        nodes.push([first, last, epsilon]);
         starts.push(first);
       }
       var worst = 0;
@@ -799,6 +840,18 @@
         bNode.replaceChildren();
         charts.push(releasesChart(rNode, releases), budgetChart(bNode, releases, history.lifetime));
       }
+      var scored = accuracySeries(releases), aCard = document.getElementById("accuracy-card");
+      aCard.hidden = scored.data[0].length === 0;
+      if (!aCard.hidden) {
+        var aNode = document.getElementById("accuracy-chart"), lastAt = scored.data[1].length - 1;
+        aNode.replaceChildren();
+        charts.push(accuracyChart(aNode, releases));
+        document.getElementById("accuracy-text").textContent = "Latest estimate: " +
+          scored.levels.map(function (level, i) {
+            var acc = scored.data[1 + 2 * i][lastAt];
+            return acc === null ? null : (100 * acc).toFixed(1) + "% at level " + level;
+          }).filter(Boolean).join(", ") + ".";
+      }
       if (!first) {
         var card = hypothesisNode.closest(".card");
         card.classList.remove("new-release");
@@ -843,6 +896,7 @@
       return { text: drawn.text, svg: drawn.figure ? drawn.figure.outerHTML : null };
     },
     lifetimeSpent: lifetimeSpent,
+    accuracySeries: accuracySeries,
     accuracyOn: accuracyOn,
     predict: predictVector,
     theoremText: theoremText,
