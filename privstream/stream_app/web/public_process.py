@@ -66,6 +66,9 @@ SUPERVISE_SECONDS = 5.0
 PUBLIC_NICENESS = 10
 #: Settings the child is never given: secrets, and where the signing key is.
 WITHHELD = ("operator_token", "signing_key", "signing_key_file", "kafka_sasl_password", "store_password")
+#: The child never connects to Kafka, so it gets none of the Kafka security settings either: given
+#: a SASL protocol without its password, its settings would not load.
+KAFKA_SECURITY = ("kafka_security_protocol", "kafka_sasl_mechanism", "kafka_sasl_username")
 #: The secret settings the child needs, sent on its standard input.
 PASSED_ON_STDIN = ("store_password",)
 #: libpq's password variable: never in the child's environment.
@@ -82,7 +85,7 @@ def child_environment(settings: Settings) -> tuple[dict[str, str], bytes]:
     >>> [k for k in env if "TOKEN" in k or "PASSWORD" in k], stdin
     ([], b'{"store_password": "pw"}')
     """
-    withheld = {f"{ENV_PREFIX}{name.upper()}" for name in WITHHELD}
+    withheld = {f"{ENV_PREFIX}{name.upper()}" for name in WITHHELD + KAFKA_SECURITY}
     env = {k: v for k, v in settings.to_env().items() if k not in withheld}
     secrets = {}
     for name in PASSED_ON_STDIN:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -152,6 +153,24 @@ def test_the_child_gets_an_inline_password_on_stdin_and_nothing_else_secret() ->
     assert TOKEN not in flat and PASSWORD not in flat and "sasl-secret" not in flat and "key.pem" not in flat
     assert json.loads(stdin) == {"store_password": PASSWORD}
     assert Settings(**json.loads(stdin), _env_file=None).store_password_value() == PASSWORD
+
+
+def test_the_child_of_a_worker_on_sasl_kafka_loads_its_settings(monkeypatch) -> None:
+    # The child never talks to Kafka: it gets no SASL setting, and its settings load without them.
+    settings = Settings(
+        kafka_security_protocol="SASL_PLAINTEXT",
+        kafka_sasl_mechanism="SCRAM-SHA-256",
+        kafka_sasl_username="privstream",
+        kafka_sasl_password=SecretStr("sasl-secret"),
+        _env_file=None,
+    )
+    env, stdin = public_process.child_environment(settings)
+    assert not [name for name in env if "SASL" in name or "SECURITY_PROTOCOL" in name]
+    for name in [name for name in os.environ if name.startswith("PRIVSTREAM_")]:
+        monkeypatch.delenv(name)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert Settings(**json.loads(stdin), _env_file=None).kafka_security_protocol == "PLAINTEXT"
 
 
 def test_a_pgpassword_of_the_worker_goes_to_the_child_on_stdin(monkeypatch) -> None:
