@@ -63,6 +63,7 @@ from privstream.stream_app.embedded.broker import (
 from privstream.stream_app.embedded.demo import WorkerProcess, fetch_json
 from privstream.stream_app.kafka.clients import ensure_topics, produce_json
 from privstream.stream_app.settings import ReleaseConfig, Settings, StreamConfig, WindowConfig
+from privstream.stream_app.signing import DEFAULT_KEY_FILE, shared_key_file
 from privstream.stream_app.store.sqlite_ledger import SqliteLedger
 
 CLASS = "thresholds:4294967296"
@@ -382,6 +383,9 @@ def run(
         )
         settings.data_dir.mkdir(parents=True)
         build_seconds = build_ledger(settings.resolved_ledger_path, entries, ledger_cache)
+        # The ledger is built without a worker, so no key signed its releases: the deployment's
+        # key is put beside it, and the worker records it as the first on the ledger.
+        shared_key_file(settings.data_dir / DEFAULT_KEY_FILE)
         asyncio.run(ensure_topics(settings))
         quiet = phase(settings, workdir, examples, 1, 0, worker_pythonpath, drain_timeout=drain_timeout)
         control = phase(

@@ -253,9 +253,11 @@ def test_the_ledger_and_the_state_share_a_database_and_its_version_table(
         ("ledger", 3),
         ("ledger", 4),
         ("ledger", 5),
+        ("ledger", 6),
         ("state", 1),
         ("state", 2),
         ("state", 3),
+        ("state", 4),
     ]
 
 
