@@ -49,7 +49,8 @@ log = logging.getLogger(__name__)
 #: Ingest holds its work from this long before a release's deadline until the release is out, or
 #: until this long after the deadline (a publication stuck on Kafka must not stop ingest for good):
 #: the worker's event loop and CPU are the publisher's at the deadline, whatever was polled. Above
-#: the processing time of one chunk of a poll (:data:`privstream.agents.pipeline.CHUNK_RECORDS`).
+#: the processing time of one part of a poll (:data:`privstream.agents.pipeline.CHUNK_EXAMPLES`
+#: rows), except for reading the JSON of a message of several MiB.
 DEADLINE_GUARD_SECONDS = 0.25
 
 
