@@ -615,7 +615,8 @@ class ExampleValidator:
         gives it. A row's verdict is the one it gets in the whole batch (each row decides its own
         fate), so the parts together are :meth:`read`'s result.
 
-        >>> v = ExampleValidator({"s": integer_domain(lambda x: None if 0 <= x < 10 else "outside")})
+        >>> from privstream.learning.hypothesis_classes import parse_class_spec
+        >>> v = ExampleValidator({"s": integer_domain(parse_class_spec("thresholds:10").check_point)})
         >>> message = b'{"stream_id": "s", "xs": [1, 2, 30, 4, 5], "ys": [0, 1, 1, 0, 1]}'
         >>> [(part.rows, [r.row for r in part.rejected]) for part in v.read_parts(message, 2)]
         [([0, 1], []), ([3], [2]), ([4], [])]

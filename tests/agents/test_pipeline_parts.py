@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from privstream.agents.pipeline import CHUNK_EXAMPLES, BatchOutput, RawRecord, chunked, process_in_chunks
 from privstream.agents.validation import ExampleValidator, integer_domain
-from tests.agents.test_pipeline_rows import DOMAIN, batch, fates, make_pipeline
+from tests.agents.test_pipeline_rows import CLASS, DOMAIN, batch, fates, make_pipeline
 
 
 def row_fates(out: BatchOutput) -> dict[tuple[int, int], str]:
@@ -87,7 +87,7 @@ def test_a_batch_of_a_hundred_thousand_rows_is_taken_in_parts_of_at_most_the_chu
 def test_a_batch_read_in_parts_gives_each_row_the_verdict_of_the_whole(xs: list[Any], short: int, rows: int):
     """Any batch (rows out of the domain or of the wrong type, a short ys column): read in slices of
     ``rows`` rows, each row keeps its number, its value and its verdict."""
-    validator = ExampleValidator({"s": integer_domain(lambda x: None if 0 <= x < DOMAIN else "outside")})
+    validator = ExampleValidator({"s": integer_domain(CLASS.check_point)})
     message = json.dumps({"stream_id": "s", "xs": xs, "ys": [1] * min(short, len(xs))}).encode()
     whole = validator.read(message)
     parts = list(validator.read_parts(message, rows))
@@ -96,6 +96,7 @@ def test_a_batch_read_in_parts_gives_each_row_the_verdict_of_the_whole(xs: list[
     assert kept == list(zip(whole.rows, whole.xs, whole.ys, strict=True))
     rejected = [tuple(r) for p in parts for r in p.rejected]
     assert rejected == [tuple(r) for r in whole.rejected]
+    assert {r.invalid.reason for r in whole.rejected} <= {"out_of_domain", "wrong_type", "missing_field"}
 
 
 async def test_ingest_pauses_between_the_parts_of_one_large_batch():
