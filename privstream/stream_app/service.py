@@ -24,9 +24,10 @@ from privstream import __version__
 from privstream.agents.dedup import Deduplicator
 from privstream.agents.ledger_port import PrivacyCost
 from privstream.agents.online import OnlineLearners, OnlineStream, VectorStream
-from privstream.agents.pipeline import IngestPipeline
+from privstream.agents.pipeline import IngestPipeline, json_read_seconds_per_byte
 from privstream.agents.progress import Progress
 from privstream.agents.releases import Product, Publisher, ReleaseAgent, ReleasePolicy
+from privstream.agents.releases.guard import DEADLINE_GUARD_SECONDS
 from privstream.agents.validation import ExampleValidator, integer_domain, vector_domain
 from privstream.learning.hypothesis_classes import HypothesisClass, parse_class_spec
 from privstream.learning.online import MulticlassPerceptron, StreamLearner
@@ -671,10 +672,15 @@ def build_service(settings: Settings) -> Service:
     dedup = Deduplicator({s.name: s.dedup_horizon_seconds for s in settings.streams})
     pipeline = IngestPipeline(validator, learners, metrics, progress, dedup=dedup)
 
-    async def clear_of_deadlines() -> None:
-        # Between two chunks of a poll: a release's deadline near, ingest waits until it is out.
+    # Reading a large message's JSON is the one unsplit part of ingest: measured here once, on a
+    # public message, and kept clear of deadlines with the slots' margin (three times).
+    read_seconds_per_byte = json_read_seconds_per_byte()
+
+    async def clear_of_deadlines(read_bytes: int = 0) -> None:
+        # Between two parts of a poll: a release's deadline near, ingest waits until it is out.
         if pipeline.releases is not None:
-            await pipeline.releases.clear_of_deadlines()
+            reading = 3 * read_seconds_per_byte * read_bytes
+            await pipeline.releases.clear_of_deadlines(DEADLINE_GUARD_SECONDS + reading)
 
     ingest = IngestService(
         settings,

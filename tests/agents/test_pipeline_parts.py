@@ -106,9 +106,32 @@ async def test_ingest_pauses_between_the_parts_of_one_large_batch():
     message = batch(xs=[i % DOMAIN for i in range(2_000)], ys=[0] * 2_000)
     pauses = 0
 
-    async def pause() -> None:
+    async def pause(read_bytes: int) -> None:
         nonlocal pauses
         pauses += 1
 
     out = await process_in_chunks(chunked(pipeline), [RawRecord("examples", 0, 0, b"s", message)], pause)
     assert out.examples == 2_000 and pauses >= 2_000 // CHUNK_EXAMPLES
+
+
+async def test_the_pause_before_a_large_message_is_told_its_size():
+    """A message larger than CHUNK_BYTES is read whole (its JSON cannot be split): the pause before
+    its chunk gets its size, so that the ingest loop keeps its read clear of deadlines; every other
+    pause gets 0."""
+    from privstream.agents.pipeline import CHUNK_BYTES
+
+    pipeline, _ = make_pipeline()
+    rows = 60_000
+    large = batch(xs=[i % DOMAIN for i in range(rows)], ys=[0] * rows)
+    small = batch(xs=[1, 2], ys=[0, 1])
+    assert len(large) > CHUNK_BYTES
+    records = [RawRecord("examples", 0, o, b"s", m) for o, m in enumerate([small, large, small])]
+    told: list[int] = []
+
+    async def pause(read_bytes: int) -> None:
+        told.append(read_bytes)
+
+    out = await process_in_chunks(chunked(pipeline), records, pause)
+    assert out.examples == rows + 4
+    assert [b for b in told if b] == [len(large)]
+    assert told[0] == 0 and told.index(len(large)) > 0  # before the large message's chunk, not before

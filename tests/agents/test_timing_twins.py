@@ -225,6 +225,40 @@ async def test_a_flood_of_batch_rows_at_a_close_leaves_the_release_its_fit_and_i
     assert offsets == [CAP, CAP + messages]  # the flood came as batch records, not single examples
 
 
+async def test_reading_a_large_message_at_a_close_is_kept_clear_of_the_deadline():
+    """The one unsplit part of ingest, reading a message's JSON, grows with the message: here one
+    batch of 20,000 rows (0.9 MB) takes 6 s to read on the run's clock, arriving 0.1 s after window
+    0's close. Ingest keeps three times its measured read time clear of deadlines before it starts
+    reading, so window 0 releases its fit at its deadline in both twins (without that, the read ran
+    past the deadline: +1.1 s)."""
+    from privstream.learning.private_learners import make_learner
+    from tests.agents.twins import SlowInN
+
+    def steps(flood: int) -> list[Step]:
+        window = [example(100 + i, at=T0 + 5 + i / 100) for i in range(CAP)]
+        rows = [example(i % 1024, at=T0 + 61 + i / (10 * flood)) for i in range(flood)]
+        message = {
+            "stream_id": "s",
+            "xs": [r["x"] for r in rows],
+            "ys": [r["y"] for r in rows],
+            "event_times": [r["event_time"] for r in rows],
+        }
+        return [Step(T0 + 5, window), Step(T0 + 70.1, [message] if flood else []), Step(T0 + 185)]
+
+    runs = []
+    for flood in (0, 20_000):
+        twin = TwinRun(
+            capped_time_stream(),
+            learner=SlowInN(make_learner("generic"), 0.1),
+            read_seconds_per_byte=6.0 / 880_000,
+        )
+        runs.append(await twin.run(steps(flood)))
+    assert_twins(*runs)
+    first = runs[1].messages[0]
+    assert first["published_at"] == first["timestamp"] == T0 + 70 + TWIN_SLOT_SECONDS
+    assert runs[0].defaults == runs[1].defaults == {}
+
+
 PARTITIONS = 6
 
 

@@ -59,6 +59,10 @@ try:
 except ImportError:  # a pipeline before chunked ingest: a poll is processed at once
     process_in_chunks = None  # type: ignore[assignment]
 try:
+    from privstream.agents.releases.guard import DEADLINE_GUARD_SECONDS
+except ImportError:  # a release agent before the guard's module
+    DEADLINE_GUARD_SECONDS = 0.25
+try:
     from privstream.agents.pipeline import chunked
 except ImportError:  # a pipeline that processes a chunk's records whole, however many rows they hold
     chunked = None  # type: ignore[assignment]
@@ -251,6 +255,7 @@ class TwinRun:
         store: Any = None,
         store_seconds_per_row: float = 0.0,
         ingest_seconds_per_example: float = 0.0,
+        read_seconds_per_byte: float = 0.0,
         partitions: int = 1,
     ):
         """``ledger`` and ``store``: another run's, to restart on them (a crash and a new worker).
@@ -260,6 +265,9 @@ class TwinRun:
         private shows in the run's times as it does on a real machine. ``ingest_seconds_per_example``:
         what validating, learning and storing one example of a poll costs on the run's clock (the
         time passes before the release agent takes the stream's examples of the poll in).
+        ``read_seconds_per_byte``: what reading a message's JSON costs on the run's clock, per byte
+        (charged as the validator reads a large message, the part of ingest that cannot be split);
+        the ingest loop's pause knows it, as the service's measures it.
         ``partitions``: the examples topic's partitions; a stream spread over them (``partition_by``
         example or user) has a shard learner per partition, and each message goes to the partition
         its key hashes to (:func:`partition_of`), as a producer puts it."""
@@ -343,6 +351,15 @@ class TwinRun:
         validator = ExampleValidator(domains, user_level=user_level, **validator_options)
         learners_online = OnlineLearners(online, self.metrics, self.store)
         self.pipeline = IngestPipeline(validator, learners_online, self.metrics, Progress(), self.agent)
+        self.read_seconds_per_byte = read_seconds_per_byte
+        if read_seconds_per_byte:
+            read_json = validator._json
+
+            def charged_json(raw: bytes) -> Any:
+                self.clock.now = self.clock.now + read_seconds_per_byte * len(raw)
+                return read_json(raw)
+
+            validator._json = charged_json  # type: ignore[method-assign]
         if ingest_seconds_per_example:
             observe = self.agent.observe_batch
 
@@ -463,8 +480,11 @@ class TwinRun:
             self.pipeline.process(records)
             return
 
-        async def between_chunks() -> None:
-            await pause()
+        async def between_chunks(read_bytes: int = 0) -> None:
+            if read_bytes and self.read_seconds_per_byte:  # as the service's pause: the read kept clear
+                await pause(DEADLINE_GUARD_SECONDS + 3 * self.read_seconds_per_byte * read_bytes)
+            else:
+                await pause()
             self._look_at_pages()  # the public listener serves pages while ingest waits
 
         process = chunked(self.pipeline) if chunked is not None else self.pipeline.process

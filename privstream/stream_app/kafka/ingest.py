@@ -281,7 +281,7 @@ class IngestService(mode.Service):
         metrics: ServiceMetrics | None = None,
         stages: StartupStages | None = None,
         replay: dict[int, int] | None = None,
-        pause: Callable[[], Awaitable[None]] | None = None,
+        pause: Callable[[int], Awaitable[None]] | None = None,
         **kwargs: Any,
     ):
         super().__init__(**kwargs)
@@ -290,7 +290,8 @@ class IngestService(mode.Service):
         self.pipeline = pipeline
         self.metrics = metrics
         self.on_assigned = on_assigned
-        #: Awaited before each chunk of a poll (the release agent's ``clear_of_deadlines``).
+        #: Awaited before each part of a poll with the bytes of a large message the part reads
+        #: whole, else 0 (the release agent's ``clear_of_deadlines``: :func:`process_in_chunks`).
         self.pause = pause
         #: Per partition, an offset to read again from once, at its first assignment (a state
         #: store restored from a backup lacks the examples read after it: store/identity.py).

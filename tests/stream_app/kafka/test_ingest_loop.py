@@ -175,7 +175,7 @@ class Gate:
         self.at, self.calls = at, 0
         self.holding, self.opened = asyncio.Event(), asyncio.Event()
 
-    async def __call__(self) -> None:
+    async def __call__(self, read_bytes: int = 0) -> None:
         self.calls += 1
         if self.calls == self.at:
             self.holding.set()
