@@ -56,6 +56,7 @@ from privstream.agents.pipeline import (
     BatchOutput,
     DeadLetter,
     IngestPipeline,
+    chunked,
     process_in_chunks,
 )
 from privstream.agents.validation import MAX_MESSAGE_BYTES
@@ -626,7 +627,7 @@ class IngestService(mode.Service):
             self._between_batches.clear()
             try:
                 output = await process_in_chunks(
-                    self.pipeline.process, chain.from_iterable(await self._positioned(polled)), self.pause
+                    chunked(self.pipeline), chain.from_iterable(await self._positioned(polled)), self.pause
                 )
                 sent = await self._send_outputs(output, predictions_topic, dlq_topic)
                 handled = {tp: messages[-1].offset + 1 for tp, messages in polled.items()}
