@@ -41,6 +41,7 @@ from privstream.schemas import LifetimeBound
 from privstream.schemas.releases import RELEASE_SCHEMA_VERSION
 from privstream.stream_app.fencing import FencedLedger, fenced_publisher
 from privstream.stream_app.kafka.ingest import IngestService
+from privstream.stream_app.kafka.log_marks import LogMarks
 from privstream.stream_app.learner_process import LearnerProcesses
 from privstream.stream_app.metrics import ServiceMetrics
 from privstream.stream_app.publication import derive_slots, slots_fall_behind
@@ -682,6 +683,12 @@ def build_service(settings: Settings) -> Service:
             reading = 3 * read_seconds_per_byte * read_bytes
             await pipeline.releases.clear_of_deadlines(DEADLINE_GUARD_SECONDS + reading)
 
+    policy = settings.examples_log_replaced
+    marks = LogMarks(
+        stores.state,
+        [s.name for s in settings.streams],
+        rebase=None if policy == "auto" else policy == "rebase",
+    )
     ingest = IngestService(
         settings,
         pipeline,
@@ -689,6 +696,8 @@ def build_service(settings: Settings) -> Service:
         metrics=metrics,
         replay=stores.replay,
         pause=clear_of_deadlines,
+        marks=marks,
+        learned_up_to=learners.learned_up_to,
         loop=None,
     )
     releases = None
