@@ -34,18 +34,30 @@ def unchanged(twin: TwinRun) -> AbstractContextManager[Any]:
     return contextlib.nullcontext()
 
 
+def as_agent(agent_class: type) -> Callable[[TwinRun], AbstractContextManager[Any]]:
+    """A variant whose release agent is ``agent_class`` (a subclass of the service's)."""
+
+    def prepare(twin: TwinRun) -> AbstractContextManager[Any]:
+        twin.agent.__class__ = agent_class
+        return contextlib.nullcontext()
+
+    return prepare
+
+
 def twin_runs(
     stream: StreamConfig,
     transcript: Transcript,
     prepare: Callable[[TwinRun], AbstractContextManager[Any]] = unchanged,
+    **options: Any,
 ) -> Mechanism:
     """One run of ``stream``'s release path on a step list, seeded from the audit's source: its
     public ``transcript``. ``prepare(twin)`` breaks the path for a broken variant; the run is made
-    inside the context manager it returns."""
+    inside the context manager it returns. ``options`` go to :class:`TwinRun` (e.g. ``budget``)."""
 
     def build(rng: RandomSource) -> Callable[[Sequence[Step]], str]:
         def run(steps: Sequence[Step]) -> str:
-            twin = TwinRun(stream, rng_seed=rng.getrandbits(62))
+            # the transcripts are the topic's messages: the pages need not be watched
+            twin = TwinRun(stream, rng_seed=rng.getrandbits(62), watch_pages=False, **options)
             with prepare(twin):
                 return transcript(asyncio.run(twin.run(steps)))
 

@@ -10,15 +10,14 @@ runs, an event chosen on one half, Clopper-Pearson bounds on the other) must fin
 
 from __future__ import annotations
 
-import contextlib
 import json
 
 import pytest
 
 from privstream.agents.releases import ReleaseAgent
 from privstream.stream_app.settings import StreamConfig
-from tests.agents.path_audit import check_path_audit, twin_runs, unchanged
-from tests.agents.twins import T0, Observed, Step, TwinRun, example
+from tests.agents.path_audit import as_agent, check_path_audit, twin_runs, unchanged
+from tests.agents.twins import T0, Observed, Step, example
 
 EPSILON = 1.0
 STREAM = StreamConfig(
@@ -66,15 +65,10 @@ def everything_public(observed: Observed) -> str:
     )
 
 
-def skips_empty_windows(twin: TwinRun) -> contextlib.AbstractContextManager[object]:
-    twin.agent.__class__ = SkipsEmptyWindows
-    return contextlib.nullcontext()
-
-
 # The broken variant's leak is certain (window 1 is published in one world only): 100 runs per
 # stream bound it above ln(0.86/0.14) = 1.8 > ε; the honest path gets 400.
 @pytest.mark.parametrize(("broken", "samples"), [(False, 400), (True, 100)])
 def test_time_window_path_audit(broken, samples):
-    mechanism = twin_runs(STREAM, everything_public, skips_empty_windows if broken else unchanged)
+    mechanism = twin_runs(STREAM, everything_public, as_agent(SkipsEmptyWindows) if broken else unchanged)
     name = SkipsEmptyWindows.__name__ if broken else ReleaseAgent.__name__
     check_path_audit(mechanism, PAIR, EPSILON, seed=7, samples=samples, name=name, broken=broken)
