@@ -12,8 +12,9 @@ that (:func:`privstream.learning.planning.slot_advice`), so a loaded machine sti
 measurement is a function of public inputs and the machine only, never of the data.
 
 The slot also covers what the node costs outside the fit: building it in the state store, reading
-it back and shipping it to the learner process, timed on public rows as many as the level's
-largest input (:mod:`.slot_path`).
+it back and shipping it to the learner process, and, for a stream with ``quality_epsilon``, a
+window's quality estimates (scored before its level-0 node's defaults), timed on public rows as
+many as the level's largest input (:mod:`.slot_path`).
 
 A fit stopped at its deadline is replaced by the stream's warm spare learner process at once; the
 new spare then has one slot to start. So no slot is shorter than the margin plus a learner
@@ -35,7 +36,7 @@ from privstream.agents.releases import ReleasePolicy, largest_input, slot_worklo
 from privstream.learning.planning import SLOT_MARGIN_SECONDS, slot_advice
 from privstream.stream_app.learner_process import LearnerProcesses
 from privstream.stream_app.slot_cache import SlotCache, workload_key
-from privstream.stream_app.slot_path import load_seconds, ship_seconds
+from privstream.stream_app.slot_path import load_seconds, score_seconds, ship_seconds
 
 log = logging.getLogger(__name__)
 
@@ -55,12 +56,17 @@ class SlotMeasurement:
     """A level's slot, part by part, in seconds, on public inputs of ``examples`` examples (the
     level's largest input): ``load`` (the node built in the state store and read back), ``ship``
     (its input to the learner process and back), ``default``, ``prepare`` (the fit's random order
-    and cap) and ``fit`` (the slowest over the public inputs), summed over the products, and
-    ``respawn``, a learner process's start-up (what a new warm spare needs before the next slot).
+    and cap) and ``fit`` (the slowest over the public inputs), summed over the products,
+    ``respawn``, a learner process's start-up (what a new warm spare needs before the next slot),
+    and ``score``, the quality estimates a level-0 node's window computes before its defaults
+    (0 without ``quality_epsilon`` and above level 0).
 
     >>> m = SlotMeasurement(2000, load=0.01, ship=0.01, default=0.01, prepare=0.0, fit=0.02, respawn=0.5)
     >>> round(m.work, 3), m.slot(timer_seconds=0.6), m.slot()
     (0.05, 1.0, 0.8)
+    >>> scored = dataclasses.replace(m, score=0.1)
+    >>> round(scored.work, 3), scored.slot()
+    (0.15, 0.8)
     """
 
     examples: int
@@ -70,18 +76,19 @@ class SlotMeasurement:
     prepare: float
     fit: float
     respawn: float
+    score: float = 0.0
 
     @property
     def work(self) -> float:
         """What a node's close to its deadline may spend at worst: every part but the respawn."""
-        return self.load + self.ship + self.default + self.prepare + self.fit
+        return self.load + self.ship + self.score + self.default + self.prepare + self.fit
 
     def slot(self, timer_seconds: float = 0.0) -> float:
         """The slot the service derives from it (:func:`slot_of`)."""
         return slot_of(self.work, timer_seconds, self.respawn)
 
     def to_dict(self, timer_seconds: float = 0.0) -> dict[str, Any]:
-        parts = ("load", "ship", "default", "prepare", "fit", "respawn")
+        parts = ("load", "ship", "score", "default", "prepare", "fit", "respawn")
         return {
             "examples": self.examples,
             "seconds": {part: round(getattr(self, part), 4) for part in parts},
@@ -120,7 +127,8 @@ def measure_slot(
     path: tuple[float, float] | None = None,
 ) -> SlotMeasurement:
     """Time a node of ``level`` part by part on public inputs: the fits in the stream's learner
-    process, the load and the shipping in this one (what :func:`derive_slots` measures). ``path``:
+    process, the load, the shipping and the quality estimates' scoring in this one (what
+    :func:`derive_slots` measures). ``path``:
     the load and shipping measured already on a policy of the same shape (they depend on the
     input's size and the stream's ingest rule, not on its algorithms)."""
     parts = processes.process(policy.stream_id).submit(slot_parts, slot_workload(policy, level)).result()
@@ -135,6 +143,7 @@ def measure_slot(
         prepare=parts[1],
         fit=parts[2],
         respawn=respawn_seconds,
+        score=score_seconds(policy, level),
     )
 
 
@@ -182,14 +191,24 @@ def derive_slots(
     for stream_id, policy in policies.items():
         if policy.publish_delay_seconds is not None:
             continue
-        by_size = {largest_input(policy, level): level for level in range(policy.top_level + 1)}
+        # Levels alike share a measurement: the same largest input, and scored (level 0) or not.
+        scores = policy.quality_epsilon is not None
+        by_size = {
+            (largest_input(policy, level), scores and level == 0): level
+            for level in range(policy.top_level + 1)
+        }
         keys[stream_id] = {}
         for level in by_size.values():
             alike = configuration_of(policy, level)
             key = keyed.get(alike) if alike is not None else None
             if key is None:
-                # What the node's load and shipping cost depends on, besides the fits' workload.
-                path = (policy.privacy_unit, policy.user_contribution_bound, policy.window_kind)
+                # What the node's load, shipping and scoring cost depends on, besides the fits' workload.
+                path = (
+                    policy.privacy_unit,
+                    policy.user_contribution_bound,
+                    policy.window_kind,
+                    policy.top_level + 1 if scores and level == 0 else 0,  # the estimates it scores
+                )
                 key = workload_key((slot_workload(policy, level), path))  # built again to be timed
                 if alike is not None:
                     keyed[alike] = key

@@ -211,7 +211,8 @@ def test_the_slot_is_measured_part_by_part_and_covers_every_part(monkeypatch):
         processes.shutdown()
     assert measured.examples == 50
     parts = measured.to_dict()["seconds"]
-    assert list(parts) == ["load", "ship", "default", "prepare", "fit", "respawn"]
+    assert list(parts) == ["load", "ship", "score", "default", "prepare", "fit", "respawn"]
+    assert measured.score == 0.0  # no quality_epsilon: nothing scored
     assert all(value >= 0 for value in parts.values()) and measured.load > 0 and measured.fit > 0
     assert measured.work == pytest.approx(
         sum(v for k, v in vars(measured).items() if k not in ("examples", "respawn"))
@@ -219,6 +220,54 @@ def test_the_slot_is_measured_part_by_part_and_covers_every_part(monkeypatch):
     heavy = SlotMeasurement(50, load=1.0, ship=0.5, default=0.25, prepare=0.25, fit=1.0, respawn=0.1)
     assert heavy.slot() == slot_advice(3.0) == slot_of(3.0, 0.0, 0.1)  # every part counts
     assert SlotMeasurement(50, 0, 0, 0, 0, 0, respawn=2.0).slot() == respawn_floor(2.0) >= 2.25
+
+
+def test_the_level_0_slot_covers_scoring_every_release_its_window_estimates(monkeypatch):
+    """With quality_epsilon, a level-0 node's window scores the releases that ended just before it
+    (up to top_level + 1 of them, on its rows) before its defaults: that work is in the level-0
+    slot, measured on the cap's public rows; the levels above score nothing. Scoring made slow
+    (a pause per scored release) moves the level-0 slot and only it."""
+    import time
+
+    from privstream.stream_app import slot_path
+    from privstream.stream_app.publication import measure_slot
+
+    scored: list[int] = []
+    predict = slot_path.predictions
+
+    def slow_predictions(release, xs):
+        scored.append(len(xs))
+        time.sleep(0.4)
+        return predict(release, xs)
+
+    monkeypatch.setattr(slot_path, "predictions", slow_predictions)
+    window = {"kind": "time", "seconds": 60.0}
+    config = stream(
+        "q",
+        learner="generic",
+        sanitizer=None,
+        expected_size=50,
+        max_node_examples=50,
+        top_level=2,
+        quality_epsilon=0.5,
+        window=window,
+    )
+    policy = policy_of(config)
+    processes = LearnerProcesses(["q"])
+    try:
+        level_0 = measure_slot(policy, processes, 0, respawn_seconds=0.1)
+        assert scored == [50, 50, 50] and level_0.score >= 1.2
+        assert level_0.work >= level_0.score + level_0.fit
+        assert measure_slot(policy, processes, 1, respawn_seconds=0.1).score == 0.0 and len(scored) == 3
+        slots = derive_slots({"q": policy}, processes, timer_seconds=0.6)["q"].level_slots
+        unscored = derive_slots(
+            {"q": dataclasses.replace(policy, quality_epsilon=None)}, processes, timer_seconds=0.6
+        )["q"].level_slots
+    finally:
+        processes.shutdown()
+    assert len(scored) == 6  # derive_slots timed level 0 (three estimates) apart from the levels above
+    assert slots[0] >= slot_advice(1.2, 0.6) and slots[0] > max(slots[1:])
+    assert len(unscored) == 3 and len(scored) == 6  # without quality_epsilon nothing is scored
 
 
 def test_plan_and_config_check_give_the_slot_the_worker_derives(monkeypatch, tmp_path, capsys):
@@ -304,3 +353,30 @@ def test_the_workload_of_streams_configured_alike_is_built_and_digested_once(mon
     assert sorted({sid for sid, _ in built}) == ["s0", "t"]  # s1..s5 reuse s0's
     assert len([b for b in built if b[0] == "s0"]) <= 2 * levels  # keyed, then measured
     assert len({slots[s].level_slots for s in alike}) == 1
+
+
+def test_plan_times_the_quality_estimates_of_a_stream_with_quality_epsilon(monkeypatch, capsys):
+    """``privstream plan --quality-epsilon`` measures the slot of a stream that scores its
+    releases, as the worker does; without it, of one that does not."""
+    import json
+
+    from privstream.stream_app import publication
+    from privstream.stream_app.cli import main
+    from privstream.stream_app.publication import SlotMeasurement
+
+    seen: list[float | None] = []
+
+    def measure(policy, processes, level, respawn_seconds, path=None):
+        seen.append(policy.quality_epsilon)
+        score = 0.5 if policy.quality_epsilon else 0.0
+        return SlotMeasurement(20, 0.0, 0.0, 0.0, 0.0, 0.0, respawn=0.1, score=score)
+
+    monkeypatch.setattr(publication, "measure_slot", measure)
+    monkeypatch.setattr(publication, "learner_startup", lambda processes, stream_id: 0.1)
+    argv = ["plan", "thresholds:1024", "--epsilon", "1", "--alpha", "0.2", "--only", "generic", "--runs", "1"]
+    argv += ["--budget", "1", "--node-size", "20", "--no-progress", "--json"]
+    for extra in ([], ["--quality-epsilon", "0.25"]):
+        assert main(argv + extra) == 0
+        parts = json.loads(capsys.readouterr().out)["candidates"][0]["slot_parts"]
+        assert parts["seconds"]["score"] == (0.5 if extra else 0.0)
+    assert seen == [None, 0.25]

@@ -8,10 +8,11 @@ seconds, a progress bar on stderr), and a recommendation. ``--json`` prints one 
 ``--node-size N`` (default 100000, the service's default input cap ``max_node_examples``) also
 prints the publication slot (``publish_delay_seconds``) a stream with the candidate gets for nodes
 of N examples, measured as the worker measures it at start-up
-(:func:`privstream.stream_app.publication.measure_slot`: the node's load and shipping, the default,
-the fit's preparation and the slowest fit in a learner process, a learner process's start-up),
-part by part in ``--json``; a count window of N examples, or with ``--window-seconds`` a time window
-capped at N; a stream with a learner and a sanitizer needs the sum.
+(:func:`privstream.stream_app.publication.measure_slot`: the node's load and shipping, with
+``--quality-epsilon`` the scoring of the release before on the node's examples, the default, the
+fit's preparation and the slowest fit in a learner process, a learner process's start-up), part by
+part in ``--json``; a count window of N examples, or with ``--window-seconds`` a time window capped
+at N; a stream with a learner and a sanitizer needs the sum.
 """
 
 from __future__ import annotations
@@ -59,6 +60,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="the slot of time windows of S seconds capped at --node-size (default: count windows of "
         "--node-size examples)",
     )
+    p.add_argument(
+        "--quality-epsilon",
+        type=float,
+        default=None,
+        metavar="EPS",
+        help="the stream's quality_epsilon: the slot also covers scoring the release before on the "
+        "node's examples (a learner's, at level 0; default: none)",
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of the synthetic data and of the fits")
     p.add_argument(
         "--only", action="append", metavar="NAME", help="plan for this learner or sanitizer only (repeatable)"
@@ -78,6 +87,8 @@ def run_plan(args: argparse.Namespace) -> int:
         raise UserError(f"--node-size must be >= 0, got {args.node_size}")
     if args.window_seconds is not None and not args.window_seconds > 0:
         raise UserError(f"--window-seconds must be > 0, got {args.window_seconds}")
+    if args.quality_epsilon is not None and not args.quality_epsilon > 0:
+        raise UserError(f"--quality-epsilon must be > 0, got {args.quality_epsilon}")
     hclass = parse_class_spec(args.hclass)
     bar = None if args.no_progress else ProgressBar()
     try:
@@ -94,7 +105,9 @@ def run_plan(args: argparse.Namespace) -> int:
             progress=bar,
         )
         if args.node_size:
-            result = with_service_slots(result, hclass, args.node_size, args.window_seconds, bar)
+            result = with_service_slots(
+                result, hclass, args.node_size, args.window_seconds, bar, quality_epsilon=args.quality_epsilon
+            )
     finally:
         if bar is not None:
             bar.close()
@@ -122,18 +135,26 @@ def run_plan(args: argparse.Namespace) -> int:
         )
         print(
             f"slot: publish_delay_seconds the worker derives for {cut}: a margin, the timer's period, and 3x "
-            "the node's load, shipping, default and slowest fit on public inputs, never shorter than a "
-            "learner process's start-up (--json: part by part); sum a learner's and a sanitizer's"
+            "the node's load, shipping, scoring (--quality-epsilon), default and slowest fit on public "
+            "inputs, never shorter than a learner process's start-up (--json: part by part); sum a "
+            "learner's and a sanitizer's"
         )
     return 0
 
 
 def with_service_slots(
-    result: Any, hclass: Any, node_size: int, window_seconds: float | None, progress: Any
+    result: Any,
+    hclass: Any,
+    node_size: int,
+    window_seconds: float | None,
+    progress: Any,
+    *,
+    quality_epsilon: float | None = None,
 ) -> Any:
     """The plan with each applicable candidate's slot measured as the worker measures it at
     start-up (:func:`~privstream.stream_app.publication.measure_slot`), for a stream of that
-    candidate alone whose level-0 nodes read ``node_size`` examples."""
+    candidate alone whose level-0 nodes read ``node_size`` examples (``quality_epsilon``: and
+    score the release before them, as a stream with it does)."""
     import dataclasses
 
     from privstream.agents.releases import Product, ReleasePolicy
@@ -170,6 +191,7 @@ def with_service_slots(
                 alpha=result.alpha,
                 beta=result.beta,
                 max_node_examples=node_size,
+                quality_epsilon=quality_epsilon,
                 **shape,
             )
             timer = time_window_tick({"plan": policy}) if window_seconds is not None else 0.0

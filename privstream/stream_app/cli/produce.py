@@ -26,7 +26,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=Path,
         help="CSV with a header (x,y; or feature columns by name and y; a tabular stream's columns by "
         "name and y) or JSON lines ({x, y}; x a list for feature vectors, an object of cells for a "
-        "tabular stream's rows)",
+        "tabular stream's rows); labels 0/1, or 0..K-1 on a stream of K classes",
     )
     source.add_argument("--synthetic", type=int, metavar="N", help="N examples labelled by a random target")
     produce.add_argument(
@@ -95,7 +95,9 @@ def produce_records(args: argparse.Namespace, settings: Settings) -> Iterator[tu
     if args.file is not None:
         holds_vectors = stream.kind == "vector" if stream is not None else _holds_vectors(args.file)
         if holds_vectors:
-            X, ys, _ = read_vector_stream_file(args.file, stream.feature_labels if stream else None)
+            X, ys, _ = read_vector_stream_file(
+                args.file, stream.feature_labels if stream else None, stream.classes if stream else 2
+            )
             if stream is not None and X.shape[1] != stream.features:
                 raise ValueError(
                     f"{args.file}: {X.shape[1]} features, the stream {args.stream} has {stream.features}"

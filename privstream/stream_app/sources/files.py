@@ -122,12 +122,26 @@ def _label(p: Path, where: str, y: Any) -> tuple[int, str | None]:
     raise ExampleFileError(f"{p}: {where}: label y = {y!r} is not 0/1, -1/+1 or true/false")
 
 
-def read_vector_examples(path: str | Path) -> tuple[np.ndarray, np.ndarray, list[str]]:
+def _class_label(p: Path, where: str, y: Any, classes: int) -> tuple[int, str | None]:
+    """A label of a stream of ``classes`` labels: 0/1 (or -1/+1, true/false) when it has 2, else an
+    integer from 0 to ``classes - 1`` (true and false read as 1 and 0), as the service takes them."""
+    if classes == 2:
+        return _label(p, where, y)
+    key = str(y).strip().lower() if isinstance(y, str | bool) else (str(y) if type(y) is int else None)
+    if key in ("true", "false"):
+        return _LABELS[key], None
+    if key is not None and key.isascii() and key.isdigit() and int(key) < classes:
+        return int(key), None
+    raise ExampleFileError(f"{p}: {where}: label y = {y!r} is not a class of the stream (0 to {classes - 1})")
+
+
+def read_vector_examples(path: str | Path, classes: int = 2) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """Read feature vectors from a CSV file with a header: column ``y`` is the label, every other
     column a real feature.
 
     Returns ``(X, y, feature_names)``: ``X`` is float ``(n, d)``; ``y`` is float, 0/1 with ``NaN``
     for an empty label cell (an unlabelled row); labels may be written 0/1, -1/+1 or true/false.
+    With ``classes`` K above 2, a label is an integer from 0 to K-1.
 
     >>> import pathlib, tempfile
     >>> p = pathlib.Path(tempfile.mkdtemp()) / "v.csv"
@@ -177,7 +191,7 @@ def read_vector_examples(path: str | Path) -> tuple[np.ndarray, np.ndarray, list
         if not label:
             labels.append(float("nan"))
             continue
-        value, convention = _label(p, f"line {lineno}", label)
+        value, convention = _class_label(p, f"line {lineno}", label, classes)
         labels.append(float(value))
         if convention:
             conventions.add(convention)
@@ -216,15 +230,16 @@ def read_query_data(path: str | Path) -> tuple[Any, Any]:
 
 
 def read_vector_stream_file(
-    path: str | Path, feature_names: list[str] | None = None
+    path: str | Path, feature_names: list[str] | None = None, classes: int = 2
 ) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """Labelled feature vectors to send to a stream: a CSV with a header (column ``y`` the label,
     the others features, by name) or JSON lines with ``x`` a list of numbers and ``y``.
 
     With ``feature_names`` (the stream's configured names), a CSV's columns are taken by those names,
     in that order (other columns are an error, so that a typo cannot pass unnoticed). Every row needs
-    a label. Returns ``(X, y, names)``: float ``(n, d)``, uint8 0/1, the features' names (JSON lines:
-    ``feature_names`` or ``x1..xd``).
+    a label: 0/1 (or -1/+1, true/false), or with ``classes`` K above 2 an integer from 0 to K-1 (a
+    label outside them is an error naming its line). Returns ``(X, y, names)``: float ``(n, d)``,
+    uint8 labels, the features' names (JSON lines: ``feature_names`` or ``x1..xd``).
 
     >>> import pathlib, tempfile
     >>> p = pathlib.Path(tempfile.mkdtemp()) / "v.jsonl"
@@ -232,6 +247,13 @@ def read_vector_stream_file(
     >>> X, y, names = read_vector_stream_file(p)
     >>> X.tolist(), y.tolist(), names
     ([[0.5, 2.0], [1.0, -1.0]], [1, 0], ['x1', 'x2'])
+    >>> _ = p.write_text('{"x": [0.5, 2], "y": 2}\\n{"x": [1, -1], "y": 0}\\n')
+    >>> read_vector_stream_file(p, classes=3)[1].tolist()
+    [2, 0]
+    >>> read_vector_stream_file(p, classes=2)
+    Traceback (most recent call last):
+    ...
+    privstream.stream_app.sources.files.ExampleFileError: ...: line 1: label y = 2 is not 0/1, ...true/false
     """
     p = Path(path)
     try:
@@ -251,7 +273,7 @@ def read_vector_stream_file(
                     f"{p}: {where}: x has {len(x)} features, the first line {len(rows[0])}"
                 )
             rows.append([float(v) for v in x])
-            label, convention = _label(p, where, y)
+            label, convention = _class_label(p, where, y, classes)
             labels.append(label)
             if convention:
                 conventions.add(convention)
@@ -262,7 +284,7 @@ def read_vector_stream_file(
             raise ExampleFileError(f"{p}: x has {d} features, the stream {len(feature_names)}")
         names = list(feature_names) if feature_names is not None else [f"x{t + 1}" for t in range(d)]
         return np.array(rows, dtype=np.float64).reshape(len(rows), d), np.array(labels, np.uint8), names
-    X, y, names = read_vector_examples(p)
+    X, y, names = read_vector_examples(p, classes)
     if np.isnan(y).any():
         line = int(np.flatnonzero(np.isnan(y))[0])
         raise ExampleFileError(f"{p}: data row {line + 1} has no label y (every example sent needs one)")

@@ -408,20 +408,28 @@ def public_routes(
     *,
     signer: Signer | None = None,
     published_keys: KeySet | None = None,
-    key_document: Mapping[str, Any] | None = None,
+    key_document: Mapping[str, Any] | Callable[[], Mapping[str, Any]] | None = None,
     signatures: Signatures | None = None,
 ) -> list[Route]:
     """The public listener's routes over these streams and this ledger (or the ``PublicStreams``
     shared with the page), with the worker's ``signatures`` (else signing with ``signer``);
     ``/keys`` serves ``key_document`` (the deployment's keys and rotation statements:
-    :func:`~..key_rotation.key_document`), else lists the signer's key and ``published_keys``."""
+    :func:`~..key_rotation.key_document`), else lists the signer's key and ``published_keys``;
+    a callable ``key_document`` is read again on every request (the worker rewrites it when
+    the deployment's key is rotated)."""
     public = (
         streams
         if isinstance(streams, PublicStreams)
         else PublicStreams(streams, PublicReads(ledger) if ledger is not None else None)
     )
     keys = KeySet([signer.public_entry()] if signer else []).merged(published_keys or KeySet())
-    keys_body = (keys.to_json() if key_document is None else json.dumps(key_document)).encode()
+
+    def keys_body() -> bytes:
+        if callable(key_document):
+            return json.dumps(key_document()).encode()
+        return (keys.to_json() if key_document is None else json.dumps(key_document)).encode()
+
+    fixed_body = None if callable(key_document) else keys_body()
 
     async def streams_page(request: web.Request) -> web.Response:
         return await public.page(
@@ -489,7 +497,8 @@ def public_routes(
         return web.Response(body=body, content_type="application/json", headers=headers)
 
     async def keys_page(request: web.Request) -> web.Response:
-        return web.Response(body=keys_body, content_type="application/json")
+        body = fixed_body if fixed_body is not None else await asyncio.to_thread(keys_body)
+        return web.Response(body=body, content_type="application/json")
 
     return [
         ("GET", "/streams", streams_page),

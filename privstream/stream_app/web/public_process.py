@@ -22,7 +22,9 @@ each release once as it publishes it and writes the signature, and the key state
 ``/keys``, to :class:`~privstream.stream_app.store.signatures.ReleaseSignatures`; at its start and
 every few seconds it also signs what the child serves (each stream's latest and best release,
 whichever worker published it). The child serves those signatures, and the
-deployment's keys (those the ledger records) with their rotation statements on ``/keys``.
+deployment's keys (those the ledger records) with their rotation statements on ``/keys``; the
+worker writes that document again within seconds of ``privstream keys rotate``, and the child
+reads it on every request, so a rotation needs no restart of the listener.
 
 Run by hand (for a look at its log): ``python -m privstream.stream_app.web.public_process`` with
 the worker's ``PRIVSTREAM_*`` environment, beside a worker (which writes the signatures).
@@ -158,7 +160,8 @@ def public_listener(settings: Settings) -> HttpListener:
         "public",
         settings.public_host,
         settings.public_port,
-        public_routes(public, signatures=signatures, key_document=signatures.key_document())
+        # read on every request: the worker rewrites it when the deployment's key is rotated
+        public_routes(public, signatures=signatures, key_document=signatures.key_document)
         + page_routes(public),
         limits=ListenerLimits.of(settings, "public"),
     )
@@ -287,14 +290,27 @@ class PublicListenerProcess(mode.Service):
             published = KeySet([self.signer.public_entry()]).merged(published or KeySet())
         if not any(s.release is not None for s in self.settings.streams):
             return key_document([], published)
-        with factory.open_ledger(
-            self.settings.model_copy(update={"store_pool_size": 1}), create=False
-        ) as ledger:
-            return key_document(ledger.signing_keys(), published)
+        if self._ledger is None:
+            options = self.settings.model_copy(update={"store_pool_size": 1})
+            self._ledger = factory.open_ledger(options, create=False)
+        return key_document(self._ledger.signing_keys(), published)
+
+    def _refresh_keys(self) -> bool:
+        """Write the key statement again if the ledger's keys changed (``privstream keys rotate``
+        ran): the child serves it from its next request on. Whether it changed."""
+        if self.signatures is None:
+            return False
+        document = self._key_document()
+        if document == self.signatures.key_document():
+            return False
+        self.signatures.put_keys(document)
+        log.info("the deployment's signing keys changed: /keys serves %d keys", len(document.get("keys", [])))
+        return True
 
     async def _sign(self) -> None:
         loop = asyncio.get_running_loop()
         try:
+            await loop.run_in_executor(self._signing, self._refresh_keys)
             await loop.run_in_executor(self._signing, self._sign_served)
         except Exception as exc:  # the ledger unreachable: the readiness probe reports it
             log.debug("could not sign the releases the public listener serves: %s", exc)
@@ -302,7 +318,7 @@ class PublicListenerProcess(mode.Service):
     async def on_start(self) -> None:
         if self.signatures is None:
             self.signatures = ReleaseSignatures(signatures_path(self.settings))
-        self.signatures.put_keys(self._key_document())
+        await asyncio.get_running_loop().run_in_executor(self._signing, self._refresh_keys)
         await self._sign()
         self.process = self._spawn()
         host = (

@@ -48,7 +48,7 @@ def test_plan_json_is_one_object_with_every_candidate(capsys) -> None:
     # measured as the worker measures it, part by part
     parts = generic["slot_parts"]
     assert parts["examples"] == 100_000 and parts["slot_seconds"] == generic["publish_delay_seconds"]
-    assert set(parts["seconds"]) == {"load", "ship", "default", "prepare", "fit", "respawn"}
+    assert set(parts["seconds"]) == {"load", "ship", "score", "default", "prepare", "fit", "respawn"}
 
 
 def test_plan_table_and_only(capsys) -> None:

@@ -104,3 +104,41 @@ def test_a_seed_changes_the_target_and_reproduces_the_run(tmp_path):
     default = records(tmp_path, "--stream", "clicks", "--synthetic", "400")
     # Another target: together the two runs are labelled by no single threshold.
     assert status_after(tmp_path, [default, seeded])["clicks"]["realizable"] is False
+
+
+THREE = {
+    "name": "k3",
+    "features": 2,
+    "feature_names": ["a", "b"],
+    "feature_bounds": [[0, 1], [0, 1]],
+    "classes": 3,
+}
+
+
+def test_a_file_of_k_labels_goes_to_a_stream_of_k_classes_and_a_label_outside_them_is_refused(
+    tmp_path, capsys
+):
+    rows = tmp_path / "k3.csv"
+    rows.write_text("b,a,y\n0.5,0.25,2\n0.75,1,0\n0,0,1\n")
+    sent = records(tmp_path, "--stream", "k3", "--file", str(rows), streams=(THREE, VECTORS))
+    assert [(m["x"], m["y"]) for _, m in sent] == [([0.25, 0.5], 2), ([1.0, 0.75], 0), ([0.0, 0.0], 1)]
+    lines = tmp_path / "k3.jsonl"
+    lines.write_text('{"x": [0.5, 0.5], "y": 2}\n{"x": [0.5, 0.5], "y": true}\n')
+    sent = records(tmp_path, "--stream", "k3", "--file", str(lines), streams=(THREE, VECTORS))
+    assert [m["y"] for _, m in sent] == [2, 1]
+
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"streams": [THREE, VECTORS], "kafka_bootstrap": "127.0.0.1:9"}))
+    for label in ("3", "-1", "2.5", "two"):  # K itself, -1 (0/1 streams only), not an integer
+        rows.write_text(f"a,b,y\n0.5,0.5,1\n0.5,0.5,{label}\n")
+        code = main(["produce", "--config", str(config), "--stream", "k3", "--file", str(rows)])
+        assert code == 2
+        assert capsys.readouterr().err.strip() == (
+            f"privstream produce: error: {rows}: line 3: label y = '{label}' is not a class of the "
+            "stream (0 to 2)"
+        )
+    # The 0/1 stream still reads 0/1 (and -1/+1) only.
+    rows.write_text("x1,x2,y\n0.5,0.5,2\n")
+    code = main(["produce", "--config", str(config), "--stream", "v", "--file", str(rows)])
+    assert code == 2
+    assert "line 2: label y = '2' is not 0/1, -1/+1 or true/false" in capsys.readouterr().err
