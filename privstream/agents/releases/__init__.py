@@ -67,8 +67,12 @@ The rooms, each with its rule in its docstring:
 * :mod:`.workload`: a product's learner call, the default's stand-in input, a slot's worst case;
 * :mod:`.nodes`: a node's data in the state store and its public description;
 * :mod:`.certificate`: a release's bytes and the certificate that states its guarantee;
+* :mod:`.state`: what the agent keeps per stream and per node in flight;
+* :mod:`.schedule`: when windows close, and what a crash left unreleased;
+* :mod:`.reservation`: a release's charge, written ahead, and the individual filter;
 * :mod:`.preparation`: reserve, default and fit of a node's releases before their deadline;
 * :mod:`.publishing`: the release at its deadline, and the outbox after a crash;
+* :mod:`.guard`: ingest holds off while a node is prepared and around the deadlines;
 * :mod:`.agent`: the agent that ties them to the schedule.
 """
 

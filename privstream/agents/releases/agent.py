@@ -19,22 +19,28 @@ from functools import partial
 from typing import Any
 
 from privstream.agents.interfaces import (
-    LeaseLostError,
     ReleaseMetrics,
     StateStore,
     WindowData,
 )
 from privstream.agents.ledger_port import PrivacyLedger
+from privstream.agents.releases.guard import DEADLINE_GUARD_SECONDS, DeadlineGuard
 from privstream.agents.releases.nodes import build_node, ingest_rule, node_released, window_info
 from privstream.agents.releases.policy import ReleasePolicy, samples_at_ingest
 from privstream.agents.releases.preparation import NodePreparer
 from privstream.agents.releases.publishing import DeadlinePublisher, Publisher
-from privstream.agents.releases.state import Ready, StreamState
-from privstream.agents.timing import ExecutorFits, FitRunner, Slots, sleep_until
+from privstream.agents.releases.schedule import (
+    close_moment,
+    close_time,
+    first_open_time_window,
+    unreleased_count_windows,
+    unreleased_nodes,
+)
+from privstream.agents.releases.state import NodeJob, Ready, StreamState
+from privstream.agents.timing import ExecutorFits, FitRunner, Slots
 from privstream.agents.windows import (
     completed_nodes,
     count_family,
-    count_window_id,
     count_window_index,
     node_examples,
     node_id,
@@ -45,23 +51,6 @@ from privstream.learning.randomness import RandomSource
 from privstream.schemas import WindowInfo
 
 log = logging.getLogger(__name__)
-
-#: Ingest holds its work from this long before a release's deadline until the release is out, or
-#: until this long after the deadline (a publication stuck on Kafka must not stop ingest for good):
-#: the worker's event loop and CPU are the publisher's at the deadline, whatever was polled. Above
-#: the processing time of one chunk of a poll (:data:`privstream.agents.pipeline.CHUNK_RECORDS`).
-DEADLINE_GUARD_SECONDS = 0.25
-
-
-def close_moment(stamp_ms: int | None, now: float) -> float:
-    """When a count window closes: its last example's record timestamp (Unix ms), never later
-    than the worker's clock ``now`` (a producer's clock ahead of the worker's would otherwise hold
-    the stream's schedule back); ``now`` for a record without a timestamp.
-
-    >>> close_moment(1_700_000_000_250, now=1_700_000_003.0), close_moment(None, now=5.0)
-    (1700000000.25, 5.0)
-    """
-    return now if stamp_ms is None else min(stamp_ms / 1000, now)
 
 
 class ReleaseAgent:
@@ -125,8 +114,8 @@ class ReleaseAgent:
         # None: this agent owns every stream (one worker, tests).
         self._partition_of = partition_of
         self._owned: set[int] = set()  # the examples topic's partitions assigned to this worker
-        # Releases scheduled and not yet out: their deadline, and an event set once they are out.
-        self._due: dict[int, tuple[float, asyncio.Event]] = {}
+        # Ingest holds off while a node is prepared and around the deadlines of releases not yet out.
+        self.guard = DeadlineGuard(clock, self._streams.values())
 
     #: At most this many windows are closed per tick (a catch-up after long downtime goes on the next).
     MAX_WINDOWS_PER_TICK = 1000
@@ -207,36 +196,19 @@ class ReleaseAgent:
         return self._partition_of(stream_id) in self._owned
 
     def _next_time_window(self, policy: ReleasePolicy, state: StreamState) -> int:
-        """The first time window not closed yet: after the last one the store saw closed, else the
-        stream's first window (the one holding its schedule start)."""
+        """The first time window not closed yet (:func:`~.schedule.first_open_time_window`)."""
         if state.next_time_window is None:
-            if policy.window_seconds is None:
-                raise InvariantError("invariant broken: policy.window_seconds is not None")
-            first = time_window_index(self._start[policy.stream_id], policy.window_seconds)
-            prefix = f"{policy.family}-L0-"  # level-0 windows; nodes record their own closing
-            closed = [
-                int(w[len(prefix) :])
-                for w in self.store.closed_windows(policy.stream_id)
-                if w.startswith(prefix)
-            ]
-            pending = self.store.pending_time_windows(policy.stream_id)
-            # Catch up after a restart: windows whose rows were buffered but not released yet.
-            state.next_time_window = max(closed) + 1 if closed else min([first, *pending])
+            start = self._start[policy.stream_id]
+            state.next_time_window = first_open_time_window(self.store, policy, start)
         return state.next_time_window
-
-    def close_time(self, policy: ReleasePolicy, index: int) -> float:
-        """When time window ``index`` closes on the worker's clock (public)."""
-        if policy.window_seconds is None:
-            raise InvariantError("invariant broken: policy.window_seconds is not None")
-        return (index + 1) * policy.window_seconds + policy.allowed_lateness_seconds
 
     def _close_due_time_windows(self, policy: ReleasePolicy, state: StreamState, now: float) -> None:
         """Schedule every window whose close time has come, in order, empty ones included."""
         index = self._next_time_window(policy, state)
         for _ in range(self.MAX_WINDOWS_PER_TICK):
-            if self.close_time(policy, index) > now:
+            if close_time(policy, index) > now:
                 break
-            self._schedule_window(policy, state, index, self.close_time(policy, index))
+            self._schedule_window(policy, state, index, close_time(policy, index))
             index += 1
         state.next_time_window = index
 
@@ -300,37 +272,8 @@ class ReleaseAgent:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
     async def clear_of_deadlines(self, guard: float = DEADLINE_GUARD_SECONDS) -> None:
-        """Return once no release needs the worker to itself; wait while a node's input is being
-        loaded and its defaults computed (until they are ready, or its deadline), and while a
-        release not yet published has its deadline within ``guard`` seconds of the clock (before
-        it or after it: until it is out, or ``guard`` past its deadline). Ingest calls it between
-        the chunks of a poll, so that however much was polled its processing never competes with a
-        node's preparation (whose cost the slot measures on the cap) or holds the event loop at a
-        deadline: whether the fit is in time and when the release lands are not the flood's."""
-        while True:
-            now = self.clock()
-            waits = [
-                (state.preparing, state.prepared)
-                for state in self._streams.values()
-                if state.preparing is not None and now < state.preparing
-            ]
-            waits += [
-                (deadline + guard, out)
-                for deadline, out in self._due.values()
-                if deadline - guard <= now < deadline + guard
-            ]
-            if not waits:
-                return
-            until, done = min(waits, key=lambda wait: wait[0])
-            pending = {
-                asyncio.ensure_future(done.wait()),
-                asyncio.ensure_future(sleep_until(self.clock, until)),
-            }
-            try:
-                await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                for wait in pending:
-                    wait.cancel()
+        """Return once no release needs the worker to itself (:meth:`DeadlineGuard.clear`)."""
+        await self.guard.clear(guard)
 
     # --- recovery -----------------------------------------------------------------------------
     def on_partitions_assigned(self, partitions: set[int]) -> None:
@@ -366,25 +309,10 @@ class ReleaseAgent:
         # two): release them now (their children's data is kept until they are built; a node
         # reserved before the crash is recomputed from its reservation's seed).
         family, state = self._family(policy), self._streams[policy.stream_id]
-        prefix = f"{family}-L0-"
-        for window in sorted(int(w[len(prefix) :]) for w in closed if w.startswith(prefix)):
-            for level, index in completed_nodes(window, policy.top_level):
-                if node_id(family, level, index) not in closed:
-                    self._schedule_node(policy, state, level, index, now)
-        if policy.window_kind != "count":
-            return
-        size = policy.window_size
-        complete = self.store.next_seq(policy.stream_id) // size
-        stored = {i for level, i in self.store.nodes(policy.stream_id, family) if level == 0}
-        for index in range(complete):
-            if count_window_id(self.store.generation, index, size) in closed:
-                continue
-            # closed into node (0, index) before the crash (its rows are gone), or still rows
-            if (
-                index in stored
-                or len(self.store.count_window(policy.stream_id, index * size, (index + 1) * size).seqs)
-                == size
-            ):
+        for level, index in unreleased_nodes(closed, family, policy.top_level):
+            self._schedule_node(policy, state, level, index, now)
+        if policy.window_kind == "count":
+            for index in unreleased_count_windows(self.store, policy, family, closed):
                 self._schedule_window(policy, state, index, now)
 
     async def replay_outbox(self, stream_id: str | None = None) -> int:
@@ -438,7 +366,6 @@ class ReleaseAgent:
         state = self._streams[stream_id]
         previous, mine = state.published, asyncio.get_running_loop().create_future()
         state.published = mine
-        extra = {"stream_id": stream_id, "window_id": window_id, "ledger_entry_id": None}
         readies = [Ready(product) for product in policy.products]
         loaded: list[WindowData] = []  # the window is read from the store once, if at all
 
@@ -447,43 +374,23 @@ class ReleaseAgent:
                 loaded.append(await self._offload(load))
             return loaded[0]
 
-        preparing = asyncio.ensure_future(
-            self.preparer.prepare(policy, state, window_id, info, window, deadline, level, readies)
+        job = NodeJob(
+            policy=policy,
+            state=state,
+            window_id=window_id,
+            info=info,
+            window=window,
+            deadline=deadline,
+            level=level,
+            readies=readies,
         )
-        out = asyncio.Event()
-        if deadline is not None:
-            self._due[id(out)] = (deadline, out)
+        preparing = asyncio.ensure_future(self.preparer.prepare(job))
+        out = self.guard.due(deadline)
         try:
             if previous is not None:
                 await previous  # the stream's releases go out in the schedule's order
-            outcomes: list[str] = []
-            for ready in readies:
-                try:
-                    outcomes.append(
-                        await self.publisher.publish_ready(policy, state, window_id, ready, level)
-                    )
-                except LeaseLostError as exc:  # the new owner publishes it from the ledger's outbox
-                    log.warning(
-                        "%s of window %s of stream %s not published here: %s",
-                        ready.product.key,
-                        window_id,
-                        stream_id,
-                        exc,
-                        extra=extra,
-                    )
-                    outcomes.append("lost")
-                except Exception:
-                    log.exception(
-                        "publishing %s of window %s of stream %s failed (retried from the outbox)",
-                        ready.product.key,
-                        window_id,
-                        stream_id,
-                        extra=extra,
-                    )
-                    self.metrics.learner_failed(stream_id)
-                    outcomes.append("failed")
-            out.set()
-            self._due.pop(id(out), None)
+            outcomes = await self.publisher.publish_node(job)
+            self.guard.out(out)
             await preparing  # its fits are over (a fit past the deadline was stopped there)
             if "lost" in outcomes:
                 # Another worker owns the stream's partition now and releases this window; if the
@@ -492,7 +399,7 @@ class ReleaseAgent:
             elif "failed" not in outcomes:  # a failed product keeps the window for a retry after restart
                 await self._offload(close, ",".join(outcomes))
         finally:
-            self._due.pop(id(out), None)
+            self.guard.forget(out)
             preparing.cancel()
             mine.set_result(None)
 

@@ -1,9 +1,7 @@
 """Preparing a node's releases before their deadline, product by product, under the stream's lock:
 
-1. reserve the release in the ledger (the charge, write-ahead, with a secret seed and the
-   deadline), before the learner runs, so budgets depend on neither the data nor the fit; at the
-   user level the reservation is the individual filter's (the users present are charged unless
-   their lifetime budget would be passed, the excluded ones' examples never reach the learner);
+1. reserve the release in the ledger (:mod:`.reservation`: the charge, write-ahead, with a secret
+   seed and the deadline, before the learner runs; at the user level the individual filter);
 2. with a deadline, compute the default release first (the learner on the public stand-in input,
    the same parameters and randomness), so something is ready at the deadline whatever the fit
    does;
@@ -28,38 +26,22 @@ import hashlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from functools import partial
 from typing import Any
 
-import numpy as np
-
 from privstream.agents.fits import NodeFit
-from privstream.agents.interfaces import LeaseLostError, ReleaseMetrics, WindowData
-from privstream.agents.ledger_port import (
-    BudgetExhaustedError,
-    NodeRange,
-    PrivacyLedger,
-    Reservation,
-    public_entry_id,
-)
+from privstream.agents.interfaces import LeaseLostError, ReleaseMetrics
+from privstream.agents.ledger_port import PrivacyLedger, Reservation, public_entry_id
 from privstream.agents.releases.certificate import release_bytes
-from privstream.agents.releases.policy import (
-    Product,
-    ReleasePolicy,
-    capped,
-    release_steps,
-    required_guarantee,
-    shuffles,
-)
+from privstream.agents.releases.policy import capped, release_steps, shuffles
 from privstream.agents.releases.quality import ReleaseScorer
-from privstream.agents.releases.state import Fit, Ready, StreamState
+from privstream.agents.releases.reservation import NodeReserver
+from privstream.agents.releases.state import Fit, NodeJob, Ready
 from privstream.agents.releases.workload import learner_call, stand_in
 from privstream.agents.timing import FitProcessDied, FitRunner, FitTimedOut
-from privstream.agents.windows import bound_contributions
 from privstream.learning.errors import InvariantError
 from privstream.learning.guarantees import GuaranteeError
 from privstream.learning.randomness import RandomSource, derived
-from privstream.schemas import ReleaseEvaluation, WindowInfo
+from privstream.schemas import ReleaseEvaluation
 
 log = logging.getLogger(__name__)
 
@@ -86,48 +68,29 @@ class NodePreparer:
         self._rng_factory = rng_factory
         self.library_version = library_version
         self.scorer = ReleaseScorer(ledger, metrics, offload=offload, source=self._source)
+        self.reserver = NodeReserver(ledger, metrics, offload=offload)
 
-    async def prepare(
-        self,
-        policy: ReleasePolicy,
-        state: StreamState,
-        window_id: str,
-        info: WindowInfo,
-        window: Callable[[], Awaitable[WindowData]],
-        deadline: float | None,
-        level: int,
-        readies: list[Ready],
-    ) -> None:
+    async def prepare(self, job: NodeJob) -> None:
         """Under the stream's lock: reserve every product and compute every default first (so all
         are ready at the deadline), then run the learners' fits until the deadline."""
         try:
-            await self._prepare_under_lock(policy, state, window_id, info, window, deadline, level, readies)
+            await self._prepare_under_lock(job)
         finally:  # whatever happened, the publisher waits for nothing that will not come
-            for ready in readies:
+            for ready in job.readies:
                 if not ready.available.is_set():
                     ready.settle("failed")
 
-    async def _prepare_under_lock(
-        self,
-        policy: ReleasePolicy,
-        state: StreamState,
-        window_id: str,
-        info: WindowInfo,
-        window: Callable[[], Awaitable[WindowData]],
-        deadline: float | None,
-        level: int,
-        readies: list[Ready],
-    ) -> None:
-        stream_id = policy.stream_id
-        extra = {"stream_id": stream_id, "window_id": window_id, "ledger_entry_id": None}
+    async def _prepare_under_lock(self, job: NodeJob) -> None:
+        policy, state, window_id, readies = job.policy, job.state, job.window_id, job.readies
+        stream_id, extra = job.stream_id, job.log_extra
         async with state.lock:
-            if deadline is not None:  # ingest holds off until the node's input and defaults are ready
-                state.preparing = deadline
+            if job.deadline is not None:  # ingest holds off until the node's input and defaults are ready
+                state.preparing = job.deadline
                 state.prepared.clear()
             try:
-                if policy.quality_epsilon is not None and level == 0:
+                if policy.quality_epsilon is not None and job.level == 0:
                     try:
-                        evaluations = await self._score(policy, state, window_id, info, window, deadline)
+                        evaluations = await self._score(job)
                     except LeaseLostError as exc:
                         log.warning(
                             "window %s of stream %s not released here: %s",
@@ -142,17 +105,15 @@ class NodePreparer:
                     for ready in readies:
                         if ready.product.topic == "hypotheses":
                             ready.evaluations = evaluations
-                fits = await self._reserve_all(
-                    policy, state, window_id, info, window, deadline, level, readies
-                )
+                fits = await self._reserve_all(job)
             finally:
                 state.preparing = None
                 state.prepared.set()
             for fit in fits or ():
                 try:
-                    await self._fit(policy, window_id, info, level, fit)
+                    await self._fit(job, fit)
                 except GuaranteeError as exc:  # no deadline: the fit failed, its default spent more
-                    self._withhold(policy, window_id, fit.ready, exc)
+                    self._withhold(job, fit.ready, exc)
                 except Exception:
                     log.exception(
                         "%s of window %s of stream %s failed",
@@ -169,67 +130,52 @@ class NodePreparer:
                     if ready.product.topic == "hypotheses" and ready.outcome == "ready" and ready.body:
                         state.scorable[window_id] = ready.body
 
-    async def _score(
-        self,
-        policy: ReleasePolicy,
-        state: StreamState,
-        window_id: str,
-        info: WindowInfo,
-        window: Callable[[], Awaitable[WindowData]],
-        deadline: float | None,
-    ) -> tuple[ReleaseEvaluation, ...]:
-        """The quality estimates window ``window_id`` carries (:mod:`.quality`); none if scoring
+    async def _score(self, job: NodeJob) -> tuple[ReleaseEvaluation, ...]:
+        """The quality estimates the node's window carries (:mod:`.quality`); none if scoring
         fails (the ledger, the store: logged and counted; the charges made stay)."""
-        if info.first_window is None:
+        if job.info.first_window is None:
             raise InvariantError("invariant broken: info.first_window is not None")
         try:
-            return await self.scorer.score(policy, state, window_id, info.first_window, window, deadline)
+            return await self.scorer.score(
+                job.policy, job.state, job.window_id, job.info.first_window, job.window, job.deadline
+            )
         except LeaseLostError:
             raise
         except Exception:
             log.exception(
                 "the quality estimates of window %s of stream %s failed; its release goes out without them",
-                window_id,
-                policy.stream_id,
-                extra={"stream_id": policy.stream_id, "window_id": window_id, "ledger_entry_id": None},
+                job.window_id,
+                job.stream_id,
+                extra=job.log_extra,
             )
-            self.metrics.learner_failed(policy.stream_id)
+            self.metrics.learner_failed(job.stream_id)
             return ()
 
-    async def _reserve_all(
-        self,
-        policy: ReleasePolicy,
-        state: StreamState,
-        window_id: str,
-        info: WindowInfo,
-        window: Callable[[], Awaitable[WindowData]],
-        deadline: float | None,
-        level: int,
-        readies: list[Ready],
-    ) -> list[Fit] | None:
-        """Reserve every product and compute its default (:meth:`_reserve`); the fits still to
-        run, or None once the stream's partition was lost (every release then settled "lost")."""
-        stream_id = policy.stream_id
-        extra = {"stream_id": stream_id, "window_id": window_id, "ledger_entry_id": None}
+    async def _reserve_all(self, job: NodeJob) -> list[Fit] | None:
+        """Reserve every product (:class:`~.reservation.NodeReserver`) and, with a deadline, compute
+        its default; the fits still to run, or None once the stream's partition was lost (every
+        release then settled "lost")."""
         fits: list[Fit] = []
-        for ready in readies:
+        for ready in job.readies:
             try:
-                fit = await self._reserve(policy, state, window_id, info, window, deadline, level, ready)
+                fit = await self.reserver.reserve(job, ready)
+                if fit is not None and ready.deadline is not None:  # ready at the deadline, whatever the fit
+                    ready.settle("ready", await self._default(job, fit))
             except LeaseLostError as exc:
                 log.warning(
                     "%s of window %s of stream %s not released here: %s",
                     ready.product.key,
-                    window_id,
-                    stream_id,
+                    job.window_id,
+                    job.stream_id,
                     exc,
-                    extra=extra,
+                    extra=job.log_extra,
                 )
-                for other in readies:
+                for other in job.readies:
                     if not other.available.is_set():
                         other.settle("lost")
                 return None
             except GuaranteeError as exc:
-                self._withhold(policy, window_id, ready, exc)
+                self._withhold(job, ready, exc)
                 continue
             except Exception:
                 # Not the data's (the default covers the learner): the ledger, the store.
@@ -237,98 +183,16 @@ class NodePreparer:
                 log.exception(
                     "%s of window %s of stream %s failed",
                     ready.product.key,
-                    window_id,
-                    stream_id,
-                    extra=extra,
+                    job.window_id,
+                    job.stream_id,
+                    extra=job.log_extra,
                 )
-                self.metrics.learner_failed(stream_id)
+                self.metrics.learner_failed(job.stream_id)
                 ready.settle("failed")
                 continue
             if fit is not None:
                 fits.append(fit)
         return fits
-
-    async def _reserve(
-        self,
-        policy: ReleasePolicy,
-        state: StreamState,
-        window_id: str,
-        info: WindowInfo,
-        window: Callable[[], Awaitable[WindowData]],
-        deadline: float | None,
-        level: int,
-        ready: Ready,
-    ) -> Fit | None:
-        """Reserve one product's release of the node (the charge, write-ahead, with the secret seed
-        and the deadline) and, with a deadline, compute its default; the fit still to run, if any."""
-        product = ready.product
-        stream_id, key = policy.stream_id, product.key
-        cost_epsilon, cost_delta = product.cost(level)
-        if info.first_window is None:
-            raise InvariantError("invariant broken: info.first_window is not None")
-        if info.last_window is None:
-            raise InvariantError("invariant broken: info.last_window is not None")
-        node = NodeRange(level, info.first_window, info.last_window)
-        users: list[str] | None = None
-        data: WindowData | None = None
-        reservation = await self._offload(self.ledger.reservation, stream_id, window_id, key)
-        if reservation is None or not reservation.completed:
-            if policy.privacy_unit == "user":
-                # The individual filter: the users present in the node are charged unless their
-                # lifetime budget would be passed; who is charged is decided before the learner.
-                data = await window()
-                users = sorted({str(u) for u in data.users.tolist()})
-            try:
-                reservation = await self._offload(
-                    partial(
-                        self.ledger.reserve,
-                        stream_id,
-                        window_id,
-                        key,
-                        cost_epsilon,
-                        cost_delta,
-                        node,
-                        users=users,
-                        user_budget=policy.user_budget,
-                        scheduled_at=deadline,
-                    )
-                )
-            except BudgetExhaustedError:  # the ledger recorded the refusal (a lowered budget, an old ledger)
-                await self._refuse(policy, product, state, window_id, level=level)
-                ready.settle("refused")
-                return None
-        ready.reservation = reservation
-        ready.deadline = deadline
-        if reservation.scheduled_at is not None and state.slots is not None:
-            # a reservation made before a restart keeps its deadline; later slots follow it
-            ready.deadline = reservation.scheduled_at
-            state.slots.taken(reservation.scheduled_at)
-        if reservation.completed:  # a replay, or completed concurrently by another worker
-            ready.completed, ready.published = True, reservation.published
-            ready.settle("ready", reservation.release)
-            return None
-        data = data if data is not None else await window()
-        if reservation.included_users is not None:
-            included = reservation.included_users
-            excluded = len(users or ()) - len(included)
-            if excluded:
-                self.metrics.users_excluded(stream_id, excluded)  # private: operators only
-
-            def keep_included(data: WindowData) -> WindowData:
-                # The filter first, then each user's first k rows, then the cap (the learner's
-                # input, NodeFit): an excluded user displaces no one.
-                keep = np.array([str(u) in included for u in data.users.tolist()], bool)
-                if policy.user_contribution_bound is None:
-                    raise InvariantError("invariant broken: policy.user_contribution_bound is not None")
-                return bound_contributions(
-                    WindowData(*(column[keep] for column in data)), policy.user_contribution_bound
-                )
-
-            data = await self._offload(keep_included, data)
-        fit = Fit(ready, data, required_guarantee(policy, cost_epsilon, cost_delta))
-        if ready.deadline is not None:  # prepared early: ready at the deadline whatever the fit does
-            ready.settle("ready", await self._default(policy, window_id, info, level, fit))
-        return fit
 
     def _source(self, window_id: str, key: str, seed: bytes, purpose: str = "") -> RandomSource:
         """The release's randomness, the same on every attempt: derived from the reservation's
@@ -339,60 +203,47 @@ class NodePreparer:
             return derived(hashlib.sha256(f"privstream node {purpose}/".encode() + seed).digest())
         return derived(seed)
 
-    async def _default(
-        self, policy: ReleasePolicy, window_id: str, info: WindowInfo, level: int, fit: Fit
-    ) -> bytes:
+    async def _default(self, job: NodeJob, fit: Fit) -> bytes:
         """The default release's bytes: the learner on :func:`stand_in` with the same parameters and
         randomness (data-independent, the same certificate, charged the same)."""
-        product, reservation = fit.ready.product, fit.ready.reservation
+        policy, product, reservation = job.policy, fit.ready.product, fit.ready.reservation
         if reservation is None:
             raise InvariantError("invariant broken: reservation is not None")
-        xs, ys = stand_in(policy, fit.data, level)
-        source = self._source(window_id, product.key, reservation.seed)
-        call = learner_call(policy, product, fit.epsilon, fit.delta, level, source)
+        xs, ys = stand_in(policy, fit.data, job.level)
+        source = self._source(job.window_id, product.key, reservation.seed)
+        call = learner_call(policy, product, fit.epsilon, fit.delta, job.level, source)
         result = await self.runner.run(policy.stream_id, NodeFit(call, xs, ys), None)
-        return self._body(
-            policy,
-            product,
-            result,
-            info,
-            reservation,
-            level,
-            fit.ready.deadline,
-            "default",
-            fit.ready.evaluations,
-        )
+        return self._body(job, fit.ready, reservation, result, "default")
 
-    def _withhold(self, policy: ReleasePolicy, window_id: str, ready: Ready, exc: GuaranteeError) -> None:
+    def _withhold(self, job: NodeJob, ready: Ready, exc: GuaranteeError) -> None:
         """Withhold a product's release of a node whose algorithm spent more than it was charged:
         an operator alert (an ERROR and ``guarantee_refused``), nothing published."""
-        stream_id, key = policy.stream_id, ready.product.key
+        policy, stream_id, key = job.policy, job.stream_id, ready.product.key
         log.error(
             "%s of window %s of stream %s withheld: %s (charged per %s through %s); nothing is published",
             key,
-            window_id,
+            job.window_id,
             stream_id,
             exc,
             policy.privacy_unit,
             [step.to_dict() for step in release_steps(policy)] or "no group step",
-            extra={"stream_id": stream_id, "window_id": window_id, "ledger_entry_id": None},
+            extra=job.log_extra,
         )
         self.metrics.guarantee_refused(stream_id)
         ready.body = None
         ready.settle("withheld")
 
-    async def _fit(
-        self, policy: ReleasePolicy, window_id: str, info: WindowInfo, level: int, fit: Fit
-    ) -> None:
+    async def _fit(self, job: NodeJob, fit: Fit) -> None:
         """Run the learner on the node until the deadline; its release replaces the default if it
         finished in time. Without a deadline the default is computed only when the fit raised or
         its process died."""
+        policy, window_id, level = job.policy, job.window_id, job.level
         ready, product = fit.ready, fit.ready.product
         reservation, deadline = ready.reservation, ready.deadline
         if reservation is None:
             raise InvariantError("invariant broken: reservation is not None")
         stream_id, key, seed = policy.stream_id, product.key, reservation.seed
-        extra = {"stream_id": stream_id, "window_id": window_id, "ledger_entry_id": None}
+        extra = job.log_extra
         if deadline is not None and self.clock() >= deadline:  # the defaults took the slot (or a restart)
             log.warning(
                 "%s of window %s of stream %s: its deadline passed before the fit could start "
@@ -447,12 +298,10 @@ class NodePreparer:
             self.metrics.learner_ran(product.name, time.perf_counter() - started, len(fit.data.xs))
             in_time = deadline is None or self.clock() < deadline
             try:
-                body = self._body(
-                    policy, product, result, info, reservation, level, deadline, "fit", ready.evaluations
-                )
+                body = self._body(job, ready, reservation, result, "fit")
             except GuaranteeError as exc:
                 if in_time or not ready.available.is_set():
-                    self._withhold(policy, window_id, ready, exc)
+                    self._withhold(job, ready, exc)
                 else:  # its checked default went out at the deadline; the operators still hear
                     log.error("%s (after the deadline: its default went out)", exc, extra=extra)
                     self.metrics.guarantee_refused(stream_id)
@@ -463,52 +312,26 @@ class NodePreparer:
             reason = "unfinished"
         self.metrics.default_released(stream_id, reason)
         if not ready.available.is_set():  # no deadline: the default only now
-            ready.settle("ready", await self._default(policy, window_id, info, level, fit))
+            ready.settle("ready", await self._default(job, fit))
 
-    def _body(
-        self,
-        policy: ReleasePolicy,
-        product: Product,
-        result: Any,
-        info: WindowInfo,
-        reservation: Reservation,
-        level: int,
-        deadline: float | None,
-        which: str,
-        evaluations: tuple[ReleaseEvaluation, ...] = (),
-    ) -> bytes:
-        """The release's bytes; :class:`GuaranteeError` (naming ``which``: the default or the fit)
-        if the result's guarantee exceeds the charge (the builder checks it)."""
+    def _body(self, job: NodeJob, ready: Ready, reservation: Reservation, result: Any, which: str) -> bytes:
+        """The release's bytes, with the release's deadline and quality estimates;
+        :class:`GuaranteeError` (naming ``which``: the default or the fit) if the result's guarantee
+        exceeds the charge (the builder checks it)."""
+        policy, product = job.policy, ready.product
         try:
             return release_bytes(
                 policy,
                 product,
                 result,
-                info,
+                job.info,
                 reservation.receipt,
                 randomness="seeded" if self._rng_factory else "secure",
-                level=level,
+                level=job.level,
                 public_id=public_entry_id(policy.stream_id, reservation.window_id, product.key),
-                deadline=deadline,
+                deadline=ready.deadline,
                 library_version=self.library_version,
-                evaluations=evaluations,
+                evaluations=ready.evaluations,
             )
         except GuaranteeError as exc:
             raise GuaranteeError(f"the {which}: {exc}") from None
-
-    async def _refuse(
-        self, policy: ReleasePolicy, product: Product, state: StreamState, window_id: str, level: int = 0
-    ) -> None:
-        """The ledger refused a reservation and recorded it (a safety net: a valid configuration
-        never runs out; a lowered budget or a ledger shared with an older configuration can)."""
-        stream_id = policy.stream_id
-        if not state.exhausted:
-            state.exhausted = True
-            log.warning(
-                "stream %s: privacy budget exhausted; no more releases (the online SOA keeps serving)",
-                stream_id,
-                extra={"stream_id": stream_id, "window_id": window_id, "ledger_entry_id": None},
-            )
-        spent = await self._offload(self.ledger.spent, stream_id)
-        left = await self._offload(self.ledger.remaining, stream_id)
-        self.metrics.refused(stream_id, spent.epsilon, left.epsilon)

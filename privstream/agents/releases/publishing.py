@@ -12,7 +12,7 @@ from privstream.agents.interfaces import LeaseLostError, ReleaseMetrics
 from privstream.agents.ledger_port import PrivacyLedger, public_entry_id
 from privstream.agents.releases.certificate import milliseconds
 from privstream.agents.releases.policy import ReleasePolicy, topic_of_key
-from privstream.agents.releases.state import Ready, StreamState
+from privstream.agents.releases.state import NodeJob, Ready, StreamState
 from privstream.agents.timing import sleep_until
 from privstream.learning.errors import InvariantError
 
@@ -51,6 +51,38 @@ class DeadlinePublisher:
         self.clock = clock
         self._offload = offload
         self._publishing: set[int] = set()  # ledger entries being published now (not the outbox's)
+
+    async def publish_node(self, job: NodeJob) -> list[str]:
+        """At the deadline, publish each product's release of the node (:meth:`publish_ready`), in
+        order; the outcomes, "lost" for a release the stream's new owner publishes from the
+        ledger's outbox, "failed" for one retried from the outbox."""
+        outcomes: list[str] = []
+        for ready in job.readies:
+            try:
+                outcomes.append(
+                    await self.publish_ready(job.policy, job.state, job.window_id, ready, job.level)
+                )
+            except LeaseLostError as exc:  # the new owner publishes it from the ledger's outbox
+                log.warning(
+                    "%s of window %s of stream %s not published here: %s",
+                    ready.product.key,
+                    job.window_id,
+                    job.stream_id,
+                    exc,
+                    extra=job.log_extra,
+                )
+                outcomes.append("lost")
+            except Exception:
+                log.exception(
+                    "publishing %s of window %s of stream %s failed (retried from the outbox)",
+                    ready.product.key,
+                    job.window_id,
+                    job.stream_id,
+                    extra=job.log_extra,
+                )
+                self.metrics.learner_failed(job.stream_id)
+                outcomes.append("failed")
+        return outcomes
 
     async def publish_ready(
         self, policy: ReleasePolicy, state: StreamState, window_id: str, ready: Ready, level: int

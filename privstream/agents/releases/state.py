@@ -4,14 +4,16 @@ state store hold what must survive a crash)."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from privstream.agents.interfaces import WindowData
 from privstream.agents.ledger_port import Reservation
-from privstream.agents.releases.policy import Product
+from privstream.agents.releases.policy import Product, ReleasePolicy
 from privstream.agents.timing import Slots
 from privstream.learning.guarantees import Guarantee
-from privstream.schemas import ReleaseEvaluation
+from privstream.schemas import ReleaseEvaluation, WindowInfo
 
 
 @dataclass
@@ -72,3 +74,27 @@ class Fit:
     @property
     def delta(self) -> float:
         return self.required.delta
+
+
+@dataclass(frozen=True, kw_only=True)
+class NodeJob:
+    """One node's releases to prepare: its stream, its public description and deadline, how to
+    load its input (once, if at all) and the releases, one per product, to fill in."""
+
+    policy: ReleasePolicy
+    state: StreamState
+    window_id: str
+    info: WindowInfo
+    window: Callable[[], Awaitable[WindowData]]
+    deadline: float | None
+    level: int
+    readies: list[Ready]
+
+    @property
+    def stream_id(self) -> str:
+        return self.policy.stream_id
+
+    @property
+    def log_extra(self) -> dict[str, Any]:
+        """The fields every log line about the node carries."""
+        return {"stream_id": self.policy.stream_id, "window_id": self.window_id, "ledger_entry_id": None}

@@ -1,0 +1,121 @@
+"""Reserving a product's release of a node, before its input reaches the learner: the charge is
+written ahead in the ledger, with a secret seed and the deadline, so budgets depend on neither the
+data nor the fit. At the user level the reservation is the individual filter's: the users present
+are charged unless their lifetime budget would be passed, and the excluded ones' examples never
+reach the learner (the filter first, then each user's first k rows, then the cap). A refusal is the
+ledger's to record; a valid configuration never runs out.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from functools import partial
+from typing import Any
+
+import numpy as np
+
+from privstream.agents.interfaces import ReleaseMetrics, WindowData
+from privstream.agents.ledger_port import BudgetExhaustedError, NodeRange, PrivacyLedger
+from privstream.agents.releases.policy import required_guarantee
+from privstream.agents.releases.state import Fit, NodeJob, Ready
+from privstream.agents.windows import bound_contributions
+from privstream.learning.errors import InvariantError
+
+log = logging.getLogger(__name__)
+
+
+class NodeReserver:
+    """Reserves each product's release of a node in the ledger (or finds its reservation)."""
+
+    def __init__(
+        self, ledger: PrivacyLedger, metrics: ReleaseMetrics, *, offload: Callable[..., Awaitable[Any]]
+    ):
+        self.ledger = ledger
+        self.metrics = metrics
+        self._offload = offload
+
+    async def reserve(self, job: NodeJob, ready: Ready) -> Fit | None:
+        """Reserve one product's release of the node (the charge, write-ahead, with the secret seed
+        and the deadline); the fit still to run (and its default to compute), if any."""
+        policy, state, window_id, info = job.policy, job.state, job.window_id, job.info
+        deadline, level, product = job.deadline, job.level, ready.product
+        stream_id, key = policy.stream_id, product.key
+        cost_epsilon, cost_delta = product.cost(level)
+        if info.first_window is None:
+            raise InvariantError("invariant broken: info.first_window is not None")
+        if info.last_window is None:
+            raise InvariantError("invariant broken: info.last_window is not None")
+        node = NodeRange(level, info.first_window, info.last_window)
+        users: list[str] | None = None
+        data: WindowData | None = None
+        reservation = await self._offload(self.ledger.reservation, stream_id, window_id, key)
+        if reservation is None or not reservation.completed:
+            if policy.privacy_unit == "user":
+                # The individual filter: the users present in the node are charged unless their
+                # lifetime budget would be passed; who is charged is decided before the learner.
+                data = await job.window()
+                users = sorted({str(u) for u in data.users.tolist()})
+            try:
+                reservation = await self._offload(
+                    partial(
+                        self.ledger.reserve,
+                        stream_id,
+                        window_id,
+                        key,
+                        cost_epsilon,
+                        cost_delta,
+                        node,
+                        users=users,
+                        user_budget=policy.user_budget,
+                        scheduled_at=deadline,
+                    )
+                )
+            except BudgetExhaustedError:  # the ledger recorded the refusal (a lowered budget, an old ledger)
+                await self._refuse(job)
+                ready.settle("refused")
+                return None
+        ready.reservation = reservation
+        ready.deadline = deadline
+        if reservation.scheduled_at is not None and state.slots is not None:
+            # a reservation made before a restart keeps its deadline; later slots follow it
+            ready.deadline = reservation.scheduled_at
+            state.slots.taken(reservation.scheduled_at)
+        if reservation.completed:  # a replay, or completed concurrently by another worker
+            ready.completed, ready.published = True, reservation.published
+            ready.settle("ready", reservation.release)
+            return None
+        data = data if data is not None else await job.window()
+        if reservation.included_users is not None:
+            included = reservation.included_users
+            excluded = len(users or ()) - len(included)
+            if excluded:
+                self.metrics.users_excluded(stream_id, excluded)  # private: operators only
+
+            def keep_included(data: WindowData) -> WindowData:
+                # The filter first, then each user's first k rows, then the cap (the learner's
+                # input, NodeFit): an excluded user displaces no one.
+                keep = np.array([str(u) in included for u in data.users.tolist()], bool)
+                if policy.user_contribution_bound is None:
+                    raise InvariantError("invariant broken: policy.user_contribution_bound is not None")
+                return bound_contributions(
+                    WindowData(*(column[keep] for column in data)), policy.user_contribution_bound
+                )
+
+            data = await self._offload(keep_included, data)
+        return Fit(ready, data, required_guarantee(policy, cost_epsilon, cost_delta))
+
+    async def _refuse(self, job: NodeJob) -> None:
+        """The ledger refused a reservation and recorded it (a safety net: a valid configuration
+        never runs out; a lowered budget or a ledger shared with an older configuration can)."""
+        stream_id = job.stream_id
+        if not job.state.exhausted:
+            job.state.exhausted = True
+            log.warning(
+                "stream %s: privacy budget exhausted; no more releases (the online SOA keeps serving)",
+                stream_id,
+                extra=job.log_extra,
+            )
+        spent = await self._offload(self.ledger.spent, stream_id)
+        left = await self._offload(self.ledger.remaining, stream_id)
+        self.metrics.refused(stream_id, spent.epsilon, left.epsilon)
