@@ -15,8 +15,20 @@ each feature's min and max over the whole set).
   ``one_vs_rest`` (:class:`~privstream.learning.private_learners.one_vs_rest.OneVsRestLearner`,
   what a stream of K classes releases with: K halfspaces at ε/K, pure ε-DP), diffprivlib 0.6's
   ``LogisticRegression(epsilon, data_norm=sqrt(d))`` on the [0, 1]-scaled features (its
-  multi-class fit, pure ε-DP), and scikit-learn's ``LogisticRegression`` (not private) on the same
+  multi-class fit, pure ε-DP), ``softmax`` (a multinomial private learner: :func:`softmax_release`,
+  one K-class fit at the whole ε) and scikit-learn's ``LogisticRegression`` (not private) on the same
   features.
+
+The multinomial candidate is output perturbation (Chaudhuri, Monteleoni & Sarwate 2011, Alg. 1)
+of L2-regularised softmax regression, ``F(W) = Σ_i ℓ(W; z_i, y_i) + (Λ/2)|W|²`` on ``z = (u - 1/2,
+1)`` (``u`` the [0, 1]-scaled features, ``|z| <= R = sqrt(d/4 + 1)``). The cross-entropy's gradient
+``(p - e_y) z^T`` has norm at most ``L = √2·R``, so replacing one row moves the minimiser of the
+Λ-strongly convex ``F`` by at most ``2L/Λ`` (the optimiser is run until ``|∇F| <= 10⁻³·L``, adding
+``2·10⁻³·L/Λ``); noise of density ``∝ exp(-ε|b|/Δ)`` on the ``K(d + 1)`` weights (a Gamma norm, a
+uniform direction) makes it ε-DP. ``Λ = 100·n`` (n public, the training rows): the noise and the
+weights both scale as ``1/Λ``, and from about ``Λ = 10·n`` on the accuracy no longer changes (a
+sweep of ``Λ`` from 1 to 10⁵ on these sets). Floating-point noise, a candidate measured here, not a
+mechanism the service releases with.
 """
 
 from __future__ import annotations
@@ -52,6 +64,41 @@ def unit(X: np.ndarray, bounds: np.ndarray) -> np.ndarray:
     return np.clip((X - bounds[:, 0]) / (bounds[:, 1] - bounds[:, 0]), 0.0, 1.0)
 
 
+def softmax_release(U: np.ndarray, y: np.ndarray, K: int, epsilon: float, seed: int) -> np.ndarray:
+    """The ``K × (d + 1)`` weights of the multinomial candidate (module docstring), ε-DP under
+    replace-one with ``n = len(y)`` public; predict ``argmax_k ⟨W_k, (u - 1/2, 1)⟩``."""
+    from scipy.optimize import minimize
+
+    n, d = U.shape
+    Z = np.hstack((U - 0.5, np.ones((n, 1))))
+    lipschitz = math.sqrt(2) * math.sqrt(d / 4 + 1)
+    lam, tol = 100.0 * n, 1e-3 * lipschitz
+    onehot = np.eye(K)[y]
+
+    def objective(w: np.ndarray) -> tuple[float, np.ndarray]:
+        W = w.reshape(K, d + 1)
+        S = Z @ W.T
+        S -= S.max(axis=1, keepdims=True)
+        logp = S - np.log(np.exp(S).sum(axis=1, keepdims=True))
+        grad = (np.exp(logp) - onehot).T @ Z + lam * W
+        return float(-logp[np.arange(n), y].sum() + lam / 2 * (w @ w)), grad.ravel()
+
+    w = minimize(objective, np.zeros(K * (d + 1)), jac=True, method="L-BFGS-B", options={"gtol": 1e-12}).x
+    if np.linalg.norm(objective(w)[1]) > tol:  # |w - w*| <= |∇F(w)|/Λ: the slack in Δ must hold
+        raise RuntimeError("softmax: the optimiser stopped short of the tolerance the noise covers")
+    sensitivity = 2 * (lipschitz + tol) / lam
+    rng = np.random.default_rng(seed)
+    direction = rng.normal(size=w.size)
+    noise = direction / np.linalg.norm(direction) * rng.gamma(w.size, sensitivity / epsilon)
+    out: np.ndarray = (w + noise).reshape(K, d + 1)
+    return out
+
+
+def softmax_predict(W: np.ndarray, U: np.ndarray) -> np.ndarray:
+    out: np.ndarray = np.argmax(np.hstack((U - 0.5, np.ones((len(U), 1)))) @ W.T, axis=1)
+    return out
+
+
 def measure(name: str, runs: int) -> dict[str, Any]:
     import diffprivlib.models as dp
     from sklearn.linear_model import LogisticRegression
@@ -76,6 +123,10 @@ def measure(name: str, runs: int) -> dict[str, Any]:
                 .model
             )
             acc.setdefault(f"one_vs_rest@{eps:g}", []).append(float(np.mean(model.predict(Xte) == yte)))
+            W = softmax_release(unit(Xtr, bounds), ytr, K, eps, seed=1000 * run + 7)
+            acc.setdefault(f"softmax@{eps:g}", []).append(
+                float(np.mean(softmax_predict(W, unit(Xte, bounds)) == yte))
+            )
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 peer = dp.LogisticRegression(epsilon=eps, data_norm=math.sqrt(X.shape[1]), random_state=run)
