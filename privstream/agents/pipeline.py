@@ -20,7 +20,7 @@ most that much of what they reject (and the size it had).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple, Protocol
@@ -242,44 +242,73 @@ class IngestPipeline:
         self.dedup = dedup
 
     def process(self, records: Iterable[ConsumedRecord]) -> BatchOutput:
+        """The batch's output, processed at once (:meth:`process_parts` in one part a group)."""
+        out = BatchOutput()
+        for part in self.process_parts(records):
+            out.predictions += part.predictions
+            out.dead_letters += part.dead_letters
+            out.examples += part.examples
+        return out
+
+    def process_parts(
+        self, records: Iterable[ConsumedRecord], examples: int | None = None
+    ) -> Iterator[BatchOutput]:
+        """The batch's output in parts, lazily, so that a caller can let the event loop run between
+        two parts (:func:`process_in_chunks`). With ``examples``, a part reads and checks at most
+        that many rows (a large ``ExampleBatch`` is checked a slice of rows at a time:
+        :meth:`~privstream.agents.validation.ExampleValidator.read_parts`), and learns online and
+        hands the release agent at most that many examples, in order; each part carries the dead
+        letters found since the one before. ``examples`` None: everything read first, then one
+        part per (stream, partition)."""
         out = BatchOutput()
         groups: dict[tuple[str, int], _Group] = {}
         invalid: dict[str, int] = {}  # reason -> messages or rows, reported once per batch
         repeats: dict[str, int] = {}  # stream -> repeats dropped, reported once per batch
         read = self.validator.read
         is_repeat = self.dedup.is_repeat if self.dedup is not None else None
-        count = 0
+        count = pending = 0
         for record in records:
             count += 1
-            result = read(record.value)
-            if type(result) is PlainExample or type(result) is ValidExample:
-                stream_id = result.stream_id
-                if (
-                    result.id is not None
-                    and is_repeat is not None
-                    and is_repeat(stream_id, result.id, record.partition, record.offset, 0)
-                ):
-                    repeats[stream_id] = repeats.get(stream_id, 0) + 1
-                    continue
-                group = groups.get((stream_id, record.partition))
-                if group is None:
-                    group = groups[(stream_id, record.partition)] = _Group()
-                group.singles.append(result)
-                group.single_records.append(record)
-            elif type(result) is Invalid:
-                invalid[result.reason] = invalid.get(result.reason, 0) + 1
-                out.dead_letters.append(dead_letter(result, record, record.value or b""))
-            else:  # the rows of an ExampleBatch: each valid one kept, each invalid one dead-lettered
-                for row, why, value in result.rejected:
-                    invalid[why.reason] = invalid.get(why.reason, 0) + 1
-                    out.dead_letters.append(dead_letter(why, record, value, row))
-                if result.ids is not None and is_repeat is not None:
-                    result = _without_repeats(result, record, is_repeat, repeats)
-                if result.rows:
-                    group = groups.get((result.stream_id, record.partition))
+            results = (
+                (read(record.value),)
+                if examples is None
+                else self.validator.read_parts(record.value, examples)
+            )
+            for result in results:
+                if type(result) is PlainExample or type(result) is ValidExample:
+                    stream_id = result.stream_id
+                    if (
+                        result.id is not None
+                        and is_repeat is not None
+                        and is_repeat(stream_id, result.id, record.partition, record.offset, 0)
+                    ):
+                        repeats[stream_id] = repeats.get(stream_id, 0) + 1
+                        continue
+                    group = groups.get((stream_id, record.partition))
                     if group is None:
-                        group = groups[(result.stream_id, record.partition)] = _Group()
-                    group.add_batch(record, result)
+                        group = groups[(stream_id, record.partition)] = _Group()
+                    group.singles.append(result)
+                    group.single_records.append(record)
+                    pending += 1
+                elif type(result) is Invalid:
+                    invalid[result.reason] = invalid.get(result.reason, 0) + 1
+                    out.dead_letters.append(dead_letter(result, record, record.value or b""))
+                    pending += 1
+                else:  # the rows of an ExampleBatch: each valid one kept, each invalid one dead-lettered
+                    for row, why, value in result.rejected:
+                        invalid[why.reason] = invalid.get(why.reason, 0) + 1
+                        out.dead_letters.append(dead_letter(why, record, value, row))
+                    pending += len(result.rows) + len(result.rejected)
+                    if result.ids is not None and is_repeat is not None:
+                        result = _without_repeats(result, record, is_repeat, repeats)
+                    if result.rows:
+                        group = groups.get((result.stream_id, record.partition))
+                        if group is None:
+                            group = groups[(result.stream_id, record.partition)] = _Group()
+                        group.add_batch(record, result)
+                if examples is not None and pending >= examples:  # a part's worth read: take it in
+                    yield from self._take_in_groups(groups, out, examples)
+                    groups, out, pending = {}, BatchOutput(), 0
         for reason, n in invalid.items():
             self.metrics.invalid(reason, n)
         for stream_id, n in repeats.items():
@@ -287,40 +316,64 @@ class IngestPipeline:
         if self.dedup is not None:
             for stream_id, n in self.dedup.take_forgotten().items():
                 self.metrics.ids_forgotten(stream_id, n)
+        self.metrics.received(count)
+        self.progress.tick(count)
+        yield from self._take_in_groups(groups, out, examples)
+
+    def _take_in_groups(
+        self, groups: dict[tuple[str, int], _Group], out: BatchOutput, examples: int | None
+    ) -> Iterator[BatchOutput]:
+        """The groups' examples learned and handed to the release agent, at most ``examples`` a
+        part (None: a group a part); ``out`` (its dead letters) goes with the first part."""
         for (stream_id, partition), group in groups.items():
             group.columns()
-            if self.learners.has(stream_id):
-                # One poll can hold millions of examples: several messages, each under the size limit.
-                digits = self.learners.prediction_point_digits(stream_id)
-                for part in prediction_slices(group.ids, digits):
-                    batch = self.learners.learn_batch(
-                        stream_id,
-                        partition,
-                        group.offsets[part],
-                        group.items[part],
-                        group.xs[part],  # integer points or feature vectors: the learner reads them
-                        group.ys[part],
-                        group.ids[part],
-                    )
-                    if batch.predictions:  # none when a replay brought only learned examples
-                        out.predictions.append((stream_id.encode(), encode_predictions(batch)))
-            if self.releases is not None:
-                self.releases.observe_batch(
-                    stream_id,
-                    partition,
-                    group.offsets,
-                    group.xs,
-                    group.ys,
-                    group.users,
-                    group.times,
-                    group.stamps,
-                )
-            out.examples += len(group.xs)
-        self.metrics.received(count)
+            n = len(group.xs)
+            step = max(1, n if examples is None else examples)
+            for lo in range(0, n, step):
+                out.examples += self._take_in(stream_id, partition, group, slice(lo, min(n, lo + step)), out)
+                self._dead_lettered(out)
+                yield out
+                out = BatchOutput()
+        if out.dead_letters:  # nothing to take in: the dead letters alone
+            self._dead_lettered(out)
+            yield out
+
+    def _dead_lettered(self, out: BatchOutput) -> None:
         if out.dead_letters:
             self.metrics.dead_lettered(len(out.dead_letters))
-        self.progress.tick(count)
-        return out
+
+    def _take_in(self, stream_id: str, partition: int, group: _Group, rows: slice, out: BatchOutput) -> int:
+        """Learn ``rows`` of a group online (their predictions into ``out``) and hand them to the
+        release agent; how many examples that was."""
+        if self.learners.has(stream_id):
+            # One poll can hold millions of examples: several messages, each under the size limit.
+            digits = self.learners.prediction_point_digits(stream_id)
+            offsets, items, xs, ys = group.offsets[rows], group.items[rows], group.xs[rows], group.ys[rows]
+            ids = group.ids[rows]
+            for part in prediction_slices(ids, digits):
+                batch = self.learners.learn_batch(
+                    stream_id,
+                    partition,
+                    offsets[part],
+                    items[part],
+                    xs[part],  # integer points or feature vectors: the learner reads them
+                    ys[part],
+                    ids[part],
+                )
+                if batch.predictions:  # none when a replay brought only learned examples
+                    out.predictions.append((stream_id.encode(), encode_predictions(batch)))
+        if self.releases is not None:
+            self.releases.observe_batch(
+                stream_id,
+                partition,
+                group.offsets[rows],
+                group.xs[rows],
+                group.ys[rows],
+                group.users[rows],
+                group.times[rows],
+                group.stamps[rows],
+            )
+        return len(group.xs[rows])
 
 
 def _without_repeats(
@@ -356,12 +409,16 @@ def _without_repeats(
 
 
 #: A poll is processed in chunks of at most this many records, or of records of at most
-#: :data:`CHUNK_BYTES` together (a chunk holds one record at least, whatever its size): between two
-#: chunks the event loop serves the timers, the learners' results and the publisher, and ingest
-#: waits while a release's deadline is near (``ReleaseAgent.clear_of_deadlines``). One chunk takes
-#: a few milliseconds; a poll of 5,000 records, or of a few large batches, took up to a second.
+#: :data:`CHUNK_BYTES` together (a chunk holds one record at least, whatever its size), and a
+#: chunk's examples are learned and stored :data:`CHUNK_EXAMPLES` at a time (an ``ExampleBatch``
+#: can hold a million rows): between two chunks, and two parts of one, the event loop serves the
+#: timers, the learners' results and the publisher, and ingest waits while a release's deadline is
+#: near (``ReleaseAgent.clear_of_deadlines``). What one part costs is then bounded by these sizes,
+#: except for reading one message: its JSON and its rows' checks grow with its size (up to
+#: ``MAX_MESSAGE_BYTES``).
 CHUNK_RECORDS = 500
 CHUNK_BYTES = 256 << 10
+CHUNK_EXAMPLES = 500
 
 
 def chunks(records: Iterable[ConsumedRecord]) -> Iterable[list[ConsumedRecord]]:
@@ -388,21 +445,34 @@ def chunks(records: Iterable[ConsumedRecord]) -> Iterable[list[ConsumedRecord]]:
 
 
 async def process_in_chunks(
-    process: Callable[[list[ConsumedRecord]], BatchOutput],
+    process: Callable[[list[ConsumedRecord]], BatchOutput | Iterable[BatchOutput]],
     records: Iterable[ConsumedRecord],
     pause: Callable[[], Awaitable[None]] | None = None,
 ) -> BatchOutput:
     """A poll's output, processed chunk by chunk (:func:`chunks`) in order by ``process``; before
-    each chunk the event loop runs what is ready and ``pause()`` is awaited (the release agent's
-    ``clear_of_deadlines``). The outputs are those of the whole poll, in order: its offsets are
-    committed once they are all acknowledged, as for a poll processed at once."""
+    each chunk, and before each part of one (``process`` may give a chunk's output in parts,
+    lazily: :meth:`IngestPipeline.process_parts` with :data:`CHUNK_EXAMPLES`), the event loop runs
+    what is ready and ``pause()`` is awaited (the release agent's ``clear_of_deadlines``). The
+    outputs are those of the whole poll, in order: its offsets are committed once they are all
+    acknowledged, as for a poll processed at once."""
     out = BatchOutput()
     for chunk in chunks(records):
         await asyncio.sleep(0)
         if pause is not None:
             await pause()
-        part = process(chunk)
-        out.predictions += part.predictions
-        out.dead_letters += part.dead_letters
-        out.examples += part.examples
+        result = process(chunk)
+        parts = iter((result,) if isinstance(result, BatchOutput) else result)
+        while (part := next(parts, None)) is not None:
+            out.predictions += part.predictions
+            out.dead_letters += part.dead_letters
+            out.examples += part.examples
+            await asyncio.sleep(0)
+            if pause is not None:
+                await pause()
     return out
+
+
+def chunked(pipeline: IngestPipeline) -> Callable[[list[ConsumedRecord]], Iterator[BatchOutput]]:
+    """What ingest hands :func:`process_in_chunks`: the pipeline's parts of at most
+    :data:`CHUNK_EXAMPLES` examples."""
+    return lambda records: pipeline.process_parts(records, CHUNK_EXAMPLES)

@@ -59,7 +59,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import msgspec
@@ -255,6 +255,39 @@ class ExampleValidator:
             return ValidExample(result.stream_id, result.x, result.y, result.user_id, None, result.id)
         return result
 
+    def read_parts(
+        self, raw: bytes | None, rows: int
+    ) -> Iterator[PlainExample | ValidExample | ValidRows | Invalid]:
+        """:meth:`read` in parts, lazily: an ``ExampleBatch`` of more than ``rows`` rows is read
+        once and then checked ``rows`` rows at a time, each slice's valid rows and rejected rows
+        (numbered in the whole batch) in turn; any other message is one part, as :meth:`read`
+        gives it. A row's verdict is the one it gets in the whole batch (each row decides its own
+        fate), so the parts together are :meth:`read`'s result.
+
+        >>> from privstream.learning.hypothesis_classes import parse_class_spec
+        >>> v = ExampleValidator({"s": integer_domain(parse_class_spec("thresholds:10").check_point)})
+        >>> message = b'{"stream_id": "s", "xs": [1, 2, 30, 4, 5], "ys": [0, 1, 1, 0, 1]}'
+        >>> [(part.rows, [r.row for r in part.rejected]) for part in v.read_parts(message, 2)]
+        [([0, 1], []), ([3], [2]), ([4], [])]
+        """
+        # A row takes 4 bytes at least (an entry and a comma in xs and in ys): a message of at most
+        # 4 * rows bytes holds at most ``rows`` rows, and is one part.
+        if raw is None or len(raw) <= 4 * rows or len(raw) > MAX_MESSAGE_BYTES:
+            yield self.read(raw)
+            return
+        data = self._json(raw)
+        if type(data) is not dict or "xs" not in data:
+            yield self._checked(data)
+            return
+        message = self._batch_message(data)
+        if type(message) is Invalid:
+            yield message
+            return
+        stream_id, columns = message
+        total = max(map(len, columns.values()))
+        for lo in range(0, total, max(1, rows)):
+            yield self._batch_rows(stream_id, columns, lo, min(total, lo + max(1, rows)))
+
     def _validate(self, raw: bytes | None) -> ValidExample | ValidRows | Invalid:
         """:meth:`validate` without the fast path: the JSON read, then the schema's checks field by
         field, then the stream's."""
@@ -262,12 +295,19 @@ class ExampleValidator:
             return Invalid("invalid_json", "empty message (no value)")
         if len(raw) > MAX_MESSAGE_BYTES:
             return Invalid("message_too_large", f"message of {len(raw)} bytes exceeds {MAX_MESSAGE_BYTES}")
+        return self._checked(self._json(raw))
+
+    def _json(self, raw: bytes) -> Any:
+        """The message's JSON value, or why it is not JSON."""
         try:
-            data = pydantic_core.from_json(raw, allow_inf_nan=False)
+            return pydantic_core.from_json(raw, allow_inf_nan=False)
         except ValueError as exc:
-            data = _read_json_after(raw, exc)  # NaN, Infinity or very long integers; or not JSON at all
-            if type(data) is Invalid:
-                return data
+            return _read_json_after(raw, exc)  # NaN, Infinity or very long integers; or not JSON at all
+
+    def _checked(self, data: Any) -> ValidExample | ValidRows | Invalid:
+        """The checks of a message's JSON value (:meth:`_json`)."""
+        if type(data) is Invalid:
+            return data
         if type(data) is not dict:
             return Invalid("wrong_type", f"message: should be a JSON object, got {_show(data)}")
         if "xs" in data:
@@ -364,13 +404,19 @@ class ExampleValidator:
         if type(message) is Invalid:
             return message
         stream_id, columns = message
-        sent = columns  # the rows as sent: what a row's reason and its dead letter are made of
+        return self._batch_rows(stream_id, columns, 0, None)
+
+    def _batch_rows(self, stream_id: str, sent: dict[str, list[Any]], lo: int, hi: int | None) -> ValidRows:
+        """Rows ``[lo, hi)`` of a batch (``hi`` None: to its end), checked; ``sent``: its columns
+        as sent, what a row's reason and its dead letter are made of. Rows are numbered in the
+        whole batch."""
+        columns = sent if lo == 0 and hi is None else {name: column[lo:hi] for name, column in sent.items()}
         encode = self._encoders.get(stream_id)
         if encode is not None:  # each row's vector; a refused row (None) is then judged as sent
             encoded = [encode(x) for x in columns["xs"]]
             columns = {**columns, "xs": [None if type(e) is Invalid else e for e in encoded]}
         values, failed = _check_columns(columns, self._classes.get(stream_id, 2))
-        why = {i: self._row_invalid(stream_id, sent, i) for i in sorted(failed)}
+        why = {i: self._row_invalid(stream_id, sent, lo + i) for i in sorted(failed)}
         # The stream's rules in their order, each on the rows no earlier check rejected.
         stream = self._streams[stream_id]
         xs, users, times = values["xs"], values.get("user_ids"), values.get("event_times")
@@ -385,7 +431,9 @@ class ExampleValidator:
                         why[i] = invalid
         ids, rows = values.get("ids"), len(xs)
         if not why:
-            return ValidRows(stream_id, list(range(rows)), values["xs"], values["ys"], users, times, ids, [])
+            return ValidRows(
+                stream_id, list(range(lo, lo + rows)), values["xs"], values["ys"], users, times, ids, []
+            )
         kept = [i for i in range(rows) if i not in why]
 
         def pick(column: list[Any]) -> list[Any]:
@@ -393,13 +441,13 @@ class ExampleValidator:
 
         return ValidRows(
             stream_id,
-            kept,
+            [lo + i for i in kept],
             pick(values["xs"]),
             pick(values["ys"]),
             None if users is None else pick(users),
             None if times is None else pick(times),
             None if ids is None else pick(ids),
-            [RejectedRow(i, why[i], _row_message(stream_id, sent, i)) for i in sorted(why)],
+            [RejectedRow(lo + i, why[i], _row_message(stream_id, sent, lo + i)) for i in sorted(why)],
         )
 
     def _batch_message(self, data: dict[str, Any]) -> tuple[str, dict[str, list[Any]]] | Invalid:

@@ -182,6 +182,49 @@ async def test_a_flood_at_a_close_leaves_the_release_its_fit_and_its_landing(win
     assert runs[0].defaults == runs[1].defaults == {}
 
 
+@pytest.mark.parametrize("messages", [1, 4], ids=["one batch message", "four batch messages"])
+async def test_a_flood_of_batch_rows_at_a_close_leaves_the_release_its_fit_and_its_landing(messages: int):
+    """As the flood above, but the 20,000 examples come as ExampleBatch messages (one message, or
+    four), so the poll holds one record (or four) however many rows: ingest learns and stores a
+    chunk's rows a bounded number at a time and waits between them while a deadline is near, so
+    window 0 (the cap's size, a learner taking 0.1 s per example) releases its fit at its deadline
+    in both twins, as without the flood."""
+    from privstream.learning.private_learners import make_learner
+    from tests.agents.twins import SlowInN
+
+    def batches(n: int) -> list[dict[str, object]]:
+        rows = [example(i % 1024, at=T0 + 61 + i / (10 * n)) for i in range(n)]
+        size = -(-n // messages) if n else 0
+        return [
+            {
+                "stream_id": "s",
+                "xs": [r["x"] for r in rows[lo : lo + size]],
+                "ys": [r["y"] for r in rows[lo : lo + size]],
+                "event_times": [r["event_time"] for r in rows[lo : lo + size]],
+            }
+            for lo in range(0, n, size or 1)
+        ]
+
+    def steps(flood: int) -> list[Step]:
+        window = [example(100 + i, at=T0 + 5 + i / 100) for i in range(CAP)]
+        return [Step(T0 + 5, window), Step(T0 + 70.1, batches(flood)), Step(T0 + 185)]
+
+    runs, offsets = [], []
+    for flood in (0, 20_000):
+        twin = TwinRun(
+            capped_time_stream(),
+            learner=SlowInN(make_learner("generic"), 0.1),
+            ingest_seconds_per_example=FLOOD_SECONDS_PER_EXAMPLE,
+        )
+        runs.append(await twin.run(steps(flood)))
+        offsets.append(twin.offset)
+    assert_twins(*runs)
+    first = runs[1].messages[0]
+    assert first["published_at"] == first["timestamp"] == T0 + 70 + TWIN_SLOT_SECONDS
+    assert runs[0].defaults == runs[1].defaults == {}
+    assert offsets == [CAP, CAP + messages]  # the flood came as batch records, not single examples
+
+
 PARTITIONS = 6
 
 

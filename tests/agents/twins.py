@@ -58,6 +58,10 @@ try:
     from privstream.agents.pipeline import process_in_chunks
 except ImportError:  # a pipeline before chunked ingest: a poll is processed at once
     process_in_chunks = None  # type: ignore[assignment]
+try:
+    from privstream.agents.pipeline import chunked
+except ImportError:  # a pipeline that processes a chunk's records whole, however many rows they hold
+    chunked = None  # type: ignore[assignment]
 
 #: A fixed, public start of the schedule in the tests (2026-01-01T00:00:00Z): a multiple of 60 s.
 T0 = datetime(2026, 1, 1, tzinfo=UTC).timestamp()
@@ -463,7 +467,8 @@ class TwinRun:
             await pause()
             self._look_at_pages()  # the public listener serves pages while ingest waits
 
-        ingest = asyncio.ensure_future(process_in_chunks(self.pipeline.process, records, between_chunks))
+        process = chunked(self.pipeline) if chunked is not None else self.pipeline.process
+        ingest = asyncio.ensure_future(process_in_chunks(process, records, between_chunks))
         while True:
             await self._settle()
             if ingest.done():

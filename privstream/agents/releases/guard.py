@@ -1,5 +1,5 @@
 """The deadline guard: ingest's work never competes with a node's preparation or with a release at
-its deadline. Ingest waits between the chunks of a poll while a node's input is being loaded and
+its deadline. Ingest waits between the parts of a poll while a node's input is being loaded and
 its defaults computed (until they are ready, or its deadline), and while a release not yet
 published has its deadline within the guard of the clock (before it or after it: until it is out,
 or the guard past its deadline). However much was polled, whether a fit is in time and when a
@@ -17,7 +17,8 @@ from privstream.agents.timing import sleep_until
 #: Ingest holds its work from this long before a release's deadline until the release is out, or
 #: until this long after the deadline (a publication stuck on Kafka must not stop ingest for good):
 #: the worker's event loop and CPU are the publisher's at the deadline, whatever was polled. Above
-#: the processing time of one chunk of a poll (:data:`privstream.agents.pipeline.CHUNK_RECORDS`).
+#: the processing time of one part of a poll (:data:`privstream.agents.pipeline.CHUNK_EXAMPLES`
+#: rows), except for reading the JSON of a message of several MiB.
 DEADLINE_GUARD_SECONDS = 0.25
 
 

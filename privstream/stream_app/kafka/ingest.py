@@ -49,6 +49,7 @@ from privstream.agents.pipeline import (
     BatchOutput,
     DeadLetter,
     IngestPipeline,
+    chunked,
     process_in_chunks,
 )
 from privstream.agents.validation import MAX_MESSAGE_BYTES
@@ -480,7 +481,7 @@ class IngestService(mode.Service):
             self._between_batches.clear()
             try:
                 output = await process_in_chunks(
-                    self.pipeline.process, chain.from_iterable(polled.values()), self.pause
+                    chunked(self.pipeline), chain.from_iterable(polled.values()), self.pause
                 )
                 sent = await self._send_outputs(output, predictions_topic, dlq_topic)
                 handled = {tp: messages[-1].offset + 1 for tp, messages in polled.items()}
