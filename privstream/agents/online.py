@@ -232,6 +232,16 @@ class OnlineLearners:
                 held[int(k[len(prefix) :])] = state.learner
         return dict(sorted(held.items()))
 
+    def learned_up_to(self, partition: int) -> int:
+        """The position after the last example of ``partition`` a vector learner this worker holds
+        learned (-1: none): a partition counted anew starts above it."""
+        held = [
+            state.positions[partition][0] + 1
+            for state in self._vectors.values()
+            if partition in state.positions
+        ]
+        return max([-1, *held])
+
     def prediction_point_digits(self, stream_id: str) -> int:
         """The digits of the widest point a stream's prediction message repeats (bounding its size):
         a class's largest point; none for feature vectors, whose predictions do not repeat them."""

@@ -94,6 +94,12 @@ class ServiceMetrics:
             "Dead letters (rejected messages or rows) published to the dead-letter topic.",
             registry=r,
         )
+        self.examples_log_replaced = Counter(
+            "privstream_examples_log_replaced_total",
+            "Partitions of the examples topic whose log was replaced (offsets went back) and that this "
+            "worker rebased: their new log read as new examples.",
+            registry=r,
+        )
         self.examples_repeated = Counter(
             "privstream_examples_repeated_total",
             "Examples dropped as repeats of an example id seen within the stream's horizon.",

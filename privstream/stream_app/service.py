@@ -40,6 +40,7 @@ from privstream.schemas import LifetimeBound
 from privstream.schemas.releases import RELEASE_SCHEMA_VERSION
 from privstream.stream_app.fencing import FencedLedger, fenced_publisher
 from privstream.stream_app.kafka.ingest import IngestService
+from privstream.stream_app.kafka.log_marks import LogMarks
 from privstream.stream_app.learner_process import LearnerProcesses
 from privstream.stream_app.metrics import ServiceMetrics
 from privstream.stream_app.publication import derive_slots, slots_fall_behind
@@ -676,6 +677,12 @@ def build_service(settings: Settings) -> Service:
         if pipeline.releases is not None:
             await pipeline.releases.clear_of_deadlines()
 
+    policy = settings.examples_log_replaced
+    marks = LogMarks(
+        stores.state,
+        [s.name for s in settings.streams],
+        rebase=None if policy == "auto" else policy == "rebase",
+    )
     ingest = IngestService(
         settings,
         pipeline,
@@ -683,6 +690,8 @@ def build_service(settings: Settings) -> Service:
         metrics=metrics,
         replay=stores.replay,
         pause=clear_of_deadlines,
+        marks=marks,
+        learned_up_to=learners.learned_up_to,
         loop=None,
     )
     releases = None

@@ -102,6 +102,14 @@ class Settings(BaseSettings):
         description="how long the ingest consumer's fetch may wait at the broker for new data; the "
         "embedded broker waits all of it (Kafka's default 500 ms put ~0.6 s into p50 latency)",
     )
+    examples_log_replaced: Literal["auto", "rebase", "refuse"] = Field(
+        default="auto",
+        description="what a worker does with a partition of the examples topic whose offsets went back "
+        "(its log ends below what the state store holds, or holds another record where one was read: "
+        "the broker restarted without its data, or the topic was re-created): 'rebase' reads the new "
+        "log as new examples after the old ones (logged and counted), 'refuse' stops the worker "
+        "with one line; 'auto': rebase on the embedded broker (memory only), refuse on Kafka",
+    )
 
     # --- web: two listeners, one per trust zone -----------------------------------------------
     public_host: str = Field(default="127.0.0.1", description="public listener: releases, budgets, pages")

@@ -17,6 +17,11 @@ No input can stop the loop: every record the pipeline produces fits the producer
 any other failure is retried until it goes through, while ``/healthz`` reports the batch as stuck
 after ``stall_seconds``. The batch's offsets are committed once every record is acknowledged.
 
+Offsets that go backwards (a partition's log replaced: the embedded broker restarted, a topic
+re-created) are checked at each assignment and at a fetch out of range, against the partition's
+log mark in the state store (:mod:`.log_marks`): the new log is read as new examples (rebased),
+or the worker stops in one line, never drops it as a replay.
+
 The consumer group is ``<app_id>.ingest``, the worker's only one: faust's own consumer is not
 started (the app has no agents or tables), so a worker joins one group at start, not two in a row.
 """
@@ -38,6 +43,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListen
 from aiokafka.errors import (
     CommitFailedError,
     MessageSizeTooLargeError,
+    NoOffsetForPartitionError,
+    OffsetOutOfRangeError,
     RecordListTooLargeError,
     RecordTooLargeError,
 )
@@ -53,7 +60,14 @@ from privstream.agents.pipeline import (
     process_in_chunks,
 )
 from privstream.agents.validation import MAX_MESSAGE_BYTES
-from privstream.stream_app.kafka.clients import client_options
+from privstream.stream_app.kafka.clients import client_options, start_client
+from privstream.stream_app.kafka.log_marks import (
+    ExamplesLogReplacedError,
+    LogMark,
+    LogMarks,
+    fingerprint,
+    replaced_because,
+)
 from privstream.stream_app.metrics import ServiceMetrics
 from privstream.stream_app.settings import Settings
 from privstream.stream_app.startup_stages import StartupStages
@@ -61,6 +75,8 @@ from privstream.stream_app.startup_stages import StartupStages
 log = logging.getLogger(__name__)
 
 MAX_RECORDS_PER_POLL = 5000
+#: How long reading the records a partition's log mark names may take.
+ANCHOR_READ_SECONDS = 10.0
 #: How often the service asks Kafka for metadata to know that it still answers (see ``_probe_kafka``).
 KAFKA_PROBE_SECONDS = 5.0
 
@@ -81,7 +97,9 @@ def ingest_consumer_options(settings: Settings) -> dict[str, Any]:
         **client_options(settings),
         "group_id": f"{settings.app_id}.ingest",
         "enable_auto_commit": False,  # committed after each batch's outputs are acknowledged
-        "auto_offset_reset": "earliest",
+        # No reset behind the worker's back: a partition without a committed offset is read from
+        # its start, and a position out of range is judged (a replaced log: kafka/log_marks.py).
+        "auto_offset_reset": "none",
         "max_partition_fetch_bytes": MAX_MESSAGE_BYTES,  # the largest message the pipeline reads
         "fetch_max_bytes": 64 << 20,
         # Kafka answers a fetch as soon as data arrives; the embedded broker waits this long
@@ -267,6 +285,11 @@ class _Rebalance(ConsumerRebalanceListener):
         result = self.service.on_assigned({tp.partition for tp in assigned})
         if inspect.isawaitable(result):
             await result
+        try:
+            await self.service.check_logs(assigned)
+        except ExamplesLogReplacedError as exc:  # aiokafka would only log it: the loop raises it
+            self.service.refused = exc
+            return
         await self.service.read_again(assigned)
 
 
@@ -282,6 +305,8 @@ class IngestService(mode.Service):
         stages: StartupStages | None = None,
         replay: dict[int, int] | None = None,
         pause: Callable[[], Awaitable[None]] | None = None,
+        marks: LogMarks | None = None,
+        learned_up_to: Callable[[int], int] | None = None,
         **kwargs: Any,
     ):
         super().__init__(**kwargs)
@@ -295,6 +320,14 @@ class IngestService(mode.Service):
         #: Per partition, an offset to read again from once, at its first assignment (a state
         #: store restored from a backup lacks the examples read after it: store/identity.py).
         self.replay: dict[int, int] = dict(replay or {})
+        #: The examples topic's log marks (kafka/log_marks.py): each partition's base and anchor.
+        self.marks = marks
+        #: Per partition, the position after the last example the online learners learned.
+        self.learned_up_to = learned_up_to or (lambda partition: -1)
+        #: A replaced partition the worker may not rebase: the loop stops with it.
+        self.refused: ExamplesLogReplacedError | None = None
+        #: Stops the worker gracefully (``privstream worker`` sets it); None: the loop raises.
+        self.stop_worker: Callable[[], None] | None = None
         self.consumer: AIOKafkaConsumer | None = None
         self.producer: AIOKafkaProducer | None = None
         self.batches = 0
@@ -323,6 +356,8 @@ class IngestService(mode.Service):
             offset = self.replay.pop(tp.partition, None)
             if offset is None:
                 continue
+            if self.marks is not None:
+                offset = max(0, offset - self.marks.base(tp.partition))
             committed = await consumer.committed(tp)
             if committed is not None and committed > offset:
                 log.warning(
@@ -333,12 +368,110 @@ class IngestService(mode.Service):
                 )
                 consumer.seek(tp, offset)
 
+    async def check_logs(self, assigned: list[TopicPartition]) -> None:
+        """Compare each newly assigned partition with its log mark, rebase those whose log was
+        replaced (or raise :class:`ExamplesLogReplacedError`), and read from its start a
+        partition without a committed offset."""
+        consumer, marks = self.consumer, self.marks
+        if consumer is None or marks is None or not assigned:
+            return
+        await asyncio.to_thread(marks.reload)
+        firsts, ends = await consumer.beginning_offsets(assigned), await consumer.end_offsets(assigned)
+        wanted = {}
+        for tp in assigned:
+            mark = marks.marks.get(tp.partition)
+            if mark is None or mark.anchor_offset is None:
+                continue
+            if mark.anchor_offset < firsts[tp]:  # retention deleted it: the next read anchors anew
+                await asyncio.to_thread(marks.drop_anchor, tp.partition)
+            elif mark.anchor_offset < ends[tp]:
+                wanted[tp] = mark.anchor_offset
+        found = await self._fingerprints_at(wanted)
+        for tp in assigned:
+            stored = await asyncio.to_thread(marks.stored, tp.partition)
+            mark = marks.marks.get(tp.partition, LogMark())
+            why = replaced_because(mark, stored=stored, end=ends[tp], found=found.get(tp))
+            if why is not None:
+                await self._replaced(tp, why, firsts[tp])
+            elif await consumer.committed(tp) is None:
+                await consumer.seek_to_beginning(tp)
+
+    async def _replaced(self, tp: TopicPartition, why: str, first: int) -> None:
+        """Rebase ``tp`` and read it from its start (or raise: :meth:`LogMarks.replace`)."""
+        if self.consumer is None or self.marks is None:
+            return
+        base = self.marks.base(tp.partition)
+        handled = self.handled_offsets.pop(tp, None)
+        also = max(self.learned_up_to(tp.partition), -1 if handled is None else base + handled)
+        behind = tp.partition in self.replay  # to be read again, from the old log
+        await asyncio.to_thread(self.marks.replace, tp.topic, tp.partition, why, also=also, behind=behind)
+        self.replay.pop(tp.partition, None)  # positions of the old log
+        self.consumer.seek(tp, first)
+        if self.metrics is not None:
+            self.metrics.examples_log_replaced.inc()
+
+    async def _fingerprints_at(self, wanted: dict[TopicPartition, int]) -> dict[TopicPartition, str]:
+        """The fingerprints of the records at these offsets (one reader, outside the group)."""
+        if not wanted:
+            return {}
+        reader = AIOKafkaConsumer(
+            **client_options(self.settings),
+            group_id=None,
+            enable_auto_commit=False,
+            max_partition_fetch_bytes=MAX_MESSAGE_BYTES,
+        )
+        await start_client(reader, self.settings)
+        found: dict[TopicPartition, str] = {}
+        try:
+            reader.assign(list(wanted))
+            for tp, offset in wanted.items():
+                reader.seek(tp, offset)
+            deadline = time.monotonic() + ANCHOR_READ_SECONDS
+            while len(found) < len(wanted) and time.monotonic() < deadline:
+                batch = await reader.getmany(timeout_ms=500, max_records=len(wanted))
+                for tp, records in batch.items():
+                    for record in records:
+                        if record.offset == wanted[tp]:
+                            found[tp] = fingerprint(record)
+                    reader.pause(tp)
+        finally:
+            await reader.stop()
+        return found
+
+    async def _out_of_range(self, positions: dict[TopicPartition, int]) -> None:
+        """A fetch position out of its partition's log: the log was replaced (it ends below the
+        position) or retention deleted records not read yet (read on from its start, logged)."""
+        if self.consumer is None:
+            return
+        parts = list(positions)
+        firsts, ends = await self.consumer.beginning_offsets(parts), await self.consumer.end_offsets(parts)
+        for tp, position in positions.items():
+            if position > ends[tp] and self.marks is not None:
+                await self._replaced(
+                    tp, f"its log ends at offset {ends[tp]}, below the position {position} read", firsts[tp]
+                )
+            else:
+                log.warning(
+                    "ingest: partition %d holds offsets %d..%d, the position %d is not among them: "
+                    "reading it from its start",
+                    tp.partition,
+                    firsts[tp],
+                    ends[tp],
+                    position,
+                )
+                self.consumer.seek(tp, firsts[tp])
+
     async def on_start(self) -> None:
         self.stages.reach("listening")  # the listeners are started before this service
         self._probing = asyncio.Lock()  # a stop took the last one for good
         self.producer = AIOKafkaProducer(**ingest_producer_options(self.settings))
         await self.producer.start()
         self._producer_ready.set()
+        if self.marks is not None and self.marks.rebase is None:  # examples_log_replaced = "auto"
+            from privstream.stream_app.embedded.broker import runs_embedded_broker
+
+            # the embedded broker keeps nothing across its restart: a new log holds new examples
+            self.marks.rebase = await runs_embedded_broker(self.settings)
         self.consumer = AIOKafkaConsumer(**ingest_consumer_options(self.settings))
         self.consumer.subscribe([self.settings.topic("examples")], listener=_Rebalance(self))
         await self.consumer.start()
@@ -469,7 +602,20 @@ class IngestService(mode.Service):
         predictions_topic = self.settings.topic("predictions")
         dlq_topic = self.settings.topic("examples.dlq")
         while not self.should_stop:
-            polled = await consumer.getmany(timeout_ms=200, max_records=MAX_RECORDS_PER_POLL)
+            if self.refused is not None:
+                if self.stop_worker is None:
+                    raise self.refused
+                log.error("ingest: %s", self.refused)  # one line; the worker stops and exits 2
+                self.stop_worker()
+                return
+            try:
+                polled = await consumer.getmany(timeout_ms=200, max_records=MAX_RECORDS_PER_POLL)
+            except OffsetOutOfRangeError as exc:
+                await self._out_of_range(dict(exc.args[0]))
+                continue
+            except NoOffsetForPartitionError as exc:  # assigned without a committed offset
+                await consumer.seek_to_beginning(*exc.args)
+                continue
             finishing = self._finishing
             if finishing is not None and finishing.done():
                 finishing.result()  # its error, if it failed, stops the service as the loop's would
@@ -481,7 +627,7 @@ class IngestService(mode.Service):
             self._between_batches.clear()
             try:
                 output = await process_in_chunks(
-                    chunked(self.pipeline), chain.from_iterable(polled.values()), self.pause
+                    chunked(self.pipeline), chain.from_iterable(await self._positioned(polled)), self.pause
                 )
                 sent = await self._send_outputs(output, predictions_topic, dlq_topic)
                 handled = {tp: messages[-1].offset + 1 for tp, messages in polled.items()}
@@ -492,6 +638,17 @@ class IngestService(mode.Service):
                 )
             finally:
                 self._between_batches.set()
+
+    async def _positioned(self, polled: dict[TopicPartition, list[Any]]) -> list[list[Any]]:
+        """The polled records with their offsets counted from their partition's base; the first
+        record read of a partition's current log becomes its anchor."""
+        marks = self.marks
+        if marks is None:
+            return list(polled.values())
+        for tp, messages in polled.items():
+            if messages and marks.needs_anchor(tp.partition):
+                await asyncio.to_thread(marks.anchor, tp.partition, messages[0])
+        return [marks.shifted(tp.partition, messages) for tp, messages in polled.items()]
 
     async def _finish(
         self, sent: list[Sent], handled: dict[TopicPartition, int], predicted: bool, dlq_topic: str

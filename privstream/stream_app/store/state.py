@@ -7,7 +7,8 @@ example of a stream with private releases is appended here, keyed by its Kafka p
 * a replay after a crash or a rebalance (at-least-once delivery) stores nothing twice and an
   example keeps its sequence number, which makes count-window ids deterministic (positions are
   remembered per partition as a high-water mark, so a replay is recognised even after its window
-  was released and its examples dropped; a topic deleted and re-created needs a fresh store);
+  was released and its examples dropped; a partition whose log was replaced, its offsets gone
+  back, is told apart and counted anew: :mod:`~privstream.stream_app.kafka.log_marks`);
 * a window's examples survive a worker crash until the window is released (nothing lost);
 * several workers can share the store.
 
@@ -591,6 +592,19 @@ class SqlStateStore:
         """The stream's high-water marks: per partition, the offset after the last one stored."""
         rows = self._read("SELECT part, next_offset FROM {positions} WHERE stream_id = ?", (stream_id,))
         return {int(part): int(offset) for part, offset in rows}
+
+    def log_marks(self) -> dict[int, str]:
+        """Per partition of the examples topic, its log mark (:mod:`~..kafka.log_marks`, JSON)."""
+        rows = self._read("SELECT key, value FROM {meta} WHERE key LIKE ?", ("examples_log:%",))
+        return {int(key.split(":", 1)[1]): str(value) for key, value in rows}
+
+    def put_log_mark(self, partition: int, mark: str) -> None:
+        """Keep ``partition``'s log mark (JSON), replacing the one it had."""
+        self._write(
+            "INSERT INTO {meta} (key, value) VALUES (?, ?) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (f"examples_log:{partition}", mark),
+        )
 
     def partitions(self, stream_id: str) -> set[int]:
         return {
