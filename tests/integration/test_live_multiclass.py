@@ -54,26 +54,35 @@ async def subscribed(settings: Settings, keys_url: str) -> list:
     return [release async for release in subscription]
 
 
-def test_a_stream_of_three_classes_learns_online_and_releases_one_vs_rest(unique_settings, tmp_path):
-    stream = StreamConfig(
-        name="mc",
-        features=2,
-        feature_names=["a", "b"],
-        feature_bounds=BOUNDS,
-        classes=K,
-        release=ReleaseConfig(
-            learner="halfspaces", window=WindowConfig(size=WINDOW), epsilon=EPSILON, epsilon_budget=10.0
-        ),
+def three_class_stream(tabular: bool) -> StreamConfig:
+    """Features ``a`` and ``b`` in [0, 1]: declared as feature vectors, or as a tabular stream's
+    numeric columns (the same two features, encoded by the service)."""
+    release = ReleaseConfig(
+        learner="halfspaces", window=WindowConfig(size=WINDOW), epsilon=EPSILON, epsilon_budget=10.0
     )
+    if tabular:
+        columns = [{"name": name, "bounds": bounds} for name, bounds in zip("ab", BOUNDS, strict=True)]
+        return StreamConfig.model_validate(
+            {"name": "mc", "columns": columns, "classes": K, "release": release}
+        )
+    return StreamConfig(
+        name="mc", features=2, feature_names=["a", "b"], feature_bounds=BOUNDS, classes=K, release=release
+    )
+
+
+@pytest.mark.parametrize("tabular", [False, True], ids=["vectors", "tabular"])
+def test_a_stream_of_three_classes_learns_online_and_releases_one_vs_rest(unique_settings, tmp_path, tabular):
+    stream = three_class_stream(tabular)
     settings = unique_settings.model_copy(update={"streams": [stream], "ledger_create_if_missing": True})
     run(ensure_topics(settings))
     worker = start_worker(settings, tmp_path)
     try:
-        bad = tmp_path / "bad.csv"
-        bad.write_text("a,b,y\n0.1,0.1,0\n0.9,0.1,3\n")
-        refused = produce(settings, bad)
-        assert refused.returncode != 0
-        assert "line 3: label y = '3' is not a class of the stream (0 to 2)" in refused.stderr
+        if not tabular:  # a tabular stream's rows go out as the file has them (the worker checks them)
+            bad = tmp_path / "bad.csv"
+            bad.write_text("a,b,y\n0.1,0.1,0\n0.9,0.1,3\n")
+            refused = produce(settings, bad)
+            assert refused.returncode != 0
+            assert "line 3: label y = '3' is not a class of the stream (0 to 2)" in refused.stderr
 
         X, y = clusters(2 * WINDOW, seed=3)
         good = tmp_path / "examples.csv"
@@ -128,5 +137,9 @@ def test_a_stream_of_three_classes_learns_online_and_releases_one_vs_rest(unique
             assert set(classes.tolist()) == set(range(K))
             assert float(np.mean(classes == fresh_y)) > 0.8  # 1000 rows at ε = 1 per class
             assert release.predict(fresh_X[0].tolist()) == classes[0]
+            if tabular:  # the release states its columns and predicts from rows by column name
+                assert release.certificate.parameters["columns"] == stream.encoder.to_dicts()
+                rows = [{"a": a, "b": b} for a, b in fresh_X[:50].tolist()]
+                assert np.asarray(release.predict(rows)).tolist() == classes[:50].tolist()
     finally:
         assert worker.stop() == 0
