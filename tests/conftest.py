@@ -53,7 +53,7 @@ def _own_slot_cache_and_priority(tmp_path_factory) -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[PostgresServer]:
-    server = PostgresServer()
+    server = PostgresServer(durable=False)  # a process crash loses nothing; no fsync to wait for
     try:
         server.start()
     except PostgresUnavailableError as exc:

@@ -23,14 +23,12 @@ on the same public inputs when asked).
 
 from __future__ import annotations
 
-import errno
-import os
-import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from privstream.stream_app.settings import Settings, StreamConfig
+from privstream.stream_app.startup import directory_problem, port_problem, worker_directories
 
 __all__ = ["ConfigReport", "check_configuration", "settings_schema"]
 
@@ -76,6 +74,15 @@ def check_configuration(
     return report
 
 
+def _online_learner(stream: StreamConfig) -> str:
+    """The online learner that runs on ``stream`` (``auto`` resolved, as the worker builds it)."""
+    if stream.features is None:
+        return "soa"
+    from privstream.learning.online import resolve_stream_learner
+
+    return resolve_stream_learner(stream.online_learner, stream.features, stream.classes)
+
+
 def _stream_report(
     settings: Settings,
     stream: StreamConfig,
@@ -90,7 +97,7 @@ def _stream_report(
         "hypothesis_class": stream.hypothesis_class,
         "features": stream.features,
         "classes": stream.classes,
-        "online_learner": "soa" if stream.kind == "class" else stream.online_learner,
+        "online_learner": _online_learner(stream),
     }
     config = stream.release
     if config is None:
@@ -204,15 +211,9 @@ def _check_surroundings(settings: Settings, report: ConfigReport, here: bool) ->
             raise ValueError(text)
         report.notes.append(f"on this machine, {text}")
 
-    directories = [(settings.data_dir, "data_dir")]
-    if settings.store_backend == "sqlite":
-        directories += [
-            (settings.resolved_state_path.parent, "state_path"),
-            (settings.resolved_ledger_path.parent, "ledger_path"),
-        ]
-    for path, setting in directories:
-        if why := _directory_problem(path, setting):
-            problem(why)
+    for path, setting in worker_directories(settings):
+        if why := directory_problem(path):
+            problem(f"{setting} {path}: {why}; set {setting} to a directory the worker may write")
     if settings.store_backend == "sqlite":
         releasing = any(s.release is not None for s in settings.streams)
         if releasing and not settings.resolved_ledger_path.exists():
@@ -254,31 +255,8 @@ def _check_surroundings(settings: Settings, report: ConfigReport, here: bool) ->
         KeySet.from_text(text)
     for zone in ("public", "operator"):
         host, port = getattr(settings, f"{zone}_host"), getattr(settings, f"{zone}_port")
-        if why := _port_problem(host, port):
+        if why := port_problem(host, port):
             problem(f"the {zone} listener's address {host}:{port} {why}")
-
-
-def _directory_problem(path: Path, setting: str) -> str | None:
-    """The worker creates ``path`` if missing: its nearest existing parent must be a writable
-    directory."""
-    existing = path.absolute()
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    if existing.is_dir() and os.access(existing, os.W_OK | os.X_OK):
-        return None
-    what = "is not a directory" if not existing.is_dir() else "is not writable by this user"
-    return f"{setting} {path}: {existing} {what}; set {setting} to a directory the worker may write"
-
-
-def _port_problem(host: str, port: int) -> str | None:
-    try:
-        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
-        with socket.socket(family, kind, proto) as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            probe.bind(address)
-    except OSError as exc:
-        return "is in use" if exc.errno == errno.EADDRINUSE else f"cannot be bound ({exc.strerror or exc})"
-    return None
 
 
 def settings_schema() -> dict[str, Any]:

@@ -8,7 +8,6 @@ registration functions, so the agents never import the service (imports flow one
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,45 +15,42 @@ from typing import Any, cast
 
 import faust
 import mode
-import numpy as np
-from faust.app.base import BootStrategy
 from mode import ServiceT
 
 from privstream import __version__
 from privstream.agents.dedup import Deduplicator
-from privstream.agents.ledger_port import PrivacyCost
 from privstream.agents.online import OnlineLearners, OnlineStream, VectorStream
 from privstream.agents.pipeline import IngestPipeline
 from privstream.agents.progress import Progress
-from privstream.agents.releases import Product, Publisher, ReleaseAgent, ReleasePolicy
+from privstream.agents.releases import Publisher, ReleaseAgent, ReleasePolicy
 from privstream.agents.validation import ExampleValidator, integer_domain, vector_domain
-from privstream.learning.hypothesis_classes import HypothesisClass, parse_class_spec
-from privstream.learning.online import MulticlassPerceptron, StreamLearner
-from privstream.learning.online.base import LinearLearner
-from privstream.learning.planning import window_too_small
-from privstream.learning.private_learners import PrivateLearner, make_learner
-from privstream.learning.private_learners.one_vs_rest import OneVsRestLearner
-from privstream.learning.private_learners.vector_base import VectorLearner, make_vector_learner
-from privstream.learning.sanitizers import make_sanitizer
-from privstream.schemas import LifetimeBound
-from privstream.schemas.releases import RELEASE_SCHEMA_VERSION
+from privstream.learning.hypothesis_classes import parse_class_spec
+from privstream.stream_app.faust_app import build_app, faust_credentials
 from privstream.stream_app.fencing import FencedLedger, fenced_publisher
 from privstream.stream_app.kafka.ingest import IngestService
 from privstream.stream_app.kafka.log_marks import LogMarks
 from privstream.stream_app.learner_process import LearnerProcesses
 from privstream.stream_app.metrics import ServiceMetrics
 from privstream.stream_app.publication import derive_slots, slots_fall_behind
-from privstream.stream_app.settings import FAUST_ENV_PREFIX, ReleaseConfig, Settings, StreamConfig
+from privstream.stream_app.release_policies import (
+    lifetime_bound,
+    release_policies,
+    release_policy,
+    time_window_tick,
+    warn_of_small_windows,
+)
+from privstream.stream_app.settings import Settings, StreamConfig
+from privstream.stream_app.signed_publisher import publisher
 from privstream.stream_app.signing import KeyWatch, Signer
 from privstream.stream_app.slot_cache import SlotCache, cache_path
 from privstream.stream_app.store import factory
 from privstream.stream_app.store.factory import Ledger, StateStore
 from privstream.stream_app.store.identity import keep_up, open_for_worker
 from privstream.stream_app.store.leases import Leases, LeaseStoreError
-from privstream.stream_app.store.private_files import private_directory
 from privstream.stream_app.store.probe import StoreProbe, store_ping
 from privstream.stream_app.store.published import read_public_log
 from privstream.stream_app.store.signatures import ReleaseSignatures
+from privstream.stream_app.stream_status import vector_status
 from privstream.stream_app.tabular import row_encoder
 from privstream.stream_app.web.listener import HttpListener, ListenerLimits, bearer_token_guard
 from privstream.stream_app.web.operator import PROBE_PATHS, operator_routes
@@ -64,6 +60,19 @@ from privstream.stream_app.web.public_process import (
     read_counts,
     signatures_path,
 )
+
+#: Re-exported from the rooms they moved to, for the importers of this module.
+__all__ = [
+    "Service",
+    "ServiceProbes",
+    "build_app",
+    "build_service",
+    "faust_credentials",
+    "lifetime_bound",
+    "publisher",
+    "release_policy",
+    "time_window_tick",
+]
 
 log = logging.getLogger(__name__)
 
@@ -136,77 +145,6 @@ class Service:
         }
 
 
-def vector_status(stream: StreamConfig, learner: StreamLearner) -> dict[str, Any]:
-    """``/status`` of a stream of feature vectors: its online learner's counts and current rule."""
-    if isinstance(learner, MulticlassPerceptron):
-        return _multiclass_status(stream, learner)
-    weights, offset = learner.weights()
-    return {
-        "features": stream.features,
-        "examples": learner.examples_seen,
-        "mistakes": learner.mistakes,
-        "mistake_bound": learner.mistake_bound,
-        "realizable": learner.realizable,
-        "online": {
-            "learner": learner.name,
-            "parameters": {p: getattr(learner, p) for p in type(learner)._params},
-            "margin_mistakes": learner.margin_mistakes,
-            "margin_bound": learner.margin_bound,
-            "rule": {
-                "weights": dict(zip(stream.feature_labels, weights.tolist(), strict=True)),
-                "offset": offset,
-                "reads": "predict 1 when sum(weights[f] * x[f]) + offset >= 0 (features clipped to bounds)"
-                + ("; the rule of the vote's leader" if hasattr(learner, "vote_weights") else ""),
-            },
-            **_vote_status(learner),
-        },
-    }
-
-
-def _multiclass_status(stream: StreamConfig, learner: MulticlassPerceptron) -> dict[str, Any]:
-    """``/status`` of a stream of K classes: the multi-class Perceptron's counts and K scores."""
-    return {
-        "features": stream.features,
-        "classes": learner.classes,
-        "examples": learner.examples_seen,
-        "mistakes": learner.mistakes,
-        "mistake_bound": learner.mistake_bound,
-        "realizable": learner.realizable,
-        "online": {
-            "learner": learner.name,
-            "parameters": {"classes": learner.classes, "margin": learner.margin},
-            "margin_mistakes": learner.margin_mistakes,
-            "margin_bound": learner.margin_bound,
-            "rule": {
-                "classes": [
-                    {"weights": dict(zip(stream.feature_labels, w.tolist(), strict=True)), "offset": b}
-                    for w, b in learner.weights()
-                ],
-                "reads": "predict the class k of the highest sum(weights[f] * x[f]) + offset "
-                "(features clipped to bounds; a tie goes to the smallest k)",
-            },
-        },
-    }
-
-
-def _vote_status(learner: LinearLearner) -> dict[str, Any]:
-    """An ensemble's experts: each one's mistakes and weight in the next vote."""
-    weights = getattr(learner, "vote_weights", None)
-    if weights is None:
-        return {}
-    experts = getattr(learner, "experts", None)
-    if experts is not None:  # experts that are learners themselves
-        names, mistakes = [e.name for e in experts], [e.mistakes for e in experts]
-    else:  # experts held inside the learner (the block vote)
-        names, mistakes = list(learner.expert_names), list(learner.expert_mistakes)  # type: ignore[attr-defined]
-    return {
-        "vote": [
-            {"learner": name, "mistakes": m, "weight": w}
-            for name, m, w in zip(names, mistakes, weights, strict=True)
-        ]
-    }
-
-
 @dataclass
 class ServiceProbes:
     """``/healthz`` from the ingest consumer; ``/readyz`` needs the consumer ready and the store
@@ -223,195 +161,6 @@ class ServiceProbes:
         return self.store.readiness() if ok else (ok, reason)
 
 
-def faust_broker_url(bootstrap: str) -> str:
-    return ";".join(f"kafka://{server}" for server in bootstrap.split(","))
-
-
-def faust_credentials(settings: Settings) -> Any:
-    """SASL/TLS credentials for faust's Kafka clients, or None for PLAINTEXT."""
-    protocol = settings.kafka_security_protocol
-    if protocol == "PLAINTEXT":
-        return None
-    ssl_context = None
-    if protocol in ("SSL", "SASL_SSL"):
-        import ssl
-
-        ssl_context = ssl.create_default_context(
-            cafile=str(settings.kafka_ssl_cafile) if settings.kafka_ssl_cafile else None
-        )
-    if protocol == "SSL":
-        return faust.SSLCredentials(ssl_context)
-    assert settings.kafka_sasl_password is not None  # checked by Settings
-    return faust.SASLCredentials(
-        username=settings.kafka_sasl_username,
-        password=settings.kafka_sasl_password.get_secret_value(),
-        mechanism=settings.kafka_sasl_mechanism,
-        ssl_context=ssl_context,
-    )
-
-
-def build_app(settings: Settings) -> faust.App:
-    """A ``faust.App`` configured from ``settings`` only.
-
-    faust reads ~80 of its own settings from *unprefixed* environment variables and lets them
-    override keyword arguments (``WEB_PORT`` beats ``web_port=``; Kubernetes injects such
-    variables for Services). ``env_prefix`` confines that to ``PRIVSTREAM_FAUST_*``.
-    """
-    if settings.kafka_bootstrap is None:
-        raise ValueError("kafka_bootstrap is not set (the CLI starts the embedded broker when unset)")
-    private_directory(settings.data_dir)  # the ledger, the state store, the key: this user's only
-    app = faust.App(
-        settings.app_id,
-        env_prefix=FAUST_ENV_PREFIX,
-        broker=faust_broker_url(settings.kafka_bootstrap),
-        broker_credentials=faust_credentials(settings),
-        # at-least-once: exactly_once is unreliable in faust and impossible on the embedded broker.
-        processing_guarantee="at_least_once",
-        producer_enable_idempotence=False,
-        store="memory://",
-        autodiscover=False,
-        datadir=str(settings.data_dir / "faust"),
-        topic_partitions=settings.topic_partitions,
-        topic_replication_factor=settings.topic_replication_factor,
-        table_standby_replicas=0,
-        broker_session_timeout=settings.kafka_session_timeout_seconds,
-        broker_heartbeat_interval=settings.kafka_heartbeat_interval_seconds,
-        consumer_auto_offset_reset="earliest",
-        # privstream serves its own two listeners (web/listener.py): faust's single web server
-        # would mix its debug views with the public pages and cannot separate the trust zones.
-        web_enabled=False,
-        worker_redirect_stdouts=False,
-        logging_config=None,
-    )
-    # The app has no agents, tables or topics of its own: the ingest service consumes and produces
-    # with its own clients (kafka/ingest.py). faust's consumer would only join a consumer group of
-    # its own before the ingest consumer's (a second, sequential group join at start-up: half the
-    # session timeout on the embedded broker) and run a fetcher thread for nothing.
-    app.boot_strategy = BootStrategy(app, enable_kafka=False)
-    return app
-
-
-def release_policy(stream: StreamConfig, hclass: HypothesisClass | None) -> ReleasePolicy:
-    """The release agent's policy for a stream, with its learner built from the settings."""
-    config = stream.release
-    assert config is not None
-    params = dict(config.learner_params)
-    learner: PrivateLearner | VectorLearner
-    if stream.kind == "vector":
-        learner = make_vector_learner(config.learner, **params)
-        if stream.classes != 2:  # K halfspaces, one per class against the rest, at ε/K each
-            learner = OneVsRestLearner(stream.classes, learner)
-        alpha, beta = 0.25, 0.25  # the vector learners take their accuracy targets as parameters
-    else:
-        alpha, beta = float(params.pop("alpha", 0.25)), float(params.pop("beta", 0.25))
-        learner = make_learner(config.learner, **params)
-    products = [
-        Product(
-            "hypotheses",
-            learner,
-            config.learner_epsilons[0],
-            config.delta,
-            vector=stream.kind == "vector",
-            level_epsilon=tuple(config.learner_epsilons),
-            level_delta=tuple(config.learner_deltas),
-        )
-    ]
-    if config.sanitizer is not None:
-        products.append(
-            Product(
-                "sanitized",
-                make_sanitizer(config.sanitizer, **config.sanitizer_params),
-                config.sanitizer_epsilons[0],
-                config.sanitizer_deltas[0],
-                labelled=config.sanitizer_labelled,
-                level_epsilon=tuple(config.sanitizer_epsilons),
-                level_delta=tuple(config.sanitizer_deltas),
-            )
-        )
-    return ReleasePolicy(
-        stream_id=stream.name,
-        hypothesis_class=hclass,
-        feature_bounds=np.array(stream.feature_bounds, dtype=np.float64) if stream.feature_bounds else None,
-        products=tuple(products),
-        alpha=alpha,
-        beta=beta,
-        window_kind=config.window.kind,
-        window_size=config.window.size,
-        window_seconds=config.window.seconds,
-        allowed_lateness_seconds=config.window.allowed_lateness_seconds,
-        publish_delay_seconds=config.window.publish_delay_seconds,
-        privacy_unit=config.privacy_unit,
-        user_contribution_bound=config.user_contribution_bound,
-        expected_size=config.expected_size,
-        top_level=config.top_level,
-        max_node_examples=config.max_node_examples,
-        quality_epsilon=config.quality_epsilon,
-        partitioned=stream.partitioned,
-        columns=tuple(stream.encoder.to_dicts()) if stream.encoder is not None else (),
-        lifetime=lifetime_bound(config),  # the user level's is set with the deployment's user budget
-    )
-
-
-def lifetime_bound(config: ReleaseConfig, user_budget: PrivacyCost | None = None) -> LifetimeBound:
-    """The certificate's lifetime bound: what one example (or user) can lose to all releases.
-
-    Example level: each example lies in exactly one node per level (the nodes of a level are
-    disjoint), so parallel composition within a level and sequential composition over the L+1
-    levels bound its loss by the sum over the levels of (learner ε + sanitizer ε), for ever.
-    User level: a user's examples can lie in every node of a level, so the individual privacy
-    filter (Feldman & Zrnic 2021) bounds each user by their deployment-wide budget.
-    """
-    if config.privacy_unit == "user":
-        budget = user_budget or PrivacyCost(config.epsilon_budget, config.delta_budget)
-        return LifetimeBound(
-            epsilon=budget.epsilon,
-            delta=budget.delta,
-            epsilon_budget=budget.epsilon,
-            delta_budget=budget.delta,
-            top_level=config.top_level,
-            level_epsilon=[
-                e + (config.sanitizer_epsilons[j] if config.sanitizer else 0.0)
-                for j, e in enumerate(config.learner_epsilons)
-            ],
-            rule=(
-                "individual privacy filter (Feldman & Zrnic 2021): each user is charged only by the "
-                "releases that include them, and excluded once their lifetime budget "
-                f"{budget.epsilon:g} (all streams of the deployment) would be passed; each release is "
-                "epsilon-DP for a user's presence, so the product of the ratios stays within "
-                f"e^{budget.epsilon:g}"
-            ),
-        )
-    epsilon, delta = config.lifetime_cost
-    per_level = [
-        e + (config.sanitizer_epsilons[j] if config.sanitizer else 0.0)
-        for j, e in enumerate(config.learner_epsilons)
-    ]
-    terms = " + ".join(f"{e:g}" for e in per_level)
-    quality = ""
-    if config.quality_epsilon is not None:
-        levels = config.top_level + 1
-        terms += f" + {levels} x {config.quality_epsilon:g}"
-        quality = (
-            f"; each release is scored on the next window's examples (an epsilon {config.quality_epsilon:g} "
-            f"error count), a window for at most the {levels} levels whose nodes end just before it"
-        )
-    return LifetimeBound(
-        epsilon=epsilon,
-        delta=delta,
-        epsilon_budget=config.epsilon_budget,
-        delta_budget=config.delta_budget,
-        top_level=config.top_level,
-        level_epsilon=per_level,
-        quality_epsilon=config.quality_epsilon,
-        rule=(
-            f"parallel composition over the disjoint nodes of a level (each example is in exactly one "
-            f"node per level), sequential composition over the {config.top_level + 1} levels{quality}: "
-            f"sum over levels of epsilon_j = {terms} = {epsilon:g} <= epsilon_budget "
-            f"{config.epsilon_budget:g} per example, for ever"
-        ),
-    )
-
-
 def stream_partition(partitions: int) -> Any:
     """The partition of the examples topic a stream's messages go to (Kafka's default partitioner
     on the key ``stream_id``): its owner closes the stream's time windows."""
@@ -420,11 +169,6 @@ def stream_partition(partitions: int) -> Any:
     partitioner = DefaultPartitioner()
     every = list(range(partitions))
     return lambda stream_id: partitioner(stream_id.encode(), every, every)
-
-
-def time_window_tick(policies: dict[str, ReleasePolicy]) -> float:
-    """Seconds between two looks at the clock: a tenth of the shortest time window, at most 1 s."""
-    return min([1.0, *(p.window_seconds / 10 for p in policies.values() if p.window_seconds)])
 
 
 def online_streams(settings: Settings) -> tuple[dict[str, OnlineStream], dict[str, VectorStream]]:
@@ -454,56 +198,6 @@ def online_streams(settings: Settings) -> tuple[dict[str, OnlineStream], dict[st
         if s.features is not None
     }
     return streams, vector_streams
-
-
-def release_policies(
-    settings: Settings, streams: dict[str, OnlineStream], registered: dict[str, float] | None
-) -> dict[str, ReleasePolicy]:
-    """The releasing streams' policies, anchored where the ledger registered each stream (the
-    schedule's public start; ``None``: no ledger), with the per-user budget at the user level."""
-    policies = {
-        s.name: release_policy(s, streams[s.name].hypothesis_class if s.name in streams else None)
-        for s in settings.streams
-        if s.release
-    }
-    if registered is None:
-        return policies
-    user_budget = (
-        PrivacyCost(settings.user_epsilon_budget, settings.user_delta_budget)
-        if settings.user_epsilon_budget is not None
-        else None
-    )
-    for s in settings.streams:
-        if s.release is None:
-            continue
-        per_user = s.release.privacy_unit == "user"
-        policies[s.name] = dataclasses.replace(
-            policies[s.name],
-            schedule_start=registered[s.name],
-            user_budget=user_budget if per_user else None,
-            lifetime=lifetime_bound(s.release, user_budget) if per_user else policies[s.name].lifetime,
-        )
-    return policies
-
-
-def warn_of_small_windows(policies: dict[str, ReleasePolicy]) -> None:
-    """Warn of a count window too small for its learner to be useful (simulated on synthetic data
-    of the class, once per configuration)."""
-    for p in policies.values():
-        if p.hypothesis_class is None or p.window_kind != "count":
-            continue
-        product = p.products[0]
-        why = window_too_small(
-            product.algorithm,
-            p.hypothesis_class,
-            epsilon=product.epsilon,
-            delta=product.delta,
-            alpha=p.alpha,
-            beta=p.beta,
-            window_size=p.window_size,
-        )
-        if why:
-            log.warning("stream %s: window too small to be useful: %s", p.stream_id, why)
 
 
 def example_validator(
@@ -830,37 +524,3 @@ async def take_leases(leases: Leases, partitions: set[int], ingest: IngestServic
 
 #: Tasks nothing else holds a reference to (asyncio keeps only weak ones).
 _background: set[asyncio.Future[None]] = set()
-
-
-def publisher(
-    ingest: IngestService,
-    settings: Settings,
-    signer: Signer,
-    signatures: ReleaseSignatures | None = None,
-    *,
-    watch: KeyWatch | None = None,
-) -> Any:
-    """Publish a release's bytes to its public topic, signed, and wait until Kafka has them; the
-    record's timestamp is the release's deadline (its scheduled time), never the moment it was sent.
-
-    The signature covers exactly the bytes the ledger stores; Ed25519 is deterministic, so a
-    re-publication from the outbox carries the same signature. It is stored in ``signatures``
-    first, for the public listener, before the release is published (and so before the ledger
-    marks it published, which is when the listener may serve it). With ``watch``, nothing is
-    published once the deployment's key was rotated away from ``signer``'s (:class:`KeyWatch`)."""
-
-    async def publish(topic: str, stream_id: str, release: bytes, *, timestamp_ms: int | None = None) -> None:
-        if watch is not None:
-            watch.refuse()
-        if signatures is not None:
-            await asyncio.to_thread(signatures.put, release, *signer.sign(release))
-        header = ("schema_version", str(RELEASE_SCHEMA_VERSION).encode())
-        await ingest.publish(
-            settings.topic(topic),
-            stream_id.encode(),
-            release,
-            [header, *signer.headers(release)],
-            timestamp_ms=timestamp_ms,
-        )
-
-    return publish

@@ -24,7 +24,15 @@ if TYPE_CHECKING:  # imported when needed: the CLI imports this module on every 
 #: The environment variables' prefix (``privstream.stream_app.settings.ENV_PREFIX``, checked by its tests).
 ENV_PREFIX = "PRIVSTREAM_"
 
-__all__ = ["StartupError", "check_before_start", "ledger_startup_error", "port_problem", "setting_names"]
+__all__ = [
+    "StartupError",
+    "check_before_start",
+    "directory_problem",
+    "ledger_startup_error",
+    "port_problem",
+    "setting_names",
+    "worker_directories",
+]
 
 
 class StartupError(Exception):
@@ -42,10 +50,16 @@ def setting_names(name: str) -> str:
 
 def check_before_start(settings: Settings) -> None:
     """Raise :class:`StartupError` if the worker's directories or ports cannot be used, or its SQLite
-    ledger does not exist (before a broker is started for nothing; the store checks it again)."""
-    _check_directory(settings.data_dir, "data_dir")
+    ledger does not exist (before a broker is started for nothing; the store checks it again).
+    Read-only: a worker refused here, or later by an unreachable Kafka, leaves no ``data_dir``
+    behind (the service creates it once Kafka answered)."""
+    for path, setting in worker_directories(settings):
+        if why := directory_problem(path):
+            raise StartupError(
+                f"cannot create the directory {path} ({why}): set {setting_names(setting)} to a "
+                "directory this worker may write"
+            )
     if settings.store_backend == "sqlite":
-        _check_directory(settings.resolved_state_path.parent, "state_path")
         releasing = any(s.release is not None for s in settings.streams)
         if releasing and not settings.ledger_create_if_missing and not settings.resolved_ledger_path.exists():
             raise StartupError(_missing_ledger(settings))
@@ -53,24 +67,38 @@ def check_before_start(settings: Settings) -> None:
         _check_port(getattr(settings, f"{zone}_host"), getattr(settings, f"{zone}_port"), zone)
 
 
-def _check_directory(path: Path, setting: str) -> None:
-    from privstream.stream_app.store.private_files import private_directory
+def worker_directories(settings: Settings) -> list[tuple[Path, str]]:
+    """The directories a worker creates where missing, each with the setting that names it."""
+    directories = [(settings.data_dir, "data_dir")]
+    if settings.store_backend == "sqlite":
+        directories += [
+            (settings.resolved_state_path.parent, "state_path"),
+            (settings.resolved_ledger_path.parent, "ledger_path"),
+        ]
+    return directories
 
-    try:
-        if setting == "data_dir":
-            private_directory(path)  # 0700: the ledger's seeds and the raw examples live there
-        else:
-            path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise StartupError(
-            f"cannot create the directory {path} ({exc.strerror or exc}): set {setting_names(setting)} "
-            "to a directory this worker may write"
-        ) from None
-    if not os.access(path, os.W_OK | os.X_OK):
-        raise StartupError(
-            f"the directory {path} is not writable by this worker: set {setting_names(setting)} "
-            "to a directory it may write"
-        )
+
+def directory_problem(path: Path) -> str | None:
+    """Why a worker could not create (or write) the directory ``path``, or None; creates nothing: the
+    nearest existing directory on its way must be writable.
+
+    >>> import tempfile
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> directory_problem(folder / "var" / "state"), (folder / "var").exists()
+    (None, False)
+    >>> (folder / "a-file").write_text("")
+    0
+    >>> directory_problem(folder / "a-file" / "var")  # doctest: +ELLIPSIS
+    '.../a-file is not a directory'
+    """
+    existing = path.absolute()
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"{existing} is not a directory"
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return f"{existing} is not writable by this user"
+    return None
 
 
 def port_problem(host: str, port: int) -> str | None:

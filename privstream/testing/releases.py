@@ -6,7 +6,7 @@ configuration, made in two ways:
 * :func:`cli_release`: the offline command line (``privstream learn`` / ``privstream sanitize``
   with ``--seed``), through its Python entry point;
 * :func:`service_release`: the release agent, with its policy built by the service from a
-  stream's settings (:func:`privstream.stream_app.service.release_policy`), an in-memory ledger
+  stream's settings (:func:`privstream.stream_app.release_policies.release_policy`), an in-memory ledger
   and state store, and the same seed for the window.
 
 >>> [a.id for a in registered("sanitizer")]

@@ -12,7 +12,6 @@ broken variant that treats the window's size as public (the true n published bes
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 from unittest import mock
@@ -20,11 +19,10 @@ from unittest import mock
 import pytest
 
 import privstream.agents.releases.quality as quality_module
-from privstream.learning.accounting import PrivacyGuarantee
-from privstream.learning.audit.harness import audit
 from privstream.learning.quality import estimate_error
 from privstream.stream_app.settings import StreamConfig
-from tests.agents.twins import T0, Step, TwinRun, example
+from tests.agents.path_audit import check_path_audit, twin_runs, unchanged
+from tests.agents.twins import T0, Observed, Step, example
 
 EPSILON = 1.0
 STREAM = StreamConfig(
@@ -53,47 +51,25 @@ def size_taken_as_public(*args, **kwargs):
     return estimate_error(*args, **{**kwargs, "size_public": True})
 
 
-def release_path(broken: bool):
-    def build(rng):
-        def run(steps):
-            twin = TwinRun(STREAM, rng_seed=rng.getrandbits(62))
-            patch = mock.patch.object(quality_module, "estimate_error", size_taken_as_public)
-            with patch if broken else contextlib.nullcontext():
-                observed = asyncio.run(twin.run(steps))
-            # What the public sees of the estimates, the DP figures included.
-            return json.dumps(
-                [
-                    [e["release"], e["size"], estimate["noisy_errors"], estimate["noisy_size"]]
-                    for m, dp in zip(observed.messages, observed.dp, strict=True)
-                    for e, estimate in zip(
-                        m["release"].get("evaluations", []), dp["evaluations"], strict=True
-                    )
-                ]
-            )
+def estimates_seen(observed: Observed) -> str:
+    """What the public sees of the estimates, the DP figures included."""
+    return json.dumps(
+        [
+            [e["release"], e["size"], estimate["noisy_errors"], estimate["noisy_size"]]
+            for m, dp in zip(observed.messages, observed.dp, strict=True)
+            for e, estimate in zip(m["release"].get("evaluations", []), dp["evaluations"], strict=True)
+        ]
+    )
 
-        return run
 
-    return build
+def size_public(twin) -> contextlib.AbstractContextManager[object]:
+    return mock.patch.object(quality_module, "estimate_error", size_taken_as_public)
 
 
 # The broken variant's leak is certain (the size published is 1 in one world, 2 in the other): 100
 # runs per stream bound it above ε; the honest path gets 400.
 @pytest.mark.parametrize(("broken", "samples"), [(False, 400), (True, 100)])
 def test_quality_estimate_path_audit(broken, samples):
-    from privstream.learning.randomness import seeded
-
-    result = audit(
-        release_path(broken)(seeded(11)),
-        PAIR,
-        PrivacyGuarantee(EPSILON, 0.0),
-        samples=samples,
-        confidence=0.999,
-        name="size-public" if broken else "quality",
-    )
-    print(
-        f"{'broken' if broken else 'honest'}: epsilon lower bound {result.epsilon_lower_bound:.3f} "
-        f"(claimed {EPSILON}), estimate {result.epsilon_estimate:.3f}"
-    )
-    assert (not result.passed) is broken
-    if not broken:
-        assert result.epsilon_lower_bound <= EPSILON
+    mechanism = twin_runs(STREAM, estimates_seen, size_public if broken else unchanged)
+    name = "size-public" if broken else "quality"
+    check_path_audit(mechanism, PAIR, EPSILON, seed=11, samples=samples, name=name, broken=broken)

@@ -10,16 +10,14 @@ runs, an event chosen on one half, Clopper-Pearson bounds on the other) must fin
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 import pytest
 
 from privstream.agents.releases import ReleaseAgent
-from privstream.learning.accounting import PrivacyGuarantee
-from privstream.learning.audit.harness import audit
 from privstream.stream_app.settings import StreamConfig
-from tests.agents.twins import T0, Step, TwinRun, example
+from tests.agents.path_audit import as_agent, check_path_audit, twin_runs, unchanged
+from tests.agents.twins import T0, Observed, Step, example
 
 EPSILON = 1.0
 STREAM = StreamConfig(
@@ -43,7 +41,7 @@ PAIR = (
 
 
 class SkipsEmptyWindows(ReleaseAgent):
-    """The broken variant: today's bug, windows without examples are never released."""
+    """The broken variant: windows without examples are never released."""
 
     def _schedule_node(self, policy, state, level, index, closed_at):
         if index not in self.store.pending_time_windows("s"):
@@ -51,53 +49,26 @@ class SkipsEmptyWindows(ReleaseAgent):
         super()._schedule_node(policy, state, level, index, closed_at)
 
 
-def release_path(agent_class: type[ReleaseAgent]):
-    def build(rng):
-        def run(steps):
-            seed = rng.getrandbits(62)
-            twin = TwinRun(STREAM, rng_seed=seed)
-            if agent_class is not ReleaseAgent:
-                twin.agent.__class__ = agent_class
-            observed = asyncio.run(twin.run(steps))
-            # Everything public, the DP outputs included: the transcript a subscriber sees.
-            return json.dumps(
-                [
-                    [
-                        m["release"]["certificate"]["window"]["window_id"],
-                        m["published_at"],
-                        m["release"]["certificate"]["ledger_entry_id"],
-                        dp["hypothesis"],
-                    ]
-                    for m, dp in zip(observed.messages, observed.dp, strict=True)
-                ],
-                sort_keys=True,
-            )
-
-        return run
-
-    return build
+def everything_public(observed: Observed) -> str:
+    """Everything public, the DP outputs included: the transcript a subscriber sees."""
+    return json.dumps(
+        [
+            [
+                m["release"]["certificate"]["window"]["window_id"],
+                m["published_at"],
+                m["release"]["certificate"]["ledger_entry_id"],
+                dp["hypothesis"],
+            ]
+            for m, dp in zip(observed.messages, observed.dp, strict=True)
+        ],
+        sort_keys=True,
+    )
 
 
 # The broken variant's leak is certain (window 1 is published in one world only): 100 runs per
 # stream bound it above ln(0.86/0.14) = 1.8 > ε; the honest path gets 400.
-@pytest.mark.parametrize(
-    ("variant", "caught", "samples"), [(ReleaseAgent, False, 400), (SkipsEmptyWindows, True, 100)]
-)
-def test_time_window_path_audit(variant, caught, samples):
-    from privstream.learning.randomness import seeded
-
-    result = audit(
-        release_path(variant)(seeded(7)),
-        PAIR,
-        PrivacyGuarantee(EPSILON, 0.0),
-        samples=samples,
-        confidence=0.999,
-        name=variant.__name__,
-    )
-    print(
-        f"{variant.__name__}: epsilon lower bound {result.epsilon_lower_bound:.3f} "
-        f"(claimed {EPSILON}), estimate {result.epsilon_estimate:.3f}"
-    )
-    assert (not result.passed) is caught
-    if not caught:
-        assert result.epsilon_lower_bound <= EPSILON
+@pytest.mark.parametrize(("broken", "samples"), [(False, 400), (True, 100)])
+def test_time_window_path_audit(broken, samples):
+    mechanism = twin_runs(STREAM, everything_public, as_agent(SkipsEmptyWindows) if broken else unchanged)
+    name = SkipsEmptyWindows.__name__ if broken else ReleaseAgent.__name__
+    check_path_audit(mechanism, PAIR, EPSILON, seed=7, samples=samples, name=name, broken=broken)

@@ -19,7 +19,8 @@ from privstream.learning.hypothesis_classes import parse_class_spec
 from privstream.learning.private_learners import make_learner
 from privstream.learning.randomness import seeded
 from privstream.stream_app.settings import ReleaseConfig, StreamConfig
-from tests.agents.twins import T0, Step, TwinRun, assert_twins, example, twins
+from tests.agents.path_audit import Mechanism, as_agent, twin_runs
+from tests.agents.twins import T0, Observed, Step, TwinRun, assert_twins, example, twins
 
 #: The ledger of these tests composes every
 #: release sequentially against one total: a sound but draining bound. These tests give it room.
@@ -134,25 +135,20 @@ PAIR = (
 )
 
 
-def tree_path(agent_class, stream: StreamConfig = AUDITED):
+def windows_and_hypotheses(observed: Observed) -> str:
+    """Every release's window id and hypothesis, as one output."""
+    return json.dumps(
+        [
+            [m["release"]["certificate"]["window"]["window_id"], dp["hypothesis"]]
+            for m, dp in zip(observed.messages, observed.dp, strict=True)
+        ],
+        sort_keys=True,
+    )
+
+
+def tree_path(agent_class, stream: StreamConfig = AUDITED) -> Mechanism:
     """The audited release path: every release's window id and hypothesis, as one output."""
-
-    def build(rng):
-        def run(steps):
-            twin = TwinRun(stream, rng_seed=rng.getrandbits(62), budget=LEGACY)
-            twin.agent.__class__ = agent_class
-            observed = asyncio.run(twin.run(steps))
-            return json.dumps(
-                [
-                    [m["release"]["certificate"]["window"]["window_id"], dp["hypothesis"]]
-                    for m, dp in zip(observed.messages, observed.dp, strict=True)
-                ],
-                sort_keys=True,
-            )
-
-        return run
-
-    return build
+    return twin_runs(stream, windows_and_hypotheses, as_agent(agent_class), budget=LEGACY)
 
 
 def test_parallel_composition_audit_every_release_of_every_level():

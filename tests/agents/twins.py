@@ -252,6 +252,7 @@ class TwinRun:
         store_seconds_per_row: float = 0.0,
         ingest_seconds_per_example: float = 0.0,
         partitions: int = 1,
+        watch_pages: bool = True,
     ):
         """``ledger`` and ``store``: another run's, to restart on them (a crash and a new worker).
 
@@ -262,7 +263,9 @@ class TwinRun:
         time passes before the release agent takes the stream's examples of the poll in).
         ``partitions``: the examples topic's partitions; a stream spread over them (``partition_by``
         example or user) has a shard learner per partition, and each message goes to the partition
-        its key hashes to (:func:`partition_of`), as a producer puts it."""
+        its key hashes to (:func:`partition_of`), as a producer puts it. ``watch_pages=False``: the
+        public pages are read once, at the end, not after every event (``page_times`` stays empty;
+        an audit whose transcript leaves them out runs about twice as fast)."""
         from privstream.stream_app.service import release_policy
 
         self.streams = [stream] if isinstance(stream, StreamConfig) else list(stream)
@@ -356,6 +359,7 @@ class TwinRun:
         self.partitions_seen: list[int] = []  # each message's partition, in order
         self.partition_by = {c.name: c.partition_by for c in self.streams}
         self._shown: dict[str, Any] = {}
+        self.watch_pages = watch_pages
 
     def _charge_store_reads(self, seconds_per_row: float) -> None:
         """Every row the store decodes, and every row a window's close finds stored, moves the clock
@@ -532,6 +536,8 @@ class TwinRun:
         return json.loads(json.dumps(pages))
 
     def _look_at_pages(self) -> None:
+        if not self.watch_pages:
+            return
         for name, content in self._pages().items():
             if self._shown.get(name) != content:
                 self._shown[name] = content

@@ -1,39 +1,15 @@
 """The documentation's figures: every placeholder names a figure, every figure is on a page, the
-charts draw the committed benchmark data, and the data files come from the benchmarks' results."""
+charts draw the committed benchmark data, and the data files come from the benchmarks' results
+(the built site's figures: ``test_site.py``, on its one build)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
-from types import ModuleType
 
 import pytest
 
 from .examples import DOCS, ROOT
-
-
-def load(path: Path, name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-figures = load(DOCS / "_ext" / "figures.py", "docs_figures")
-figure_data = load(ROOT / "benchmarks" / "figure_data.py", "figure_data")
-
-
-def placeholders() -> dict[str, list[str]]:
-    """figure name -> the pages that ask for it."""
-    found: dict[str, list[str]] = {}
-    for page in sorted(DOCS.rglob("*.md")):
-        for name in figures.PLACEHOLDER.findall(page.read_text()):
-            found.setdefault(name, []).append(str(page.relative_to(DOCS)))
-    return found
+from .figure_pages import drawn, figure_data, figures, placeholders
 
 
 def test_every_placeholder_names_a_figure_and_every_figure_is_on_a_page() -> None:
@@ -49,21 +25,21 @@ def test_at_least_six_figures_are_drawn_from_benchmark_data() -> None:
 
 @pytest.mark.parametrize("name", sorted(figures.FIGURES))
 def test_a_figure_is_inline_svg_with_its_caption(name: str) -> None:
-    html = figures.figure(name)
+    html = drawn(name)
     assert html.startswith(f'<figure class="privstream-figure" id="figure-{name}"><svg')
     assert html.count("<svg") == 1 and "<figcaption>" in html and "<?xml" not in html
-    assert figures.figure(name) == html  # the same bytes on every build
+    assert figures.figure(name) == html  # the same bytes on every build: drawn again
 
 
 def test_the_charts_draw_the_committed_data() -> None:
     """Names read from the data files appear as text in the drawings (SVG text is kept as text)."""
     real = json.loads((DOCS / "data" / "real-data.json").read_text())["result"]
-    assert all(name in figures.figure("real-data") for name in real["offline"])
-    assert all(name in figures.figure("online-default") for name in real["online_gap_to_river_best"])
+    assert all(name in drawn("real-data") for name in real["offline"])
+    assert all(name in drawn("online-default") for name in real["online_gap_to_river_best"])
     sanitizers = json.loads((DOCS / "data" / "sanitizers.json").read_text())["result"]
-    assert all(name in figures.figure("sanitizers") for name in sanitizers["vs_epsilon"])
+    assert all(name in drawn("sanitizers") for name in sanitizers["vs_epsilon"])
     curves = json.loads((DOCS / "data" / "learning-curves.json").read_text())["result"]
-    assert all(cls in figures.figure("learning-curves") for cls in curves)
+    assert all(cls in drawn("learning-curves") for cls in curves)
 
 
 def test_every_data_file_names_the_benchmark_that_wrote_it() -> None:
@@ -100,22 +76,3 @@ def test_the_extracts_keep_what_the_figures_draw() -> None:
 def test_an_unknown_figure_is_refused_naming_the_known_ones() -> None:
     with pytest.raises(KeyError, match="release-tree"):
         figures.figure("no-such-figure")
-
-
-def test_the_built_site_shows_every_figure_where_its_page_asks(tmp_path: Path) -> None:
-    import subprocess
-
-    site = tmp_path / "site"
-    built = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert built.returncode == 0, built.stderr[-3000:]
-    for name, pages in placeholders().items():
-        for page in pages:
-            stem = page.removesuffix(".md").removesuffix("index")  # a.md -> a/, a/index.md -> a/
-            html = (site / stem / "index.html").read_text()
-            assert f'id="figure-{name}"' in html and "<!-- figure:" not in html, (name, page)

@@ -8,23 +8,41 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from privstream.stream_app.cli import build_parser
 from privstream.stream_app.settings import ReleaseConfig, Settings, StreamConfig, WindowConfig
 
 from .examples import DOCS, ROOT
+from .figure_pages import placeholders
 
 
-def test_mkdocs_build_strict(tmp_path: Path) -> None:
-    """Every page in the navigation, every link and anchor resolved, every API page rendered."""
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The site, built once for the tests below (a build takes a minute on a busy machine)."""
+    site = tmp_path_factory.mktemp("site") / "site"
     built = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
         cwd=ROOT,
         capture_output=True,
         text=True,
         check=False,
     )
     assert built.returncode == 0, built.stderr[-4000:]
-    assert (tmp_path / "site" / "index.html").is_file()
+    return site
+
+
+def test_mkdocs_build_strict(site: Path) -> None:
+    """Every page in the navigation, every link and anchor resolved, every API page rendered."""
+    assert (site / "index.html").is_file()
+
+
+def test_the_built_site_shows_every_figure_where_its_page_asks(site: Path) -> None:
+    for name, pages in placeholders().items():
+        for page in pages:
+            stem = page.removesuffix(".md").removesuffix("index")  # a.md -> a/, a/index.md -> a/
+            html = (site / stem / "index.html").read_text()
+            assert f'id="figure-{name}"' in html and "<!-- figure:" not in html, (name, page)
 
 
 def subcommands(parser: argparse.ArgumentParser, prefix: str = "") -> dict[str, argparse.ArgumentParser]:

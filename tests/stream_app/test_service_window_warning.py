@@ -30,7 +30,7 @@ def test_build_warns_about_a_window_too_small_for_its_learner(tmp_path, caplog) 
         ledger_create_if_missing=True,
         streams=[_stream("tiny", 10), _stream("fine", 2000)],
     )
-    with caplog.at_level(logging.WARNING, logger="privstream.stream_app.service"):
+    with caplog.at_level(logging.WARNING, logger="privstream.stream_app.release_policies"):
         service = build_service(settings)
     try:
         warnings = [r.getMessage() for r in caplog.records if "window too small" in r.getMessage()]

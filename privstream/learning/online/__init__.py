@@ -108,6 +108,7 @@ __all__ = [
     "mistake_bound",
     "radius",
     "resolve_online_learner",
+    "resolve_stream_learner",
 ]
 
 ONLINE_LEARNERS: dict[str, type[LinearLearner]] = {
@@ -140,6 +141,20 @@ def resolve_online_learner(name: str, features: int) -> str:
     """
     del features  # the block vote fits every width
     return BlockVote.name if name == AUTO else name
+
+
+def resolve_stream_learner(name: str, features: int, classes: int = 2) -> str:
+    """The learner that runs on a stream of ``features`` features and ``classes`` classes when its
+    ``online_learner`` is ``name`` (what :func:`make_stream_learner` builds).
+
+    >>> [resolve_stream_learner("auto", 4, classes) for classes in (2, 10)]
+    ['block-vote', 'multiclass-perceptron']
+    >>> resolve_stream_learner("perceptron", 4)
+    'perceptron'
+    """
+    if name == AUTO and classes != 2:
+        return MULTICLASS
+    return resolve_online_learner(name, features)
 
 
 def make_online_learner(name: str, bounds: object, **params: Any) -> LinearLearner:

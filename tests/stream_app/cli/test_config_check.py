@@ -89,6 +89,24 @@ def test_the_text_report_names_each_streams_lifetime_epsilon_and_slots(scratch, 
     assert "publication slots: 4, 4 s per level 0..1 (configured" in out
 
 
+@pytest.mark.parametrize(
+    ("extra", "runs"),
+    [
+        ("", "block-vote"),
+        ("classes = 10", "multiclass-perceptron"),
+        ('online_learner = "perceptron"', "perceptron"),
+    ],
+)
+def test_the_report_names_the_online_learner_that_runs_not_auto(scratch, capsys, extra, runs):
+    path = scratch / "privstream.toml"
+    bounds = "feature_bounds = [[0, 1], [0, 1], [0, 1], [0, 1]]"
+    path.write_text(f'[[streams]]\nname = "v"\nfeatures = 4\n{bounds}\n{extra}\n')
+    status, out, err = check(path, capsys, "--no-simulation")
+    assert status == 0, err
+    assert f"stream v (4 features{', 10 classes' if 'classes' in extra else ''}, online: {runs}): " in out
+    assert "online: auto" not in out
+
+
 def test_measured_slots_are_the_workers_advice_on_public_inputs(scratch, capsys):
     path = scratch / "privstream.toml"
     path.write_text(GOOD)

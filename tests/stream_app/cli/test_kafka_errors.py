@@ -1,5 +1,6 @@
 """A Kafka that cannot be reached is one line on the standard error, the command's own: aiokafka's
-log line about the same failure is not printed before it."""
+log line about the same failure is not printed before it, and the command leaves no file behind
+(a worker creates its data_dir only once Kafka answered)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ COMMANDS = {
         "thresholds:16",
     ],
     "privstream subscribe": ["privstream", "subscribe", "clicks", "--count", "1"],
+    "privstream worker": ["privstream", "worker"],
     "privstream-subscribe": ["privstream-subscribe", "clicks", "--count", "1"],
 }
 
@@ -39,3 +41,4 @@ def test_an_unreachable_kafka_is_one_line_of_the_command(name: str, tmp_path: Pa
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(name), done.stderr
     assert "Unable connect to" not in done.stderr
+    assert list(tmp_path.iterdir()) == []  # no var/

@@ -2,6 +2,8 @@
 
 import socket
 
+import pytest
+
 from privstream.stream_app.embedded.broker import LOOPBACK, EmbeddedBroker, free_port, kafka_api_versions_ok
 
 
@@ -18,6 +20,7 @@ def test_probe_is_false_for_a_server_that_is_not_kafka():
         assert not kafka_api_versions_ok(LOOPBACK, port, timeout=0.3)
 
 
+@pytest.mark.live  # starts the embedded broker
 def test_embedded_broker_binds_loopback_and_stops():
     with EmbeddedBroker() as broker:
         host, port = broker.bootstrap.rsplit(":", 1)

@@ -57,7 +57,7 @@ def test_the_embedded_server_never_gets_its_password_as_an_argument(monkeypatch)
 
     monkeypatch.setattr(pg_server.subprocess, "run", recording_run)
     monkeypatch.setattr(pg_server.subprocess, "Popen", recording_popen)
-    server = PostgresServer()
+    server = PostgresServer(durable=False)
     try:
         server.start()
     except PostgresUnavailableError as exc:
@@ -73,6 +73,7 @@ def test_the_embedded_server_never_gets_its_password_as_an_argument(monkeypatch)
         server.stop()
 
 
+@pytest.mark.live  # starts the public listener's process (a server)
 async def test_the_public_listener_of_a_worker_on_postgresql_reads_its_password_from_stdin(
     pg_server: PostgresServer, tmp_path
 ) -> None:

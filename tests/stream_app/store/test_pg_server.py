@@ -27,7 +27,7 @@ def test_the_binaries_directory_can_be_given(monkeypatch, pg_server: PostgresSer
 
 def test_a_server_runs_unprivileged_and_is_gone_after_stop() -> None:
     try:
-        server = PostgresServer().start()
+        server = PostgresServer(durable=False).start()
     except PostgresUnavailableError as exc:
         pytest.skip(str(exc))
     pid, directory = server.pid, server._dir

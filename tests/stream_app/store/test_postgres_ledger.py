@@ -49,7 +49,7 @@ def own_server() -> Iterator[PostgresServer]:
     """A server of this test's own, to crash and restart without disturbing the others."""
     from privstream.stream_app.store.pg_server import PostgresUnavailableError
 
-    server = PostgresServer()
+    server = PostgresServer(durable=False)
     try:
         server.start()
     except PostgresUnavailableError as exc:

@@ -27,7 +27,7 @@ def test_sqlite_store_ready_while_its_file_is_there(tmp_path):
 
 
 def test_postgresql_store_not_ready_while_the_server_is_down_then_ready_again():
-    server = PostgresServer()
+    server = PostgresServer(durable=False)
     try:
         server.start()
     except PostgresUnavailableError as exc:

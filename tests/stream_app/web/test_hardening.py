@@ -249,6 +249,7 @@ def test_a_short_operator_token_is_refused(token: str) -> None:
     assert Settings(operator_host="0.0.0.0", operator_token="t" * 16, _env_file=None).operator_token
 
 
+@pytest.mark.live  # starts the public listener's process (a server)
 async def test_the_worker_serves_the_public_pages_from_a_child_process_it_restarts(tmp_path) -> None:
     """The public listener has its own process (event loop, file descriptors, ledger connection):
     a crowd there takes nothing from the worker's loop; if it dies, it is started again."""

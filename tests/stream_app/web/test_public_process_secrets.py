@@ -61,6 +61,7 @@ def proc(pid: int, name: str) -> bytes:
     return Path(f"/proc/{pid}/{name}").read_bytes()
 
 
+@pytest.mark.live  # starts the public listener's process (a server)
 async def test_the_public_listener_process_gets_no_secret_and_serves_the_workers_signatures(tmp_path) -> None:
     signer = Signer.generate()
     settings = Settings(
