@@ -44,7 +44,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from privstream_client.signing import RotationStatement, rotation_statements
+from privstream_client.signing import DeploymentStatement, RotationStatement, rotation_statements
 
 from privstream.stream_app.settings import Settings
 from privstream.stream_app.signing import (
@@ -66,11 +66,17 @@ from privstream.stream_app.store.ledger_governance import RecordedKey
 __all__ = ["Rotation", "key_document", "record_rotation", "rotate", "rotation_statements"]
 
 
-def key_document(recorded: list[RecordedKey], published: KeySet | None = None) -> dict[str, Any]:
-    """What ``/keys`` serves: the ledger's keys and ``published``'s, and the rotation statements."""
+def key_document(
+    recorded: list[RecordedKey],
+    published: KeySet | None = None,
+    deployment: DeploymentStatement | None = None,
+) -> dict[str, Any]:
+    """What ``/keys`` serves: the ledger's keys and ``published``'s, the rotation statements, and
+    the ``deployment`` statement (the ledger id, signed by the worker's key) if given."""
     keys = recorded_key_set(recorded).merged(published or KeySet())
     rotations = [json.loads(k.statement) for k in recorded if k.statement is not None]
-    return {**keys.to_dict(), "rotations": rotations}
+    stated = {} if deployment is None else {"deployment": deployment.to_dict()}
+    return {**keys.to_dict(), "rotations": rotations, **stated}
 
 
 def record_rotation(ledger: SqlLedger, old: Signer, new: Signer, *, who: str, reason: str) -> RecordedKey:

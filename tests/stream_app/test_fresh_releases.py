@@ -285,3 +285,50 @@ def test_state_file_writes_are_atomic(tmp_path, monkeypatch) -> None:
     assert state.path.read_bytes() == before and list(tmp_path.iterdir()) == [state.path]
     restored = Freshness()
     assert state.load(restored) == {0: 4} and restored.held[0].last_window == 3 and restored.ledger_id == A
+
+
+def keys_served(monkeypatch: pytest.MonkeyPatch, document: dict[str, Any]) -> None:
+    """``/keys`` serving ``document`` (and no pinned keys: the subscriber fetches them)."""
+    import contextlib
+    import io
+
+    monkeypatch.delenv("PRIVSTREAM_TRUSTED_KEYS_FILE")
+    body = json.dumps(document).encode()
+    served = lambda url, timeout=10.0: contextlib.closing(io.BytesIO(body))  # noqa: E731
+    monkeypatch.setattr(subscription_module.urllib.request, "urlopen", served)
+
+
+def test_a_subscriber_without_a_ledger_id_takes_the_deployment_from_keys_not_the_first_release(
+    topic, monkeypatch, capsys
+) -> None:
+    from privstream_client.signing import DeploymentStatement
+
+    # the first release on the topic is B's (signed by the shared key): before, it was trusted
+    # on first use, and A's own releases were then refused as foreign
+    on_topic(release(5, ledger=B), release(0), release(1))
+    document = {
+        **KeySet([SHARED.public_entry()]).to_dict(),
+        "deployment": DeploymentStatement.sign(SHARED, A).to_dict(),
+    }
+    keys_served(monkeypatch, document)
+    assert main(["subscribe", "s", "--until-caught-up", "--json"]) == 0
+    out = capsys.readouterr()
+    assert windows(out.out) == [(0, 0), (0, 1)]
+    assert "(1 foreign_deployment)" in out.err
+
+
+def test_a_deployment_statement_no_trusted_key_signed_decides_nothing(topic, monkeypatch) -> None:
+    from privstream_client.signing import DeploymentStatement
+
+    forged = DeploymentStatement.sign(Signer.generate(), B).to_dict()  # another key: not trusted
+    document = {**KeySet([SHARED.public_entry()]).to_dict(), "deployment": forged}
+    keys_served(monkeypatch, document)
+    on_topic(release(0), release(1))
+
+    async def run() -> sdk.Subscription:
+        subscription = sdk.subscribe("s", until_caught_up=True)
+        assert len([r async for r in subscription]) == 2
+        return subscription
+
+    subscription = asyncio.run(run())
+    assert subscription.skipped == {} and subscription.stats()["ledger_id"] == A  # from the first release

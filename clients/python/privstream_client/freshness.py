@@ -5,8 +5,9 @@ is this deployment's: a replay of an old release verifies, and so does a release
 deployment that shares the key (a staging worker mounting production's key). So a subscriber
 keeps, per stream, :class:`Freshness`:
 
-* **the deployment** (its ledger id): pinned (``ledger_id=``), else the first verified release
-  that names one (and kept in the state file). A release of another ledger is refused
+* **the deployment** (its ledger id): pinned (``ledger_id=``), else the one ``/keys`` states
+  signed (:class:`~privstream_client.signing.DeploymentStatement`), else the first verified
+  release that names one (and kept in the state file). A release of another ledger is refused
   (``foreign_deployment``) and changes nothing the subscriber holds, so it cannot freeze it.
 * **per level, the newest release taken**: a release of that level is taken only if it is newer
   (else ``stale``), judged on signed fields only: within one window family (the ``window_id``

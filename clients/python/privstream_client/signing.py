@@ -72,6 +72,8 @@ VERIFY_PROBLEMS = ("unsigned", "unknown_key", "retired_key", "bad_signature")
 ROTATION_PROBLEMS = ("unknown_key", "retired_key", "bad_signature", "bad_countersignature", "wrong_type")
 #: The ``type`` of a rotation statement's signed bytes.
 ROTATION_TYPE = "privstream-key-rotation/1"
+#: The ``type`` of a deployment statement (``/keys``'s ``deployment``).
+DEPLOYMENT_TYPE = "privstream-deployment/1"
 
 
 class SigningKeyError(ValueError):
@@ -422,3 +424,64 @@ def rotation_statements(text: str | bytes, *, strict: bool = True) -> list[Rotat
             if strict:
                 raise
     return statements
+
+
+@dataclass(frozen=True)
+class DeploymentStatement:
+    """The deployment's ledger id, signed by one of its keys (``/keys`` states it as
+    ``deployment``): a subscriber that was given no ledger id takes it from a statement that
+    verifies under the keys it trusts, instead of from the first release it reads.
+
+    >>> signer = Signer.generate()
+    >>> statement = DeploymentStatement.sign(signer, "5f0c3e9a7b2d4e61")
+    >>> statement.problem(KeySet([signer.public_entry()])), statement.problem(KeySet())
+    (None, 'unknown_key')
+    >>> DeploymentStatement.from_dict(statement.to_dict()) == statement
+    True
+    """
+
+    ledger_id: str
+    key_id: str
+    signature: str
+
+    @staticmethod
+    def bytes_for(ledger_id: str, key_id: str) -> bytes:
+        """What the key signs: canonical JSON (sorted keys, no spaces) of the statement's fields."""
+        return _canonical({"type": DEPLOYMENT_TYPE, "ledger_id": ledger_id, "key_id": key_id})
+
+    @classmethod
+    def sign(cls, signer: Signer, ledger_id: str) -> DeploymentStatement:
+        key, signature = signer.sign(cls.bytes_for(ledger_id, signer.key_id))
+        return cls(ledger_id, key, signature)
+
+    def problem(self, trusted: KeySet) -> str | None:
+        """None if a key of ``trusted`` signed this statement, else why not (:data:`VERIFY_PROBLEMS`)."""
+        return trusted.problem(self.bytes_for(self.ledger_id, self.key_id), self.key_id, self.signature)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "type": DEPLOYMENT_TYPE,
+            "ledger_id": self.ledger_id,
+            "key_id": self.key_id,
+            "signature": self.signature,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> DeploymentStatement:
+        if not isinstance(data, Mapping) or data.get("type") != DEPLOYMENT_TYPE:
+            raise SigningKeyError(f"not a deployment statement (type {DEPLOYMENT_TYPE} expected)")
+        try:
+            return cls(str(data["ledger_id"]), str(data["key_id"]), str(data["signature"]))
+        except KeyError as exc:
+            raise SigningKeyError(f"a deployment statement lacks {exc.args[0]!r}") from None
+
+
+def deployment_ledger_id(text: str | bytes, trusted: KeySet) -> str | None:
+    """The ledger id a key set document's deployment statement states, if a key of ``trusted``
+    signed it (None: no statement, or one that does not verify, which decides nothing)."""
+    try:
+        data = json.loads(text)
+        statement = DeploymentStatement.from_dict(data["deployment"])
+    except (ValueError, KeyError, TypeError):
+        return None
+    return statement.ledger_id if statement.problem(trusted) is None else None

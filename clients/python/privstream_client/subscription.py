@@ -47,6 +47,7 @@ from privstream_client.signing import (
     KeySet,
     PublicKeyEntry,
     SigningKeyError,
+    deployment_ledger_id,
     key_id,
     rotation_statements,
 )
@@ -59,7 +60,9 @@ __all__ = [
     "SKIP_REASONS",
     "KeysUnavailableError",
     "Subscription",
+    "fetch_key_document",
     "fetch_key_set",
+    "key_set_of",
     "subscribe",
     "trusted_key_set",
 ]
@@ -102,17 +105,26 @@ def trusted_key_set(trusted_keys: TrustedKeys) -> KeySet:
     return KeySet(PublicKeyEntry(key_id(k), k) for k in keys)
 
 
-def fetch_key_set(url: str, timeout: float = 10.0, pinned: KeySet | None = None) -> KeySet:
-    """The key set a public listener serves (``/keys``); with ``pinned``, that set with the keys
-    the served rotation statements lead to from it (the served keys are not trusted)."""
+def fetch_key_document(url: str, timeout: float = 10.0) -> bytes:
+    """The key statement a public listener serves (``/keys``), as served."""
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response:
-            body = response.read(1 << 20)
+            return bytes(response.read(1 << 20))
     except (OSError, ValueError) as exc:
         raise KeysUnavailableError(
             f"cannot fetch the release signing keys from {url} ({exc}); give the trusted keys "
             "(trusted_keys=, PRIVSTREAM_TRUSTED_KEYS_FILE), another keys_url, or turn verification off"
         ) from None
+
+
+def fetch_key_set(url: str, timeout: float = 10.0, pinned: KeySet | None = None) -> KeySet:
+    """The key set a public listener serves (``/keys``); with ``pinned``, that set with the keys
+    the served rotation statements lead to from it (the served keys are not trusted)."""
+    return key_set_of(fetch_key_document(url, timeout), url, pinned)
+
+
+def key_set_of(body: bytes, url: str, pinned: KeySet | None = None) -> KeySet:
+    """:func:`fetch_key_set` of a document already fetched from ``url``."""
     try:
         return (
             KeySet.from_json(body)
@@ -236,14 +248,26 @@ class Subscription:
         if self.trusted_keys is not None and self.keys_url:  # pinned, following rotations
             pinned = trusted_key_set(self.trusted_keys)
             try:
-                keys = await asyncio.to_thread(fetch_key_set, self.keys_url, 10.0, pinned)
+                body = await asyncio.to_thread(fetch_key_document, self.keys_url, 10.0)
+                keys = key_set_of(body, self.keys_url, pinned)
             except KeysUnavailableError:
-                keys = pinned
+                return _Keys(pinned, self.keys_url, pinned)
+            self._deployment(body, keys)
             return _Keys(keys, self.keys_url, pinned)
         if self.trusted_keys is not None:
             return _Keys(trusted_key_set(self.trusted_keys), None)
         url = self.keys_url or DEFAULT_KEYS_URL
-        return _Keys(await asyncio.to_thread(fetch_key_set, url), url)
+        body = await asyncio.to_thread(fetch_key_document, url)
+        keys = key_set_of(body, url)
+        self._deployment(body, keys)
+        return _Keys(keys, url)
+
+    def _deployment(self, body: bytes, keys: KeySet) -> None:
+        """Take the deployment's ledger id from the fetched ``/keys`` where it states one that a
+        trusted key signed, unless the subscriber was given one (``ledger_id=``, its state file):
+        then no release, not even the first, is trusted on first use for it."""
+        if self.freshness.ledger_id is None:
+            self.freshness.ledger_id = deployment_ledger_id(body, keys)
 
     async def _releases(self) -> AsyncIterator[Release]:
         state = None if self.state_file is None else StateFile(self.state_file, self.topic, self.stream_id)

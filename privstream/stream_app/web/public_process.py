@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 import mode
+from privstream_client.signing import DeploymentStatement
 
 from privstream.stream_app.embedded.broker import die_with_parent
 from privstream.stream_app.key_rotation import key_document
@@ -293,7 +294,11 @@ class PublicListenerProcess(mode.Service):
         if self._ledger is None:
             options = self.settings.model_copy(update={"store_pool_size": 1})
             self._ledger = factory.open_ledger(options, create=False)
-        return key_document(self._ledger.signing_keys(), published)
+        # The ledger id, signed: a subscriber given no ledger id trusts no release on first use for it.
+        deployment = (
+            None if self.signer is None else DeploymentStatement.sign(self.signer, self._ledger.ledger_id)
+        )
+        return key_document(self._ledger.signing_keys(), published, deployment)
 
     def _refresh_keys(self) -> bool:
         """Write the key statement again if the ledger's keys changed (``privstream keys rotate``

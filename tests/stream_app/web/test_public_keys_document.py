@@ -1,4 +1,5 @@
-"""The public listener's ``/keys`` document: read again after a key rotation, without a restart."""
+"""The public listener's ``/keys`` document: the deployment's ledger id, signed; read again after a
+key rotation, without a restart."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import json
 import urllib.request
 from pathlib import Path
 
-from privstream_client.signing import rotation_statements
+from privstream_client.signing import deployment_ledger_id, rotation_statements
 
 from privstream.stream_app.embedded.broker import free_listener_ports
 from privstream.stream_app.key_rotation import record_rotation
@@ -52,6 +53,9 @@ async def test_the_listener_serves_the_rotated_key_set_without_a_restart(tmp_pat
         child = service.process
         before = await asyncio.to_thread(fetch_keys, url)
         assert KeySet.from_json(json.dumps(before)).key_ids == [old.key_id]
+        # the deployment's ledger id, signed by its key: a subscriber given none trusts no release for it
+        assert deployment_ledger_id(json.dumps(before), KeySet([old.public_entry()])) == ledger.ledger_id
+        assert deployment_ledger_id(json.dumps(before), KeySet([new.public_entry()])) is None
 
         await asyncio.to_thread(record_rotation, ledger, old, new, who="test", reason="scheduled")
         document = before
