@@ -157,3 +157,39 @@ def _sync_directory(folder: Path) -> None:
         os.fsync(descriptor)
     finally:
         os.close(descriptor)
+
+
+def replay_rotations(
+    ledger: SqlLedger, statements: list[RotationStatement], *, who: str, reason: str
+) -> list[str]:
+    """Record in ``ledger`` (a restored backup) the rotations it lacks, from the deployment's
+    ``statements`` (a saved ``/keys`` document's): each one of this ledger whose old key is the
+    ledger's current key and whose signatures verify, in chain order; the new key ids recorded.
+    A statement that does not follow from the ledger's keys adds nothing, so no key enters that
+    the deployment's recorded key did not sign for."""
+    added: list[str] = []
+    pending = [s for s in statements if s.ledger_id == ledger.ledger_id]
+    while True:
+        keys = ledger.signing_keys()
+        current = next((k for k in reversed(keys) if k.retired_at is None), None)
+        if current is None:
+            return added
+        known = {k.key_id for k in keys}
+        trusted = recorded_key_set([current])
+        step = next(
+            (
+                s
+                for s in pending
+                if s.old_key_id == current.key_id
+                and s.new_key.key_id not in known
+                and s.problem(trusted) is None
+            ),
+            None,
+        )
+        if step is None:
+            return added
+        public = str(step.new_key.to_dict()["public_key"])
+        ledger.rotate_key(
+            step.old_key_id, step.new_key.key_id, public, step.to_json(), step.at, who=who, reason=reason
+        )
+        added.append(step.new_key.key_id)

@@ -185,3 +185,41 @@ def test_a_running_worker_whose_key_was_rotated_away_publishes_nothing_more(tmp_
     finally:
         stores.ledger.close()
         stores.state.close()
+
+
+def test_recover_replays_the_rotations_a_restored_ledger_backup_lacks(tmp_path: Path) -> None:
+    import shutil
+    import sqlite3
+
+    from privstream.stream_app.cli.ledger import _replay_rotations
+
+    settings = settings_in(tmp_path)
+    old = start(settings)
+    ledger_file = settings.resolved_ledger_path
+    backup = tmp_path / "backup.sqlite3"
+    with sqlite3.connect(ledger_file) as source, sqlite3.connect(backup) as target:
+        source.backup(target)
+    source.close()
+    target.close()
+    rotation = rotate(settings, reason="yearly", who="test")
+    saved = tmp_path / "keys.json"
+    saved.write_text(document(settings))  # the /keys document, as a subscriber or the operator saved it
+    for suffix in ("-wal", "-shm"):
+        Path(f"{ledger_file}{suffix}").unlink(missing_ok=True)
+    shutil.copyfile(backup, ledger_file)  # the backup from before the rotation restored
+    # the worker, holding the new key, is refused by the restored ledger (its current key is the old)
+    with pytest.raises(SigningKeyError, match="is not the deployment's"):
+        start(settings)
+
+    # a forged statement (signed by a key the ledger never recorded) adds nothing
+    forged = RotationStatement.sign(Signer.generate(), Signer.generate(), "L", AT)
+    bogus = tmp_path / "bogus.json"
+    bogus.write_text(json.dumps({"keys": [], "rotations": [forged.to_dict()]}))
+    assert _replay_rotations(settings, bogus, "restored") == []
+
+    assert _replay_rotations(settings, saved, "restored the 03:00 backup") == [rotation.new_key_id]
+    assert _replay_rotations(settings, saved, "again") == []  # nothing twice
+    with factory.open_ledger(settings, create=False) as ledger:
+        keys = ledger.signing_keys()
+    assert [k.key_id for k in keys] == [old, rotation.new_key_id] and keys[0].retired_at is not None
+    assert start(settings) == rotation.new_key_id  # the new key, no second rotation

@@ -9,9 +9,13 @@ import argparse
 import json
 import logging
 import sys
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from privstream.stream_app.cli.common import UserError, add_config_option, load_settings
+
+if TYPE_CHECKING:
+    from privstream.stream_app.settings import Settings
 
 __all__ = ["register"]
 
@@ -67,6 +71,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_config_option(recover)
     recover.add_argument("--reason", required=True, help="why (kept in the audit log)")
+    recover.add_argument(
+        "--rotations",
+        type=Path,
+        help="a saved /keys document whose rotation statements the ledger lacks (default: the one the "
+        "worker last wrote in data_dir/release_signatures.sqlite3, if any)",
+    )
     recover.set_defaults(handler=run_recover)
 
 
@@ -201,10 +211,47 @@ def run_adopt(args: argparse.Namespace) -> int:
     return 0
 
 
+def _replay_rotations(settings: Settings, document: Path | None, reason: str) -> list[str]:
+    """The rotations of ``document`` (else of the worker's last key statement) that the ledger
+    lacks, recorded (a backup from before a rotation: the worker then starts with the new key)."""
+    from privstream_client.signing import rotation_statements
+
+    from privstream.stream_app.key_rotation import replay_rotations
+    from privstream.stream_app.store import factory
+    from privstream.stream_app.store.identity import operator
+    from privstream.stream_app.store.signatures import SIGNATURES_FILE, ReleaseSignatures
+
+    if document is not None:
+        try:
+            text = document.read_text()
+        except OSError as exc:
+            raise UserError(f"--rotations {document}: {exc.strerror or exc}") from None
+    elif (settings.data_dir / SIGNATURES_FILE).exists():
+        saved = ReleaseSignatures(settings.data_dir / SIGNATURES_FILE, readonly=True)
+        try:
+            text = json.dumps(saved.key_document())
+        finally:
+            saved.close()
+    else:
+        return []
+    statements = rotation_statements(text, strict=False)
+    if not statements:
+        return []
+    with factory.open_ledger(settings, create=False) as ledger:
+        return replay_rotations(ledger, statements, who=operator(), reason=reason)
+
+
 def run_recover(args: argparse.Namespace) -> int:
     from privstream.stream_app.store.identity import recover
 
     settings = _settings(args)
+    rotated = _ledger_errors(lambda: _replay_rotations(settings, args.rotations, args.reason))
+    if rotated:
+        print(
+            f"privstream ledger: recorded {len(rotated)} key rotations the ledger lacked; "
+            f"current key {rotated[-1]}",
+            file=sys.stderr,
+        )
     read = _public_log(settings)
     done = _ledger_errors(lambda: recover(settings, reason=args.reason, published=read))
     named = ", ".join(done.charged[:5]) + (
