@@ -84,12 +84,7 @@ def _stream_lines(stream: dict[str, Any]) -> str:
     what = stream["hypothesis_class"] or f"{stream['features']} features"
     if stream.get("classes", 2) != 2:
         what += f", {stream['classes']} classes"
-    from privstream.learning.online import AUTO, MULTICLASS
-
-    online = stream["online_learner"]
-    if stream.get("classes", 2) != 2 and online == AUTO:  # what auto stands for on K classes
-        online = MULTICLASS
-    head = f"stream {stream['name']} ({what}, online: {online})"
+    head = f"stream {stream['name']} ({what}, online: {stream['online_learner']})"
     release = stream.get("release")
     if release is None:
         return f"{head}: no private releases"

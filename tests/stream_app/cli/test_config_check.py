@@ -218,13 +218,3 @@ def test_worker_help_lists_its_options_and_points_to_the_configuration(capsys):
     out = capsys.readouterr().out
     for text in ("--config", "--public-port", "--operator-port", "config check", "configuration"):
         assert text in out
-
-
-def test_a_stream_of_k_classes_names_the_learner_auto_stands_for(scratch, capsys):
-    path = scratch / "digits.toml"
-    path.write_text(
-        '[[streams]]\nname = "digits"\nfeatures = 2\nfeature_bounds = [[0, 1], [0, 1]]\nclasses = 3\n'
-    )
-    status, out, _ = check(path, capsys, "--no-simulation")
-    assert status == 0
-    assert "stream digits (2 features, 3 classes, online: multiclass-perceptron): no private releases" in out

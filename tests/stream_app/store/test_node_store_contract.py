@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from privstream.agents.interfaces import NodeBounds, NodeData, ScheduleState, StateStoreError
-from privstream.stream_app.store import state
+from privstream.stream_app.store import state_rows
 from tests.stream_app.store.backends import StateBackend
 
 
@@ -67,14 +67,14 @@ def test_closing_a_feature_vector_window_reads_only_its_first_cap_rows(store, mo
     decoded: list[int] = []
     points = store._backend.points
     monkeypatch.setattr(store._backend, "points", lambda rows: decoded.append(len(rows)) or points(rows))
-    chunk = state.decode_chunk  # count-window rows are stored by the chunk
+    chunk = state_rows.decode_chunk  # count-window rows are stored by the chunk (read there)
 
     def decode(data, start=0, stop=None):
         xs, ys, users = chunk(data, start, stop)
         decoded.append(len(ys))
         return xs, ys, users
 
-    monkeypatch.setattr(state, "decode_chunk", decode)
+    monkeypatch.setattr(state_rows, "decode_chunk", decode)
     store.append_many("s", 0, [(o, [float(o), 0.0], o % 2, None, None) for o in range(40)])
     store.append_many("s", 1, [(o, [float(o), 1.0], 1, None, 7) for o in range(40)])
 
