@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib
+import logging
 import multiprocessing
 import os
 import queue
@@ -43,6 +44,8 @@ from typing import Any
 
 from privstream.agents.timing import FitProcessDied, FitTimedOut
 from privstream.stream_app.embedded.broker import die_with_parent
+
+log = logging.getLogger(__name__)
 
 #: Imported by a child before its first fit, so a fresh child (after a kill) is ready at once.
 LEARNER_MODULES = (
@@ -345,6 +348,29 @@ class LearnerProcesses:
         for process in self._processes.values():
             process.start()
         return self
+
+    def warm_up(self) -> threading.Thread:
+        """Spawn the streams' children one stream after another, in a background thread: each
+        stream's child (and its warm spare beside it) once the previous stream's child answered.
+
+        A child takes about a second of CPU to import the learners. Spawned all at once, a worker
+        of many streams ran twice as many imports together, and even at a lower priority their
+        sum took the cores from the worker's own start (measured with 24 streams: the public
+        listener's process took 21 s to listen instead of 3). A stream whose call comes before
+        its turn spawns its child at once, as without a warm-up."""
+
+        def one_by_one() -> None:
+            for stream_id, process in list(self._processes.items()):
+                try:
+                    process.submit(int).result()
+                except (RuntimeError, BrokenProcessPool) as exc:  # shut down meanwhile, or no pid
+                    log.debug("learner process of stream %s not warmed up: %s", stream_id, exc)
+                    if isinstance(exc, RuntimeError):
+                        return
+
+        thread = threading.Thread(target=one_by_one, name="privstream-learner-warm-up", daemon=True)
+        thread.start()
+        return thread
 
     async def run(self, stream_id: str, call: Callable[[], Any], deadline: float | None) -> Any:
         process = self.process(stream_id)

@@ -418,9 +418,8 @@ def build_service(settings: Settings) -> Service:
         releases = release_agent(
             policies, store, ledger, publish, metrics, processes, key_partition, slot_cache
         )
-        # The other streams' children spawn once the slots are timed: their imports would load
-        # the measurement.
-        processes.start()
+        # The other streams' children spawn once the worker is ready, one stream after another
+        # (LearnerProcessesService): their imports would load the measurement and the start.
         pipeline.releases = releases
 
     async def on_assigned(partitions: set[int]) -> None:
@@ -478,12 +477,16 @@ def build_service(settings: Settings) -> Service:
 
 
 class LearnerProcessesService(mode.Service):
-    """Stops the streams' learner processes with the worker (their children killed and their pools
-    closed: nothing left for the interpreter to report at exit)."""
+    """Spawns the streams' learner processes once ingest has started, one stream after another
+    (:meth:`LearnerProcesses.warm_up`), and stops them with the worker (their children killed and
+    their pools closed: nothing left for the interpreter to report at exit)."""
 
     def __init__(self, processes: LearnerProcesses) -> None:
         super().__init__()
         self.processes = processes
+
+    async def on_start(self) -> None:
+        self.processes.warm_up()
 
     async def on_stop(self) -> None:
         await asyncio.to_thread(self.processes.stop)

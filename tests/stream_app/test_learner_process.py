@@ -286,3 +286,27 @@ def test_the_children_run_below_the_workers_cpu_priority_and_the_spare_too():
         assert pool.submit(os.nice, 0).result() == min(19, mine + 7)
     with LearnerProcess() as pool:
         assert pool.submit(os.nice, 0).result() == mine
+
+
+def test_the_warm_up_leaves_every_stream_with_a_warm_child():
+    """A worker of many streams spawns their children one stream after another once it is ready:
+    all at once, their imports took the cores from its start. Every stream ends with a warm child."""
+    processes = LearnerProcesses(["a", "b", "c"])
+    try:
+        warm_up = processes.warm_up()
+        warm_up.join(120)
+        assert not warm_up.is_alive()
+        started = [processes.startup_seconds(s) for s in ("a", "b", "c")]
+        assert all(seconds is not None and seconds > 0 for seconds in started)
+        assert all(len(processes.child_pids(s)) == 1 for s in ("a", "b", "c"))
+        assert asyncio.run(processes.run("c", partial(sum, [2, 3]), deadline=None)) == 5
+    finally:
+        processes.shutdown()
+
+
+def test_a_warm_up_after_shutdown_ends_without_spawning():
+    processes = LearnerProcesses(["a", "b"])
+    processes.shutdown()
+    warm_up = processes.warm_up()
+    warm_up.join(30)
+    assert not warm_up.is_alive() and processes.child_pids("a") == processes.child_pids("b") == []

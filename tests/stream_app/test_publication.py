@@ -331,6 +331,30 @@ def test_a_measurement_is_keyed_by_the_code_that_ran_it():
     assert code_digest() in machine()
 
 
+def test_the_workload_of_streams_configured_alike_is_built_and_digested_once(monkeypatch):
+    """Building a slot's workload (public arrays of the level's largest input) and digesting it cost
+    seconds per stream at 24 streams; streams whose configuration differs only by name share it."""
+    from privstream.stream_app import publication
+
+    built: list[tuple[str, int]] = []
+
+    def counted(policy, level):
+        built.append((policy.stream_id, level))
+        return slot_workload(policy, level)
+
+    monkeypatch.setattr(publication, "slot_workload", counted)
+    monkeypatch.setattr(publication, "load_seconds", lambda policy, level: 0.125)
+    monkeypatch.setattr(publication, "ship_seconds", lambda processes, policy, level: 0.0625)
+    window = {"kind": "count", "size": 100}
+    alike = {f"s{i}": policy_of(stream(f"s{i}", window=window)) for i in range(6)}
+    other = {"t": policy_of(stream("t", window=window, max_node_examples=50))}
+    slots = derive_slots({**alike, **other}, _Recording(), timer_seconds=0.0)
+    levels = alike["s0"].top_level + 1
+    assert sorted({sid for sid, _ in built}) == ["s0", "t"]  # s1..s5 reuse s0's
+    assert len([b for b in built if b[0] == "s0"]) <= 2 * levels  # keyed, then measured
+    assert len({slots[s].level_slots for s in alike}) == 1
+
+
 def test_plan_times_the_quality_estimates_of_a_stream_with_quality_epsilon(monkeypatch, capsys):
     """``privstream plan --quality-epsilon`` measures the slot of a stream that scores its
     releases, as the worker does; without it, of one that does not."""
