@@ -378,6 +378,7 @@ class IngestService(mode.Service):
             return
         await asyncio.to_thread(marks.reload)
         firsts, ends = await consumer.beginning_offsets(assigned), await consumer.end_offsets(assigned)
+        stored = {tp: await asyncio.to_thread(marks.stored, tp.partition) for tp in assigned}
         wanted = {}
         for tp in assigned:
             mark = marks.marks.get(tp.partition)
@@ -385,13 +386,12 @@ class IngestService(mode.Service):
                 continue
             if mark.anchor_offset < firsts[tp]:  # retention deleted it: the next read anchors anew
                 await asyncio.to_thread(marks.drop_anchor, tp.partition)
-            elif mark.anchor_offset < ends[tp]:
-                wanted[tp] = mark.anchor_offset
+            elif mark.anchor_offset < ends[tp] or stored[tp] - mark.base > ends[tp]:
+                wanted[tp] = mark.anchor_offset  # an end below what was stored: is the anchor there?
         found = await self._fingerprints_at(wanted)
         for tp in assigned:
-            stored = await asyncio.to_thread(marks.stored, tp.partition)
             mark = marks.marks.get(tp.partition, LogMark())
-            why = replaced_because(mark, stored=stored, end=ends[tp], found=found.get(tp))
+            why = replaced_because(mark, stored=stored[tp], end=ends[tp], found=found.get(tp))
             if why is not None:
                 await self._replaced(tp, why, firsts[tp])
             elif await consumer.committed(tp) is None:
@@ -410,6 +410,21 @@ class IngestService(mode.Service):
         self.consumer.seek(tp, first)
         if self.metrics is not None:
             self.metrics.examples_log_replaced.inc()
+
+    async def _same_logs(self, parts: list[TopicPartition]) -> set[TopicPartition]:
+        """The partitions whose log still holds its anchor: not replaced, whatever its end offset
+        says (see :meth:`check_logs`)."""
+        if self.marks is None:
+            return set()
+        anchors = {
+            tp: mark
+            for tp in parts
+            if (mark := self.marks.marks.get(tp.partition)) is not None and mark.anchor_offset is not None
+        }
+        found = await self._fingerprints_at(
+            {tp: m.anchor_offset for tp, m in anchors.items() if m.anchor_offset is not None}
+        )
+        return {tp for tp, mark in anchors.items() if found.get(tp) == mark.anchor}
 
     async def _fingerprints_at(self, wanted: dict[TopicPartition, int]) -> dict[TopicPartition, str]:
         """The fingerprints of the records at these offsets (one reader, outside the group)."""
@@ -446,8 +461,9 @@ class IngestService(mode.Service):
             return
         parts = list(positions)
         firsts, ends = await self.consumer.beginning_offsets(parts), await self.consumer.end_offsets(parts)
+        same = await self._same_logs(parts)
         for tp, position in positions.items():
-            if position > ends[tp] and self.marks is not None:
+            if position > ends[tp] and self.marks is not None and tp not in same:
                 await self._replaced(
                     tp, f"its log ends at offset {ends[tp]}, below the position {position} read", firsts[tp]
                 )

@@ -14,7 +14,8 @@ unseen. So the state store keeps a *log mark* per partition:
 
 At each assignment, and whenever a fetch position is out of range, the worker compares each
 partition with its mark (:func:`replaced_because`): a log that ends below the position stored,
-or that holds another record at the anchor's offset, was replaced. Then, by the setting
+or that holds another record at the anchor's offset, was replaced; a log that still holds its
+anchor was not, whatever its end offset says. Then, by the setting
 ``examples_log_replaced``, the worker either *rebases* the partition (a new base above every
 position stored, a fresh anchor, read from its start: every example of the new log is learned and
 stored once, as a new example after the old ones; logged and counted), or *refuses* (one line,
@@ -27,6 +28,8 @@ would learn and charge twice). The default rebases on the embedded broker only.
 >>> replaced_because(mark, stored=5000, end=6000, found="bb")
 'its record at offset 0 is not the one read there before'
 >>> replaced_because(mark, stored=5000, end=6000, found="aa") is None
+True
+>>> replaced_because(mark, stored=5000, end=4995, found="aa") is None  # its anchor is there
 True
 >>> mark.rebased(5000).base, LogMark.from_json(mark.to_json()) == mark
 (5000, True)
@@ -109,6 +112,12 @@ def replaced_because(mark: LogMark, *, stored: int, end: int, found: str | None)
     ``end``: the log's end offset, ``found``: the fingerprint of its record at the anchor's offset
     (None: not read, or no longer there)."""
     held = stored - mark.base
+    if mark.anchor is not None and found == mark.anchor:
+        # The same log: its anchor is there. An end offset below what was stored is the broker's
+        # answer, not a shorter log: the embedded broker can answer the offset of its last record
+        # batch (4,995 where 5,000 records were read), and judging the log replaced on that would
+        # read it again as new examples and charge its windows twice.
+        return None
     if held > end:
         return f"its log ends at offset {end}, below the {held} the state store holds"
     if mark.anchor is not None and found is not None and found != mark.anchor:

@@ -139,3 +139,23 @@ def test_a_replaced_log_under_a_restored_state_store_is_refused_unless_the_opera
         assert chosen.replace("examples", 0, why, behind=True).base == 5
     finally:
         store.close()
+
+
+def test_a_log_that_holds_its_anchor_is_not_replaced_whatever_its_end_offset_says(
+    state_backend: StateBackend,
+) -> None:
+    # The embedded broker can answer the offset of its last record batch as the log's end
+    # (4,995 where 5,000 records were read): taken for a shorter log, the partition was read again
+    # as new examples and three workers charged 20 of 20 windows twice.
+    store = state_backend.open()
+    try:
+        marks = LogMarks(store, ["s"], rebase=True)
+        day1 = log(1, 50)
+        store_all(store, marks, day1)
+        mark = marks.marks[0]
+        assert replaced_because(mark, stored=marks.stored(0), end=45, found=_fp(day1[0])) is None
+        # a new log (other records at the anchor's offset, or none there) still counts as replaced
+        assert replaced_because(mark, stored=marks.stored(0), end=45, found=_fp(log(2, 1)[0]))
+        assert replaced_because(mark, stored=marks.stored(0), end=45, found=None)
+    finally:
+        store.close()
