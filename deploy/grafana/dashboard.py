@@ -266,10 +266,15 @@ ROWS = [
                         f"sum by (stream) (increase(privstream_late_examples_total{{{STREAM}}}[$__range]))",
                         "late examples {{stream}}",
                     ),
+                    (
+                        "sum(increase(privstream_examples_log_replaced_total[$__range]))",
+                        "examples partitions replaced (read as new)",
+                    ),
                 ],
                 "Windows released, refused for lack of budget, or failed (retried after a restart); "
                 "releases refused because the algorithm's guarantee exceeded what the ledger charged; "
-                "examples that came after their time window was released.",
+                "examples that came after their time window was released; partitions of the examples "
+                "topic whose log was replaced (the broker restarted without its data) and read anew.",
                 kind="stat",
                 width=8,
             ),

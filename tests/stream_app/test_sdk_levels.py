@@ -347,11 +347,11 @@ def test_keys_are_fetched_from_the_public_listener_when_none_are_given(topic, mo
     monkeypatch.delenv("PRIVSTREAM_TRUSTED_KEYS_FILE")
     fetched: list[str] = []
 
-    def fetch(url: str, timeout: float = 10.0) -> KeySet:
+    def fetch(url: str, timeout: float = 10.0) -> bytes:
         fetched.append(url)
-        return KeySet([SIGNER.public_entry()])
+        return KeySet([SIGNER.public_entry()]).to_json().encode()
 
-    monkeypatch.setattr(subscription_module, "fetch_key_set", fetch)
+    monkeypatch.setattr(subscription_module, "fetch_key_document", fetch)
     releases, _ = asyncio.run(collect("all", keys_url="http://127.0.0.1:1/keys"))
     assert len(releases) == len(published_tree()) and fetched == ["http://127.0.0.1:1/keys"]
 

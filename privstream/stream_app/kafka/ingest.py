@@ -18,7 +18,8 @@ any other failure is retried until it goes through, while ``/healthz`` reports t
 after ``stall_seconds``. The batch's offsets are committed once every record is acknowledged.
 
 Offsets that go backwards (a partition's log replaced: the embedded broker restarted, a topic
-re-created) are checked at each assignment and at a fetch out of range, against the partition's
+re-created) are checked at each assignment (a restarted broker makes the worker join its group
+again), against the partition's
 log mark in the state store (:mod:`.log_marks`): the new log is read as new examples (rebased),
 or the worker stops in one line, never drops it as a replay.
 
@@ -97,9 +98,12 @@ def ingest_consumer_options(settings: Settings) -> dict[str, Any]:
         **client_options(settings),
         "group_id": f"{settings.app_id}.ingest",
         "enable_auto_commit": False,  # committed after each batch's outputs are acknowledged
-        # No reset behind the worker's back: a partition without a committed offset is read from
-        # its start, and a position out of range is judged (a replaced log: kafka/log_marks.py).
-        "auto_offset_reset": "none",
+        # A partition without a committed offset is read from its start. Not "none": with it,
+        # aiokafka's fetcher could record "no offset" for a partition while the assignment's
+        # check (check_logs) seeked it, and the stale error, raised after a poll had been
+        # processed, read that poll again (5,000 examples learned twice) or stalled the consumer.
+        # A replaced log is judged at each assignment (kafka/log_marks.py).
+        "auto_offset_reset": "earliest",
         "max_partition_fetch_bytes": MAX_MESSAGE_BYTES,  # the largest message the pipeline reads
         "fetch_max_bytes": 64 << 20,
         # Kafka answers a fetch as soon as data arrives; the embedded broker waits this long

@@ -52,6 +52,7 @@ from privstream.stream_app.signing import KeySet, Signer, deployment_keys, worke
 from privstream.stream_app.store import factory
 from privstream.stream_app.store.ledger import SqlLedger
 from privstream.stream_app.store.privacy_config import privacy_configuration
+from privstream.stream_app.store.private_files import private_directory
 from privstream.stream_app.store.published import PublicLog, checkpoint
 from privstream.stream_app.store.state import LedgerRecord, SqlStateStore
 
@@ -125,6 +126,7 @@ def open_for_worker(settings: Settings, published: PublishedWith | None = None) 
     :class:`~privstream.stream_app.signing.SigningKeyError` or
     :class:`~privstream.agents.ledger_port.ConfigMismatchError` (one line each) instead."""
     releasing = [s for s in settings.streams if s.release is not None]
+    private_directory(settings.data_dir)  # 0700 before any store creates a file in it
     state = factory.open_state_store(settings)
     if not releasing:
         return WorkerStores(state)
