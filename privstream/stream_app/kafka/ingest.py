@@ -44,7 +44,6 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListen
 from aiokafka.errors import (
     CommitFailedError,
     MessageSizeTooLargeError,
-    NoOffsetForPartitionError,
     OffsetOutOfRangeError,
     RecordListTooLargeError,
     RecordTooLargeError,
@@ -98,11 +97,8 @@ def ingest_consumer_options(settings: Settings) -> dict[str, Any]:
         **client_options(settings),
         "group_id": f"{settings.app_id}.ingest",
         "enable_auto_commit": False,  # committed after each batch's outputs are acknowledged
-        # A partition without a committed offset is read from its start. Not "none": with it,
-        # aiokafka's fetcher could record "no offset" for a partition while the assignment's
-        # check (check_logs) seeked it, and the stale error, raised after a poll had been
-        # processed, read that poll again (5,000 examples learned twice) or stalled the consumer.
-        # A replaced log is judged at each assignment (kafka/log_marks.py).
+        # A partition without a committed offset is read from its start; a new assignment is
+        # paused until its logs are judged (a replaced log: kafka/log_marks.py).
         "auto_offset_reset": "earliest",
         "max_partition_fetch_bytes": MAX_MESSAGE_BYTES,  # the largest message the pipeline reads
         "fetch_max_bytes": 64 << 20,
@@ -283,17 +279,29 @@ class _Rebalance(ConsumerRebalanceListener):
             self.service.handled_offsets.pop(tp, None)
 
     async def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
+        # Paused before the first await: aiokafka fetches a new assignment while this listener
+        # runs, and the ingest loop would handle records that the checks below then seek back
+        # to (a poll learned twice); nothing is read until the partitions are judged.
+        consumer = self.service.consumer
+        if consumer is not None:
+            consumer.pause(*assigned)
+        try:
+            await self._judge(assigned)
+        except ExamplesLogReplacedError as exc:  # aiokafka would only log it: the loop raises it
+            self.service.refused = exc  # left paused: the loop stops the worker
+        finally:
+            if consumer is not None and self.service.refused is None:
+                # those still assigned (another rebalance may have begun meanwhile)
+                consumer.resume(*(tp for tp in assigned if tp in consumer.assignment()))
+
+    async def _judge(self, assigned: list[TopicPartition]) -> None:
         log.info("ingest: partitions assigned: %s", sorted(tp.partition for tp in assigned))
         self.service.stages.reach("partitions_assigned")
         # Before the first fetch of the new assignment (the service takes the partitions' leases).
         result = self.service.on_assigned({tp.partition for tp in assigned})
         if inspect.isawaitable(result):
             await result
-        try:
-            await self.service.check_logs(assigned)
-        except ExamplesLogReplacedError as exc:  # aiokafka would only log it: the loop raises it
-            self.service.refused = exc
-            return
+        await self.service.check_logs(assigned)
         await self.service.read_again(assigned)
 
 
@@ -375,8 +383,8 @@ class IngestService(mode.Service):
 
     async def check_logs(self, assigned: list[TopicPartition]) -> None:
         """Compare each newly assigned partition with its log mark, rebase those whose log was
-        replaced (or raise :class:`ExamplesLogReplacedError`), and read from its start a
-        partition without a committed offset."""
+        replaced (or raise :class:`ExamplesLogReplacedError`). A partition without a committed
+        offset is read from its start (``auto_offset_reset``)."""
         consumer, marks = self.consumer, self.marks
         if consumer is None or marks is None or not assigned:
             return
@@ -398,8 +406,6 @@ class IngestService(mode.Service):
             why = replaced_because(mark, stored=stored[tp], end=ends[tp], found=found.get(tp))
             if why is not None:
                 await self._replaced(tp, why, firsts[tp])
-            elif await consumer.committed(tp) is None:
-                await consumer.seek_to_beginning(tp)
 
     async def _replaced(self, tp: TopicPartition, why: str, first: int) -> None:
         """Rebase ``tp`` and read it from its start (or raise: :meth:`LogMarks.replace`)."""
@@ -633,9 +639,6 @@ class IngestService(mode.Service):
                 polled = await consumer.getmany(timeout_ms=200, max_records=MAX_RECORDS_PER_POLL)
             except OffsetOutOfRangeError as exc:
                 await self._out_of_range(dict(exc.args[0]))
-                continue
-            except NoOffsetForPartitionError as exc:  # assigned without a committed offset
-                await consumer.seek_to_beginning(*exc.args)
                 continue
             finishing = self._finishing
             if finishing is not None and finishing.done():

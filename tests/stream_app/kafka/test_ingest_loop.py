@@ -15,6 +15,7 @@ from aiokafka import TopicPartition
 
 from privstream.agents.pipeline import BatchOutput, RawRecord
 from privstream.stream_app.kafka.ingest import IngestService, _Rebalance
+from privstream.stream_app.kafka.log_marks import ExamplesLogReplacedError
 from privstream.stream_app.settings import Settings
 
 TP = TopicPartition("examples", 0)
@@ -240,3 +241,49 @@ async def test_a_revocation_between_two_chunks_waits_until_the_whole_poll_is_com
         assert pipeline.offsets[:1200] == list(range(1200))
     finally:
         loop.cancel()
+
+
+class PausingConsumer(Consumer):
+    """Records which partitions are paused (aiokafka fetches nothing of those)."""
+
+    def __init__(self) -> None:
+        super().__init__([])
+        self.paused: set[TopicPartition] = set()
+
+    def pause(self, *partitions: TopicPartition) -> None:
+        self.paused.update(partitions)
+
+    def resume(self, *partitions: TopicPartition) -> None:
+        self.paused.difference_update(partitions)
+
+
+async def test_a_new_assignment_is_read_only_once_its_logs_are_judged():
+    # aiokafka fetches a new assignment while the listener runs: records handled before the
+    # checks seek the partition were read twice (5,000 examples of a poll learned again).
+    ingest, _, _, _ = service([])
+    consumer = ingest.consumer = PausingConsumer()  # type: ignore[assignment]
+    paused_while: list[set[TopicPartition]] = []
+
+    async def on_assigned(partitions: set[int]) -> None:
+        await asyncio.sleep(0)
+        paused_while.append(set(consumer.paused))
+
+    async def check_logs(assigned: list[TopicPartition]) -> None:
+        await asyncio.sleep(0)
+        paused_while.append(set(consumer.paused))
+
+    ingest.on_assigned, ingest.check_logs = on_assigned, check_logs  # type: ignore[method-assign]
+    await _Rebalance(ingest).on_partitions_assigned([TP])
+    assert paused_while == [{TP}, {TP}] and consumer.paused == set()
+
+
+async def test_a_refused_log_stays_paused_for_the_loop_to_stop_the_worker():
+    ingest, _, _, _ = service([])
+    consumer = ingest.consumer = PausingConsumer()  # type: ignore[assignment]
+
+    async def check_logs(assigned: list[TopicPartition]) -> None:
+        raise ExamplesLogReplacedError("examples partition 0 was replaced")
+
+    ingest.check_logs = check_logs  # type: ignore[method-assign]
+    await _Rebalance(ingest).on_partitions_assigned([TP])
+    assert consumer.paused == {TP} and ingest.refused is not None
