@@ -274,7 +274,7 @@ class TwinRun:
         its key hashes to (:func:`partition_of`), as a producer puts it. ``watch_pages=False``: the
         public pages are read once, at the end, not after every event (``page_times`` stays empty;
         an audit whose transcript leaves them out runs about twice as fast)."""
-        from privstream.stream_app.service import release_policy
+        from privstream.stream_app.release_policies import release_policy
 
         self.streams = [stream] if isinstance(stream, StreamConfig) else list(stream)
         self.stream = self.streams[0]
