@@ -58,6 +58,7 @@ TABLES = (
     "audit",
     "predecessors",
     "signing_keys",
+    "admissions",
 )
 
 
