@@ -60,6 +60,7 @@ from privstream.agents.pipeline import (
     process_in_chunks,
 )
 from privstream.agents.validation import MAX_MESSAGE_BYTES
+from privstream.learning.errors import InvariantError
 from privstream.stream_app.kafka.clients import client_options, start_client
 from privstream.stream_app.kafka.log_marks import (
     ExamplesLogReplacedError,
@@ -84,7 +85,8 @@ KAFKA_PROBE_SECONDS = 5.0
 #: The producer's limit on a request, hence on one record: Kafka's own default (1 MiB), above every
 #: record the pipeline produces (``MAX_RECORD_BYTES`` and the record's framing).
 PRODUCER_MAX_REQUEST_BYTES = 1 << 20
-assert MAX_RECORD_BYTES + 4096 <= PRODUCER_MAX_REQUEST_BYTES
+if MAX_RECORD_BYTES + 4096 > PRODUCER_MAX_REQUEST_BYTES:
+    raise InvariantError("invariant broken: every record the pipeline produces fits a producer request")
 #: Errors that say a record is too large for Kafka (the client's own check, or the broker's).
 SIZE_ERRORS = (MessageSizeTooLargeError, RecordListTooLargeError, RecordTooLargeError)
 #: The longest wait between two attempts to send a record Kafka did not take.
@@ -560,7 +562,8 @@ class IngestService(mode.Service):
         """Send one message and wait for the broker's acknowledgement (used for releases);
         ``timestamp_ms``: the record's timestamp (None: the send time)."""
         await self._producer_ready.wait()
-        assert self.producer is not None
+        if self.producer is None:
+            raise InvariantError("invariant broken: the producer is ready")
         await (await self.producer.send(topic, value, key=key, headers=headers, timestamp_ms=timestamp_ms))
 
     @mode.Service.timer(KAFKA_PROBE_SECONDS)
@@ -596,7 +599,8 @@ class IngestService(mode.Service):
     async def _send_outputs(self, output: BatchOutput, predictions_topic: str, dlq_topic: str) -> list[Sent]:
         """Send a batch's predictions and dead letters (queued in the producer: see :func:`deliver`)."""
         producer = self.producer
-        assert producer is not None
+        if producer is None:
+            raise InvariantError("invariant broken: outputs are sent once the producer started")
         sent = [
             await send_one(producer, predictions_topic, (key, value, [])) for key, value in output.predictions
         ]
@@ -624,7 +628,8 @@ class IngestService(mode.Service):
     async def _consume(self) -> None:
         """Poll, process, send; a batch's outputs are acknowledged and its offsets committed while the
         next batch is polled and processed (:meth:`_finish`), one batch behind at most, in order."""
-        assert self.consumer is not None and self.producer is not None
+        if self.consumer is None or self.producer is None:
+            raise InvariantError("invariant broken: the consumer and the producer started")
         consumer = self.consumer
         predictions_topic = self.settings.topic("predictions")
         dlq_topic = self.settings.topic("examples.dlq")
@@ -678,7 +683,8 @@ class IngestService(mode.Service):
         self, sent: list[Sent], handled: dict[TopicPartition, int], predicted: bool, dlq_topic: str
     ) -> None:
         """Wait until a batch's outputs are acknowledged, then commit its offsets."""
-        assert self.consumer is not None and self.producer is not None
+        if self.consumer is None or self.producer is None:
+            raise InvariantError("invariant broken: the consumer and the producer started")
         try:
             if not await deliver(self.producer, sent, dlq_topic, lambda: self.should_stop, self._refused):
                 return  # stopping: not committed, so it is read again

@@ -15,6 +15,7 @@ from typing import Any, Protocol, TypeVar
 import numpy as np
 
 from privstream.agents.interfaces import WindowData
+from privstream.learning.errors import InvariantError
 from privstream.stream_app.store import time_chunks
 from privstream.stream_app.store.chunks import decode_chunk, encode_chunk, fits_a_chunk
 from privstream.stream_app.store.dialect import Dialect, Mode
@@ -264,7 +265,8 @@ class ExampleRows:
                 priority = None if rank is None or window is None else int(rank)
                 examples.append((stream_id, seq, partition, offset, item, x, int(y), user, window, priority))
             if priorities is not None:
-                assert keep_first is not None
+                if keep_first is None:  # refused above: priorities need keep_first
+                    raise InvariantError("invariant broken: sampled windows have keep_first")
                 thresholds.clear()  # a rerun of the body starts again
                 examples = self._sample_rows_of_windows(cur, stream_id, examples, keep_first, thresholds)
             elif keep_first is not None:
