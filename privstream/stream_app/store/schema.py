@@ -345,4 +345,14 @@ STATE: tuple[Step, ...] = (
 )""",
         ),
     ),
+    (
+        5,
+        "time-window rows stored by the chunk: one row per append and time window",
+        (
+            # NULL for count-window chunks; a time window's chunk holds rows of that window only.
+            "ALTER TABLE {example_chunks} ADD COLUMN time_window {bigint}",
+            "CREATE INDEX {example_chunks}_by_time ON {example_chunks} (stream_id, time_window) "
+            "WHERE time_window IS NOT NULL",
+        ),
+    ),
 )

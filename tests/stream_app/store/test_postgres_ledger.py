@@ -259,6 +259,7 @@ def test_the_ledger_and_the_state_share_a_database_and_its_version_table(
         ("state", 2),
         ("state", 3),
         ("state", 4),
+        ("state", 5),
     ]
 
 
