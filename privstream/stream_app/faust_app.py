@@ -9,6 +9,7 @@ from typing import Any
 import faust
 from faust.app.base import BootStrategy
 
+from privstream.learning.errors import InvariantError
 from privstream.stream_app.settings import FAUST_ENV_PREFIX, Settings
 from privstream.stream_app.store.private_files import private_directory
 
@@ -31,7 +32,8 @@ def faust_credentials(settings: Settings) -> Any:
         )
     if protocol == "SSL":
         return faust.SSLCredentials(ssl_context)
-    assert settings.kafka_sasl_password is not None  # checked by Settings
+    if settings.kafka_sasl_password is None:  # Settings requires it with SASL
+        raise InvariantError("invariant broken: a SASL protocol has kafka_sasl_password")
     return faust.SASLCredentials(
         username=settings.kafka_sasl_username,
         password=settings.kafka_sasl_password.get_secret_value(),

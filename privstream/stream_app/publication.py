@@ -33,6 +33,7 @@ from typing import Any
 
 from privstream.agents.fits import slot_parts
 from privstream.agents.releases import ReleasePolicy, largest_input, slot_workload
+from privstream.learning.errors import InvariantError
 from privstream.learning.planning import SLOT_MARGIN_SECONDS, slot_advice
 from privstream.stream_app.learner_process import LearnerProcesses
 from privstream.stream_app.slot_cache import SlotCache, workload_key
@@ -287,7 +288,8 @@ def slots_fall_behind(policy: ReleasePolicy) -> str | None:
     """
     if policy.window_kind != "time" or policy.slot(0) is None:
         return None
-    assert policy.window_seconds is not None
+    if policy.window_seconds is None:
+        raise InvariantError(f"invariant broken: time-window stream {policy.stream_id} has window_seconds")
     per_window = sum((policy.slot(level) or 0.0) / 2**level for level in range(policy.top_level + 1))
     if per_window <= policy.window_seconds:
         return None

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from privstream.learning.errors import InvariantError
 from privstream.learning.parameters import ACCURACY_TARGETS, check_registered
 from privstream.learning.private_learners.base import LEARNERS
 from privstream.learning.private_learners.vector_base import VECTOR_LEARNERS
@@ -337,7 +338,8 @@ class ReleaseConfig(BaseModel):
     def _learner_epsilons_given(self) -> list[float]:
         if self.level_epsilon is not None:
             return list(self.level_epsilon)
-        assert self.epsilon is not None
+        if self.epsilon is None:
+            raise InvariantError("invariant broken: the learner's ε is given (epsilon or level_epsilon)")
         return [self.epsilon] * (self.top_level + 1)
 
     @property
@@ -395,7 +397,8 @@ class ReleaseConfig(BaseModel):
         (``window.size·2^j``), or where n is private the expected size (``expected_size·2^j``), at
         most the input cap."""
         base = self.expected_size if self.n_private else self.window.size
-        assert base is not None  # n private: expected_size is required (checked above)
+        if base is None:  # n private: expected_size is required (checked at validation)
+            raise InvariantError("invariant broken: a window of private size has expected_size")
         cap = self.max_node_examples
         return [min(base << j, cap) if cap is not None else base << j for j in range(self.top_level + 1)]
 

@@ -14,6 +14,7 @@ import numpy as np
 from privstream.agents.ledger_port import PrivacyCost
 from privstream.agents.online import OnlineStream
 from privstream.agents.releases import Product, ReleasePolicy
+from privstream.learning.errors import InvariantError
 from privstream.learning.hypothesis_classes import HypothesisClass
 from privstream.learning.planning import window_too_small
 from privstream.learning.private_learners import PrivateLearner, make_learner
@@ -29,7 +30,8 @@ log = logging.getLogger(__name__)
 def release_policy(stream: StreamConfig, hclass: HypothesisClass | None) -> ReleasePolicy:
     """The release agent's policy for a stream, with its learner built from the settings."""
     config = stream.release
-    assert config is not None
+    if config is None:
+        raise InvariantError(f"invariant broken: stream {stream.name} has a release configuration")
     params = dict(config.learner_params)
     learner: PrivateLearner | VectorLearner
     if stream.kind == "vector":

@@ -24,6 +24,7 @@ from typing import Any, Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from privstream.learning.errors import InvariantError
 from privstream.stream_app.release_config import ReleaseConfig, WindowConfig
 from privstream.stream_app.settings_sources import (
     CONFIG_FILE_ENV,
@@ -330,7 +331,8 @@ class Settings(BaseSettings):
                 map(sum, zip(release.learner_epsilons, release.sanitizer_epsilons or none, strict=True))
             )
             delta = max(map(sum, zip(release.learner_deltas, release.sanitizer_deltas or none, strict=True)))
-            assert self.user_epsilon_budget is not None
+            if self.user_epsilon_budget is None:  # required above when a stream is user-level
+                raise InvariantError("invariant broken: user-level streams have user_epsilon_budget")
             if epsilon > self.user_epsilon_budget or delta > self.user_delta_budget:
                 raise ValueError(
                     f"stream {stream.name}: a release costs each user ε={epsilon:g}, δ={delta:g}, more than "

@@ -34,6 +34,7 @@ from privstream.agents.releases.nodes import build_node, ingest_rule
 from privstream.agents.releases.quality import hypotheses_product, predictions
 from privstream.agents.releases.workload import learner_call, stand_in
 from privstream.agents.windows import count_family, node_examples
+from privstream.learning.errors import InvariantError
 from privstream.learning.planning import runtime_inputs
 from privstream.learning.quality import estimate_error
 from privstream.learning.randomness import seeded
@@ -46,7 +47,8 @@ __all__ = ["load_seconds", "public_rows", "score_seconds", "ship_seconds"]
 def public_rows(policy: ReleasePolicy, level: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """The level's largest input of public examples (the planner's realizable input)."""
     space = policy.hypothesis_class if policy.feature_bounds is None else policy.feature_bounds
-    assert space is not None
+    if space is None:
+        raise InvariantError(f"stream {policy.stream_id}: neither a hypothesis class nor feature bounds")
     _, xs, ys = runtime_inputs(space, largest_input(policy, level), seed)[0]
     return xs, ys
 

@@ -108,7 +108,8 @@ def release_matches_schema(algorithm: Algorithm) -> None:
     schema = _schema(algorithm)
     for made_by, body in (("service", service_release(algorithm)), ("cli", cli_release(algorithm))):
         problem = _schema_problem(json.loads(body), schema)
-        assert problem is None, f"the {made_by}'s release breaks its schema: {problem}"
+        if problem is not None:
+            raise AssertionError(f"the {made_by}'s release breaks its schema: {problem}")
 
 
 def certificate_has_design_fields(algorithm: Algorithm) -> None:
@@ -118,9 +119,13 @@ def certificate_has_design_fields(algorithm: Algorithm) -> None:
         for item, key in CERTIFICATE_FIELDS.items()
         if key not in certificate or (certificate[key] is None and key not in NULL_MEANS_NO_THEOREM)
     ]
-    assert not missing, f"the certificate lacks {missing}"
+    if missing:
+        raise AssertionError(f"the certificate lacks {missing}")
     landed = [item for item, key in CERTIFICATE_FIELDS_TO_COME.items() if key in certificate]
-    assert not landed, f"{landed} landed: move them from CERTIFICATE_FIELDS_TO_COME to CERTIFICATE_FIELDS"
+    if landed:
+        raise AssertionError(
+            f"{landed} landed: move them from CERTIFICATE_FIELDS_TO_COME to CERTIFICATE_FIELDS"
+        )
 
 
 #: The certificate fields that state where a release comes from: a file (the CLI) or a node of a
@@ -143,27 +148,38 @@ SERVICE_PARAMETERS = {"max_node_examples", "cap_rule"}
 
 def cli_matches_service(algorithm: Algorithm) -> None:
     cli, service = json.loads(cli_release(algorithm)), json.loads(service_release(algorithm))
-    assert _product(cli) == _product(service), "the CLI and the service released different outputs"
+    if _product(cli) != _product(service):
+        raise AssertionError("the CLI and the service released different outputs")
     for key in ("hypothesis_class", "labelled"):
-        assert cli.get(key) == service.get(key), key
+        if cli.get(key) != service.get(key):
+            raise AssertionError(f"the CLI and the service differ in {key}")
     a, b = cli["certificate"], service["certificate"]
     # Field by field: every field but the frame each states (a file, or a node and its ledger entry)
-    assert a.keys() == b.keys(), f"certificate fields differ: {sorted(a.keys() ^ b.keys())}"
+    if a.keys() != b.keys():
+        raise AssertionError(f"certificate fields differ: {sorted(a.keys() ^ b.keys())}")
     for key in sorted(a.keys() - SERVICE_FRAME):
         if key == "parameters":
             continue
-        assert a[key] == b[key], f"certificate {key}: CLI {a[key]!r}, service {b[key]!r}"
+        if a[key] != b[key]:
+            raise AssertionError(f"certificate {key}: CLI {a[key]!r}, service {b[key]!r}")
     pa, pb = a["parameters"], b["parameters"]
-    assert pa.keys() - SERVICE_PARAMETERS == pb.keys() - SERVICE_PARAMETERS, "parameter names differ"
+    if pa.keys() - SERVICE_PARAMETERS != pb.keys() - SERVICE_PARAMETERS:
+        raise AssertionError("parameter names differ")
     differing = sorted(k for k in pa.keys() - SERVICE_PARAMETERS if pa[k] != pb[k])
-    assert not differing, f"the CLI's parameters {differing} differ in the service's release"
+    if differing:
+        raise AssertionError(f"the CLI's parameters {differing} differ in the service's release")
 
 
 def audit_spec_registered(algorithm: Algorithm) -> None:
-    assert algorithm.name in AUDITS, f"no audit spec named {algorithm.name!r} in learning/audit/registry.py"
+    if algorithm.name not in AUDITS:
+        raise AssertionError(f"no audit spec named {algorithm.name!r} in learning/audit/registry.py")
     spec = audit_spec(algorithm.name)
-    assert spec.name == algorithm.name
-    assert spec.broken, "an audit spec needs broken variants (positive controls) that the audit must catch"
+    if spec.name != algorithm.name:
+        raise AssertionError(f"the audit spec under {algorithm.name!r} is named {spec.name!r}")
+    if not spec.broken:
+        raise AssertionError(
+            "an audit spec needs broken variants (positive controls) that the audit must catch"
+        )
 
 
 def predicts_scalars_and_arrays(algorithm: Algorithm) -> None:
@@ -177,20 +193,25 @@ def predicts_scalars_and_arrays(algorithm: Algorithm) -> None:
         points = np.arange(parse_class_spec(CLASS_SPEC).domain_size)
         one = int(points[0])
     labels = release.predict(points)
-    assert isinstance(labels, np.ndarray) and labels.shape == (len(points),)
-    assert set(labels.tolist()) <= {0, 1}
+    if not (isinstance(labels, np.ndarray) and labels.shape == (len(points),)):
+        raise AssertionError("an array of points is predicted as an array of as many labels")
+    if not (set(labels.tolist()) <= {0, 1}):
+        raise AssertionError("the predicted labels are 0 or 1")
     label = release.predict(one)
-    assert label in (0, 1) and label == labels[0]
+    if not (label in (0, 1) and label == labels[0]):
+        raise AssertionError("one point is predicted as the label 0 or 1 its array predicts")
     # The client evaluates the released function exactly as the service's own model does.
     served = release.hypothesis_dict
     if algorithm.kind == "vector-learner":
         from privstream.learning.private_learners.vector_base import vector_model_from_dict
 
-        assert np.array_equal(labels, vector_model_from_dict(served).predict(points))
+        if not np.array_equal(labels, vector_model_from_dict(served).predict(points)):
+            raise AssertionError("the SDK predicts as the service's own model does")
     else:
         from privstream.learning.hypotheses import hypothesis_from_dict
 
-        assert np.array_equal(labels, hypothesis_from_dict(served).predict(points))
+        if not np.array_equal(labels, hypothesis_from_dict(served).predict(points)):
+            raise AssertionError("the SDK predicts as the service's own hypothesis does")
 
 
 def answers_queries(algorithm: Algorithm) -> None:
@@ -199,10 +220,12 @@ def answers_queries(algorithm: Algorithm) -> None:
     view = SanitizedView.from_json(service_release(algorithm))
     hclass = parse_class_spec(CLASS_SPEC)
     answers = [view.answer(hclass.hypothesis(i)) for i in range(hclass.size)]
-    assert all(0.0 <= a <= 1.0 for a in answers)
+    if not all(0.0 <= a <= 1.0 for a in answers):
+        raise AssertionError("every answer to a query of the class is in [0, 1]")
     points = np.arange(hclass.domain_size)
     worst, mean = view.errors_on(points, (points % 2).astype(np.uint8))
-    assert 0.0 <= mean <= worst <= 1.0
+    if not (0.0 <= mean <= worst <= 1.0):
+        raise AssertionError(f"errors on the points: mean {mean}, worst {worst} (0 <= mean <= worst <= 1)")
 
 
 def timing_inputs_run(algorithm: Algorithm) -> None:
@@ -218,7 +241,8 @@ def timing_inputs_run(algorithm: Algorithm) -> None:
         need = required_guarantee(policy, *product.cost(policy.top_level))
         for fit in (default, *fits):
             problem = shortfall(need, fit().privacy_guarantee)
-            assert problem is None, f"{product.key} on a timing input: {problem}"
+            if problem is not None:
+                raise AssertionError(f"{product.key} on a timing input: {problem}")
 
 
 def audit_holds(algorithm: Algorithm) -> None:
@@ -231,20 +255,27 @@ def audit_holds(algorithm: Algorithm) -> None:
     if spec.exact is not None:
         p, q = spec.exact()
         for a, b in ((p, q), (q, p)):
-            assert hockey_stick(a, b, spec.claimed.epsilon) <= spec.claimed.delta + 1e-12, "exact law"
+            if not (hockey_stick(a, b, spec.claimed.epsilon) <= spec.claimed.delta + 1e-12):
+                raise AssertionError(
+                    f"the exact law breaks the claim ε={spec.claimed.epsilon}, δ={spec.claimed.delta}"
+                )
     result = run_audit(spec, seed=1)
-    assert result.passed, result.summary()
+    if not result.passed:
+        raise AssertionError(result.summary())
     for variant in sorted(spec.broken):
         caught = run_audit(spec, variant=variant, seed=2)
-        assert not caught.passed, f"the audit misses the broken variant {variant}: {caught.summary()}"
+        if caught.passed:
+            raise AssertionError(f"the audit misses the broken variant {variant}: {caught.summary()}")
 
 
 def zero_examples_released(algorithm: Algorithm) -> None:
     release = json.loads(empty_window_release(algorithm))
     problem = _schema_problem(release, _schema(algorithm))
-    assert problem is None, f"the release of zero examples breaks its schema: {problem}"
+    if problem is not None:
+        raise AssertionError(f"the release of zero examples breaks its schema: {problem}")
     certificate = release["certificate"]
-    assert certificate["window"]["kind"] == "time" and certificate["sample_size"] is None
+    if not (certificate["window"]["kind"] == "time" and certificate["sample_size"] is None):
+        raise AssertionError("the release of zero examples certifies a time window of private size")
 
 
 CHECKS: dict[str, Callable[[Algorithm], None]] = {

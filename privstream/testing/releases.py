@@ -123,9 +123,11 @@ def cli_release(algorithm: Algorithm) -> bytes:
         out, err = io.StringIO(), io.StringIO()
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             code = main(argv)
-    assert code == 0, f"privstream {' '.join(argv)} exited {code}: {err.getvalue()}"
+    if code != 0:
+        raise AssertionError(f"privstream {' '.join(argv)} exited {code}: {err.getvalue()}")
     lines = out.getvalue().splitlines()
-    assert len(lines) == 1, lines
+    if len(lines) != 1:
+        raise AssertionError(f"one line of output expected, got {lines}")
     return lines[0].encode()
 
 
@@ -168,7 +170,8 @@ def release_agent(algorithm: Algorithm, size: int, published: list[tuple[str, by
 
     stream = stream_settings(algorithm, size)
     hclass = parse_class_spec(CLASS_SPEC) if stream.hypothesis_class else None
-    assert stream.release is not None
+    if stream.release is None:
+        raise AssertionError("the stream has a release configuration")
     ledger = SqliteLedger.open(
         ":memory:", budgets={STREAM: (stream.release.epsilon_budget, stream.release.delta_budget)}
     )
@@ -203,7 +206,8 @@ def service_release(algorithm: Algorithm) -> bytes:
 
     asyncio.run(run())
     releases = [body for topic, body in published if topic == algorithm.topic]
-    assert len(releases) == 1, f"the agent published {len(releases)} {algorithm.topic} releases (see the log)"
+    if len(releases) != 1:
+        raise AssertionError(f"the agent published {len(releases)} {algorithm.topic} releases (see the log)")
     return releases[0]
 
 
@@ -252,7 +256,8 @@ def empty_window_release(algorithm: Algorithm) -> bytes:
     from privstream.stream_app.store.sqlite_state import SqliteStateStore
 
     counted = stream_settings(algorithm, 10)
-    assert counted.release is not None
+    if counted.release is None:
+        raise AssertionError("the stream has a release configuration")
     release = counted.release.model_copy(
         update={
             "window": counted.release.window.model_copy(update={"kind": "time", "seconds": 60.0}),
@@ -286,5 +291,6 @@ def empty_window_release(algorithm: Algorithm) -> bytes:
 
     asyncio.run(run())
     releases = [body for topic, body in published if topic == algorithm.topic]
-    assert len(releases) == 1, f"the agent published {len(releases)} {algorithm.topic} releases (see the log)"
+    if len(releases) != 1:
+        raise AssertionError(f"the agent published {len(releases)} {algorithm.topic} releases (see the log)")
     return releases[0]

@@ -1,11 +1,12 @@
 """A tabular stream's releases state its columns, so that a subscriber predicts from a row as the
 service encoded it; ``privstream produce --file`` sends a CSV's rows by column name, as the file
-has them (the worker encodes and refuses)."""
+has them (the worker encodes and refuses), and their labels only if they are the stream's classes."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
 from typing import Any
 
 import numpy as np
@@ -104,12 +105,12 @@ class Args:
 
 def test_produce_sends_a_csv_s_rows_by_column_name_as_the_file_has_them(tmp_path) -> None:
     path = tmp_path / "rows.csv"
-    path.write_text("id,plan,age,y\ne1,pro,31,1\ne2,,NA,0\ne3,team,old,-1\n")
+    path.write_text("id,plan,age,y\ne1,pro,31,1\ne2,,NA,-1\ne3,team,old,-1\n")
     sent = [message for _, message in produce_records(Args(path), settings_with(tmp_path))]
     assert sent == [
         {"stream_id": "t", "x": {"age": 31.0, "plan": "pro"}, "y": 1, "id": "e1"},
-        {"stream_id": "t", "x": {"age": None, "plan": None}, "y": 0, "id": "e2"},
-        {"stream_id": "t", "x": {"age": "old", "plan": "team"}, "y": -1, "id": "e3"},
+        {"stream_id": "t", "x": {"age": None, "plan": None}, "y": 0, "id": "e2"},  # -1/+1 read as 0/1
+        {"stream_id": "t", "x": {"age": "old", "plan": "team"}, "y": 0, "id": "e3"},
     ]
     jsonl = tmp_path / "rows.jsonl"
     jsonl.write_text(json.dumps({"x": {"age": 20, "plan": "free"}, "y": 1, "extra": 0}) + "\n")
@@ -123,15 +124,44 @@ def test_produce_sends_a_csv_s_rows_by_column_name_as_the_file_has_them(tmp_path
     [
         ("age,y\n31,1\n", "missing ['plan']"),
         ("age,plan,city,y\n31,pro,x,1\n", "not columns of the stream ['city']"),
-        ("age,plan,y\n31,pro,yes\n", "line 2: label y = 'yes' is not an integer"),
+        ("age,plan,y\n31,pro,yes\n", "line 2: label y = 'yes' is not 0/1, -1/+1 or true/false"),
+        ("age,plan,y\n31,pro,1\n40,free,2\n", "line 3: label y = '2' is not 0/1, -1/+1 or true/false"),
+        ("age,plan,y\n31,pro,0\n40,free,-1\n", "labels mix the 0/1 and -1/+1 conventions"),
         ("age,plan,y\n", "no rows"),
     ],
 )
 def test_a_malformed_row_file_is_refused_before_anything_is_sent(tmp_path, text: str, says: str) -> None:
     path = tmp_path / "rows.csv"
     path.write_text(text)
-    with pytest.raises(ExampleFileError, match=says.replace("[", r"\[").replace("]", r"\]")):
+    with pytest.raises(ExampleFileError, match=re.escape(says)):
         list(produce_records(Args(path), settings_with(tmp_path)))
+
+
+def test_a_tabular_stream_of_k_classes_takes_labels_0_to_k_minus_1_and_refuses_others_sending_nothing(
+    tmp_path, capsys
+) -> None:
+    three = StreamConfig(name="t", columns=COLUMNS, classes=3)
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"kafka_bootstrap": "127.0.0.1:9", "streams": [three.model_dump()]}))
+    path = tmp_path / "rows.csv"
+    path.write_text("age,plan,y\n31,pro,2\n40,free,0\n50,pro,true\n")
+    k3 = Settings(kafka_bootstrap="127.0.0.1:9", data_dir=tmp_path, streams=[three], _env_file=None)
+    assert [m["y"] for _, m in produce_records(Args(path), k3)] == [2, 0, 1]
+    jsonl = tmp_path / "rows.jsonl"
+    jsonl.write_text(json.dumps({"x": {"age": 20, "plan": "free"}, "y": 2}) + "\n")
+    assert [m["y"] for _, m in produce_records(Args(jsonl), k3)] == [2]
+    # K itself, -1 (a label of 0/1 streams only), not an integer: one line naming the file's line,
+    # exit 2, and the broker (port 9, never reached) is not asked for anything.
+    for label in ("3", "-1", "2.5", "two"):
+        path.write_text(f"age,plan,y\n31,pro,1\n40,free,{label}\n")
+        assert main(["produce", "--config", str(config), "--stream", "t", "--file", str(path)]) == 2
+        assert capsys.readouterr().err.strip() == (
+            f"privstream produce: error: {path}: line 3: label y = '{label}' is not a class of the "
+            "stream (0 to 2)"
+        )
+    jsonl.write_text(json.dumps({"x": {"age": 20, "plan": "free"}, "y": 3}) + "\n")
+    assert main(["produce", "--config", str(config), "--stream", "t", "--file", str(jsonl)]) == 2
+    assert "line 1: label y = 3 is not a class of the stream (0 to 2)" in capsys.readouterr().err
 
 
 def test_produce_refuses_synthetic_rows_in_one_line(tmp_path, capsys) -> None:

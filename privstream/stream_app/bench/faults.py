@@ -61,6 +61,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.partitioner import murmur2
 from pydantic import SecretStr
 
+from privstream.learning.errors import InvariantError
 from privstream.stream_app.embedded.broker import EmbeddedBroker, free_listener_ports
 from privstream.stream_app.embedded.demo import WorkerProcess, fetch_json
 from privstream.stream_app.kafka.clients import client_options, ensure_topics
@@ -157,7 +158,8 @@ class Cluster:
 
     def kill_and_restart(self, i: int) -> WorkerProcess:
         old = self.workers[i]
-        assert old.process is not None
+        if old.process is None:
+            raise InvariantError(f"invariant broken: worker {i} runs before it is killed")
         old.process.send_signal(signal.SIGKILL)
         old.process.wait(30)
         old.process = None

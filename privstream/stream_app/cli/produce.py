@@ -28,7 +28,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "name and y) or JSON lines ({x, y}; x a list for feature vectors, an object of cells for a "
         "tabular stream's rows); labels 0/1, or 0..K-1 on a stream of K classes",
     )
-    source.add_argument("--synthetic", type=int, metavar="N", help="N examples labelled by a random target")
+    source.add_argument(
+        "--synthetic",
+        type=int,
+        metavar="N",
+        help="N examples labelled by a random target (on a stream of K classes, a linear K-class one)",
+    )
     produce.add_argument(
         "--class",
         dest="class_spec",
@@ -73,8 +78,8 @@ def produce_records(args: argparse.Namespace, settings: Settings) -> Iterator[tu
     from privstream.learning.hypothesis_classes import parse_class_spec
     from privstream.stream_app.sources.files import read_examples, read_vector_stream_file
     from privstream.stream_app.sources.synthetic import (
-        random_normal,
         random_target,
+        random_target_of,
         synthetic_examples,
         synthetic_vectors,
         vector_dimension,
@@ -90,7 +95,7 @@ def produce_records(args: argparse.Namespace, settings: Settings) -> Iterator[tu
             raise UserError(f"stream {args.stream} is tabular: send its rows from a file (--file rows.csv)")
         from privstream.stream_app.sources.rows import read_row_file
 
-        rows = read_row_file(args.file, stream.encoder)
+        rows = read_row_file(args.file, stream.encoder, stream.classes)
         return ((args.stream, {"stream_id": args.stream, **row}) for row in rows)
     if args.file is not None:
         holds_vectors = stream.kind == "vector" if stream is not None else _holds_vectors(args.file)
@@ -129,9 +134,10 @@ def produce_records(args: argparse.Namespace, settings: Settings) -> Iterator[tu
         if stream is not None and d != stream.features:
             raise ValueError(f"{spec}: the stream {args.stream} has {stream.features} features")
         bounds = stream.feature_bounds if stream is not None else None
-        normal = random_normal(d, np.random.default_rng(target_seed))
+        classes = stream.classes if stream is not None else 2
+        normal = random_target_of(d, classes, np.random.default_rng(target_seed))
         vectors = synthetic_vectors(
-            d, args.synthetic, bounds, args.label_noise, args.seed, args.margin, normal=normal
+            d, args.synthetic, bounds, args.label_noise, args.seed, args.margin, normal, classes
         )
         return ((args.stream, e) for e in vectors.messages(args.stream))
     if args.margin is not None:

@@ -24,6 +24,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, BinaryIO
 
+from privstream.learning.errors import InvariantError
+
 log = logging.getLogger(__name__)
 
 LOOPBACK = "127.0.0.1"
@@ -207,7 +209,8 @@ class EmbeddedBroker:
         raise BrokerError("embedded broker exited at start three times (ports taken?)")
 
     def _wait_ready(self) -> bool:
-        assert self.process is not None and self.port is not None
+        if self.process is None or self.port is None:
+            raise InvariantError("invariant broken: the broker was launched before it is awaited")
         deadline = time.monotonic() + self.startup_timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

@@ -23,6 +23,7 @@ from aiokafka.errors import TopicAlreadyExistsError
 from privstream_client.kafka_logs import held_bootstrap_logs
 
 from privstream.agents.validation import MAX_MESSAGE_BYTES
+from privstream.learning.errors import InvariantError
 from privstream.stream_app.settings import TOPIC_NAMES, Settings
 
 log = logging.getLogger(__name__)
@@ -54,7 +55,8 @@ def client_options(settings: Settings) -> dict[str, Any]:
             cafile=str(settings.kafka_ssl_cafile) if settings.kafka_ssl_cafile else None
         )
     if settings.kafka_security_protocol.startswith("SASL_"):
-        assert settings.kafka_sasl_password is not None
+        if settings.kafka_sasl_password is None:  # Settings requires it with SASL
+            raise InvariantError("invariant broken: a SASL protocol has kafka_sasl_password")
         options.update(
             sasl_mechanism=settings.kafka_sasl_mechanism,
             sasl_plain_username=settings.kafka_sasl_username,

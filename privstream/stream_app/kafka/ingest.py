@@ -19,7 +19,8 @@ after ``stall_seconds``. The batch's offsets are committed once every record is 
 
 Offsets that go backwards (a partition's log replaced: the embedded broker restarted, a topic
 re-created) are checked at each assignment (a restarted broker makes the worker join its group
-again), against the partition's
+again), and whenever a poll's records start below the offset read next with no seek of ours
+(aiokafka resets a position out of its log to the log's start by itself), against the partition's
 log mark in the state store (:mod:`.log_marks`): the new log is read as new examples (rebased),
 or the worker stops in one line, never drops it as a replay.
 
@@ -44,7 +45,6 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListen
 from aiokafka.errors import (
     CommitFailedError,
     MessageSizeTooLargeError,
-    OffsetOutOfRangeError,
     RecordListTooLargeError,
     RecordTooLargeError,
 )
@@ -60,6 +60,7 @@ from privstream.agents.pipeline import (
     process_in_chunks,
 )
 from privstream.agents.validation import MAX_MESSAGE_BYTES
+from privstream.learning.errors import InvariantError
 from privstream.stream_app.kafka.clients import client_options, start_client
 from privstream.stream_app.kafka.log_marks import (
     ExamplesLogReplacedError,
@@ -84,7 +85,8 @@ KAFKA_PROBE_SECONDS = 5.0
 #: The producer's limit on a request, hence on one record: Kafka's own default (1 MiB), above every
 #: record the pipeline produces (``MAX_RECORD_BYTES`` and the record's framing).
 PRODUCER_MAX_REQUEST_BYTES = 1 << 20
-assert MAX_RECORD_BYTES + 4096 <= PRODUCER_MAX_REQUEST_BYTES
+if MAX_RECORD_BYTES + 4096 > PRODUCER_MAX_REQUEST_BYTES:
+    raise InvariantError("invariant broken: every record the pipeline produces fits a producer request")
 #: Errors that say a record is too large for Kafka (the client's own check, or the broker's).
 SIZE_ERRORS = (MessageSizeTooLargeError, RecordListTooLargeError, RecordTooLargeError)
 #: The longest wait between two attempts to send a record Kafka did not take.
@@ -277,6 +279,7 @@ class _Rebalance(ConsumerRebalanceListener):
         log.info("ingest: partitions revoked: %s", sorted(tp.partition for tp in revoked))
         for tp in revoked:  # another worker may handle it meanwhile: our offset would go stale
             self.service.handled_offsets.pop(tp, None)
+            self.service.forget_position(tp)
 
     async def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
         # Paused before the first await: aiokafka fetches a new assignment while this listener
@@ -285,6 +288,8 @@ class _Rebalance(ConsumerRebalanceListener):
         consumer = self.service.consumer
         if consumer is not None:
             consumer.pause(*assigned)
+        for tp in assigned:  # read on from the group's committed offset: judged below
+            self.service.forget_position(tp)
         try:
             await self._judge(assigned)
         except ExamplesLogReplacedError as exc:  # aiokafka would only log it: the loop raises it
@@ -349,6 +354,10 @@ class IngestService(mode.Service):
         self._polled_at: collections.deque[float] = collections.deque()
         self._finishing: asyncio.Future[None] | None = None  # the last batch's _finish
         self.handled_offsets: dict[TopicPartition, int] = {}  # next offset to handle, per partition
+        #: Per partition, the offset read next (after the last record polled, or our seek): a poll
+        #: below it with no seek of ours is aiokafka's reset of a position out of its log.
+        self._next_offsets: dict[TopicPartition, int] = {}
+        self._seeks: dict[TopicPartition, int] = {}  # per partition, how often we sought it
         self._producer_ready = asyncio.Event()
         self._between_batches = asyncio.Event()  # clear while a polled batch is being handled
         self._between_batches.set()
@@ -379,7 +388,7 @@ class IngestService(mode.Service):
                     offset,
                     committed,
                 )
-                consumer.seek(tp, offset)
+                self._seek(tp, offset)
 
     async def check_logs(self, assigned: list[TopicPartition]) -> None:
         """Compare each newly assigned partition with its log mark, rebase those whose log was
@@ -417,24 +426,9 @@ class IngestService(mode.Service):
         behind = tp.partition in self.replay  # to be read again, from the old log
         await asyncio.to_thread(self.marks.replace, tp.topic, tp.partition, why, also=also, behind=behind)
         self.replay.pop(tp.partition, None)  # positions of the old log
-        self.consumer.seek(tp, first)
+        self._seek(tp, first)
         if self.metrics is not None:
             self.metrics.examples_log_replaced.inc()
-
-    async def _same_logs(self, parts: list[TopicPartition]) -> set[TopicPartition]:
-        """The partitions whose log still holds its anchor: not replaced, whatever its end offset
-        says (see :meth:`check_logs`)."""
-        if self.marks is None:
-            return set()
-        anchors = {
-            tp: mark
-            for tp in parts
-            if (mark := self.marks.marks.get(tp.partition)) is not None and mark.anchor_offset is not None
-        }
-        found = await self._fingerprints_at(
-            {tp: m.anchor_offset for tp, m in anchors.items() if m.anchor_offset is not None}
-        )
-        return {tp for tp, mark in anchors.items() if found.get(tp) == mark.anchor}
 
     async def _fingerprints_at(self, wanted: dict[TopicPartition, int]) -> dict[TopicPartition, str]:
         """The fingerprints of the records at these offsets (one reader, outside the group)."""
@@ -464,29 +458,55 @@ class IngestService(mode.Service):
             await reader.stop()
         return found
 
-    async def _out_of_range(self, positions: dict[TopicPartition, int]) -> None:
-        """A fetch position out of its partition's log: the log was replaced (it ends below the
-        position) or retention deleted records not read yet (read on from its start, logged)."""
+    def forget_position(self, tp: TopicPartition) -> None:
+        """Where ``tp`` is read next is not ours to know (an assignment reads on from the group's
+        committed offset, a revoked partition goes to another worker)."""
+        self._next_offsets.pop(tp, None)
+
+    def _seek(self, tp: TopicPartition, offset: int) -> None:
+        """Move ``tp``'s position ourselves: the next records read of it start at ``offset``."""
         if self.consumer is None:
             return
-        parts = list(positions)
-        firsts, ends = await self.consumer.beginning_offsets(parts), await self.consumer.end_offsets(parts)
-        same = await self._same_logs(parts)
-        for tp, position in positions.items():
-            if position > ends[tp] and self.marks is not None and tp not in same:
-                await self._replaced(
-                    tp, f"its log ends at offset {ends[tp]}, below the position {position} read", firsts[tp]
-                )
-            else:
-                log.warning(
-                    "ingest: partition %d holds offsets %d..%d, the position %d is not among them: "
-                    "reading it from its start",
-                    tp.partition,
-                    firsts[tp],
-                    ends[tp],
-                    position,
-                )
-                self.consumer.seek(tp, firsts[tp])
+        self.consumer.seek(tp, offset)
+        self._next_offsets[tp] = offset
+        self._seeks[tp] = self._seeks.get(tp, 0) + 1
+
+    def _went_back(self, polled: dict[TopicPartition, list[Any]]) -> list[TopicPartition]:
+        """The partitions whose polled records start below the offset read next, with no seek of
+        ours: aiokafka reset a fetch position out of its log (``auto_offset_reset``), as when the
+        log was replaced under the running worker without a rejoin of the group."""
+        return [
+            tp
+            for tp, records in polled.items()
+            if records and tp in self._next_offsets and records[0].offset < self._next_offsets[tp]
+        ]
+
+    async def _judge_again(self, back: list[TopicPartition], polled: dict[TopicPartition, list[Any]]) -> bool:
+        """Judge partitions whose offsets went back as at an assignment (:meth:`check_logs`): a
+        replaced log is rebased and read from its start (its polled records are dropped from
+        ``polled``, read again), or refused (False: the loop stops the worker). A log that still
+        holds its anchor is the same log: its records below the position are replays."""
+        await self.settle()  # the batch in flight commits before its partition is judged
+        for tp in back:
+            log.warning(
+                "ingest: partition %d went back to offset %d below %d without a seek (its log "
+                "replaced?): judging it again",
+                tp.partition,
+                polled[tp][0].offset,
+                self._next_offsets[tp],
+            )
+        seeks = dict(self._seeks)
+        try:
+            await self.check_logs(back)
+        except ExamplesLogReplacedError as exc:
+            self.refused = exc
+            if self.consumer is not None:
+                self.consumer.pause(*back)
+            return False
+        for tp in back:
+            if self._seeks.get(tp) != seeks.get(tp):  # rebased: read from its start
+                polled.pop(tp, None)
+        return True
 
     async def on_start(self) -> None:
         self.stages.reach("listening")  # the listeners are started before this service
@@ -560,7 +580,8 @@ class IngestService(mode.Service):
         """Send one message and wait for the broker's acknowledgement (used for releases);
         ``timestamp_ms``: the record's timestamp (None: the send time)."""
         await self._producer_ready.wait()
-        assert self.producer is not None
+        if self.producer is None:
+            raise InvariantError("invariant broken: the producer is ready")
         await (await self.producer.send(topic, value, key=key, headers=headers, timestamp_ms=timestamp_ms))
 
     @mode.Service.timer(KAFKA_PROBE_SECONDS)
@@ -596,7 +617,8 @@ class IngestService(mode.Service):
     async def _send_outputs(self, output: BatchOutput, predictions_topic: str, dlq_topic: str) -> list[Sent]:
         """Send a batch's predictions and dead letters (queued in the producer: see :func:`deliver`)."""
         producer = self.producer
-        assert producer is not None
+        if producer is None:
+            raise InvariantError("invariant broken: outputs are sent once the producer started")
         sent = [
             await send_one(producer, predictions_topic, (key, value, [])) for key, value in output.predictions
         ]
@@ -624,7 +646,8 @@ class IngestService(mode.Service):
     async def _consume(self) -> None:
         """Poll, process, send; a batch's outputs are acknowledged and its offsets committed while the
         next batch is polled and processed (:meth:`_finish`), one batch behind at most, in order."""
-        assert self.consumer is not None and self.producer is not None
+        if self.consumer is None or self.producer is None:
+            raise InvariantError("invariant broken: the consumer and the producer started")
         consumer = self.consumer
         predictions_topic = self.settings.topic("predictions")
         dlq_topic = self.settings.topic("examples.dlq")
@@ -635,11 +658,13 @@ class IngestService(mode.Service):
                 log.error("ingest: %s", self.refused)  # one line; the worker stops and exits 2
                 self.stop_worker()
                 return
-            try:
-                polled = await consumer.getmany(timeout_ms=200, max_records=MAX_RECORDS_PER_POLL)
-            except OffsetOutOfRangeError as exc:
-                await self._out_of_range(dict(exc.args[0]))
-                continue
+            polled = await consumer.getmany(timeout_ms=200, max_records=MAX_RECORDS_PER_POLL)
+            back = self._went_back(polled)  # no seek of ours can have come since the poll
+            if back and not await self._judge_again(back, polled):
+                continue  # refused: the loop stops the worker
+            for tp, records in polled.items():
+                if records:
+                    self._next_offsets[tp] = records[-1].offset + 1
             finishing = self._finishing
             if finishing is not None and finishing.done():
                 finishing.result()  # its error, if it failed, stops the service as the loop's would
@@ -678,7 +703,8 @@ class IngestService(mode.Service):
         self, sent: list[Sent], handled: dict[TopicPartition, int], predicted: bool, dlq_topic: str
     ) -> None:
         """Wait until a batch's outputs are acknowledged, then commit its offsets."""
-        assert self.consumer is not None and self.producer is not None
+        if self.consumer is None or self.producer is None:
+            raise InvariantError("invariant broken: the consumer and the producer started")
         try:
             if not await deliver(self.producer, sent, dlq_topic, lambda: self.should_stop, self._refused):
                 return  # stopping: not committed, so it is read again

@@ -12,7 +12,8 @@ unseen. So the state store keeps a *log mark* per partition:
 * its *anchor*, the offset and fingerprint (timestamp, key and value) of the first record the
   worker read from the current log.
 
-At each assignment (a restarted broker makes the worker join its group again), the worker compares each
+At each assignment (a restarted broker makes the worker join its group again), and when a
+partition's offsets go back without a seek of the worker's own, the worker compares each
 partition with its mark (:func:`replaced_because`): a log that ends below the position stored,
 or that holds another record at the anchor's offset, was replaced; a log that still holds its
 anchor was not, whatever its end offset says. Then, by the setting

@@ -135,6 +135,29 @@ def _class_label(p: Path, where: str, y: Any, classes: int) -> tuple[int, str | 
     raise ExampleFileError(f"{p}: {where}: label y = {y!r} is not a class of the stream (0 to {classes - 1})")
 
 
+def read_labels(path: Path, labelled: list[tuple[str, Any]], classes: int = 2) -> list[int]:
+    """The labels ``(where, y)`` of a file for a stream of ``classes`` labels, read as the service
+    reads them (0/1, -1/+1 or true/false; 0 to K-1 with K above 2); :class:`ExampleFileError` naming
+    the line of the first that is not one, or for a file mixing 0/1 with -1/+1.
+
+    >>> read_labels(Path("f.csv"), [("line 2", "-1"), ("line 3", 1)]), read_labels(Path("f"), [("", 2)], 3)
+    ([0, 1], [2])
+    >>> read_labels(Path("f.csv"), [("line 2", "3")], 3)
+    Traceback (most recent call last):
+    ...
+    privstream.stream_app.sources.files.ExampleFileError: f.csv: line 2: label y = '3' is not...(0 to 2)
+    """
+    labels, conventions = [], set()
+    for where, y in labelled:
+        label, convention = _class_label(path, where, y, classes)
+        labels.append(label)
+        if convention:
+            conventions.add(convention)
+    if len(conventions) > 1:
+        raise ExampleFileError(f"{path}: labels mix the 0/1 and -1/+1 conventions (both 0 and -1 appear)")
+    return labels
+
+
 def read_vector_examples(path: str | Path, classes: int = 2) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """Read feature vectors from a CSV file with a header: column ``y`` is the label, every other
     column a real feature.

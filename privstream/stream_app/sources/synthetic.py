@@ -154,10 +154,47 @@ def random_normal(d: int, rng: np.random.Generator) -> np.ndarray:
     return np.asarray(normal / np.linalg.norm(normal))
 
 
+def random_target_of(d: int, classes: int, rng: np.random.Generator) -> np.ndarray:
+    """The target of a synthetic stream of ``classes`` labels on ``d`` features: one
+    :func:`random_normal` for 2 (the halfspace), else ``classes`` rows ``w_k = (c_k, -‖c_k‖²/2)``
+    for random prototypes ``c_k`` in ``[-0.6, 0.6]^d`` of the mapped box, scaled so that
+    ``Σ_k ‖w_k‖² = 1``. The row scoring a point highest is its nearest prototype's: a linear K-class
+    target whose classes all have a share of the box (each holds its prototype's cell), and the gap
+    between the best and second-best score is the multi-class Perceptron's margin.
+
+    >>> rng = np.random.default_rng(0)
+    >>> W = random_target_of(3, 4, rng)
+    >>> random_target_of(3, 2, rng).shape, W.shape, round(float((W**2).sum()), 6)
+    ((4,), (4, 4), 1.0)
+    """
+    if classes == 2:
+        return random_normal(d, rng)
+    prototypes = rng.uniform(-0.6, 0.6, (classes, d))
+    rows = np.hstack([prototypes, -0.5 * (prototypes**2).sum(axis=1, keepdims=True)])
+    return np.asarray(rows / np.linalg.norm(rows))
+
+
+def _labels(Z: np.ndarray, normal: np.ndarray) -> np.ndarray:
+    """The labels ``normal`` gives the mapped points ``Z``: the halfspace's side, or the highest row."""
+    if normal.ndim == 1:
+        return np.asarray(Z @ normal >= 0).astype(np.uint8)
+    return np.asarray(np.argmax(Z @ normal.T, axis=1)).astype(np.uint8)
+
+
+def _gap(Z: np.ndarray, normal: np.ndarray) -> np.ndarray:
+    """How far each mapped point is from the target's boundary: the distance to the hyperplane, or the
+    gap between the best and second-best class's score (the multi-class margin)."""
+    if normal.ndim == 1:
+        return np.asarray(np.abs(Z @ normal))
+    top = np.sort(Z @ normal.T, axis=1)
+    return np.asarray(top[:, -1] - top[:, -2])
+
+
 @dataclass(frozen=True)
 class SyntheticVectors:
-    """Feature vectors labelled by a random halfspace ``⟨normal, z⟩ >= 0`` on the features mapped to
-    ``[-1, 1]`` by ``bounds`` (with a constant 1 last: the online learners' map)."""
+    """Feature vectors labelled by a random target on the features mapped to ``[-1, 1]`` by ``bounds``
+    (with a constant 1 last: the online learners' map): a halfspace ``⟨normal, z⟩ >= 0``, or with K
+    classes the row of ``normal`` (K × (d + 1)) scoring ``z`` highest."""
 
     bounds: np.ndarray
     normal: np.ndarray
@@ -178,16 +215,22 @@ def synthetic_vectors(
     seed: int | None = None,
     margin: float | None = None,
     normal: np.ndarray | None = None,
+    classes: int = 2,
 ) -> SyntheticVectors:
     """``n`` feature vectors uniform in the box ``bounds`` (default ``[0, 1]^d``), labelled by a random
-    halfspace through a point near the box's centre. With ``margin`` only points at least that far
-    from the hyperplane in the mapped space are kept (rejection sampling): the stream is separable
-    with that margin, and the Perceptron makes at most ``(d + 1)/margin²`` mistakes on it. ``normal``:
-    that target instead of a random one (fresh examples of a stream's target).
+    halfspace through a point near the box's centre, or with ``classes`` K above 2 by a random linear
+    K-class target (:func:`random_target_of`). With ``margin`` only points at least that far from the
+    target's boundary in the mapped space are kept (rejection sampling): the stream is separable with
+    that margin, and the Perceptron makes at most ``(d + 1)/margin²`` mistakes on it (the multi-class
+    Perceptron ``2(d + 1)/margin²``). Label noise
+    replaces a label by another class, uniformly. ``normal``: that target instead of a random one
+    (fresh examples of a stream's target).
 
     >>> s = synthetic_vectors(2, 500, seed=1, margin=0.2)
     >>> s.X.shape, sorted(set(s.ys.tolist())), bool(s.X.min() >= 0 and s.X.max() <= 1)
     ((500, 2), [0, 1], True)
+    >>> sorted(set(synthetic_vectors(2, 500, seed=1, classes=3).ys.tolist()))
+    [0, 1, 2]
     """
     from privstream.learning.online import FeatureMap
 
@@ -202,17 +245,24 @@ def synthetic_vectors(
         raise ValueError(f"a synthetic stream's margin must be in (0, 0.5), got {margin}")
     rng = np.random.default_rng(seed)
     if normal is None:
-        normal = random_normal(d, rng)
+        normal = random_target_of(d, classes, rng)
+    if normal.shape != ((d + 1,) if classes == 2 else (classes, d + 1)):
+        raise ValueError(f"a target of shape {normal.shape} for {classes} classes on {d} features")
     lo, span = fmap.bounds[:, 0], fmap.bounds[:, 1] - fmap.bounds[:, 0]
     parts, have = [], 0
     while have < n:
         X = lo + span * rng.random((max(2 * (n - have), 16), d))
         if margin is not None:
-            X = X[np.abs(fmap.transform(X) @ normal) >= margin]
+            X = X[_gap(fmap.transform(X), normal) >= margin]
         parts.append(X)
         have += len(X)
     X = np.concatenate(parts)[:n] if parts else np.zeros((0, d))
-    ys = (fmap.transform(X) @ normal >= 0).astype(np.uint8) if n else np.zeros(0, np.uint8)
+    ys = _labels(fmap.transform(X), normal) if n else np.zeros(0, np.uint8)
     if label_noise > 0:
-        ys ^= (rng.random(n) < label_noise).astype(np.uint8)
+        noisy = rng.random(n) < label_noise
+        if classes == 2:
+            ys ^= noisy.astype(np.uint8)
+        else:  # another class, uniformly among the K - 1 others
+            shift = rng.integers(1, classes, size=n)
+            ys = np.where(noisy, (ys + shift) % classes, ys).astype(np.uint8)
     return SyntheticVectors(fmap.bounds, normal, X, ys)

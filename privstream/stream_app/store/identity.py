@@ -46,6 +46,7 @@ from privstream.agents.ledger_port import (
     public_entry_id,
 )
 from privstream.agents.windows import count_family
+from privstream.learning.errors import InvariantError
 from privstream.schemas.numbers import MAX_SAFE_INTEGER
 from privstream.stream_app.settings import Settings
 from privstream.stream_app.signing import KeySet, Signer, deployment_keys, worker_signer
@@ -142,7 +143,8 @@ def open_for_worker(settings: Settings, published: PublishedWith | None = None) 
                 check_published(ledger, _read(lambda since: published(keys, since), ledger), settings)
             registered = {}
             for stream in releasing:
-                assert stream.release is not None
+                if stream.release is None:
+                    raise InvariantError(f"invariant broken: releasing stream {stream.name} has a release")
                 lifetime = PrivacyCost(stream.release.epsilon_budget, stream.release.delta_budget)
                 config = privacy_configuration(stream, settings)
                 registered[stream.name] = ledger.register_stream(stream.name, lifetime, config, who=who)

@@ -37,6 +37,7 @@ from privstream.agents.ledger_port import (
     LedgerIdentity,
     UnknownStreamError,
 )
+from privstream.learning.errors import InvariantError
 from privstream.stream_app.store.dialect import Dialect, Mode, parse_time
 from privstream.stream_app.store.ledger_rules import Spend, StreamBudget, budget_change
 from privstream.stream_app.store.privacy_config import canonical, differences, only_lowers, stored
@@ -58,6 +59,7 @@ TABLES = (
     "audit",
     "predecessors",
     "signing_keys",
+    "admissions",
 )
 
 
@@ -478,7 +480,8 @@ class LedgerGovernance:
 
     def _set_budget(self, cur: Cursor, stream_id: str, epsilon_budget: float, delta_budget: float) -> None:
         fresh = budget_change(stream_id, None, epsilon_budget, delta_budget)  # validates the numbers
-        assert fresh is not None
+        if fresh is None:
+            raise InvariantError("invariant broken: a budget change from nothing is a change")
         budget = (str(fresh.epsilon_budget), str(fresh.delta_budget))
         cur.execute(
             self._q(

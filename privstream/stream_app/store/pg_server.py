@@ -38,6 +38,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
+from privstream.learning.errors import InvariantError
+
 log = logging.getLogger(__name__)
 
 LOOPBACK = "127.0.0.1"
@@ -161,7 +163,8 @@ class PostgresServer:
         self._bindir = self._bindir or find_bindir()
         if self._dir is None:
             self._init_cluster()
-        assert self._dir is not None
+        if self._dir is None:
+            raise InvariantError("invariant broken: the cluster directory exists after initdb")
         for _attempt in range(3):  # a free port can be taken between choosing and binding it
             port = self.port or free_port()
             self._launch(port)
@@ -194,7 +197,8 @@ class PostgresServer:
         }
 
     def _init_cluster(self) -> None:
-        assert self._bindir is not None
+        if self._bindir is None:
+            raise InvariantError("invariant broken: the PostgreSQL binaries are found before initdb")
         self._user = _server_os_user()
         self._dir = Path(tempfile.mkdtemp(prefix="privstream-pg-"))
         pwfile = self._dir / "pwfile"
@@ -227,7 +231,8 @@ class PostgresServer:
             raise PostgresUnavailableError(f"initdb failed: {message}")
 
     def _launch(self, port: int) -> None:
-        assert self._bindir is not None and self._dir is not None
+        if self._bindir is None or self._dir is None:
+            raise InvariantError("invariant broken: initdb ran before the server is launched")
         log_file = self._dir / "server.log"
         with open(log_file, "ab") as out:
             if self._user is not None:

@@ -43,6 +43,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
+from privstream.learning.errors import InvariantError
 from privstream.stream_app.store.dialect import Dialect
 from privstream.stream_app.store.migrations import Migration, SchemaTooNewError, pending
 
@@ -389,5 +390,6 @@ class Database:
 def _single_value(cur: psycopg.Cursor[Any]) -> Any:
     """The value of a query that returns one row of one column (an aggregate, a test)."""
     row = cur.fetchone()
-    assert row is not None, "an aggregate or a test returns one row"
+    if row is None:
+        raise InvariantError("invariant broken: an aggregate or a test returns one row")
     return row[0]

@@ -41,6 +41,7 @@ import mode
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
+from privstream.learning.errors import InvariantError
 from privstream.stream_app.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -256,7 +257,8 @@ class _GuardedConnection(asyncio.Protocol):
         self._client = ""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
+        if not isinstance(transport, asyncio.Transport):
+            raise InvariantError(f"invariant broken: a stream transport, not {type(transport).__name__}")
         connections = self._connections
         self._client = client_of(transport.get_extra_info("peername"))
         refusal = connections.admit(self._client)
@@ -347,7 +349,8 @@ class HttpListener(mode.Service):
         )
         await self._runner.setup()
         protocol_factory = self._runner.server
-        assert protocol_factory is not None
+        if protocol_factory is None:
+            raise InvariantError("invariant broken: the app runner has a server after setup")
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
             lambda: _GuardedConnection(protocol_factory(), self.connections),

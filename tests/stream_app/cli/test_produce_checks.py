@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from privstream.agents.pipeline import RawRecord
@@ -74,8 +75,8 @@ def test_without_streams_in_the_settings_any_stream_name_is_taken(tmp_path):
     assert [k for k, _ in sent] == ["anything"] * 3
 
 
-def status_after(tmp_path, batches: list[list[tuple[str, dict]]]) -> dict:
-    service = build_service(settings(tmp_path / "service"))
+def status_after(tmp_path, batches: list[list[tuple[str, dict]]], streams=(CLICKS, VECTORS)) -> dict:
+    service = build_service(settings(tmp_path / "service", streams))
     try:
         offset = 0
         for sent in batches:
@@ -142,3 +143,18 @@ def test_a_file_of_k_labels_goes_to_a_stream_of_k_classes_and_a_label_outside_th
     code = main(["produce", "--config", str(config), "--stream", "v", "--file", str(rows)])
     assert code == 2
     assert "line 2: label y = '2' is not 0/1, -1/+1 or true/false" in capsys.readouterr().err
+
+
+def test_synthetic_examples_of_a_stream_of_k_classes_carry_all_k_labels_of_one_linear_target(tmp_path):
+    # Two runs (fresh points, one target fixed per stream) with a margin: together separable by K
+    # linear scores, so the service's multi-class Perceptron stays within 2(d + 1)/γ² = 600 mistakes.
+    run = ("--stream", "k3", "--synthetic", "1500", "--margin", "0.1")
+    runs = [records(tmp_path, *run, streams=(THREE,)), records(tmp_path, *run, streams=(THREE,))]
+    labels = np.array([m["y"] for run in runs for _, m in run])
+    assert set(labels.tolist()) == {0, 1, 2} and np.bincount(labels).min() > 150
+    status = status_after(tmp_path, runs, streams=(THREE,))["k3"]
+    assert status["examples"] == 3000 and status["mistakes"] <= 600 and status["realizable"] is True
+    # With label noise a label moves to another class: the stream is no longer separable.
+    noisy = records(tmp_path, *run[:2], "--synthetic", "3000", "--label-noise", "0.3", streams=(THREE,))
+    assert set(m["y"] for _, m in noisy) == {0, 1, 2}
+    assert status_after(tmp_path / "noisy", [noisy], streams=(THREE,))["k3"]["realizable"] is False

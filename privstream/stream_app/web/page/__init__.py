@@ -31,6 +31,7 @@ from typing import Any
 from aiohttp import web
 
 from privstream.agents.ledger_port import Charge
+from privstream.learning.errors import InvariantError
 from privstream.stream_app.settings import StreamConfig
 from privstream.stream_app.web.listener import Route
 from privstream.stream_app.web.public import (
@@ -117,7 +118,8 @@ def release_summary(charge: Charge, hypothesis: bool = False) -> dict[str, Any]:
     """
     release = json.loads(charge.release)
     certificate = release.get("certificate", {})
-    assert charge.published_at is not None
+    if charge.published_at is None:
+        raise InvariantError(f"invariant broken: release {charge.public_id} is published")
     summary = {
         "ledger_entry_id": charge.public_id,
         "product": "sanitized" if charge.mechanism.startswith("sanitizer:") else "hypotheses",
@@ -204,7 +206,8 @@ def page_routes(
             return web.json_response({"error": str(exc)}, status=400)
 
         def build(ledger: PublicLedger | None) -> dict[str, Any]:
-            assert ledger is not None and stream is not None
+            if ledger is None:
+                raise InvariantError("invariant broken: a releasing stream's page reads the ledger")
             charges = ledger.releases(stream_id, query.limit, query.before)
             return {
                 "stream_id": stream_id,
