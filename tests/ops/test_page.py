@@ -13,6 +13,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from privstream_client.freshness import Freshness
+from privstream_client.release import Release
+from privstream_client.signing import DeploymentStatement, KeySet, Signer, deployment_ledger_id
 
 from privstream.learning.hypothesis_classes import parse_class_spec
 from privstream.learning.private_learners.vector_base import make_vector_learner
@@ -353,6 +357,85 @@ async def test_the_page_marks_every_release_it_shows_verified_and_a_forged_one_n
             "the stream card's release checked",
         )
         assert card == "verified"
+        assert browser.errors == [], browser.errors
+    finally:
+        await browser.close()
+
+
+def foreign_release_script(text: str, key_id: str, signature: str) -> str:
+    """Served in place of the best and latest releases: ``text`` under its own valid signature."""
+    return f"""(() => {{
+    const real = window.fetch;
+    window.fetch = (url, options) => real(url, options).then(response => {{
+        if (!/\\/releases\\/(best|latest)$/.test(String(url)) || !response.ok) return response;
+        const headers = new Headers(response.headers);
+        headers.set("Privstream-Key-Id", {json.dumps(key_id)});
+        headers.set("Privstream-Signature", {json.dumps(signature)});
+        return new Response({json.dumps(text)}, {{status: response.status, headers}});
+    }});
+    return true;
+}})()"""
+
+
+async def test_the_pages_verifier_refuses_a_release_of_another_deployment(deployment, tmp_path):
+    """/keys states the deployment's ledger id, signed by its key (its deployment statement): a
+    release that verifies under the deployment's key but names another ledger (a staging worker
+    mounting production's key) is refused, ``foreign_deployment``, as the Python client refuses it;
+    a statement that does not verify decides nothing. On the live page too: such a release,
+    signed by the deployment's own key, is marked as another deployment's."""
+    browser_binary = require("chromium")
+    deployment.running()
+    vectors = json.loads((VECTORS / "vectors.json").read_text())
+    keys = json.loads((VECTORS / vectors["keys"]).read_text())
+    case = next(c for c in vectors["cases"] if c["name"] == "threshold")
+    text = (VECTORS / case["release"]).read_text()
+    seed = bytes.fromhex(vectors["test_private_seeds"][case["key_id"]])
+    signer = Signer(Ed25519PrivateKey.from_private_bytes(seed))
+    ours, theirs = json.loads(text)["certificate"]["ledger_id"], "0123456789abcdef"
+
+    def stating(ledger_id: str) -> dict:
+        return {**keys, "deployment": DeploymentStatement.sign(signer, ledger_id).to_dict()}
+
+    unsigned = stating(theirs)
+    unsigned["deployment"]["signature"] = stating(ours)["deployment"]["signature"]  # not over `theirs`
+    statements = {"ours": stating(ours), "theirs": stating(theirs), "bad": unsigned, "none": keys}
+    python = {
+        name: Freshness(deployment_ledger_id(json.dumps(doc), KeySet.from_json(json.dumps(keys)))).judge(
+            Release.from_json(text)
+        )
+        for name, doc in statements.items()
+    }
+    assert python == {"ours": None, "theirs": "foreign_deployment", "bad": None, "none": None}
+
+    # The deployment's own key signs a release naming another ledger.
+    history = fetch_json(f"{deployment.public_url}/streams/{deployment.stream}/releases")
+    if not history or not history["releases"]:
+        await released(deployment, WINDOW, 1)
+    live = latest(deployment)
+    live["certificate"]["ledger_id"] = theirs
+    foreign = json.dumps(live, separators=(",", ":"))
+    deployment_key = Signer.from_pem((deployment.settings.data_dir / "signing_key.pem").read_bytes())
+    foreign_key_id, foreign_signature = deployment_key.sign(foreign.encode())
+
+    browser = await Browser(browser_binary, tmp_path / "chromium").start()
+    try:
+        await browser.open(f"{deployment.public_url}/stream/{deployment.stream}")
+        got = {}
+        for name, doc in statements.items():
+            arguments = ", ".join(
+                json.dumps(a) for a in (doc, text, case["key_id"], case["signature"], case["timestamp_ms"])
+            )
+            got[name] = await browser.evaluate(f"PrivstreamVerify.verifyWith({arguments})")
+        assert got == python
+        state = await browser.wait_for("document.body.dataset.bestVerified", 20, "the best release checked")
+        assert state == "verified"  # the deployment's own releases: its /keys states their ledger
+
+        assert await browser.evaluate(foreign_release_script(foreign, foreign_key_id, foreign_signature))
+        await browser.wait_for(
+            "document.body.dataset.bestVerified === 'foreign_deployment'", 20, "the foreign release marked"
+        )
+        badge = await browser.evaluate("document.querySelector('#best-verified .badge').textContent")
+        assert badge == "another deployment's release (foreign_deployment)"
         assert browser.errors == [], browser.errors
     finally:
         await browser.close()

@@ -82,6 +82,11 @@
     if (Object.prototype.hasOwnProperty.call(unchecked, checked.problem)) {
       return { state: checked.problem, text: "not verified", title: unchecked[checked.problem] };
     }
+    if (checked.problem === "foreign_deployment") {
+      return { state: checked.problem, text: "another deployment's release (foreign_deployment)",
+               title: "signed by key " + checked.keyId + ", but its ledger id is not the one this " +
+                 "deployment's /keys states: a deployment sharing the key published it" };
+    }
     return { state: checked.problem, text: "not signed by this deployment (" + checked.problem + ")",
              title: "the release's signature does not verify against /keys: it may be forged" };
   }

@@ -5,11 +5,14 @@
  * (header Privstream-Signature, base64) by a key of the deployment's key statement (/keys) named
  * by Privstream-Key-Id, whose id is the first 16 hex digits of the SHA-256 of the raw public key.
  * A retired key (not_after) verifies only releases scheduled at or before its retirement. The
- * bytes are verified before they are parsed; nothing is re-serialised.
+ * bytes are verified before they are parsed; nothing is re-serialised. Where /keys states the
+ * deployment (its "deployment" statement, signed by one of its keys), a verified release whose
+ * certificate.ledger_id is another is refused (foreign_deployment: a deployment sharing the key);
+ * a statement that does not verify decides nothing.
  *
  * PrivstreamVerify.fetchRelease(url) answers {release, problem, keyId} (null for a 404):
  * problem is null when the release verifies, else the reason, as the Python client names it
- * (unsigned, unknown_key, retired_key, bad_signature, not_a_release), or why it could not be
+ * (unsigned, unknown_key, retired_key, bad_signature, foreign_deployment, not_a_release), or why it could not be
  * checked: "unverifiable" where the browser offers no Ed25519 (WebCrypto needs a secure context,
  * HTTPS or this machine, and a browser that implements Ed25519), "keys_unavailable" when /keys
  * cannot be read, "invalid_keys" when its statement is malformed (an id that is not its key's).
@@ -18,6 +21,7 @@
   "use strict";
 
   var KEYS_REFRESH_MS = 60000;
+  var DEPLOYMENT_TYPE = "privstream-deployment/1";
 
   function fromBase64(text) {
     if (typeof text !== "string" || !/^[A-Za-z0-9+/]*={0,2}$/.test(text) || text.length % 4) {
@@ -69,6 +73,46 @@
     });
   }
 
+  // Whether `signature` (base64) by key `keyId` of `keys` verifies `bytes` (a promise of a boolean).
+  function signedBy(keys, bytes, keyId, signature) {
+    var entry = Object.prototype.hasOwnProperty.call(keys, keyId) ? keys[keyId] : null;
+    if (!entry) return Promise.resolve(false);
+    var sig;
+    try { sig = fromBase64(signature); } catch (err) { return Promise.resolve(false); }
+    return crypto.subtle.verify({ name: "Ed25519" }, entry.key, sig, bytes).catch(function () { return false; });
+  }
+
+  // The ledger id a key statement's "deployment" states, if a key of `keys` (read from it) signed
+  // it over the canonical JSON of {key_id, ledger_id, type}; null if absent or if it does not
+  // verify (it then decides nothing), as the Python client's deployment_ledger_id.
+  function readDeployment(statement, keys) {
+    var d = statement && statement.deployment;
+    if (!d || typeof d !== "object" || d.type !== DEPLOYMENT_TYPE || typeof d.ledger_id !== "string" ||
+        typeof d.key_id !== "string" || typeof d.signature !== "string") {
+      return Promise.resolve(null);
+    }
+    var signed = JSON.stringify({ key_id: d.key_id, ledger_id: d.ledger_id, type: DEPLOYMENT_TYPE });  // keys sorted
+    return signedBy(keys, new TextEncoder().encode(signed), d.key_id, d.signature).then(function (ok) {
+      return ok ? d.ledger_id : null;
+    });
+  }
+
+  function ledgerIdOf(bytes) {
+    try {
+      var id = JSON.parse(new TextDecoder().decode(bytes)).certificate.ledger_id;
+      return typeof id === "string" ? id : null;
+    } catch (err) { return null; }
+  }
+
+  // problem(), then the deployment: a release that verifies but names another ledger than
+  // `ledgerId` (the one /keys states; null: none stated) is foreign_deployment.
+  function releaseProblem(keys, ledgerId, bytes, keyId, signature, timeMs) {
+    return problem(keys, bytes, keyId, signature, timeMs).then(function (p) {
+      if (p !== null || ledgerId === null) return p;
+      return ledgerIdOf(bytes) === ledgerId ? null : "foreign_deployment";
+    });
+  }
+
   // Why the bytes are not trusted (null: they verify). timeMs: when they were published (a Kafka
   // record's timestamp); null reads the release's signed publication.scheduled_at instead.
   function problem(keys, bytes, keyId, signature, timeMs) {
@@ -98,8 +142,9 @@
     } catch (err) { return null; }
   }
 
-  // The deployment's keys, fetched from /keys; fetched again (at most once a minute) when a
-  // release names a key the page does not know: a rotation needs no reload.
+  // The deployment's keys and its ledger id ({keys, ledgerId}), fetched from /keys; fetched again
+  // (at most once a minute) when a release names a key the page does not know: a rotation needs
+  // no reload.
   var cached = null, fetchedAt = 0;
   function deploymentKeys(force) {
     if (cached && !(force && Date.now() - fetchedAt > KEYS_REFRESH_MS)) return cached;
@@ -111,7 +156,13 @@
       var unavailable = new Error("cannot read /keys: " + err);
       unavailable.keys = true;
       throw unavailable;
-    }).then(readKeys);
+    }).then(function (statement) {
+      return readKeys(statement).then(function (keys) {
+        return readDeployment(statement, keys).then(function (ledgerId) {
+          return { keys: keys, ledgerId: ledgerId };
+        });
+      });
+    });
     cached.catch(function () { cached = null; });
     return cached;
   }
@@ -130,10 +181,10 @@
       var keyId = r.headers.get("Privstream-Key-Id"), signature = r.headers.get("Privstream-Signature");
       return r.arrayBuffer().then(function (body) {
         var bytes = new Uint8Array(body);
-        var checked = !available() ? Promise.resolve("unverifiable") : deploymentKeys(false).then(function (keys) {
-          return problem(keys, bytes, keyId, signature, null).then(function (p) {
-            if (p !== "unknown_key") return p;
-            return deploymentKeys(true).then(function (fresh) { return problem(fresh, bytes, keyId, signature, null); });
+        var check = function (d) { return releaseProblem(d.keys, d.ledgerId, bytes, keyId, signature, null); };
+        var checked = !available() ? Promise.resolve("unverifiable") : deploymentKeys(false).then(function (d) {
+          return check(d).then(function (p) {
+            return p === "unknown_key" ? deploymentKeys(true).then(check) : p;
           });
         });
         return checked.catch(function (err) {
@@ -148,18 +199,22 @@
   }
 
   // For the tests and for anyone checking a release by hand: verify bytes (text) against a key
-  // statement (an object or its JSON), as the Python client's KeySet.problem does.
+  // statement (an object or its JSON), as the Python client's KeySet.problem does, and against
+  // the deployment it states (its "deployment" statement, if one of its keys signed it).
   function verifyWith(statement, text, keyId, signature, timeMs) {
     if (!available()) return Promise.resolve("unverifiable");
     var parsed = typeof statement === "string" ? JSON.parse(statement) : statement;
     return readKeys(parsed).then(function (keys) {
-      return problem(keys, new TextEncoder().encode(text), keyId, signature, timeMs);
+      return readDeployment(parsed, keys).then(function (ledgerId) {
+        return releaseProblem(keys, ledgerId, new TextEncoder().encode(text), keyId, signature, timeMs);
+      });
     });
   }
 
   window.PrivstreamVerify = {
     available: available,
     readKeys: readKeys,
+    readDeployment: readDeployment,
     problem: problem,
     fetchRelease: fetchRelease,
     verifyWith: verifyWith,
