@@ -241,6 +241,24 @@ LEDGER: tuple[Step, ...] = (
 )""",
         ),
     ),
+    (
+        7,
+        "user-level admissions: what each user paid for each node of a stream's release tree, "
+        "charged at ingest (ledger_admissions)",
+        (
+            # One row per (stream, node, user) a user was admitted to: the sum over the stream's
+            # products of the node's user-level charge, exact rationals as text.
+            """CREATE TABLE {admissions} (
+    stream_id TEXT NOT NULL,
+    level     INTEGER NOT NULL,
+    idx       {bigint} NOT NULL,
+    user_id   TEXT NOT NULL,
+    epsilon   TEXT NOT NULL,
+    delta     TEXT NOT NULL,
+    PRIMARY KEY (stream_id, level, idx, user_id)
+){compact}""",
+        ),
+    ),
 )
 
 #: The window store (:mod:`.state`). SQLite files made before versions were recorded have
@@ -325,6 +343,16 @@ STATE: tuple[Step, ...] = (
     data      {blob} NOT NULL,
     PRIMARY KEY (stream_id, seq)
 )""",
+        ),
+    ),
+    (
+        5,
+        "time-window rows stored by the chunk: one row per append and time window",
+        (
+            # NULL for count-window chunks; a time window's chunk holds rows of that window only.
+            "ALTER TABLE {example_chunks} ADD COLUMN time_window {bigint}",
+            "CREATE INDEX {example_chunks}_by_time ON {example_chunks} (stream_id, time_window) "
+            "WHERE time_window IS NOT NULL",
         ),
     ),
 )

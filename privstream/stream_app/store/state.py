@@ -56,6 +56,7 @@ import numpy as np
 from privstream.agents.interfaces import NodeBounds, NodeData, ScheduleState, StateStoreError
 from privstream.agents.ledger_port import LedgerIdentity
 from privstream.stream_app.store.state_rows import Cursor, Example, ExampleRows, StateBackend
+from privstream.stream_app.store.time_chunks import drop_time_chunks
 
 __all__ = ["TABLES", "Example", "LedgerRecord", "SqlStateStore", "StateBackend", "StateStoreError"]
 
@@ -204,6 +205,7 @@ class SqlStateStore(ExampleRows):
                     q("DELETE FROM {examples} WHERE stream_id = ? AND time_window = ?"),
                     (stream_id, time_window),
                 )
+                drop_time_chunks(cur, q, stream_id, time_window)
 
         self._backend.run(run)
         if time_window is not None:
@@ -265,6 +267,7 @@ class SqlStateStore(ExampleRows):
             where, params = "stream_id = ? AND seq >= ? AND seq < ?", (stream_id, *seqs)
         else:
             where, params = "stream_id = ? AND time_window = ?", (stream_id, time_window)
+        index = -1 if time_window is None else time_window  # the time window (count windows: unused)
 
         def run(cur: Cursor) -> NodeData:
             if time_window is not None:
@@ -288,12 +291,14 @@ class SqlStateStore(ExampleRows):
                     if seqs is not None:
                         rows = self._seq_window_on(cur, stream_id, *seqs, first=first)
                     else:
-                        rows = self._window_on(cur, where, params, first=first)
+                        rows = self._time_window_on(cur, stream_id, index, first=first)
                     built = NodeData.from_window(rows, bounds, vectors=vectors, user_level=user_level)
                 data = self._store_node(cur, stream_id, family, 0, window, built)
                 cur.execute(self._q(f"DELETE FROM {{examples}} WHERE {where}"), params)
                 if seqs is not None:
                     self._drop_chunks(cur, stream_id, *seqs)
+                else:
+                    drop_time_chunks(cur, self._q, stream_id, index)
             cur.execute(
                 self._q(
                     "INSERT INTO {schedules} (stream_id, family, last_closed_window) VALUES (?, ?, ?) "

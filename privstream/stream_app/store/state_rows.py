@@ -16,8 +16,10 @@ import numpy as np
 
 from privstream.agents.interfaces import WindowData
 from privstream.learning.errors import InvariantError
+from privstream.stream_app.store import time_chunks
 from privstream.stream_app.store.chunks import decode_chunk, encode_chunk, fits_a_chunk
 from privstream.stream_app.store.dialect import Dialect, Mode
+from privstream.stream_app.store.time_chunks import merged
 
 T = TypeVar("T")
 
@@ -119,7 +121,8 @@ class ExampleRows:
 
         Count-window rows (no time window, feature vectors or int64 points) are stored as chunks
         (:mod:`.chunks`): one stored value per append, split at the multiples of ``window_size``
-        (the stream's count window) so that a window's close drops whole chunks.
+        (the stream's count window) so that a window's close drops whole chunks. Time-window rows
+        without priorities are stored as one chunk per append and window (:mod:`.time_chunks`).
 
         >>> from privstream.stream_app.store.sqlite_state import SqliteStateStore
         >>> store = SqliteStateStore(":memory:")
@@ -184,6 +187,11 @@ class ExampleRows:
             and all(row[4] is None for row in rows)
             and fits_a_chunk([row[1] for row in rows])
         )
+        timed = (
+            priorities is None
+            and all(row[4] is not None for row in rows)
+            and fits_a_chunk([row[1] for row in rows])
+        )
         thresholds: dict[int, int] = {}  # the bottom-k windows' bounds this batch leaves, once committed
         closed_through: list[int] = []  # the stream's last closed window, as the fence read it
 
@@ -231,6 +239,20 @@ class ExampleRows:
                     last = int(closed[0])
                     closed_through.append(last)
                     taken = [(r, rank) for r, rank in taken if r[4] is None or r[4] > last]
+            if timed:
+                kept = [r for r, _ in taken]
+                time_chunks.insert_time_chunks(
+                    cur, q, stream_id, partition, first, kept, keep_first, self._full_windows
+                )
+                cur.execute(
+                    q("UPDATE {positions} SET next_offset = ? WHERE stream_id = ? AND part = ?"),
+                    (fresh[-1][0] + 1, stream_id, partition),
+                )
+                cur.execute(
+                    q("UPDATE {stream_seq} SET next_seq = ? WHERE stream_id = ?"),
+                    (first + len(kept), stream_id),
+                )
+                return list(range(first, first + len(kept))), len(fresh) - len(kept)
             examples: list[Example] = []
             item, previous = 0, None
             for seq, ((offset, x, y, user, window), rank) in zip(
@@ -300,7 +322,7 @@ class ExampleRows:
         chunks = cur.execute(
             self._q(
                 "SELECT seq, n, data FROM {example_chunks} WHERE stream_id = ? AND seq < ? AND seq + n > ? "
-                "ORDER BY seq"
+                "AND time_window IS NULL ORDER BY seq"
             ),
             (stream_id, end, start),
         ).fetchall()
@@ -319,20 +341,28 @@ class ExampleRows:
                 WindowData(xs, ys.astype(np.uint8), users, np.arange(seq + lo, seq + hi, dtype=np.int64))
             )
             wanted -= hi - lo
-        order = np.argsort(np.concatenate([p.seqs for p in parts]), kind="stable")[:first]
-        return WindowData(
-            np.concatenate([p.xs for p in parts])[order],
-            np.concatenate([p.ys for p in parts])[order],
-            np.concatenate([p.users for p in parts])[order],
-            np.concatenate([p.seqs for p in parts])[order],
-        )
+        return merged(parts, first)
+
+    def _time_window_on(
+        self, cur: Cursor, stream_id: str, window: int, *, first: int | None = None
+    ) -> WindowData:
+        """Time window ``window``'s rows in arrival order, from its chunks and from rows stored one
+        by one (bottom-k rows, rows of earlier versions); ``first``: only the first so many."""
+        single = self._window_on(cur, "stream_id = ? AND time_window = ?", (stream_id, window), first=first)
+        parts = time_chunks.time_chunk_rows(cur, self._q, stream_id, window, first)
+        if not parts:
+            return single
+        return merged([single, *parts] if len(single.seqs) else parts, first)
 
     def _drop_chunks(self, cur: Cursor, stream_id: str, start: int, end: int) -> None:
         """Drop the chunked rows of sequence numbers ``[start, end)``: whole chunks, and the part
         of a chunk that spans the range's edge (rewritten without it)."""
         q = self._q
         overlapping = cur.execute(
-            q("SELECT seq, n, part FROM {example_chunks} WHERE stream_id = ? AND seq < ? AND seq + n > ?"),
+            q(
+                "SELECT seq, n, part FROM {example_chunks} WHERE stream_id = ? AND seq < ? AND seq + n > ? "
+                "AND time_window IS NULL"
+            ),
             (stream_id, end, start),
         ).fetchall()
         for seq, n, partition in overlapping:
@@ -352,7 +382,10 @@ class ExampleRows:
                         (stream_id, lo, hi - lo, partition, encode_chunk(xs[rows], ys[rows], users[rows])),
                     )
         cur.execute(
-            q("DELETE FROM {example_chunks} WHERE stream_id = ? AND seq >= ? AND seq + n <= ?"),
+            q(
+                "DELETE FROM {example_chunks} WHERE stream_id = ? AND seq >= ? AND seq + n <= ? "
+                "AND time_window IS NULL"
+            ),
             (stream_id, start, end),
         )
 
@@ -439,11 +472,7 @@ class ExampleRows:
                 if (stream_id, window) in self._full_windows:
                     room[window] = 0
                 else:
-                    statement = self._q(
-                        "SELECT count(*) FROM (SELECT 1 FROM {examples} WHERE stream_id = ? AND "
-                        "time_window = ? AND time_window IS NOT NULL LIMIT ?) AS stored"
-                    )
-                    stored = int(cur.execute(statement, (stream_id, window, keep)).fetchone()[0])
+                    stored = time_chunks.stored_rows(cur, self._q, stream_id, window, keep)
                     room[window] = keep - stored
                     if stored >= keep:  # committed rows only: a rolled-back batch marks nothing
                         self._full_windows.add((stream_id, window))
@@ -500,19 +529,21 @@ class ExampleRows:
             np.array(seqs, dtype=np.int64),
         )
 
-    def _window(self, where: str, params: Sequence[Any]) -> WindowData:
-        return self._backend.run(lambda cur: self._window_on(cur, where, params), mode="read")
-
     def count_window(self, stream_id: str, start: int, end: int) -> WindowData:
         return self._backend.run(lambda cur: self._seq_window_on(cur, stream_id, start, end), mode="read")
 
     def time_window(self, stream_id: str, index: int) -> WindowData:
-        return self._window("stream_id = ? AND time_window = ?", (stream_id, index))
+        return self._backend.run(lambda cur: self._time_window_on(cur, stream_id, index), mode="read")
 
     def pending_time_windows(self, stream_id: str) -> list[int]:
-        rows = self._read(
-            "SELECT DISTINCT time_window FROM {examples} WHERE stream_id = ? AND time_window IS NOT NULL "
-            "ORDER BY time_window",
-            (stream_id,),
-        )
-        return [int(r[0]) for r in rows]
+        def run(cur: Cursor) -> list[int]:
+            rows = cur.execute(
+                self._q(
+                    "SELECT DISTINCT time_window FROM {examples} WHERE stream_id = ? "
+                    "AND time_window IS NOT NULL"
+                ),
+                (stream_id,),
+            ).fetchall()
+            return sorted({int(r[0]) for r in rows} | time_chunks.time_windows(cur, self._q, stream_id))
+
+        return self._backend.run(run, mode="read")

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from privstream.agents.interfaces import NodeBounds, NodeData, ScheduleState, StateStoreError
-from privstream.stream_app.store import state_rows
+from privstream.stream_app.store import chunks, state_rows
 from tests.stream_app.store.backends import StateBackend
 
 
@@ -67,7 +67,7 @@ def test_closing_a_feature_vector_window_reads_only_its_first_cap_rows(store, mo
     decoded: list[int] = []
     points = store._backend.points
     monkeypatch.setattr(store._backend, "points", lambda rows: decoded.append(len(rows)) or points(rows))
-    chunk = state_rows.decode_chunk  # count-window rows are stored by the chunk (read there)
+    chunk = chunks.decode_chunk  # rows are stored by the chunk (read there)
 
     def decode(data, start=0, stop=None):
         xs, ys, users = chunk(data, start, stop)
@@ -75,6 +75,7 @@ def test_closing_a_feature_vector_window_reads_only_its_first_cap_rows(store, mo
         return xs, ys, users
 
     monkeypatch.setattr(state_rows, "decode_chunk", decode)
+    monkeypatch.setattr(chunks, "decode_chunk", decode)  # time-window rows are stored by the chunk too
     store.append_many("s", 0, [(o, [float(o), 0.0], o % 2, None, None) for o in range(40)])
     store.append_many("s", 1, [(o, [float(o), 1.0], 1, None, 7) for o in range(40)])
 

@@ -254,10 +254,12 @@ def test_the_ledger_and_the_state_share_a_database_and_its_version_table(
         ("ledger", 4),
         ("ledger", 5),
         ("ledger", 6),
+        ("ledger", 7),
         ("state", 1),
         ("state", 2),
         ("state", 3),
         ("state", 4),
+        ("state", 5),
     ]
 
 

@@ -114,3 +114,38 @@ def test_count_window_vectors_are_stored_as_one_chunk_and_rows_of_earlier_versio
     assert window.xs.tolist() == [*vectors, [1.0, 2.0, 3.0], [7.5, 8.0, 9.25]]
     assert window.ys.tolist() == [1, 1, 1, 0] and window.seqs.tolist() == [0, 1, 2, 3]
     store.close()
+
+
+def test_time_window_rows_are_stored_as_a_chunk_per_window_and_rows_of_earlier_versions_still_read(tmp_path):
+    """An append of time-window vectors is one stored chunk per window it touches (not one row per
+    example); a row an earlier version stored on its own in the same window is read alongside, in
+    arrival order, and the window's close takes both into its node and drops both."""
+    from privstream.agents.interfaces import NodeBounds
+
+    path = tmp_path / "state.sqlite3"
+    store = SqliteStateStore(path)
+    rows = [(o, [float(o), 1.0], o % 2, None, 7 + o % 2) for o in range(6)]  # windows 7, 8, 7, 8, ...
+    assert store.append_time_rows("s", 0, rows, keep_first=10) == 0
+    with sqlite3.connect(path) as raw:
+        chunks = raw.execute("SELECT seq, n, time_window FROM example_chunks ORDER BY seq").fetchall()
+        single = raw.execute("SELECT count(*) FROM examples").fetchone()[0]
+        raw.execute(
+            "INSERT INTO examples (stream_id, seq, part, kafka_offset, item, x, y, user_id, time_window) "
+            "VALUES ('s', 6, 1, 0, 0, ?, 1, NULL, 7)",
+            (struct.pack("<2d", 9.0, 9.0),),
+        )
+        raw.execute("UPDATE stream_seq SET next_seq = 7")
+    raw.close()
+    assert chunks == [(0, 3, 7), (3, 3, 8)] and single == 0
+    store.append_time_rows("s", 0, [(6, [6.0, 1.0], 0, None, 7)], keep_first=10)  # after the single row
+    window = store.time_window("s", 7)
+    assert window.xs[:, 0].tolist() == [0.0, 2.0, 4.0, 9.0, 6.0] and window.seqs.tolist() == [0, 1, 2, 6, 7]
+    assert store.pending_time_windows("s") == [7, 8]
+    node = store.close_window("s", "t60", 7, NodeBounds(max_node_examples=4), time_window=7, vectors=2)
+    assert node.xs[:, 0].tolist() == [0.0, 2.0, 4.0, 9.0]
+    assert store.pending_time_windows("s") == [8] and store.time_window("s", 7).seqs.tolist() == []
+    with sqlite3.connect(path) as raw:
+        assert raw.execute("SELECT time_window FROM example_chunks").fetchall() == [(8,)]
+        assert raw.execute("SELECT count(*) FROM examples").fetchone()[0] == 0
+    raw.close()
+    store.close()
