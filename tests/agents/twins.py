@@ -276,7 +276,7 @@ class TwinRun:
         public pages are read once, at the end, not after every event (``page_times`` stays empty;
         an audit whose transcript leaves them out runs about twice as fast). ``schedule_start``:
         where the ledger registered the streams (their first time window holds it)."""
-        from privstream.stream_app.service import release_policy
+        from privstream.stream_app.release_policies import release_policy
 
         self.streams = [stream] if isinstance(stream, StreamConfig) else list(stream)
         self.stream = self.streams[0]

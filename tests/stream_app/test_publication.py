@@ -14,7 +14,7 @@ from privstream.learning.hypothesis_classes import parse_class_spec
 from privstream.learning.planning import SLOT_MARGIN_SECONDS, slot_advice
 from privstream.stream_app.learner_process import LearnerProcesses
 from privstream.stream_app.publication import derive_slots
-from privstream.stream_app.service import release_policy
+from privstream.stream_app.release_policies import release_policy
 from privstream.stream_app.settings import ReleaseConfig, StreamConfig
 
 

@@ -85,7 +85,9 @@ from privstream.agents.ledger_port import (
 )
 from privstream.stream_app.store.ledger_admissions import LedgerAdmissions
 from privstream.stream_app.store.ledger_governance import TABLES, Cursor, LedgerBackend
-from privstream.stream_app.store.ledger_reads import _CHARGE, _node, _to_charge
+from privstream.stream_app.store.ledger_reads import CHARGE_COLUMNS as _CHARGE
+from privstream.stream_app.store.ledger_reads import node_range as _node
+from privstream.stream_app.store.ledger_reads import to_charge as _to_charge
 from privstream.stream_app.store.ledger_rules import (
     SEED_BYTES,
     ChargeRequest,

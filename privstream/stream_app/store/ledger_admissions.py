@@ -46,6 +46,10 @@ def _after(spend: Spend, *, total: tuple[Fraction | int, Fraction | int], budget
     return spend_after(spend, Fraction(total[0]), Fraction(total[1]), budget)
 
 
+def _exact(spend: Spend | None) -> Exact | None:
+    return None if spend is None else (Fraction(spend[0]), Fraction(spend[1]))
+
+
 def owed(needed: Sequence[Exact], paid: Sequence[Exact | None]) -> tuple[Exact, ...]:
     """What a user still owes each node: its charge less what they paid for it (never below 0).
 
@@ -99,9 +103,15 @@ class LedgerAdmissions(LedgerReads):
             state = self._lifetime_state(cur, stream_id)
             budget = limit if limit is not None else (state.epsilon_budget, state.delta_budget)
             paid = self._paid(cur, stream_id, nodes, distinct)
+            # What a user owes depends only on what they paid (as stored text): worked out once per
+            # distinct payment, so many users cost dict look-ups, not exact arithmetic each.
+            dues: dict[tuple[Spend | None, ...], tuple[Exact, ...]] = {}
             groups: dict[tuple[Exact, ...], list[str]] = {}
             for user in distinct:
-                due = owed(needed, [paid.get((user, node)) for node in nodes])
+                payment = tuple(paid.get((user, node)) for node in nodes)
+                due = dues.get(payment)
+                if due is None:
+                    due = dues[payment] = owed(needed, [_exact(spend) for spend in payment])
                 groups.setdefault(due, []).append(user)
             admitted: set[str] = set()
             for due, group in groups.items():
@@ -133,20 +143,20 @@ class LedgerAdmissions(LedgerReads):
 
     def _paid(
         self, cur: Cursor, stream_id: str, nodes: Sequence[tuple[int, int]], users: Sequence[str]
-    ) -> dict[tuple[str, tuple[int, int]], Exact]:
-        """What each of ``users`` paid for each of ``nodes`` (absent: nothing)."""
-        which = " OR ".join("(level = ? AND idx = ?)" for _ in nodes)
-        node_params = [value for node in nodes for value in node]
-        paid: dict[tuple[str, tuple[int, int]], Exact] = {}
+    ) -> dict[tuple[str, tuple[int, int]], Spend]:
+        """What each of ``users`` paid for each of ``nodes`` (absent: nothing): one look-up per
+        node and batch of users, each a range of the primary key (never a scan of the stream's)."""
+        paid: dict[tuple[str, tuple[int, int]], Spend] = {}
         for start in range(0, len(users), _USER_BATCH):
             batch = list(users[start : start + _USER_BATCH])
             marks = ", ".join("?" * len(batch))
             statement = self._q(
-                "SELECT user_id, level, idx, epsilon, delta FROM {admissions} "
-                f"WHERE stream_id = ? AND ({which}) AND user_id IN ({marks})"
+                "SELECT user_id, epsilon, delta FROM {admissions} "
+                f"WHERE stream_id = ? AND level = ? AND idx = ? AND user_id IN ({marks})"
             )
-            for user, level, index, eps, dlt in cur.execute(statement, (stream_id, *node_params, *batch)):
-                paid[(user, (int(level), int(index)))] = (Fraction(eps), Fraction(dlt))
+            for node in nodes:
+                for user, eps, dlt in cur.execute(statement, (stream_id, *node, *batch)):
+                    paid[(user, node)] = (eps, dlt)
         return paid
 
     def admitted(self, stream_id: str, level: int, index: int) -> dict[str, PrivacyCost]:
