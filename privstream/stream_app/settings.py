@@ -14,7 +14,6 @@ are JSON in the environment::
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import logging
 import os
@@ -24,8 +23,14 @@ from typing import Any, Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from privstream.learning.errors import InvariantError
 from privstream.stream_app.release_config import ReleaseConfig, WindowConfig
+from privstream.stream_app.settings_rules import (
+    check_listeners,
+    check_user_budget,
+    checked_store_url,
+    is_loopback,
+    kafka_servers,
+)
 from privstream.stream_app.settings_sources import (
     CONFIG_FILE_ENV,
     ENV_PREFIX,
@@ -59,11 +64,6 @@ log = logging.getLogger(__name__)
 FAUST_ENV_PREFIX = f"{ENV_PREFIX}FAUST_"
 
 SslMode = Literal["disable", "allow", "prefer", "require", "verify-ca", "verify-full"]
-#: URL schemes of ``store_url``: SQLite files on one host, or a PostgreSQL database.
-STORE_SCHEMES = ("sqlite", "postgresql", "postgres")
-
-#: The operator token's minimum length (``openssl rand -hex 32`` makes 64 characters).
-MIN_TOKEN_LENGTH = 16
 
 #: The logical topics of the service; their Kafka names are ``topic_prefix + name``.
 TOPIC_NAMES = ("examples", "examples.dlq", "predictions", "hypotheses", "sanitized")
@@ -251,14 +251,7 @@ class Settings(BaseSettings):
     @field_validator("kafka_bootstrap")
     @classmethod
     def _bootstrap(cls, value: str | None) -> str | None:
-        if value is None or not value.strip():
-            return None
-        servers = [s.strip().removeprefix("kafka://") for s in value.split(",")]
-        for server in servers:
-            host, _, port = server.rpartition(":")
-            if not host or not port.isdigit() or not 0 < int(port) < 65536:
-                raise ValueError(f"expected host:port, got {server!r}")
-        return ",".join(servers)
+        return kafka_servers(value)
 
     @field_validator("streams")
     @classmethod
@@ -272,31 +265,7 @@ class Settings(BaseSettings):
     @field_validator("store_url")
     @classmethod
     def _store_url(cls, value: str | None) -> str | None:
-        if value is None or not value.strip():
-            return None
-        value = value.strip()
-        scheme, sep, rest = value.partition("://")
-        if not sep or scheme not in STORE_SCHEMES:
-            raise ValueError(
-                f"unknown store_url scheme {scheme + ':' if sep else value!r}: use sqlite:///DIR or "
-                "postgresql://USER@HOST:PORT/DB"
-            )
-        if scheme == "sqlite" and not rest.startswith("/"):
-            raise ValueError(f"expected sqlite:///DIR (three slashes before a relative path), got {value!r}")
-        if scheme == "sqlite" and rest == "/":
-            raise ValueError("sqlite:/// needs a directory: sqlite:///DIR")
-        if scheme != "sqlite":
-            from psycopg.conninfo import conninfo_to_dict
-
-            try:
-                params = conninfo_to_dict(value)
-            except Exception as exc:
-                raise ValueError(f"not a PostgreSQL URL: {exc}") from None
-            if "password" in params:
-                raise ValueError(
-                    "put the password in store_password or store_password_file, not in store_url"
-                )
-        return value
+        return checked_store_url(value)
 
     @model_validator(mode="after")
     def _store_consistent(self) -> Settings:
@@ -313,32 +282,7 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _one_user_budget(self) -> Settings:
-        # A person may be in every user-level stream: one budget for the deployment, never one
-        # per stream (a user's spend would add up across streams past what each certificate states).
-        user_level = [s.name for s in self.streams if s.release and s.release.privacy_unit == "user"]
-        if user_level and self.user_epsilon_budget is None:
-            raise ValueError(
-                f"user_epsilon_budget is required: stream(s) {', '.join(user_level)} have privacy_unit "
-                "'user', and a user's lifetime ε is one budget across every user-level stream of the "
-                "deployment (set user_epsilon_budget, and user_delta_budget if δ > 0)"
-            )
-        for stream in self.streams:
-            release = stream.release
-            if release is None or release.privacy_unit != "user":
-                continue
-            none = [0.0] * (release.top_level + 1)  # no sanitizer
-            epsilon = max(
-                map(sum, zip(release.learner_epsilons, release.sanitizer_epsilons or none, strict=True))
-            )
-            delta = max(map(sum, zip(release.learner_deltas, release.sanitizer_deltas or none, strict=True)))
-            if self.user_epsilon_budget is None:  # required above when a stream is user-level
-                raise InvariantError("invariant broken: user-level streams have user_epsilon_budget")
-            if epsilon > self.user_epsilon_budget or delta > self.user_delta_budget:
-                raise ValueError(
-                    f"stream {stream.name}: a release costs each user ε={epsilon:g}, δ={delta:g}, more than "
-                    f"the user budget (user_epsilon_budget {self.user_epsilon_budget:g}, user_delta_budget "
-                    f"{self.user_delta_budget:g}): no user could ever be in one"
-                )
+        check_user_budget(self.streams, self.user_epsilon_budget, self.user_delta_budget)
         return self
 
     @model_validator(mode="after")
@@ -354,19 +298,9 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _operator_listener_guarded(self) -> Settings:
-        # The operator listener serves raw, non-private figures: loopback only, or a token.
-        if self.operator_token is not None and len(self.operator_token.get_secret_value()) < MIN_TOKEN_LENGTH:
-            raise ValueError(
-                f"operator_token is shorter than {MIN_TOKEN_LENGTH} characters: anyone could guess it "
-                "(make one with: openssl rand -hex 32)"
-            )
-        if self.operator_token is None and not is_loopback(self.operator_host):
-            raise ValueError(
-                f"operator_host {self.operator_host!r} is reachable from other hosts and serves raw, "
-                "non-private figures (/metrics, /status): set operator_token, or bind 127.0.0.1"
-            )
-        if (self.public_host, self.public_port) == (self.operator_host, self.operator_port):
-            raise ValueError("public_port and operator_port must differ (two listeners)")
+        check_listeners(
+            self.operator_token, self.operator_host, self.operator_port, self.public_host, self.public_port
+        )
         return self
 
     @model_validator(mode="before")
@@ -465,17 +399,3 @@ class Settings(BaseSettings):
             NamedEnvSettingsSource(settings_cls),
             ConfigFileSource(settings_cls, init_settings),
         )
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` names this machine only (``127.0.0.1``, ``::1``, ``localhost``).
-
-    >>> is_loopback("127.0.0.1"), is_loopback("0.0.0.0"), is_loopback("localhost")
-    (True, False, True)
-    """
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
