@@ -30,7 +30,7 @@ from privstream.agents.releases import ReleaseAgent
 from privstream.agents.validation import ExampleValidator, integer_domain
 from privstream.learning.hypothesis_classes import parse_class_spec
 from privstream.stream_app.metrics import ServiceMetrics
-from privstream.stream_app.service import release_policy
+from privstream.stream_app.release_policies import release_policy
 from privstream.stream_app.settings import StreamConfig
 from privstream.stream_app.store.sqlite_ledger import SqliteLedger
 from privstream.stream_app.store.sqlite_state import SqliteStateStore

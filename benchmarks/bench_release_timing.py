@@ -39,7 +39,7 @@ import numpy as np
 
 from privstream.agents.releases import ReleaseAgent
 from privstream.stream_app.metrics import ServiceMetrics
-from privstream.stream_app.service import release_policy
+from privstream.stream_app.release_policies import release_policy
 from privstream.stream_app.settings import StreamConfig
 from privstream.stream_app.store.sqlite_ledger import SqliteLedger
 from privstream.stream_app.store.sqlite_state import SqliteStateStore

@@ -4,7 +4,10 @@ users it holds: ingest U users of 3 rows each (``thresholds:65536``, ``user_cont
 before the default: the node's build in the store (each user's first k rows,
 :func:`~privstream.agents.releases.nodes.build_node`), the individual filter's reservation in a
 SQLite ledger on disk (every user present charged, :meth:`SqlLedger.reserve` with ``users``), the
-filter and the per-user bound over the node's rows, and the learner's capped input. For U = 2,000
+filter and the per-user bound over the node's rows, and the learner's capped input. Beside it, what
+the same users cost ingest if each is admitted at their first row instead
+(:meth:`SqlLedger.admit`, in another ledger, one call per 500-row part as ingest stores them, four
+levels): the work the close would no longer do. For U = 2,000
 users (3 times the cap's rows) and U = 100,000. Prints JSON; the ratio of the two closes is the
 figure (same run, same machine): the work grows with the users present, a private number, while
 the slot is measured on the cap.
@@ -32,7 +35,7 @@ from privstream.learning.hypothesis_classes import parse_class_spec
 from privstream.stream_app.store.sqlite_ledger import SqliteLedger
 from privstream.stream_app.store.sqlite_state import SqliteStateStore
 
-CAP, DOMAIN, ROWS_PER_USER, BOUND, BATCH = 2000, 65536, 3, 2, 500
+CAP, DOMAIN, ROWS_PER_USER, BOUND, BATCH, LEVELS = 2000, 65536, 3, 2, 500, 4
 
 
 def close_cost(users: int, directory: Path) -> dict[str, float]:
@@ -77,6 +80,15 @@ def close_cost(users: int, directory: Path) -> dict[str, float]:
     prepared = time.perf_counter()
     store.close()
     ledger.close()
+    admissions = SqliteLedger.open(
+        directory / f"admissions-{tag}.sqlite3", budgets={"s": (100.0, 0.0)}, create_if_missing=True
+    )
+    admit_started = time.perf_counter()
+    for start in range(0, n, BATCH):
+        part = list(dict.fromkeys(f"u{seq % users}" for seq in range(start, min(n, start + BATCH))))
+        admissions.admit("s", 0, [(0.5, 0.0)] * LEVELS, part, user_budget=(100.0, 0.0))
+    admitted = time.perf_counter()
+    admissions.close()
     return {
         "users": users,
         "rows": n,
@@ -86,6 +98,7 @@ def close_cost(users: int, directory: Path) -> dict[str, float]:
         "prepare_seconds": round(prepared - filtered, 4),
         "close_seconds": round(prepared - started, 4),
         "learner_rows": len(learner_xs),
+        "ingest_admit_seconds": round(admitted - admit_started, 4),
     }
 
 
@@ -106,6 +119,9 @@ def main() -> None:
                 "runs": runs,
                 "close_ratio_largest_to_smallest": round(
                     runs[-1]["close_seconds"] / runs[0]["close_seconds"], 2
+                ),
+                "ingest_admit_ratio_largest_to_smallest": round(
+                    runs[-1]["ingest_admit_seconds"] / runs[0]["ingest_admit_seconds"], 2
                 ),
             },
             indent=2,

@@ -80,38 +80,38 @@ from privstream.agents.validation_rules import (
     StreamRule,
     ValidExample,
     ValidRows,
-    _in_domain,
+    in_domain,
     integer_domain,
     vector_domain,
 )
 from privstream.agents.validation_schema import (
-    _ABSENT,
-    _COLUMNS,
-    _EVENT_TIME,
-    _FAST_BRACKETS,
-    _LABELS,
-    _MAX_TEXT,
-    _NULL,
-    _PLAIN,
-    _POINT_FORM,
-    _REQUIRED_COLUMNS,
-    _STREAM_ID,
-    _STREAM_ID_FORM,
-    _TEXT_FORM,
-    _USER_ID_FORM,
+    ABSENT,
+    BATCH_COLUMNS,
+    EVENT_TIME,
+    FAST_BRACKETS,
+    JSON_NULL,
+    LABELS,
     MAX_MESSAGE_BYTES,
+    MAX_TEXT,
+    PLAIN_DECODER,
+    POINT_FORM,
+    REQUIRED_COLUMNS,
+    STREAM_ID,
+    STREAM_ID_FORM,
+    TEXT_FORM,
+    USER_ID_FORM,
     HugeNumber,
     PlainExample,
-    _check_columns,
-    _class_label,
-    _classify,
-    _missing_or_wrong,
-    _not_finite,
-    _read_json_after,
-    _row,
-    _row_message,
-    _show,
+    check_columns,
+    class_label,
+    classify,
+    missing_or_wrong,
+    not_finite,
     read_json,
+    read_json_after,
+    row_message,
+    row_of,
+    show_value,
 )
 from privstream.schemas import Example
 
@@ -177,7 +177,7 @@ class ExampleValidator:
         }
         self._rules = {sid: tuple(rule.check for rule in rules) for sid, rules in self._applying.items()}
         # Configured ids the schema accepts: one set lookup instead of the pattern, usually.
-        self._good_ids = frozenset(sid for sid in domain_checks if _STREAM_ID.fullmatch(sid))
+        self._good_ids = frozenset(sid for sid in domain_checks if STREAM_ID.fullmatch(sid))
         # Streams of integer points whose one rule is the domain [0, size): the fast path compares.
         self._sizes = {
             sid: check.size
@@ -185,7 +185,7 @@ class ExampleValidator:
             if sid in self._good_ids
             and type(check) is IntegerDomain
             and check.size is not None
-            and self._rules[sid] == (_in_domain,)
+            and self._rules[sid] == (in_domain,)
         }
 
     def read(self, raw: bytes | None) -> PlainExample | ValidExample | ValidRows | Invalid:
@@ -200,11 +200,11 @@ class ExampleValidator:
             raw is None
             or not raw.isascii()
             or len(raw) > MAX_MESSAGE_BYTES
-            or (len(raw) > _FAST_BRACKETS and raw.count(b"[") + raw.count(b"{") > _FAST_BRACKETS)
+            or (len(raw) > FAST_BRACKETS and raw.count(b"[") + raw.count(b"{") > FAST_BRACKETS)
         ):
             return self._validate(raw)
         try:
-            example = _PLAIN.decode(raw)
+            example = PLAIN_DECODER.decode(raw)
         except (msgspec.DecodeError, RecursionError):  # not valid, or not plainly
             return self._validate(raw)
         stream_id, x, y, user_id, example_id = (
@@ -218,17 +218,17 @@ class ExampleValidator:
             example.xs
             or stream_id not in self._good_ids
             or stream_id in self._encoders  # a row to encode: the full checks
-            or (user_id is not None and (len(user_id) > _MAX_TEXT or "\x00" in user_id))
-            or (example_id is not None and len(example_id) > _MAX_TEXT)
+            or (user_id is not None and (len(user_id) > MAX_TEXT or "\x00" in user_id))
+            or (example_id is not None and len(example_id) > MAX_TEXT)
         ):
             return self._validate(raw)
         event_text = example.event_text
-        timeless = not event_text or event_text == _NULL
+        timeless = not event_text or event_text == JSON_NULL
         size = self._sizes.get(stream_id)
         if timeless and size is not None and type(x) is int and x < size and type(y) is int and 0 <= y <= 1:
             return example  # the usual message: nothing more to check or to build
         classes = self._classes.get(stream_id)
-        label = _LABELS.get(y) if classes is None else _class_label(y, classes)  # True, False: 1, 0
+        label = LABELS.get(y) if classes is None else class_label(y, classes)  # True, False: 1, 0
         if label is None or (type(x) is list and not all(map(math.isfinite, x))):
             return self._validate(raw)
         event_time = None
@@ -237,7 +237,7 @@ class ExampleValidator:
             if type(value) in (list, dict, bool):
                 return self._validate(raw)
             try:
-                event_time = _EVENT_TIME.validate_python(value)
+                event_time = EVENT_TIME.validate_python(value)
             except ValidationError:
                 return self._validate(raw)
         stream = self._streams[stream_id]
@@ -302,14 +302,14 @@ class ExampleValidator:
         try:
             return pydantic_core.from_json(raw, allow_inf_nan=False)
         except ValueError as exc:
-            return _read_json_after(raw, exc)  # NaN, Infinity or very long integers; or not JSON at all
+            return read_json_after(raw, exc)  # NaN, Infinity or very long integers; or not JSON at all
 
     def _checked(self, data: Any) -> ValidExample | ValidRows | Invalid:
         """The checks of a message's JSON value (:meth:`_json`)."""
         if type(data) is Invalid:
             return data
         if type(data) is not dict:
-            return Invalid("wrong_type", f"message: should be a JSON object, got {_show(data)}")
+            return Invalid("wrong_type", f"message: should be a JSON object, got {show_value(data)}")
         if "xs" in data:
             return self._batch(data)
         return self._single(data)
@@ -335,7 +335,7 @@ class ExampleValidator:
                 context = None if classes is None else {"classes": classes}
                 example = ValidExample.of(Example.model_validate(data, context=context))
             except ValidationError as exc:
-                return _classify(exc)
+                return classify(exc)
         elif type(example) is Invalid:
             return example
         rules = self._rules.get(example.stream_id)
@@ -352,48 +352,46 @@ class ExampleValidator:
         """The schema's verdict on a single example, field by field in the model's order (pydantic
         reports the first field that fails); None where only pydantic can tell."""
         get = data.get
-        stream_id = get("stream_id", _ABSENT)
+        stream_id = get("stream_id", ABSENT)
         if type(stream_id) is not str or (
-            stream_id not in self._good_ids and not _STREAM_ID.fullmatch(stream_id)
+            stream_id not in self._good_ids and not STREAM_ID.fullmatch(stream_id)
         ):
-            return _missing_or_wrong("stream_id", stream_id, _STREAM_ID_FORM)
-        x = get("x", _ABSENT)
+            return missing_or_wrong("stream_id", stream_id, STREAM_ID_FORM)
+        x = get("x", ABSENT)
         if type(x) is not int:  # bool is not int here, as for the schema's StrictInt
             if type(x) is list:
                 return None  # a feature vector: pydantic checks (and converts) its items
             if type(x) is float and not math.isfinite(x):
-                return _not_finite("x", x)
-            return _missing_or_wrong("x", x, _POINT_FORM)
+                return not_finite("x", x)
+            return missing_or_wrong("x", x, POINT_FORM)
         if x < 0:
-            return Invalid("out_of_domain", f"x: should be >= 0, got {_show(x)}")
-        y = get("y", _ABSENT)
+            return Invalid("out_of_domain", f"x: should be >= 0, got {show_value(x)}")
+        y = get("y", ABSENT)
         classes = self._classes.get(stream_id)
         if classes is not None:
-            label = _class_label(y, classes)
+            label = class_label(y, classes)
         else:
-            label = _LABELS.get(y) if type(y) is int or type(y) is bool else None
+            label = LABELS.get(y) if type(y) is int or type(y) is bool else None
         if label is None:
-            if y is _ABSENT or type(y) is HugeNumber:
-                return _missing_or_wrong("y", y, "a label")
+            if y is ABSENT or type(y) is HugeNumber:
+                return missing_or_wrong("y", y, "a label")
             if classes is not None:
                 return Invalid(
                     "invalid_label",
-                    f"y: label must be a class from 0 to {classes - 1} (an integer), got {_show(y)}",
+                    f"y: label must be a class from 0 to {classes - 1} (an integer), got {show_value(y)}",
                 )
-            return Invalid("invalid_label", f"y: label must be 0/1, -1/+1 or a boolean, got {_show(y)}")
+            return Invalid("invalid_label", f"y: label must be 0/1, -1/+1 or a boolean, got {show_value(y)}")
         user_id = get("user_id")
-        if user_id is not None and (
-            type(user_id) is not str or len(user_id) > _MAX_TEXT or "\x00" in user_id
-        ):
-            return _missing_or_wrong("user_id", user_id, _USER_ID_FORM)
+        if user_id is not None and (type(user_id) is not str or len(user_id) > MAX_TEXT or "\x00" in user_id):
+            return missing_or_wrong("user_id", user_id, USER_ID_FORM)
         event_time = get("event_time")
         if event_time is not None:
             if type(event_time) in (list, dict, bool, HugeNumber):
-                return _missing_or_wrong("event_time", event_time, "a date and time (ISO 8601)")
+                return missing_or_wrong("event_time", event_time, "a date and time (ISO 8601)")
             return None  # a time to parse: pydantic's job
         example_id = get("id")
-        if example_id is not None and (type(example_id) is not str or len(example_id) > _MAX_TEXT):
-            return _missing_or_wrong("id", example_id, _TEXT_FORM)
+        if example_id is not None and (type(example_id) is not str or len(example_id) > MAX_TEXT):
+            return missing_or_wrong("id", example_id, TEXT_FORM)
         # tuple.__new__: half the cost of the NamedTuple's own constructor, on the hot path.
         return tuple.__new__(ValidExample, (stream_id, x, label, user_id, None, example_id))
 
@@ -415,7 +413,7 @@ class ExampleValidator:
         if encode is not None:  # each row's vector; a refused row (None) is then judged as sent
             encoded = [encode(x) for x in columns["xs"]]
             columns = {**columns, "xs": [None if type(e) is Invalid else e for e in encoded]}
-        values, failed = _check_columns(columns, self._classes.get(stream_id, 2))
+        values, failed = check_columns(columns, self._classes.get(stream_id, 2))
         why = {i: self._row_invalid(stream_id, sent, lo + i) for i in sorted(failed)}
         # The stream's rules in their order, each on the rows no earlier check rejected.
         stream = self._streams[stream_id]
@@ -447,24 +445,24 @@ class ExampleValidator:
             None if users is None else pick(users),
             None if times is None else pick(times),
             None if ids is None else pick(ids),
-            [RejectedRow(lo + i, why[i], _row_message(stream_id, sent, lo + i)) for i in sorted(why)],
+            [RejectedRow(lo + i, why[i], row_message(stream_id, sent, lo + i)) for i in sorted(why)],
         )
 
     def _batch_message(self, data: dict[str, Any]) -> tuple[str, dict[str, list[Any]]] | Invalid:
         """What concerns every row of a batch: its stream, and columns that are lists (the ones it
         gives, by name); else why the whole message is rejected."""
-        stream_id = data.get("stream_id", _ABSENT)
+        stream_id = data.get("stream_id", ABSENT)
         if type(stream_id) is not str or (
-            stream_id not in self._good_ids and not _STREAM_ID.fullmatch(stream_id)
+            stream_id not in self._good_ids and not STREAM_ID.fullmatch(stream_id)
         ):
-            return _missing_or_wrong("stream_id", stream_id, _STREAM_ID_FORM)
+            return missing_or_wrong("stream_id", stream_id, STREAM_ID_FORM)
         columns: dict[str, list[Any]] = {}
-        for name, *_ in _COLUMNS:
-            column = data.get(name, _ABSENT)
-            if (column is None or column is _ABSENT) and name not in _REQUIRED_COLUMNS:
+        for name, *_ in BATCH_COLUMNS:
+            column = data.get(name, ABSENT)
+            if (column is None or column is ABSENT) and name not in REQUIRED_COLUMNS:
                 continue  # an optional column left out
             if type(column) is not list:
-                return _missing_or_wrong(name, column, "a list with an entry per row")
+                return missing_or_wrong(name, column, "a list with an entry per row")
             columns[name] = column
         if not columns["xs"]:
             return Invalid("wrong_type", "xs: should have at least 1 row")
@@ -475,14 +473,14 @@ class ExampleValidator:
     def _row_invalid(self, stream_id: str, columns: dict[str, list[Any]], i: int) -> Invalid:
         """Why row ``i`` is invalid: a given column without an entry for it, else the reason the row
         gets as a single example (the same check, so a row's reason never depends on the batch)."""
-        for name, field, *_ in _COLUMNS:
+        for name, field, *_ in BATCH_COLUMNS:
             column = columns.get(name)
             if column is not None and i >= len(column):
                 return Invalid(
                     "missing_field",
                     f"{field}: {name} has no entry for row {i} ({len(column)} entries)",
                 )
-        result = self._single(_row(stream_id, columns, i))
+        result = self._single(row_of(stream_id, columns, i))
         if type(result) is not Invalid:  # the column's check and the field's are the same type
             return Invalid("wrong_type", f"row {i}: an entry is not of its field's type")
         return result

@@ -123,7 +123,7 @@ class StreamRule(NamedTuple):
     check_rows: RowsCheck | None = None
 
 
-def _in_domain(stream: Stream, x: Any, user_id: str | None, event_time: datetime | None) -> Invalid | None:
+def in_domain(stream: Stream, x: Any, user_id: str | None, event_time: datetime | None) -> Invalid | None:
     try:
         stream.domain(x)
     except TypeError as exc:  # an integer for a vector stream, or the other way round
@@ -148,7 +148,7 @@ def _in_domain_rows(
         try:
             domain(x)
         except (TypeError, ValueError):
-            invalid = _in_domain(stream, x, None, None)  # the same check again, for its verdict
+            invalid = in_domain(stream, x, None, None)  # the same check again, for its verdict
             if i not in why and invalid is not None:
                 why[i] = invalid
 
@@ -179,7 +179,7 @@ def _event_time_in_range(
 #: rule broken names the reason). A new rule is one more entry here (see the module docstring):
 #: :data:`INVALID_REASONS`, hence the metric's labels, follows.
 STREAM_RULES: tuple[StreamRule, ...] = (
-    StreamRule(("wrong_type", "out_of_domain"), lambda stream: True, _in_domain, _in_domain_rows),
+    StreamRule(("wrong_type", "out_of_domain"), lambda stream: True, in_domain, _in_domain_rows),
     StreamRule(("missing_field",), lambda stream: stream.user_level, _users_given),
     StreamRule(
         ("event_time_out_of_range",), lambda stream: stream.event_time_skew is not None, _event_time_in_range

@@ -42,7 +42,7 @@ class HugeNumber:
         return self.text
 
     def __repr__(self) -> str:
-        return f"HugeNumber({_show(self)})"
+        return f"HugeNumber({show_value(self)})"
 
 
 def _int_or_huge(text: str) -> int | HugeNumber:
@@ -66,10 +66,10 @@ def read_json(raw: bytes) -> Any:
     try:
         return pydantic_core.from_json(raw, allow_inf_nan=False)
     except ValueError as exc:
-        return _read_json_after(raw, exc)
+        return read_json_after(raw, exc)
 
 
-def _read_json_after(raw: bytes, error: ValueError) -> Any:
+def read_json_after(raw: bytes, error: ValueError) -> Any:
     """:func:`read_json` once the strict reading failed with ``error``."""
     if b"NaN" in raw or b"Infinity" in raw:
         try:
@@ -109,19 +109,19 @@ def _lone_surrogate_in(data: Any) -> bool:
 # --- the schema without pydantic: the fields of ``Example`` in its order -------------------------
 
 #: Labels as ``normalise_label`` maps them (True and False hash as 1 and 0).
-_LABELS: dict[object, int] = {0: 0, 1: 1, -1: 0}
+LABELS: dict[object, int] = {0: 0, 1: 1, -1: 0}
 #: ``StreamId`` of the schema: 1 to 200 characters of this set, the whole string.
-_STREAM_ID = re.compile(r"[A-Za-z0-9._:-]{1,200}")
-_MAX_TEXT = 200  # ``user_id`` and ``id``
-_ABSENT = object()  # a field not in the message
+STREAM_ID = re.compile(r"[A-Za-z0-9._:-]{1,200}")
+MAX_TEXT = 200  # ``user_id`` and ``id``
+ABSENT = object()  # a field not in the message
 
-_STREAM_ID_FORM = "a string of 1 to 200 characters among A-Z a-z 0-9 . _ : -"
-_TEXT_FORM = f"a string of at most {_MAX_TEXT} characters, or null"
-_USER_ID_FORM = f"a string of at most {_MAX_TEXT} characters without NUL, or null"
-_POINT_FORM = "an integer >= 0 or a list of numbers"
+STREAM_ID_FORM = "a string of 1 to 200 characters among A-Z a-z 0-9 . _ : -"
+TEXT_FORM = f"a string of at most {MAX_TEXT} characters, or null"
+USER_ID_FORM = f"a string of at most {MAX_TEXT} characters without NUL, or null"
+POINT_FORM = "an integer >= 0 or a list of numbers"
 
 
-def _show(value: object) -> str:
+def show_value(value: object) -> str:
     """A short description of a JSON value, for a detail (bounded whatever the value)."""
     if type(value) is str:
         return repr(value) if len(value) <= 40 else f"{value[:40]!r}... ({len(value)} characters)"
@@ -138,15 +138,15 @@ def _show(value: object) -> str:
     return repr(value)  # a float
 
 
-def _missing_or_wrong(field: str, value: object, form: str) -> Invalid:
-    if value is _ABSENT:
+def missing_or_wrong(field: str, value: object, form: str) -> Invalid:
+    if value is ABSENT:
         return Invalid("missing_field", f"{field}: required")
     if type(value) is HugeNumber:
-        return Invalid("out_of_range", f"{field}: {_show(value)}, more than can be read")
-    return Invalid("wrong_type", f"{field}: should be {form}, got {_show(value)}")
+        return Invalid("out_of_range", f"{field}: {show_value(value)}, more than can be read")
+    return Invalid("wrong_type", f"{field}: should be {form}, got {show_value(value)}")
 
 
-def _not_finite(field: str, value: object) -> Invalid:
+def not_finite(field: str, value: object) -> Invalid:
     return Invalid("not_finite", f"{field}: should be a finite number, got {value!r}")
 
 
@@ -175,11 +175,11 @@ def _read_labels(column: list[Any], classes: int = 2) -> list[int] | None:
     if classes != 2:
         labels = [int(y) for y in column]  # True and False as 1 and 0
         return labels if not labels or (min(labels) >= 0 and max(labels) < classes) else None
-    read = list(map(_LABELS.get, column))  # True and False hash as 1 and 0
+    read = list(map(LABELS.get, column))  # True and False hash as 1 and 0
     return None if None in read else read  # type: ignore[return-value]
 
 
-def _class_label(y: object, classes: int) -> int | None:
+def class_label(y: object, classes: int) -> int | None:
     """A label of a stream of ``classes`` > 2 classes, as the schema reads it (None if it is not one)."""
     if type(y) is bool:
         return int(y)
@@ -189,14 +189,14 @@ def _class_label(y: object, classes: int) -> int | None:
 
 
 #: The columns of an ``ExampleBatch``, in the order of ``Example``'s fields.
-_COLUMNS = (
+BATCH_COLUMNS = (
     _column("xs", "x", Point),
     _column("ys", "y", Label, _read_labels),
     _column("user_ids", "user_id", UserId | None),
     _column("event_times", "event_time", EventTime | None),
     _column("ids", "id", Text | None),
 )
-_REQUIRED_COLUMNS = ("xs", "ys")
+REQUIRED_COLUMNS = ("xs", "ys")
 
 
 # --- the fast path: one typed decoding by msgspec --------------------------------------------------
@@ -229,24 +229,24 @@ class PlainExample(msgspec.Struct, gc=False):
     event_time: ClassVar[None] = None  # as a ValidExample's, for the pipeline
 
 
-_PLAIN = msgspec.json.Decoder(PlainExample)
-_NULL = msgspec.Raw(b"null")
+PLAIN_DECODER = msgspec.json.Decoder(PlainExample)
+JSON_NULL = msgspec.Raw(b"null")
 #: Brackets (``[`` and ``{``) a message may hold for the fast path: fewer than the nesting the schema's
 #: reader refuses (202 levels, where msgspec reads 999), so that both read the same messages. A message
 #: this short cannot hold more: only longer ones are counted.
-_FAST_BRACKETS = 128
+FAST_BRACKETS = 128
 #: The event time as the schema reads it from the parsed JSON value.
-_EVENT_TIME = TypeAdapter(EventTime)
+EVENT_TIME = TypeAdapter(EventTime)
 
 
-def _check_columns(columns: dict[str, list[Any]], classes: int = 2) -> tuple[dict[str, list[Any]], set[int]]:
+def check_columns(columns: dict[str, list[Any]], classes: int = 2) -> tuple[dict[str, list[Any]], set[int]]:
     """The columns as the schema reads them (labels of ``classes`` classes), all as long as the
     longest (an entry a row lacks, or the schema rejects, is None), and the rows with such an entry."""
     rows = max(map(len, columns.values()))
     context = None if classes == 2 else {"classes": classes}
     values: dict[str, list[Any]] = {}
     failed: set[int] = set()
-    for name, _, check_column, check_entry, read in _COLUMNS:
+    for name, _, check_column, check_entry, read in BATCH_COLUMNS:
         column = columns.get(name)
         if column is None:
             continue
@@ -269,24 +269,24 @@ def _check_columns(columns: dict[str, list[Any]], classes: int = 2) -> tuple[dic
     return values, failed
 
 
-def _row(stream_id: str, columns: dict[str, list[Any]], i: int) -> dict[str, Any]:
+def row_of(stream_id: str, columns: dict[str, list[Any]], i: int) -> dict[str, Any]:
     """Row ``i`` of a batch as the single example it stands for (its fields as given)."""
     row: dict[str, Any] = {"stream_id": stream_id}
-    for name, field, *_ in _COLUMNS:
+    for name, field, *_ in BATCH_COLUMNS:
         column = columns.get(name)
         if column is not None and i < len(column):
             row[field] = column[i]
     return row
 
 
-def _row_message(stream_id: str, columns: dict[str, list[Any]], i: int) -> bytes:
+def row_message(stream_id: str, columns: dict[str, list[Any]], i: int) -> bytes:
     """Row ``i`` as a single-example message (JSON; a number too long to read as a string)."""
-    return json.dumps(_row(stream_id, columns, i), ensure_ascii=False, default=str).encode(
+    return json.dumps(row_of(stream_id, columns, i), ensure_ascii=False, default=str).encode(
         "utf-8", "surrogatepass"
     )
 
 
-def _classify(exc: ValidationError) -> Invalid:
+def classify(exc: ValidationError) -> Invalid:
     """Map pydantic's first error to one of :data:`SCHEMA_REASONS` or :data:`VALUE_REASONS` (what
     pydantic decides). The first field that fails names the reason; a NaN or infinite point, or a
     number too long to read, anywhere in that field's errors, is named as such."""
@@ -301,11 +301,11 @@ def _classify(exc: ValidationError) -> Invalid:
             break
         value, at = other.get("input"), ".".join(str(p) for p in other["loc"])
         if type(value) is HugeNumber:
-            return Invalid("out_of_range", f"{at}: {_show(value)}, more than can be read")
+            return Invalid("out_of_range", f"{at}: {show_value(value)}, more than can be read")
         if field == ("x",) and (
             other["type"] == "finite_number" or (type(value) is float and not math.isfinite(value))
         ):
-            return _not_finite(at, value)
+            return not_finite(at, value)
     if kind == "json_invalid":
         return Invalid("invalid_json", detail)
     if kind == "missing":

@@ -106,7 +106,7 @@ def _stream_report(
 
     from privstream.agents.ledger_port import PrivacyCost
     from privstream.agents.releases import largest_input
-    from privstream.stream_app.service import lifetime_bound, release_policy
+    from privstream.stream_app.release_policies import lifetime_bound, release_policy
 
     try:  # the learner's and the sanitizer's parameters, as the worker builds them
         policy = release_policy(stream, hclass)
@@ -181,7 +181,7 @@ def _measured_slots(policy: Any) -> tuple[list[float], list[dict[str, Any]]]:
     from privstream.agents.releases import largest_input
     from privstream.stream_app.learner_process import LearnerProcesses
     from privstream.stream_app.publication import SlotMeasurement, learner_startup, measure_slot
-    from privstream.stream_app.service import time_window_tick
+    from privstream.stream_app.release_policies import time_window_tick
 
     timer = time_window_tick({policy.stream_id: policy}) if policy.window_kind == "time" else 0.0
     processes = LearnerProcesses([policy.stream_id])

@@ -156,7 +156,7 @@ def stream_settings(algorithm: Algorithm, size: int) -> Any:
 
 def service_policy(algorithm: Algorithm, size: int = N) -> Any:
     """The release policy the service builds for :func:`stream_settings`."""
-    from privstream.stream_app.service import release_policy
+    from privstream.stream_app.release_policies import release_policy
 
     stream = stream_settings(algorithm, size)
     return release_policy(stream, parse_class_spec(CLASS_SPEC) if stream.hypothesis_class else None)
@@ -164,7 +164,7 @@ def service_policy(algorithm: Algorithm, size: int = N) -> Any:
 
 def release_agent(algorithm: Algorithm, size: int, published: list[tuple[str, bytes]]) -> ReleaseAgent:
     """A release agent for one stream, built as the service builds it, in memory, seeded with SEED."""
-    from privstream.stream_app.service import release_policy
+    from privstream.stream_app.release_policies import release_policy
     from privstream.stream_app.store.sqlite_ledger import SqliteLedger
     from privstream.stream_app.store.sqlite_state import SqliteStateStore
 
@@ -251,7 +251,7 @@ def empty_window_release(algorithm: Algorithm) -> bytes:
     Time windows close on the clock whether or not they hold data: the
     agent's clock is moved past the first window's end without any example.
     """
-    from privstream.stream_app.service import release_policy
+    from privstream.stream_app.release_policies import release_policy
     from privstream.stream_app.store.sqlite_ledger import SqliteLedger
     from privstream.stream_app.store.sqlite_state import SqliteStateStore
 

@@ -13,7 +13,7 @@ from privstream_client.release import Release, ReleaseSelector
 from pydantic import ValidationError
 
 from privstream.learning.hypotheses import hypothesis_from_dict
-from privstream.stream_app.service import lifetime_bound
+from privstream.stream_app.release_policies import lifetime_bound
 from privstream.stream_app.settings import ReleaseConfig, StreamConfig
 from privstream.stream_app.store.privacy_config import differences, only_lowers, privacy_configuration
 from tests.agents.twins import T0, Step, TwinRun, assert_twins, example, twins

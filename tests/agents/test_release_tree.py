@@ -389,3 +389,48 @@ async def test_a_window_closed_into_its_node_before_a_crash_is_released_from_the
     )
     assert released.hypothesis == offline.hypothesis.to_dict() and released.certificate.sample_size == 100
     assert crashed.store.nodes("s", family) == []
+
+
+async def test_a_stream_registered_in_an_odd_window_releases_the_nodes_that_reach_before_it():
+    """Registered in window 1, the stream completes node L1-0 (windows 0 and 1) and L2-0 (0..3)
+    with window 1 and 3: window 0 never existed, so it counts as empty, not as a missing child
+    that fails the node ("a child node is missing"), publishing nothing."""
+    stream = tree_stream(levels=2, kind="time")
+    steps = [Step(T0 + 60 * i + 5, [example(100 + i, at=T0 + 60 * i + 1)]) for i in range(1, 9)]
+    run = TwinRun(stream, budget=LEGACY, schedule_start=T0 + 61)
+    observed = await run.run(steps)
+    w0 = int(T0 // 60)  # window indices count from the epoch: T0's is even, a multiple of 4
+    ids = [m["release"]["certificate"]["window"]["window_id"] for m in observed.messages]
+    nodes = [
+        (0, 1),
+        (1, 0),
+        (0, 2),
+        (0, 3),
+        (1, 1),
+        (2, 0),
+        (0, 4),
+        (0, 5),
+        (1, 2),
+        (0, 6),
+        (0, 7),
+        (1, 3),
+        (2, 1),
+    ]
+    assert ids == [f"t60-L{level}-{w0 // 2**level + i}" for level, i in nodes]
+    window = observed.messages[1]["release"]["certificate"]["window"]
+    assert (window["first_window"], window["last_window"]) == (w0, w0 + 1)
+
+
+def test_only_children_wholly_before_the_first_window_and_never_seen_count_as_empty():
+    from privstream.agents.releases.nodes import fill_before_start
+    from privstream.agents.releases.policy import ReleasePolicy
+    from privstream.stream_app.store.sqlite_state import SqliteStateStore
+
+    store = SqliteStateStore(":memory:")
+    policy = ReleasePolicy("s", None, (), window_kind="time", window_seconds=60.0)
+    assert fill_before_start(store, policy, "t60", 1, 2, first_window=5) == [4]  # window 4 < 5
+    assert fill_before_start(store, policy, "t60", 2, 1, first_window=5) == []  # (1, 2) holds window 5
+    assert fill_before_start(store, policy, "t60", 2, 0, first_window=5) == [0, 1]  # windows 0..3
+    assert fill_before_start(store, policy, "t60", 1, 2, first_window=5) == []  # stored already
+    store.mark_closed("s", "t60-L0-6", "released")  # released, then lost: an error, never empty
+    assert fill_before_start(store, policy, "t60", 1, 3, first_window=8) == [7]  # 6 left missing

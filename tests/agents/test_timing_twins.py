@@ -113,7 +113,7 @@ async def test_a_refusal_reaches_the_public_pages_at_its_deadline_not_when_the_p
     none on one): the budget page shows the refusal at the node's deadline in both twins."""
     from privstream.learning.hypothesis_classes import parse_class_spec
     from privstream.learning.private_learners import make_learner
-    from privstream.stream_app.service import release_policy
+    from privstream.stream_app.release_policies import release_policy
     from tests.agents.twins import SlowInN
 
     window = {

@@ -123,12 +123,12 @@ def reference(validator: ExampleValidator, raw: bytes | None):
 def reference_example(validator: ExampleValidator, data: dict):
     from pydantic import ValidationError
 
-    from privstream.agents.validation import _classify
+    from privstream.agents.validation import classify
 
     try:
         example = ValidExample.of(Example.model_validate(data))
     except ValidationError as exc:
-        return _classify(exc)
+        return classify(exc)
     stream = validator._streams.get(example.stream_id)
     if stream is None:
         return Invalid("unknown_stream", "")

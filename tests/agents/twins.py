@@ -258,6 +258,7 @@ class TwinRun:
         read_seconds_per_byte: float = 0.0,
         partitions: int = 1,
         watch_pages: bool = True,
+        schedule_start: float | None = None,
     ):
         """``ledger`` and ``store``: another run's, to restart on them (a crash and a new worker).
 
@@ -273,8 +274,9 @@ class TwinRun:
         example or user) has a shard learner per partition, and each message goes to the partition
         its key hashes to (:func:`partition_of`), as a producer puts it. ``watch_pages=False``: the
         public pages are read once, at the end, not after every event (``page_times`` stays empty;
-        an audit whose transcript leaves them out runs about twice as fast)."""
-        from privstream.stream_app.service import release_policy
+        an audit whose transcript leaves them out runs about twice as fast). ``schedule_start``:
+        where the ledger registered the streams (their first time window holds it)."""
+        from privstream.stream_app.release_policies import release_policy
 
         self.streams = [stream] if isinstance(stream, StreamConfig) else list(stream)
         self.stream = self.streams[0]
@@ -302,6 +304,8 @@ class TwinRun:
                 policy = dataclasses.replace(policy, products=products)
             if self.simulated and policy.publish_delay_seconds is None:  # the service derives it
                 policy = dataclasses.replace(policy, publish_delay_seconds=slot_seconds)
+            if schedule_start is not None:  # where the ledger registered the stream
+                policy = dataclasses.replace(policy, schedule_start=schedule_start)
             policies[config.name] = policy
             if hclass is not None:
                 domains[config.name] = integer_domain(hclass.check_point)

@@ -37,6 +37,7 @@ from privstream.stream_app.embedded.broker import (
     free_port,
 )
 from privstream.stream_app.embedded.demo import fetch_json
+from privstream.stream_app.faust_app import faust_credentials
 from privstream.stream_app.kafka.clients import (
     KafkaAuthenticationError,
     KafkaUnavailableError,
@@ -45,7 +46,6 @@ from privstream.stream_app.kafka.clients import (
     produce_json,
     start_client,
 )
-from privstream.stream_app.service import faust_credentials
 from privstream.stream_app.settings import Settings
 from privstream.stream_app.sources.synthetic import synthetic_examples
 from tests.integration.conftest import start_worker, wait_until

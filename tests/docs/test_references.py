@@ -14,7 +14,7 @@ from .examples import ROOT
 OUTSIDE = re.compile(
     r"DESIGN\.md|E-DESIGN|DESIGN §|\.\./shared|\bspecs/|\bseeds/|\[00\d[ \]]"
     r"|\b(?:blm_almm|ggkm|bayes_overview|streaming_notes|hierarchical_sanitizer|dp_landscape)(?:\.md| ?§)"
-    r"|\b(?:[Ii]ssues?|[Ff]indings?) \d"
+    r"|\b(?:[Ii]ssues?|[Ff]indings?) \d|\bspecs? §|§[A-Z]\.\d"
 )
 #: The tests too: they explain themselves in their own words, like the code they check.
 PRODUCT = ("README.md", "docs", "privstream", "deploy", "benchmarks", "scripts", "tests")

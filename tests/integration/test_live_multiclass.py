@@ -77,12 +77,12 @@ def test_a_stream_of_three_classes_learns_online_and_releases_one_vs_rest(unique
     run(ensure_topics(settings))
     worker = start_worker(settings, tmp_path)
     try:
-        if not tabular:  # a tabular stream's rows go out as the file has them (the worker checks them)
-            bad = tmp_path / "bad.csv"
-            bad.write_text("a,b,y\n0.1,0.1,0\n0.9,0.1,3\n")
-            refused = produce(settings, bad)
-            assert refused.returncode != 0
-            assert "line 3: label y = '3' is not a class of the stream (0 to 2)" in refused.stderr
+        # Vectors and a tabular stream's rows alike: a label outside the classes sends nothing.
+        bad = tmp_path / "bad.csv"
+        bad.write_text("a,b,y\n0.1,0.1,0\n0.9,0.1,3\n")
+        refused = produce(settings, bad)
+        assert refused.returncode != 0
+        assert "line 3: label y = '3' is not a class of the stream (0 to 2)" in refused.stderr
 
         X, y = clusters(2 * WINDOW, seed=3)
         good = tmp_path / "examples.csv"

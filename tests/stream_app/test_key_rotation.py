@@ -158,7 +158,7 @@ def test_keys_show_and_rotate_on_the_command_line(tmp_path: Path, capsys: pytest
 
 def test_a_running_worker_whose_key_was_rotated_away_publishes_nothing_more(tmp_path: Path) -> None:
     from privstream.agents.interfaces import LeaseLostError
-    from privstream.stream_app.service import publisher
+    from privstream.stream_app.signed_publisher import publisher
     from privstream.stream_app.signing import KeyRotatedError, KeyWatch
 
     settings = settings_in(tmp_path)

@@ -19,7 +19,7 @@ from privstream.agents.releases import ReleaseAgent
 from privstream.learning.private_learners.one_vs_rest import OneVsRestLearner, OneVsRestModel, share
 from privstream.learning.private_learners.vector_base import make_vector_learner, vector_model_from_dict
 from privstream.learning.randomness import seeded
-from privstream.stream_app.service import release_policy
+from privstream.stream_app.release_policies import release_policy
 from privstream.stream_app.settings import StreamConfig
 from privstream.stream_app.store.sqlite_ledger import SqliteLedger
 from privstream.stream_app.store.sqlite_state import SqliteStateStore

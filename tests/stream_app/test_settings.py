@@ -106,7 +106,7 @@ def test_to_env_round_trips(monkeypatch):
 
 def test_faust_unprefixed_environment_cannot_override(monkeypatch):
     """faust reads WEB_PORT and friends from the environment; ours must win."""
-    from privstream.stream_app.service import build_app
+    from privstream.stream_app.faust_app import build_app
 
     monkeypatch.setenv("WEB_PORT", "7777")
     monkeypatch.setenv("BROKER_URL", "kafka://elsewhere:1")

@@ -19,7 +19,7 @@ from privstream.agents.releases import ReleaseAgent
 from privstream.learning.randomness import seeded
 from privstream.stream_app.cli import main
 from privstream.stream_app.cli.produce import produce_records
-from privstream.stream_app.service import release_policy
+from privstream.stream_app.release_policies import release_policy
 from privstream.stream_app.settings import Settings, StreamConfig
 from privstream.stream_app.sources.files import ExampleFileError
 from privstream.stream_app.store.sqlite_ledger import SqliteLedger

@@ -336,8 +336,14 @@ class ReleaseAgent:
         family = self._family(policy)
         info = window_info(policy, family, level, index)
 
+        first_window = None
+        if policy.window_kind == "time" and policy.window_seconds is not None:
+            first_window = time_window_index(self._start[policy.stream_id], policy.window_seconds)
+
         def load() -> WindowData:
-            return node_examples(build_node(self.store, policy, family, level, index))
+            return node_examples(
+                build_node(self.store, policy, family, level, index, first_window=first_window)
+            )
 
         await self._release(
             policy,

@@ -94,13 +94,55 @@ def window_info(policy: ReleasePolicy, family: str, level: int, index: int) -> W
     )
 
 
-def build_node(store: StateStore, policy: ReleasePolicy, family: str, level: int, index: int) -> NodeData:
+def empty_node(policy: ReleasePolicy) -> NodeData:
+    """A node without examples, in the form the stream's nodes take (bottom-k, vectors, users)."""
+    if node_bounds(policy).sample:
+        none = np.zeros(0, np.int64)
+        return NodeData.sampled(none, np.zeros(0, np.uint8), none, node_bounds(policy))
+    vectors = None if policy.feature_bounds is None else int(policy.feature_bounds.shape[0])
+    return NodeData.empty(vectors=vectors, users=policy.privacy_unit == "user")
+
+
+def fill_before_start(
+    store: StateStore, policy: ReleasePolicy, family: str, level: int, index: int, first_window: int
+) -> list[int]:
+    """Store as empty the children of node ``(level, index)`` whose windows all precede the
+    stream's first time window: a stream registered in window 5 completes node (1, 2) of windows
+    4 and 5, and window 4 never existed (no example could be in it). A child holding a window of
+    the stream, stored or recorded closed, is left alone (a missing one is an error). The
+    children stored empty, by index.
+    """
+    filled = []
+    for child in (2 * index, 2 * index + 1):
+        if node_windows(level - 1, child).stop > first_window:
+            continue
+        if store.load_node(policy.stream_id, family, level - 1, child) is not None:
+            continue
+        if store.closed_windows(policy.stream_id, among=[node_id(family, level - 1, child)]):
+            continue
+        store.save_node(policy.stream_id, family, level - 1, child, empty_node(policy))
+        filled.append(child)
+    return filled
+
+
+def build_node(
+    store: StateStore,
+    policy: ReleasePolicy,
+    family: str,
+    level: int,
+    index: int,
+    *,
+    first_window: int | None = None,
+) -> NodeData:
     """Node ``(level, index)``'s compact data, built once and stored: a window's rows become
     node (0, w) and are dropped (one transaction); a higher node is merged from its two
     children, which are dropped once they were released (recorded closed). Idempotent: a
-    restart finds the stored node. Never re-reads Kafka."""
+    restart finds the stored node. Never re-reads Kafka. ``first_window``: a time stream's first
+    window (children before it are empty: :func:`fill_before_start`)."""
     stream_id, bounds = policy.stream_id, node_bounds(policy)
     if level > 0:
+        if first_window is not None:
+            fill_before_start(store, policy, family, level, index, first_window)
         data = store.merge_node(stream_id, family, level, index, bounds)
         children = {child: node_id(family, level - 1, child) for child in (2 * index, 2 * index + 1)}
         closed = store.closed_windows(stream_id, among=children.values())

@@ -65,7 +65,7 @@ import numpy as np
 
 from privstream.learning.online.base import LinearLearner, OnlineStateError, check_margin, margins
 from privstream.learning.online.perceptron import FIRST_BLOCK, MAX_BLOCK, Perceptron
-from privstream.learning.online.standardized import TINY_VARIANCE, _Standardized
+from privstream.learning.online.standardized import TINY_VARIANCE, Standardized
 
 __all__ = ["BETA", "BLOCK_GROWTH", "BLOCK_MAX", "EXPERTS", "ONE_AT_A_TIME", "BlockVote", "block_length"]
 
@@ -237,9 +237,7 @@ class BlockVote(LinearLearner):
     def _experts_said(self, Z: np.ndarray) -> np.ndarray:
         n = Z.shape[0]
         counts = np.full(n, self.examples_seen)
-        before = _Standardized._standardize(
-            Z, np.tile(self._sum, (n, 1)), np.tile(self._sumsq, (n, 1)), counts
-        )
+        before = Standardized.standardize(Z, np.tile(self._sum, (n, 1)), np.tile(self._sumsq, (n, 1)), counts)
         held = np.full(n, float(self.examples_seen - self._block_start + 1))
         said = np.empty((len(EXPERTS), n), dtype=np.uint8)
         said[0] = 2 * self._ones >= self.examples_seen
@@ -276,8 +274,8 @@ class BlockVote(LinearLearner):
         sums = np.cumsum(np.vstack([self._sum, Z]), axis=0)
         sumsq = np.cumsum(np.vstack([self._sumsq, Z * Z]), axis=0)
         counts = seen0 + np.arange(n + 1)
-        before = _Standardized._standardize(Z, sums[:-1], sumsq[:-1], counts[:-1])
-        after = _Standardized._standardize(Z, sums[1:], sumsq[1:], counts[1:])
+        before = Standardized.standardize(Z, sums[:-1], sumsq[:-1], counts[:-1])
+        after = Standardized.standardize(Z, sums[1:], sumsq[1:], counts[1:])
         ones = self._ones + np.concatenate([[0], np.cumsum(y, dtype=np.int64)[:-1]])
         said = np.empty((len(EXPERTS), n), dtype=np.uint8)
         said[0] = 2 * ones >= counts[:-1]
@@ -403,7 +401,7 @@ class BlockVote(LinearLearner):
         sums = np.cumsum(np.vstack([learner._block_sum, pending]), axis=0)[1:]
         sumsq = np.cumsum(np.vstack([learner._block_sumsq, pending * pending]), axis=0)[1:]
         counts = start + np.arange(1, pending.shape[0] + 1)
-        learner._pending_after = _Standardized._standardize(pending, sums, sumsq, counts)
+        learner._pending_after = Standardized.standardize(pending, sums, sumsq, counts)
         learner.expert_mistakes = mistakes
         learner._tester = tester
         return learner

@@ -67,7 +67,7 @@ def _sigmoid(m: float) -> float:
 TINY_VARIANCE = 1e-12
 
 
-class _Standardized(LinearLearner):
+class Standardized(LinearLearner):
     """The running moments, the standardized rule and the loop; a subclass gives the step.
 
     The moments are kept as running sums of ``z`` and ``z²`` (and their count), accumulated in
@@ -87,7 +87,7 @@ class _Standardized(LinearLearner):
         self._count = 0
 
     @staticmethod
-    def _standardize(Z: np.ndarray, sums: np.ndarray, sumsq: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    def standardize(Z: np.ndarray, sums: np.ndarray, sumsq: np.ndarray, counts: np.ndarray) -> np.ndarray:
         """Row ``i`` of ``Z`` standardized by the moments ``sums[i]/counts[i]`` (and ``sumsq``): ``s``
         with the constant 1 last (a feature of no spread, or no moments yet, standardizes to 0)."""
         c = np.maximum(counts, 1).astype(np.float64)[:, None]
@@ -101,7 +101,7 @@ class _Standardized(LinearLearner):
     def _scores(self, Z: np.ndarray) -> np.ndarray:
         n = Z.shape[0]
         counts = np.full(n, self._count)
-        S = self._standardize(Z, np.tile(self._sum, (n, 1)), np.tile(self._sumsq, (n, 1)), counts)
+        S = self.standardize(Z, np.tile(self._sum, (n, 1)), np.tile(self._sumsq, (n, 1)), counts)
         return margins(S, self._w)
 
     def _rule(self) -> np.ndarray:
@@ -124,8 +124,8 @@ class _Standardized(LinearLearner):
         sums = np.cumsum(np.vstack([self._sum, Z]), axis=0)
         sumsq = np.cumsum(np.vstack([self._sumsq, Z * Z]), axis=0)
         counts = self._count + np.arange(n + 1)
-        before = self._standardize(Z, sums[:-1], sumsq[:-1], counts[:-1])  # what predicts row i
-        after = self._standardize(Z, sums[1:], sumsq[1:], counts[1:])  # what row i's step sees
+        before = self.standardize(Z, sums[:-1], sumsq[:-1], counts[:-1])  # what predicts row i
+        after = self.standardize(Z, sums[1:], sumsq[1:], counts[1:])  # what row i's step sees
         predictions = np.empty(n, dtype=np.uint8)
         for i in range(n):
             predictions[i] = margins(before[i : i + 1], self._w)[0] >= 0
@@ -135,7 +135,7 @@ class _Standardized(LinearLearner):
         return predictions
 
 
-class ScaledLogistic(_Standardized):
+class ScaledLogistic(Standardized):
     """Logistic regression on standardized features, SGD steps of constant size ``learning_rate``."""
 
     name = "scaled-logistic"
@@ -149,7 +149,7 @@ class ScaledLogistic(_Standardized):
         self._w -= (self.learning_rate * (_sigmoid(m) - y)) * s
 
 
-class ScaledPassiveAggressive(_Standardized):
+class ScaledPassiveAggressive(Standardized):
     """PA-I on standardized features, steps capped at ``aggressiveness`` (``C``)."""
 
     name = "scaled-passive-aggressive"

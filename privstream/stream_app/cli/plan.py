@@ -162,7 +162,7 @@ def with_service_slots(
     from privstream.learning.sanitizers import make_sanitizer
     from privstream.stream_app.learner_process import LearnerProcesses
     from privstream.stream_app.publication import learner_startup, measure_slot
-    from privstream.stream_app.service import time_window_tick
+    from privstream.stream_app.release_policies import time_window_tick
 
     shape: dict[str, Any] = (
         {"window_kind": "count", "window_size": node_size}

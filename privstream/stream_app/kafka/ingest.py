@@ -486,7 +486,6 @@ class IngestService(mode.Service):
         replaced log is rebased and read from its start (its polled records are dropped from
         ``polled``, read again), or refused (False: the loop stops the worker). A log that still
         holds its anchor is the same log: its records below the position are replays."""
-        await self.settle()  # the batch in flight commits before its partition is judged
         for tp in back:
             log.warning(
                 "ingest: partition %d went back to offset %d below %d without a seek (its log "
@@ -495,6 +494,10 @@ class IngestService(mode.Service):
                 polled[tp][0].offset,
                 self._next_offsets[tp],
             )
+        await self.settle()  # the batch in flight commits before its partition is judged
+        for tp in [tp for tp in back if tp not in self.assignment()]:  # revoked meanwhile: not ours
+            polled.pop(tp, None)
+            back.remove(tp)
         seeks = dict(self._seeks)
         try:
             await self.check_logs(back)

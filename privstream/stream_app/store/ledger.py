@@ -6,8 +6,9 @@ connections, its schema and the few statements portable SQL cannot say (a
 :class:`LedgerBackend` with its :class:`~.dialect.Dialect`). Decisions about numbers (exact
 rational budgets, the budget check, the individual filter) are made by :mod:`.ledger_rules`;
 the ledger's identity, its budgets, the configurations it accepted and its audit log are
-:mod:`.ledger_governance`'s and what it reports (budgets, spends, the charges) is
-:mod:`.ledger_reads`'s, both mixed into :class:`SqlLedger`.
+:mod:`.ledger_governance`'s, what it reports (budgets, spends, the charges) is
+:mod:`.ledger_reads`'s and the user-level admissions charged at ingest are
+:mod:`.ledger_admissions`', all mixed into :class:`SqlLedger`.
 
 One call, :meth:`SqlLedger.charge`, checks the stream's budget, spends it and stores the release
 bytes (the outbox) in one transaction. A (stream, window, mechanism) key is charged at most
@@ -82,8 +83,11 @@ from privstream.agents.ledger_port import (
     Reservation,
     UnknownEntryError,
 )
+from privstream.stream_app.store.ledger_admissions import LedgerAdmissions
 from privstream.stream_app.store.ledger_governance import TABLES, Cursor, LedgerBackend
-from privstream.stream_app.store.ledger_reads import _CHARGE, LedgerReads, _node, _to_charge
+from privstream.stream_app.store.ledger_reads import CHARGE_COLUMNS as _CHARGE
+from privstream.stream_app.store.ledger_reads import node_range as _node
+from privstream.stream_app.store.ledger_reads import to_charge as _to_charge
 from privstream.stream_app.store.ledger_rules import (
     SEED_BYTES,
     ChargeRequest,
@@ -112,7 +116,7 @@ _RESERVATION = (
 )
 
 
-class SqlLedger(LedgerReads):
+class SqlLedger(LedgerAdmissions):
     """The privacy ledger over a :class:`LedgerBackend`; implements
     :class:`~privstream.agents.ledger_port.PrivacyLedger`. The backends' ``open`` builds one."""
 

@@ -59,6 +59,7 @@ TABLES = (
     "audit",
     "predecessors",
     "signing_keys",
+    "admissions",
 )
 
 

@@ -14,7 +14,7 @@ from privstream.stream_app.store.dialect import parse_time
 from privstream.stream_app.store.ledger_governance import Cursor, LedgerGovernance
 from privstream.stream_app.store.ledger_rules import LifetimeState, visible_figures
 
-_CHARGE = (
+CHARGE_COLUMNS = (
     "entry_id, stream_id, window_id, mechanism, epsilon, delta, release, charged_at, published_at, "
     "level, first_window, last_window, included_users, scheduled_at"
 )
@@ -24,11 +24,11 @@ _CHARGE = (
 _VISIBLE = "completed_at IS NOT NULL AND (scheduled_at IS NULL OR scheduled_at <= ?)"
 
 
-def _node(level: int | None, first: int | None, last: int | None) -> NodeRange | None:
+def node_range(level: int | None, first: int | None, last: int | None) -> NodeRange | None:
     return None if level is None or first is None or last is None else NodeRange(level, int(first), int(last))
 
 
-def _to_charge(row: tuple[Any, ...]) -> Charge:
+def to_charge(row: tuple[Any, ...]) -> Charge:
     entry_id, stream_id, window_id, mechanism, epsilon, delta, release, charged, published = row[:9]
     level, first, last, included, scheduled_at = row[9:]
     return Charge(
@@ -41,7 +41,7 @@ def _to_charge(row: tuple[Any, ...]) -> Charge:
         release=bytes(release),
         charged_at=parse_time(charged),
         published_at=parse_time(published),
-        node=_node(level, first, last),
+        node=node_range(level, first, last),
         included_users=None if included is None else int(included),
         scheduled_at=None if scheduled_at is None else float(scheduled_at),
     )
@@ -156,12 +156,12 @@ class LedgerReads(LedgerGovernance):
         done = " AND completed_at IS NOT NULL" if completed else ""
         row = cur.execute(
             self._q(
-                f"SELECT {_CHARGE} FROM {{charges}} "
+                f"SELECT {CHARGE_COLUMNS} FROM {{charges}} "
                 f"WHERE stream_id = ? AND window_id = ? AND mechanism = ?{done}"
             ),
             (stream_id, window_id, mechanism),
         ).fetchone()
-        return None if row is None else _to_charge(row)
+        return None if row is None else to_charge(row)
 
     def lookup(self, stream_id: str, window_id: str, mechanism: str) -> Charge | None:
         """The completed charge stored under this key, if any (lets an agent skip recomputing a
@@ -174,14 +174,14 @@ class LedgerReads(LedgerGovernance):
         """The charges ``where`` says, oldest first (``latest``: the newest only); ``of_stream``
         must have a budget (else :class:`UnknownStreamError`)."""
         order = "entry_id DESC LIMIT 1" if latest else "entry_id"
-        statement = self._q(f"SELECT {_CHARGE} FROM {{charges}} WHERE {where} ORDER BY {order}")
+        statement = self._q(f"SELECT {CHARGE_COLUMNS} FROM {{charges}} WHERE {where} ORDER BY {order}")
 
         def read(cur: Cursor) -> list[Any]:
             if of_stream is not None:
                 self._stream(cur, of_stream)
             return cur.execute(statement, params).fetchall()
 
-        return [_to_charge(row) for row in self._backend.run(read, mode="read")]
+        return [to_charge(row) for row in self._backend.run(read, mode="read")]
 
     def unpublished(self, stream_id: str | None = None) -> list[Charge]:
         """The outbox: completed charges not yet marked published, oldest first."""
@@ -246,7 +246,9 @@ class LedgerReads(LedgerGovernance):
         page of what the public pages list."""
         where = "stream_id = ? AND published_at IS NOT NULL" + ("" if before is None else " AND entry_id < ?")
         where += "" if visible_at is None else f" AND {_VISIBLE}"
-        statement = self._q(f"SELECT {_CHARGE} FROM {{charges}} WHERE {where} ORDER BY entry_id DESC LIMIT ?")
+        statement = self._q(
+            f"SELECT {CHARGE_COLUMNS} FROM {{charges}} WHERE {where} ORDER BY entry_id DESC LIMIT ?"
+        )
         params: tuple[Any, ...] = (
             stream_id,
             *(() if before is None else (before,)),
@@ -258,4 +260,4 @@ class LedgerReads(LedgerGovernance):
             self._stream(cur, stream_id)
             return cur.execute(statement, params).fetchall()
 
-        return [_to_charge(row) for row in reversed(self._backend.run(read, mode="read"))]
+        return [to_charge(row) for row in reversed(self._backend.run(read, mode="read"))]

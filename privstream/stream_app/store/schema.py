@@ -241,6 +241,24 @@ LEDGER: tuple[Step, ...] = (
 )""",
         ),
     ),
+    (
+        7,
+        "user-level admissions: what each user paid for each node of a stream's release tree, "
+        "charged at ingest (ledger_admissions)",
+        (
+            # One row per (stream, node, user) a user was admitted to: the sum over the stream's
+            # products of the node's user-level charge, exact rationals as text.
+            """CREATE TABLE {admissions} (
+    stream_id TEXT NOT NULL,
+    level     INTEGER NOT NULL,
+    idx       {bigint} NOT NULL,
+    user_id   TEXT NOT NULL,
+    epsilon   TEXT NOT NULL,
+    delta     TEXT NOT NULL,
+    PRIMARY KEY (stream_id, level, idx, user_id)
+){compact}""",
+        ),
+    ),
 )
 
 #: The window store (:mod:`.state`). SQLite files made before versions were recorded have

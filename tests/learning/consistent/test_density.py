@@ -104,4 +104,4 @@ def test_consistency_on_the_uniform_density() -> None:
         ]
         means.append(float(np.mean(runs)))
     assert means[0] > means[1] > means[2]
-    assert means[2] < 0.1  # §C.10: ≈ 0.046 at 10^5
+    assert means[2] < 0.1  # ≈ 0.046 at 10^5

@@ -112,7 +112,7 @@ def _ssl1(m: int, u: int, seed: int, **kw: object) -> ssl.VectorLearnerResult:  
 
 
 def test_accuracy_with_the_stated_number_of_labels() -> None:
-    """SSL-1 (§C.8): with the theorem's labelled size, error <= α in >= 1 - β of the runs."""
+    """With the theorem's labelled size, error <= α in >= 1 - β of the runs."""
     alpha = beta = 0.1
     probe = _ssl1(10, 10_000, 0, n_semi=1000, alpha=alpha, beta=beta)
     m = probe.theorem_sample_size
@@ -147,7 +147,7 @@ def test_model_round_trip_and_errors() -> None:
 
 
 def test_distribution_dependence_narrow_support() -> None:
-    """SSL-2 (§C.8): support of width 2·10^-5; at fixed m = 300 the error falls as |U| grows (§C.10)."""
+    """A support of width 2·10^-5: at a fixed m = 300 the error falls as |U| grows."""
     c, gamma = math.sqrt(2) - 1, 1e-5
     grid = c - gamma + (np.arange(20_000) + 0.5) / 20_000 * 2 * gamma
 

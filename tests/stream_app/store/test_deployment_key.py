@@ -147,6 +147,7 @@ def test_a_ledger_from_before_keys_were_recorded_records_the_key_it_finds(tmp_pa
         old.charge("s", "w0", "m", 0.1, 0.0, b"signed by the key of the data folder")
     with sqlite3.connect(settings.resolved_ledger_path) as raw:  # as a ledger of schema version 5
         raw.execute("DROP TABLE signing_keys")
+        raw.execute("DROP TABLE admissions")
         raw.execute("PRAGMA user_version = 5")
     raw.close()
     assert started(settings) == signer.key_id

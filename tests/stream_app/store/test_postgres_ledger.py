@@ -254,6 +254,7 @@ def test_the_ledger_and_the_state_share_a_database_and_its_version_table(
         ("ledger", 4),
         ("ledger", 5),
         ("ledger", 6),
+        ("ledger", 7),
         ("state", 1),
         ("state", 2),
         ("state", 3),

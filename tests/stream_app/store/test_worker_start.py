@@ -100,7 +100,15 @@ def drop_ledger(settings: Settings, pg: PostgresServer | None) -> None:
     with pg.connect(settings.store_url.rsplit("/", 1)[1]) as conn:
         for table in ("charges", "refusals", "budget_changes", "levels", "user_spends"):
             conn.execute(f"DROP TABLE ledger_{table} CASCADE")
-        for table in ("streams", "identity", "configs", "audit", "predecessors", "signing_keys"):
+        for table in (
+            "streams",
+            "identity",
+            "configs",
+            "audit",
+            "predecessors",
+            "signing_keys",
+            "admissions",
+        ):
             conn.execute(f"DROP TABLE ledger_{table}")
         conn.execute("DELETE FROM privstream_migrations WHERE component = 'ledger'")
 

@@ -52,7 +52,7 @@ def test_theory_parameters_reproduce_table_3_4(d, eta, k, m, n_prime) -> None:
     p = theory_parameters(0.1, 0.1, 1.0, 1e-6, d)
     assert (p.eta, p.K, p.m, p.n_prime) == (eta, k, m, n_prime)
     assert p.n_total == k * m + n_prime == global_stability_sample_size(0.1, 0.1, 1.0, 1e-6, d)
-    assert p.K == p.K_sampling > p.K_histogram  # the sampling condition dominates (spec §3.4)
+    assert p.K == p.K_sampling > p.K_histogram  # the sampling condition dominates
     assert p.n_aux == math.ceil(2 ** (d + 3) / 0.1) and m - p.n_aux == p.N
 
 

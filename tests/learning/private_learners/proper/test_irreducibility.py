@@ -56,7 +56,7 @@ def test_spec_fixtures(spec: str, size: int, ldim: int, order: int) -> None:
 @pytest.mark.parametrize("n", [2, 3, 5, 8])
 def test_points_without_zero_and_all_functions_and_negpt(n: int) -> None:
     lat = ClassLattice(np.eye(n, dtype=bool))
-    assert lat.order(lat.full) == n - 2  # §4.5: points N without the all-zero function
+    assert lat.order(lat.full) == n - 2  # points N without the all-zero function
     d = min(n, 4)
     cube = ClassLattice(np.array(list(itertools.product([0, 1], repeat=d)), dtype=bool))
     assert (cube.ldim(cube.full), cube.order(cube.full)) == (d, 0)
@@ -72,7 +72,7 @@ def test_empty_and_singletons_are_infinitely_irreducible() -> None:
     assert lat.is_irreducible(lat.full, 0)  # every class is 0-irreducible
 
 
-# -- brute force over all complete trees (Definition 4.1), the test oracle of §4.4A ----------------
+# -- brute force over all complete trees (GGKM21, Definition 4.1), the lattice's test oracle -------
 
 
 def _ldim_ref(rows: frozenset[tuple[bool, ...]]) -> int:
@@ -124,7 +124,7 @@ def test_order_agrees_with_definition_on_all_subclasses_of_the_cube() -> None:
     assert checked == 510
 
 
-# -- reducing arrays and the Lemma 4.5 witness ---------------------------------------------------
+# -- reducing arrays and the Lemma 4.5 witness -----------------------------------------------------
 
 
 @pytest.mark.parametrize("k", [1, 2, 3, 4])
@@ -183,7 +183,7 @@ def test_monotonicity_and_soa_stability(seed: int, rows: int, points: int) -> No
 
 
 def test_local_realizability_and_soa_facts() -> None:
-    """§1.8: a |X|-irreducible class contains its SOA; SOA of a singleton is itself; §4.4 SOA fixtures."""
+    """A |X|-irreducible class contains its SOA; the SOA of a singleton is itself; SOA fixtures."""
     thr3 = lattice_of(parse_class_spec("thresholds:3"))
     assert thr3.soa(thr3.full).astype(int).tolist() == [0, 1, 1]
     pts = ClassLattice(np.eye(4, dtype=bool))

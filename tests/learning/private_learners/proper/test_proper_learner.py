@@ -57,7 +57,7 @@ def _block(lat: ClassLattice, seed: int, n0: int, noise: float) -> tuple[np.ndar
     return xs, ys
 
 
-# -- ReduceTree (spec §2.2.1) -----------------------------------------------------------------------
+# -- ReduceTree (GGKM21, Algorithm 1) --------------------------------------------------------------
 
 
 @settings(max_examples=60, deadline=None)
@@ -136,7 +136,7 @@ def test_reduce_tree_edge_cases() -> None:
 
 
 def test_improper_to_proper_fixture() -> None:
-    """§4.5: points N=8 without ∅, P(0)=0.01, target δ_0, α_Δ=0.1: every block gives Ŝ = {all zeros}."""
+    """Points N=8 without ∅, P(0)=0.01, target δ_0, α_Δ=0.1: every block gives Ŝ = {all zeros}."""
     lat = ClassLattice(np.eye(8, dtype=bool))
     rng = np.random.default_rng(4)
     p = np.array([0.01] + [0.99 / 7] * 7)
@@ -148,7 +148,7 @@ def test_improper_to_proper_fixture() -> None:
             assert [t.astype(int).tolist() for t in res.s_hat.values()] == [[0] * 8]
 
 
-# -- sparse selection (Prop 5.6 as instantiated in spec §2.3) --------------------------------------
+# -- sparse selection (GGKM21, Proposition 5.6, as docs/algorithms/proper.md applies it) -----------
 
 
 def test_sparse_selection_law_is_the_exponential_mechanism_with_a_phantom() -> None:
@@ -202,7 +202,7 @@ def test_selection_error_bound_and_sample_size_formulas() -> None:
         rel=1e-3,
     )
     p = paper_parameters(0.25, 0.1, 1.0, 1e-6, 1, d_vc=1)
-    assert p["condition_holds"] and 500 < p["C"] < 700 and 1e9 < p["n"] < 2e9  # spec §4.3.3
+    assert p["condition_holds"] and 500 < p["C"] < 700 and 1e9 < p["n"] < 2e9  # the paper's constants
     p4 = paper_parameters(0.25, 0.1, 1.0, 1e-6, 4, d_vc=1)
     assert 1e10 < p4["n"] < 1e11
     sizes = [proper_sample_size(a, 0.1, 1.0, 1e-6, 2) for a in (0.4, 0.2, 0.1)]
@@ -212,7 +212,7 @@ def test_selection_error_bound_and_sample_size_formulas() -> None:
     assert selection_error(pp.blocks, pp.log_ell, 1.0, 1e-6, 0.05) < 0.5 * pp.blocks
 
 
-# -- the learner -------------------------------------------------------------------------------------
+# -- the learner -----------------------------------------------------------------------------------
 
 
 @settings(max_examples=25, deadline=None)
@@ -240,7 +240,7 @@ def test_every_output_is_a_member(
 
 
 def test_improper_selection_is_never_released() -> None:
-    """points N=8 without ∅ (§4.5): f̂ = all zeros ∉ F; the release is a member, chosen by the cover."""
+    """Points N=8 without ∅: f̂ = all zeros ∉ F; the release is a member, chosen by the cover."""
     hclass = FiniteClass(np.eye(8, dtype=bool), spec="points8-no-zero")
     rng = np.random.default_rng(1)
     p = np.array([0.3] + [0.1] * 7)
@@ -302,7 +302,7 @@ def test_exact_privacy_of_poly_pri_learn_on_all_neighbours_of_a_small_sample() -
         assert hockey_stick(other, base, 1.0) <= 1e-2 + 1e-12
 
 
-# -- accuracy (practical parameters, fixed seeds) ----------------------------------------------------
+# -- accuracy (practical parameters, fixed seeds) --------------------------------------------------
 
 
 def _errors(spec: str, target, n: int, seeds: range, **params) -> list[float]:
