@@ -8,7 +8,8 @@ of one stream (``features`` features in ``[0, 1]``, labelled by a halfspace with
 
 * ``online``: the stream with no release (its online learner only);
 * ``releases``: the same stream with a ``halfspaces`` release on count windows of ``window``
-  examples and a release tree up to ``top_level``.
+  examples and a release tree up to ``top_level`` (with ``window_seconds``: on time windows of so
+  many seconds, whose inputs are capped at ``window`` examples each).
 
 Each phase is sampled every quarter of a second: the examples the worker has learned (``/status``),
 those the producers have had acknowledged, the worker's resident memory and its children's (the
@@ -145,11 +146,26 @@ def stream_config(features: int, online_learner: str, release: ReleaseConfig | N
     )
 
 
-def release_config(window: int, top_level: int) -> ReleaseConfig:
-    """The releases of the ``releases`` phase: halfspaces on count windows, 1 ε per level."""
+def release_config(window: int, top_level: int, window_seconds: float | None = None) -> ReleaseConfig:
+    """The releases of the ``releases`` phase: halfspaces on count windows of ``window`` examples,
+    or on time windows of ``window_seconds`` capped at ``window`` examples; 1 ε per level.
+
+    >>> release_config(100, 2, 5.0).window.kind, release_config(100, 2).window.size
+    ('time', 100)
+    """
+    if window_seconds is None:
+        return ReleaseConfig(
+            learner="halfspaces",
+            window=WindowConfig(size=window),
+            top_level=top_level,
+            epsilon=1.0,
+            epsilon_budget=float(top_level + 1),
+        )
     return ReleaseConfig(
         learner="halfspaces",
-        window=WindowConfig(size=window),
+        window=WindowConfig(kind="time", seconds=window_seconds),
+        expected_size=window,
+        max_node_examples=window,
         top_level=top_level,
         epsilon=1.0,
         epsilon_budget=float(top_level + 1),
@@ -226,7 +242,7 @@ def run_phase(
     asyncio.run(ensure_topics(settings))
     worker = WorkerProcess(settings, workdir / f"worker-{name}.log").start()
     expected = 0
-    if stream.release is not None:
+    if stream.release is not None and stream.release.window.kind == "count":
         expected = expected_nodes(n // stream.release.window.size, stream.release.top_level)
     try:
         ready = _wait_ready(worker, timeout=600)
@@ -276,7 +292,14 @@ def run_phase(
             f"RSS {figures['rss_mib']['20%']:.0f} -> {figures['rss_mib']['100%']:.0f} MiB",
             file=log,
         )
-        if stream.release is not None:
+        if stream.release is not None and stream.release.window.kind == "time":
+            # Time windows: how many releases the run completes depends on its length.
+            text = _metrics(worker)
+            figures["releases_at_last_example"] = int(at_last)
+            figures["deadlines_missed"] = int(
+                metric_sum(text, "privstream_release_deadlines_missed_total", STREAM)
+            )
+        elif stream.release is not None:
             # Every release is due within its slot of its window's close: wait for them.
             t0 = time.monotonic()
             text = _metrics(worker)
@@ -326,6 +349,7 @@ def run_scale_benchmark(
     log: Any = sys.stderr,
     release_timeout: float = 300.0,
     keep: Path | None = None,
+    window_seconds: float | None = None,
 ) -> dict[str, Any]:
     """Run the two phases described in the module docstring; returns the JSON-able result."""
     if n < window:
@@ -338,7 +362,7 @@ def run_scale_benchmark(
             broker = stack.enter_context(EmbeddedBroker(log_path=workdir / "broker.log"))
             settings = on_embedded_broker(settings, broker)
         phases = {}
-        for release in (None, release_config(window, top_level)):
+        for release in (None, release_config(window, top_level, window_seconds)):
             stream = stream_config(features, online_learner, release)
             key = "releases" if release is not None else "online"
             phases[key] = run_phase(settings, stream, n, producers, workdir, log, release_timeout)
@@ -346,6 +370,7 @@ def run_scale_benchmark(
         "examples": n,
         "features": features,
         "window": window,
+        "window_seconds": window_seconds,
         "top_level": top_level,
         "online_learner": online_learner,
         "producers": producers,

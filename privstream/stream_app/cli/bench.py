@@ -117,6 +117,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     scale.add_argument("--top-level", type=int, default=2, help="the release tree's top level (2)")
     scale.add_argument(
+        "--window-seconds",
+        type=float,
+        help="the release on time windows of so many seconds instead, each capped at --window examples",
+    )
+    scale.add_argument(
         "--online-learner", default="auto", help="the stream's online learner (auto; e.g. perceptron)"
     )
     scale.add_argument("--producers", type=int, default=2, help="producer processes (2)")
@@ -195,6 +200,7 @@ def run_bench_scale(args: argparse.Namespace) -> int:
         producers=args.producers,
         settings=load_settings(args),
         release_timeout=args.release_timeout,
+        window_seconds=args.window_seconds,
     )
     if args.json:
         print(json.dumps(result))
