@@ -550,6 +550,49 @@ async def test_the_individual_filter_charges_present_users_until_their_budget_th
         assert {c.included_users for c in charges} == {None}  # the reservations name no users
 
 
+async def test_a_reservation_that_named_its_users_feeds_the_learner_their_rows_only():
+    """A user-level reservation made before users were charged at ingest (it names the users it
+    charged) and recomputed after a restart: the node's rows of users it did not charge (stored
+    then, before admission) never reach the learner."""
+    from privstream.agents.ledger_port import NodeRange
+    from privstream.agents.windows import node_id, time_window_index
+
+    class Recording:
+        def __init__(self, inner):
+            self.inner, self.name, self.inputs = inner, inner.name, []
+
+        def fit(self, hclass, xs, ys, **kwargs):
+            self.inputs.append(sorted(int(x) for x in xs))
+            return self.inner.fit(hclass, xs, ys, **kwargs)
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+    clock = FakeClock(T0)
+    learner = Recording(make_learner("generic"))
+    p = policy(
+        learner=learner,
+        privacy_unit="user",
+        user_contribution_bound=2,
+        window_kind="time",
+        window_seconds=60.0,
+        expected_size=5,
+    )
+    agent = make_agent({"s": p}, clock=clock)
+    window = time_window_index(T0 + 1, 60.0)
+    key = p.products[0].key
+    agent.ledger.reserve(
+        "s", node_id(p.family, 0, window), key, 1.0, 0.0, NodeRange.of(0, window), users=["a"]
+    )
+    # rows stored as before admission at ingest: b's too, though the reservation charged only a
+    agent.store.append_time_rows("s", 0, [(0, 100, 0, "a", window), (1, 900, 1, "b", window)])
+    clock.now = T0 + 60
+    await agent.tick()
+    await agent.drain()
+    assert [rows for rows in learner.inputs if rows] == [[100]]
+    assert agent.ledger.user_spent("b").epsilon == 0.0
+
+
 async def test_a_vector_node_keeps_its_first_max_node_examples_and_states_the_cap_and_its_rule():
     """Count windows keep the level's ε; time windows (n private) halve it, always."""
     from privstream.agents.windows import count_family

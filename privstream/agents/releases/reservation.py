@@ -13,7 +13,9 @@ from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any
 
-from privstream.agents.interfaces import ReleaseMetrics
+import numpy as np
+
+from privstream.agents.interfaces import ReleaseMetrics, WindowData
 from privstream.agents.ledger_port import BudgetExhaustedError, NodeRange, PrivacyLedger
 from privstream.agents.releases.policy import required_guarantee
 from privstream.agents.releases.state import Fit, NodeJob, Ready
@@ -74,6 +76,10 @@ class NodeReserver:
             ready.settle("ready", reservation.release)
             return None
         data = await job.window()
+        if reservation.included_users is not None:
+            # A reservation that named the users it charged (made before users paid at ingest, and
+            # recomputed after a restart): rows of users it did not charge never reach the learner.
+            data = await self._offload(only_users, data, reservation.included_users)
         return Fit(ready, data, required_guarantee(policy, cost_epsilon, cost_delta))
 
     async def _refuse(self, job: NodeJob) -> None:
@@ -90,3 +96,14 @@ class NodeReserver:
         spent = await self._offload(self.ledger.spent, stream_id)
         left = await self._offload(self.ledger.remaining, stream_id)
         self.metrics.refused(stream_id, spent.epsilon, left.epsilon)
+
+
+def only_users(data: WindowData, users: frozenset[str]) -> WindowData:
+    """The node's rows of ``users`` only (whole users go: each kept user keeps their first k rows).
+
+    >>> rows = WindowData(np.array([1, 2, 3]), np.array([0, 1, 0]), np.array(["a", "b", "a"]), np.arange(3))
+    >>> only_users(rows, frozenset({"a"})).xs.tolist()
+    [1, 3]
+    """
+    keep = np.array([str(u) in users for u in data.users.tolist()], bool)
+    return WindowData(*(column[keep] for column in data))
