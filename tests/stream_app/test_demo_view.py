@@ -8,7 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from privstream.stream_app.embedded.demo import ProgressView, privstream_command
+from privstream.stream_app.embedded.demo import privstream_command
+from privstream.stream_app.embedded.demo_view import ProgressView
 
 
 def test_the_subscribe_command_printed_runs_without_the_virtualenv_on_path(monkeypatch) -> None:

@@ -91,7 +91,8 @@ class RenamedOption(argparse.Action):
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    from privstream.stream_app.embedded.demo import Demo, summary_text
+    from privstream.stream_app.embedded.demo import Demo
+    from privstream.stream_app.embedded.demo_view import summary_text
 
     settings = load_settings(args)
     summary = Demo(settings, args).run()
