@@ -90,11 +90,13 @@ def record_rotation(ledger: SqlLedger, old: Signer, new: Signer, *, who: str, re
 
 @dataclass(frozen=True)
 class Rotation:
-    """What ``privstream keys rotate`` did: the old and new key ids and where the new key is."""
+    """What ``privstream keys rotate`` did: the old and new key ids, where the new key is, and
+    the rotation statement the ledger recorded."""
 
     old_key_id: str
     new_key_id: str
     path: Path
+    statement: RotationStatement
 
 
 def rotate(settings: Settings, *, reason: str, who: str, out: Path | None = None) -> Rotation:
@@ -134,20 +136,26 @@ def rotate(settings: Settings, *, reason: str, who: str, out: Path | None = None
         new = Signer.generate()
         if out is not None:
             write_key_file(out, new)
-            record_rotation(ledger, old, new, who=who, reason=reason)
-            return Rotation(old.key_id, new.key_id, out)
+            recorded = record_rotation(ledger, old, new, who=who, reason=reason)
+            return Rotation(old.key_id, new.key_id, out, _statement(recorded))
         if path is None:  # ruled out above
             raise SigningKeyError("no key file to rotate")
         staged = staged_key_file(path)
         if staged.exists():  # a rotation that stopped before the ledger recorded it: nothing trusts it
             staged.unlink()
         write_key_file(staged, new)
-        record_rotation(ledger, old, new, who=who, reason=reason)
+        recorded = record_rotation(ledger, old, new, who=who, reason=reason)
     os.replace(staged, path)
     _sync_directory(path.parent)
     if read_key_file(path, str(path)).key_id != new.key_id:  # trust nothing read back
         raise SigningKeyError(f"{path} does not hold the new key {new.key_id} after the rotation")
-    return Rotation(old.key_id, new.key_id, path)
+    return Rotation(old.key_id, new.key_id, path, _statement(recorded))
+
+
+def _statement(recorded: RecordedKey) -> RotationStatement:
+    if recorded.statement is None:  # rotate_key records it with the key
+        raise SigningKeyError(f"the ledger recorded the key {recorded.key_id} without its rotation statement")
+    return RotationStatement.from_json(recorded.statement)
 
 
 def _sync_directory(folder: Path) -> None:

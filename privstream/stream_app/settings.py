@@ -66,7 +66,7 @@ FAUST_ENV_PREFIX = f"{ENV_PREFIX}FAUST_"
 SslMode = Literal["disable", "allow", "prefer", "require", "verify-ca", "verify-full"]
 
 #: The logical topics of the service; their Kafka names are ``topic_prefix + name``.
-TOPIC_NAMES = ("examples", "examples.dlq", "predictions", "hypotheses", "sanitized")
+TOPIC_NAMES = ("examples", "examples.dlq", "predictions", "hypotheses", "sanitized", "keys")
 
 
 class Settings(BaseSettings):

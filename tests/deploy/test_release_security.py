@@ -16,7 +16,8 @@ from .deploy_files import COMPOSE, DEPLOY, K8S, k8s_documents, load_yaml, load_y
 
 ACLS_OVERLAY = DEPLOY / "docker-compose.acls.yml"
 WORKERS = ("worker-1", "worker-2", "worker-3")
-RELEASE_TOPICS = ("privstream.hypotheses", "privstream.sanitized")
+#: What subscribers read: the releases, and the signed key rotations (the keys topic).
+PUBLIC_TOPICS = ("privstream.hypotheses", "privstream.sanitized", "privstream.keys")
 WRITES = {"All", "Write", "Create", "Delete", "Alter", "AlterConfigs"}
 
 
@@ -104,12 +105,12 @@ def test_the_acl_overlay_authenticates_every_listener_and_denies_what_no_acl_all
 
 
 @pytest.mark.parametrize("grants", [compose_acls, strimzi_acls], ids=["compose", "strimzi"])
-def test_only_the_workers_can_write_the_release_topics_and_subscribers_only_read_them(grants):
+def test_only_the_workers_can_write_the_public_topics_and_subscribers_only_read_them(grants):
     acls = grants()
     worker = "privstream"
     subscriber = next(who for who, _, _ in acls if "subscriber" in who)
     producer = next(who for who, _, _ in acls if "producer" in who)
-    for topic in RELEASE_TOPICS:
+    for topic in PUBLIC_TOPICS:
         assert allowed(acls, worker, "Write", topic)
         assert allowed(acls, subscriber, "Read", topic) and allowed(acls, subscriber, "Describe", topic)
         for other in {who for who, _, _ in acls} - {worker}:

@@ -5,13 +5,19 @@ public listener serves on ``/keys`` (the keys the ledger records, their rotation
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from privstream.stream_app.cli.common import UserError, add_config_option, load_settings
+
+if TYPE_CHECKING:
+    from privstream_client.signing import RotationStatement
+
+    from privstream.stream_app.settings import Settings
 
 __all__ = ["register"]
 
@@ -81,4 +87,23 @@ def run_rotate(args: argparse.Namespace) -> int:
         "workers again (a worker with the old key refuses to start)",
         file=sys.stderr,
     )
+    print(f"privstream keys: {_publish(settings, done.statement)}", file=sys.stderr)
     return 0
+
+
+def _publish(settings: Settings, statement: RotationStatement) -> str:
+    """The rotation statement sent to the keys topic: what became of it, for one line. Kafka
+    down is not an error: the ledger holds the statement and the next worker start sends it."""
+    from privstream.stream_app.kafka.rotation_log import publish_rotations
+
+    topic = settings.topic("keys")
+    if settings.kafka_bootstrap is None:
+        return f"no kafka_bootstrap: the next worker start sends the rotation statement to {topic}"
+    try:
+        asyncio.run(asyncio.wait_for(publish_rotations(settings, [statement]), 60.0))
+    except Exception as exc:  # any failure to reach Kafka: the statement is safe in the ledger
+        return (
+            f"could not send the rotation statement to {topic} ({type(exc).__name__}: {exc}); "
+            "the next worker start sends it"
+        )
+    return f"sent the rotation statement to {topic}"

@@ -9,12 +9,15 @@ import argparse
 import json
 import logging
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from privstream.stream_app.cli.common import UserError, add_config_option, load_settings
 
 if TYPE_CHECKING:
+    from privstream_client.signing import RotationStatement
+
     from privstream.stream_app.settings import Settings
 
 __all__ = ["register"]
@@ -74,8 +77,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     recover.add_argument(
         "--rotations",
         type=Path,
-        help="a saved /keys document whose rotation statements the ledger lacks (default: the one the "
-        "worker last wrote in data_dir/release_signatures.sqlite3, if any)",
+        help="a saved /keys document whose rotation statements the ledger lacks (besides those of the "
+        "keys topic and the one the worker last wrote in data_dir/release_signatures.sqlite3)",
     )
     recover.set_defaults(handler=run_recover)
 
@@ -211,9 +214,16 @@ def run_adopt(args: argparse.Namespace) -> int:
     return 0
 
 
-def _replay_rotations(settings: Settings, document: Path | None, reason: str) -> list[str]:
-    """The rotations of ``document`` (else of the worker's last key statement) that the ledger
-    lacks, recorded (a backup from before a rotation: the worker then starts with the new key)."""
+def _replay_rotations(
+    settings: Settings,
+    document: Path | None,
+    reason: str,
+    topic: Callable[[str], list[RotationStatement]] | None = None,
+) -> list[str]:
+    """The rotations the ledger lacks, recorded (a backup from before a rotation: the worker then
+    starts with the new key), from the statements of the keys topic (``topic``: the ledger id's
+    statements read from it), of ``document`` (a saved ``/keys``) and of the worker's last key
+    statement. Only those chaining from the ledger's current key count (``replay_rotations``)."""
     from privstream_client.signing import rotation_statements
 
     from privstream.stream_app.key_rotation import replay_rotations
@@ -221,31 +231,42 @@ def _replay_rotations(settings: Settings, document: Path | None, reason: str) ->
     from privstream.stream_app.store.identity import operator
     from privstream.stream_app.store.signatures import SIGNATURES_FILE, ReleaseSignatures
 
+    texts = []
     if document is not None:
         try:
-            text = document.read_text()
+            texts.append(document.read_text())
         except OSError as exc:
             raise UserError(f"--rotations {document}: {exc.strerror or exc}") from None
-    elif (settings.data_dir / SIGNATURES_FILE).exists():
+    if (settings.data_dir / SIGNATURES_FILE).exists():
         saved = ReleaseSignatures(settings.data_dir / SIGNATURES_FILE, readonly=True)
         try:
-            text = json.dumps(saved.key_document())
+            texts.append(json.dumps(saved.key_document()))
         finally:
             saved.close()
-    else:
-        return []
-    statements = rotation_statements(text, strict=False)
-    if not statements:
-        return []
+    statements = [s for text in texts for s in rotation_statements(text, strict=False)]
     with factory.open_ledger(settings, create=False) as ledger:
+        if topic is not None:
+            statements += topic(ledger.ledger_id)
+        if not statements:
+            return []
         return replay_rotations(ledger, statements, who=operator(), reason=reason)
+
+
+def _rotations_on_topic(settings: Settings) -> Callable[[str], list[RotationStatement]] | None:
+    """The keys topic's reader (None without Kafka: the embedded broker is memory-only)."""
+    from privstream.stream_app.kafka.rotation_log import read_rotation_log
+
+    if settings.kafka_bootstrap is None:
+        return None
+    return lambda ledger_id: read_rotation_log(settings, ledger_id).statements
 
 
 def run_recover(args: argparse.Namespace) -> int:
     from privstream.stream_app.store.identity import recover
 
     settings = _settings(args)
-    rotated = _ledger_errors(lambda: _replay_rotations(settings, args.rotations, args.reason))
+    topic = _rotations_on_topic(settings)
+    rotated = _ledger_errors(lambda: _replay_rotations(settings, args.rotations, args.reason, topic))
     if rotated:
         print(
             f"privstream ledger: recorded {len(rotated)} key rotations the ledger lacked; "

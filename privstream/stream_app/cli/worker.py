@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
 import signal
 import sys
@@ -14,7 +15,9 @@ from privstream.stream_app.cli.common import UserError, add_config_option, load_
 from privstream.stream_app.logs import configure_logging
 
 if TYPE_CHECKING:
-    pass
+    from privstream.stream_app.settings import Settings
+
+log = logging.getLogger(__name__)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -73,6 +76,8 @@ def run_worker(args: argparse.Namespace) -> int:
             service = build_service(settings)
         except LedgerError as exc:
             raise ledger_startup_error(exc, settings) from None
+        if service.ledger is not None:
+            send_missing_rotations(settings)
         # override_logging=False: mode would replace our handlers (and the JSON format) with its own.
         worker = PromptWorker(
             service.app,
@@ -99,6 +104,28 @@ def run_worker(args: argparse.Namespace) -> int:
     # The service stopped cleanly, everything committed and closed: exit without the
     # interpreter's finalization, seconds of garbage collection (Ctrl-C stops in well under 2 s).
     exit_without_finalizing(status)
+
+
+def send_missing_rotations(settings: Settings) -> list[str]:
+    """Send to the keys topic the rotations the ledger records that it lacks (one made while
+    Kafka was down, or before the embedded broker restarted empty); the new key ids sent. A
+    failure is a WARNING line, not a refusal: the ledger keeps the statements, ``/keys`` serves
+    them, and the next start sends them."""
+    from privstream.stream_app.kafka.rotation_log import publish_missing
+    from privstream.stream_app.store import factory
+
+    try:
+        with factory.open_ledger(settings, create=False) as ledger:
+            recorded = ledger.signing_keys()
+        return publish_missing(settings, recorded)
+    except Exception as exc:  # Kafka or the ledger unreachable: the statements stay in the ledger
+        log.warning(
+            "could not send the ledger's key rotations to %s (%s: %s); the next start tries again",
+            settings.topic("keys"),
+            type(exc).__name__,
+            exc,
+        )
+        return []
 
 
 def run_broker(args: argparse.Namespace) -> int:

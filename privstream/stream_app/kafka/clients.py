@@ -137,7 +137,9 @@ async def ensure_topics(settings: Settings, names: Iterable[str] = TOPIC_NAMES) 
     largest the worker reads (``max.message.bytes``): Kafka refuses a larger one to its producer.
     Its records are stamped by the broker when it appends them (``LogAppendTime``): a count
     window closes at its last example's record timestamp, so that moment must be the broker's, not
-    a producer's to choose.
+    a producer's to choose. The keys topic (the signed key rotations,
+    :mod:`.rotation_log`) keeps its records for ever: a subscriber pinned to a key from years ago
+    follows the chain from there.
     """
     admin = AIOKafkaAdminClient(**client_options(settings))
     await start_client(admin, settings)
@@ -148,7 +150,8 @@ async def ensure_topics(settings: Settings, names: Iterable[str] = TOPIC_NAMES) 
             settings.topic("examples"): {
                 "max.message.bytes": str(MAX_MESSAGE_BYTES),
                 "message.timestamp.type": "LogAppendTime",
-            }
+            },
+            settings.topic("keys"): {"retention.ms": "-1"},
         }
         missing = [
             NewTopic(

@@ -44,6 +44,7 @@ __all__ = [
     "checkpoint",
     "public_log",
     "read_public_log",
+    "read_records",
 ]
 
 #: Public topics whose records carry certificates.
@@ -169,13 +170,17 @@ def read_public_log(
     level = quiet.level
     quiet.setLevel(max(level, logging.WARNING))
     try:
-        records = asyncio.run(asyncio.wait_for(_read(settings, since), timeout))
+        records = asyncio.run(asyncio.wait_for(read_records(settings, since), timeout))
     finally:
         quiet.setLevel(level)
     return public_log(records, keys)
 
 
-async def _read(settings: Settings, since: float | None) -> list[Record]:
+async def read_records(
+    settings: Settings, since: float | None, topics: Sequence[str] = PUBLIC_TOPICS
+) -> list[Record]:
+    """Every record of the logical ``topics`` with a timestamp at ``since`` (Unix seconds) or
+    later (all: None), unverified, as the broker holds them when the read starts."""
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
     from privstream.stream_app.embedded.broker import runs_embedded_broker
@@ -189,11 +194,11 @@ async def _read(settings: Settings, since: float | None) -> list[Record]:
     )
     await start_client(consumer, settings)
     try:
-        topics = [settings.topic(name) for name in PUBLIC_TOPICS]
+        names = [settings.topic(name) for name in topics]
         await consumer.topics()  # metadata, so the partitions are known
         partitions = [
             TopicPartition(topic, p)
-            for topic in topics
+            for topic in names
             for p in sorted(consumer.partitions_for_topic(topic) or ())
         ]
         if not partitions:
