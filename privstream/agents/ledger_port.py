@@ -38,7 +38,7 @@ metric, never published).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import NamedTuple, Protocol, runtime_checkable
@@ -437,6 +437,22 @@ class PrivacyLedger(Protocol):
         nothing. ``scheduled_at`` (Unix seconds) is the release's deadline: the read side's
         ``visible_at`` counts the charge from then on.
         """
+        ...
+
+    def admit(
+        self,
+        stream_id: str,
+        window: int,
+        costs: Sequence[PrivacyCost | tuple[float, float]],
+        users: Collection[str],
+        *,
+        user_budget: PrivacyCost | tuple[float, float] | None = None,
+    ) -> list[str]:
+        """User level, at ingest: charge each of ``users`` (their first rows in level-0 window
+        ``window``) for every node of the release tree covering it, ``costs[j]`` for node
+        ``(j, window >> j)``, all or nothing per user; the users admitted (a user who cannot pay is
+        admitted to no node of the window and pays nothing). Idempotent: a node paid already costs
+        nothing again (a replay after a restart)."""
         ...
 
     def complete(self, entry_id: int, release: bytes) -> Charge:

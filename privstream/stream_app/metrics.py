@@ -231,8 +231,8 @@ class ServiceMetrics:
         )
         self.excluded_users = Counter(
             "privstream_filter_excluded_users_total",
-            "Users left out of a user-level release because their lifetime budget would be passed "
-            "(private: operators only).",
+            "Users left out of a user-level time window at ingest because their lifetime budget "
+            "would be passed, one per user and window (private: operators only).",
             ["stream"],
             registry=r,
         )

@@ -143,7 +143,7 @@ SERVICE_FRAME = {
     "delta_budget_remaining",
 }
 #: The service's input cap and its accounting rule (the CLI reads the whole file).
-SERVICE_PARAMETERS = {"max_node_examples", "cap_rule"}
+SERVICE_PARAMETERS = {"max_node_examples", "cap_rule", "user_charge_rule"}
 
 
 def cli_matches_service(algorithm: Algorithm) -> None:

@@ -325,6 +325,11 @@ async def test_user_level_bounds_contributions_and_scales_epsilon():
     c = publish.releases()[0].certificate
     assert c.privacy_unit == "user" and c.user_contribution_bound == 2
     assert c.epsilon == 1.0 and c.parameters["algorithm_epsilon"] == pytest.approx(0.5)
+    # The certificate states how users pay: at ingest, for every node covering the window, kept or not
+    rule = c.parameters["user_charge_rule"]
+    assert "at ingest" in rule and "every node of the release tree covering the window" in rule
+    assert "whether or not the node keeps" in rule and "over-charged, which is safe" in rule
+    assert {agent.ledger.user_spent(f"u{i}").epsilon for i in range(10)} == {1.0}  # one node each
 
 
 def timed(batch, start, step=0.1):
@@ -484,8 +489,10 @@ async def test_a_stream_of_feature_vectors_releases_a_private_model():
 
 
 async def test_the_individual_filter_charges_present_users_until_their_budget_then_excludes_them():
-    """The individual filter: a user present in every window is used until one more release would pass their
-    budget; absent users pay nothing; a user in two streams pays from one budget."""
+    """The individual filter at ingest: a user's first row in a window charges them for every node
+    covering it, there and then, until one more window would pass their budget; then their rows are
+    left out of the window. Absent users pay nothing; a user in two streams pays from one budget;
+    the reservations at the close name no users."""
     from privstream.agents.ledger_port import PrivacyCost
 
     clock = FakeClock(T0)
@@ -495,11 +502,13 @@ async def test_the_individual_filter_charges_present_users_until_their_budget_th
         window_kind="time",
         window_seconds=60.0,
         expected_size=5,
+        top_level=1,
         user_budget=PrivacyCost(3.0, 0.0),
     )
     policies = {"s": policy(**common), "t": policy(**common, stream_id="t")}
     metrics = RecordingMetrics()
     agent = make_agent(policies, budget=(3.0, 0.0), metrics=metrics, clock=clock)
+    spent_at_ingest = []
     for w in range(4):  # "u" sends to both streams in every window; "v" only to "s", in window 0
         senders = {"s": ["u"] + (["v"] if w == 0 else []), "t": ["u"]}
         for stream_id, users in senders.items():
@@ -513,15 +522,75 @@ async def test_the_individual_filter_charges_present_users_until_their_budget_th
                 [datetime.fromtimestamp(T0 + 60 * w + 1, UTC)] * len(users),
                 [None] * len(users),
             )
+            spent_at_ingest.append(agent.ledger.user_spent("u").epsilon)
         clock.now = T0 + 60 * (w + 1)
         await agent.tick()
         await agent.drain()
-    # ε = 1 per release; "u" is in 8 releases (4 windows x 2 streams) but pays 3, its budget.
+    # ε = 1 per node and product, two nodes cover a window (levels 0 and 1). At its first row "u"
+    # pays both nodes of "s" covering the first window at once, before any close; "t" would cost 2
+    # more (excluded); the second window of "s" costs its level-0 node only (its parent is paid);
+    # then every window would pass 3.
+    assert spent_at_ingest == pytest.approx([2.0, 2.0, 3.0, 3.0, 3.0, 3.0, 3.0, 3.0])
     assert agent.ledger.user_spent("u").epsilon == pytest.approx(3.0)
-    assert agent.ledger.user_spent("v").epsilon == pytest.approx(1.0)  # present once
+    # "v" pays for both nodes covering window 0, whether or not they keep v's row
+    assert agent.ledger.user_spent("v").epsilon == pytest.approx(2.0)
     assert agent.ledger.user_spent("nobody").epsilon == 0.0
-    assert metrics.events["excluded"] == 5  # operators only: how many were left out
+    from privstream.agents.windows import time_window_index
+
+    first = time_window_index(T0 + 1, 60.0)  # the first window (even: a level-1 node covers it and the next)
+    assert first % 2 == 0
+    assert set(agent.ledger.admitted("s", 1, first // 2)) == {"u", "v"}
+    assert agent.ledger.admitted("t", 0, first) == {} and agent.ledger.admitted("s", 0, first + 2) == {}
+    # t's windows 0 and 1, s's 2 and 3, t's 2 and 3: operators only, how many were left out
+    assert metrics.events["excluded"] == 6
     assert metrics.events["refused"] == 0  # releases go on, without the exhausted user
+    for stream_id in policies:
+        charges = agent.ledger.entries(stream_id)
+        assert len(charges) == 6  # 4 windows and 2 level-1 nodes, each released
+        assert {c.included_users for c in charges} == {None}  # the reservations name no users
+
+
+async def test_a_reservation_that_named_its_users_feeds_the_learner_their_rows_only():
+    """A user-level reservation made before users were charged at ingest (it names the users it
+    charged) and recomputed after a restart: the node's rows of users it did not charge (stored
+    then, before admission) never reach the learner."""
+    from privstream.agents.ledger_port import NodeRange
+    from privstream.agents.windows import node_id, time_window_index
+
+    class Recording:
+        def __init__(self, inner):
+            self.inner, self.name, self.inputs = inner, inner.name, []
+
+        def fit(self, hclass, xs, ys, **kwargs):
+            self.inputs.append(sorted(int(x) for x in xs))
+            return self.inner.fit(hclass, xs, ys, **kwargs)
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+    clock = FakeClock(T0)
+    learner = Recording(make_learner("generic"))
+    p = policy(
+        learner=learner,
+        privacy_unit="user",
+        user_contribution_bound=2,
+        window_kind="time",
+        window_seconds=60.0,
+        expected_size=5,
+    )
+    agent = make_agent({"s": p}, clock=clock)
+    window = time_window_index(T0 + 1, 60.0)
+    key = p.products[0].key
+    agent.ledger.reserve(
+        "s", node_id(p.family, 0, window), key, 1.0, 0.0, NodeRange.of(0, window), users=["a"]
+    )
+    # rows stored as before admission at ingest: b's too, though the reservation charged only a
+    agent.store.append_time_rows("s", 0, [(0, 100, 0, "a", window), (1, 900, 1, "b", window)])
+    clock.now = T0 + 60
+    await agent.tick()
+    await agent.drain()
+    assert [rows for rows in learner.inputs if rows] == [[100]]
+    assert agent.ledger.user_spent("b").epsilon == 0.0
 
 
 async def test_a_vector_node_keeps_its_first_max_node_examples_and_states_the_cap_and_its_rule():

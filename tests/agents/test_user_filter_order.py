@@ -81,3 +81,42 @@ async def test_an_excluded_user_displaces_no_one_from_the_capped_node() -> None:
     assert len(fitted_with_u[0][0]) == 4  # users a and b, two rows each: the cap, full
     assert_twins(with_u, without_u)
     assert with_u.dp == without_u.dp  # seeded alike and fed alike: even the models agree
+
+
+EXHAUSTED = [f"x{i}" for i in range(300)]  # users who spent their lifetime budget elsewhere
+
+
+def crowded_steps(with_exhausted: bool) -> list[Step]:
+    """Window 0: users a, b, c with two rows each; in one twin 300 budget-exhausted users first,
+    two rows each (600 rows, 150 times the cap)."""
+    rows = []
+    if with_exhausted:
+        for i, user in enumerate(EXHAUSTED):
+            rows += [example([0.9, 0.1], at=T0 + 1 + i / 100, user=user)] * 2
+    for i, user in enumerate(("a", "b", "c")):
+        rows += [example([0.1 * i, 0.5], at=T0 + 10 + 2 * i, user=user)]
+        rows += [example([0.5, 0.1 * i + 0.3], at=T0 + 11 + 2 * i, user=user)]
+    return [Step(T0 + 30, rows), Step(T0 + 70), Step(T0 + 130)]
+
+
+async def run_crowded(with_exhausted: bool) -> tuple[Any, TwinRun]:
+    # Each stored row read back at the close costs 10 ms on the run's clock: 600 rows more would
+    # take the node 6 s past its close, beyond its 5 s slot, if they were stored.
+    twin = TwinRun(STREAM, learner=Recording(), store_seconds_per_row=0.01)
+    twin.ledger.register_stream("elsewhere", PrivacyCost(10.0, 0.0))
+    twin.ledger.reserve("elsewhere", "w", "m", 0.5, 0.0, NodeRange.of(0, 0), users=EXHAUSTED)
+    observed = await twin.run(crowded_steps(with_exhausted))
+    return observed, twin
+
+
+async def test_budget_exhausted_users_change_neither_the_release_nor_its_timing() -> None:
+    """Twins whose node differs by 300 budget-exhausted users: they are excluded at ingest, their
+    rows never stored, so the close reads the same rows, the same release goes out (not the
+    default) at the same record timestamp, and none of them is charged."""
+    crowded, crowded_twin = await run_crowded(with_exhausted=True)
+    alone, alone_twin = await run_crowded(with_exhausted=False)
+    assert crowded_twin.rows_stored == alone_twin.rows_stored  # the close touches the same rows
+    assert_twins(crowded, alone)  # records, record timestamps, ledger, pages over time
+    assert crowded.dp == alone.dp  # the same model: seeded alike and fed alike
+    assert crowded.defaults == {} == alone.defaults  # the fits made their slots: no default
+    assert all(crowded_twin.ledger.user_spent(user) == (0.5, 0.0) for user in EXHAUSTED)

@@ -402,14 +402,18 @@ class TwinRun:
         store, close_window = self.store, self.store.close_window
         self.rows_stored: list[int] = []
 
-        def count(where: str, *params: Any) -> int:
-            statement = store._q(f"SELECT count(*) FROM {{examples}} WHERE stream_id = ? AND {where}")
+        def count(where: str, *params: Any, table: str = "examples", rows: str = "count(*)") -> int:
+            statement = store._q(
+                f"SELECT coalesce({rows}, 0) FROM {{{table}}} WHERE stream_id = ? AND {where}"
+            )
             return int(backend.run(lambda cur: cur.execute(statement, params).fetchone()[0], mode="read"))
 
         def close(stream_id: str, *args: Any, **kwargs: Any) -> Any:
             index, seqs = kwargs.get("time_window"), kwargs.get("seqs")
-            if index is not None:
-                stored = count("time_window = ?", stream_id, index)
+            if index is not None:  # single rows (bottom-k windows) and chunks (time_chunks.py)
+                stored = count("time_window = ?", stream_id, index) + count(
+                    "time_window = ?", stream_id, index, table="example_chunks", rows="sum(n)"
+                )
             elif seqs is not None:
                 stored = count("seq >= ? AND seq < ?", stream_id, *seqs)
             else:

@@ -45,9 +45,10 @@ For each node (a window is a node of level 0), a background task, in the schedul
 2. reserves the release in the ledger (the charge, write-ahead, with a secret seed and the
    deadline), before the data is loaded or the learner runs, so budgets do not depend on either;
    a refusal (a lowered budget: a valid configuration never runs out) is recorded by the ledger.
-   At the user level the reservation is the individual filter's: the users present are charged
-   unless their lifetime budget would be passed, and the excluded ones' examples never reach the
-   learner;
+   At the user level it names no users: the individual filter charged them at ingest
+   (:mod:`.admission`: each user present pays for every node covering the window at their first
+   row, unless their lifetime budget would be passed), and the excluded ones' rows were never
+   stored;
 3. runs the default and then the learner in the stream's own learner process (one stream's fit
    never holds up another's), with randomness derived from the seed, so a recomputation after a
    crash is bit-identical;
@@ -69,7 +70,8 @@ The rooms, each with its rule in its docstring:
 * :mod:`.certificate`: a release's bytes and the certificate that states its guarantee;
 * :mod:`.state`: what the agent keeps per stream and per node in flight;
 * :mod:`.schedule`: when windows close, and what a crash left unreleased;
-* :mod:`.reservation`: a release's charge, written ahead, and the individual filter;
+* :mod:`.reservation`: a release's charge, written ahead;
+* :mod:`.admission`: the individual filter at ingest (the user level);
 * :mod:`.preparation`: reserve, default and fit of a node's releases before their deadline;
 * :mod:`.publishing`: the release at its deadline, and the outbox after a crash;
 * :mod:`.guard`: ingest holds off while a node is prepared and around the deadlines;

@@ -24,6 +24,7 @@ from privstream.agents.interfaces import (
     WindowData,
 )
 from privstream.agents.ledger_port import PrivacyLedger
+from privstream.agents.releases.admission import Admission, Row
 from privstream.agents.releases.guard import DEADLINE_GUARD_SECONDS, DeadlineGuard
 from privstream.agents.releases.nodes import build_node, ingest_rule, node_released, window_info
 from privstream.agents.releases.policy import ReleasePolicy, samples_at_ingest
@@ -116,6 +117,8 @@ class ReleaseAgent:
         self._owned: set[int] = set()  # the examples topic's partitions assigned to this worker
         # Ingest holds off while a node is prepared and around the deadlines of releases not yet out.
         self.guard = DeadlineGuard(clock, self._streams.values())
+        # User level: the individual filter charges users as their rows arrive (see .admission).
+        self.admission = Admission(ledger)
 
     #: At most this many windows are closed per tick (a catch-up after long downtime goes on the next).
     MAX_WINDOWS_PER_TICK = 1000
@@ -164,7 +167,7 @@ class ReleaseAgent:
         if policy.window_seconds is None:
             raise InvariantError("invariant broken: policy.window_seconds is not None")
         first_open = self._next_time_window(policy, state)
-        rows = []
+        timed: list[Row] = []
         now = self.clock()
         for o, x, y, u, t in zip(offsets, xs, ys, users, event_times, strict=True):
             # No event time: the arrival on the worker's clock (a Kafka timestamp is the
@@ -174,15 +177,21 @@ class ReleaseAgent:
             if index < first_open:
                 self.metrics.late_example(stream_id)  # its window was closed already
                 continue
-            rows.append((o, x, y, u, index))
+            timed.append((o, x, y, u, index))
+        if policy.privacy_unit == "user" and timed:
+            # The individual filter, before anything is stored: each user present pays for every
+            # node covering the window at their first row, kept or not; who cannot pay is left out.
+            timed, excluded = self.admission.admit(policy, timed, first_open=first_open)
+            if excluded:
+                self.metrics.users_excluded(stream_id, excluded)  # private: operators only
         # A capped node keeps its window's first rows (vectors) or a bottom-k sample (integer
         # classes): the rest are never stored, so a window's private size costs nothing at its close.
         keep_first, priorities = self._ingest_rules[stream_id]
-        drawn = priorities(len(rows)) if priorities is not None and rows else None
+        drawn = priorities(len(timed)) if priorities is not None and timed else None
         # Fenced against the close: on a stream spread over partitions the owner closes windows
         # while other workers store rows; a row of a window closed meanwhile is late, not lost.
         late = self.store.append_time_rows(
-            stream_id, partition, rows, keep_first=keep_first, priorities=drawn
+            stream_id, partition, timed, keep_first=keep_first, priorities=drawn
         )
         for _ in range(late):
             self.metrics.late_example(stream_id)

@@ -28,8 +28,8 @@ def node_bounds(policy: ReleasePolicy) -> NodeBounds:
         return NodeBounds(max_node_examples=policy.max_node_examples, sample=True)
     return NodeBounds(
         user_contribution_bound=policy.user_contribution_bound if user_level else None,
-        # At the user level the cap applies at release, after the individual filter: a stored
-        # node keeps every user's rows (each user's first k), so an excluded user takes no slot.
+        # At the user level a stored node keeps every admitted user's first k rows (an excluded
+        # user's were never stored, so they take no slot); the cap applies at release.
         max_node_examples=policy.max_node_examples
         if policy.feature_bounds is not None and not user_level
         else None,

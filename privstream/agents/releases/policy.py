@@ -154,11 +154,28 @@ def cap_halves_epsilon(policy: ReleasePolicy) -> bool:
     return capped(policy) and policy.expected_size is not None
 
 
+#: The certificate's statement of how users pay at the user level (the individual filter at ingest).
+USER_CHARGE_RULE = (
+    "individual filter at ingest: a user's first row in a time window charges that user, at once, "
+    "for every node of the release tree covering the window (each node once, the sum over the "
+    "stream's products of its level's epsilon and delta), whether or not the node keeps the "
+    "user's rows; a user whose lifetime user budget cannot pay all of them is excluded from the "
+    "window and pays nothing for it; a node then holds each admitted user's first "
+    "user_contribution_bound rows; users the cap leaves out are over-charged, which is safe"
+)
+
+
 def cap_parameters(policy: ReleasePolicy) -> dict[str, Any]:
-    """The certificate's statement of the input cap and its accounting rule."""
+    """The certificate's statement of the input cap and its accounting rule (at the user level,
+    with the rule users are charged by: :data:`USER_CHARGE_RULE`)."""
+    charge = {"user_charge_rule": USER_CHARGE_RULE} if policy.privacy_unit == "user" else {}
     if not capped(policy):
-        return {"max_node_examples": None, "cap_rule": "uncapped: the learner reads all of a node's examples"}
-    included = " of the users the filter includes" if policy.privacy_unit == "user" else ""
+        return {
+            "max_node_examples": None,
+            "cap_rule": "uncapped: the learner reads all of a node's examples",
+            **charge,
+        }
+    included = " of the users admitted at ingest" if policy.privacy_unit == "user" else ""
     if samples_at_ingest(policy):
         kept = (
             "a uniformly random subset of max_node_examples examples, kept as they arrive: each "
@@ -187,7 +204,7 @@ def cap_parameters(policy: ReleasePolicy) -> dict[str, Any]:
         else "n is public (replace-one): a replacement changes at most one kept example, the learner "
         "runs at the level's epsilon"
     )
-    return {"max_node_examples": policy.max_node_examples, "cap_rule": rule}
+    return {"max_node_examples": policy.max_node_examples, "cap_rule": rule, **charge}
 
 
 def shuffles(policy: ReleasePolicy) -> bool:

@@ -1,7 +1,7 @@
 """Preparing a node's releases before their deadline, product by product, under the stream's lock:
 
 1. reserve the release in the ledger (:mod:`.reservation`: the charge, write-ahead, with a secret
-   seed and the deadline, before the learner runs; at the user level the individual filter);
+   seed and the deadline, before the learner runs);
 2. with a deadline, compute the default release first (the learner on the public stand-in input,
    the same parameters and randomness), so something is ready at the deadline whatever the fit
    does;

@@ -1,9 +1,9 @@
 """Reserving a product's release of a node, before its input reaches the learner: the charge is
 written ahead in the ledger, with a secret seed and the deadline, so budgets depend on neither the
-data nor the fit. At the user level the reservation is the individual filter's: the users present
-are charged unless their lifetime budget would be passed, and the excluded ones' examples never
-reach the learner (the filter first, then each user's first k rows, then the cap). A refusal is the
-ledger's to record; a valid configuration never runs out.
+data nor the fit. At the user level the users were charged at ingest (:mod:`.admission`: the
+individual filter), so a reservation names no users: the node holds only admitted users' rows,
+each user's first k (the store bounds them), and the cap applies in the learner's input. A refusal
+is the ledger's to record; a valid configuration never runs out.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from privstream.agents.interfaces import ReleaseMetrics, WindowData
 from privstream.agents.ledger_port import BudgetExhaustedError, NodeRange, PrivacyLedger
 from privstream.agents.releases.policy import required_guarantee
 from privstream.agents.releases.state import Fit, NodeJob, Ready
-from privstream.agents.windows import bound_contributions
 from privstream.learning.errors import InvariantError
 
 log = logging.getLogger(__name__)
@@ -47,15 +46,8 @@ class NodeReserver:
         if info.last_window is None:
             raise InvariantError("invariant broken: info.last_window is not None")
         node = NodeRange(level, info.first_window, info.last_window)
-        users: list[str] | None = None
-        data: WindowData | None = None
         reservation = await self._offload(self.ledger.reservation, stream_id, window_id, key)
         if reservation is None or not reservation.completed:
-            if policy.privacy_unit == "user":
-                # The individual filter: the users present in the node are charged unless their
-                # lifetime budget would be passed; who is charged is decided before the learner.
-                data = await job.window()
-                users = sorted({str(u) for u in data.users.tolist()})
             try:
                 reservation = await self._offload(
                     partial(
@@ -66,8 +58,6 @@ class NodeReserver:
                         cost_epsilon,
                         cost_delta,
                         node,
-                        users=users,
-                        user_budget=policy.user_budget,
                         scheduled_at=deadline,
                     )
                 )
@@ -85,24 +75,11 @@ class NodeReserver:
             ready.completed, ready.published = True, reservation.published
             ready.settle("ready", reservation.release)
             return None
-        data = data if data is not None else await job.window()
+        data = await job.window()
         if reservation.included_users is not None:
-            included = reservation.included_users
-            excluded = len(users or ()) - len(included)
-            if excluded:
-                self.metrics.users_excluded(stream_id, excluded)  # private: operators only
-
-            def keep_included(data: WindowData) -> WindowData:
-                # The filter first, then each user's first k rows, then the cap (the learner's
-                # input, NodeFit): an excluded user displaces no one.
-                keep = np.array([str(u) in included for u in data.users.tolist()], bool)
-                if policy.user_contribution_bound is None:
-                    raise InvariantError("invariant broken: policy.user_contribution_bound is not None")
-                return bound_contributions(
-                    WindowData(*(column[keep] for column in data)), policy.user_contribution_bound
-                )
-
-            data = await self._offload(keep_included, data)
+            # A reservation that named the users it charged (made before users paid at ingest, and
+            # recomputed after a restart): rows of users it did not charge never reach the learner.
+            data = await self._offload(only_users, data, reservation.included_users)
         return Fit(ready, data, required_guarantee(policy, cost_epsilon, cost_delta))
 
     async def _refuse(self, job: NodeJob) -> None:
@@ -119,3 +96,14 @@ class NodeReserver:
         spent = await self._offload(self.ledger.spent, stream_id)
         left = await self._offload(self.ledger.remaining, stream_id)
         self.metrics.refused(stream_id, spent.epsilon, left.epsilon)
+
+
+def only_users(data: WindowData, users: frozenset[str]) -> WindowData:
+    """The node's rows of ``users`` only (whole users go: each kept user keeps their first k rows).
+
+    >>> rows = WindowData(np.array([1, 2, 3]), np.array([0, 1, 0]), np.array(["a", "b", "a"]), np.arange(3))
+    >>> only_users(rows, frozenset({"a"})).xs.tolist()
+    [1, 3]
+    """
+    keep = np.array([str(u) in users for u in data.users.tolist()], bool)
+    return WindowData(*(column[keep] for column in data))

@@ -55,6 +55,18 @@ def test_admissions_and_reservations_spend_one_budget_over_every_stream(ledger) 
     assert ledger.user_spent("u") == (0.875, 0.0)
 
 
+def test_a_reservation_naming_no_users_charges_the_stream_only(ledger) -> None:
+    """The release path at the user level: users paid at ingest; the node's reservation names no
+    users, charges the stream's budget and leaves every user's spend as admission left it."""
+    ledger.admit("s", 0, COSTS, ["a", "b"], user_budget=BUDGET)
+    spent_before = ledger.spent("s")
+    r = ledger.reserve("s", "t60-L0-0", "m", 0.125, 0.0, NodeRange.of(0, 0), user_budget=BUDGET)
+    assert r.included_users is None
+    assert ledger.reservation("s", "t60-L0-0", "m").included_users is None  # as stored
+    assert ledger.user_spent("a") == ledger.user_spent("b") == (0.375, 0.0)
+    assert ledger.spent("s").epsilon == pytest.approx(spent_before.epsilon + 0.125)
+
+
 def test_a_node_whose_charge_grew_is_topped_up_by_the_difference(ledger) -> None:
     ledger.admit("s", 0, [(0.25, 0.0), (0.25, 0.0)], ["a"], user_budget=BUDGET)
     ledger.admit("s", 1, [(0.25, 0.0), (0.375, 0.0)], ["a"], user_budget=BUDGET)  # (0, 1) + 1/8 more

@@ -1,0 +1,87 @@
+"""The individual filter at ingest (user level): a user's first rows in a time window charge that
+user, there and then, for every node of the release tree covering the window
+(:meth:`~privstream.agents.ledger_port.PrivacyLedger.admit`); only the admitted users' rows are
+stored. A user who cannot pay is excluded from the window at ingest (counted for the operator,
+never public), so a node's close reads only rows that were paid for and names no users.
+
+Every user present in a window is charged, whether or not the node later keeps their rows (each
+user's first ``user_contribution_bound`` rows, then the first ``max_node_examples``): no user's
+data changes what another user pays, and a user the cap leaves out is over-charged, which is safe.
+
+>>> from privstream.agents.releases.policy import Product, ReleasePolicy
+>>> from privstream.stream_app.store.sqlite_ledger import SqliteLedger
+>>> policy = ReleasePolicy("s", None, (Product("hypotheses", None, 0.5),), window_kind="time",
+...     window_seconds=60.0, privacy_unit="user", user_contribution_bound=1, top_level=1,
+...     user_budget=PrivacyCost(1.0, 0.0))
+>>> admission = Admission(SqliteLedger.open(":memory:", budgets={"s": (1.0, 0.0)}))
+>>> rows = [(0, 7, 1, "a", 0), (1, 7, 1, "b", 0), (2, 7, 1, "a", 1)]
+>>> admission.admit(policy, rows, first_open=0)  # a and b pay nodes (0, 0) and (1, 0): 1.0
+([(0, 7, 1, 'a', 0), (1, 7, 1, 'b', 0)], 1)
+>>> admission.admit(policy, [(3, 7, 1, "b", 1)], first_open=1)  # node (0, 1) would pass b's 1.0
+([], 1)
+>>> admission.ledger.user_spent("a"), admission.ledger.user_spent("b")
+(PrivacyCost(epsilon=1.0, delta=0.0), PrivacyCost(epsilon=1.0, delta=0.0))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from privstream.agents.ledger_port import PrivacyCost, PrivacyLedger
+from privstream.agents.releases.policy import ReleasePolicy
+
+#: A time window's row as the agent stores it: (offset, x, y, user, window index).
+Row = tuple[int, Any, Any, str | None, int]
+
+
+def user_costs(policy: ReleasePolicy) -> list[PrivacyCost]:
+    """What a user pays for a node of each level 0..L: the sum over the stream's products.
+
+    >>> from privstream.agents.releases.policy import Product
+    >>> products = (Product("hypotheses", None, 0.5), Product("sanitized", None, 0.25, 1e-6))
+    >>> user_costs(ReleasePolicy("s", None, products, top_level=1))
+    [PrivacyCost(epsilon=0.75, delta=1e-06), PrivacyCost(epsilon=0.75, delta=1e-06)]
+    """
+    costs = []
+    for level in range(policy.top_level + 1):
+        charges = [product.cost(level) for product in policy.products]
+        costs.append(PrivacyCost(sum(e for e, _ in charges), sum(d for _, d in charges)))
+    return costs
+
+
+class Admission:
+    """Who was admitted to (or excluded from) each open time window of each stream, in this run.
+
+    In memory: after a restart the ledger's admission is idempotent (a user who paid a node pays
+    nothing again), so asking again is safe."""
+
+    def __init__(self, ledger: PrivacyLedger) -> None:
+        self.ledger = ledger
+        # stream -> window -> user -> admitted?
+        self._decided: dict[str, dict[int, dict[str, bool]]] = {}
+
+    def admit(self, policy: ReleasePolicy, rows: Sequence[Row], *, first_open: int) -> tuple[list[Row], int]:
+        """The rows of admitted users, in order, and how many users were newly excluded. Users seen
+        first in a window are admitted in one ledger call per window; windows before
+        ``first_open`` (closed) are forgotten."""
+        windows = self._decided.setdefault(policy.stream_id, {})
+        for closed in [w for w in windows if w < first_open]:
+            del windows[closed]
+        fresh: dict[int, list[str]] = {}
+        for _, _, _, user, window in rows:
+            decided = windows.setdefault(window, {})
+            if user is not None and user not in decided:
+                decided[user] = False  # until the ledger says otherwise
+                fresh.setdefault(window, []).append(user)
+        excluded = 0
+        costs = user_costs(policy)
+        for window, users in fresh.items():
+            admitted = set(
+                self.ledger.admit(policy.stream_id, window, costs, users, user_budget=policy.user_budget)
+            )
+            for user in users:
+                windows[window][user] = user in admitted
+            excluded += len(users) - len(admitted)
+        kept = [row for row in rows if row[3] is not None and windows[row[4]][row[3]]]
+        return kept, excluded
