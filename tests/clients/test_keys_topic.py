@@ -55,6 +55,6 @@ def test_a_keys_topic_that_cannot_be_read_leaves_the_pinned_keys(
 
     monkeypatch.setattr(subscription, "read_rotation_statements", refused)
     sub = subscribe("s", bootstrap="127.0.0.1:9", trusted_keys=KeySet([old.public_entry()]), keys_topic=True)
-    with caplog.at_level(logging.WARNING, logger="privstream_client.subscription"):
+    with caplog.at_level(logging.WARNING, logger="privstream_client.keys_topic"):
         assert keys_of(sub) == [old.key_id]
     assert "cannot read the keys topic" in caplog.text

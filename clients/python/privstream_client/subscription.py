@@ -43,6 +43,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from privstream_client.freshness import FRESHNESS_PROBLEMS, Freshness, StateFile
 from privstream_client.kafka_logs import held_bootstrap_logs
+from privstream_client.keys_topic import StatementReader, follow_keys_topic, read_rotation_statements
 from privstream_client.release import LevelChoice, Release, ReleaseSelector, certificate_problem, check_level
 from privstream_client.signing import (
     VERIFY_PROBLEMS,
@@ -138,45 +139,6 @@ def key_set_of(body: bytes, url: str, pinned: KeySet | None = None) -> KeySet:
         raise KeysUnavailableError(f"{url} does not serve a key set: {exc}") from None
 
 
-#: Reads the rotation statements of a keys topic.
-StatementReader: TypeAlias = Callable[[], Awaitable[list[RotationStatement]]]
-
-
-async def read_rotation_statements(
-    kafka_options: dict[str, Any], topic: str, start: Callable[[Any], Awaitable[None]] | None = None
-) -> list[RotationStatement]:
-    """The rotation statements on the keys topic ``topic``, every record read from its start to
-    its end when the read began. Records that are not statements are left out; a statement decides
-    nothing until it chains from a trusted key (:meth:`~privstream_client.signing.KeySet.following`)."""
-    consumer = AIOKafkaConsumer(**kafka_options, group_id=None, enable_auto_commit=False)
-    await (start or _start)(consumer)
-    statements: list[RotationStatement] = []
-    try:
-        if topic not in await consumer.topics():
-            return statements
-        partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
-        if not partitions:
-            return statements
-        consumer.assign(partitions)
-        ends = await consumer.end_offsets(partitions)
-        firsts = await consumer.beginning_offsets(partitions)
-        await consumer.seek_to_beginning(*partitions)
-        wanted = {tp: end for tp, end in ends.items() if end > firsts[tp]}
-        while wanted:
-            batch = await consumer.getmany(*wanted, timeout_ms=1000)
-            for records in batch.values():
-                for record in records:
-                    with contextlib.suppress(SigningKeyError):
-                        statements.append(RotationStatement.from_json(record.value or b""))
-            for tp, end in list(wanted.items()):
-                if await consumer.position(tp) >= end:
-                    del wanted[tp]
-        return statements
-    finally:
-        with contextlib.suppress(Exception):
-            await consumer.stop()
-
-
 class _Keys:
     """The subscriber's trusted keys; fetched ones are fetched again (rarely) when a record names a
     key not in the set, so a key rotation needs no restart: from the URL, and from the keys topic
@@ -208,16 +170,6 @@ class _Keys:
                 self.keys = await follow_keys_topic(self.keys, self.statements)
             problem = self.keys.header_problem(value, headers, timestamp)
         return problem
-
-
-async def follow_keys_topic(keys: KeySet, statements: StatementReader) -> KeySet:
-    """``keys`` with the keys the topic's statements lead to from them; the keys alone where the
-    topic cannot be read (a warning: not being able to follow trusts nothing new)."""
-    try:
-        return keys.following(await asyncio.wait_for(statements(), CONNECT_TIMEOUT_SECONDS * 2))
-    except Exception as exc:  # the keys topic unreadable (no ACL, gone): follow nothing from it
-        log.warning("cannot read the keys topic to follow key rotations (%s: %s)", type(exc).__name__, exc)
-        return keys
 
 
 async def _start(consumer: Any) -> None:
