@@ -3,13 +3,14 @@ users it holds: ingest U users of 3 rows each (``thresholds:65536``, ``user_cont
 2, ``max_node_examples`` 2,000) into a SQLite state store, then time what the close does today
 before the default: the node's build in the store (each user's first k rows,
 :func:`~privstream.agents.releases.nodes.build_node`), the individual filter's reservation in a
-SQLite ledger on disk (every user present charged, :meth:`SqlLedger.reserve` with ``users``), the
-filter and the per-user bound over the node's rows, and the learner's capped input. Beside it, what
-the same users cost ingest if each is admitted at their first row instead
+SQLite ledger on disk, and the learner's capped input, two ways in the same run: *at close*, the
+individual filter at the reservation (every user present charged, :meth:`SqlLedger.reserve` with
+``users``, then the filter and the per-user bound over the node's rows), and *admitted*, the
+release path when users were charged at ingest (a reservation naming no users, no filter). Beside
+them, what the same users cost ingest when each is admitted at their first row
 (:meth:`SqlLedger.admit`, in another ledger, one call per 500-row part as ingest stores them, four
-levels): the work the close would no longer do. For U = 2,000
-users (3 times the cap's rows) and U = 100,000. Prints JSON; the ratio of the two closes is the
-figure (same run, same machine): the work grows with the users present, a private number, while
+levels). For U = 2,000 users (3 times the cap's rows) and U = 100,000. Prints JSON, with ratios
+(same run, same machine): the build still grows with the users present, a private number, while
 the slot is measured on the cap.
 
     .venv/bin/python benchmarks/bench_user_close_cost.py [--users 2000,100000]
@@ -78,6 +79,11 @@ def close_cost(users: int, directory: Path) -> dict[str, float]:
     filtered = time.perf_counter()
     learner_xs, _ = prepared_input(bounded.xs, bounded.ys, None, CAP)
     prepared = time.perf_counter()
+    # the release path with users admitted at ingest: a reservation naming no users, no filter
+    ledger.reserve("s", "w0-admitted", "learner:generic", 0.5, 0.0, NodeRange(0, 0, 0))
+    reserved_alone = time.perf_counter()
+    prepared_input(data.xs, data.ys, None, CAP)
+    prepared_alone = time.perf_counter()
     store.close()
     ledger.close()
     admissions = SqliteLedger.open(
@@ -97,6 +103,8 @@ def close_cost(users: int, directory: Path) -> dict[str, float]:
         "filter_seconds": round(filtered - reserved, 4),
         "prepare_seconds": round(prepared - filtered, 4),
         "close_seconds": round(prepared - started, 4),
+        "admitted_reserve_seconds": round(reserved_alone - prepared, 4),
+        "admitted_close_seconds": round(built - started + prepared_alone - prepared, 4),
         "learner_rows": len(learner_xs),
         "ingest_admit_seconds": round(admitted - admit_started, 4),
     }
@@ -120,6 +128,12 @@ def main() -> None:
                 "close_ratio_largest_to_smallest": round(
                     runs[-1]["close_seconds"] / runs[0]["close_seconds"], 2
                 ),
+                "admitted_close_ratio_largest_to_smallest": round(
+                    runs[-1]["admitted_close_seconds"] / runs[0]["admitted_close_seconds"], 2
+                ),
+                "admitted_to_at_close_ratio": [
+                    round(r["admitted_close_seconds"] / r["close_seconds"], 3) for r in runs
+                ],
                 "ingest_admit_ratio_largest_to_smallest": round(
                     runs[-1]["ingest_admit_seconds"] / runs[0]["ingest_admit_seconds"], 2
                 ),

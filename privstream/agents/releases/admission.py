@@ -15,12 +15,14 @@ data changes what another user pays, and a user the cap leaves out is over-charg
 ...     user_budget=PrivacyCost(1.0, 0.0))
 >>> admission = Admission(SqliteLedger.open(":memory:", budgets={"s": (1.0, 0.0)}))
 >>> rows = [(0, 7, 1, "a", 0), (1, 7, 1, "b", 0), (2, 7, 1, "a", 1)]
->>> admission.admit(policy, rows, first_open=0)  # a and b pay nodes (0, 0) and (1, 0): 1.0
+>>> admission.admit(policy, rows, first_open=0, now=30.0)  # a and b pay nodes (0, 0) and (1, 0): 1.0
 ([(0, 7, 1, 'a', 0), (1, 7, 1, 'b', 0)], 1)
->>> admission.admit(policy, [(3, 7, 1, "b", 1)], first_open=1)  # node (0, 1) would pass b's 1.0
+>>> admission.admit(policy, [(3, 7, 1, "b", 1)], first_open=1, now=90.0)  # node (0, 1) would pass b's 1.0
 ([], 1)
 >>> admission.ledger.user_spent("a"), admission.ledger.user_spent("b")
 (PrivacyCost(epsilon=1.0, delta=0.0), PrivacyCost(epsilon=1.0, delta=0.0))
+>>> admission.admit(policy, [], first_open=1, now=10_000.0), admission.open_windows("s")  # forgotten
+(([], 0), [])
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from typing import Any
 
 from privstream.agents.ledger_port import PrivacyCost, PrivacyLedger
 from privstream.agents.releases.policy import ReleasePolicy
+from privstream.agents.releases.schedule import close_time
 
 #: A time window's row as the agent stores it: (offset, x, y, user, window index).
 Row = tuple[int, Any, Any, str | None, int]
@@ -61,12 +64,17 @@ class Admission:
         # stream -> window -> user -> admitted?
         self._decided: dict[str, dict[int, dict[str, bool]]] = {}
 
-    def admit(self, policy: ReleasePolicy, rows: Sequence[Row], *, first_open: int) -> tuple[list[Row], int]:
+    def admit(
+        self, policy: ReleasePolicy, rows: Sequence[Row], *, first_open: int, now: float
+    ) -> tuple[list[Row], int]:
         """The rows of admitted users, in order, and how many users were newly excluded. Users seen
-        first in a window are admitted in one ledger call per window; windows before
-        ``first_open`` (closed) are forgotten."""
+        first in a window are admitted in one ledger call per window. Windows before ``first_open``
+        (closed) are forgotten, and so are those that closed on the clock (``now``) a window's
+        length ago: a worker that stores rows for a stream another worker closes never learns of
+        its closes (forgetting too early costs a repeated, idempotent admission, never a charge)."""
         windows = self._decided.setdefault(policy.stream_id, {})
-        for closed in [w for w in windows if w < first_open]:
+        seconds = policy.window_seconds or 0.0
+        for closed in [w for w in windows if w < first_open or close_time(policy, w) + seconds <= now]:
             del windows[closed]
         fresh: dict[int, list[str]] = {}
         for _, _, _, user, window in rows:
@@ -85,3 +93,7 @@ class Admission:
             excluded += len(users) - len(admitted)
         kept = [row for row in rows if row[3] is not None and windows[row[4]][row[3]]]
         return kept, excluded
+
+    def open_windows(self, stream_id: str) -> list[int]:
+        """The windows of the stream whose users this run remembers."""
+        return sorted(self._decided.get(stream_id, {}))

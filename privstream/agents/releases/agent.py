@@ -181,7 +181,7 @@ class ReleaseAgent:
         if policy.privacy_unit == "user" and timed:
             # The individual filter, before anything is stored: each user present pays for every
             # node covering the window at their first row, kept or not; who cannot pay is left out.
-            timed, excluded = self.admission.admit(policy, timed, first_open=first_open)
+            timed, excluded = self.admission.admit(policy, timed, first_open=first_open, now=now)
             if excluded:
                 self.metrics.users_excluded(stream_id, excluded)  # private: operators only
         # A capped node keeps its window's first rows (vectors) or a bottom-k sample (integer
