@@ -58,3 +58,38 @@ def test_a_keys_topic_that_cannot_be_read_leaves_the_pinned_keys(
     with caplog.at_level(logging.WARNING, logger="privstream_client.keys_topic"):
         assert keys_of(sub) == [old.key_id]
     assert "cannot read the keys topic" in caplog.text
+
+
+class Recorded:
+    """A stand-in subscription: records how it was asked for, yields nothing."""
+
+    def __init__(self, calls: list[dict], **kwargs: object) -> None:
+        calls.append(kwargs)
+        self.yielded, self.caught_up = 0, True
+
+    def __aiter__(self) -> Recorded:
+        return self
+
+    async def __anext__(self) -> object:
+        raise StopAsyncIteration
+
+    def summary(self) -> str:
+        return "0 releases; 0 records skipped"
+
+
+def test_both_subscribe_commands_take_keys_topic(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    from privstream_client import __main__ as client_cli
+
+    from privstream.stream_app import sdk
+    from privstream.stream_app.cli import main
+
+    calls: list[dict] = []
+    keys = tmp_path / "keys.json"
+    keys.write_text(KeySet([Signer.generate().public_entry()]).to_json())
+    monkeypatch.setattr(client_cli, "subscribe", lambda stream, **kw: Recorded(calls, **kw))
+    monkeypatch.setattr(sdk, "subscribe", lambda stream, **kw: Recorded(calls, **kw))
+    monkeypatch.setenv("PRIVSTREAM_KAFKA_BOOTSTRAP", "127.0.0.1:9")
+    assert client_cli.main(["s", "--trusted-keys", str(keys), "--keys-topic"]) == 0
+    assert main(["subscribe", "s", "--trusted-keys", str(keys), "--keys-topic", "--until-caught-up"]) == 0
+    assert main(["subscribe", "s", "--trusted-keys", str(keys), "--until-caught-up"]) == 0
+    assert [c["keys_topic"] for c in calls] == [True, True, False]

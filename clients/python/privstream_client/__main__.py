@@ -33,6 +33,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--trusted-keys", type=Path, help="a key set or PEM public keys to trust")
     parser.add_argument("--keys-url", help="where to fetch the key set (else PRIVSTREAM_KEYS_URL)")
+    parser.add_argument(
+        "--keys-topic",
+        action="store_true",
+        help="with --trusted-keys: follow the key rotations recorded on the deployment's keys topic",
+    )
     parser.add_argument("--ledger-id", help="the deployment's ledger id (else PRIVSTREAM_LEDGER_ID)")
     parser.add_argument("--state-file", type=Path, help="keep what is held here across restarts")
     parser.add_argument("--latest", action="store_true", help="only releases published from now on")
@@ -48,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
             level=args.level,
             trusted_keys=args.trusted_keys,
             keys_url=args.keys_url,
+            keys_topic=args.keys_topic,
             from_beginning=not args.latest,
             until_caught_up=args.until_caught_up,
             ledger_id=args.ledger_id,

@@ -47,6 +47,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--keys-url", help="where to fetch the key set (default: /keys of the public listener)"
     )
     subscribe.add_argument(
+        "--keys-topic",
+        action="store_true",
+        help="with --trusted-keys: also follow the key rotations recorded on the deployment's keys topic "
+        "(each statement signed by a key already trusted)",
+    )
+    subscribe.add_argument(
         "--ledger-id",
         help="the deployment's ledger id releases must name (else $PRIVSTREAM_LEDGER_ID, else the state "
         "file's, else the first verified release's)",
@@ -105,6 +111,7 @@ def run_subscribe(args: argparse.Namespace) -> int:
         verify=args.verify,
         trusted_keys=args.trusted_keys,
         keys_url=args.keys_url,
+        keys_topic=args.keys_topic,
         until_caught_up=args.until_caught_up,
         ledger_id=args.ledger_id,
         state_file=args.state_file,
