@@ -86,11 +86,13 @@ def subscribe(
     until_caught_up: bool = False,
     ledger_id: str | None = None,
     state_file: Path | str | None = None,
+    keys_topic: bool = False,
 ) -> Subscription:
     """:func:`privstream_client.subscribe` with the settings of a deployment (``settings``, else
     the environment's ``PRIVSTREAM_*``): its Kafka security options, ``topic_prefix``, and where
     the keys come from (``trusted_keys``, else ``trusted_keys_file``, else ``keys_url`` or the
-    public listener's ``/keys``; trusted keys with a ``keys_url`` follow its rotation statements).
+    public listener's ``/keys``; trusted keys with a ``keys_url`` follow its rotation statements,
+    with ``keys_topic=True`` those of the deployment's keys topic).
     ``ledger_id`` (else ``PRIVSTREAM_LEDGER_ID``) pins the deployment, ``state_file`` keeps the
     newest release held per level across restarts (:mod:`privstream_client.freshness`).
 
@@ -137,6 +139,7 @@ def subscribe(
         start=start,
         ledger_id=ledger_id or os.environ.get("PRIVSTREAM_LEDGER_ID") or None,
         state_file=state_file,
+        keys_topic=settings.topic("keys") if keys_topic else None,
     )
 
 

@@ -1,6 +1,7 @@
 """A key rotation on a real broker: releases signed by the old key, ``privstream keys rotate``,
 releases signed by the new key. A subscriber that pinned the old key and names ``keys_url``
-follows the rotation statement and yields all of them; one that only pins yields the old key's;
+follows the rotation statement and yields all of them, as does one that reads the statement from
+the keys topic (``keys_topic=True``); one that only pins yields the old key's;
 a ``/keys`` that serves a forged rotation (a thief's key swapped in) makes the thief's releases
 no more trusted than before."""
 
@@ -87,6 +88,9 @@ def test_a_pinned_subscriber_follows_a_rotation_and_no_forged_one(unique_setting
         assert len(followed) == 6 and subscription.skipped == {}
         pinned_only, subscription = run(read(settings, trusted_keys=pinned))
         assert len(pinned_only) == 3 and subscription.skipped == {"unknown_key": 3}
+        # No URL: the statement the restarted worker sent to the keys topic.
+        from_topic, subscription = run(read(settings, trusted_keys=pinned, keys_topic=True))
+        assert len(from_topic) == 6 and subscription.skipped == {}
 
         # A thief's releases, and a /keys whose rotation names the thief's key: not followed.
         thief = Signer.generate()
@@ -102,5 +106,9 @@ def test_a_pinned_subscriber_follows_a_rotation_and_no_forged_one(unique_setting
         finally:
             server.shutdown()
         assert len(releases) == 3 and subscription.skipped == {"unknown_key": 4}
+        # The forged statement on the keys topic: the thief's release is still refused.
+        run(produce_json(settings, settings.topic("keys"), [(None, forged.to_json().encode())]))
+        releases, subscription = run(read(settings, trusted_keys=pinned, keys_topic=True))
+        assert len(releases) == 6 and subscription.skipped == {"unknown_key": 1}
     finally:
         assert restarted.stop() == 0

@@ -15,6 +15,8 @@ pinning keys trusts nothing but the keys; fetching them trusts the network path 
 that moment. Pinned keys *and* a ``keys_url`` follow the deployment's key rotations: the
 subscriber trusts a new key only through a chain of valid rotation statements from a pinned key
 (:meth:`~privstream_client.signing.KeySet.following`); the URL's keys themselves are not trusted.
+Pinned keys and ``keys_topic=True`` follow the rotation statements of the deployment's keys topic
+(the signed log's record of every rotation) the same way, with no URL to trust.
 
 **Freshness.** A verified release is yielded only if it is the deployment's and newer than what
 the subscriber holds of its level (:mod:`privstream_client.freshness`): a replay, or another
@@ -41,11 +43,13 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from privstream_client.freshness import FRESHNESS_PROBLEMS, Freshness, StateFile
 from privstream_client.kafka_logs import held_bootstrap_logs
+from privstream_client.keys_topic import StatementReader, follow_keys_topic, read_rotation_statements
 from privstream_client.release import LevelChoice, Release, ReleaseSelector, certificate_problem, check_level
 from privstream_client.signing import (
     VERIFY_PROBLEMS,
     KeySet,
     PublicKeyEntry,
+    RotationStatement,
     SigningKeyError,
     deployment_ledger_id,
     key_id,
@@ -137,10 +141,17 @@ def key_set_of(body: bytes, url: str, pinned: KeySet | None = None) -> KeySet:
 
 class _Keys:
     """The subscriber's trusted keys; fetched ones are fetched again (rarely) when a record names a
-    key not in the set, so a key rotation needs no restart."""
+    key not in the set, so a key rotation needs no restart: from the URL, and from the keys topic
+    (``statements``) followed from the keys already trusted."""
 
-    def __init__(self, keys: KeySet, url: str | None, pinned: KeySet | None = None):
-        self.keys, self.url, self.pinned = keys, url, pinned
+    def __init__(
+        self,
+        keys: KeySet,
+        url: str | None,
+        pinned: KeySet | None = None,
+        statements: StatementReader | None = None,
+    ):
+        self.keys, self.url, self.pinned, self.statements = keys, url, pinned, statements
         self._fetched_at = time.monotonic()
 
     async def problem(self, record: Any) -> str | None:
@@ -148,13 +159,16 @@ class _Keys:
         problem = self.keys.header_problem(value, headers, timestamp)
         if (
             problem == "unknown_key"
-            and self.url
+            and (self.url or self.statements)
             and time.monotonic() - self._fetched_at > KEYS_REFRESH_SECONDS
         ):
             self._fetched_at = time.monotonic()
-            with contextlib.suppress(KeysUnavailableError):
-                self.keys = await asyncio.to_thread(fetch_key_set, self.url, 10.0, self.pinned)
-                problem = self.keys.header_problem(value, headers, timestamp)
+            if self.url:
+                with contextlib.suppress(KeysUnavailableError):
+                    self.keys = await asyncio.to_thread(fetch_key_set, self.url, 10.0, self.pinned)
+            if self.statements is not None:
+                self.keys = await follow_keys_topic(self.keys, self.statements)
+            problem = self.keys.header_problem(value, headers, timestamp)
         return problem
 
 
@@ -200,6 +214,7 @@ class Subscription:
         start: Callable[[Any], Awaitable[None]] | None = None,
         ledger_id: str | None = None,
         state_file: Path | str | None = None,
+        keys_topic: str | None = None,
     ):
         self.stream_id, self.topic = stream_id, topic
         self.kafka_options = kafka_options
@@ -208,6 +223,7 @@ class Subscription:
         self.state_file = state_file
         self.from_beginning, self.group_id = from_beginning, group_id
         self.verify, self.trusted_keys, self.keys_url = verify, trusted_keys, keys_url
+        self.keys_topic = keys_topic
         self.until_caught_up = until_caught_up
         self.start = start or _start
         self.skipped: Counter[str] = Counter()
@@ -245,15 +261,25 @@ class Subscription:
     async def _keys(self) -> _Keys | None:
         if not self.verify:
             return None
-        if self.trusted_keys is not None and self.keys_url:  # pinned, following rotations
+        if self.trusted_keys is not None and (self.keys_url or self.keys_topic):  # pinned, following
             pinned = trusted_key_set(self.trusted_keys)
-            try:
-                body = await asyncio.to_thread(fetch_key_document, self.keys_url, 10.0)
-                keys = key_set_of(body, self.keys_url, pinned)
-            except KeysUnavailableError:
-                return _Keys(pinned, self.keys_url, pinned)
-            self._deployment(body, keys)
-            return _Keys(keys, self.keys_url, pinned)
+            reader = None
+            if self.keys_topic is not None:
+                topic, options, start = self.keys_topic, self.kafka_options, self.start
+
+                async def reader() -> list[RotationStatement]:
+                    return await read_rotation_statements(options, topic, start)
+
+            keys, body = pinned, None
+            if self.keys_url:
+                with contextlib.suppress(KeysUnavailableError):
+                    body = await asyncio.to_thread(fetch_key_document, self.keys_url, 10.0)
+                    keys = key_set_of(body, self.keys_url, pinned)
+            if reader is not None:
+                keys = await follow_keys_topic(keys, reader)
+            if body is not None:
+                self._deployment(body, keys)
+            return _Keys(keys, self.keys_url, pinned, reader)
         if self.trusted_keys is not None:
             return _Keys(trusted_key_set(self.trusted_keys), None)
         url = self.keys_url or DEFAULT_KEYS_URL
@@ -426,6 +452,7 @@ def subscribe(
     kafka_options: dict[str, Any] | None = None,
     ledger_id: str | None = None,
     state_file: Path | str | None = None,
+    keys_topic: bool = False,
 ) -> Subscription:
     """The stream's releases from the public ``hypotheses`` topic as they are published: an async
     iterator (:class:`Subscription`, whose ``skipped`` counts what it left out).
@@ -443,8 +470,9 @@ def subscribe(
     :class:`~privstream_client.signing.KeySet`, a key file, or public keys), else the file
     ``PRIVSTREAM_TRUSTED_KEYS_FILE``, else the key set fetched from ``keys_url`` (else
     ``PRIVSTREAM_KEYS_URL``, else :data:`DEFAULT_KEYS_URL`). Trusted keys and a ``keys_url``
-    given together follow the deployment's key rotations from the trusted keys. Records that fail
-    to parse or verify are skipped and counted.
+    given together follow the deployment's key rotations from the trusted keys; so do trusted keys
+    and ``keys_topic=True``, from the rotation statements on the deployment's keys topic
+    (``<topic_prefix>keys``). Records that fail to parse or verify are skipped and counted.
 
     Only fresh releases of the deployment are yielded (:mod:`privstream_client.freshness`): of
     the ledger ``ledger_id`` (else ``PRIVSTREAM_LEDGER_ID``, else the state file's, else the
@@ -483,4 +511,5 @@ def subscribe(
         until_caught_up=until_caught_up,
         ledger_id=ledger_id or os.environ.get("PRIVSTREAM_LEDGER_ID") or None,
         state_file=state_file,
+        keys_topic=f"{prefix}keys" if keys_topic else None,
     )
