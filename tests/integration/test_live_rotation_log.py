@@ -1,6 +1,7 @@
 """Key rotations on the keys topic, on a real broker: a rotation made while Kafka cannot be
 reached is sent by the next worker start; a ledger backup from before the rotation, restored on a
-host that kept only the key (no saved ``/keys``, no worker key statement), is refused, then
+host that kept only the key (no saved ``/keys``, no worker key statement; SQLite files or one
+PostgreSQL database), is refused, then
 ``privstream ledger recover`` records the rotation from the topic (junk and a forged statement on
 the topic add nothing) and the worker starts with the new key; the statement is on the topic once,
 and a subscriber that pinned the old key follows it from there."""
@@ -10,6 +11,7 @@ from __future__ import annotations
 import pytest
 from aiokafka import AIOKafkaProducer
 from privstream_client.signing import RotationStatement
+from pydantic import SecretStr
 
 from privstream.stream_app.embedded.broker import free_listener_ports
 from privstream.stream_app.embedded.demo import fetch_json
@@ -38,16 +40,23 @@ async def produce_raw(settings: Settings, values: list[bytes]) -> None:
         await producer.stop()
 
 
+@pytest.mark.parametrize("store", ["sqlite", "postgresql"])
 def test_a_rotation_reaches_the_keys_topic_and_recover_reads_it_into_a_restored_backup(
-    unique_settings, tmp_path
+    unique_settings, tmp_path, store, request
 ):
+    update: dict = {}
+    pg = None
+    if store == "postgresql":
+        pg = request.getfixturevalue("pg_server")
+        url = request.getfixturevalue("pg_database")
+        update = {"store_url": url, "store_password": SecretStr(pg.password)}
     stream = StreamConfig(
         name="s",
         hypothesis_class="thresholds:4096",
         release=ReleaseConfig(window=WindowConfig(size=WINDOW), epsilon=1.0, epsilon_budget=2.0, top_level=1),
     )
     settings = unique_settings.model_copy(
-        update={"streams": [stream], "ledger_create_if_missing": True, "topic_partitions": 1}
+        update={"streams": [stream], "ledger_create_if_missing": True, "topic_partitions": 1, **update}
     )
     run(ensure_topics(settings))
     worker = start_worker(settings, tmp_path)
@@ -60,7 +69,7 @@ def test_a_rotation_reaches_the_keys_topic_and_recover_reads_it_into_a_restored_
     with open_ledger(settings, create=False) as ledger:
         ledger_id, [first] = ledger.ledger_id, ledger.signing_keys()
     settings = settings.model_copy(update={"ledger_create_if_missing": False})
-    backup = Backup(settings, tmp_path)
+    backup = Backup(settings, tmp_path, pg)
     backup.take()
 
     # The rotation, with Kafka unreachable: recorded, one line, nothing on the topic yet.
