@@ -769,3 +769,46 @@ async def test_certificates_state_the_ledger_and_its_epoch_and_a_lowered_budget_
     ledger.set_budget("s", 1.5, 0.0)  # below the spend, above a fresh window's cost
     await feed(agent, examples(200, start=200))
     assert len(publish.releases()) == 3 and ledger.refusals("s") >= 2
+
+
+async def test_rows_stored_before_users_paid_at_ingest_are_charged_at_start_or_kept_out():
+    """An upgrade from a version that charged users at the close: a's and b's rows are in an open
+    window, uncharged; b's budget is spent. The start charges a for every node over the window
+    (as if the rows arrived now) and keeps b's rows from every node: nobody is released unpaid."""
+    from privstream.agents.ledger_port import PrivacyCost
+    from privstream.agents.windows import time_window_index
+
+    class Recording:
+        def __init__(self, inner):
+            self.inner, self.name, self.inputs = inner, inner.name, []
+
+        def fit(self, hclass, xs, ys, **kwargs):
+            self.inputs.append(sorted(int(x) for x in xs))
+            return self.inner.fit(hclass, xs, ys, **kwargs)
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+    clock = FakeClock(T0)
+    learner = Recording(make_learner("generic"))
+    p = policy(
+        learner=learner,
+        privacy_unit="user",
+        user_contribution_bound=2,
+        window_kind="time",
+        window_seconds=60.0,
+        expected_size=5,
+        top_level=1,
+        user_budget=PrivacyCost(2.0, 0.0),
+    )
+    store, ledger = SqliteStateStore(":memory:"), SqliteLedger.open(":memory:", budgets={"s": (10.0, 0.0)})
+    window = time_window_index(T0 + 1, 60.0)
+    ledger.admit("s", window - 10, [PrivacyCost(2.0, 0.0)], ["b"], user_budget=PrivacyCost(2.0, 0.0))
+    store.append_time_rows("s", 0, [(0, 100, 0, "a", window), (1, 900, 1, "b", window)])
+    agent = make_agent({"s": p}, clock=clock, store=store, ledger=ledger)
+    assert ledger.user_spent("a").epsilon == 2.0  # nodes (0, w) and (1, w // 2), at the start
+    assert ledger.user_spent("b").epsilon == 2.0  # an earlier window's only
+    clock.now = T0 + 60
+    await agent.tick()
+    await agent.drain()
+    assert [rows for rows in learner.inputs if rows] == [[100]]

@@ -30,6 +30,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
+from privstream.agents.interfaces import StateStore, WindowData
 from privstream.agents.ledger_port import PrivacyCost, PrivacyLedger
 from privstream.agents.releases.policy import ReleasePolicy
 from privstream.agents.releases.schedule import close_time
@@ -63,6 +66,51 @@ class Admission:
         self.ledger = ledger
         # stream -> window -> user -> admitted?
         self._decided: dict[str, dict[int, dict[str, bool]]] = {}
+        # stream -> (windows, users): stored rows of users who could not pay (see admit_stored)
+        self._unpaid: dict[str, list[tuple[range, frozenset[str]]]] = {}
+
+    def admit_stored(self, policy: ReleasePolicy, store: StateStore) -> None:
+        """At start-up, before any close of the run: charge the users of rows the store already
+        holds for nodes not yet released (rows stored by a version that charged users at the
+        close, not at ingest), as if they had arrived now; idempotent for users who paid at ingest
+        (a node paid costs nothing again). A user who cannot pay keeps their stored rows out of
+        every node over those windows (:meth:`without_unpaid`). Costs O(stored rows), once."""
+        sid, costs = policy.stream_id, user_costs(policy)
+        for window in store.pending_time_windows(sid):
+            rows = store.time_window(sid, window)
+            users = {str(u) for u in rows.users.tolist() if u is not None}
+            self._admit_held(policy, costs, range(window, window + 1), users)
+        for level, index in store.nodes(sid, policy.family):
+            node = store.load_node(sid, policy.family, level, index)
+            if node is not None and node.users is not None:
+                users = {str(u) for u in node.users.tolist()}
+                self._admit_held(policy, costs, range(index << level, (index + 1) << level), users)
+
+    def _admit_held(
+        self, policy: ReleasePolicy, costs: list[PrivacyCost], windows: range, users: set[str]
+    ) -> None:
+        if not users:
+            return
+        # A node's first window: its users pay for it and every node above (over-charging the
+        # levels below it they were never in, which is safe).
+        admitted = self.ledger.admit(
+            policy.stream_id, windows.start, costs, sorted(users), user_budget=policy.user_budget
+        )
+        unpaid = frozenset(users - set(admitted))
+        if unpaid:
+            self._unpaid.setdefault(policy.stream_id, []).append((windows, unpaid))
+
+    def without_unpaid(self, stream_id: str, windows: range, data: WindowData) -> WindowData:
+        """``data`` (a node over ``windows``) without the rows of users :meth:`admit_stored` found
+        unable to pay for stored rows in those windows (no work unless there are some)."""
+        unpaid: set[str] = set()
+        for held, users in self._unpaid.get(stream_id, []):
+            if held.start < windows.stop and windows.start < held.stop:
+                unpaid |= users
+        if not unpaid or data.users is None:
+            return data
+        keep = np.array([str(u) not in unpaid for u in data.users.tolist()], bool)
+        return WindowData(*(column[keep] for column in data))
 
     def admit(
         self, policy: ReleasePolicy, rows: Sequence[Row], *, first_open: int, now: float

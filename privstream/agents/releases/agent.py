@@ -45,6 +45,7 @@ from privstream.agents.windows import (
     count_window_index,
     node_examples,
     node_id,
+    node_windows,
     time_window_index,
 )
 from privstream.learning.errors import InvariantError
@@ -117,8 +118,12 @@ class ReleaseAgent:
         self._owned: set[int] = set()  # the examples topic's partitions assigned to this worker
         # Ingest holds off while a node is prepared and around the deadlines of releases not yet out.
         self.guard = DeadlineGuard(clock, self._streams.values())
-        # User level: the individual filter charges users as their rows arrive (see .admission).
+        # User level: the individual filter charges users as their rows arrive (see .admission),
+        # and those of rows stored before (by a version that charged them at the close).
         self.admission = Admission(ledger)
+        for p in policies.values():
+            if p.privacy_unit == "user" and p.window_kind == "time":
+                self.admission.admit_stored(p, store)
 
     #: At most this many windows are closed per tick (a catch-up after long downtime goes on the next).
     MAX_WINDOWS_PER_TICK = 1000
@@ -350,9 +355,10 @@ class ReleaseAgent:
             first_window = time_window_index(self._start[policy.stream_id], policy.window_seconds)
 
         def load() -> WindowData:
-            return node_examples(
+            data = node_examples(
                 build_node(self.store, policy, family, level, index, first_window=first_window)
             )
+            return self.admission.without_unpaid(policy.stream_id, node_windows(level, index), data)
 
         await self._release(
             policy,
