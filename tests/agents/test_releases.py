@@ -79,6 +79,20 @@ class Published:
         return [HypothesisRelease.model_validate_json(b) for _, b in self.messages]
 
 
+class RecordingLearner:
+    """A learner that records the points of every input it is given (sorted), then fits."""
+
+    def __init__(self, inner):
+        self.inner, self.name, self.inputs = inner, inner.name, []
+
+    def fit(self, hclass, xs, ys, **kwargs):
+        self.inputs.append(sorted(int(x) for x in xs))
+        return self.inner.fit(hclass, xs, ys, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
 def policy(learner=None, sanitizer=None, **overrides):
     products = [Product("hypotheses", learner or make_learner("generic"), 1.0)]
     if sanitizer is not None:
@@ -557,19 +571,8 @@ async def test_a_reservation_that_named_its_users_feeds_the_learner_their_rows_o
     from privstream.agents.ledger_port import NodeRange
     from privstream.agents.windows import node_id, time_window_index
 
-    class Recording:
-        def __init__(self, inner):
-            self.inner, self.name, self.inputs = inner, inner.name, []
-
-        def fit(self, hclass, xs, ys, **kwargs):
-            self.inputs.append(sorted(int(x) for x in xs))
-            return self.inner.fit(hclass, xs, ys, **kwargs)
-
-        def __getattr__(self, name):
-            return getattr(self.inner, name)
-
     clock = FakeClock(T0)
-    learner = Recording(make_learner("generic"))
+    learner = RecordingLearner(make_learner("generic"))
     p = policy(
         learner=learner,
         privacy_unit="user",
@@ -778,19 +781,8 @@ async def test_rows_stored_before_users_paid_at_ingest_are_charged_at_start_or_k
     from privstream.agents.ledger_port import PrivacyCost
     from privstream.agents.windows import time_window_index
 
-    class Recording:
-        def __init__(self, inner):
-            self.inner, self.name, self.inputs = inner, inner.name, []
-
-        def fit(self, hclass, xs, ys, **kwargs):
-            self.inputs.append(sorted(int(x) for x in xs))
-            return self.inner.fit(hclass, xs, ys, **kwargs)
-
-        def __getattr__(self, name):
-            return getattr(self.inner, name)
-
     clock = FakeClock(T0)
-    learner = Recording(make_learner("generic"))
+    learner = RecordingLearner(make_learner("generic"))
     p = policy(
         learner=learner,
         privacy_unit="user",
